@@ -1,0 +1,70 @@
+/**
+ * The application's side: enqueue runs with validated payloads, resume suspended runs, cancel and
+ * retry. Thin over `RunStore`, with the handler registry to check kinds and payloads up front so
+ * nothing invalid is written.
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import * as Handler from "./Handler.js"
+import type { Enqueued, EnqueueRequest } from "./RunRecord.js"
+import { RunStore } from "./RunStore.js"
+
+/** Options of one enqueue, beside kind and payload. @category models */
+export type EnqueueOptions = Omit<EnqueueRequest, "kind" | "payload">
+
+/**
+ * Enqueues a run of a handler's kind with a typed payload (encoded through the handler's schema).
+ *
+ * @category writes
+ */
+export const enqueue = Effect.fn("Client.enqueue")(function*<P>(
+  handler: Handler.Handler<P>,
+  payload: P,
+  options?: EnqueueOptions
+) {
+  const encoded = yield* Handler.encodePayload(handler, payload)
+  const store = yield* RunStore
+  const [enqueued] = yield* store.enqueue([{
+    ...options,
+    kind: handler.kind,
+    payload: encoded,
+    maxAttempts: options?.maxAttempts ?? handler.maxAttempts
+  }])
+  return enqueued as Enqueued
+})
+
+/**
+ * Enqueues a run from untyped input (a CLI flag, an HTTP body): the kind must be registered and
+ * the payload must decode with its schema, or nothing is written.
+ *
+ * @category writes
+ */
+export const enqueueUnknown = Effect.fn("Client.enqueueUnknown")(function*(
+  registry: Handler.Registry,
+  kind: string,
+  input: unknown,
+  options?: EnqueueOptions
+) {
+  const handler = yield* Handler.lookup(registry, kind)
+  const decoded = yield* Handler.decodePayload(handler, input)
+  return yield* enqueue(handler, decoded, options)
+})
+
+/** Resumes a suspended run by id or signal token with a payload; returns the run id. @category writes */
+export const resume = Effect.fn("Client.resume")(function*(idOrToken: string, payload: unknown) {
+  const store = yield* RunStore
+  return yield* store.resume(idOrToken, payload)
+})
+
+/** @category writes */
+export const cancel = Effect.fn("Client.cancel")(function*(runId: string) {
+  const store = yield* RunStore
+  yield* store.cancel(runId)
+})
+
+/** @category writes */
+export const retry = Effect.fn("Client.retry")(function*(runId: string) {
+  const store = yield* RunStore
+  yield* store.retry(runId)
+})

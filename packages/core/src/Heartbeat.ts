@@ -1,0 +1,94 @@
+/**
+ * Lease renewal. One statement per worker per interval renews every lease the worker holds, each
+ * matched on id + fence + running. A lease that comes back unrenewed was superseded; a renewal that
+ * fails, or is not confirmed before a lease's local deadline, stops that lease's RunScope. The
+ * worker never continues on the hope that a renewal went through.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Duration, Effect, Fiber } from "effect"
+import type { LeaseLossReason } from "./Errors.js"
+import { type InFlight, keyOf, type LeaseEntry, renewable } from "./InFlight.js"
+import type { RunStore } from "./RunStore.js"
+import * as WorkerEvents from "./WorkerEvents.js"
+
+/** Milliseconds on the monotonic clock. @category time */
+export const monotonicMillis: Effect.Effect<number> = Effect.map(Clock.monotonicTimeNanos, (n) => Number(n / 1_000_000n))
+
+/**
+ * Stops a lease's RunScope locally: records why, reports it and interrupts the run's fiber without
+ * waiting for its finalizer (which may still have a write to make).
+ *
+ * @category leases
+ */
+export const loseLease = (owner: string, entry: LeaseEntry, reason: LeaseLossReason): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    if (entry.lost !== undefined || entry.finalizing) return
+    entry.lost = reason
+    yield* WorkerEvents.emit({ _tag: "LeaseLost", owner, runId: entry.run.id, fence: entry.run.fence, reason })
+    const fiber = entry.fiber
+    if (fiber !== undefined) yield* Effect.forkDetach(Fiber.interrupt(fiber))
+  })
+
+/**
+ * Sleeps until the lease's local deadline, re-checking as renewals push it back; interrupts the
+ * run if the deadline passes unrenewed. Runs inside the RunScope, so it ends with the run.
+ *
+ * @category leases
+ */
+export const watchdog = (owner: string, entry: LeaseEntry): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    while (true) {
+      const now = yield* monotonicMillis
+      if (now >= entry.deadline) return yield* loseLease(owner, entry, "deadline")
+      yield* Effect.sleep(Duration.millis(entry.deadline - now))
+    }
+  })
+
+/** @category models */
+export interface HeartbeatOptions {
+  readonly owner: string
+  readonly ttl: Duration.Duration
+  readonly interval: Duration.Duration
+}
+
+/** One renewal round for every lease the worker holds. @category leases */
+export const renewOnce = Effect.fnUntraced(function*(
+  store: RunStore["Service"],
+  inFlight: InFlight,
+  options: HeartbeatOptions
+) {
+  const entries = renewable(inFlight)
+  if (entries.length === 0) return
+  const leases = entries.map((e) => ({ runId: e.run.id, fence: e.run.fence }))
+  const { owner } = options
+  const ttlMs = Duration.toMillis(options.ttl)
+  // The deadline a confirmation extends is counted from when the renewal was sent, not received.
+  const sentAt = yield* monotonicMillis
+  const earliest = Math.min(...entries.map((e) => e.deadline))
+  yield* WorkerEvents.emit({ _tag: "HeartbeatSent", owner, leases })
+  const result = yield* store.renew(owner, leases, options.ttl).pipe(
+    Effect.timeout(Duration.millis(Math.max(1, earliest - sentAt))),
+    Effect.result
+  )
+  if (result._tag === "Failure") {
+    yield* WorkerEvents.emit({ _tag: "HeartbeatFailed", owner, leases, error: String(result.failure) })
+    for (const entry of entries) yield* loseLease(owner, entry, "renewal-failed")
+    return
+  }
+  const renewed = new Set(result.success.map(keyOf))
+  const lost: Array<{ runId: string; fence: number }> = []
+  for (const entry of entries) {
+    if (renewed.has(entry.key)) {
+      entry.deadline = Math.max(entry.deadline, sentAt + ttlMs)
+    } else if (entry.settled === undefined && !entry.finalizing) {
+      lost.push({ runId: entry.run.id, fence: entry.run.fence })
+      yield* loseLease(owner, entry, "superseded")
+    }
+  }
+  yield* WorkerEvents.emit({ _tag: "HeartbeatConfirmed", owner, renewed: result.success, lost })
+})
+
+/** The heartbeat fiber's body: renew, then wait an interval, forever. @category leases */
+export const loop = (store: RunStore["Service"], inFlight: InFlight, options: HeartbeatOptions): Effect.Effect<never> =>
+  Effect.forever(Effect.andThen(Effect.sleep(options.interval), renewOnce(store, inFlight, options)))

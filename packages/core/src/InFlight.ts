@@ -1,0 +1,35 @@
+/**
+ * A worker's in-flight leases, keyed by (run id, fence): a claim superseded by a newer one of the
+ * same run is a different lease. A slot stays taken until the lease's final write is acknowledged.
+ *
+ * @since 0.1.0
+ */
+import type { Fiber } from "effect"
+import type { SelfSettlement } from "./CurrentRun.js"
+import type { LeaseLossReason } from "./Errors.js"
+import type { ClaimedRun, LeaseKey } from "./RunRecord.js"
+
+/** @category models */
+export interface LeaseEntry {
+  readonly run: ClaimedRun
+  readonly key: string
+  /** Local lease deadline on the monotonic clock (ms): last confirmed renewal's send time + TTL. */
+  deadline: number
+  /** Set when the handler settled the run itself (fenced transaction, suspension). */
+  settled: SelfSettlement | undefined
+  /** Set once the final write is under way; a renewal that misses it then is expected. */
+  finalizing: boolean
+  /** Set when the worker stopped the run locally, with why. */
+  lost: LeaseLossReason | undefined
+  fiber: Fiber.Fiber<unknown, unknown> | undefined
+}
+
+/** @category constructors */
+export const keyOf = (lease: LeaseKey): string => `${lease.runId}:${lease.fence}`
+
+/** @category models */
+export type InFlight = Map<string, LeaseEntry>
+
+/** Leases a heartbeat must renew: held and not being finalized. @category accessors */
+export const renewable = (inFlight: InFlight): Array<LeaseEntry> =>
+  [...inFlight.values()].filter((entry) => entry.settled === undefined && entry.lost === undefined)

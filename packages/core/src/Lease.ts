@@ -1,0 +1,126 @@
+/**
+ * A lease as a scoped resource. Acquiring it registers the claimed run in the worker's in-flight
+ * set and starts its deadline watchdog; the finalizer releases the claim according to how the
+ * RunScope ended: success completes (batched, guarded), failure records the error and schedules a
+ * retry or fails the run, interruption releases the run so another worker can take it at once.
+ * Every one of these writes is guarded by the lease's fence.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Duration, Effect, Exit, Scope } from "effect"
+import type { SqlError as SqlErrorModule } from "effect/sql"
+type SqlError = SqlErrorModule.SqlError
+import * as Backoff from "./Backoff.js"
+import type { CompletionBatcher } from "./CompletionBatcher.js"
+import * as Heartbeat from "./Heartbeat.js"
+import type { InFlight, LeaseEntry } from "./InFlight.js"
+import type { LeaseKey } from "./RunRecord.js"
+import type { RunStore, StaleWrite } from "./RunStore.js"
+import * as WorkerEvents from "./WorkerEvents.js"
+
+/** What the finalizer needs from its worker. @category models */
+export interface LeaseContext {
+  readonly owner: string
+  readonly store: RunStore["Service"]
+  readonly batcher: CompletionBatcher
+  readonly inFlight: InFlight
+  readonly retry: Backoff.RetryPolicy
+  /** Bound on each final write, so a partition cannot hold a slot forever. */
+  readonly finalizeTimeout: Duration.Duration
+  /** Called once the slot is free again. */
+  readonly onSlotFreed: Effect.Effect<void>
+}
+
+/** Marks a failure that retrying cannot fix (a payload that no longer decodes). @category models */
+export class PermanentFailure {
+  readonly _tag = "PermanentFailure"
+  constructor(readonly reason: unknown) {}
+}
+
+type Settlement = "completed" | "retry-scheduled" | "failed" | "released" | "suspended" | "abandoned"
+
+const errorJson = (cause: Cause.Cause<unknown>): unknown => {
+  const error = Cause.squash(cause)
+  if (error instanceof PermanentFailure) return { message: String((error.reason as any)?.message ?? error.reason), permanent: true }
+  if (error instanceof Error) return { tag: (error as any)._tag ?? error.name, message: error.message }
+  return { message: String(error) }
+}
+
+const isPermanent = (cause: Cause.Cause<unknown>): boolean => Cause.squash(cause) instanceof PermanentFailure
+
+const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown, unknown>) =>
+  Effect.gen(function*() {
+    entry.finalizing = true
+    const lease: LeaseKey = { runId: entry.run.id, fence: entry.run.fence }
+    const { owner } = ctx
+
+    const reject = (operation: string, presentedFence: number, storedFence: number) =>
+      Effect.as(
+        WorkerEvents.emit({ _tag: "WriteRejected", owner, runId: lease.runId, operation, presentedFence, storedFence }),
+        "abandoned" as Settlement
+      )
+    const rejected = (operation: string) => (error: StaleWrite) =>
+      error._tag === "FenceRejected"
+        ? reject(operation, error.presentedFence, error.storedFence)
+        : Effect.succeed<Settlement>("abandoned")
+    const storeFailed = (operation: string) => (error: SqlError | Cause.TimeoutError) =>
+      Effect.as(
+        WorkerEvents.emit({ _tag: "StoreError", owner, operation, error: String(error) }),
+        "abandoned" as Settlement
+      )
+    const bounded = (operation: string, write: Effect.Effect<Settlement, SqlError>): Effect.Effect<Settlement> =>
+      write.pipe(Effect.timeout(ctx.finalizeTimeout), Effect.catch(storeFailed(operation)))
+
+    const settle: Effect.Effect<Settlement> = entry.settled !== undefined
+      ? Effect.succeed(entry.settled)
+      : Exit.isSuccess(exit)
+      ? bounded(
+        "complete",
+        Effect.flatMap(ctx.batcher.complete({ ...lease, result: exit.value ?? null }), (outcome) =>
+          outcome._tag === "Finalized"
+            ? Effect.succeed<Settlement>("completed")
+            : reject("complete", outcome.fence, outcome.storedFence))
+      )
+      : Cause.hasInterruptsOnly(exit.cause)
+      // Superseded or cancelled: the fence has moved on and there is nothing of ours to release.
+      ? (entry.lost === "superseded" || entry.lost === "cancelled"
+        ? Effect.succeed<Settlement>("abandoned")
+        : bounded(
+          "release",
+          ctx.store.release(lease).pipe(
+            Effect.as<Settlement>("released"),
+            Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("release"))
+          )
+        ))
+      : Effect.flatMap(
+        isPermanent(exit.cause) ? Effect.succeed(undefined) : Backoff.delayFor(ctx.retry, entry.run.attempt),
+        (retryDelayMs) =>
+          bounded(
+            "fail",
+            ctx.store.fail({ ...lease, error: errorJson(exit.cause), retryDelayMs }).pipe(
+              Effect.map((o): Settlement => o._tag === "Failed" ? "failed" : "retry-scheduled"),
+              Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("fail"))
+            )
+          )
+      )
+    const settlement = yield* settle
+    yield* WorkerEvents.emit({ _tag: "RunSettled", owner, runId: lease.runId, fence: lease.fence, outcome: settlement })
+  }).pipe(
+    Effect.ensuring(Effect.suspend(() => {
+      ctx.inFlight.delete(entry.key)
+      return ctx.onSlotFreed
+    }))
+  )
+
+/**
+ * Acquires the lease as a resource of the current scope (the RunScope). Closing the scope runs
+ * the fenced finalizer with the scope's exit.
+ *
+ * @category constructors
+ */
+export const acquire = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<LeaseEntry, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const lease = yield* Effect.acquireRelease(Effect.succeed(entry), (e, exit) => finalize(ctx, e, exit))
+    yield* Effect.forkScoped(Heartbeat.watchdog(ctx.owner, lease))
+    return lease
+  })

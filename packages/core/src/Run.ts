@@ -1,0 +1,83 @@
+/**
+ * The writes a handler makes while it holds a run. Each requires the `Fence` service and fails
+ * with `FenceRejected` when the fence has moved on: the holder was superseded.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect } from "effect"
+import type { SqlError as SqlErrorModule } from "effect/sql"
+type SqlError = SqlErrorModule.SqlError
+import { CurrentRun } from "./CurrentRun.js"
+import { Fence, leaseKey } from "./Fence.js"
+import type { SignalOutcome } from "./RunRecord.js"
+import { RunStore, type StaleWrite } from "./RunStore.js"
+
+/**
+ * Records a checkpoint (progress) for the run under its fence. A later attempt sees it in
+ * `CurrentRun.checkpoint`.
+ *
+ * @category writes
+ */
+export const checkpoint = Effect.fn("Run.checkpoint")(function*(value: unknown) {
+  const fence = yield* Fence
+  const store = yield* RunStore
+  yield* store.checkpoint(leaseKey(fence), value)
+})
+
+/**
+ * Runs the application's own SQL and the completion of this run in one transaction under the
+ * fence. If the fence is stale, the whole transaction rolls back and this fails with
+ * `FenceRejected`: the application's writes never land without the completion.
+ *
+ * @category writes
+ */
+export const transaction = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  options?: { readonly result?: (a: A) => unknown }
+): Effect.Effect<A, E | StaleWrite | SqlError, R | Fence | RunStore | CurrentRun> =>
+  Effect.gen(function*() {
+    const fence = yield* Fence
+    const store = yield* RunStore
+    const run = yield* CurrentRun
+    const value = yield* store.completeInTransaction(leaseKey(fence), effect, options?.result ?? ((a) => a))
+    run.settle("completed")
+    return value
+  }).pipe(Effect.withSpan("Run.transaction"))
+
+/** @category models */
+export interface AwaitSignalOptions {
+  /** Resume with `TimedOut` when no signal arrives within this time (measured by the database). */
+  readonly timeout?: Duration.Input | undefined
+  /** The token a webhook or a person resumes the run with; a random one by default. */
+  readonly token?: string | undefined
+}
+
+/**
+ * Waits for a named signal (a human approval, a webhook). The first time, this suspends the run:
+ * the lease is released outright, heartbeats for it stop and the worker slot is freed; the handler
+ * stops here. When the run is resumed it is claimed again under a higher fence, the handler starts
+ * over, and this returns the outcome at once.
+ *
+ * @category writes
+ */
+export const awaitSignal = (
+  signal: string,
+  options?: AwaitSignalOptions
+): Effect.Effect<SignalOutcome, StaleWrite | SqlError, Fence | RunStore | CurrentRun> =>
+  Effect.gen(function*() {
+    const run = yield* CurrentRun
+    const seen = run.signals[signal]
+    if (seen !== undefined) return seen
+    const fence = yield* Fence
+    const store = yield* RunStore
+    yield* store.suspend({
+      ...leaseKey(fence),
+      signal,
+      token: options?.token ?? crypto.randomUUID(),
+      timeout: options?.timeout === undefined ? undefined : Duration.fromInputUnsafe(options.timeout)
+    })
+    run.settle("suspended")
+    // The run no longer belongs to this handler: stop it here, as an interruption no handler
+    // code can swallow by catching errors.
+    return yield* Effect.interrupt
+  }).pipe(Effect.withSpan("Run.awaitSignal", { attributes: { signal } }))

@@ -1,0 +1,105 @@
+/**
+ * The run record: what the store keeps for one unit of work, and the shapes that cross the store
+ * boundary (a claimed run, an enqueue request, a history event).
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/** @category models */
+export const RunState = Schema.Literals(["pending", "running", "suspended", "completed", "failed", "cancelled"])
+/** @category models */
+export type RunState = typeof RunState.Type
+
+/** States a run never leaves on its own. @category models */
+export const terminalStates: ReadonlyArray<RunState> = ["completed", "failed", "cancelled"]
+
+/** The outcome a suspended run is resumed with: a signal's payload, or its deadline passing. @category models */
+export type SignalOutcome =
+  | { readonly _tag: "Signalled"; readonly payload: unknown }
+  | { readonly _tag: "TimedOut" }
+
+/** A run as stored. Fences are per run, start at 0 and only ever rise. @category models */
+export interface RunRecord {
+  readonly id: string
+  readonly queue: string
+  readonly kind: string
+  readonly payload: unknown
+  readonly priority: number
+  readonly runAt: Date
+  readonly state: RunState
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly fence: number
+  readonly leaseOwner: string | null
+  readonly leaseExpiresAt: Date | null
+  readonly checkpoint: unknown
+  readonly result: unknown
+  readonly error: unknown
+  readonly signalName: string | null
+  readonly signalToken: string | null
+  readonly suspendDeadline: Date | null
+  readonly signals: Readonly<Record<string, SignalOutcome>>
+  readonly idempotencyKey: string | null
+  readonly createdAt: Date
+  readonly updatedAt: Date
+  readonly finishedAt: Date | null
+}
+
+/** What a successful claim hands the worker: the run as of the claim, under its new fence. @category models */
+export interface ClaimedRun {
+  readonly id: string
+  readonly queue: string
+  readonly kind: string
+  readonly payload: unknown
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly fence: number
+  readonly checkpoint: unknown
+  readonly signals: Readonly<Record<string, SignalOutcome>>
+}
+
+/** A claim that was superseded or finished elsewhere is identified by this pair, never by id alone. @category models */
+export interface LeaseKey {
+  readonly runId: string
+  readonly fence: number
+}
+
+/** @category models */
+export interface EnqueueRequest {
+  readonly kind: string
+  readonly payload: unknown
+  readonly queue?: string | undefined
+  readonly priority?: number | undefined
+  /** Delay before the run is due, counted from the database's `now()`. */
+  readonly delayMs?: number | undefined
+  readonly maxAttempts?: number | undefined
+  /** Enqueueing the same key twice yields one run. */
+  readonly idempotencyKey?: string | undefined
+}
+
+/** @category models */
+export interface Enqueued {
+  readonly id: string
+  /** False when an earlier enqueue with the same idempotency key already created the run. */
+  readonly created: boolean
+}
+
+/** One line of a run's history, written in the same transaction as the transition it records. @category models */
+export interface RunEvent {
+  readonly id: string
+  readonly runId: string
+  readonly kind: string
+  readonly fence: number
+  readonly owner: string | null
+  readonly detail: unknown
+  readonly at: Date
+}
+
+/** Outcome of one item of a batched finalization. @category models */
+export type FinalizeOutcome =
+  | { readonly _tag: "Finalized"; readonly runId: string; readonly fence: number }
+  | { readonly _tag: "Rejected"; readonly runId: string; readonly fence: number; readonly storedFence: number; readonly state: RunState | "missing" }
+
+/** What a failed attempt turned into. @category models */
+export type FailOutcome = { readonly _tag: "RetryScheduled"; readonly delayMs: number } | { readonly _tag: "Failed" }

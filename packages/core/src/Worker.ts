@@ -1,0 +1,220 @@
+/**
+ * The worker: claims runs in batches up to its free capacity, runs each in its own RunScope under a
+ * scoped lease, renews all its leases with one statement per heartbeat, and wakes on LISTEN/NOTIFY
+ * with a polling fallback. Interrupting the worker shuts it down gracefully: it stops claiming,
+ * lets in-flight runs finish within a grace period, then interrupts and releases the rest.
+ *
+ * @since 0.1.0
+ */
+import { Context, Duration, Effect, FiberSet, Queue, Schedule } from "effect"
+import * as os from "node:os"
+import * as Backoff from "./Backoff.js"
+import * as CompletionBatcher from "./CompletionBatcher.js"
+import { CurrentRun } from "./CurrentRun.js"
+import { Fence } from "./Fence.js"
+import * as Handler from "./Handler.js"
+import * as Heartbeat from "./Heartbeat.js"
+import { type InFlight, keyOf, type LeaseEntry } from "./InFlight.js"
+import * as Lease from "./Lease.js"
+import type { ClaimedRun } from "./RunRecord.js"
+import { RunStore } from "./RunStore.js"
+import * as WorkerEvents from "./WorkerEvents.js"
+
+/** @category models */
+export interface WorkerOptions<R> {
+  readonly handlers: ReadonlyArray<Handler.Handler<any, any, any, R>>
+  /** Queues to serve. Default `["default"]`. */
+  readonly queues?: ReadonlyArray<string> | undefined
+  /** Runs held at once. Default 10. */
+  readonly concurrency?: number | undefined
+  /** Lease time-to-live, counted by the database. Default 30 seconds. */
+  readonly ttl?: Duration.Input | undefined
+  /** Renewal interval; must be well inside the TTL. Default TTL / 3. */
+  readonly heartbeat?: Duration.Input | undefined
+  /** Polling fallback when no notification arrives. Default 1 second. */
+  readonly pollInterval?: Duration.Input | undefined
+  /** How long shutdown waits for in-flight runs before interrupting them. Default 10 seconds. */
+  readonly shutdownGrace?: Duration.Input | undefined
+  /** Bound on each final write (complete, fail, release). Default 30 seconds. */
+  readonly finalizeTimeout?: Duration.Input | undefined
+  /** This worker's lease owner name. Default host:pid:random. */
+  readonly owner?: string | undefined
+  readonly retry?: Backoff.RetryPolicy | undefined
+  /** Most completions flushed by one statement. Default 500. */
+  readonly maxCompletionBatch?: number | undefined
+}
+
+/** @category models */
+export interface ResolvedOptions {
+  readonly owner: string
+  readonly queues: ReadonlyArray<string>
+  readonly concurrency: number
+  readonly ttl: Duration.Duration
+  readonly heartbeat: Duration.Duration
+  readonly pollInterval: Duration.Duration
+  readonly shutdownGrace: Duration.Duration
+  readonly finalizeTimeout: Duration.Duration
+  readonly retry: Backoff.RetryPolicy
+  readonly maxCompletionBatch: number
+}
+
+/** Fills in defaults and checks that the heartbeat fits inside the TTL. @category constructors */
+export const resolveOptions = (options: WorkerOptions<unknown>): ResolvedOptions => {
+  const ttl = Duration.fromInputUnsafe(options.ttl ?? "30 seconds")
+  const heartbeat = options.heartbeat === undefined
+    ? Duration.millis(Duration.toMillis(ttl) / 3)
+    : Duration.fromInputUnsafe(options.heartbeat)
+  if (Duration.toMillis(heartbeat) * 2 > Duration.toMillis(ttl)) {
+    throw new Error(`heartbeat (${Duration.format(heartbeat)}) must be at most half the TTL (${Duration.format(ttl)})`)
+  }
+  const concurrency = options.concurrency ?? 10
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error("concurrency must be a positive integer")
+  return {
+    owner: options.owner ?? `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`,
+    queues: options.queues ?? ["default"],
+    concurrency,
+    ttl,
+    heartbeat,
+    pollInterval: Duration.fromInputUnsafe(options.pollInterval ?? "1 second"),
+    shutdownGrace: Duration.fromInputUnsafe(options.shutdownGrace ?? "10 seconds"),
+    finalizeTimeout: Duration.fromInputUnsafe(options.finalizeTimeout ?? "30 seconds"),
+    retry: options.retry ?? Backoff.defaultPolicy,
+    maxCompletionBatch: options.maxCompletionBatch ?? 500
+  }
+}
+
+/**
+ * Runs a worker until interrupted. Provide a `RunStore` (for Postgres: `PgRunStore.layer`) and
+ * whatever the handlers need, then `Effect.runFork(worker)`.
+ *
+ * @category running
+ */
+export const run = <R>(
+  options: WorkerOptions<R>
+): Effect.Effect<never, never, RunStore | Exclude<R, Handler.HandlerServices>> =>
+  Effect.scoped(Effect.gen(function*() {
+    const config = resolveOptions(options as WorkerOptions<unknown>)
+    const { owner } = config
+    const store = yield* RunStore
+    const handlerContext = yield* Effect.context<Exclude<R, Handler.HandlerServices>>()
+    const registry = Handler.registry(options.handlers)
+    const inFlight: InFlight = new Map()
+    const wake = yield* Queue.sliding<void>(1)
+    const signalWake = Queue.offer(wake, undefined).pipe(Effect.asVoid)
+
+    // Scope finalizers run in reverse order: claiming stops first, then in-flight runs drain,
+    // then the rest are interrupted, and the heartbeat and batcher stop last.
+    const batcher = yield* CompletionBatcher.make(store, config.maxCompletionBatch)
+    yield* Effect.forkScoped(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat }))
+    const runs = yield* FiberSet.make<unknown, unknown>()
+    const leaseContext: Lease.LeaseContext = {
+      owner,
+      store,
+      batcher,
+      inFlight,
+      retry: config.retry,
+      finalizeTimeout: config.finalizeTimeout,
+      onSlotFreed: signalWake
+    }
+    yield* Effect.addFinalizer(() => drain(owner, inFlight, config.shutdownGrace))
+
+    const execute = (entry: LeaseEntry) =>
+      Effect.scoped(Effect.gen(function*() {
+        yield* Lease.acquire(leaseContext, entry)
+        const run = entry.run
+        const handler = registry.get(run.kind)
+        if (handler === undefined) return yield* Effect.fail(new Lease.PermanentFailure(`no handler for kind ${run.kind}`))
+        const payload = yield* Handler.decodePayload(handler, run.payload).pipe(
+          Effect.mapError((e) => new Lease.PermanentFailure(e))
+        )
+        const services = Context.make(Fence, { runId: run.id, fence: run.fence, owner }).pipe(
+          Context.add(CurrentRun, {
+            kind: run.kind,
+            queue: run.queue,
+            attempt: run.attempt,
+            maxAttempts: run.maxAttempts,
+            checkpoint: run.checkpoint,
+            signals: run.signals,
+            settle: (how) => {
+              entry.settled = how
+            }
+          }),
+          Context.merge(handlerContext as Context.Context<never>)
+        )
+        return yield* Effect.provideContext(handler.handle(payload), services as any)
+      }))
+
+    const start = (run: ClaimedRun, sentAt: number) =>
+      Effect.gen(function*() {
+        const key = keyOf({ runId: run.id, fence: run.fence })
+        const entry: LeaseEntry = {
+          run,
+          key,
+          deadline: sentAt + Duration.toMillis(config.ttl),
+          settled: undefined,
+          finalizing: false,
+          lost: undefined,
+          fiber: undefined
+        }
+        inFlight.set(key, entry)
+        yield* WorkerEvents.emit({ _tag: "Claimed", owner, runId: run.id, fence: run.fence, kind: run.kind, attempt: run.attempt })
+        entry.fiber = yield* FiberSet.run(runs, execute(entry))
+      })
+
+    const claimErrors = Schedule.exponential("100 millis").pipe(Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))))
+    const claimOnce = Effect.gen(function*() {
+      const free = config.concurrency - inFlight.size
+      if (free <= 0) return false
+      // The local deadline of a new lease counts from before the claim was sent.
+      const sentAt = yield* Heartbeat.monotonicMillis
+      const claimed = yield* store.claim({
+        owner,
+        queues: config.queues,
+        kinds: registry.kinds,
+        limit: free,
+        ttl: config.ttl
+      })
+      for (const run of claimed) yield* start(run, sentAt)
+      return claimed.length === free
+    }).pipe(
+      Effect.tapError((error) => WorkerEvents.emit({ _tag: "StoreError", owner, operation: "claim", error: String(error) })),
+      Effect.retry(claimErrors)
+    )
+    const claimLoop = Effect.forever(Effect.gen(function*() {
+      const mayHaveMore = yield* claimOnce
+      if (!mayHaveMore) yield* Effect.timeoutOption(Queue.take(wake), config.pollInterval)
+    }))
+
+    const listenLoop = Effect.gen(function*() {
+      const notifications = yield* store.notifications
+      while (true) {
+        const note = yield* Queue.take(notifications)
+        if (note._tag === "RunsAvailable") {
+          if (config.queues.includes(note.queue)) yield* signalWake
+        } else {
+          for (const entry of inFlight.values()) {
+            if (entry.run.id === note.runId) yield* Heartbeat.loseLease(owner, entry, "cancelled")
+          }
+        }
+      }
+    }).pipe(
+      Effect.scoped,
+      Effect.tapError((error) => WorkerEvents.emit({ _tag: "StoreError", owner, operation: "listen", error: String(error) })),
+      // Notifications only speed things up: polling still works while listening is down.
+      Effect.retry(claimErrors),
+      Effect.ignore
+    )
+
+    yield* Effect.forkScoped(listenLoop)
+    yield* Effect.forkScoped(claimLoop)
+    return yield* Effect.never
+  }))
+
+const drain = (owner: string, inFlight: InFlight, grace: Duration.Duration) =>
+  Effect.gen(function*() {
+    const waitEmpty = Effect.gen(function*() {
+      while (inFlight.size > 0) yield* Effect.sleep("20 millis")
+    })
+    yield* Effect.timeoutOption(waitEmpty, grace)
+    for (const entry of inFlight.values()) yield* Heartbeat.loseLease(owner, entry, "shutdown")
+  })

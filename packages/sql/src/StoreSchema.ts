@@ -1,0 +1,36 @@
+/**
+ * Where the store lives: the Postgres schema (configurable, so several Leasehold installations or
+ * test runs can share one database) and the names derived from it.
+ *
+ * @since 0.1.0
+ */
+import type { SqlClient } from "effect/sql"
+
+/** @category models */
+export interface StoreSchema {
+  readonly schema: string
+  /** Notification channel for wake-ups and cancels of this schema. */
+  readonly channel: string
+  readonly runs: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly events: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+}
+
+const validName = /^[a-z_][a-z0-9_]{0,40}$/
+
+/**
+ * Checks the schema name and derives table references. Only plain lower-case identifiers are
+ * accepted, so the name can be spliced into statements without any quoting surprises.
+ *
+ * @category constructors
+ */
+export const make = (schema: string = "leasehold"): StoreSchema => {
+  if (!validName.test(schema)) {
+    throw new Error(`invalid schema name "${schema}": use lower-case letters, digits and _ (at most 41 characters)`)
+  }
+  return {
+    schema,
+    channel: `leasehold_${schema}`,
+    runs: (sql) => sql.literal(`"${schema}".runs`),
+    events: (sql) => sql.literal(`"${schema}".run_events`)
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * Operator and application transitions: resume a suspended run, cancel, retry. Cancel and retry
+ * take a run away from whoever may hold it, so both advance the fence: the fence alone decides.
+ */
+import { InvalidTransition, type RunState, RunNotFound } from "@leasehold/core"
+import { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { StoreSchema } from "../StoreSchema.js"
+import { isRunId, json } from "./rows.js"
+
+const explain = (sql: SqlClient.SqlClient, s: StoreSchema, idOrToken: string, operation: string) =>
+  Effect.gen(function*() {
+    const byId = isRunId(idOrToken) ? idOrToken : null
+    const rows = yield* sql<{ id: string; state: RunState }>`
+      SELECT id::text AS id, state FROM ${s.runs(sql)}
+      WHERE id = ${byId}::bigint OR signal_token = ${idOrToken}
+      LIMIT 1`
+    const row = rows[0]
+    return yield* row === undefined
+      ? Effect.fail(new RunNotFound({ runId: idOrToken }))
+      : Effect.fail(new InvalidTransition({ runId: row.id, state: row.state, operation }))
+  })
+
+/** Makes a suspended run claimable with the signal's payload; the re-claim takes a higher fence. */
+export const resume = (sql: SqlClient.SqlClient, s: StoreSchema, idOrToken: string, payload: unknown) =>
+  Effect.gen(function*() {
+    const byId = isRunId(idOrToken) ? idOrToken : null
+    const outcome = JSON.stringify({ _tag: "Signalled", payload: payload ?? null })
+    const rows = yield* sql<{ id: string }>`
+      WITH target AS (
+        SELECT id FROM ${s.runs(sql)}
+        WHERE (id = ${byId}::bigint OR signal_token = ${idOrToken}) AND state = 'suspended'
+        LIMIT 1 FOR UPDATE
+      ), resumed AS (
+        UPDATE ${s.runs(sql)} r SET
+          state = 'pending', run_at = now(),
+          signals = r.signals || jsonb_build_object(r.signal_name, ${outcome}::jsonb),
+          signal_name = NULL, signal_token = NULL, suspend_deadline = NULL, updated_at = now()
+        FROM target t WHERE r.id = t.id AND r.state = 'suspended'
+        RETURNING r.id, r.fence, r.queue
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+        SELECT id, fence, 'resumed', jsonb_build_object('payload', ${json(payload) ?? "null"}::jsonb) FROM resumed
+      )
+      SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM resumed`
+    if (rows.length === 0) return yield* explain(sql, s, idOrToken, "resume")
+    return rows[0]!.id
+  })
+
+/** Cancels a run that has not ended. A running holder's fence is superseded and it is told to stop. */
+export const cancel = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
+  Effect.gen(function*() {
+    if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
+    const rows = yield* sql<{ id: string }>`
+      WITH c AS (
+        UPDATE ${s.runs(sql)} SET
+          state = 'cancelled', fence = fence + 1, lease_owner = NULL, lease_expires_at = NULL,
+          signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
+          finished_at = now(), updated_at = now()
+        WHERE id = ${runId}::bigint AND state IN ('pending', 'running', 'suspended')
+        RETURNING id, fence
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'cancelled' FROM c
+      )
+      SELECT id::text AS id, pg_notify(${s.channel}, 'c:' || id) FROM c`
+    if (rows.length === 0) return yield* explain(sql, s, runId, "cancel")
+  })
+
+/** A failed or cancelled run back to pending with fresh attempts; the fence still rises. */
+export const retry = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
+  Effect.gen(function*() {
+    if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
+    const rows = yield* sql<{ id: string }>`
+      WITH r AS (
+        UPDATE ${s.runs(sql)} SET
+          state = 'pending', fence = fence + 1, attempt = 0, run_at = now(),
+          result = NULL, error = NULL, finished_at = NULL, updated_at = now()
+        WHERE id = ${runId}::bigint AND state IN ('failed', 'cancelled')
+        RETURNING id, fence, queue
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'retried' FROM r
+      )
+      SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM r`
+    if (rows.length === 0) return yield* explain(sql, s, runId, "retry")
+  })

@@ -1,0 +1,76 @@
+/**
+ * Claim: one atomic statement takes up to `limit` runs that are due (pending and `run_at` passed),
+ * abandoned (running with an expired lease) or past a suspension deadline, skipping rows other
+ * workers hold locked. Every claim raises the run's fence by exactly 1. Time is the database's
+ * `now()` only.
+ *
+ * An abandoned run that has used all its attempts is failed here instead of claimed: expired
+ * leases count as attempts, so a run that keeps killing its workers ends.
+ */
+import type { ClaimRequest } from "@leasehold/core"
+import { Duration, Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { StoreSchema } from "../StoreSchema.js"
+import { type ClaimRow, toClaimed } from "./rows.js"
+
+export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  Effect.gen(function*() {
+    if (request.limit <= 0 || request.kinds.length === 0) return []
+    const runs = s.runs(sql)
+    const queues = request.queues as Array<string>
+    const kinds = request.kinds as Array<string>
+    const limit = request.limit
+    const ttlMs = Duration.toMillis(request.ttl)
+    const rows = yield* sql<ClaimRow & { origin: number }>`
+      WITH expired AS (
+        SELECT id, 0 AS origin FROM ${runs}
+        WHERE state = 'running' AND lease_expires_at <= now()
+          AND queue = ANY(${queues}::text[]) AND kind = ANY(${kinds}::text[])
+        ORDER BY lease_expires_at LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
+      ), timed_out AS (
+        SELECT id, 1 AS origin FROM ${runs}
+        WHERE state = 'suspended' AND suspend_deadline <= now()
+          AND queue = ANY(${queues}::text[]) AND kind = ANY(${kinds}::text[])
+        ORDER BY suspend_deadline LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
+      ), due AS (
+        SELECT id, 2 AS origin FROM ${runs}
+        WHERE state = 'pending' AND run_at <= now()
+          AND queue = ANY(${queues}::text[]) AND kind = ANY(${kinds}::text[])
+        ORDER BY priority DESC, run_at, id LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
+      ), picked AS (
+        SELECT id, origin FROM (
+          SELECT * FROM expired UNION ALL SELECT * FROM timed_out UNION ALL SELECT * FROM due
+        ) c ORDER BY origin LIMIT ${limit}
+      ), claimed AS (
+        UPDATE ${runs} r SET
+          fence = r.fence + 1,
+          state = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN 'failed' ELSE 'running' END,
+          attempt = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN r.attempt ELSE r.attempt + 1 END,
+          lease_owner = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN NULL ELSE ${request.owner} END,
+          lease_expires_at = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN NULL
+            ELSE now() + ${ttlMs}::float8 * interval '1 millisecond' END,
+          finished_at = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN now() ELSE NULL END,
+          error = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts
+            THEN jsonb_build_object('message', 'lease expired on the last attempt', 'permanent', true) ELSE r.error END,
+          signals = CASE WHEN p.origin = 1
+            THEN r.signals || jsonb_build_object(r.signal_name, jsonb_build_object('_tag', 'TimedOut')) ELSE r.signals END,
+          signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
+          updated_at = now()
+        FROM picked p WHERE r.id = p.id
+        RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
+          r.state, p.origin
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail)
+        SELECT id, fence,
+          CASE WHEN state = 'failed' THEN 'failed' WHEN origin = 0 THEN 'reclaimed'
+            WHEN origin = 1 THEN 'signal_timed_out' ELSE 'claimed' END,
+          ${request.owner}, jsonb_build_object('attempt', attempt)
+        FROM claimed
+      )
+      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, state, origin
+      FROM claimed`
+    return rows.filter((row) => row.state === "running").map(toClaimed)
+  })

@@ -1,0 +1,49 @@
+/**
+ * Enqueue: one statement inserts a batch, honours idempotency keys (a repeated key yields the
+ * existing run) and wakes idle workers of each queue with one notification.
+ */
+import type { Enqueued, EnqueueRequest } from "@leasehold/core"
+import { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { StoreSchema } from "../StoreSchema.js"
+import { json, textArray } from "./rows.js"
+
+export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
+  Effect.gen(function*() {
+    if (requests.length === 0) return [] as ReadonlyArray<Enqueued>
+    const runs = s.runs(sql)
+    // Ids are drawn from the sequence up front so each result maps back to its request exactly.
+    const rows = yield* sql<{ id: string; created: boolean; key: string | null }>`
+      WITH input AS MATERIALIZED (
+        SELECT nextval(pg_get_serial_sequence(${`"${s.schema}".runs`}, 'id')) AS id, t.*
+        FROM unnest(
+          ${requests.map((r) => r.kind)}::text[],
+          ${requests.map((r) => json(r.payload) ?? "null")}::jsonb[],
+          ${requests.map((r) => r.queue ?? "default")}::text[],
+          ${requests.map((r) => r.priority ?? 0)}::int[],
+          ${requests.map((r) => r.delayMs ?? 0)}::float8[],
+          ${requests.map((r) => r.maxAttempts ?? 5)}::int[],
+          ${textArray(requests.map((r) => r.idempotencyKey ?? null))}::text[]
+        ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, ord)
+      ), inserted AS (
+        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key)
+        SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key
+        FROM input ORDER BY ord
+        ON CONFLICT (idempotency_key) DO NOTHING
+        RETURNING id, queue
+      ), woken AS (
+        SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM inserted) q
+      )
+      SELECT COALESCE(ins.id, existing.id)::text AS id, ins.id IS NOT NULL AS created, i.idempotency_key AS key,
+        (SELECT count(*) FROM woken) AS woken
+      FROM input i
+      LEFT JOIN inserted ins ON ins.id = i.id
+      LEFT JOIN ${runs} existing ON ins.id IS NULL AND existing.idempotency_key = i.idempotency_key
+      ORDER BY i.ord`
+    // A key inserted by a transaction that committed during this statement is not in its snapshot.
+    const missing = rows.filter((r) => r.id === null && r.key !== null).map((r) => r.key!)
+    const late = missing.length === 0 ? [] : yield* sql<{ id: string; key: string }>`
+      SELECT id::text AS id, idempotency_key AS key FROM ${runs} WHERE idempotency_key = ANY(${missing}::text[])`
+    const lateByKey = new Map(late.map((r) => [r.key, r.id]))
+    return rows.map((r): Enqueued => ({ id: r.id ?? lateByKey.get(r.key!)!, created: r.created }))
+  })

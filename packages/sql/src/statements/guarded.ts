@@ -1,0 +1,262 @@
+/**
+ * Guarded writes: everything a lease holder writes is matched on id + fence + state running. A
+ * write that matches nothing is diagnosed afterwards (`diagnose`) to give the precise reason: a
+ * higher stored fence is `FenceRejected` (and recorded in the run's history), an equal fence on a
+ * run no longer running is `LeaseNotHeld`, a missing row is `RunNotFound`. No clock is consulted.
+ */
+import {
+  type CompleteItem,
+  type FailOutcome,
+  type FailRequest,
+  FenceRejected,
+  type FinalizeOutcome,
+  type LeaseKey,
+  LeaseNotHeld,
+  type RunState,
+  RunNotFound,
+  type SuspendRequest
+} from "@leasehold/core"
+import { Duration, Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { StoreSchema } from "../StoreSchema.js"
+import { json, num } from "./rows.js"
+
+interface Diagnosis {
+  readonly runId: string
+  readonly presented: number
+  readonly stored: number | null
+  readonly state: RunState | null
+}
+
+/** Reads the current fence of runs whose guarded write matched nothing; records real stale writes. */
+export const diagnose = (sql: SqlClient.SqlClient, s: StoreSchema, operation: string, leases: ReadonlyArray<LeaseKey>) =>
+  Effect.gen(function*() {
+    const rows = yield* sql<{ id: string; presented: bigint; stored: bigint | null; state: RunState | null }>`
+      WITH input AS (
+        SELECT * FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => l.fence)}::bigint[]) AS t(id, fence)
+      ), current AS (
+        SELECT i.id, i.fence AS presented, r.fence AS stored, r.state
+        FROM input i LEFT JOIN ${s.runs(sql)} r ON r.id = i.id
+      ), recorded AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+        SELECT id, presented, 'stale_write_rejected',
+          jsonb_build_object('operation', ${operation}::text, 'storedFence', stored, 'state', state)
+        FROM current WHERE stored IS NOT NULL AND stored <> presented
+      )
+      SELECT id::text AS id, presented, stored, state FROM current`
+    return rows.map((r): Diagnosis => ({
+      runId: r.id,
+      presented: num(r.presented),
+      stored: r.stored === null ? null : num(r.stored),
+      state: r.state
+    }))
+  })
+
+const toError = (operation: string, d: Diagnosis) =>
+  d.stored === null || d.state === null
+    ? new RunNotFound({ runId: d.runId })
+    : d.stored !== d.presented
+    ? new FenceRejected({ runId: d.runId, presentedFence: d.presented, storedFence: d.stored, operation })
+    : new LeaseNotHeld({ runId: d.runId, fence: d.presented, state: d.state, operation })
+
+/** Runs a single-row guarded write; when it matched nothing, fails with the diagnosed reason. */
+export const guardedOne = <A>(
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  operation: string,
+  lease: LeaseKey,
+  write: Effect.Effect<ReadonlyArray<A>, any>
+) =>
+  Effect.flatMap(write, (rows) =>
+    rows.length > 0
+      ? Effect.succeed(rows[0]!)
+      : Effect.flatMap(diagnose(sql, s, operation, [lease]), ([d]) => Effect.fail(toError(operation, d!))))
+
+/** Completes a batch in one statement, each row matched on id + fence + running. */
+export const completeBatch = (sql: SqlClient.SqlClient, s: StoreSchema, items: ReadonlyArray<CompleteItem>) =>
+  Effect.gen(function*() {
+    if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
+    const rows = yield* sql<{ id: string; fence: bigint; ok: boolean }>`
+      WITH input AS (
+        SELECT * FROM unnest(
+          ${items.map((i) => i.runId)}::bigint[],
+          ${items.map((i) => i.fence)}::bigint[],
+          ${items.map((i) => json(i.result) ?? "null")}::jsonb[]
+        ) WITH ORDINALITY AS t(id, fence, result, ord)
+      ), done AS (
+        UPDATE ${s.runs(sql)} r SET
+          state = 'completed', result = i.result, lease_owner = NULL, lease_expires_at = NULL,
+          finished_at = now(), updated_at = now()
+        FROM input i
+        WHERE r.id = i.id AND r.fence = i.fence AND r.state = 'running'
+        RETURNING r.id, r.fence
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'completed' FROM done
+      )
+      SELECT i.id::text AS id, i.fence, d.id IS NOT NULL AS ok
+      FROM input i LEFT JOIN done d ON d.id = i.id AND d.fence = i.fence
+      ORDER BY i.ord`
+    const stale = rows.filter((r) => !r.ok).map((r) => ({ runId: r.id, fence: num(r.fence) }))
+    const diagnosed = stale.length === 0 ? [] : yield* diagnose(sql, s, "complete", stale)
+    const byKey = new Map(diagnosed.map((d) => [`${d.runId}:${d.presented}`, d]))
+    return rows.map((r): FinalizeOutcome => {
+      const fence = num(r.fence)
+      if (r.ok) return { _tag: "Finalized", runId: r.id, fence }
+      const d = byKey.get(`${r.id}:${fence}`)
+      return { _tag: "Rejected", runId: r.id, fence, storedFence: d?.stored ?? fence, state: d?.state ?? "missing" }
+    })
+  })
+
+/** Records a failed attempt: a retry after `retryDelayMs` while attempts remain, else failed. */
+export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequest) =>
+  guardedOne(
+    sql,
+    s,
+    "fail",
+    request,
+    sql<{ state: RunState }>`
+      WITH f AS (
+        UPDATE ${s.runs(sql)} SET
+          state = CASE WHEN ${request.retryDelayMs ?? null}::float8 IS NOT NULL AND attempt < max_attempts
+            THEN 'pending' ELSE 'failed' END,
+          run_at = CASE WHEN ${request.retryDelayMs ?? null}::float8 IS NOT NULL AND attempt < max_attempts
+            THEN now() + ${request.retryDelayMs ?? null}::float8 * interval '1 millisecond' ELSE run_at END,
+          finished_at = CASE WHEN ${request.retryDelayMs ?? null}::float8 IS NOT NULL AND attempt < max_attempts
+            THEN NULL ELSE now() END,
+          error = ${json(request.error)}::jsonb, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running'
+        RETURNING id, fence, state, lease_owner, run_at
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+        SELECT id, fence, CASE WHEN state = 'failed' THEN 'failed' ELSE 'retry_scheduled' END,
+          jsonb_build_object('error', ${json(request.error)}::jsonb, 'runAt', run_at)
+        FROM f
+      )
+      SELECT state FROM f`
+  ).pipe(
+    Effect.map((row): FailOutcome =>
+      row.state === "failed" ? { _tag: "Failed" } : { _tag: "RetryScheduled", delayMs: request.retryDelayMs ?? 0 }
+    )
+  )
+
+/** Gives the run back at once, refunding the attempt: the run did not fail, its worker let go. */
+export const release = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey) =>
+  guardedOne(
+    sql,
+    s,
+    "release",
+    lease,
+    sql<{ id: string }>`
+      WITH r AS (
+        UPDATE ${s.runs(sql)} SET
+          state = 'pending', run_at = now(), attempt = greatest(attempt - 1, 0),
+          lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running'
+        RETURNING id, fence, queue
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'released' FROM r
+      )
+      SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM r`
+  ).pipe(Effect.asVoid)
+
+export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, value: unknown) =>
+  guardedOne(
+    sql,
+    s,
+    "checkpoint",
+    lease,
+    sql<{ id: string }>`
+      UPDATE ${s.runs(sql)} SET checkpoint = ${json(value)}::jsonb, updated_at = now()
+      WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running'
+      RETURNING id::text AS id`
+  ).pipe(Effect.asVoid)
+
+/** Suspends the run and releases its lease outright; the attempt is refunded (waiting is not failing). */
+export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: SuspendRequest) => {
+  const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
+  return guardedOne(
+    sql,
+    s,
+    "suspend",
+    request,
+    sql<{ id: string }>`
+      WITH u AS (
+        UPDATE ${s.runs(sql)} SET
+          state = 'suspended', lease_owner = NULL, lease_expires_at = NULL,
+          attempt = greatest(attempt - 1, 0),
+          signal_name = ${request.signal}, signal_token = ${request.token},
+          suspend_deadline = CASE WHEN ${timeoutMs}::float8 IS NULL THEN NULL
+            ELSE now() + ${timeoutMs}::float8 * interval '1 millisecond' END,
+          updated_at = now()
+        WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running'
+        RETURNING id, fence, signal_name, suspend_deadline
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+        SELECT id, fence, 'suspended', jsonb_build_object('signal', signal_name, 'deadline', suspend_deadline) FROM u
+      )
+      SELECT id::text AS id FROM u`
+  ).pipe(Effect.asVoid)
+}
+
+/**
+ * The caller's effect and the run's completion in one transaction. The fence is checked first so
+ * a stale holder does no work, and again by the guarded completion, which decides: if it matches
+ * nothing the transaction rolls back, the caller's writes with it.
+ */
+export const completeInTransaction = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  lease: LeaseKey,
+  effect: Effect.Effect<A, E, R>,
+  encodeResult: (a: A) => unknown
+) => {
+  const check = Effect.gen(function*() {
+    const rows = yield* sql<{ fence: bigint; state: RunState }>`
+      SELECT fence, state FROM ${s.runs(sql)} WHERE id = ${lease.runId}::bigint`
+    const row = rows[0]
+    if (row === undefined) return yield* Effect.fail(new RunNotFound({ runId: lease.runId }))
+    const stored = num(row.fence)
+    if (stored !== lease.fence) {
+      return yield* Effect.fail(
+        new FenceRejected({ runId: lease.runId, presentedFence: lease.fence, storedFence: stored, operation: "transaction" })
+      )
+    }
+    if (row.state !== "running") {
+      return yield* Effect.fail(new LeaseNotHeld({ runId: lease.runId, fence: lease.fence, state: row.state, operation: "transaction" }))
+    }
+  })
+  const complete = (value: A) =>
+    sql<{ id: string }>`
+      WITH done AS (
+        UPDATE ${s.runs(sql)} SET
+          state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
+          lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running'
+        RETURNING id, fence
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+        SELECT id, fence, 'completed', '{"transaction": true}'::jsonb FROM done
+      )
+      SELECT id::text AS id FROM done`
+  const body = Effect.gen(function*() {
+    yield* check
+    const value = yield* effect
+    const done = yield* complete(value)
+    if (done.length === 0) {
+      // Superseded between the check and the completion: re-read the reason, then roll back.
+      const rows = yield* sql<{ fence: bigint; state: RunState }>`
+        SELECT fence, state FROM ${s.runs(sql)} WHERE id = ${lease.runId}::bigint`
+      const stored = rows[0] === undefined ? lease.fence + 1 : num(rows[0].fence)
+      return yield* Effect.fail(
+        new FenceRejected({ runId: lease.runId, presentedFence: lease.fence, storedFence: stored, operation: "transaction" })
+      )
+    }
+    return value
+  })
+  return sql.withTransaction(body).pipe(
+    // The history row for a rejected transaction is written after the rollback, on its own.
+    Effect.tapError((error: any) =>
+      error?._tag === "FenceRejected" ? Effect.ignore(diagnose(sql, s, "transaction", [lease])) : Effect.void
+    )
+  )
+}

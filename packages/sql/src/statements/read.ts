@@ -1,0 +1,59 @@
+/** Reads for operators: one run, a filtered page of runs, a run's history, and counters. */
+import { type ListFilter, RunNotFound, type Stats } from "@leasehold/core"
+import { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { StoreSchema } from "../StoreSchema.js"
+import { isRunId, num, toEvent, toRecord } from "./rows.js"
+
+const columns = (sql: SqlClient.SqlClient) => sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
+  attempt, max_attempts, fence, lease_owner, lease_expires_at, checkpoint, result, error, signal_name, signal_token,
+  suspend_deadline, signals, idempotency_key, created_at, updated_at, finished_at`)
+
+export const get = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
+  Effect.gen(function*() {
+    if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
+    const rows = yield* sql`SELECT ${columns(sql)} FROM ${s.runs(sql)} WHERE id = ${runId}::bigint`
+    if (rows.length === 0) return yield* Effect.fail(new RunNotFound({ runId }))
+    return toRecord(rows[0])
+  })
+
+export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilter) =>
+  Effect.map(
+    sql`
+      SELECT ${columns(sql)} FROM ${s.runs(sql)}
+      WHERE (${filter.state ?? null}::text IS NULL OR state = ${filter.state ?? null})
+        AND (${filter.queue ?? null}::text IS NULL OR queue = ${filter.queue ?? null})
+        AND (${filter.kind ?? null}::text IS NULL OR kind = ${filter.kind ?? null})
+      ORDER BY id DESC
+      LIMIT ${filter.limit} OFFSET ${filter.offset}`,
+    (rows) => rows.map(toRecord)
+  )
+
+export const history = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
+  Effect.gen(function*() {
+    yield* get(sql, s, runId)
+    const rows = yield* sql`
+      SELECT id, run_id, fence, kind, owner, detail, at FROM ${s.events(sql)}
+      WHERE run_id = ${runId}::bigint ORDER BY id`
+    return rows.map(toEvent)
+  })
+
+export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
+  Effect.gen(function*() {
+    const byStateAndQueue = yield* sql<{ queue: string; state: any; count: bigint }>`
+      SELECT queue, state, count(*) AS count FROM ${s.runs(sql)} GROUP BY queue, state ORDER BY queue, state`
+    const [row] = yield* sql<{ live: bigint; oldest: number | null; rejections: bigint; reclaims: bigint }>`
+      SELECT
+        (SELECT count(*) FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now()) AS live,
+        (SELECT extract(epoch FROM now() - min(run_at))::float8 FROM ${s.runs(sql)}
+          WHERE state = 'pending' AND run_at <= now()) AS oldest,
+        (SELECT count(*) FROM ${s.events(sql)} WHERE kind = 'stale_write_rejected') AS rejections,
+        (SELECT count(*) FROM ${s.events(sql)} WHERE kind = 'reclaimed') AS reclaims`
+    return {
+      byStateAndQueue: byStateAndQueue.map((r) => ({ queue: r.queue, state: r.state, count: num(r.count) })),
+      liveLeases: num(row!.live),
+      oldestPendingSeconds: row!.oldest === null ? null : Number(row!.oldest),
+      fenceRejections: num(row!.rejections),
+      reclaims: num(row!.reclaims)
+    } satisfies Stats
+  })

@@ -1,0 +1,163 @@
+/**
+ * The fence at the store: claims raise it by exactly 1, per run; every guarded write is decided
+ * by comparing fences, never lease times.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { FenceRejected, type RunStore } from "@leasehold/core"
+import { Duration, Effect } from "effect"
+import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
+
+const ttl = Duration.minutes(5)
+const claimOne = (store: RunStore["Service"], owner: string, limit = 1) =>
+  store.claim({ owner, queues: ["default"], kinds: ["job"], limit, ttl })
+const enqueueJobs = (stores: Stores, n: number, maxAttempts = 1000) =>
+  stores.a.enqueue(Array.from({ length: n }, (_, i) => ({ kind: "job", payload: { i }, maxAttempts })))
+
+describe("claim and fence", () => {
+  it.live("each claim raises the fence by exactly 1 and sets owner and expiry from now()", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const runs = yield* enqueueJobs(stores, 3)
+      const first = yield* claimOne(stores.a, "worker-a", 3)
+      assert.deepStrictEqual(first.map((r) => r.fence), [1, 1, 1])
+      for (const run of runs) {
+        const row = yield* readRun(stores, run.id)
+        assert.strictEqual(row.state, "running")
+        assert.strictEqual(row.lease_owner, "worker-a")
+        assert.strictEqual(row.fence, 1)
+      }
+      // Live leases are not claimable.
+      assert.strictEqual((yield* claimOne(stores.b, "worker-b", 3)).length, 0)
+      for (const run of runs) yield* expireLease(stores, run.id)
+      const second = yield* claimOne(stores.b, "worker-b", 3)
+      assert.deepStrictEqual(second.map((r) => r.fence), [2, 2, 2])
+      assert.deepStrictEqual(second.map((r) => r.attempt), [2, 2, 2])
+      const row = yield* readRun(stores, runs[0]!.id)
+      assert.strictEqual(row.lease_owner, "worker-b")
+    }))
+
+  it.live("100 claim/expire cycles with two workers alternating: per-run fences strictly increase, never repeat", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      // Two runs, claimed in an order that makes a per-worker counter diverge from a per-run one.
+      const [x, y] = yield* enqueueJobs(stores, 2)
+      const seen = new Map<string, Array<number>>([[x!.id, []], [y!.id, []]])
+      for (let cycle = 0; cycle < 100; cycle++) {
+        const worker = cycle % 2 === 0 ? stores.a : stores.b
+        const claimed = yield* claimOne(worker, cycle % 2 === 0 ? "worker-a" : "worker-b", cycle % 3 === 0 ? 2 : 1)
+        assert.isAtLeast(claimed.length, 1)
+        for (const run of claimed) {
+          seen.get(run.id)!.push(run.fence)
+          yield* expireLease(stores, run.id)
+        }
+      }
+      for (const [runId, fences] of seen) {
+        assert.isAbove(fences.length, 10)
+        fences.forEach((fence, i) => assert.strictEqual(fence, i + 1, `run ${runId} claim ${i}`))
+        assert.strictEqual(new Set(fences).size, fences.length)
+        assert.strictEqual((yield* readRun(stores, runId)).fence, fences.at(-1))
+      }
+    }))
+
+  it.live("the database refuses to lower a fence, whatever statement tries", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [run] = yield* enqueueJobs(stores, 1)
+      yield* claimOne(stores.a, "worker-a")
+      const error = yield* stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET fence = 0 WHERE id = ${run!.id}`).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "SqlError")
+      assert.strictEqual((yield* readRun(stores, run!.id)).fence, 1)
+    }))
+})
+
+describe("stale writes", () => {
+  const supersede = Effect.gen(function*() {
+    const stores = yield* twoStores
+    const [run] = yield* enqueueJobs(stores, 1)
+    const [byA] = yield* claimOne(stores.a, "worker-a")
+    yield* expireLease(stores, run!.id)
+    const [byB] = yield* claimOne(stores.b, "worker-b")
+    assert.strictEqual(byA!.fence, 1)
+    assert.strictEqual(byB!.fence, 2)
+    return { stores, runId: run!.id }
+  })
+
+  it.live("a stale checkpoint, completion, failure and release are rejected by the fence, naming both fences", () =>
+    Effect.gen(function*() {
+      const { runId, stores } = yield* supersede
+      const stale = { runId, fence: 1 }
+      const checkpoint = yield* Effect.flip(stores.a.checkpoint(stale, { step: 1 }))
+      assert.instanceOf(checkpoint, FenceRejected)
+      assert.deepInclude(checkpoint, { _tag: "FenceRejected", runId, presentedFence: 1, storedFence: 2, operation: "checkpoint" })
+      const fail = yield* Effect.flip(stores.a.fail({ ...stale, error: { message: "x" }, retryDelayMs: 10 }))
+      assert.deepInclude(fail, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+      const release = yield* Effect.flip(stores.a.release(stale))
+      assert.deepInclude(release, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+      const [completion] = yield* stores.a.completeBatch([{ ...stale, result: "from A" }])
+      assert.deepStrictEqual(completion, { _tag: "Rejected", runId, fence: 1, storedFence: 2, state: "running" })
+      // The current holder is untouched by all of that and completes.
+      const [byB] = yield* stores.b.completeBatch([{ runId, fence: 2, result: "from B" }])
+      assert.strictEqual(byB!._tag, "Finalized")
+      const record = yield* stores.a.get(runId)
+      assert.strictEqual(record.state, "completed")
+      assert.strictEqual(record.result, "from B")
+      // Each rejection is in the run's history, with the fence it presented.
+      const rejected = (yield* stores.a.history(runId)).filter((e) => e.kind === "stale_write_rejected")
+      assert.deepStrictEqual(rejected.map((e) => [e.fence, (e.detail as any).operation, (e.detail as any).storedFence]), [
+        [1, "checkpoint", 2],
+        [1, "fail", 2],
+        [1, "release", 2],
+        [1, "complete", 2]
+      ])
+    }))
+
+  it.live("lease time does not decide: a holder whose lease expired but was not superseded still writes", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [run] = yield* enqueueJobs(stores, 1)
+      const [byA] = yield* claimOne(stores.a, "worker-a")
+      yield* expireLease(stores, run!.id)
+      yield* stores.a.checkpoint({ runId: run!.id, fence: byA!.fence }, { step: 1 })
+      const [done] = yield* stores.a.completeBatch([{ runId: run!.id, fence: byA!.fence, result: 1 }])
+      assert.strictEqual(done!._tag, "Finalized")
+      // And once completed, nobody can claim it again.
+      assert.strictEqual((yield* claimOne(stores.b, "worker-b")).length, 0)
+    }))
+
+  it.live("a batch with one stale item commits the others and rejects that one", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const runs = yield* enqueueJobs(stores, 3)
+      const claimed = yield* claimOne(stores.a, "worker-a", 3)
+      assert.strictEqual(claimed.length, 3)
+      const staleId = runs[1]!.id
+      yield* expireLease(stores, staleId)
+      const [reclaimed] = yield* claimOne(stores.b, "worker-b")
+      assert.strictEqual(reclaimed!.id, staleId)
+      const outcomes = yield* stores.a.completeBatch(claimed.map((r) => ({ runId: r.id, fence: r.fence, result: "a" })))
+      const byId = new Map(outcomes.map((o) => [o.runId, o]))
+      assert.strictEqual(byId.get(runs[0]!.id)!._tag, "Finalized")
+      assert.strictEqual(byId.get(runs[2]!.id)!._tag, "Finalized")
+      assert.deepInclude(byId.get(staleId)!, { _tag: "Rejected", fence: 1, storedFence: 2 })
+      assert.strictEqual((yield* readRun(stores, runs[0]!.id)).state, "completed")
+      assert.strictEqual((yield* readRun(stores, staleId)).state, "running")
+      assert.strictEqual((yield* readRun(stores, staleId)).lease_owner, "worker-b")
+    }))
+
+  it.live("an expired run ends failed after max_attempts instead of looping", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [run] = yield* enqueueJobs(stores, 1, 2)
+      assert.strictEqual((yield* claimOne(stores.a, "doomed-1")).length, 1)
+      yield* expireLease(stores, run!.id)
+      assert.strictEqual((yield* claimOne(stores.b, "doomed-2")).length, 1)
+      yield* expireLease(stores, run!.id)
+      assert.strictEqual((yield* claimOne(stores.a, "doomed-3")).length, 0)
+      const record = yield* stores.a.get(run!.id)
+      assert.strictEqual(record.state, "failed")
+      assert.strictEqual(record.attempt, 2)
+      assert.strictEqual(record.fence, 3)
+      assert.strictEqual(record.leaseOwner, null)
+      assert.match(String((record.error as any).message), /lease expired/)
+    }))
+})

@@ -1,0 +1,45 @@
+/**
+ * Two independent stores (two connection pools, as two worker processes would have) over one
+ * schema, plus helpers that drive lease time through the database rather than by sleeping.
+ */
+import { RunStore } from "@leasehold/core"
+import { Database, PgRunStore } from "@leasehold/sql"
+import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { databaseUrl, freshSchema } from "./db.js"
+
+export interface Stores {
+  readonly schema: string
+  readonly a: RunStore["Service"]
+  readonly b: RunStore["Service"]
+  readonly sql: SqlClient.SqlClient
+}
+
+const storeOn = (schema: string) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 4 })))
+    )
+    return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
+  })
+
+/** Scoped: two stores on a fresh schema. */
+export const twoStores = Effect.gen(function*() {
+  const schema = freshSchema()
+  const first = yield* storeOn(schema)
+  const second = yield* storeOn(schema)
+  return { schema, a: first.store, b: second.store, sql: first.sql } satisfies Stores
+})
+
+/** Moves a run's lease expiry into the past: the database's clock, not a sleep, makes it expire. */
+export const expireLease = (stores: Stores, runId: string) =>
+  stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`)
+
+export const readRun = (stores: Stores, runId: string) =>
+  Effect.map(
+    stores.sql.unsafe<{ state: string; fence: bigint; lease_owner: string | null; lease_expires_at: Date | null; attempt: number }>(
+      `SELECT state, fence, lease_owner, lease_expires_at, attempt FROM "${stores.schema}".runs WHERE id = ${Number(runId)}`
+    ),
+    (rows) => ({ ...rows[0]!, fence: Number(rows[0]!.fence) })
+  )
+
