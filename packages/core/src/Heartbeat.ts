@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Fiber } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Fiber } from "effect"
 import type { LeaseLossReason } from "./Errors.js"
 import { type InFlight, keyOf, type LeaseEntry, renewable } from "./InFlight.js"
 import type { RunStore } from "./RunStore.js"
@@ -69,14 +69,15 @@ export const renewOnce = Effect.fnUntraced(function*(
   yield* WorkerEvents.emit({ _tag: "HeartbeatSent", owner, leases })
   const result = yield* store.renew(owner, leases, options.ttl).pipe(
     Effect.timeout(Duration.millis(Math.max(1, earliest - sentAt))),
-    Effect.result
+    Effect.exit
   )
-  if (result._tag === "Failure") {
-    yield* WorkerEvents.emit({ _tag: "HeartbeatFailed", owner, leases, error: String(result.failure) })
+  // Any failure, a defect included, counts: the renewal was not confirmed.
+  if (Exit.isFailure(result)) {
+    yield* WorkerEvents.emit({ _tag: "HeartbeatFailed", owner, leases, error: Cause.pretty(result.cause).split("\n")[0]! })
     for (const entry of entries) yield* loseLease(owner, entry, "renewal-failed")
     return
   }
-  const renewed = new Set(result.success.map(keyOf))
+  const renewed = new Set(result.value.map(keyOf))
   const lost: Array<{ runId: string; fence: number }> = []
   for (const entry of entries) {
     if (renewed.has(entry.key)) {
@@ -86,7 +87,7 @@ export const renewOnce = Effect.fnUntraced(function*(
       yield* loseLease(owner, entry, "superseded")
     }
   }
-  yield* WorkerEvents.emit({ _tag: "HeartbeatConfirmed", owner, renewed: result.success, lost })
+  yield* WorkerEvents.emit({ _tag: "HeartbeatConfirmed", owner, renewed: result.value, lost })
 })
 
 /** The heartbeat fiber's body: renew, then wait an interval, forever. @category leases */

@@ -1,0 +1,55 @@
+/** Runs workers inside a test's scope and records what they do. */
+import { RunStore, Worker, type WorkerEvents } from "@leasehold/core"
+import { WorkerEvents as Events } from "@leasehold/core"
+import { Duration, Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import { SqlClient as SqlClientService } from "effect/sql"
+
+export type Event = WorkerEvents.WorkerEvent
+
+/** Starts a worker in the current scope (interrupted, gracefully, when the scope closes). */
+export const startWorker = <R>(
+  store: RunStore["Service"],
+  sql: SqlClient.SqlClient,
+  options: Worker.WorkerOptions<R>,
+  events: Array<Event> = []
+) =>
+  Worker.run(options).pipe(
+    Effect.provideService(RunStore, store),
+    Effect.provideService(SqlClientService.SqlClient, sql),
+    Effect.provideService(Events.WorkerEvents, { emit: (event) => Effect.sync(() => void events.push(event)) }),
+    (effect) => effect as Effect.Effect<never>,
+    Effect.forkScoped,
+    Effect.as(events)
+  )
+
+/** A store that records every renewal the worker sends, before sending it. */
+export const spyOnRenewals = (store: RunStore["Service"]) => {
+  const renewals: Array<ReadonlyArray<{ runId: string; fence: number }>> = []
+  let failing = false
+  const spy: RunStore["Service"] = {
+    ...store,
+    renew: (owner, leases, ttl) =>
+      Effect.suspend(() => {
+        renewals.push(leases)
+        return failing ? Effect.die(new Error("renewal refused by the test")) : store.renew(owner, leases, ttl)
+      })
+  }
+  return { spy, renewals, failRenewals: () => void (failing = true) }
+}
+
+/** Polls until `check` holds, on the real clock. */
+export const eventually = <A>(
+  what: string,
+  check: Effect.Effect<A | undefined | false, any>,
+  timeout: Duration.Input = "10 seconds"
+): Effect.Effect<A> =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + Duration.toMillis(Duration.fromInputUnsafe(timeout))
+    while (true) {
+      const value = yield* Effect.orDie(check)
+      if (value !== undefined && value !== false) return value as A
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`timed out waiting for: ${what}`))
+      yield* Effect.sleep("20 millis")
+    }
+  })

@@ -1,0 +1,301 @@
+/**
+ * The worker runtime against a real PostgreSQL, on the real clock: suspension releases the lease
+ * and stops its heartbeats, renewal failure interrupts the handler, retries back off and stop,
+ * cancellation interrupts, and a skewed worker clock changes nothing.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Client, CurrentRun, Fence, FenceRejected, Handler, Run, RunStore } from "@leasehold/core"
+import { Clock, Deferred, Duration, Effect, Ref, Schema } from "effect"
+import { expireLease, readRun, twoStores } from "./support/stores.js"
+import { type Event, eventually, spyOnRenewals, startWorker } from "./support/workers.js"
+
+const fast = { ttl: "1 second", heartbeat: "150 millis", pollInterval: "50 millis", shutdownGrace: "200 millis" } as const
+
+const approval = Handler.make({
+  kind: "approval",
+  payload: Schema.Struct({ amount: Schema.Number }),
+  handle: ({ amount }) =>
+    Effect.gen(function*() {
+      yield* Run.checkpoint({ step: "asked", amount })
+      const outcome = yield* Run.awaitSignal("approval", { token: `approve-${amount}` })
+      return { amount, outcome }
+    })
+})
+
+const sleeper = (release: Deferred.Deferred<void>) =>
+  Handler.make({ kind: "sleeper", payload: Schema.Unknown, handle: () => Deferred.await(release) })
+
+describe("suspend and resume", () => {
+  it.live("suspension clears the owner, no heartbeat includes the suspended run, resume gives a higher fence", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { renewals, spy } = spyOnRenewals(stores.a)
+      const release = yield* Deferred.make<void>()
+      const events = yield* startWorker(spy, stores.sql, { ...fast, handlers: [approval, sleeper(release)] })
+      // A long run keeps the heartbeat busy, so silence about the suspended run means something.
+      yield* Client.enqueue(sleeper(release), null).pipe(Effect.provideService(RunStore, stores.a))
+      const { id } = yield* Client.enqueue(approval, { amount: 42 }).pipe(Effect.provideService(RunStore, stores.a))
+      yield* eventually("suspended", Effect.map(readRun(stores, id), (r) => r.state === "suspended"))
+      const suspended = yield* readRun(stores, id)
+      assert.strictEqual(suspended.lease_owner, null)
+      assert.strictEqual(suspended.lease_expires_at, null)
+      assert.strictEqual(suspended.fence, 1)
+
+      // Observe what the worker sends over several heartbeat intervals.
+      const from = renewals.length
+      yield* Effect.sleep("1 second")
+      const window = renewals.slice(from)
+      assert.isAtLeast(window.length, 4, "heartbeats kept going for the other run")
+      for (const leases of window) assert.notInclude(leases.map((l) => l.runId), id)
+      assert.isTrue(window.every((leases) => leases.length === 1))
+
+      const resumedId = yield* Client.resume("approve-42", { approved: true, by: "ana" }).pipe(Effect.provideService(RunStore, stores.a))
+      assert.strictEqual(resumedId, id)
+      yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
+      const record = yield* stores.a.get(id)
+      assert.strictEqual(record.fence, 2)
+      assert.deepStrictEqual(record.result, { amount: 42, outcome: { _tag: "Signalled", payload: { approved: true, by: "ana" } } })
+      const claims = events.filter((e): e is Extract<Event, { _tag: "Claimed" }> => e._tag === "Claimed" && e.runId === id)
+      assert.deepStrictEqual(claims.map((c) => c.fence), [1, 2])
+      const history = (yield* stores.a.history(id)).map((e) => [e.kind, e.fence])
+      assert.deepStrictEqual(history, [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], ["completed", 2]])
+      yield* Deferred.succeed(release, undefined)
+    }))
+
+  it.live("a passed deadline resumes the run with a timed-out outcome", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const waiter = Handler.make({
+        kind: "waiter",
+        payload: Schema.Unknown,
+        handle: () => Run.awaitSignal("webhook", { timeout: "300 millis" })
+      })
+      yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [waiter] })
+      const { id } = yield* Client.enqueue(waiter, null).pipe(Effect.provideService(RunStore, stores.a))
+      yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
+      const record = yield* stores.a.get(id)
+      assert.deepStrictEqual(record.result, { _tag: "TimedOut" })
+      assert.strictEqual(record.fence, 2)
+      assert.deepStrictEqual((yield* stores.a.history(id)).map((e) => e.kind), ["claimed", "suspended", "signal_timed_out", "completed"])
+    }))
+
+  it.live("resuming a run that is not suspended, or an unknown one, fails with the reason and writes nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [queued] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
+      const notSuspended = yield* Effect.flip(stores.a.resume(queued!.id, { ok: true }))
+      assert.deepInclude(notSuspended, { _tag: "InvalidTransition", state: "pending", operation: "resume" })
+      const unknown = yield* Effect.flip(stores.a.resume("no-such-token", {}))
+      assert.strictEqual(unknown._tag, "RunNotFound")
+      assert.deepStrictEqual(yield* stores.a.history(queued!.id), [])
+    }))
+})
+
+describe("heartbeat", () => {
+  it.live("one renewal statement per interval carries every lease of the worker", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { renewals, spy } = spyOnRenewals(stores.a)
+      const release = yield* Deferred.make<void>()
+      yield* startWorker(spy, stores.sql, { ...fast, concurrency: 5, handlers: [sleeper(release)] })
+      yield* stores.a.enqueue(Array.from({ length: 5 }, () => ({ kind: "sleeper", payload: null })))
+      yield* eventually("5 leases renewed together", Effect.sync(() => renewals.some((r) => r.length === 5)))
+      yield* Deferred.succeed(release, undefined)
+    }))
+
+  it.live("a failed renewal interrupts the handler: it stops working instead of continuing optimistically", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { failRenewals, spy } = spyOnRenewals(stores.a)
+      // Work is counted per claim: the released run is claimed again (fence 2) and works on.
+      const ticksOfFence1 = yield* Ref.make(0)
+      const ticker = Handler.make({
+        kind: "ticker",
+        payload: Schema.Unknown,
+        handle: () =>
+          Effect.flatMap(Fence, (fence) =>
+            Effect.forever(Effect.andThen(
+              fence.fence === 1 ? Ref.update(ticksOfFence1, (n) => n + 1) : Effect.void,
+              Effect.sleep("10 millis")
+            )))
+      })
+      const events = yield* startWorker(spy, stores.sql, { ...fast, handlers: [ticker] })
+      const { id } = yield* Client.enqueue(ticker, null).pipe(Effect.provideService(RunStore, stores.a))
+      yield* eventually("ticking", Effect.map(Ref.get(ticksOfFence1), (n) => n > 5))
+      failRenewals()
+      const lost = yield* eventually("lease lost", Effect.sync(() => events.find((e) => e._tag === "LeaseLost" && e.runId === id)))
+      assert.deepInclude(lost, { reason: "renewal-failed", fence: 1 })
+      yield* eventually("released", Effect.sync(() => events.some((e) => e._tag === "RunSettled" && e.runId === id)))
+      const after = yield* Ref.get(ticksOfFence1)
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(ticksOfFence1), after, "no work under fence 1 after the interruption")
+      const settled = events.find((e) => e._tag === "RunSettled" && e.runId === id)
+      assert.deepInclude(settled, { outcome: "released" })
+    }))
+
+  it.live("a renewal that comes back without the lease (superseded) interrupts the handler", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const started = yield* Deferred.make<void>()
+      const blocker = Handler.make({
+        kind: "job",
+        payload: Schema.Unknown,
+        handle: () => Effect.andThen(Deferred.succeed(started, undefined), Effect.never)
+      })
+      const events = yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [blocker] })
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
+      yield* Deferred.await(started)
+      yield* expireLease(stores, run!.id)
+      const [taken] = yield* stores.b.claim({ owner: "thief", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+      assert.strictEqual(taken!.fence, 2)
+      const lost = yield* eventually("superseded", Effect.sync(() => events.find((e) => e._tag === "LeaseLost")))
+      assert.deepInclude(lost, { reason: "superseded", runId: run!.id, fence: 1 })
+      const row = yield* readRun(stores, run!.id)
+      assert.strictEqual(row.lease_owner, "thief")
+      assert.strictEqual(row.fence, 2)
+    }))
+})
+
+describe("retries, failure and cancellation", () => {
+  it.live("failed attempts back off and stop at max_attempts", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const flaky = Handler.make({
+        kind: "flaky",
+        payload: Schema.Unknown,
+        maxAttempts: 3,
+        handle: () => Effect.flatMap(CurrentRun, (run) => Effect.fail(new Error(`attempt ${run.attempt} broke`)))
+      })
+      yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [flaky], retry: { base: "100 millis", max: "5 seconds" } })
+      const { id } = yield* Client.enqueue(flaky, null).pipe(Effect.provideService(RunStore, stores.a))
+      yield* eventually("failed", Effect.map(readRun(stores, id), (r) => r.state === "failed"))
+      const record = yield* stores.a.get(id)
+      assert.strictEqual(record.attempt, 3)
+      assert.strictEqual(record.fence, 3)
+      assert.match(String((record.error as any).message), /attempt 3 broke/)
+      const history = yield* stores.a.history(id)
+      assert.deepStrictEqual(history.map((e) => e.kind), ["claimed", "retry_scheduled", "claimed", "retry_scheduled", "claimed", "failed"])
+      // Exponential: the second wait is longer than the first (jitter is ±20%, the factor is 2).
+      const claims = history.filter((e) => e.kind === "claimed").map((e) => e.at.getTime())
+      const fails = history.filter((e) => e.kind !== "claimed").map((e) => e.at.getTime())
+      const firstWait = claims[1]! - fails[0]!
+      const secondWait = claims[2]! - fails[1]!
+      assert.isAtLeast(firstWait, 75)
+      assert.isAbove(secondWait, firstWait)
+    }))
+
+  it.live("a payload that no longer matches its schema fails the run at once, without retries", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [approval] })
+      const [bad] = yield* stores.a.enqueue([{ kind: "approval", payload: { amount: "lots" }, maxAttempts: 5 }])
+      yield* eventually("failed", Effect.map(readRun(stores, bad!.id), (r) => r.state === "failed"))
+      const record = yield* stores.a.get(bad!.id)
+      assert.strictEqual(record.attempt, 1)
+      assert.isTrue((record.error as any).permanent)
+    }))
+
+  it.live("cancelling a running run interrupts its handler and supersedes its fence", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const interrupted = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      const longJob = Handler.make({
+        kind: "job",
+        payload: Schema.Unknown,
+        handle: () =>
+          Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(
+            Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
+          )
+      })
+      const events = yield* startWorker(stores.a, stores.sql, { ...fast, ttl: "30 seconds", heartbeat: "10 seconds", handlers: [longJob] })
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
+      yield* Deferred.await(started)
+      yield* Client.cancel(run!.id).pipe(Effect.provideService(RunStore, stores.a))
+      // The heartbeat is 10 s away: the cancel notification is what interrupts the handler.
+      yield* Deferred.await(interrupted).pipe(Effect.timeout("3 seconds"))
+      const row = yield* readRun(stores, run!.id)
+      assert.strictEqual(row.state, "cancelled")
+      assert.strictEqual(row.fence, 2)
+      assert.deepInclude(events.find((e) => e._tag === "LeaseLost"), { reason: "cancelled" })
+      const finished = yield* Effect.flip(stores.a.cancel(run!.id))
+      assert.deepInclude(finished, { _tag: "InvalidTransition", state: "cancelled" })
+      // Retry puts it back with a still higher fence.
+      yield* stores.a.retry(run!.id)
+      const retried = yield* readRun(stores, run!.id)
+      assert.strictEqual(retried.fence, 3)
+    }))
+})
+
+describe("clocks", () => {
+  const skewed = (offsetMs: number) =>
+    Effect.map(Clock.Clock, (clock): Clock.Clock => ({
+      ...clock,
+      currentTimeMillisUnsafe: () => clock.currentTimeMillisUnsafe() + offsetMs,
+      currentTimeMillis: Effect.sync(() => clock.currentTimeMillisUnsafe() + offsetMs),
+      currentTimeNanosUnsafe: () => clock.currentTimeNanosUnsafe() + BigInt(offsetMs) * 1_000_000n,
+      currentTimeNanos: Effect.sync(() => clock.currentTimeNanosUnsafe() + BigInt(offsetMs) * 1_000_000n),
+      sleep: clock.sleep.bind(clock),
+      monotonicTimeNanosUnsafe: () => clock.monotonicTimeNanosUnsafe(),
+      monotonicTimeNanos: clock.monotonicTimeNanos
+    }))
+
+  it.live("a worker whose clock is ten minutes ahead does not take a live lease", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
+      const [held] = yield* stores.a.claim({ owner: "holder", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const clock = yield* skewed(10 * 60_000)
+      const events = yield* startWorker(stores.b, stores.sql, { ...fast, handlers: [job] }).pipe(
+        Effect.provideService(Clock.Clock, clock)
+      )
+      yield* Effect.sleep("600 millis")
+      assert.isEmpty(events.filter((e) => e._tag === "Claimed"))
+      const row = yield* readRun(stores, run!.id)
+      assert.strictEqual(row.lease_owner, "holder")
+      assert.strictEqual(row.fence, held!.fence)
+    }))
+
+  it.live("a worker whose clock is ten minutes behind gets no stale write through", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const superseded = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      const outcome = yield* Ref.make<unknown>(undefined)
+      const job = Handler.make({
+        kind: "job",
+        payload: Schema.Unknown,
+        handle: () =>
+          Effect.gen(function*() {
+            yield* Deferred.succeed(started, undefined)
+            yield* Deferred.await(superseded)
+            // By its own clock this worker's lease is nowhere near expiry.
+            const result = yield* Effect.flip(Run.checkpoint({ late: true }))
+            yield* Ref.set(outcome, result)
+            return "late result"
+          })
+      })
+      const clock = yield* skewed(-10 * 60_000)
+      const events = yield* startWorker(stores.a, stores.sql, {
+        ...fast,
+        ttl: "30 seconds",
+        heartbeat: "10 seconds",
+        handlers: [job]
+      }).pipe(Effect.provideService(Clock.Clock, clock))
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
+      yield* Deferred.await(started)
+      yield* expireLease(stores, run!.id)
+      yield* stores.b.claim({ owner: "other", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+      yield* Deferred.succeed(superseded, undefined)
+      yield* eventually("settled", Effect.sync(() => events.some((e) => e._tag === "RunSettled")))
+      const rejected = yield* Ref.get(outcome)
+      assert.instanceOf(rejected, FenceRejected)
+      assert.deepInclude(rejected, { presentedFence: 1, storedFence: 2, operation: "checkpoint" })
+      assert.deepInclude(events.find((e) => e._tag === "WriteRejected"), { operation: "complete", presentedFence: 1, storedFence: 2 })
+      const row = yield* readRun(stores, run!.id)
+      assert.strictEqual(row.state, "running")
+      assert.strictEqual(row.lease_owner, "other")
+      assert.strictEqual((yield* stores.a.get(run!.id)).checkpoint, null)
+    }))
+})
