@@ -44,7 +44,10 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
       Effect.forever(Effect.gen(function*() {
         const note = parseNotification((yield* Queue.take(source)).payload)
         if (note !== undefined) yield* Queue.offer(out, note)
-      })).pipe(Effect.catchCause((cause) => Queue.failCause(out, cause as Cause.Cause<any>)))
+      })).pipe(
+        // A lost listening connection fails the queue; closing the scope just stops the pump.
+        Effect.catchCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : Queue.failCause(out, cause as Cause.Cause<any>))
+      )
     )
     return out as Queue.Dequeue<StoreNotification, any>
   })

@@ -1,0 +1,63 @@
+/**
+ * `leasehold worker`: runs a worker with the handlers a tasks module exports, until SIGINT or
+ * SIGTERM, then shuts down gracefully.
+ */
+import { type Handler, Worker, WorkerEvents } from "@leasehold/core"
+import { Effect, Option } from "effect"
+import { Command, Flag } from "effect/cli"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
+import * as Connection from "../Connection.js"
+import { connectionFlags, UsageError } from "../Flags.js"
+
+/** Loads `handlers` (or the default export) from a tasks module. */
+export const loadTasks = (modulePath: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const mod = await import(pathToFileURL(path.resolve(modulePath)).href)
+      const handlers = mod.handlers ?? mod.default
+      if (!Array.isArray(handlers) || handlers.length === 0) throw new Error("it exports no `handlers` array")
+      return handlers as ReadonlyArray<Handler.Handler>
+    },
+    catch: (e) => new UsageError({ message: `cannot load tasks module ${modulePath}: ${(e as Error).message}` })
+  })
+
+export const worker = Command.make("worker", {
+  ...connectionFlags,
+  tasks: Flag.String("tasks").pipe(Flag.optional, Flag.withDescription("module exporting `handlers` (default: the sample tasks)")),
+  queue: Flag.String("queue").pipe(Flag.withDefault("default"), Flag.withDescription("queues to serve, comma-separated")),
+  concurrency: Flag.Int("concurrency").pipe(Flag.withDefault(10)),
+  ttl: Flag.String("ttl").pipe(Flag.withDefault("30 seconds"), Flag.withDescription("lease TTL, e.g. \"30 seconds\"")),
+  heartbeat: Flag.String("heartbeat").pipe(Flag.optional, Flag.withDescription("renewal interval (default TTL/3)")),
+  json: Flag.Boolean("json").pipe(Flag.withDefault(false), Flag.withDescription("print worker events as JSON lines"))
+}, (flags) =>
+  Effect.gen(function*() {
+    const handlers = Option.isSome(flags.tasks)
+      ? yield* loadTasks(flags.tasks.value)
+      : (yield* Effect.promise(() => import("../SampleTasks.js"))).handlers
+    const options = yield* Effect.try({
+      try: () => {
+        const options = {
+          handlers,
+          queues: flags.queue.split(",").map((q) => q.trim()).filter((q) => q.length > 0),
+          concurrency: flags.concurrency,
+          ttl: flags.ttl as any,
+          heartbeat: Option.getOrUndefined(flags.heartbeat) as any
+        }
+        Worker.resolveOptions(options)
+        return options
+      },
+      catch: (e) => new UsageError({ message: (e as Error).message })
+    })
+    const emit = (event: WorkerEvents.WorkerEvent) =>
+      Effect.sync(() => {
+        if (flags.json) process.stdout.write(JSON.stringify({ at: Date.now(), ...event }) + "\n")
+        else if (event._tag !== "HeartbeatSent" && event._tag !== "HeartbeatConfirmed") {
+          process.stdout.write(`${event._tag} ${JSON.stringify({ ...event, _tag: undefined, owner: undefined })}\n`)
+        }
+      })
+    yield* Connection.withStore(
+      flags,
+      Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit }))
+    )
+  })).pipe(Command.withDescription("Run a worker until SIGINT/SIGTERM (graceful shutdown)"))

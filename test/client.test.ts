@@ -1,0 +1,59 @@
+/** Enqueueing from the application: validation before any write, and idempotency keys. */
+import { assert, describe, it } from "@effect/vitest"
+import { Client, Handler, RunStore } from "@leasehold/core"
+import { Effect, Schema } from "effect"
+import { type Stores, twoStores } from "./support/stores.js"
+
+const email = Handler.make({
+  kind: "email",
+  payload: Schema.Struct({ to: Schema.String, subject: Schema.String }),
+  handle: () => Effect.void
+})
+const registry = Handler.registry([email])
+
+const count = (stores: Stores) =>
+  Effect.map(stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs`), (rows) => rows[0]!.n)
+
+describe("enqueue", () => {
+  it.live("an unknown kind or a payload that fails its schema is refused and nothing is written", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      yield* Effect.provideService(refusals(stores), RunStore, stores.a)
+    }))
+
+  const refusals = (stores: Stores) =>
+    Effect.gen(function*() {
+      const unknown = yield* Effect.flip(Client.enqueueUnknown(registry, "sms", { to: "x" }))
+      assert.deepInclude(unknown, { _tag: "UnknownKind", kind: "sms" })
+      assert.match(unknown.message, /unknown kind "sms" \(known: email\)/)
+      const invalid = yield* Effect.flip(Client.enqueueUnknown(registry, "email", { to: 42 }))
+      assert.strictEqual(invalid._tag, "InvalidPayload")
+      assert.match(invalid.message, /invalid payload for kind "email"/)
+      assert.strictEqual(yield* count(stores), 0)
+      const ok = yield* Client.enqueueUnknown(registry, "email", { to: "a@b.c", subject: "hi" })
+      assert.isTrue(ok.created)
+      assert.strictEqual(yield* count(stores), 1)
+    })
+
+  it.live("the same idempotency key twice yields one run", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const first = yield* Client.enqueue(email, { to: "a@b.c", subject: "x" }, { idempotencyKey: "order-7" }).pipe(
+        Effect.provideService(RunStore, stores.a)
+      )
+      const second = yield* Client.enqueue(email, { to: "a@b.c", subject: "x" }, { idempotencyKey: "order-7" }).pipe(
+        Effect.provideService(RunStore, stores.b)
+      )
+      assert.isTrue(first.created)
+      assert.isFalse(second.created)
+      assert.strictEqual(second.id, first.id)
+      const batch = yield* stores.a.enqueue([
+        { kind: "email", payload: {}, idempotencyKey: "order-7" },
+        { kind: "email", payload: {} },
+        { kind: "email", payload: {}, idempotencyKey: "order-8" }
+      ])
+      assert.deepStrictEqual(batch.map((b) => b.created), [false, true, true])
+      assert.strictEqual(batch[0]!.id, first.id)
+      assert.strictEqual(yield* count(stores), 3)
+    }))
+})
