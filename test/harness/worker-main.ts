@@ -1,0 +1,150 @@
+/**
+ * A Leasehold worker as a separate OS process, for the multi-process tests. It reaches PostgreSQL
+ * through the URL it is given (the test's proxy) and reports, as one JSON line per event on
+ * stdout, everything it does: claims with fences, heartbeats sent and confirmed, RunScope
+ * interruptions, handler work ticks, and every write it attempts with its outcome.
+ *
+ * Commands arrive as JSON lines on stdin:
+ *   {"cmd":"finish","runId":"1"}              the handler holding run 1 writes its ledger row and completes
+ *   {"cmd":"stale-write","runId":"1","fence":1}  a fenced ledger transaction under the given fence
+ *
+ * Runs under Node 24's type stripping: erasable TypeScript only.
+ */
+import { CurrentRun, Fence, Handler, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { Database, PgRunStore } from "@leasehold/sql"
+import { Deferred, Effect, Layer, Queue, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import * as readline from "node:readline"
+
+interface Config {
+  readonly url: string
+  readonly schema: string
+  readonly owner: string
+  readonly ttl: string
+  readonly heartbeat: string
+  readonly pollInterval: string
+  readonly concurrency: number
+}
+
+const config: Config = JSON.parse(process.env.LEASEHOLD_WORKER_CONFIG ?? "{}")
+const owner = config.owner
+
+const report = (event: Record<string, unknown>) =>
+  Effect.sync(() => {
+    process.stdout.write(JSON.stringify({ owner, mono: performance.now(), wall: Date.now(), ...event }) + "\n")
+  })
+
+const errorReport = (error: any) =>
+  error?._tag === "FenceRejected"
+    ? { tag: error._tag, presentedFence: error.presentedFence, storedFence: error.storedFence, operation: error.operation }
+    : { tag: error?._tag ?? "Error", message: String(error?.message ?? error) }
+
+/** The side effect: a ledger row written in the same fenced transaction that completes the run. */
+const writeLedger = Effect.gen(function*() {
+  const fence = yield* Fence
+  const sql = yield* SqlClient.SqlClient
+  yield* report({ type: "write-attempt", op: "ledger", runId: fence.runId, fence: fence.fence })
+  const result = yield* Run.transaction(
+    sql`INSERT INTO ${sql.literal(`"${config.schema}".ledger`)} (run_id, fence, owner)
+        VALUES (${fence.runId}::bigint, ${fence.fence}, ${owner})`
+  ).pipe(Effect.result)
+  if (result._tag === "Success") {
+    yield* report({ type: "write-result", op: "ledger", runId: fence.runId, fence: fence.fence, outcome: "committed" })
+  } else {
+    yield* report({ type: "write-result", op: "ledger", runId: fence.runId, fence: fence.fence, outcome: "rejected", error: errorReport(result.failure) })
+    return yield* Effect.fail(result.failure)
+  }
+})
+
+const finishers = new Map<string, Deferred.Deferred<void>>()
+
+/** Works (a tick every 100 ms, reported) until told to finish, then writes its ledger row. */
+const longStep = Handler.make({
+  kind: "long-step",
+  payload: Schema.Unknown,
+  handle: () =>
+    Effect.gen(function*() {
+      const fence = yield* Fence
+      const finish = yield* Deferred.make<void>()
+      finishers.set(fence.runId, finish)
+      let n = 0
+      const tick = Effect.forever(Effect.andThen(
+        Effect.suspend(() => report({ type: "work", runId: fence.runId, fence: fence.fence, n: ++n })),
+        Effect.sleep("100 millis")
+      ))
+      yield* Effect.raceFirst(tick, Deferred.await(finish))
+      yield* writeLedger
+    }).pipe(
+      Effect.onInterrupt(() =>
+        Effect.flatMap(Fence, (fence) => report({ type: "handler-interrupted", runId: fence.runId, fence: fence.fence }))
+      )
+    )
+})
+
+/** Waits for a person's approval, then writes its ledger row. */
+const approval = Handler.make({
+  kind: "approval",
+  payload: Schema.Unknown,
+  handle: () =>
+    Effect.gen(function*() {
+      const fence = yield* Fence
+      yield* report({ type: "work", runId: fence.runId, fence: fence.fence, n: 0 })
+      const outcome = yield* Run.awaitSignal("approval")
+      yield* report({ type: "signal", runId: fence.runId, fence: fence.fence, outcome })
+      yield* writeLedger
+    })
+})
+
+type Command = { readonly cmd: "finish"; readonly runId: string } | { readonly cmd: "stale-write"; readonly runId: string; readonly fence: number }
+
+const main = Effect.gen(function*() {
+  const context = yield* Effect.context<RunStore | SqlClient.SqlClient>()
+  const commands = yield* Queue.unbounded<Command>()
+  readline.createInterface({ input: process.stdin }).on("line", (line) => {
+    if (line.trim() !== "") Queue.offerUnsafe(commands, JSON.parse(line) as Command)
+  })
+  yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+    const command = yield* Queue.take(commands)
+    if (command.cmd === "finish") {
+      const finish = finishers.get(command.runId)
+      yield* report({ type: "command", cmd: "finish", runId: command.runId, held: finish !== undefined })
+      if (finish !== undefined) yield* Deferred.succeed(finish, undefined)
+    } else {
+      // A write under an explicit (possibly stale) fence, exactly as the handler would make it.
+      const stub = { kind: "long-step", queue: "default", attempt: 0, maxAttempts: 1, checkpoint: null, signals: {}, settle: () => {} }
+      yield* writeLedger.pipe(
+        Effect.provideService(Fence, { runId: command.runId, fence: command.fence, owner }),
+        Effect.provideService(CurrentRun, stub),
+        Effect.provideContext(context),
+        Effect.ignore
+      )
+    }
+  })))
+  yield* report({ type: "started", pid: process.pid })
+  return yield* Worker.run({
+    owner,
+    handlers: [longStep, approval],
+    concurrency: config.concurrency,
+    ttl: config.ttl as any,
+    heartbeat: config.heartbeat as any,
+    pollInterval: config.pollInterval as any,
+    shutdownGrace: "1 second",
+    finalizeTimeout: "20 seconds"
+  }).pipe(
+    Effect.provideService(WorkerEvents.WorkerEvents, { emit: (event) => report({ type: "event", ...event }) })
+  )
+})
+
+const layer = PgRunStore.layer({ schema: config.schema, migrate: false }).pipe(
+  Layer.provideMerge(Database.clientLayer(config.url, { maxConnections: 4, applicationName: owner }))
+)
+
+const fiber = Effect.runFork(Effect.scoped(main).pipe(
+  Effect.provide(layer),
+  Effect.catchCause((cause) => report({ type: "crashed", cause: String(cause) }))
+))
+// SIGTERM/SIGINT interrupt the worker, which shuts down gracefully; then the process exits.
+fiber.addObserver(() => process.exit(0))
+const stop = () => fiber.interruptUnsafe()
+process.on("SIGTERM", stop)
+process.on("SIGINT", stop)
