@@ -14,7 +14,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { execFileSync } from "node:child_process"
 import { afterEach, assert, describe, it } from "vitest"
-import * as WorkerProcess from "./harness/WorkerProcess.js"
+import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
 import { databaseUrl, freshSchema } from "./support/db.js"
 
 const hasFaketime = (() => {
@@ -46,7 +46,7 @@ const setup = async (): Promise<Env> => {
 }
 
 const enqueue = (env: Env, kind: string) =>
-  env.run(Effect.flatMap(RunStore, (store) => store.enqueue([{ kind, payload: null, maxAttempts: 1000 }]))).then(([r]) => r!.id)
+  env.run(Effect.flatMap(RunStore, (store) => store.enqueue([{ kind, payload: {}, maxAttempts: 1000 }]))).then(([r]) => r!.id)
 
 const ledger = (env: Env) =>
   env.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -69,7 +69,7 @@ afterEach(async () => {
 
 const startWorker = async (env: Env, owner: string, skew?: string) => {
   const worker = await WorkerProcess.start({ owner, databaseUrl: databaseUrl(), schema: env.schema, skew })
-  cleanup.push(() => worker.stop())
+  cleanup.push(() => worker.kill())
   await worker.waitFor("started", (r) => r.type === "started")
   return worker
 }

@@ -1,5 +1,5 @@
 /**
- * A Leasehold worker as a separate OS process, for the multi-process tests. It reaches PostgreSQL
+ * A Leasehold worker as a separate OS process, for the demo and the multi-process tests. It reaches PostgreSQL
  * through the URL it is given (the test's proxy) and reports, as one JSON line per event on
  * stdout, everything it does: claims with fences, heartbeats sent and confirmed, RunScope
  * interruptions, handler work ticks, and every write it attempts with its outcome.
@@ -8,7 +8,9 @@
  *   {"cmd":"finish","runId":"1"}              the handler holding run 1 writes its ledger row and completes
  *   {"cmd":"stale-write","runId":"1","fence":1}  a fenced ledger transaction under the given fence
  *
- * Runs under Node 24's type stripping: erasable TypeScript only.
+ * Handlers: step kinds work (a reported tick every 100 ms) for `payload.workMs` or until told to
+ * finish; approval kinds wait for a signal. Both then write their ledger row in the fenced
+ * transaction that completes the run.
  */
 import { CurrentRun, Fence, Handler, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
@@ -16,9 +18,12 @@ import { Deferred, Effect, Layer, Queue, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as readline from "node:readline"
 
-interface Config {
+/** Passed as JSON in LEASEHOLD_WORKER_CONFIG. */
+export interface Config {
   readonly url: string
   readonly schema: string
+  /** Qualified name of the ledger table, e.g. `"demo".ledger`. */
+  readonly ledger: string
   readonly owner: string
   readonly ttl: string
   readonly heartbeat: string
@@ -45,7 +50,7 @@ const writeLedger = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* report({ type: "write-attempt", op: "ledger", runId: fence.runId, fence: fence.fence })
   const result = yield* Run.transaction(
-    sql`INSERT INTO ${sql.literal(`"${config.schema}".ledger`)} (run_id, fence, owner)
+    sql`INSERT INTO ${sql.literal(config.ledger)} (run_id, fence, owner)
         VALUES (${fence.runId}::bigint, ${fence.fence}, ${owner})`
   ).pipe(Effect.result)
   if (result._tag === "Success") {
@@ -58,11 +63,14 @@ const writeLedger = Effect.gen(function*() {
 
 const finishers = new Map<string, Deferred.Deferred<void>>()
 
-/** Works (a tick every 100 ms, reported) until told to finish, then writes its ledger row. */
-const longStep = Handler.make({
-  kind: "long-step",
-  payload: Schema.Unknown,
-  handle: () =>
+const stepKinds = ["long-step", "process-order", "reconcile-ledger"]
+const approvalKinds = ["approval", "approve-refund"]
+
+/** Works (a tick every 100 ms, reported) for `workMs` or until told to finish, then writes its ledger row. */
+const step = (kind: string) => Handler.make({
+  kind,
+  payload: Schema.Struct({ workMs: Schema.optional(Schema.Number) }),
+  handle: ({ workMs }) =>
     Effect.gen(function*() {
       const fence = yield* Fence
       const finish = yield* Deferred.make<void>()
@@ -72,7 +80,8 @@ const longStep = Handler.make({
         Effect.suspend(() => report({ type: "work", runId: fence.runId, fence: fence.fence, n: ++n })),
         Effect.sleep("100 millis")
       ))
-      yield* Effect.raceFirst(tick, Deferred.await(finish))
+      const done = workMs === undefined ? Deferred.await(finish) : Effect.raceFirst(Deferred.await(finish), Effect.sleep(workMs))
+      yield* Effect.raceFirst(tick, done)
       yield* writeLedger
     }).pipe(
       Effect.onInterrupt(() =>
@@ -82,8 +91,8 @@ const longStep = Handler.make({
 })
 
 /** Waits for a person's approval, then writes its ledger row. */
-const approval = Handler.make({
-  kind: "approval",
+const approval = (kind: string) => Handler.make({
+  kind,
   payload: Schema.Unknown,
   handle: () =>
     Effect.gen(function*() {
@@ -123,7 +132,7 @@ const main = Effect.gen(function*() {
   yield* report({ type: "started", pid: process.pid })
   return yield* Worker.run({
     owner,
-    handlers: [longStep, approval],
+    handlers: [...stepKinds.map(step), ...approvalKinds.map(approval)],
     concurrency: config.concurrency,
     ttl: config.ttl as any,
     heartbeat: config.heartbeat as any,

@@ -1,5 +1,5 @@
 /**
- * A TCP proxy the test owns, between one worker process and PostgreSQL. `partition()` stops
+ * A TCP proxy the test (or the demo) owns, between one worker process and PostgreSQL. `partition()` stops
  * forwarding in both directions while keeping every socket open, as a firewall DROP would: the
  * worker sees silence, not a reset. Bytes sent meanwhile are held, like unacknowledged TCP
  * segments, and delivered on `heal()`. `reset()` closes every connection instead.

@@ -1,6 +1,8 @@
 /**
- * Starts `worker-main.ts` as a real OS process behind its own TCP proxy, and reads what it reports.
- * Optionally under Debian's `faketime`, to skew the process's wall clock.
+ * Starts `InstrumentedWorker` as a real OS process behind its own TCP proxy, and reads what it
+ * reports. Optionally under Debian's `faketime`, to skew the process's wall clock.
+ *
+ * @since 0.1.0
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
@@ -18,13 +20,17 @@ export interface WorkerProcess {
   readonly send: (command: Record<string, unknown>) => void
   /** Resolves with the first report (past or future) that matches, or rejects after `timeoutMs`. */
   readonly waitFor: (what: string, match: (r: Report) => boolean, timeoutMs?: number) => Promise<Report>
+  /** Heals the proxy, asks the worker to shut down (SIGTERM), kills it if it lingers. */
   readonly stop: () => Promise<void>
+  readonly kill: () => Promise<void>
 }
 
 export interface WorkerSettings {
   readonly owner: string
   readonly databaseUrl: string
   readonly schema: string
+  /** Qualified ledger table; default `"<schema>".ledger`. */
+  readonly ledger?: string | undefined
   /** A faketime offset such as "-10m": the process's wall clock runs that far off. */
   readonly skew?: string | undefined
   readonly ttl?: string
@@ -33,7 +39,7 @@ export interface WorkerSettings {
   readonly concurrency?: number
 }
 
-const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "worker-main.ts")
+const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "InstrumentedWorker.js")
 
 /** The worker's own view of the database URL: through the proxy. */
 const viaProxy = (url: string, port: number): string => {
@@ -49,6 +55,7 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
   const config = {
     url: viaProxy(settings.databaseUrl, proxy.port),
     schema: settings.schema,
+    ledger: settings.ledger ?? `"${settings.schema}".ledger`,
     owner: settings.owner,
     ttl: settings.ttl ?? "2 seconds",
     heartbeat: settings.heartbeat ?? "400 millis",
@@ -107,8 +114,20 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
     waitFor,
     stop: async () => {
       proxy.heal()
-      child.kill("SIGKILL")
-      await exited
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGTERM")
+        const timer = setTimeout(() => child.kill("SIGKILL"), 3_000)
+        await exited
+        clearTimeout(timer)
+      }
+      await proxy.close()
+    },
+    kill: async () => {
+      proxy.heal()
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGKILL")
+        await exited
+      }
       await proxy.close()
     }
   }
