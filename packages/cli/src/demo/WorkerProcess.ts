@@ -18,6 +18,8 @@ export interface WorkerProcess {
   readonly reports: Array<Report>
   readonly stderr: Array<string>
   readonly send: (command: Record<string, unknown>) => void
+  /** Calls `listener` with every report from now on. */
+  readonly onReport: (listener: (r: Report) => void) => void
   /** Resolves with the first report (past or future) that matches, or rejects after `timeoutMs`. */
   readonly waitFor: (what: string, match: (r: Report) => boolean, timeoutMs?: number) => Promise<Report>
   /** Heals the proxy, asks the worker to shut down (SIGTERM), kills it if it lingers. */
@@ -86,7 +88,15 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
     for (const waiter of [...waiters]) waiter(report)
   })
   readline.createInterface({ input: child.stderr! }).on("line", (line) => void stderr.push(line))
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  // However this process ends, it takes its worker processes with it.
+  const killOnExit = () => child.kill("SIGKILL")
+  process.on("exit", killOnExit)
+  const exited = new Promise<void>((resolve) =>
+    child.once("exit", () => {
+      process.removeListener("exit", killOnExit)
+      resolve()
+    })
+  )
 
   const waitFor = (what: string, match: (r: Report) => boolean, timeoutMs = 10_000) =>
     new Promise<Report>((resolve, reject) => {
@@ -111,6 +121,7 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
     reports,
     stderr,
     send: (command) => void child.stdin!.write(JSON.stringify(command) + "\n"),
+    onReport: (listener) => void waiters.add(listener),
     waitFor,
     stop: async () => {
       proxy.heal()
