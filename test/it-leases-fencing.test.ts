@@ -12,19 +12,11 @@ import { RunStore } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
-import { execFileSync } from "node:child_process"
 import { afterEach, assert, describe, it } from "vitest"
 import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
 import { databaseUrl, freshSchema } from "./support/db.js"
 
-const hasFaketime = (() => {
-  try {
-    execFileSync("faketime", ["-f", "+0", "true"])
-    return true
-  } catch {
-    return false
-  }
-})()
+const hasFaketime = WorkerProcess.canSkewClocks
 
 interface Env {
   readonly schema: string

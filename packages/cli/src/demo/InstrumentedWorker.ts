@@ -29,6 +29,10 @@ export interface Config {
   readonly heartbeat: string
   readonly pollInterval: string
   readonly concurrency: number
+  /** Pool size towards PostgreSQL. Default 4. */
+  readonly maxConnections?: number
+  /** Base of the retry backoff. Default "50 millis". */
+  readonly retryBase?: string
 }
 
 const config: Config = JSON.parse(process.env.LEASEHOLD_WORKER_CONFIG ?? "{}")
@@ -62,6 +66,36 @@ const writeLedger = Effect.gen(function*() {
 })
 
 const finishers = new Map<string, Deferred.Deferred<void>>()
+
+/**
+ * For the fault suite: short work, optionally a checkpoint halfway, optionally failing its first
+ * `failAttempts` attempts (so it is retried, or fails for good once attempts run out).
+ */
+const chaosStep = Handler.make({
+  kind: "chaos-step",
+  payload: Schema.Struct({
+    workMs: Schema.Number,
+    checkpoint: Schema.optional(Schema.Boolean),
+    failAttempts: Schema.optional(Schema.Number)
+  }),
+  handle: ({ checkpoint, failAttempts, workMs }) =>
+    Effect.gen(function*() {
+      const fence = yield* Fence
+      const run = yield* CurrentRun
+      yield* Effect.sleep(workMs / 2)
+      if (checkpoint === true) {
+        yield* Run.checkpoint({ half: true, fence: fence.fence }).pipe(
+          Effect.tapError((error) => report({ type: "write-result", op: "checkpoint", runId: fence.runId, fence: fence.fence, outcome: "rejected", error: errorReport(error) }))
+        )
+      }
+      yield* Effect.sleep(workMs / 2)
+      if (run.attempt <= (failAttempts ?? 0)) {
+        yield* report({ type: "fail", runId: fence.runId, fence: fence.fence, attempt: run.attempt })
+        return yield* Effect.fail(new Error(`attempt ${run.attempt} fails on purpose`))
+      }
+      yield* writeLedger
+    })
+})
 
 const stepKinds = ["long-step", "process-order", "reconcile-ledger"]
 const approvalKinds = ["approval", "approve-refund"]
@@ -132,7 +166,8 @@ const main = Effect.gen(function*() {
   yield* report({ type: "started", pid: process.pid })
   return yield* Worker.run({
     owner,
-    handlers: [...stepKinds.map(step), ...approvalKinds.map(approval)],
+    handlers: [...stepKinds.map(step), ...approvalKinds.map(approval), chaosStep],
+    retry: { base: (config.retryBase ?? "50 millis") as any, max: "2 seconds" },
     concurrency: config.concurrency,
     ttl: config.ttl as any,
     heartbeat: config.heartbeat as any,
@@ -145,7 +180,7 @@ const main = Effect.gen(function*() {
 })
 
 const layer = PgRunStore.layer({ schema: config.schema, migrate: false }).pipe(
-  Layer.provideMerge(Database.clientLayer(config.url, { maxConnections: 4, applicationName: owner }))
+  Layer.provideMerge(Database.clientLayer(config.url, { maxConnections: config.maxConnections ?? 4, applicationName: owner }))
 )
 
 const fiber = Effect.runFork(Effect.scoped(main).pipe(

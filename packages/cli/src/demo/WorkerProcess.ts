@@ -5,12 +5,20 @@
  * @since 0.1.0
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import * as TcpProxy from "./TcpProxy.js"
 
-export type Report = Record<string, any> & { readonly type: string; readonly owner: string; readonly mono: number; readonly wall: number }
+/** One JSON line from a worker process; `receivedAt` is this process's clock when it arrived. */
+export type Report = Record<string, any> & {
+  readonly type: string
+  readonly owner: string
+  readonly mono: number
+  readonly wall: number
+  readonly receivedAt: number
+}
 
 export interface WorkerProcess {
   readonly owner: string
@@ -22,6 +30,10 @@ export interface WorkerProcess {
   readonly onReport: (listener: (r: Report) => void) => void
   /** Resolves with the first report (past or future) that matches, or rejects after `timeoutMs`. */
   readonly waitFor: (what: string, match: (r: Report) => boolean, timeoutMs?: number) => Promise<Report>
+  readonly pid: number
+  /** Resolves when the process has exited, with its exit code or signal. */
+  readonly exited: Promise<{ readonly code: number | null; readonly signal: string | null }>
+  readonly signal: (signal: NodeJS.Signals) => void
   /** Heals the proxy, asks the worker to shut down (SIGTERM), kills it if it lingers. */
   readonly stop: () => Promise<void>
   readonly kill: () => Promise<void>
@@ -39,9 +51,30 @@ export interface WorkerSettings {
   readonly heartbeat?: string
   readonly pollInterval?: string
   readonly concurrency?: number
+  readonly maxConnections?: number
+  readonly retryBase?: string
 }
 
 const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "InstrumentedWorker.js")
+
+const libfaketime = [
+  "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+  "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+  "/usr/lib/faketime/libfaketimeMT.so.1"
+].find((candidate) => fs.existsSync(candidate))
+
+/** Whether this machine can skew a process's wall clock (Debian's faketime). */
+export const canSkewClocks = libfaketime !== undefined
+
+/**
+ * libfaketime preloaded into the worker itself rather than through the `faketime` wrapper, which
+ * would stay the parent: signals (SIGSTOP, SIGKILL) must reach the worker process, not a shell.
+ * Only the wall clock is skewed; the monotonic clock is left alone, as on a real machine.
+ */
+const skewedClock = (offset: string): Record<string, string> => {
+  if (libfaketime === undefined) throw new Error("libfaketime is not installed (Debian package faketime)")
+  return { LD_PRELOAD: libfaketime, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: "1", FAKETIME_NO_CACHE: "1" }
+}
 
 /** The worker's own view of the database URL: through the proxy. */
 const viaProxy = (url: string, port: number): string => {
@@ -62,16 +95,15 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
     ttl: settings.ttl ?? "2 seconds",
     heartbeat: settings.heartbeat ?? "400 millis",
     pollInterval: settings.pollInterval ?? "100 millis",
-    concurrency: settings.concurrency ?? 4
+    concurrency: settings.concurrency ?? 4,
+    maxConnections: settings.maxConnections ?? 4,
+    retryBase: settings.retryBase ?? "50 millis"
   }
   const env = { ...process.env, LEASEHOLD_WORKER_CONFIG: JSON.stringify(config), NODE_NO_WARNINGS: "1" }
-  const child: ChildProcess = settings.skew === undefined
-    ? spawn(process.execPath, [script], { env, stdio: ["pipe", "pipe", "pipe"] })
-    // Only the wall clock is skewed; the monotonic clock is left alone, as on a real machine.
-    : spawn("faketime", ["-f", settings.skew, process.execPath, script], {
-      env: { ...env, FAKETIME_DONT_FAKE_MONOTONIC: "1" },
-      stdio: ["pipe", "pipe", "pipe"]
-    })
+  const child: ChildProcess = spawn(process.execPath, [script], {
+    env: settings.skew === undefined ? env : { ...env, ...skewedClock(settings.skew) },
+    stdio: ["pipe", "pipe", "pipe"]
+  })
 
   const reports: Array<Report> = []
   const stderr: Array<string> = []
@@ -79,7 +111,7 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
   readline.createInterface({ input: child.stdout! }).on("line", (line) => {
     let report: Report
     try {
-      report = JSON.parse(line)
+      report = { ...JSON.parse(line), receivedAt: Date.now() }
     } catch {
       stderr.push(`stdout: ${line}`)
       return
@@ -91,10 +123,10 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
   // However this process ends, it takes its worker processes with it.
   const killOnExit = () => child.kill("SIGKILL")
   process.on("exit", killOnExit)
-  const exited = new Promise<void>((resolve) =>
-    child.once("exit", () => {
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.once("exit", (code, signal) => {
       process.removeListener("exit", killOnExit)
-      resolve()
+      resolve({ code, signal })
     })
   )
 
@@ -120,6 +152,9 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
     proxy,
     reports,
     stderr,
+    pid: child.pid!,
+    exited,
+    signal: (signal) => void child.kill(signal),
     send: (command) => void child.stdin!.write(JSON.stringify(command) + "\n"),
     onReport: (listener) => void waiters.add(listener),
     waitFor,
