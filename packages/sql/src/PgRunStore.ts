@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { RunStore, type StoreNotification } from "@leasehold/core"
-import { PgClient } from "@effect/sql-pg"
+import { PgClient, PgConnection } from "@effect/sql-pg"
 import { Cause, Effect, Layer, Queue } from "effect"
 import * as Migrations from "./Migrations.js"
 import * as admin from "./statements/admin.js"
@@ -38,7 +38,10 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   if (options.migrate ?? true) yield* Migrations.run(s)
 
   const notifications = Effect.gen(function*() {
-    const source = yield* sql.listen(s.channel)
+    // A connection of its own, outside the pool: a listener holds its connection for as long as it
+    // listens, and a pooled one would starve a small pool (a pool of one would deadlock).
+    const connection = yield* PgConnection.make(sql.config)
+    const source = yield* connection.listen(s.channel)
     const out = yield* Queue.unbounded<StoreNotification, any>()
     yield* Effect.forkScoped(
       Effect.forever(Effect.gen(function*() {
