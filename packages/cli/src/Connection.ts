@@ -7,17 +7,36 @@
 import type { RunStore } from "@leasehold/core"
 import type { PgClient } from "@effect/sql-pg"
 import { Database, type EmbeddedPostgres, PgRunStore } from "@leasehold/sql"
-import { Effect, Layer, Option, type Scope } from "effect"
-import type { Migrator, SqlClient, SqlError } from "effect/sql"
+import { Data, Effect, Layer, Option, type Scope } from "effect"
+import { type Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as path from "node:path"
+
+/** The schema holds no Leasehold store: `leasehold migrate` was never run against it. */
+export class StoreMissing extends Data.TaggedError("StoreMissing")<{ readonly schema: string }> {
+  override get message(): string {
+    return `no Leasehold store in schema "${this.schema}" (run \`leasehold migrate\` first, or check --schema)`
+  }
+}
 
 /** Everything that can go wrong reaching the store. */
-export type ConnectionError = EmbeddedPostgres.EmbeddedPostgresError | SqlError.SqlError | Migrator.MigrationError
-import * as path from "node:path"
+export type ConnectionError =
+  | EmbeddedPostgres.EmbeddedPostgresError
+  | SqlError.SqlError
+  | Migrator.MigrationError
+  | StoreMissing
 
 /** @category models */
 export interface ConnectionFlags {
   readonly databaseUrl: Option.Option<string>
   readonly schema: string
+}
+
+export interface StoreOptions {
+  /**
+   * Create or upgrade the schema first (default true). Commands that only read or act on existing
+   * runs pass false: they must not create a store as a side effect of a typo in `--schema`.
+   */
+  readonly migrate?: boolean | undefined
 }
 
 export const embeddedDataDir = path.resolve(process.env.LEASEHOLD_DATA_DIR ?? ".leasehold/pgdata")
@@ -27,13 +46,38 @@ export const resolveUrl = (flags: ConnectionFlags): Effect.Effect<string, Embedd
   Database.resolveUrl({ url: Option.getOrUndefined(flags.databaseUrl), embeddedDataDir })
 
 /** PgClient + RunStore for the connection flags. */
-export const storeLayer = (flags: ConnectionFlags, url: string) =>
-  PgRunStore.layer({ schema: flags.schema }).pipe(Layer.provideMerge(Database.clientLayer(url)))
+export const storeLayer = (flags: ConnectionFlags, url: string, options: StoreOptions = {}) =>
+  PgRunStore.layer({ schema: flags.schema, migrate: options.migrate ?? true }).pipe(
+    Layer.provideMerge(Database.clientLayer(url))
+  )
 
+/** Fails with `StoreMissing` unless the schema holds the store's tables. */
+export const requireStore = (schema: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ present: boolean }>`SELECT to_regclass(${`"${schema}".runs`}) IS NOT NULL AS present`
+    if (row?.present !== true) return yield* Effect.fail(new StoreMissing({ schema }))
+  })
+
+/** Runs `effect` with a RunStore (and its PgClient) for the connection flags. */
 export const withStore = <A, E, R>(
   flags: ConnectionFlags,
-  effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | ConnectionError, Exclude<R, RunStore | PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>> =>
+  effect: Effect.Effect<A, E, R>,
+  options: StoreOptions = {}
+): Effect.Effect<A, E | ConnectionError, Exclude<R, RunStore | PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>> => {
+  const checked = options.migrate === false ? Effect.andThen(requireStore(flags.schema), effect) : effect
   // The effect's own scope closes before the store's connections do: a worker forked into it
   // must stop (and release its listening connection) before the pool shuts down.
-  Effect.scoped(Effect.flatMap(resolveUrl(flags), (url) => Effect.provide(Effect.scoped(effect), storeLayer(flags, url)))) as any
+  return Effect.scoped(
+    Effect.flatMap(resolveUrl(flags), (url) => Effect.provide(Effect.scoped(checked), storeLayer(flags, url, options)))
+  ) as any
+}
+
+/** Runs `effect` with only a PgClient (no store built, no migration). */
+export const withClient = <A, E, R>(
+  flags: ConnectionFlags,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | ConnectionError, Exclude<R, PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>> =>
+  Effect.scoped(
+    Effect.flatMap(resolveUrl(flags), (url) => Effect.provide(Effect.scoped(effect), Database.clientLayer(url)))
+  ) as any

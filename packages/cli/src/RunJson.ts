@@ -1,0 +1,45 @@
+/**
+ * The stable JSON shapes `--json` prints for runs and their events. Built field by field, so a
+ * change to the domain types does not silently change what scripts read.
+ *
+ * @since 0.1.0
+ */
+import type { RunEvent, RunRecord } from "@leasehold/core"
+import { isoTime } from "./Output.js"
+
+/** A run as `runs list --json` and `runs show --json` print it. */
+export const run = (record: RunRecord) => ({
+  id: record.id,
+  kind: record.kind,
+  queue: record.queue,
+  state: record.state,
+  priority: record.priority,
+  fence: record.fence,
+  attempt: record.attempt,
+  maxAttempts: record.maxAttempts,
+  leaseOwner: record.leaseOwner,
+  leaseExpiresAt: isoTime(record.leaseExpiresAt),
+  runAt: isoTime(record.runAt),
+  signal: record.signalName === null
+    ? null
+    : { name: record.signalName, token: record.signalToken, deadline: isoTime(record.suspendDeadline) },
+  signals: record.signals,
+  idempotencyKey: record.idempotencyKey,
+  payload: record.payload ?? null,
+  checkpoint: record.checkpoint ?? null,
+  result: record.result ?? null,
+  error: record.error ?? null,
+  createdAt: isoTime(record.createdAt),
+  updatedAt: isoTime(record.updatedAt),
+  finishedAt: isoTime(record.finishedAt)
+})
+
+/** One history row, as stored. */
+export const event = (e: RunEvent) => ({
+  id: e.id,
+  kind: e.kind,
+  fence: e.fence,
+  owner: e.owner,
+  detail: e.detail ?? null,
+  at: isoTime(e.at)
+})

@@ -1,0 +1,207 @@
+/**
+ * `leasehold runs list` and `leasehold runs show <id>`: what is in the store, newest first, and one
+ * run's story (its attempts under their fences, suspensions, rejected stale writes).
+ */
+import { type RunRecord, RunState, RunStore } from "@leasehold/core"
+import { Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as Connection from "../Connection.js"
+import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
+import * as History from "../History.js"
+import * as Output from "../Output.js"
+import * as RunJson from "../RunJson.js"
+
+/** What a person wants to know first about a run in each state. */
+const note = (run: RunRecord): string => {
+  switch (run.state) {
+    case "running":
+      return `owner ${run.leaseOwner ?? "-"}, lease until ${Output.time(run.leaseExpiresAt)}`
+    case "suspended":
+      return `awaiting "${run.signalName}" (token ${run.signalToken})`
+    case "pending":
+      return run.attempt > 0 ? `retry due ${Output.time(run.runAt)}` : `due ${Output.time(run.runAt)}`
+    case "failed":
+      return Output.brief((run.error as { message?: unknown } | null)?.message ?? run.error)
+    case "completed":
+      return Output.brief(run.result)
+    case "cancelled":
+      return ""
+  }
+}
+
+const positive = Flag.filter((n: number) => n >= 1, () => "at least 1")
+
+const list = Command.make("list", {
+  ...connectionFlags,
+  state: Flag.Literals("state", RunState.literals).pipe(Flag.optional, Flag.withDescription("only runs in this state")),
+  queue: Flag.String("queue").pipe(Flag.optional, Flag.withDescription("only runs on this queue")),
+  kind: Flag.String("kind").pipe(Flag.optional, Flag.withDescription("only runs of this kind")),
+  limit: Flag.Int("limit").pipe(positive, Flag.withDefault(20), Flag.withDescription("runs per page")),
+  page: Flag.Int("page").pipe(positive, Flag.optional, Flag.withDescription("page number, from 1")),
+  offset: Flag.Int("offset").pipe(
+    Flag.filter((n) => n >= 0, () => "0 or more"),
+    Flag.optional,
+    Flag.withDescription("runs to skip (instead of --page)")
+  ),
+  json: jsonFlag
+}, (flags) =>
+  Effect.gen(function*() {
+    if (Option.isSome(flags.page) && Option.isSome(flags.offset)) {
+      return yield* Effect.fail(new UsageError({ message: "give either --page or --offset, not both" }))
+    }
+    const offset = Option.isSome(flags.page) ? (flags.page.value - 1) * flags.limit : Option.getOrElse(flags.offset, () => 0)
+    const runs = yield* Connection.withStore(
+      flags,
+      RunStore.use((store) =>
+        store.list({
+          state: Option.getOrUndefined(flags.state),
+          queue: Option.getOrUndefined(flags.queue),
+          kind: Option.getOrUndefined(flags.kind),
+          limit: flags.limit,
+          offset
+        })),
+      { migrate: false }
+    )
+    if (flags.json) {
+      return yield* Output.json({ offset, limit: flags.limit, runs: runs.map(RunJson.run) })
+    }
+    if (runs.length === 0) return yield* Output.line(offset === 0 ? "no runs" : `no runs after the first ${offset}`)
+    yield* Output.lines(Output.table(
+      ["ID", "KIND", "QUEUE", "STATE", "FENCE", "ATTEMPT", "CREATED", "NOTE"],
+      runs.map((run) => [
+        run.id,
+        run.kind,
+        run.queue,
+        run.state,
+        String(run.fence),
+        `${run.attempt}/${run.maxAttempts}`,
+        Output.time(run.createdAt),
+        note(run)
+      ])
+    ))
+    if (runs.length === flags.limit) {
+      const next = Option.isSome(flags.page) ? `--page ${flags.page.value + 1}` : `--offset ${offset + runs.length}`
+      yield* Output.line(`(runs ${offset + 1}-${offset + runs.length}; more with ${next})`)
+    }
+  })).pipe(Command.withDescription("List runs, newest first; filter by state, queue, kind"))
+
+const attemptRows = (attempts: ReadonlyArray<History.Attempt>) =>
+  Output.table(
+    ["FENCE", "OWNER", "VIA", "START", "END", "OUTCOME"],
+    attempts.map((a) => [
+      String(a.fence),
+      a.owner ?? "-",
+      a.via,
+      Output.time(a.start),
+      Output.time(a.end),
+      a.detail === null ? a.outcome : `${a.outcome}: ${a.detail}`
+    ])
+  )
+
+const suspensionRows = (suspensions: ReadonlyArray<History.Suspension>) =>
+  Output.table(
+    ["FENCE", "SIGNAL", "SUSPENDED", "DEADLINE", "ENDED", "OUTCOME"],
+    suspensions.map((s) => [
+      String(s.fence),
+      s.signal ?? "-",
+      Output.time(s.suspendedAt),
+      Output.time(s.deadline),
+      Output.time(s.endedAt),
+      s.outcome === "resumed" ? `resumed with ${Output.brief(s.payload)}` : s.outcome
+    ])
+  )
+
+const rejectedRows = (rejected: ReadonlyArray<History.RejectedWrite>) =>
+  Output.table(
+    ["AT", "OPERATION", "PRESENTED FENCE", "STORED FENCE"],
+    rejected.map((r) => [Output.time(r.at), r.operation, String(r.presentedFence), String(r.storedFence ?? "-")])
+  )
+
+const historyJson = (history: History.RunHistory) => ({
+  attempts: history.attempts.map((a) => ({
+    fence: a.fence,
+    owner: a.owner,
+    via: a.via,
+    start: Output.isoTime(a.start),
+    end: Output.isoTime(a.end),
+    outcome: a.outcome,
+    detail: a.detail
+  })),
+  suspensions: history.suspensions.map((s) => ({
+    fence: s.fence,
+    signal: s.signal,
+    suspendedAt: Output.isoTime(s.suspendedAt),
+    deadline: Output.isoTime(s.deadline),
+    endedAt: Output.isoTime(s.endedAt),
+    outcome: s.outcome,
+    payload: s.payload ?? null
+  })),
+  rejectedWrites: history.rejectedWrites.map((r) => ({
+    at: Output.isoTime(r.at),
+    operation: r.operation,
+    presentedFence: r.presentedFence,
+    storedFence: r.storedFence
+  })),
+  adminActions: history.adminActions.map((a) => ({ at: Output.isoTime(a.at), action: a.action, fence: a.fence }))
+})
+
+const show = Command.make("show", {
+  ...connectionFlags,
+  id: Argument.String("id").pipe(Argument.withDescription("the run's id")),
+  json: jsonFlag
+}, (flags) =>
+  Effect.gen(function*() {
+    const { events, run } = yield* Connection.withStore(
+      flags,
+      Effect.gen(function*() {
+        const store = yield* RunStore
+        const run = yield* store.get(flags.id)
+        const events = yield* store.history(flags.id)
+        return { run, events }
+      }),
+      { migrate: false }
+    )
+    const history = History.fromEvents(events)
+    if (flags.json) {
+      return yield* Output.json({ run: RunJson.run(run), ...historyJson(history), events: events.map(RunJson.event) })
+    }
+    yield* Output.lines(Output.fields([
+      ["run", `${run.id} (${run.kind} on queue ${run.queue})`],
+      ["state", run.state + (run.state === "suspended" ? `, awaiting "${run.signalName}" (token ${run.signalToken})` : "")],
+      ["fence", String(run.fence)],
+      ["attempt", `${run.attempt} of ${run.maxAttempts}`],
+      ...(run.leaseOwner === null ? [] : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
+      ["created", Output.time(run.createdAt)],
+      ["finished", Output.time(run.finishedAt)],
+      ["payload", Output.brief(run.payload, 100)],
+      ["checkpoint", Output.brief(run.checkpoint, 100)],
+      ["result", Output.brief(run.result, 100)],
+      ["error", Output.brief(run.error, 100)]
+    ]))
+    yield* Output.line()
+    yield* Output.line("attempts")
+    yield* Output.lines(history.attempts.length === 0 ? ["  none yet"] : attemptRows(history.attempts).map((l) => `  ${l}`))
+    if (history.suspensions.length > 0) {
+      yield* Output.line()
+      yield* Output.line("suspensions")
+      yield* Output.lines(suspensionRows(history.suspensions).map((l) => `  ${l}`))
+    }
+    if (history.adminActions.length > 0) {
+      yield* Output.line()
+      yield* Output.line("operator actions")
+      yield* Output.lines(Output.table(
+        ["AT", "ACTION", "FENCE"],
+        history.adminActions.map((a) => [Output.time(a.at), a.action, String(a.fence)])
+      ).map((l) => `  ${l}`))
+    }
+    yield* Output.line()
+    yield* Output.line("rejected stale writes")
+    yield* Output.lines(
+      history.rejectedWrites.length === 0 ? ["  none"] : rejectedRows(history.rejectedWrites).map((l) => `  ${l}`)
+    )
+  })).pipe(Command.withDescription("Show a run and its history: attempts, suspensions, rejected stale writes"))
+
+export const runs = Command.make("runs").pipe(
+  Command.withDescription("Inspect runs"),
+  Command.withSubcommands([list, show])
+)

@@ -1,0 +1,584 @@
+/**
+ * The `leasehold` command as a user runs it: the real built binary, spawned as a child process
+ * against the test PostgreSQL, each test in its own schema. Asserts what it prints on stdout and
+ * stderr, its exit code, and what it wrote (or did not write) in the database.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { FenceRejected, RunStore } from "@leasehold/core"
+import { Database } from "@leasehold/sql"
+import { Context, Duration, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { background, type CliResult, connection, leasehold } from "./support/cli.js"
+import { databaseUrl, freshSchema, storeLayer } from "./support/db.js"
+import { eventually } from "./support/workers.js"
+
+const fixtureTasks = fileURLToPath(new URL("./fixtures/cli-tasks.ts", import.meta.url))
+
+/** A store on `schema` (migrated) and its SqlClient, for seeding and for checking what the CLI wrote. */
+const openStore = (schema: string) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(storeLayer(schema, 3))
+    return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
+  })
+
+/** A bare SqlClient (no store, no migration): to look at schemas the CLI must not create. */
+const openSql = Effect.map(
+  Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 2 })),
+  (context) => Context.get(context, SqlClient.SqlClient)
+)
+
+const schemaExists = (sql: SqlClient.SqlClient, schema: string) =>
+  Effect.map(
+    sql<{ n: number }>`SELECT count(*)::int AS n FROM information_schema.schemata WHERE schema_name = ${schema}`,
+    (rows) => rows[0]!.n === 1
+  )
+
+const countRows = (sql: SqlClient.SqlClient, schema: string) =>
+  Effect.map(
+    sql.unsafe<{ runs: number; events: number }>(
+      `SELECT (SELECT count(*)::int FROM "${schema}".runs) AS runs, (SELECT count(*)::int FROM "${schema}".run_events) AS events`
+    ),
+    (rows) => rows[0]!
+  )
+
+/** A rejected command: its exit code, exactly one `leasehold: ` line naming the reason, no stack trace, no stdout. */
+const assertRejected = (result: CliResult, code: number, reason: RegExp) => {
+  assert.strictEqual(result.code, code, `exit code; stderr was: ${result.stderr}`)
+  assert.strictEqual(result.stdout, "", "nothing on stdout")
+  const lines = result.stderr.split("\n").filter((l) => l.length > 0)
+  assert.strictEqual(lines.length, 1, `one line on stderr, got: ${result.stderr}`)
+  assert.match(lines[0]!, /^leasehold: /)
+  assert.match(lines[0]!, reason)
+  assert.notMatch(result.stderr, /^\s+at /m, "no stack trace")
+}
+
+const assertOk = (result: CliResult) => assert.strictEqual(result.code, 0, `exit code; stderr was: ${result.stderr}`)
+
+const parse = <A = any>(result: CliResult): A => {
+  assertOk(result)
+  return JSON.parse(result.stdout) as A
+}
+
+const runIdOf = (result: CliResult): string => {
+  assertOk(result)
+  const match = /^enqueued run (\d+) /.exec(result.stdout)
+  assert.isNotNull(match, `enqueue printed: ${result.stdout}`)
+  return match![1]!
+}
+
+const claimOne = (store: RunStore["Service"], owner: string, queue: string, kind: string) =>
+  Effect.map(
+    store.claim({ owner, queues: [queue], kinds: [kind], limit: 1, ttl: Duration.seconds(30) }),
+    (claimed) => {
+      assert.strictEqual(claimed.length, 1, `${owner} claimed a ${kind} run on ${queue}`)
+      return claimed[0]!
+    }
+  )
+
+const expireLease = (sql: SqlClient.SqlClient, schema: string, runId: string) =>
+  sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`)
+
+describe("leasehold: commands and usage", () => {
+  it.live("--help lists every command; an unknown command, flag or bad schema name is a usage error (exit 2)", () =>
+    Effect.gen(function*() {
+      const help = yield* leasehold(["--help"])
+      assertOk(help)
+      for (const command of ["migrate", "enqueue", "runs", "resume", "cancel", "retry", "stats", "worker", "demo"]) {
+        assert.match(help.stdout, new RegExp(`^\\s+${command}\\s+\\S`, "m"), `help lists ${command}`)
+      }
+      const runsHelp = yield* leasehold(["runs", "--help"])
+      assert.match(runsHelp.stdout, /^\s+list\s+List runs/m)
+      assert.match(runsHelp.stdout, /^\s+show\s+Show a run/m)
+
+      const [unknownCommand, unknownFlag, missingId, badSchema] = yield* Effect.all([
+        leasehold(["bogus"]),
+        leasehold(["runs", "list", "--bogus"]),
+        leasehold(["runs", "show", ...connection("cli_unused")]),
+        leasehold(["stats", "--schema", "Bad-Name"])
+      ], { concurrency: 4 })
+      assertRejected(unknownCommand, 2, /Unknown subcommand "bogus"/)
+      assertRejected(unknownFlag, 2, /Unrecognized flag: --bogus/)
+      assertRejected(missingId, 2, /Missing required argument: id/)
+      assertRejected(badSchema, 2, /invalid schema name "Bad-Name"/)
+    }))
+
+  it.live("migrate creates the store; a second migrate applies nothing and says so", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const sql = yield* openSql
+      const first = yield* leasehold(["migrate", ...connection(schema)])
+      assertOk(first)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init\n`)
+      const tables = yield* sql<{ table_name: string }>`
+        SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
+      assert.deepStrictEqual(tables.map((t) => t.table_name), ["leasehold_migrations", "run_events", "runs"])
+
+      const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init"] })
+      const human = yield* leasehold(["migrate", ...connection(schema)])
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init)\n`)
+    }))
+})
+
+describe("leasehold enqueue", () => {
+  it.live("writes the run with its queue, priority, delay, max attempts and payload (inline or from a file)", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const result = yield* leasehold([
+        "enqueue", "approve-refund", "--payload", `{"order":"A-1","amount":42}`, "--queue", "money",
+        "--priority", "7", "--delay", "5 seconds", "--max-attempts", "3", ...connection(schema)
+      ])
+      const id = runIdOf(result)
+      assert.strictEqual(result.stdout, `enqueued run ${id} (approve-refund on queue money)\n`)
+      const [row] = yield* sql.unsafe<any>(`
+        SELECT kind, queue, priority, max_attempts, payload, state, fence,
+          extract(epoch FROM run_at - created_at)::float8 AS delay FROM "${schema}".runs WHERE id = ${id}`)
+      assert.deepInclude(row, { kind: "approve-refund", queue: "money", priority: 7, max_attempts: 3, state: "pending" })
+      assert.deepStrictEqual(row.payload, { order: "A-1", amount: 42 })
+      assert.strictEqual(Number(row.fence), 0)
+      // The delay is counted by the database from the insert, so it is 5 s up to rounding.
+      assert.approximately(row.delay, 5, 0.05)
+
+      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-cli-")), "payload.json")
+      fs.writeFileSync(file, JSON.stringify({ image: "owl.png", width: 640 }))
+      const fromFile = runIdOf(yield* leasehold(["enqueue", "resize-image", "--payload-file", file, ...connection(schema)]))
+      const [fileRow] = yield* sql.unsafe<any>(`SELECT payload, queue, max_attempts FROM "${schema}".runs WHERE id = ${fromFile}`)
+      assert.deepStrictEqual(fileRow.payload, { image: "owl.png", width: 640 })
+      assert.strictEqual(fileRow.queue, "default")
+      assert.strictEqual(fileRow.max_attempts, 5)
+    }))
+
+  it.live("the same idempotency key twice yields one run, and the second enqueue says it was not created", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const args = ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":10}`, "--idempotency-key", "order-7"]
+      const first = parse<{ id: string; created: boolean }>(yield* leasehold([...args, "--json", ...connection(schema)]))
+      const second = parse<{ id: string; created: boolean }>(yield* leasehold([...args, "--json", ...connection(schema)]))
+      assert.isTrue(first.created)
+      assert.deepStrictEqual(second, { id: first.id, created: false })
+      const third = yield* leasehold([...args, ...connection(schema)])
+      assertOk(third)
+      assert.strictEqual(third.stdout, `run ${first.id} already exists for idempotency key "order-7" (not enqueued again)\n`)
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 1, events: 0 })
+    }))
+
+  it.live("--tasks takes the kinds and schemas from the given module", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const id = runIdOf(yield* leasehold([
+        "enqueue", "send-email", "--tasks", fixtureTasks, "--payload", `{"to":"ana@example.com","subject":"hi"}`,
+        ...connection(schema)
+      ]))
+      const [row] = yield* sql.unsafe<any>(`SELECT kind, payload FROM "${schema}".runs WHERE id = ${id}`)
+      assert.strictEqual(row.kind, "send-email")
+      assert.deepStrictEqual(row.payload, { to: "ana@example.com", subject: "hi" })
+      // The sample tasks' kinds are not known to that module.
+      assertRejected(
+        yield* leasehold(["enqueue", "resize-image", "--tasks", fixtureTasks, ...connection(schema)]),
+        2,
+        /unknown kind "resize-image" \(known: send-email\)$/
+      )
+    }))
+
+  it.live("bad input: one line on stderr, exit 2, and nothing written (not even the schema)", () =>
+    Effect.gen(function*() {
+      const migrated = freshSchema("cli")
+      const { sql } = yield* openStore(migrated)
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-cli-"))
+      const malformedFile = path.join(dir, "bad.json")
+      fs.writeFileSync(malformedFile, "{oops")
+      const valid = `{"image":"a.png","width":10}`
+      const validFile = path.join(dir, "good.json")
+      fs.writeFileSync(validFile, valid)
+      const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>, RegExp]> = [
+        ["malformed JSON", ["enqueue", "resize-image", "--payload", "{oops"], /Invalid value for flag --payload: "\{oops"\. Expected: valid JSON/],
+        ["unknown kind", ["enqueue", "resize-images", "--payload", valid], /unknown kind "resize-images" \(known: resize-image, approve-refund\)/],
+        ["payload failing its schema", ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":"wide"}`], /invalid payload for kind "resize-image": Expected number at \["width"\]/],
+        ["payload missing a field", ["enqueue", "resize-image", "--payload", `{"image":"a.png"}`], /invalid payload for kind "resize-image": Missing key at \["width"\]/],
+        ["malformed payload file", ["enqueue", "resize-image", "--payload-file", malformedFile], /--payload-file: .*Failed to parse '\.json' file content/],
+        ["missing payload file", ["enqueue", "resize-image", "--payload-file", path.join(dir, "none.json")], /--payload-file: .*File does not exist/],
+        ["both payload flags", ["enqueue", "resize-image", "--payload", valid, "--payload-file", validFile], /give either --payload or --payload-file, not both/],
+        ["bad delay", ["enqueue", "resize-image", "--payload", valid, "--delay", "soon"], /--delay: "soon"\. Expected: a duration such as "5 seconds"/],
+        ["zero max attempts", ["enqueue", "resize-image", "--payload", valid, "--max-attempts", "0"], /--max-attempts: "0"\. Expected: a positive integer/],
+        ["unloadable tasks module", ["enqueue", "resize-image", "--payload", valid, "--tasks", path.join(dir, "tasks.js")], /cannot load tasks module .*tasks\.js/],
+        ["unknown flag", ["enqueue", "resize-image", "--payload", valid, "--colour", "red"], /Unrecognized flag: --colour/],
+        ["no kind", ["enqueue", "--payload", valid], /Missing required argument: kind/]
+      ]
+      const never = freshSchema("cli")
+      yield* Effect.forEach(cases, ([what, args, reason]) =>
+        Effect.gen(function*() {
+          const onMigrated = yield* leasehold([...args, ...connection(migrated)])
+          assert.strictEqual(onMigrated.code, 2, `${what}: ${onMigrated.stderr}`)
+          assertRejected(onMigrated, 2, reason)
+          assertRejected(yield* leasehold([...args, ...connection(never)]), 2, reason)
+        }), { concurrency: 3, discard: true })
+      assert.deepStrictEqual(yield* countRows(sql, migrated), { runs: 0, events: 0 })
+      assert.isFalse(yield* schemaExists(sql, never), "bad input never created the schema")
+    }))
+})
+
+describe("leasehold runs", () => {
+  it.live("runs list: newest first, filtered by state, queue and kind, paged, as a table or JSON", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const enqueued = yield* store.enqueue([
+        { kind: "resize-image", payload: { image: "1.png", width: 1 } },
+        { kind: "approve-refund", payload: { order: "A-2", amount: 2 }, queue: "money" },
+        { kind: "resize-image", payload: { image: "3.png", width: 3 } },
+        { kind: "resize-image", payload: { image: "4.png", width: 4 }, queue: "money" },
+        { kind: "approve-refund", payload: { order: "A-5", amount: 5 } }
+      ])
+      const [r1, r2, r3, r4, r5] = enqueued.map((e) => e.id) as [string, string, string, string, string]
+      yield* claimOne(store, "worker-list", "default", "resize-image") // takes r1
+      const ids = (args: ReadonlyArray<string>) =>
+        Effect.map(leasehold(["runs", "list", "--json", ...args, ...connection(schema)]), (result) =>
+          parse<{ runs: ReadonlyArray<{ id: string }> }>(result).runs.map((r) => r.id))
+
+      const all = parse(yield* leasehold(["runs", "list", "--json", ...connection(schema)]))
+      assert.deepStrictEqual(all.runs.map((r: any) => r.id), [r5, r4, r3, r2, r1])
+      assert.deepInclude(all.runs[4], { id: r1, state: "running", fence: 1, attempt: 1, leaseOwner: "worker-list" })
+      assert.deepInclude(all.runs[1], { id: r4, kind: "resize-image", queue: "money", state: "pending", fence: 0 })
+      assert.deepStrictEqual(all.runs[1].payload, { image: "4.png", width: 4 })
+
+      const [running, money, refunds, defaultResizes, firstPage, secondPage, tail] = yield* Effect.all([
+        ids(["--state", "running"]),
+        ids(["--queue", "money"]),
+        ids(["--kind", "approve-refund"]),
+        ids(["--queue", "default", "--kind", "resize-image"]),
+        ids(["--limit", "2"]),
+        ids(["--limit", "2", "--page", "2"]),
+        ids(["--limit", "2", "--offset", "4"])
+      ], { concurrency: 4 })
+      assert.deepStrictEqual(running, [r1])
+      assert.deepStrictEqual(money, [r4, r2])
+      assert.deepStrictEqual(refunds, [r5, r2])
+      assert.deepStrictEqual(defaultResizes, [r3, r1])
+      assert.deepStrictEqual(firstPage, [r5, r4])
+      assert.deepStrictEqual(secondPage, [r3, r2])
+      assert.deepStrictEqual(tail, [r1])
+
+      const table = yield* leasehold(["runs", "list", ...connection(schema)])
+      assertOk(table)
+      const [header, ...rows] = table.stdout.trimEnd().split("\n")
+      assert.match(header!, /^ID\s+KIND\s+QUEUE\s+STATE\s+FENCE\s+ATTEMPT\s+CREATED\s+NOTE$/)
+      assert.strictEqual(rows.length, 5)
+      // Aligned: every cell starts under its header.
+      const column = (name: string) => header!.indexOf(name)
+      for (const row of rows) {
+        assert.match(row.slice(column("STATE")), /^(pending|running) /)
+        assert.match(row.slice(column("FENCE")), /^[01] /)
+      }
+      assert.match(rows[4]!, new RegExp(`^${r1}\\s+resize-image\\s+default\\s+running\\s+1\\s+1/5\\s+\\S+\\s+owner worker-list, lease until `))
+
+      const paged = yield* leasehold(["runs", "list", "--limit", "2", "--page", "1", ...connection(schema)])
+      assert.match(paged.stdout, /\(runs 1-2; more with --page 2\)\n$/)
+      assertRejected(
+        yield* leasehold(["runs", "list", "--page", "2", "--offset", "2", ...connection(schema)]),
+        2,
+        /give either --page or --offset, not both/
+      )
+      assertRejected(yield* leasehold(["runs", "list", "--state", "done", ...connection(schema)]), 2, /--state: "done"/)
+      assertRejected(yield* leasehold(["runs", "list", "--limit", "0", ...connection(schema)]), 2, /--limit: "0"\. Expected: at least 1/)
+    }))
+
+  it.live("runs show: attempts with fence and owner, the suspension and its resume, rejected stale writes", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql, store } = yield* openStore(schema)
+      const [{ id }] = (yield* store.enqueue([
+        { kind: "approve-refund", payload: { order: "A-7", amount: 5 }, queue: "money" }
+      ])) as unknown as [{ id: string }]
+      const first = yield* claimOne(store, "worker-a", "money", "approve-refund")
+      yield* store.checkpoint({ runId: id, fence: first.fence }, { step: "drafted" })
+      yield* store.suspend({ runId: id, fence: first.fence, signal: "approval", token: "tok-A-7", timeout: Duration.hours(1) })
+      const resumed = yield* leasehold(["resume", "tok-A-7", "--payload", `{"approved":true}`, ...connection(schema)])
+      assertOk(resumed)
+      assert.strictEqual(resumed.stdout, `resumed run ${id} (now pending; a worker re-claims it under a higher fence)\n`)
+      const second = yield* claimOne(store, "worker-b", "money", "approve-refund")
+      // The first holder comes back late: the fence refuses its write and the history records it.
+      const stale = yield* Effect.flip(store.checkpoint({ runId: id, fence: first.fence }, { step: "late" }))
+      assert.instanceOf(stale, FenceRejected)
+      yield* store.completeBatch([{ runId: id, fence: second.fence, result: { refunded: true } }])
+
+      const shown = parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)]))
+      assert.deepInclude(shown.run, { id, state: "completed", fence: 2, leaseOwner: null })
+      assert.deepStrictEqual(shown.run.result, { refunded: true })
+      assert.deepStrictEqual(
+        shown.attempts.map((a: any) => [a.fence, a.owner, a.via, a.outcome, a.detail]),
+        [[1, "worker-a", "claimed", "suspended", `awaiting "approval"`], [2, "worker-b", "claimed", "completed", null]]
+      )
+      for (const attempt of shown.attempts) assert.isAtMost(Date.parse(attempt.start), Date.parse(attempt.end))
+      assert.strictEqual(shown.suspensions.length, 1)
+      assert.deepInclude(shown.suspensions[0], { fence: 1, signal: "approval", outcome: "resumed" })
+      assert.deepStrictEqual(shown.suspensions[0].payload, { approved: true })
+      assert.deepStrictEqual(
+        shown.rejectedWrites.map((r: any) => [r.operation, r.presentedFence, r.storedFence]),
+        [["checkpoint", 1, 2]]
+      )
+      assert.deepStrictEqual(
+        shown.events.map((e: any) => [e.kind, e.fence]),
+        [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], ["stale_write_rejected", 1], ["completed", 2]]
+      )
+
+      const text = yield* leasehold(["runs", "show", id, ...connection(schema)])
+      assertOk(text)
+      assert.match(text.stdout, new RegExp(`^run\\s+${id} \\(approve-refund on queue money\\)$`, "m"))
+      assert.match(text.stdout, /^state\s+completed$/m)
+      assert.match(text.stdout, /^fence\s+2$/m)
+      assert.match(text.stdout, /^checkpoint\s+\{"step":"drafted"\}$/m)
+      assert.match(text.stdout, /^\s+FENCE\s+OWNER\s+VIA\s+START\s+END\s+OUTCOME$/m)
+      assert.match(text.stdout, /^\s+1\s+worker-a\s+claimed\s+\S+Z\s+\S+Z\s+suspended: awaiting "approval"$/m)
+      assert.match(text.stdout, /^\s+2\s+worker-b\s+claimed\s+\S+Z\s+\S+Z\s+completed$/m)
+      assert.match(text.stdout, /^\s+1\s+approval\s+\S+Z\s+\S+Z\s+\S+Z\s+resumed with \{"approved":true\}$/m)
+      assert.match(text.stdout, /^\s+\S+Z\s+checkpoint\s+1\s+2$/m)
+
+      // A lease that expired and was taken over shows as its own attempt, ended by the reclaim.
+      const [{ id: other }] = (yield* store.enqueue([{ kind: "resize-image", payload: {} }])) as unknown as [{ id: string }]
+      yield* claimOne(store, "worker-a", "default", "resize-image")
+      yield* expireLease(sql, schema, other)
+      yield* claimOne(store, "worker-b", "default", "resize-image")
+      const reclaimed = parse(yield* leasehold(["runs", "show", other, "--json", ...connection(schema)]))
+      assert.deepStrictEqual(
+        reclaimed.attempts.map((a: any) => [a.fence, a.owner, a.via, a.outcome, a.detail, a.end === null]),
+        [[1, "worker-a", "claimed", "lease_expired", "reclaimed under fence 2", false], [2, "worker-b", "reclaimed", "running", null, true]]
+      )
+      assert.deepStrictEqual(reclaimed.rejectedWrites, [])
+
+      assertRejected(yield* leasehold(["runs", "show", "999999", ...connection(schema)]), 1, /run 999999 not found$/)
+      assertRejected(yield* leasehold(["runs", "show", "nine", ...connection(schema)]), 1, /run nine not found$/)
+    }))
+})
+
+describe("leasehold resume, cancel, retry", () => {
+  it.live("each moves the run as asked; a run in the wrong state or an unknown one fails (exit 1) and nothing changes", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql, store } = yield* openStore(schema)
+      const [refund, pending, done] = (yield* store.enqueue([
+        { kind: "approve-refund", payload: { order: "A-9", amount: 9 }, queue: "money" },
+        { kind: "resize-image", payload: { image: "p.png", width: 1 }, queue: "later" },
+        { kind: "resize-image", payload: { image: "d.png", width: 1 } }
+      ])).map((e) => e.id) as [string, string, string]
+      const claimed = yield* claimOne(store, "worker-a", "money", "approve-refund")
+      yield* store.suspend({ runId: refund, fence: claimed.fence, signal: "approval", token: "tok-A-9", timeout: undefined })
+      const finished = yield* claimOne(store, "worker-a", "default", "resize-image")
+      yield* store.completeBatch([{ runId: done, fence: finished.fence, result: null }])
+
+      const snapshot = Effect.map(
+        sql.unsafe<{ id: string; state: string; fence: string; updated_at: Date; signals: unknown }>(
+          `SELECT id::text AS id, state, fence::text AS fence, updated_at, signals FROM "${schema}".runs ORDER BY id`
+        ),
+        (rows) => JSON.stringify(rows)
+      )
+      const eventCount = Effect.map(countRows(sql, schema), (c) => c.events)
+
+      // Wrong state or unknown run: one line, exit 1, no row and no history touched.
+      const before = yield* snapshot
+      const eventsBefore = yield* eventCount
+      const refusals: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+        [["resume", pending, "--payload", "{}"], new RegExp(`run ${pending} is pending: cannot resume it$`)],
+        [["resume", "no-such-token"], /run no-such-token not found$/],
+        [["cancel", done], new RegExp(`run ${done} is completed: cannot cancel it$`)],
+        [["cancel", "999999"], /run 999999 not found$/],
+        [["retry", pending], new RegExp(`run ${pending} is pending: cannot retry it$`)],
+        [["retry", "999999"], /run 999999 not found$/]
+      ]
+      yield* Effect.forEach(refusals, ([args, reason]) =>
+        Effect.map(leasehold([...args, ...connection(schema)]), (result) => assertRejected(result, 1, reason)), {
+        concurrency: 3,
+        discard: true
+      })
+      assertRejected(
+        yield* leasehold(["resume", refund, "--payload", "{not json", ...connection(schema)]),
+        2,
+        /--payload: "\{not json"\. Expected: valid JSON/
+      )
+      assert.strictEqual(yield* snapshot, before, "no run changed")
+      assert.strictEqual(yield* eventCount, eventsBefore, "no history written")
+
+      // Resume by id, with a payload the handler will see as the signal's outcome.
+      const resumed = parse(yield* leasehold(["resume", refund, "--payload", `{"approved":false}`, "--json", ...connection(schema)]))
+      assert.deepStrictEqual(resumed, { id: refund, state: "pending", fence: 1 })
+      const afterResume = yield* store.get(refund)
+      assert.deepStrictEqual(afterResume.signals, { approval: { _tag: "Signalled", payload: { approved: false } } })
+      assert.isNull(afterResume.signalToken)
+
+      // Cancel advances the fence; a second cancel is refused; retry brings it back under a higher fence.
+      const cancelled = yield* leasehold(["cancel", pending, ...connection(schema)])
+      assertOk(cancelled)
+      assert.strictEqual(cancelled.stdout, `cancelled run ${pending} (fence now 1: a holder's writes are rejected)\n`)
+      assert.deepInclude(yield* store.get(pending), { state: "cancelled", fence: 1 })
+      assertRejected(yield* leasehold(["cancel", pending, ...connection(schema)]), 1, /is cancelled: cannot cancel it$/)
+      const retried = yield* leasehold(["retry", pending, ...connection(schema)])
+      assertOk(retried)
+      assert.strictEqual(retried.stdout, `run ${pending} is pending again, with fresh attempts (fence now 2)\n`)
+      assert.deepInclude(yield* store.get(pending), { state: "pending", fence: 2, attempt: 0 })
+      const history = parse(yield* leasehold(["runs", "show", pending, "--json", ...connection(schema)]))
+      assert.deepStrictEqual(history.adminActions.map((a: any) => [a.action, a.fence]), [["cancelled", 1], ["retried", 2]])
+    }))
+})
+
+describe("leasehold stats", () => {
+  it.live("counts by state and queue, live leases, oldest pending age, fence rejections and reclaims", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql, store } = yield* openStore(schema)
+      const empty = parse(yield* leasehold(["stats", "--json", ...connection(schema)]))
+      assert.deepStrictEqual(empty, {
+        byState: { pending: 0, running: 0, suspended: 0, completed: 0, failed: 0, cancelled: 0 },
+        byStateAndQueue: [],
+        liveLeases: 0,
+        oldestPendingSeconds: null,
+        fenceRejections: 0,
+        reclaims: 0
+      })
+
+      const [a, , , d] = (yield* store.enqueue([
+        { kind: "resize-image", payload: {} },
+        { kind: "resize-image", payload: {} },
+        { kind: "resize-image", payload: {}, queue: "money" },
+        { kind: "resize-image", payload: {}, queue: "money" }
+      ])).map((e) => e.id) as [string, string, string, string]
+      // Due a while ago, so the oldest pending age is known to be at least a minute.
+      yield* sql.unsafe(`UPDATE "${schema}".runs SET run_at = now() - interval '90 seconds' WHERE state = 'pending'`)
+      const first = yield* claimOne(store, "worker-a", "default", "resize-image") // a
+      yield* expireLease(sql, schema, a)
+      yield* claimOne(store, "worker-b", "default", "resize-image") // a again: a reclaim, live lease
+      yield* Effect.flip(store.checkpoint({ runId: a, fence: first.fence }, {})) // a rejected stale write
+      const money = yield* claimOne(store, "worker-b", "money", "resize-image")
+      yield* store.completeBatch([{ runId: money.id, fence: money.fence, result: null }])
+      yield* store.cancel(d)
+
+      const stats = parse(yield* leasehold(["stats", "--json", ...connection(schema)]))
+      assert.deepStrictEqual(stats.byState, { pending: 1, running: 1, suspended: 0, completed: 1, failed: 0, cancelled: 1 })
+      assert.deepStrictEqual(stats.byStateAndQueue, [
+        { queue: "default", state: "pending", count: 1 },
+        { queue: "default", state: "running", count: 1 },
+        { queue: "money", state: "cancelled", count: 1 },
+        { queue: "money", state: "completed", count: 1 }
+      ])
+      assert.strictEqual(stats.liveLeases, 1)
+      assert.strictEqual(stats.fenceRejections, 1)
+      assert.strictEqual(stats.reclaims, 1)
+      assert.isAtLeast(stats.oldestPendingSeconds, 90)
+      assert.isBelow(stats.oldestPendingSeconds, 120)
+
+      const text = yield* leasehold(["stats", ...connection(schema)])
+      assertOk(text)
+      const lines = text.stdout.split("\n")
+      assert.match(lines[0]!, /^QUEUE\s+PENDING\s+RUNNING\s+SUSPENDED\s+COMPLETED\s+FAILED\s+CANCELLED\s+TOTAL$/)
+      assert.match(lines[1]!, /^default\s+1\s+1\s+0\s+0\s+0\s+0\s+2$/)
+      assert.match(lines[2]!, /^money\s+0\s+0\s+0\s+1\s+0\s+1\s+2$/)
+      assert.match(lines[3]!, /^\(all\)\s+1\s+1\s+0\s+1\s+0\s+1\s+4$/)
+      // Aligned: each count sits under its header.
+      for (const row of lines.slice(1, 4)) assert.match(row.slice(lines[0]!.indexOf("TOTAL")), /^[0-9]+$/)
+      assert.match(text.stdout, /^live leases\s+1$/m)
+      assert.match(text.stdout, /^oldest pending\s+1m [0-9]{2}s waiting$/m)
+      assert.match(text.stdout, /^fence rejections\s+1$/m)
+      assert.match(text.stdout, /^reclaims\s+1$/m)
+    }))
+})
+
+describe("leasehold: the database", () => {
+  it.live("DATABASE_URL selects the server when --database-url is absent", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      yield* store.enqueue([{ kind: "resize-image", payload: {} }])
+      const viaEnv = parse(
+        yield* leasehold(["stats", "--json", "--schema", schema], { env: { DATABASE_URL: databaseUrl() } })
+      )
+      assert.strictEqual(viaEnv.byState.pending, 1)
+      // The flag wins over the environment.
+      assertRejected(
+        yield* leasehold(["stats", "--schema", schema, "--database-url", "postgres://nobody@127.0.0.1:1/x"], {
+          env: { DATABASE_URL: databaseUrl() }
+        }),
+        1,
+        /cannot connect to the database: connect ECONNREFUSED 127\.0\.0\.1:1$/
+      )
+    }))
+
+  it.live("an unreachable database fails fast: one line, exit 1, for every command", () =>
+    Effect.gen(function*() {
+      const unreachable = ["--database-url", "postgres://nobody@127.0.0.1:1/x", "--schema", "cli_unreachable"]
+      const commands: ReadonlyArray<ReadonlyArray<string>> = [
+        ["migrate"],
+        ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":1}`],
+        ["runs", "list"],
+        ["runs", "show", "1"],
+        ["resume", "1"],
+        ["cancel", "1"],
+        ["retry", "1"],
+        ["stats"]
+      ]
+      yield* Effect.forEach(commands, (args) =>
+        Effect.gen(function*() {
+          const started = Date.now()
+          const result = yield* leasehold([...args, ...unreachable])
+          assertRejected(result, 1, /^leasehold: cannot connect to the database: connect ECONNREFUSED 127\.0\.0\.1:1$/)
+          assert.isBelow(Date.now() - started, 10_000, `${args.join(" ")} failed fast`)
+        }), { concurrency: 4, discard: true })
+    }))
+
+  it.live("a schema without a store: reads and admin commands fail (exit 1) and do not create it", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const sql = yield* openSql
+      for (const args of [["runs", "list"], ["runs", "show", "1"], ["stats"], ["cancel", "1"]]) {
+        assertRejected(
+          yield* leasehold([...args, ...connection(schema)]),
+          1,
+          new RegExp(`no Leasehold store in schema "${schema}" \\(run \`leasehold migrate\` first`)
+        )
+      }
+      assert.isFalse(yield* schemaExists(sql, schema))
+    }))
+})
+
+describe("leasehold worker", () => {
+  it.live("runs what enqueue wrote, a suspension and resume included, and shuts down gracefully on SIGTERM", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const quick = runIdOf(yield* leasehold([
+        "enqueue", "resize-image", "--payload", `{"image":"cat.png","width":320}`, ...connection(schema)
+      ]))
+      const worker = yield* background([
+        "worker", "--concurrency", "2", "--ttl", "5 seconds", "--json", ...connection(schema)
+      ])
+      yield* eventually("the run completed", Effect.map(store.get(quick), (r) => r.state === "completed"), "20 seconds")
+      const record = yield* store.get(quick)
+      assert.strictEqual(record.fence, 1)
+      assert.deepStrictEqual(record.result, { image: "cat.png", width: 320, resized: true })
+
+      // The refund suspends for approval; the worker holds nothing for it.
+      const refund = runIdOf(yield* leasehold([
+        "enqueue", "approve-refund", "--payload", `{"order":"B-2","amount":7}`, ...connection(schema)
+      ]))
+      yield* eventually("the refund suspended", Effect.map(store.get(refund), (r) => r.state === "suspended"), "20 seconds")
+      assertOk(yield* leasehold(["resume", "refund-B-2", "--payload", `{"approved":true}`, ...connection(schema)]))
+      yield* eventually("the refund completed", Effect.map(store.get(refund), (r) => r.state === "completed"), "20 seconds")
+      assert.strictEqual((yield* store.get(refund)).fence, 2)
+
+      worker.child.kill("SIGTERM")
+      const exited = yield* Effect.promise(() => worker.exited)
+      assert.strictEqual(exited.stderr, "")
+      // Interrupted by the signal after a graceful shutdown, not killed by it.
+      assert.isNull(exited.signal)
+      assert.strictEqual(exited.code, 130)
+      const events = exited.stdout.trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(
+        events.filter((e) => e._tag === "Claimed").map((e) => [e.runId, e.fence]),
+        [[quick, 1], [refund, 1], [refund, 2]]
+      )
+    }))
+})
