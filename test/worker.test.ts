@@ -299,3 +299,44 @@ describe("clocks", () => {
       assert.strictEqual((yield* stores.a.get(run!.id)).checkpoint, null)
     }))
 })
+
+describe("wake-ups and capacity", () => {
+  it.live("a new run wakes an idle worker through LISTEN/NOTIFY, long before its next poll", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const events = yield* startWorker(stores.a, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [job] })
+      // Let the worker finish its first (empty) claim and go idle on its one-minute poll.
+      yield* Effect.sleep("500 millis")
+      const [run] = yield* stores.b.enqueue([{ kind: "job", payload: null }])
+      yield* eventually("claimed", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)), "10 seconds")
+    }))
+
+  it.live("a slot is freed only once its completion is acknowledged by the flush", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const flushGate = yield* Deferred.make<void>()
+      const flushes: Array<number> = []
+      // The completion statement waits until the test opens the gate.
+      const gated: RunStore["Service"] = {
+        ...stores.a,
+        completeBatch: (items) =>
+          Effect.andThen(
+            Effect.sync(() => void flushes.push(items.length)),
+            Effect.andThen(Deferred.await(flushGate), stores.a.completeBatch(items))
+          )
+      }
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const events = yield* startWorker(gated, stores.sql, { ...fast, concurrency: 1, handlers: [job] })
+      const [first, second] = yield* stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null }])
+      yield* eventually("first completion sent", Effect.sync(() => flushes.length === 1))
+      // The handler is done, but its completion is not acknowledged: the one slot stays taken.
+      yield* Effect.sleep("400 millis")
+      assert.deepStrictEqual(events.filter((e) => e._tag === "Claimed").map((e) => (e as any).runId), [first!.id])
+      yield* Deferred.succeed(flushGate, undefined)
+      yield* eventually("second claimed after the ack", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === second!.id)))
+      yield* eventually("both completed", Effect.map(readRun(stores, second!.id), (r) => r.state === "completed"))
+      assert.strictEqual((yield* readRun(stores, first!.id)).state, "completed")
+    }))
+})
+
