@@ -211,6 +211,8 @@ describe("retries, failure and cancellation", () => {
       const events = yield* startWorker(stores.a, stores.sql, { ...fast, ttl: "30 seconds", heartbeat: "10 seconds", handlers: [longJob] })
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
       yield* Deferred.await(started)
+      // Notifications are a fast path: a cancel sent before the worker listens waits for a heartbeat.
+      yield* eventually("listening", Effect.sync(() => events.some((e) => e._tag === "Listening")))
       yield* Client.cancel(run!.id).pipe(Effect.provideService(RunStore, stores.a))
       // The heartbeat is 10 s away: the cancel notification is what interrupts the handler.
       yield* Deferred.await(interrupted).pipe(Effect.timeout("3 seconds"))
@@ -306,8 +308,9 @@ describe("wake-ups and capacity", () => {
       const stores = yield* twoStores
       const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
       const events = yield* startWorker(stores.a, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [job] })
-      // Let the worker finish its first (empty) claim and go idle on its one-minute poll.
-      yield* Effect.sleep("500 millis")
+      // Once it listens, the worker has made its first (empty) claim and idles on its one-minute poll.
+      yield* eventually("listening", Effect.sync(() => events.some((e) => e._tag === "Listening")))
+      yield* Effect.sleep("200 millis")
       const [run] = yield* stores.b.enqueue([{ kind: "job", payload: null }])
       yield* eventually("claimed", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)), "10 seconds")
     }))

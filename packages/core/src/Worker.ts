@@ -187,6 +187,7 @@ export const run = <R>(
 
     const listenLoop = Effect.gen(function*() {
       const notifications = yield* store.notifications
+      yield* WorkerEvents.emit({ _tag: "Listening", owner })
       while (true) {
         const note = yield* Queue.take(notifications)
         if (note._tag === "RunsAvailable") {

@@ -25,6 +25,8 @@ export type WorkerEvent =
     readonly outcome: "completed" | "retry-scheduled" | "failed" | "released" | "suspended" | "abandoned"
   }
   | { readonly _tag: "StoreError"; readonly owner: string; readonly operation: string; readonly error: string }
+  /** Notifications (new runs, cancels) reach this worker from now on. */
+  | { readonly _tag: "Listening"; readonly owner: string }
 
 /** Where a worker reports its events. @category services */
 export const WorkerEvents = Context.Reference<{ readonly emit: (event: WorkerEvent) => Effect.Effect<void> }>(
