@@ -217,28 +217,33 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
     await dbRetrying(Effect.flatMap(RunStore, (store) =>
       store.enqueue(Array.from({ length: 30 }, () => ({ kind: "chaos-step", payload: { workMs: 50 }, maxAttempts: 10 })))
     ))
-    const quiet = Date.now() + 90_000
+    // Quiesce: wait while the backlog keeps shrinking; a backlog that stops moving for 60 s is stuck.
     let open = Infinity
-    while (Date.now() < quiet) {
+    let lastProgress = Date.now()
+    while (Date.now() - lastProgress < 60_000) {
       const rows = await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) =>
         sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE state IN ('pending', 'running', 'suspended')`)
       ))
+      if (rows[0]!.n < open) lastProgress = Date.now()
       open = rows[0]!.n
       if (open === 0) break
       await sleep(500)
     }
     driving = false
     await driver
-
-    const history = await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      Effect.all({
-        runs: sql.unsafe<{ id: string; state: string; fence: string; kind: string }>(`SELECT id::text, state, fence::text, kind FROM "${schema}".runs`),
-        events: sql.unsafe<{ id: string; run_id: string; kind: string; fence: string }>(`SELECT id::text, run_id::text, kind, fence::text FROM "${schema}".run_events ORDER BY run_events.id`),
-        ledger: sql.unsafe<{ run_id: string; fence: string; owner: string }>(`SELECT run_id::text, fence::text, owner FROM ${ledger}`)
-      })
-    ))
+    // Workers stop before the history is read, and it is read in one snapshot.
     for (const slot of slots) slot.expectingExit = true
     await Promise.all(slots.map((slot) => slot.current.stop()))
+    const history = await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.withTransaction(Effect.andThen(
+        sql.unsafe(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`),
+        Effect.all({
+          runs: sql.unsafe<{ id: string; state: string; fence: string; kind: string }>(`SELECT id::text, state, fence::text, kind FROM "${schema}".runs`),
+          events: sql.unsafe<{ id: string; run_id: string; kind: string; fence: string }>(`SELECT id::text, run_id::text, kind, fence::text FROM "${schema}".run_events ORDER BY run_events.id`),
+          ledger: sql.unsafe<{ run_id: string; fence: string; owner: string }>(`SELECT run_id::text, fence::text, owner FROM ${ledger}`)
+        })
+      ))
+    ))
 
     const checks = Checker.check({
       runs: history.runs.map((r) => ({ id: r.id, state: r.state, fence: Number(r.fence), kind: r.kind })),

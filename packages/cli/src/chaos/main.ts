@@ -33,7 +33,8 @@ const number = (name: string, value: string | undefined, fallback: number) => {
 const faultSeconds = values.minutes !== undefined ? number("minutes", values.minutes, 1) * 60 : number("seconds", values.seconds, 40)
 const result = await Chaos.run({
   seed: number("seed", values.seed, Random.freshSeed()),
-  runs: number("runs", values.runs, Math.max(2000, Math.round(faultSeconds * 60))),
+  // About as much work as the workers get through while the nemesis acts.
+  runs: number("runs", values.runs, Math.max(2000, Math.round(faultSeconds * 20))),
   workers: Math.max(3, number("workers", values.workers, 3)),
   faultSeconds,
   skew: values.skew!,
