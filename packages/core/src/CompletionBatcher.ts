@@ -4,9 +4,13 @@
  * stale and comes back `Rejected`. Callers wait for the acknowledgement, so a worker slot is freed
  * only once its completion is committed or rejected.
  *
+ * Each batch's write is bounded by the finalize timeout (one timer per batch, not per run): a
+ * batch that times out answers every caller in it with the timeout, so a partition holds a slot
+ * for at most the bound of the batch ahead of it plus its own.
+ *
  * @since 0.1.0
  */
-import { Deferred, Effect, Exit, Queue, Schedule } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Queue, Schedule } from "effect"
 import type { SqlError as SqlErrorModule } from "effect/sql"
 type SqlError = SqlErrorModule.SqlError
 import type { FinalizeOutcome } from "./RunRecord.js"
@@ -15,12 +19,12 @@ import type { CompleteItem, RunStore } from "./RunStore.js"
 /** @category models */
 export interface CompletionBatcher {
   /** Queues a completion and waits until its batch is committed (or the item rejected). */
-  readonly complete: (item: CompleteItem) => Effect.Effect<FinalizeOutcome, SqlError>
+  readonly complete: (item: CompleteItem) => Effect.Effect<FinalizeOutcome, SqlError | Cause.TimeoutError>
 }
 
 interface Pending {
   readonly item: CompleteItem
-  readonly done: Deferred.Deferred<FinalizeOutcome, SqlError>
+  readonly done: Deferred.Deferred<FinalizeOutcome, SqlError | Cause.TimeoutError>
 }
 
 /**
@@ -29,20 +33,29 @@ interface Pending {
  *
  * @category constructors
  */
-export const make = Effect.fnUntraced(function*(store: RunStore["Service"], maxBatch: number) {
+export const make = Effect.fnUntraced(function*(
+  store: RunStore["Service"],
+  maxBatch: number,
+  timeout: Duration.Duration = Duration.seconds(30)
+) {
   const queue = yield* Queue.unbounded<Pending>()
 
   // A transient error is retried briefly: the write is guarded, so repeating it is safe.
-  const flush = (batch: ReadonlyArray<Pending>) =>
+  const write = (batch: ReadonlyArray<Pending>) =>
     store.completeBatch(batch.map((p) => p.item)).pipe(
       Effect.retry(Schedule.exponential("20 millis").pipe(Schedule.upTo({ times: 3 }))),
-      Effect.exit,
-      Effect.flatMap((exit) =>
-        Effect.forEach(batch, (pending, i) =>
-          Deferred.done(pending.done, Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause)), { discard: true })
-      ),
-      // Once taken from the queue, a batch is always answered.
-      Effect.uninterruptible
+      Effect.timeout(timeout)
+    )
+  // Once taken from the queue, a batch is always answered: the write may be cut short by its
+  // bound, answering it is not.
+  const flush = (batch: ReadonlyArray<Pending>) =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(Effect.exit(restore(write(batch))), (exit) =>
+        Effect.sync(() => {
+          for (let i = 0; i < batch.length; i++) {
+            Deferred.doneUnsafe(batch[i]!.done, Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))
+          }
+        }))
     )
 
   const flushAll = Effect.gen(function*() {
@@ -55,10 +68,9 @@ export const make = Effect.fnUntraced(function*(store: RunStore["Service"], maxB
   yield* Effect.addFinalizer(() => flushAll)
 
   const complete = (item: CompleteItem) =>
-    Effect.gen(function*() {
-      const done = yield* Deferred.make<FinalizeOutcome, SqlError>()
-      yield* Queue.offer(queue, { item, done })
-      return yield* Deferred.await(done)
+    Effect.suspend(() => {
+      const done = Deferred.makeUnsafe<FinalizeOutcome, SqlError | Cause.TimeoutError>()
+      return Effect.andThen(Queue.offer(queue, { item, done }), Deferred.await(done))
     })
   return { complete } satisfies CompletionBatcher
 })

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Duration, Effect, Exit, Fiber } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Fiber, Queue } from "effect"
 import type { LeaseLossReason } from "./Errors.js"
 import { type InFlight, keyOf, type LeaseEntry, renewable } from "./InFlight.js"
 import type { RunStore } from "./RunStore.js"
@@ -30,20 +30,39 @@ export const loseLease = (owner: string, entry: LeaseEntry, reason: LeaseLossRea
     if (fiber !== undefined) yield* Effect.forkDetach(Fiber.interrupt(fiber))
   })
 
+/** When the worker's watchdog looks next; lowered by whoever adds a lease due before that. @category models */
+export interface WatchdogState {
+  nextCheckAt: number
+}
+
+const IDLE_CHECK_MS = 60_000
+
 /**
- * Sleeps until the lease's local deadline, re-checking as renewals push it back; interrupts the
- * run if the deadline passes unrenewed. Runs inside the RunScope, so it ends with the run.
+ * The worker's one deadline watchdog for all its leases: sleeps until the earliest local deadline,
+ * interrupts every run whose deadline has passed unrenewed, and is woken early (`wake`) when a
+ * lease is added with a deadline before its next check. Deadlines only ever move later (renewals),
+ * so looking at the earliest one never misses a lease. Leases being finalized are left alone.
  *
  * @category leases
  */
-export const watchdog = (owner: string, entry: LeaseEntry): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    while (true) {
-      const now = yield* monotonicMillis
-      if (now >= entry.deadline) return yield* loseLease(owner, entry, "deadline")
-      yield* Effect.sleep(Duration.millis(entry.deadline - now))
+export const watchdog = (
+  owner: string,
+  inFlight: InFlight,
+  state: WatchdogState,
+  wake: Queue.Dequeue<void>
+): Effect.Effect<never> =>
+  Effect.forever(Effect.gen(function*() {
+    const now = yield* monotonicMillis
+    let earliest = Number.POSITIVE_INFINITY
+    for (const entry of inFlight.values()) {
+      if (entry.lost !== undefined || entry.finalizing) continue
+      if (now >= entry.deadline) yield* loseLease(owner, entry, "deadline")
+      else if (entry.deadline < earliest) earliest = entry.deadline
     }
-  })
+    const wait = earliest === Number.POSITIVE_INFINITY ? IDLE_CHECK_MS : earliest - now
+    state.nextCheckAt = now + wait
+    yield* Effect.timeoutOption(Queue.take(wake), Duration.millis(wait))
+  }))
 
 /** @category models */
 export interface HeartbeatOptions {

@@ -1,6 +1,6 @@
 /**
- * A lease as a scoped resource. Acquiring it registers the claimed run in the worker's in-flight
- * set and starts its deadline watchdog; the finalizer releases the claim according to how the
+ * A lease as a scoped resource. Its entry is in the worker's in-flight set (where the worker's
+ * heartbeat and deadline watchdog see it); the finalizer releases the claim according to how the
  * RunScope ended: success completes (batched, guarded), failure records the error and schedules a
  * retry or fails the run, interruption releases the run so another worker can take it at once.
  * Every one of these writes is guarded by the lease's fence.
@@ -12,7 +12,6 @@ import type { SqlError as SqlErrorModule } from "effect/sql"
 type SqlError = SqlErrorModule.SqlError
 import * as Backoff from "./Backoff.js"
 import type { CompletionBatcher } from "./CompletionBatcher.js"
-import * as Heartbeat from "./Heartbeat.js"
 import type { InFlight, LeaseEntry } from "./InFlight.js"
 import type { LeaseKey } from "./RunRecord.js"
 import type { RunStore, StaleWrite } from "./RunStore.js"
@@ -74,13 +73,11 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
     const settle: Effect.Effect<Settlement> = entry.settled !== undefined
       ? Effect.succeed(entry.settled)
       : Exit.isSuccess(exit)
-      ? bounded(
-        "complete",
-        Effect.flatMap(ctx.batcher.complete({ ...lease, result: exit.value ?? null }), (outcome) =>
-          outcome._tag === "Finalized"
-            ? Effect.succeed<Settlement>("completed")
-            : reject("complete", outcome.fence, outcome.storedFence))
-      )
+      // The batcher bounds each batch's write by the finalize timeout itself (one timer per batch).
+      ? Effect.flatMap(ctx.batcher.complete({ ...lease, result: exit.value ?? null }), (outcome) =>
+        outcome._tag === "Finalized"
+          ? Effect.succeed<Settlement>("completed")
+          : reject("complete", outcome.fence, outcome.storedFence)).pipe(Effect.catch(storeFailed("complete")))
       : Cause.hasInterruptsOnly(exit.cause)
       // Superseded or cancelled: the fence has moved on and there is nothing of ours to release.
       ? (entry.lost === "superseded" || entry.lost === "cancelled"
@@ -119,8 +116,4 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
  * @category constructors
  */
 export const acquire = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<LeaseEntry, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const lease = yield* Effect.acquireRelease(Effect.succeed(entry), (e, exit) => finalize(ctx, e, exit))
-    yield* Effect.forkScoped(Heartbeat.watchdog(ctx.owner, lease))
-    return lease
-  })
+  Effect.acquireRelease(Effect.succeed(entry), (e, exit) => finalize(ctx, e, exit))

@@ -35,7 +35,10 @@ export interface WorkerOptions<R> {
   readonly pollInterval?: Duration.Input | undefined
   /** How long shutdown waits for in-flight runs before interrupting them. Default 10 seconds. */
   readonly shutdownGrace?: Duration.Input | undefined
-  /** Bound on each final write (complete, fail, release). Default 30 seconds. */
+  /**
+   * Bound on each final write (complete, fail, release); a batched completion is bounded with its
+   * batch, so it waits at most the bound of the batch ahead of it and its own. Default 30 seconds.
+   */
   readonly finalizeTimeout?: Duration.Input | undefined
   /** This worker's lease owner name. Default host:pid:random. */
   readonly owner?: string | undefined
@@ -104,8 +107,12 @@ export const run = <R>(
 
     // Scope finalizers run in reverse order: claiming stops first, then in-flight runs drain,
     // then the rest are interrupted, and the heartbeat and batcher stop last.
-    const batcher = yield* CompletionBatcher.make(store, config.maxCompletionBatch)
+    const batcher = yield* CompletionBatcher.make(store, config.maxCompletionBatch, config.finalizeTimeout)
     yield* Effect.forkScoped(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat }))
+    // One deadline watchdog for every lease of this worker (not a fiber and a timer per run).
+    const watchdog: Heartbeat.WatchdogState = { nextCheckAt: Number.POSITIVE_INFINITY }
+    const watchdogWake = yield* Queue.sliding<void>(1)
+    yield* Effect.forkScoped(Heartbeat.watchdog(owner, inFlight, watchdog, watchdogWake))
     const runs = yield* FiberSet.make<unknown, unknown>()
     const leaseContext: Lease.LeaseContext = {
       owner,
@@ -157,6 +164,10 @@ export const run = <R>(
           fiber: undefined
         }
         inFlight.set(key, entry)
+        if (entry.deadline < watchdog.nextCheckAt) {
+          watchdog.nextCheckAt = entry.deadline
+          yield* Queue.offer(watchdogWake, undefined)
+        }
         yield* WorkerEvents.emit({ _tag: "Claimed", owner, runId: run.id, fence: run.fence, kind: run.kind, attempt: run.attempt })
         entry.fiber = yield* FiberSet.run(runs, execute(entry))
       })

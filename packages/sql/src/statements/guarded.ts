@@ -3,6 +3,14 @@
  * write that matches nothing is diagnosed afterwards (`diagnose`) to give the precise reason: a
  * higher stored fence is `FenceRejected` (and recorded in the run's history), an equal fence on a
  * run no longer running is `LeaseNotHeld`, a missing row is `RunNotFound`. No clock is consulted.
+ *
+ * The guard is written `state = 'running' COLLATE "C"`: the same comparison (text equality is
+ * bytewise under any deterministic collation), but one the planner cannot answer with the
+ * `runs_leases` partial index (`WHERE state = 'running'`). With statistics that show few running
+ * rows (a fresh table, or an analyze between bursts) and the generic plan of a prepared statement,
+ * it otherwise scans every lease, dead index entries included, once per written row: a batch of
+ * 500 completions against 800 leases cost ~70 ms instead of ~3 ms. Guarded writes find their rows
+ * by primary key.
  */
 import {
   type CompleteItem,
@@ -88,7 +96,7 @@ export const completeBatch = (sql: SqlClient.SqlClient, s: StoreSchema, items: R
           state = 'completed', result = i.result, lease_owner = NULL, lease_expires_at = NULL,
           finished_at = now(), updated_at = now()
         FROM input i
-        WHERE r.id = i.id AND r.fence = i.fence AND r.state = 'running'
+        WHERE r.id = i.id AND r.fence = i.fence AND r.state = 'running' COLLATE "C"
         RETURNING r.id, r.fence
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'completed' FROM done
@@ -124,7 +132,7 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
           finished_at = CASE WHEN ${request.retryDelayMs ?? null}::float8 IS NOT NULL AND attempt < max_attempts
             THEN NULL ELSE now() END,
           error = ${json(request.error)}::jsonb, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-        WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running'
+        WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"
         RETURNING id, fence, state, lease_owner, run_at
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
@@ -151,7 +159,7 @@ export const release = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKe
         UPDATE ${s.runs(sql)} SET
           state = 'pending', run_at = now(), attempt = greatest(attempt - 1, 0),
           lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running'
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
         RETURNING id, fence, queue
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'released' FROM r
@@ -167,7 +175,7 @@ export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: Leas
     lease,
     sql<{ id: string }>`
       UPDATE ${s.runs(sql)} SET checkpoint = ${json(value)}::jsonb, updated_at = now()
-      WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running'
+      WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
       RETURNING id::text AS id`
   ).pipe(Effect.asVoid)
 
@@ -188,7 +196,7 @@ export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: Suspe
           suspend_deadline = CASE WHEN ${timeoutMs}::float8 IS NULL THEN NULL
             ELSE now() + ${timeoutMs}::float8 * interval '1 millisecond' END,
           updated_at = now()
-        WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running'
+        WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"
         RETURNING id, fence, signal_name, suspend_deadline
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
@@ -231,7 +239,7 @@ export const completeInTransaction = <A, E, R>(
         UPDATE ${s.runs(sql)} SET
           state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
           lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
-        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running'
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
         RETURNING id, fence
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)

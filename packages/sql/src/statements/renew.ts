@@ -1,7 +1,9 @@
 /**
  * Heartbeat renewal: one statement per worker per interval, whatever the number of leases. Each
  * lease is matched on id + fence + running (and owner); the statement returns exactly the leases
- * still held, so anything missing was superseded, cancelled or finished elsewhere.
+ * still held, so anything missing was superseded, cancelled or finished elsewhere. The running
+ * guard carries `COLLATE "C"` so the leases are found by primary key, never by scanning the
+ * `runs_leases` partial index once per lease (see `guarded.ts`).
  */
 import type { LeaseKey } from "@leasehold/core"
 import { Duration, Effect } from "effect"
@@ -22,7 +24,7 @@ export const renew = (
       UPDATE ${s.runs(sql)} r
       SET lease_expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
       FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => l.fence)}::bigint[]) AS h(id, fence)
-      WHERE r.id = h.id AND r.fence = h.fence AND r.state = 'running' AND r.lease_owner = ${owner}
+      WHERE r.id = h.id AND r.fence = h.fence AND r.state = 'running' COLLATE "C" AND r.lease_owner = ${owner}
       RETURNING r.id::text AS id, r.fence`
     return rows.map((r): LeaseKey => ({ runId: r.id, fence: num(r.fence) }))
   })

@@ -1,0 +1,248 @@
+/**
+ * `npm run bench`: Leasehold side by side with graphile-worker and pg-boss on one PostgreSQL
+ * (`DATABASE_URL`, else an embedded server started for the run), a fresh database per system and
+ * repeat, the same runs and the same number of worker processes for each. Prints the tables on
+ * stdout, progress on stderr, and writes results/latest.json and results/latest.svg.
+ */
+import { EmbeddedPostgres } from "@leasehold/sql"
+import { execSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { parseArgs } from "node:util"
+import type { BenchContext } from "./context.js"
+import { drain } from "./measures/drain.js"
+import { fence } from "./measures/fence.js"
+import { heartbeat, type HeartbeatParams } from "./measures/heartbeat.js"
+import { latency } from "./measures/latency.js"
+import { reclaim, type ReclaimParams } from "./measures/reclaim.js"
+import * as Pg from "./pg.js"
+import { log } from "./progress.js"
+import { render, renderOptions } from "./report.js"
+import { type Raw, summarize } from "./summary.js"
+import { renderSvg } from "./svg.js"
+import { variantById, variants as allVariants } from "./variants.js"
+
+const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence"] as const
+
+const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
+  [--reclaim-leases K] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
+  [--only leasehold,graphile-batched,graphile-default,pgboss-tuned,pgboss-default]
+  [--measures drain,latency,heartbeat,reclaim,fence] [--out-dir DIR] [--database-url URL] [--keep-databases]
+  [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)`
+
+const parse = () => {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: "boolean", default: false },
+      runs: { type: "string" },
+      repeats: { type: "string" },
+      workers: { type: "string" },
+      samples: { type: "string" },
+      leases: { type: "string" },
+      "reclaim-leases": { type: "string" },
+      "fence-batches": { type: "string" },
+      "fence-batch-size": { type: "string" },
+      cap: { type: "string" },
+      only: { type: "string" },
+      measures: { type: "string" },
+      "out-dir": { type: "string" },
+      "database-url": { type: "string" },
+      "keep-databases": { type: "boolean", default: false },
+      rerender: { type: "string" },
+      help: { type: "boolean", default: false }
+    },
+    strict: true
+  })
+  if (values.help) {
+    process.stdout.write(`${usage}\n`)
+    process.exit(0)
+  }
+  const quick = values.quick
+  const int = (name: string, raw: string | undefined, fallback: number) => {
+    if (raw === undefined) return fallback
+    const n = Number(raw)
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer (got ${raw})`)
+    return n
+  }
+  const measures = values.measures === undefined ? [...MEASURES] : values.measures.split(",")
+  for (const m of measures) if (!(MEASURES as ReadonlyArray<string>).includes(m)) throw new Error(`unknown measure ${m}`)
+  const only = values.only?.split(",")
+  const variants = only === undefined ? allVariants : allVariants.filter((v) => only.includes(v.id))
+  if (only !== undefined && variants.length !== only.length) throw new Error(`unknown variant in --only ${values.only}`)
+  return {
+    profile: quick ? "quick" : "full",
+    runs: int("runs", values.runs, quick ? 2_000 : 200_000),
+    repeats: int("repeats", values.repeats, quick ? 1 : 3),
+    workers: int("workers", values.workers, 2),
+    samples: int("samples", values.samples, quick ? 100 : 500),
+    leases: int("leases", values.leases, quick ? 1_000 : 10_000),
+    reclaimLeases: int("reclaim-leases", values["reclaim-leases"], quick ? 200 : 1_000),
+    fenceBatches: int("fence-batches", values["fence-batches"], quick ? 10 : 40),
+    fenceBatchSize: int("fence-batch-size", values["fence-batch-size"], quick ? 200 : 500),
+    capSeconds: int("cap", values.cap, quick ? 10 : 60),
+    measures,
+    variants,
+    outDir: values["out-dir"] ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../results"),
+    databaseUrl: values["database-url"] ?? (process.env.DATABASE_URL || undefined),
+    keepDatabases: values["keep-databases"],
+    rerender: values.rerender
+  }
+}
+
+const machine = () => {
+  const tryRun = (cmd: string) => {
+    try {
+      return execSync(cmd, { encoding: "utf8" }).trim()
+    } catch {
+      return "n/a"
+    }
+  }
+  return {
+    cpus: os.availableParallelism(),
+    cpuModel: os.cpus()[0]?.model ?? "n/a",
+    nproc: tryRun("nproc"),
+    memory: tryRun("free -h"),
+    node: process.version,
+    platform: `${os.type()} ${os.release()} ${os.arch()}`
+  }
+}
+
+const chartSubtitle = (runs: number, workers: number, repeats: number, version: string, cores: number, date: string) =>
+  `${runs.toLocaleString("en-US")} runs, ${workers} worker processes, ${repeats} repeat(s), ` +
+  `${version.split(" on ")[0]}, ${cores} cores, ${date.slice(0, 10)}; bars: median, whiskers: min–max`
+
+/** Recomputes summary, tables and chart from a results file's raw measurements. */
+const rerender = (file: string) => {
+  const result = JSON.parse(fs.readFileSync(file, "utf8"))
+  const variants = result.variants.map((v: { id: string }) => variantById(v.id))
+  const summary = summarize(variants, result.raw, result.server.pgStatStatements)
+  const text = render(summary, variants, result.params)
+  process.stdout.write(`${text}\n`)
+  fs.writeFileSync(file, `${JSON.stringify({ ...result, summary, table: text }, null, 2)}\n`)
+  const subtitle = chartSubtitle(result.params.runs, result.params.workers, result.params.repeats, result.server.version, result.machine.cpus, result.finishedAt)
+  fs.writeFileSync(path.join(path.dirname(file), "latest.svg"), `${renderSvg(summary, variants, subtitle)}\n`)
+}
+
+const main = async () => {
+  const args = parse()
+  if (args.rerender !== undefined) return rerender(args.rerender)
+  const startedAt = new Date()
+  const loadBefore = os.loadavg()
+  let embedded: EmbeddedPostgres.RunningPostgres | undefined
+  let serverUrl = args.databaseUrl
+  if (serverUrl === undefined) {
+    log("starting an embedded PostgreSQL for the run (pg_stat_statements preloaded)…")
+    embedded = await EmbeddedPostgres.startUnscoped({
+      settings: { shared_preload_libraries: "pg_stat_statements", max_connections: "200" }
+    })
+    serverUrl = embedded.url
+  }
+  try {
+    const statements = await Pg.statementsAvailable(serverUrl)
+    const ctx: BenchContext = {
+      serverUrl,
+      statements,
+      workers: args.workers,
+      capSeconds: args.capSeconds,
+      keepDatabases: args.keepDatabases,
+      cores: os.availableParallelism()
+    }
+    const version = await Pg.serverVersion(serverUrl)
+    const settings = await Pg.serverSettings(serverUrl)
+    log(`server: ${version}${embedded ? " (embedded)" : ""}; pg_stat_statements: ${statements ? "yes" : "not preloaded (statements n/a)"}`)
+    log(`profile ${args.profile}: ${args.runs.toLocaleString("en-US")} runs, ${args.repeats} repeat(s), ${args.workers} worker processes, ` +
+      `${args.samples} pickup samples, ${args.leases.toLocaleString("en-US")} heartbeat leases, load ${loadBefore.map((l) => l.toFixed(2)).join(" ")}`)
+    log(renderOptions(args.variants))
+
+    const raw: Raw = { drain: [], latency: [], heartbeat: [], reclaim: [], fence: [] }
+    const hbParams: HeartbeatParams = args.profile === "quick"
+      ? { leases: args.leases, ttl: "3 seconds", heartbeat: "1500 millis", intervalMs: 1_500, ttlMs: 3_000, rounds: 3 }
+      : { leases: args.leases, ttl: "6 seconds", heartbeat: "2 seconds", intervalMs: 2_000, ttlMs: 6_000, rounds: 5 }
+    const rcParams: ReclaimParams = args.profile === "quick"
+      ? { leases: args.reclaimLeases, ttl: "3 seconds", ttlMs: 3_000, pollInterval: "1 second", pollIntervalMs: 1_000 }
+      : { leases: args.reclaimLeases, ttl: "5 seconds", ttlMs: 5_000, pollInterval: "1 second", pollIntervalMs: 1_000 }
+    const has = (m: string) => args.measures.includes(m)
+
+    for (let repeat = 1; repeat <= args.repeats; repeat++) {
+      const tag = `[repeat ${repeat}/${args.repeats}]`
+      if (has("drain")) {
+        log(`${tag} throughput and cost: ${args.runs.toLocaleString("en-US")} runs, ${args.workers} worker processes`)
+        for (const v of args.variants) raw.drain.push(await drain(ctx, v, repeat, args.runs))
+      }
+      if (has("latency")) {
+        log(`${tag} pickup latency: ${args.samples} sequential samples`)
+        for (const v of args.variants) raw.latency.push(await latency(ctx, v, repeat, args.samples))
+      }
+      if (has("heartbeat") && args.variants.some((v) => v.id === "leasehold")) {
+        log(`${tag} heartbeat: ${args.leases.toLocaleString("en-US")} leases in one worker`)
+        raw.heartbeat.push(await heartbeat(ctx, repeat, hbParams))
+      }
+      if (has("reclaim") && args.variants.some((v) => v.id === "leasehold")) {
+        log(`${tag} reclaim after kill -9: ${args.reclaimLeases.toLocaleString("en-US")} leases`)
+        raw.reclaim.push(await reclaim(ctx, repeat, rcParams))
+      }
+      if (has("fence") && args.variants.some((v) => v.id === "leasehold")) {
+        log(`${tag} fence overhead: ${args.fenceBatches} pairs of ${args.fenceBatchSize}-run batches`)
+        raw.fence.push(await fence(ctx, repeat, args.fenceBatches, args.fenceBatchSize))
+      }
+    }
+
+    const summary = summarize(args.variants, raw, statements)
+    const loadAfter = os.loadavg()
+    const finishedAt = new Date()
+    const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`
+    const text = render(summary, args.variants, args)
+    process.stdout.write(`\n${text}\n`)
+
+    const result = {
+      version: 1,
+      command,
+      profile: args.profile,
+      startedAt: startedAt.toISOString(),
+      finishedAt: finishedAt.toISOString(),
+      durationSeconds: (finishedAt.getTime() - startedAt.getTime()) / 1000,
+      params: {
+        runs: args.runs,
+        repeats: args.repeats,
+        workers: args.workers,
+        samples: args.samples,
+        capSeconds: args.capSeconds,
+        heartbeat: hbParams,
+        reclaim: rcParams,
+        fence: { batches: args.fenceBatches, batchSize: args.fenceBatchSize },
+        measures: args.measures
+      },
+      machine: { ...machine(), loadBefore, loadAfter },
+      server: { version, settings, embedded: embedded !== undefined, pgStatStatements: statements },
+      variants: args.variants.map((v) => ({
+        id: v.id,
+        label: v.label,
+        system: v.system.name,
+        mode: v.mode,
+        source: v.source,
+        options: v.options,
+        latencyOptions: v.latencyOptions ?? v.options
+      })),
+      summary,
+      raw,
+      table: text
+    }
+    fs.mkdirSync(args.outDir, { recursive: true })
+    fs.writeFileSync(path.join(args.outDir, "latest.json"), `${JSON.stringify(result, null, 2)}\n`)
+    const subtitle = chartSubtitle(args.runs, args.workers, args.repeats, version, os.availableParallelism(), finishedAt.toISOString())
+    fs.writeFileSync(path.join(args.outDir, "latest.svg"), `${renderSvg(summary, args.variants, subtitle)}\n`)
+    log(`wrote ${path.join(args.outDir, "latest.json")} and latest.svg (${result.durationSeconds.toFixed(0)} s)`)
+  } finally {
+    if (embedded !== undefined) await embedded.stop()
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    process.stderr.write(`bench failed: ${String(error?.stack ?? error)}\n`)
+    process.exit(1)
+  }
+)

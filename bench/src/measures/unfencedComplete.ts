@@ -1,0 +1,42 @@
+/**
+ * BENCH ONLY — never use this to complete runs. Leasehold's batched completion
+ * (`packages/sql/src/statements/guarded.ts` › `completeBatch`) with the fence predicate
+ * (`r.fence = i.fence`) removed and nothing else changed: still one statement, still guarded on
+ * `state = 'running'`, still writing the history rows. It exists to show what the fence costs.
+ */
+import type { CompleteItem } from "@leasehold/core"
+import type { StoreSchema } from "@leasehold/sql"
+import { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+
+const json = (value: unknown): string | null => value === undefined ? null : JSON.stringify(value)
+
+export const completeBatchWithoutFence = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema.StoreSchema,
+  items: ReadonlyArray<CompleteItem>
+) =>
+  Effect.gen(function*() {
+    if (items.length === 0) return [] as ReadonlyArray<{ runId: string; ok: boolean }>
+    const rows = yield* sql<{ id: string; fence: bigint; ok: boolean }>`
+      WITH input AS (
+        SELECT * FROM unnest(
+          ${items.map((i) => i.runId)}::bigint[],
+          ${items.map((i) => i.fence)}::bigint[],
+          ${items.map((i) => json(i.result) ?? "null")}::jsonb[]
+        ) WITH ORDINALITY AS t(id, fence, result, ord)
+      ), done AS (
+        UPDATE ${s.runs(sql)} r SET
+          state = 'completed', result = i.result, lease_owner = NULL, lease_expires_at = NULL,
+          finished_at = now(), updated_at = now()
+        FROM input i
+        WHERE r.id = i.id AND r.state = 'running' COLLATE "C"
+        RETURNING r.id, r.fence
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'completed' FROM done
+      )
+      SELECT i.id::text AS id, i.fence, d.id IS NOT NULL AS ok
+      FROM input i LEFT JOIN done d ON d.id = i.id
+      ORDER BY i.ord`
+    return rows.map((r) => ({ runId: r.id, fence: Number(r.fence), ok: r.ok }))
+  })

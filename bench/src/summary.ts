@@ -1,0 +1,274 @@
+/** From raw per-repeat results to the summary, ratios and targets written to JSON and printed. */
+import type { DrainResult } from "./measures/drain.js"
+import type { FenceResult } from "./measures/fence.js"
+import type { HeartbeatResult } from "./measures/heartbeat.js"
+import type { LatencyResult } from "./measures/latency.js"
+import type { ReclaimResult } from "./measures/reclaim.js"
+import { type Spread, spread } from "./stats.js"
+import type { Variant } from "./variants.js"
+
+export interface Raw {
+  readonly drain: Array<DrainResult>
+  readonly latency: Array<LatencyResult>
+  readonly heartbeat: Array<HeartbeatResult>
+  readonly reclaim: Array<ReclaimResult>
+  readonly fence: Array<FenceResult>
+}
+
+export interface ComparedMeasure {
+  readonly id: string
+  readonly title: string
+  readonly unit: string
+  readonly better: "higher" | "lower"
+  /** Per variant id; null where the server cannot measure it (statements without pg_stat_statements). */
+  readonly byVariant: Record<string, Spread | null>
+  /** Leasehold / variant, from the medians. */
+  readonly ratio: Record<string, number | null>
+  /** Why values are missing, when they are. */
+  readonly note?: string | undefined
+  /** A shorter title for the chart. */
+  readonly short?: string | undefined
+}
+
+export interface Target {
+  readonly name: string
+  readonly met: boolean
+  readonly detail: string
+}
+
+/** Where the time of a drain went, per completed run (µs), from /proc and the workers' cpuUsage. */
+export interface TimeProfile {
+  readonly variant: string
+  readonly workerCpuUs: Spread | null
+  readonly serverCpuUs: Spread | null
+  /** Wall time × cores per run: the whole machine's budget for one run at the measured rate. */
+  readonly budgetUs: Spread
+  /** Leasehold: per store call (summed over processes and repeats). */
+  readonly store: Record<string, { readonly calls: number; readonly itemsPerCall: number; readonly msPerCall: number }> | null
+}
+
+export interface Summary {
+  readonly compared: ReadonlyArray<ComparedMeasure>
+  /** Variants whose drain hit the time cap (their rate is over what they completed in it). */
+  readonly capped: ReadonlyArray<string>
+  readonly timeProfile: ReadonlyArray<TimeProfile>
+  readonly heartbeat: {
+    readonly leases: number
+    readonly intervalMs: number
+    readonly ttlMs: number
+    readonly renewMs: Spread
+    readonly renewMaxMs: Spread
+    readonly statementsPerRound: Spread
+    readonly statementsPerInterval: Spread
+    readonly leasesPerStatement: Spread
+    readonly dbCommitsPerRound: Spread
+  } | null
+  readonly reclaim: {
+    readonly leases: number
+    readonly ttlMs: number
+    readonly pollIntervalMs: number
+    readonly reclaimMs: Spread
+    readonly leaseLeftMs: Spread
+    readonly afterExpiryMs: Spread
+    readonly peers: ReadonlyArray<{ readonly system: string; readonly window: string }>
+  } | null
+  readonly fence: {
+    readonly batchSize: number
+    readonly fencedMs: Spread
+    readonly unfencedMs: Spread
+    readonly overhead: Spread
+    readonly pairedDiffMs: Spread
+  } | null
+  readonly checks: {
+    readonly exactlyOnce: boolean
+    readonly heartbeatOneStatementPerRound: boolean
+    readonly reclaimVerified: boolean
+    readonly fenceAllCompleted: boolean
+  }
+  readonly targets: ReadonlyArray<Target>
+}
+
+export const PEER_RECLAIM_WINDOWS = [
+  {
+    system: "graphile-worker",
+    window: "~4 h: a job locked by a crashed worker is retried once its lock is 4 hours old (fixed lock timeout)"
+  },
+  {
+    system: "pg-boss",
+    window: "~15 min: an active job is expired after expireInSeconds (default 900 s), found by the supervisor's maintenance"
+  }
+]
+
+const byVariant = <R extends { readonly variant: string }>(
+  variants: ReadonlyArray<Variant>,
+  rows: ReadonlyArray<R>,
+  value: (row: R) => number | null
+): Record<string, Spread | null> =>
+  Object.fromEntries(variants.map((v) => {
+    const values = rows.filter((r) => r.variant === v.id).map(value)
+    if (values.length === 0 || values.some((x) => x === null || Number.isNaN(x))) return [v.id, null]
+    return [v.id, spread(values as Array<number>)]
+  }))
+
+const ratios = (values: Record<string, Spread | null>): Record<string, number | null> => {
+  const lh = values["leasehold"]
+  return Object.fromEntries(
+    Object.entries(values).map(([id, s]) => [id, lh == null || s == null || s.median === 0 ? null : lh.median / s.median])
+  )
+}
+
+const cappedNote = (variants: ReadonlyArray<Variant>, raw: Raw): string | undefined => {
+  const capped = raw.drain.filter((d) => d.capped)
+  if (capped.length === 0) return undefined
+  const parts = variants.flatMap((v) => {
+    const rows = capped.filter((d) => d.variant === v.id)
+    if (rows.length === 0) return []
+    const done = rows.map((d) => d.completed)
+    return [`${v.label} completed ${Math.min(...done).toLocaleString("en-US")}–${Math.max(...done).toLocaleString("en-US")} of ${rows[0]!.runs.toLocaleString("en-US")}`]
+  })
+  const cap = Math.round(Math.max(...capped.map((d) => d.drainMs)) / 1000)
+  return `capped at ${cap} s (rate over what was completed): ${parts.join("; ")}`
+}
+
+export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements: boolean): Summary => {
+  const measure = (
+    id: string,
+    title: string,
+    unit: string,
+    better: "higher" | "lower",
+    values: Record<string, Spread | null>,
+    note?: string,
+    short?: string
+  ): ComparedMeasure => ({ id, title, unit, better, byVariant: values, ratio: ratios(values), note, short })
+  const all: Array<ComparedMeasure> = [
+    measure("throughput", "Throughput", "runs/s", "higher", byVariant(variants, raw.drain, (r) => r.throughput),
+      cappedNote(variants, raw)),
+    measure("pickupP50", "Pickup latency p50", "ms", "lower", byVariant(variants, raw.latency, (r) => r.p50)),
+    measure("pickupP99", "Pickup latency p99", "ms", "lower", byVariant(variants, raw.latency, (r) => r.p99)),
+    measure("statementsPerRun", "SQL statements per run", "statements", "lower", byVariant(variants, raw.drain, (r) => r.cost.statementsPerRun),
+      statements ? undefined : "n/a: pg_stat_statements is not preloaded on this server (commits per run below count transactions)"),
+    measure("commitsPerRun", "Commits per run", "commits", "lower", byVariant(variants, raw.drain, (r) => r.cost.commitsPerRun)),
+    measure("walBytesPerRun", "WAL per run", "bytes", "lower", byVariant(variants, raw.drain, (r) => r.cost.walBytesPerRun)),
+    measure("rowsWrittenPerRun", "Rows inserted + updated + deleted per run", "rows", "lower",
+      byVariant(variants, raw.drain, (r) => r.cost.rowsInsertedPerRun + r.cost.rowsUpdatedPerRun + r.cost.rowsDeletedPerRun),
+      undefined, "Rows written per run"),
+    measure("deadTuplesPerRun", "Dead tuples after the drain, per run", "tuples", "lower", byVariant(variants, raw.drain, (r) => r.cost.deadTuplesPerRun),
+      undefined, "Dead tuples after the drain per run")
+  ]
+  // A measure that did not run is left out; statements stay (as n/a) whenever the drain ran.
+  const drained = raw.drain.length > 0
+  const compared = all.filter((m) =>
+    Object.values(m.byVariant).some((s) => s !== null) || (m.id === "statementsPerRun" && drained)
+  )
+
+  const timeProfile: Array<TimeProfile> = variants.flatMap((v) => {
+    const rows = raw.drain.filter((d) => d.variant === v.id)
+    if (rows.length === 0) return []
+    const orNull = (values: Array<number | null>) => values.some((x) => x === null) ? null : spread(values as Array<number>)
+    const store: Record<string, { calls: number; items: number; ms: number }> = {}
+    for (const row of rows) {
+      for (const [op, e] of Object.entries(row.profile.store ?? {})) {
+        const acc = (store[op] ??= { calls: 0, items: 0, ms: 0 })
+        acc.calls += e.calls
+        acc.items += e.items
+        acc.ms += e.ms
+      }
+    }
+    return [{
+      variant: v.id,
+      workerCpuUs: orNull(rows.map((r) => r.profile.workerCpuUsPerRun)),
+      serverCpuUs: orNull(rows.map((r) => r.profile.serverCpuUsPerRun)),
+      budgetUs: spread(rows.map((r) => r.profile.budgetUsPerRun)),
+      store: Object.keys(store).length === 0 ? null : Object.fromEntries(Object.entries(store).map(([op, e]) => [
+        op,
+        { calls: e.calls, itemsPerCall: e.items / Math.max(1, e.calls), msPerCall: e.ms / Math.max(1, e.calls) }
+      ]))
+    }]
+  })
+
+  const hb = raw.heartbeat
+  const heartbeat = hb.length === 0 ? null : {
+    leases: hb[0]!.leases,
+    intervalMs: hb[0]!.intervalMs,
+    ttlMs: hb[0]!.ttlMs,
+    renewMs: spread(hb.map((h) => h.renewMs.median)),
+    renewMaxMs: spread(hb.map((h) => h.renewMs.max)),
+    statementsPerRound: spread(hb.map((h) => h.statementsPerRound)),
+    statementsPerInterval: spread(hb.map((h) => h.statementsPerInterval)),
+    leasesPerStatement: spread(hb.map((h) => h.leasesPerStatement)),
+    dbCommitsPerRound: spread(hb.map((h) => h.dbCommitsPerRound))
+  }
+  const rc = raw.reclaim
+  const reclaim = rc.length === 0 ? null : {
+    leases: rc[0]!.leases,
+    ttlMs: rc[0]!.ttlMs,
+    pollIntervalMs: rc[0]!.pollIntervalMs,
+    reclaimMs: spread(rc.map((r) => r.reclaimMs)),
+    leaseLeftMs: spread(rc.map((r) => r.leaseLeftMs)),
+    afterExpiryMs: spread(rc.map((r) => r.afterExpiryMs)),
+    peers: PEER_RECLAIM_WINDOWS
+  }
+  const fc = raw.fence
+  const fence = fc.length === 0 ? null : {
+    batchSize: fc[0]!.batchSize,
+    fencedMs: spread(fc.map((f) => f.fencedMs)),
+    unfencedMs: spread(fc.map((f) => f.unfencedMs)),
+    overhead: spread(fc.map((f) => f.overhead)),
+    pairedDiffMs: spread(fc.map((f) => f.pairedDiffMs))
+  }
+  const checks = {
+    exactlyOnce: raw.drain.every((d) => d.exactlyOnce.ok),
+    heartbeatOneStatementPerRound: hb.every((h) => h.statementsPerRound === 1 && h.leasesPerStatement === h.leases && h.renewedMin === h.leases),
+    reclaimVerified: rc.every((r) => r.verified),
+    fenceAllCompleted: fc.every((f) => f.allCompleted)
+  }
+
+  const targets: Array<Target> = []
+  const find = (id: string) => compared.find((m) => m.id === id)?.byVariant ?? {}
+  const tp = find("throughput")
+  const lh = tp["leasehold"]
+  const fmtX = (x: number) => `${x.toFixed(2)}×`
+  if (lh != null && tp["graphile-batched"] != null) {
+    const r = lh.median / tp["graphile-batched"]!.median
+    targets.push({ name: "throughput ≥ 1.25× graphile-worker batched", met: r >= 1.25, detail: fmtX(r) })
+  }
+  const bossBest = [tp["pgboss-tuned"], tp["pgboss-default"]].filter((s): s is Spread => s != null)
+  if (lh != null && bossBest.length > 0) {
+    const best = Math.max(...bossBest.map((s) => s.median))
+    const r = lh.median / best
+    targets.push({ name: "throughput ≥ 2× pg-boss best", met: r >= 2, detail: fmtX(r) })
+  }
+  const p50 = find("pickupP50")
+  if (p50["leasehold"] != null) {
+    const peers = Object.entries(p50).filter(([id, s]) => id !== "leasehold" && s != null) as Array<[string, Spread]>
+    if (peers.length > 0) {
+      const [bestId, best] = peers.reduce((a, b) => (b[1].median < a[1].median ? b : a))
+      targets.push({
+        name: "pickup p50 no worse than the best peer",
+        met: p50["leasehold"]!.median <= best.median,
+        detail: `${p50["leasehold"]!.median.toFixed(2)} ms vs ${best.median.toFixed(2)} ms (${bestId})`
+      })
+    }
+  }
+  if (heartbeat !== null) {
+    targets.push({
+      name: "heartbeat: one statement per worker per interval",
+      met: checks.heartbeatOneStatementPerRound,
+      detail: `${heartbeat.statementsPerRound.median.toFixed(2)} renew statements per round, ${heartbeat.leasesPerStatement.median} leases each`
+    })
+    targets.push({
+      name: `renewal of ${heartbeat.leases.toLocaleString("en-US")} leases well under the interval (< 10%)`,
+      met: heartbeat.renewMaxMs.max < heartbeat.intervalMs / 10,
+      detail: `median ${heartbeat.renewMs.median.toFixed(1)} ms, worst ${heartbeat.renewMaxMs.max.toFixed(1)} ms, interval ${heartbeat.intervalMs} ms`
+    })
+  }
+  if (reclaim !== null) {
+    targets.push({
+      name: "reclaim within TTL + 1 s",
+      met: reclaim.reclaimMs.max <= reclaim.ttlMs + 1_000,
+      detail: `worst ${(reclaim.reclaimMs.max / 1000).toFixed(2)} s, TTL ${reclaim.ttlMs / 1000} s`
+    })
+  }
+  const capped = variants.filter((v) => raw.drain.some((d) => d.variant === v.id && d.capped)).map((v) => v.id)
+  return { compared, capped, timeProfile, heartbeat, reclaim, fence, checks, targets }
+}

@@ -1,0 +1,106 @@
+/**
+ * Leasehold under the bench: enqueue through the store, a worker through `Worker.run` with leases,
+ * heartbeats and fences on (there is no way to turn them off).
+ */
+import { Handler, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { Database, PgRunStore } from "@leasehold/sql"
+import { Context, type Duration, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import type { SqlClient } from "effect/sql"
+import { SqlClient as SqlClientService } from "effect/sql"
+import type { EnqueueSession, System, WorkerHandle, WorkerHooks } from "./system.js"
+
+export const SCHEMA = "leasehold"
+export const KIND = "noop"
+
+export interface LeaseholdOptions {
+  readonly concurrency: number
+  readonly maxCompletionBatch: number
+  readonly ttl: string
+  readonly heartbeat?: string | undefined
+  readonly pollInterval: string
+  readonly shutdownGrace?: string | undefined
+  readonly maxConnections: number
+}
+
+const Payload = Schema.Struct({ i: Schema.Number })
+
+/** A store and its SqlClient, built in a scope the caller closes. */
+export const openStore = async (url: string, options: { readonly maxConnections: number; readonly migrate: boolean }) => {
+  const scope = Effect.runSync(Scope.make())
+  const layer = PgRunStore.layer({ schema: SCHEMA, migrate: options.migrate }).pipe(
+    Layer.provideMerge(Database.clientLayer(url, { maxConnections: options.maxConnections, applicationName: "bench-leasehold" }))
+  )
+  const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
+  return {
+    store: Context.get(context, RunStore),
+    sql: Context.get(context, SqlClientService.SqlClient) as SqlClient.SqlClient,
+    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
+
+const enqueueSession = async (url: string): Promise<EnqueueSession> => {
+  const { store, close } = await openStore(url, { maxConnections: 2, migrate: true })
+  return {
+    enqueueMany: (indices) => run(store.enqueue(indices.map((i) => ({ kind: KIND, payload: { i } })))).then(() => undefined),
+    enqueueOne: (i) => run(store.enqueue([{ kind: KIND, payload: { i } }])).then(() => undefined),
+    close
+  }
+}
+
+const startWorker = async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<WorkerHandle> => {
+  const opened = await openStore(url, { maxConnections: options.maxConnections, migrate: false })
+  const store = hooks.wrapStore === undefined ? opened.store : hooks.wrapStore(opened.store)
+  const handler = Handler.make({
+    kind: KIND,
+    payload: Payload,
+    handle: ({ i }) => hooks.hold ? Effect.never : Effect.sync(() => hooks.onRun(i))
+  })
+  const sink = {
+    emit: (event: WorkerEvents.WorkerEvent) =>
+      hooks.onEvent === undefined ? Effect.void : Effect.sync(() => hooks.onEvent!(event))
+  }
+  let fiber: Fiber.Fiber<never, never> | undefined
+  return {
+    go: async () => {
+      fiber = Effect.runFork(
+        Worker.run({
+          handlers: [handler],
+          concurrency: options.concurrency,
+          maxCompletionBatch: options.maxCompletionBatch,
+          // Options travel as JSON: durations are strings such as "30 seconds".
+          ttl: options.ttl as Duration.Input,
+          heartbeat: options.heartbeat as Duration.Input | undefined,
+          pollInterval: options.pollInterval as Duration.Input,
+          shutdownGrace: options.shutdownGrace as Duration.Input | undefined
+        }).pipe(
+          Effect.provideService(RunStore, store),
+          Effect.provideService(WorkerEvents.WorkerEvents, sink)
+        )
+      )
+    },
+    stop: async () => {
+      if (fiber !== undefined) await Effect.runPromise(Fiber.interrupt(fiber))
+      await opened.close()
+    }
+  }
+}
+
+/** Rows still to finish: pending or running (each count served by its partial index). */
+const remainingSql = `SELECT ((SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'pending')
+  + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'running'))::int AS n`
+
+export const leasehold: System<LeaseholdOptions> = {
+  name: "leasehold",
+  schemas: [SCHEMA],
+  enqueueSession,
+  startWorker,
+  remainingSql,
+  completedSql: () => `SELECT count(*)::int AS n FROM ${SCHEMA}.runs WHERE state = 'completed'`,
+  verifySql: `SELECT
+      (SELECT count(*) FROM ${SCHEMA}.runs)::int AS total,
+      (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed')::int AS completed,
+      (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed' AND fence <> 1)::int AS reclaimed,
+      (SELECT count(*) FROM ${SCHEMA}.run_events WHERE kind = 'completed')::int AS history`
+}

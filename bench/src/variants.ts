@@ -1,0 +1,105 @@
+/**
+ * The configurations under test. Each peer runs as its own documentation recommends for throughput
+ * and in its default mode; the options here are exactly what is passed (printed with the results).
+ */
+import type { GraphileOptions } from "./systems/graphile.js"
+import { graphile } from "./systems/graphile.js"
+import type { LeaseholdOptions } from "./systems/leasehold.js"
+import { leasehold } from "./systems/leasehold.js"
+import type { PgBossOptions } from "./systems/pgboss.js"
+import { pgboss } from "./systems/pgboss.js"
+import type { System } from "./systems/system.js"
+
+export type VariantId = "leasehold" | "graphile-batched" | "graphile-default" | "pgboss-tuned" | "pgboss-default"
+
+export interface Variant<O = unknown> {
+  readonly id: VariantId
+  readonly label: string
+  readonly system: System<O>
+  readonly mode: "tuned" | "default"
+  /** Passed to the system for the drain (throughput and cost). */
+  readonly options: O
+  /** Passed for the pickup-latency measure (LISTEN/NOTIFY on); `options` when absent. */
+  readonly latencyOptions?: O | undefined
+  /** Where the options come from. */
+  readonly source: string
+}
+
+const leaseholdOptions: LeaseholdOptions = {
+  concurrency: 2000,
+  maxCompletionBatch: 500,
+  ttl: "30 seconds",
+  pollInterval: "1 second",
+  maxConnections: 10
+}
+
+const graphileBatched: GraphileOptions = {
+  run: {
+    concurrency: 24,
+    maxPoolSize: 25,
+    preset: { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } }
+  }
+}
+
+const graphileDefault: GraphileOptions = { run: {} }
+
+const pgbossTuned: PgBossOptions = {
+  constructor: { useListenNotify: true },
+  queue: { notify: true },
+  work: { batchSize: 500, localConcurrency: 4, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 }
+}
+
+const pgbossDefault: PgBossOptions = { constructor: {}, queue: {}, work: {} }
+
+// pg-boss polls every 2 s by default; NOTIFY needs both the instance listener and a notify queue.
+const pgbossDefaultWithNotify: PgBossOptions = { constructor: { useListenNotify: true }, queue: { notify: true }, work: {} }
+
+export const variants: ReadonlyArray<Variant<any>> = [
+  {
+    id: "leasehold",
+    label: "Leasehold",
+    system: leasehold,
+    mode: "tuned",
+    options: leaseholdOptions,
+    source: "Worker.run options (2,000 runs in flight, completions flushed 500 per statement); leases, heartbeats, fences and history rows always on"
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "graphile-batched",
+    label: "graphile-worker batched",
+    system: graphile,
+    mode: "tuned",
+    options: graphileBatched,
+    source: "worker.graphile.org/docs/performance (concurrentJobs 24, maxPoolSize 25, localQueue 500, batch delays 0)"
+  } satisfies Variant<GraphileOptions>,
+  {
+    id: "graphile-default",
+    label: "graphile-worker default",
+    system: graphile,
+    mode: "default",
+    options: graphileDefault,
+    source: "run() defaults: concurrency 1, maxPoolSize 10, pollInterval 2000, no local queue, no batching"
+  } satisfies Variant<GraphileOptions>,
+  {
+    id: "pgboss-tuned",
+    label: "pg-boss tuned",
+    system: pgboss,
+    mode: "tuned",
+    options: pgbossTuned,
+    source: "work() batch fetch: 4 local workers × 500 jobs (2,000 in flight), burst while batches come back full, LISTEN/NOTIFY queue"
+  } satisfies Variant<PgBossOptions>,
+  {
+    id: "pgboss-default",
+    label: "pg-boss default",
+    system: pgboss,
+    mode: "default",
+    options: pgbossDefault,
+    latencyOptions: pgbossDefaultWithNotify,
+    source: "defaults: batchSize 1, polling every 2 s; for latency useListenNotify + queue notify added"
+  } satisfies Variant<PgBossOptions>
+]
+
+export const variantById = (id: string): Variant<any> => {
+  const found = variants.find((v) => v.id === id)
+  if (found === undefined) throw new Error(`unknown variant ${id}`)
+  return found
+}
