@@ -145,9 +145,13 @@ describe("heartbeat", () => {
       const events = yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [blocker] })
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
       yield* Deferred.await(started)
-      yield* expireLease(stores, run!.id)
-      const [taken] = yield* stores.b.claim({ owner: "thief", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
-      assert.strictEqual(taken!.fence, 2)
+      // The holder keeps renewing (every 150 ms): expire and reclaim until the reclaim wins the race.
+      const taken = yield* eventually("reclaimed by the thief", Effect.gen(function*() {
+        yield* expireLease(stores, run!.id)
+        const [claimed] = yield* stores.b.claim({ owner: "thief", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+        return claimed
+      }))
+      assert.strictEqual(taken.fence, 2)
       const lost = yield* eventually("superseded", Effect.sync(() => events.find((e) => e._tag === "LeaseLost")))
       assert.deepInclude(lost, { reason: "superseded", runId: run!.id, fence: 1 })
       const row = yield* readRun(stores, run!.id)
