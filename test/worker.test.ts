@@ -91,6 +91,27 @@ describe("suspend and resume", () => {
     }))
 })
 
+describe("signal tokens", () => {
+  it.live("a second run suspending with a token another suspended run holds gets SignalTokenInUse, and writes nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [first, second] = yield* stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null }])
+      const claimed = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["job"], limit: 2, ttl: Duration.minutes(1) })
+      const fenceOf = (id: string) => claimed.find((c) => c.id === id)!.fence
+      yield* stores.a.suspend({ runId: first!.id, fence: fenceOf(first!.id), signal: "approval", token: "shared", timeout: undefined })
+      const error = yield* Effect.flip(
+        stores.a.suspend({ runId: second!.id, fence: fenceOf(second!.id), signal: "approval", token: "shared", timeout: undefined })
+      )
+      assert.deepInclude(error, { _tag: "SignalTokenInUse", runId: second!.id, token: "shared" })
+      const row = yield* readRun(stores, second!.id)
+      assert.strictEqual(row.state, "running")
+      assert.strictEqual(row.lease_owner, "w")
+      assert.deepStrictEqual((yield* stores.a.history(second!.id)).map((e) => e.kind), ["claimed"])
+      // The token still resumes the run that holds it.
+      assert.strictEqual(yield* stores.a.resume("shared", { ok: true }), first!.id)
+    }))
+})
+
 describe("heartbeat", () => {
   it.live("one renewal statement per interval carries every lease of the worker", () =>
     Effect.gen(function*() {

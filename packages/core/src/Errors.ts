@@ -60,6 +60,21 @@ export class InvalidTransition extends Schema.TaggedError<InvalidTransition>()("
   }
 }
 
+/**
+ * A run tried to suspend with a signal token another suspended run already holds: a token names
+ * exactly one waiting run. Nothing was written; the run is still held by its worker.
+ *
+ * @category errors
+ */
+export class SignalTokenInUse extends Schema.TaggedError<SignalTokenInUse>()("SignalTokenInUse", {
+  runId: Schema.String,
+  token: Schema.String
+}) {
+  override get message(): string {
+    return `run ${this.runId}: signal token "${this.token}" is already held by another suspended run`
+  }
+}
+
 /** No handler is registered for the kind. @category errors */
 export class UnknownKind extends Schema.TaggedError<UnknownKind>()("UnknownKind", {
   kind: Schema.String,

@@ -8,6 +8,7 @@ import { Duration, Effect } from "effect"
 import type { SqlError as SqlErrorModule } from "effect/sql"
 type SqlError = SqlErrorModule.SqlError
 import { CurrentRun } from "./CurrentRun.js"
+import type { SignalTokenInUse } from "./Errors.js"
 import { Fence, leaseKey } from "./Fence.js"
 import type { SignalOutcome } from "./RunRecord.js"
 import { RunStore, type StaleWrite } from "./RunStore.js"
@@ -63,7 +64,7 @@ export interface AwaitSignalOptions {
 export const awaitSignal = (
   signal: string,
   options?: AwaitSignalOptions
-): Effect.Effect<SignalOutcome, StaleWrite | SqlError, Fence | RunStore | CurrentRun> =>
+): Effect.Effect<SignalOutcome, StaleWrite | SignalTokenInUse | SqlError, Fence | RunStore | CurrentRun> =>
   Effect.gen(function*() {
     const run = yield* CurrentRun
     const seen = run.signals[signal]

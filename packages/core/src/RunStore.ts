@@ -9,7 +9,7 @@ import type { Duration, Effect, Queue, Scope } from "effect"
 import { Context } from "effect"
 import type { SqlError as SqlErrorModule } from "effect/sql"
 type SqlError = SqlErrorModule.SqlError
-import type { FenceRejected, InvalidTransition, LeaseNotHeld, RunNotFound } from "./Errors.js"
+import type { FenceRejected, InvalidTransition, LeaseNotHeld, RunNotFound, SignalTokenInUse } from "./Errors.js"
 import type {
   ClaimedRun,
   Enqueued,
@@ -96,7 +96,7 @@ export class RunStore extends Context.Service<RunStore, {
   readonly release: (lease: LeaseKey) => Effect.Effect<void, StaleWrite | SqlError>
   readonly checkpoint: (lease: LeaseKey, value: unknown) => Effect.Effect<void, StaleWrite | SqlError>
   /** Suspends the run and releases its lease outright. */
-  readonly suspend: (request: SuspendRequest) => Effect.Effect<void, StaleWrite | SqlError>
+  readonly suspend: (request: SuspendRequest) => Effect.Effect<void, StaleWrite | SignalTokenInUse | SqlError>
   /**
    * Runs `effect` and completes the run with its result in one transaction. If the fence is stale
    * the transaction rolls back, the caller's writes included.

@@ -22,10 +22,11 @@ import {
   LeaseNotHeld,
   type RunState,
   RunNotFound,
+  SignalTokenInUse,
   type SuspendRequest
 } from "@leasehold/core"
 import { Duration, Effect } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { json, num } from "./rows.js"
 
@@ -203,7 +204,15 @@ export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: Suspe
         SELECT id, fence, 'suspended', jsonb_build_object('signal', signal_name, 'deadline', suspend_deadline) FROM u
       )
       SELECT id::text AS id FROM u`
-  ).pipe(Effect.asVoid)
+  ).pipe(
+    Effect.asVoid,
+    // The token's uniqueness is the database's to enforce; say so in the run's own terms.
+    Effect.catchIf(
+      (error): error is SqlError.SqlError =>
+        error._tag === "SqlError" && error.reason._tag === "UniqueViolation" && error.reason.constraint === "runs_signal_token_key",
+      () => Effect.fail(new SignalTokenInUse({ runId: request.runId, token: request.token }))
+    )
+  )
 }
 
 /**
