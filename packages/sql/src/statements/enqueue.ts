@@ -29,7 +29,7 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
         INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key
         FROM input ORDER BY ord
-        ON CONFLICT (idempotency_key) DO NOTHING
+        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING id, queue
       ), woken AS (
         SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM inserted) q

@@ -209,7 +209,7 @@ export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: Suspe
     // The token's uniqueness is the database's to enforce; say so in the run's own terms.
     Effect.catchIf(
       (error): error is SqlError.SqlError =>
-        error._tag === "SqlError" && error.reason._tag === "UniqueViolation" && error.reason.constraint === "runs_signal_token_key",
+        error._tag === "SqlError" && error.reason._tag === "UniqueViolation" && error.reason.constraint === "runs_signal_token",
       () => Effect.fail(new SignalTokenInUse({ runId: request.runId, token: request.token }))
     )
   )
