@@ -32,7 +32,7 @@ const setup = async (): Promise<Env> => {
   )
   const run = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   await run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql.unsafe(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, owner text NOT NULL, at timestamptz NOT NULL DEFAULT now())`)
+    sql.unsafe(WorkerProcess.createLedgerTable(`"${schema}".ledger`))
   ))
   return { schema, run, dispose: () => runtime.dispose() }
 }

@@ -26,7 +26,7 @@ const setup = async (runs: number) => {
   cleanup.push(() => runtime.dispose())
   const db = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   const sql = (text: string) => db(Effect.flatMap(SqlClient.SqlClient, (client) => client.unsafe<any>(text)))
-  await sql(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, owner text NOT NULL, at timestamptz NOT NULL DEFAULT now())`)
+  await sql(WorkerProcess.createLedgerTable(`"${schema}".ledger`))
   await db(Effect.flatMap(RunStore, (store) =>
     store.enqueue(Array.from({ length: runs }, (_, i) => ({ kind: "chaos-step", payload: { workMs: 40 + (i % 4) * 30, checkpoint: i % 3 === 0 }, maxAttempts: 20 })))
   ))

@@ -59,6 +59,17 @@ export const requireStore = (schema: string) =>
     if (row?.present !== true) return yield* Effect.fail(new StoreMissing({ schema }))
   })
 
+/**
+ * Runs `effect` with the layer built for the resolved URL. The effect's own scope closes before the
+ * layer's connections do: a worker forked into it must stop (and release its listening
+ * connection) before the pool shuts down.
+ */
+const withConnection = <A, E, R, ROut, LE>(
+  flags: ConnectionFlags,
+  layer: (url: string) => Layer.Layer<ROut, LE>,
+  effect: Effect.Effect<A, E, R>
+) => Effect.scoped(Effect.flatMap(resolveUrl(flags), (url) => Effect.provide(Effect.scoped(effect), layer(url))))
+
 /** Runs `effect` with a RunStore (and its PgClient) for the connection flags. */
 export const withStore = <A, E, R>(
   flags: ConnectionFlags,
@@ -66,11 +77,7 @@ export const withStore = <A, E, R>(
   options: StoreOptions = {}
 ): Effect.Effect<A, E | ConnectionError, Exclude<R, RunStore | PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>> => {
   const checked = options.migrate === false ? Effect.andThen(requireStore(flags.schema), effect) : effect
-  // The effect's own scope closes before the store's connections do: a worker forked into it
-  // must stop (and release its listening connection) before the pool shuts down.
-  return Effect.scoped(
-    Effect.flatMap(resolveUrl(flags), (url) => Effect.provide(Effect.scoped(checked), storeLayer(flags, url, options)))
-  ) as any
+  return withConnection(flags, (url) => storeLayer(flags, url, options), checked) as any
 }
 
 /** Runs `effect` with only a PgClient (no store built, no migration). */
@@ -78,6 +85,4 @@ export const withClient = <A, E, R>(
   flags: ConnectionFlags,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | ConnectionError, Exclude<R, PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>> =>
-  Effect.scoped(
-    Effect.flatMap(resolveUrl(flags), (url) => Effect.provide(Effect.scoped(effect), Database.clientLayer(url)))
-  ) as any
+  withConnection(flags, (url) => Database.clientLayer(url), effect) as any

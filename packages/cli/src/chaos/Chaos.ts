@@ -88,7 +88,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
   const slots: Array<Slot> = []
   try {
     await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql.unsafe(`CREATE TABLE ${ledger} (run_id bigint NOT NULL, fence bigint NOT NULL, owner text NOT NULL, at timestamptz NOT NULL DEFAULT now())`)
+      sql.unsafe(WorkerProcess.createLedgerTable(ledger))
     ))
 
     // The mix of runs, from the seed.

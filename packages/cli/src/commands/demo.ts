@@ -35,7 +35,6 @@ export const demo = Command.make("demo", connectionFlags, (flags) =>
     const url = yield* Connection.resolveUrl(flags)
     const schema = `demo_${Date.now().toString(36)}`
     const ledger = `"${schema}".ledger`
-    const context = yield* Effect.context<never>()
     return yield* Effect.provide(
       Effect.gen(function*() {
         const store = yield* RunStore
@@ -43,14 +42,14 @@ export const demo = Command.make("demo", connectionFlags, (flags) =>
         const services = yield* Effect.context<RunStore | SqlClient.SqlClient>()
         const db = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) =>
           Effect.runPromise(Effect.provideContext(effect, services))
-        yield* sql.unsafe(`CREATE TABLE ${ledger} (run_id bigint NOT NULL, fence bigint NOT NULL, owner text NOT NULL, at timestamptz NOT NULL DEFAULT now())`)
+        yield* sql.unsafe(WorkerProcess.createLedgerTable(ledger))
         return yield* Effect.tryPromise({
           try: (signal) => play({ url, schema, ledger, store, db, signal }),
           catch: (e) => e instanceof DemoFailed ? e : new DemoFailed({ message: String((e as Error)?.message ?? e) })
         })
       }),
       Connection.storeLayer({ ...flags, schema }, url)
-    ).pipe(Effect.provideContext(context))
+    )
   })).pipe(Effect.asVoid)).pipe(Command.withDescription("Show leases, fencing and suspension at work: two workers, one partition"))
 
 interface Stage {

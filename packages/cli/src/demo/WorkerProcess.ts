@@ -55,6 +55,13 @@ export interface WorkerSettings {
   readonly retryBase?: string
 }
 
+/**
+ * The side-effect ledger the instrumented worker writes, one row per completion, in the fenced
+ * transaction that completes the run. Its columns match the worker's INSERT.
+ */
+export const createLedgerTable = (qualifiedName: string): string =>
+  `CREATE TABLE ${qualifiedName} (run_id bigint NOT NULL, fence bigint NOT NULL, owner text NOT NULL, at timestamptz NOT NULL DEFAULT now())`
+
 const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "InstrumentedWorker.js")
 
 const libfaketime = [
