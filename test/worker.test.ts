@@ -247,10 +247,16 @@ describe("retries, failure and cancellation", () => {
       assert.deepInclude(events.find((e) => e._tag === "LeaseLost"), { reason: "cancelled" })
       const finished = yield* Effect.flip(stores.a.cancel(run!.id))
       assert.deepInclude(finished, { _tag: "InvalidTransition", state: "cancelled" })
-      // Retry puts it back with a still higher fence.
+      // Retry puts it back with a still higher fence. The worker is still running and may claim
+      // it again at once, so read the fence the retry granted from the history, not the row.
       yield* stores.a.retry(run!.id)
-      const retried = yield* readRun(stores, run!.id)
-      assert.strictEqual(retried.fence, 3)
+      const retried = (yield* stores.a.history(run!.id)).find((e) => e.kind === "retried")
+      assert.strictEqual(retried?.fence, 3)
+      // And the retried run is claimable: the worker takes it under the next fence.
+      yield* eventually(
+        "reclaimed after retry",
+        Effect.map(stores.a.history(run!.id), (h) => h.some((e) => e.kind === "claimed" && e.fence === 4))
+      )
     }))
 })
 
