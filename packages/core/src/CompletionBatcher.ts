@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Deferred, Duration, Effect, Exit, Queue, Schedule } from "effect"
+import { type Cause, Duration, Effect, Exit, Queue, Schedule } from "effect"
 import type { SqlError as SqlErrorModule } from "effect/sql"
 type SqlError = SqlErrorModule.SqlError
 import type { FinalizeOutcome } from "./RunRecord.js"
@@ -24,7 +24,7 @@ export interface CompletionBatcher {
 
 interface Pending {
   readonly item: CompleteItem
-  readonly done: Deferred.Deferred<FinalizeOutcome, SqlError | Cause.TimeoutError>
+  readonly answer: (outcome: Exit.Exit<FinalizeOutcome, SqlError | Cause.TimeoutError>) => void
 }
 
 /**
@@ -38,7 +38,20 @@ export const make = Effect.fnUntraced(function*(
   maxBatch: number,
   timeout: Duration.Duration = Duration.seconds(30)
 ) {
-  const queue = yield* Queue.unbounded<Pending>()
+  // Completions wait in a plain array; the flusher is woken at most once per batch. (A queue offer
+  // and a Deferred per completion cost more than the statement's share per run.)
+  let queued: Array<Pending> = []
+  const wake = yield* Queue.sliding<void>(1)
+  const takeBatch = (): Array<Pending> => {
+    if (queued.length <= maxBatch) {
+      const batch = queued
+      queued = []
+      return batch
+    }
+    const batch = queued.slice(0, maxBatch)
+    queued = queued.slice(maxBatch)
+    return batch
+  }
 
   // A transient error is retried briefly: the write is guarded, so repeating it is safe.
   const write = (batch: ReadonlyArray<Pending>) =>
@@ -53,24 +66,24 @@ export const make = Effect.fnUntraced(function*(
       Effect.flatMap(Effect.exit(restore(write(batch))), (exit) =>
         Effect.sync(() => {
           for (let i = 0; i < batch.length; i++) {
-            Deferred.doneUnsafe(batch[i]!.done, Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))
+            batch[i]!.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))
           }
         }))
     )
 
-  const flushAll = Effect.gen(function*() {
-    while ((yield* Queue.size(queue)) > 0) {
-      yield* flush(yield* Queue.takeBetween(queue, 1, maxBatch))
-    }
+  const flushAll = Effect.whileLoop({
+    while: () => queued.length > 0,
+    body: () => Effect.suspend(() => flush(takeBatch())),
+    step: () => undefined
   })
 
-  yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, maxBatch), flush)))
+  yield* Effect.forkScoped(Effect.forever(Effect.andThen(Queue.take(wake), flushAll)))
   yield* Effect.addFinalizer(() => flushAll)
 
   const complete = (item: CompleteItem) =>
-    Effect.suspend(() => {
-      const done = Deferred.makeUnsafe<FinalizeOutcome, SqlError | Cause.TimeoutError>()
-      return Effect.andThen(Queue.offer(queue, { item, done }), Deferred.await(done))
+    Effect.callback<FinalizeOutcome, SqlError | Cause.TimeoutError>((resume) => {
+      queued.push({ item, answer: resume })
+      if (queued.length === 1) Queue.offerUnsafe(wake, undefined)
     })
   return { complete } satisfies CompletionBatcher
 })

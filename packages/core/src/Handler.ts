@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import { Effect, Exit, Schema } from "effect"
 import type { CurrentRun } from "./CurrentRun.js"
 import { InvalidPayload, UnknownKind } from "./Errors.js"
 import type { Fence } from "./Fence.js"
@@ -60,6 +60,17 @@ export const decodePayload = (handler: Handler, input: unknown): Effect.Effect<u
   Schema.decodeUnknownEffect(handler.payload)(input).pipe(
     Effect.mapError((error) => new InvalidPayload({ kind: handler.kind, issue: issueOf(error) }))
   ) as Effect.Effect<unknown, InvalidPayload>
+
+/**
+ * A synchronous payload validator, compiled once per handler, for the worker's hot path (no
+ * effect is built per run).
+ *
+ * @category validation
+ */
+export const payloadDecoder = (handler: Handler): (input: unknown) => Exit.Exit<unknown, InvalidPayload> => {
+  const decode = Schema.decodeUnknownExit(handler.payload as Schema.Codec<unknown, unknown>)
+  return (input) => Exit.mapError(decode(input), (error) => new InvalidPayload({ kind: handler.kind, issue: issueOf(error) }))
+}
 
 /** Validates a typed payload and turns it into the JSON the store keeps. @category validation */
 export const encodePayload = (handler: Handler, payload: unknown): Effect.Effect<unknown, InvalidPayload> =>

@@ -21,6 +21,8 @@ import * as WorkerEvents from "./WorkerEvents.js"
 export interface LeaseContext {
   readonly owner: string
   readonly store: RunStore["Service"]
+  /** Where the worker reports (resolved once, not looked up per run). */
+  readonly events: WorkerEvents.Sink
   readonly batcher: CompletionBatcher
   readonly inFlight: InFlight
   readonly retry: Backoff.RetryPolicy
@@ -47,67 +49,75 @@ const errorJson = (cause: Cause.Cause<unknown>): unknown => {
 
 const isPermanent = (cause: Cause.Cause<unknown>): boolean => Cause.squash(cause) instanceof PermanentFailure
 
-const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown, unknown>) =>
-  Effect.gen(function*() {
-    entry.finalizing = true
-    const lease: LeaseKey = { runId: entry.run.id, fence: entry.run.fence }
-    const { owner } = ctx
-
-    const reject = (operation: string, presentedFence: number, storedFence: number) =>
-      Effect.as(
-        WorkerEvents.emit({ _tag: "WriteRejected", owner, runId: lease.runId, operation, presentedFence, storedFence }),
-        "abandoned" as Settlement
-      )
-    const rejected = (operation: string) => (error: StaleWrite) =>
-      error._tag === "FenceRejected"
-        ? reject(operation, error.presentedFence, error.storedFence)
-        : Effect.succeed<Settlement>("abandoned")
-    const storeFailed = (operation: string) => (error: SqlError | Cause.TimeoutError) =>
-      Effect.as(
-        WorkerEvents.emit({ _tag: "StoreError", owner, operation, error: String(error) }),
-        "abandoned" as Settlement
-      )
-    const bounded = (operation: string, write: Effect.Effect<Settlement, SqlError>): Effect.Effect<Settlement> =>
-      write.pipe(Effect.timeout(ctx.finalizeTimeout), Effect.catch(storeFailed(operation)))
-
-    const settle: Effect.Effect<Settlement> = entry.settled !== undefined
-      ? Effect.succeed(entry.settled)
-      : Exit.isSuccess(exit)
-      // The batcher bounds each batch's write by the finalize timeout itself (one timer per batch).
-      ? Effect.flatMap(ctx.batcher.complete({ ...lease, result: exit.value ?? null }), (outcome) =>
-        outcome._tag === "Finalized"
-          ? Effect.succeed<Settlement>("completed")
-          : reject("complete", outcome.fence, outcome.storedFence)).pipe(Effect.catch(storeFailed("complete")))
-      : Cause.hasInterruptsOnly(exit.cause)
-      // Superseded or cancelled: the fence has moved on and there is nothing of ours to release.
-      ? (entry.lost === "superseded" || entry.lost === "cancelled"
-        ? Effect.succeed<Settlement>("abandoned")
-        : bounded(
-          "release",
-          ctx.store.release(lease).pipe(
-            Effect.as<Settlement>("released"),
-            Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("release"))
-          )
-        ))
-      : Effect.flatMap(
-        isPermanent(exit.cause) ? Effect.succeed(undefined) : Backoff.delayFor(ctx.retry, entry.run.attempt),
-        (retryDelayMs) =>
-          bounded(
-            "fail",
-            ctx.store.fail({ ...lease, error: errorJson(exit.cause), retryDelayMs }).pipe(
-              Effect.map((o): Settlement => o._tag === "Failed" ? "failed" : "retry-scheduled"),
-              Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("fail"))
-            )
-          )
-      )
-    const settlement = yield* settle
-    yield* WorkerEvents.emit({ _tag: "RunSettled", owner, runId: lease.runId, fence: lease.fence, outcome: settlement })
-  }).pipe(
+// The common case (the handler succeeded) is kept free of generators and closures: it runs once
+// per run at tens of thousands of runs a second.
+const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
+  entry.finalizing = true
+  const settle: Effect.Effect<Settlement> = entry.settled !== undefined
+    ? Effect.succeed(entry.settled)
+    : Exit.isSuccess(exit)
+    ? complete(ctx, entry, exit.value)
+    : settleFailure(ctx, entry, exit.cause)
+  return Effect.flatMap(settle, (outcome) => ctx.events.emit({ _tag: "RunSettled", owner: ctx.owner, runId: entry.run.id, fence: entry.run.fence, outcome })).pipe(
     Effect.ensuring(Effect.suspend(() => {
       ctx.inFlight.delete(entry.key)
       return ctx.onSlotFreed
     }))
   )
+}
+
+const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, presentedFence: number, storedFence: number) =>
+  Effect.as(
+    ctx.events.emit({ _tag: "WriteRejected", owner: ctx.owner, runId: entry.run.id, operation, presentedFence, storedFence }),
+    "abandoned" as Settlement
+  )
+
+const storeFailed = (ctx: LeaseContext, operation: string) => (error: SqlError | Cause.TimeoutError) =>
+  Effect.as(ctx.events.emit({ _tag: "StoreError", owner: ctx.owner, operation, error: String(error) }), "abandoned" as Settlement)
+
+// The batcher bounds each batch's write by the finalize timeout itself (one timer per batch).
+const complete = (ctx: LeaseContext, entry: LeaseEntry, result: unknown): Effect.Effect<Settlement> =>
+  ctx.batcher.complete({ runId: entry.run.id, fence: entry.run.fence, result: result ?? null }).pipe(
+    Effect.flatMap((outcome) =>
+      outcome._tag === "Finalized"
+        ? completedSettlement
+        : rejectedWrite(ctx, entry, "complete", outcome.fence, outcome.storedFence)
+    ),
+    Effect.catch(storeFailed(ctx, "complete"))
+  )
+const completedSettlement = Effect.succeed<Settlement>("completed")
+
+const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<unknown>): Effect.Effect<Settlement> => {
+  const lease: LeaseKey = { runId: entry.run.id, fence: entry.run.fence }
+  const rejected = (operation: string) => (error: StaleWrite) =>
+    error._tag === "FenceRejected"
+      ? rejectedWrite(ctx, entry, operation, error.presentedFence, error.storedFence)
+      : Effect.succeed<Settlement>("abandoned")
+  const bounded = (operation: string, write: Effect.Effect<Settlement, SqlError>): Effect.Effect<Settlement> =>
+    write.pipe(Effect.timeout(ctx.finalizeTimeout), Effect.catch(storeFailed(ctx, operation)))
+  if (Cause.hasInterruptsOnly(cause)) {
+    // Superseded or cancelled: the fence has moved on and there is nothing of ours to release.
+    if (entry.lost === "superseded" || entry.lost === "cancelled") return Effect.succeed("abandoned")
+    return bounded(
+      "release",
+      ctx.store.release(lease).pipe(
+        Effect.as<Settlement>("released"),
+        Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("release"))
+      )
+    )
+  }
+  return Effect.flatMap(
+    isPermanent(cause) ? Effect.succeed(undefined) : Backoff.delayFor(ctx.retry, entry.run.attempt),
+    (retryDelayMs) =>
+      bounded(
+        "fail",
+        ctx.store.fail({ ...lease, error: errorJson(cause), retryDelayMs }).pipe(
+          Effect.map((o): Settlement => o._tag === "Failed" ? "failed" : "retry-scheduled"),
+          Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("fail"))
+        )
+      )
+  )
+}
 
 /**
  * Acquires the lease as a resource of the current scope (the RunScope). Closing the scope runs

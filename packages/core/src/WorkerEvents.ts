@@ -28,8 +28,13 @@ export type WorkerEvent =
   /** Notifications (new runs, cancels) reach this worker from now on. */
   | { readonly _tag: "Listening"; readonly owner: string }
 
+/** @category models */
+export interface Sink {
+  readonly emit: (event: WorkerEvent) => Effect.Effect<void>
+}
+
 /** Where a worker reports its events. @category services */
-export const WorkerEvents = Context.Reference<{ readonly emit: (event: WorkerEvent) => Effect.Effect<void> }>(
+export const WorkerEvents = Context.Reference<Sink>(
   "@leasehold/core/WorkerEvents",
   { defaultValue: () => ({ emit: () => Effect.void }) }
 )

@@ -1,0 +1,80 @@
+/**
+ * The worker's own cost per run, without a database: `Worker.run` against an in-memory RunStore
+ * that answers every claim at once and acknowledges every completion batch. What it reports (CPU
+ * µs per run in this process) is what the Leasehold runtime adds on top of its SQL; the drain
+ * measure shows both together. Not a test and not part of `npm run bench`:
+ *
+ *   npm run build && node bench/dist/workerOverhead.js [runs]
+ */
+import { Handler, RunStore, Worker } from "@leasehold/core"
+import type { ClaimedRun, FinalizeOutcome } from "@leasehold/core"
+import { Deferred, Duration, Effect, Fiber, Queue, Schema } from "effect"
+
+const total = Number(process.argv[2] ?? 200_000)
+
+const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
+  let next = 0
+  let completed = 0
+  const notImplemented = () => Effect.die(new Error("not used by this measure"))
+  return {
+    enqueue: notImplemented,
+    claim: (request) =>
+      Effect.sync(() => {
+        const runs: Array<ClaimedRun> = []
+        while (runs.length < request.limit && next < total) {
+          const id = String(++next)
+          runs.push({ id, queue: "default", kind: "noop", payload: { i: next }, attempt: 1, maxAttempts: 5, fence: 1, checkpoint: null, signals: {} })
+        }
+        return runs
+      }),
+    renew: (_owner, leases) => Effect.succeed(leases),
+    completeBatch: (items) =>
+      Effect.sync(() => {
+        completed += items.length
+        if (completed >= total) onAllDone()
+        return items.map((i): FinalizeOutcome => ({ _tag: "Finalized", runId: i.runId, fence: i.fence }))
+      }),
+    fail: notImplemented,
+    release: notImplemented,
+    checkpoint: notImplemented,
+    suspend: notImplemented,
+    completeInTransaction: notImplemented,
+    resume: notImplemented,
+    cancel: notImplemented,
+    retry: notImplemented,
+    get: notImplemented,
+    list: notImplemented,
+    history: notImplemented,
+    stats: Effect.die(new Error("not used by this measure")),
+    notifications: Queue.unbounded<never>() as any
+  }
+}
+
+const main = Effect.gen(function*() {
+  const done = yield* Deferred.make<void>()
+  const store = memoryStore(() => Deferred.doneUnsafe(done, Effect.void))
+  let executed = 0
+  const handler = Handler.make({
+    kind: "noop",
+    payload: Schema.Struct({ i: Schema.Number }),
+    handle: () => Effect.sync(() => void executed++)
+  })
+  const cpuBefore = process.cpuUsage()
+  const started = performance.now()
+  const fiber = yield* Effect.forkDetach(
+    Worker.run({ handlers: [handler], concurrency: 2000, maxCompletionBatch: 500, ttl: "30 seconds", pollInterval: "1 second" }).pipe(
+      Effect.provideService(RunStore, store)
+    )
+  )
+  yield* Deferred.await(done)
+  const wallMs = performance.now() - started
+  const cpu = process.cpuUsage(cpuBefore)
+  yield* Fiber.interrupt(fiber)
+  const cpuUs = cpu.user + cpu.system
+  console.log(`${executed} runs in ${wallMs.toFixed(0)} ms: ${(cpuUs / executed).toFixed(2)} µs CPU per run, ${(executed / (wallMs / 1000)).toFixed(0)} runs/s (one process, no database)`)
+}).pipe(Effect.timeout(Duration.minutes(5)))
+
+Effect.runPromise(main).catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
