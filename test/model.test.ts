@@ -92,7 +92,7 @@ const readState = (real: Real): Promise<Array<RunSnapshot>> =>
       CASE WHEN r.suspend_deadline IS NULL THEN NULL WHEN r.suspend_deadline <= now() THEN 'past' ELSE 'future' END AS deadline,
       CASE WHEN r.state = 'pending' THEN r.run_at <= now() END AS due,
       r.checkpoint, r.result, r.error, r.finished_at IS NOT NULL AS finished, r.signals,
-      (SELECT string_agg(e.kind || '@' || e.fence, ' ' ORDER BY e.id) FROM "${real.schema}".run_events e
+      (SELECT string_agg(e.kind || '@' || e.fence, ' ' ORDER BY e.at, e.seq NULLS LAST) FROM "${real.schema}".run_history e
         WHERE e.run_id = r.id) AS events
     FROM "${real.schema}".runs r ORDER BY r.id`)).then((rows) =>
     rows.map((row): RunSnapshot => ({

@@ -61,7 +61,7 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: leasehold,
     mode: "tuned",
     options: leaseholdOptions,
-    source: "Worker.run options (2,000 runs in flight, completions flushed 500 per statement); leases, heartbeats, fences and history rows always on"
+    source: "Worker.run options (2,000 runs in flight, completions flushed 500 per statement); leases, heartbeats, fences and run history always on"
   } satisfies Variant<LeaseholdOptions>,
   {
     id: "graphile-batched",

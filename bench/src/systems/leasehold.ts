@@ -102,5 +102,6 @@ export const leasehold: System<LeaseholdOptions> = {
       (SELECT count(*) FROM ${SCHEMA}.runs)::int AS total,
       (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed')::int AS completed,
       (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed' AND fence <> 1)::int AS reclaimed,
-      (SELECT count(*) FROM ${SCHEMA}.run_events WHERE kind = 'completed')::int AS history`
+      (SELECT count(*) FROM (SELECT run_id FROM ${SCHEMA}.run_history GROUP BY run_id
+        HAVING array_agg(kind ORDER BY at, seq NULLS LAST) = ARRAY['claimed', 'completed']) h)::int AS history`
 }

@@ -1,5 +1,5 @@
 /**
- * A run's history (`run_events`) read as a story: the attempts (each under its own fence and
+ * A run's history (`run_history`: stored rows plus what the run row records) read as a story: the attempts (each under its own fence and
  * owner, from claim to outcome), the suspensions and how each ended, the stale writes the fence
  * rejected, and operator actions. Pure: `runs show` prints it, tests can check it.
  *

@@ -73,6 +73,32 @@ const partialUniqueKeys = (s: string): ReadonlyArray<string> => [
   `CREATE UNIQUE INDEX runs_idempotency_key ON "${s}".runs (idempotency_key) WHERE idempotency_key IS NOT NULL`
 ]
 
+// The routine path (claim, then complete) writes no history rows: the run row describes its
+// current claim (claimed_*) and its completion (state, fence, finished_at), and a claim is moved
+// into run_events only when a later claim overwrites it. run_history shows both as one history.
+// Measured in bench/: two history rows per run were ~30% of the server's CPU per run.
+// Upgrade with the workers stopped: a worker of the previous version still writes 'completed' rows.
+const lazyClaimHistory = (s: string): ReadonlyArray<string> => [
+  `ALTER TABLE "${s}".runs
+    ADD COLUMN claimed_by text,
+    ADD COLUMN claimed_at timestamptz,
+    ADD COLUMN claimed_fence bigint,
+    ADD COLUMN claimed_attempt integer,
+    ADD CONSTRAINT runs_claim_recorded CHECK ((claimed_at IS NULL) = (claimed_fence IS NULL))`,
+  // Completions are now read off the run row; their stored copies would show twice.
+  `DELETE FROM "${s}".run_events WHERE kind = 'completed'`,
+  `CREATE VIEW "${s}".run_history AS
+    SELECT e.id::text AS id, e.id AS seq, e.run_id, e.fence, e.kind, e.owner, e.detail, e.at
+    FROM "${s}".run_events e
+    UNION ALL
+    SELECT r.id || '/claimed/' || r.claimed_fence, NULL, r.id, r.claimed_fence, 'claimed', r.claimed_by,
+      jsonb_build_object('attempt', r.claimed_attempt), r.claimed_at
+    FROM "${s}".runs r WHERE r.claimed_at IS NOT NULL
+    UNION ALL
+    SELECT r.id || '/completed', NULL, r.id, r.fence, 'completed', NULL, NULL, r.finished_at
+    FROM "${s}".runs r WHERE r.state = 'completed'`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -97,7 +123,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
     table: `${store.schema}.leasehold_migrations`,
     loader: Migrator.fromRecord({
       "0001_init": statements(init(store.schema)),
-      "0002_partial_unique_keys": statements(partialUniqueKeys(store.schema))
+      "0002_partial_unique_keys": statements(partialUniqueKeys(store.schema)),
+      "0003_lazy_claim_history": statements(lazyClaimHistory(store.schema))
     })
   })
 })

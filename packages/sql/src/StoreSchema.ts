@@ -12,7 +12,10 @@ export interface StoreSchema {
   /** Notification channel for wake-ups and cancels of this schema. */
   readonly channel: string
   readonly runs: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Stored history rows (exceptional transitions, superseded claims). */
   readonly events: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** The whole history: stored rows plus what each run row records (current claim, completion). */
+  readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
 
 const validName = /^[a-z_][a-z0-9_]{0,40}$/
@@ -31,6 +34,7 @@ export const make = (schema: string = "leasehold"): StoreSchema => {
     schema,
     channel: `leasehold_${schema}`,
     runs: (sql) => sql.literal(`"${schema}".runs`),
-    events: (sql) => sql.literal(`"${schema}".run_events`)
+    events: (sql) => sql.literal(`"${schema}".run_events`),
+    history: (sql) => sql.literal(`"${schema}".run_history`)
   }
 }

@@ -239,7 +239,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
         sql.unsafe(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`),
         Effect.all({
           runs: sql.unsafe<{ id: string; state: string; fence: string; kind: string }>(`SELECT id::text, state, fence::text, kind FROM "${schema}".runs`),
-          events: sql.unsafe<{ id: string; run_id: string; kind: string; fence: string }>(`SELECT id::text, run_id::text, kind, fence::text FROM "${schema}".run_events ORDER BY run_events.id`),
+          events: sql.unsafe<{ run_id: string; kind: string; fence: string }>(`SELECT run_id::text, kind, fence::text FROM "${schema}".run_history ORDER BY at, seq NULLS LAST`),
           ledger: sql.unsafe<{ run_id: string; fence: string; owner: string }>(`SELECT run_id::text, fence::text, owner FROM ${ledger}`)
         })
       ))
@@ -247,7 +247,8 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
 
     const checks = Checker.check({
       runs: history.runs.map((r) => ({ id: r.id, state: r.state, fence: Number(r.fence), kind: r.kind })),
-      events: history.events.map((e) => ({ id: Number(e.id), runId: e.run_id, kind: e.kind, fence: Number(e.fence) })),
+      // The id is the event's place in the history's time order.
+      events: history.events.map((e, i) => ({ id: i, runId: e.run_id, kind: e.kind, fence: Number(e.fence) })),
       ledger: history.ledger.map((l) => ({ runId: l.run_id, fence: Number(l.fence), owner: l.owner })),
       reports,
       unexpectedExits,

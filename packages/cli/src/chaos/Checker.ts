@@ -1,6 +1,6 @@
 /**
  * The fault suite's checker, run after the nemesis stops and the system quiesces. It reads the
- * history the database kept (runs, run_events, the ledger) and what the workers reported, and
+ * history the database kept (runs, run_history, the ledger) and what the workers reported, and
  * judges the properties Leasehold promises. It trusts no worker's clock.
  *
  * @since 0.1.0

@@ -23,13 +23,15 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
     const ttlMs = Duration.toMillis(request.ttl)
     const rows = yield* sql<ClaimRow & { origin: number }>`
       WITH expired AS (
-        SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at FROM ${runs}
+        SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
+          claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
         WHERE state = 'running' AND lease_expires_at <= now()
           AND queue = ANY(${queues}::text[]) AND kind = ANY(${kinds}::text[])
         ORDER BY lease_expires_at LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), timed_out AS (
-        SELECT id, 1 AS origin, 0 AS priority, suspend_deadline AS due_at FROM ${runs}
+        SELECT id, 1 AS origin, 0 AS priority, suspend_deadline AS due_at,
+          claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
         WHERE state = 'suspended' AND suspend_deadline <= now()
           AND queue = ANY(${queues}::text[]) AND kind = ANY(${kinds}::text[])
         ORDER BY suspend_deadline LIMIT ${limit}
@@ -39,9 +41,10 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
         -- then yields rows already in claim order and stops at the limit. (With queue = ANY(...)
         -- Postgres reads and sorts every due row on each claim: O(backlog) per claim.) Each queue
         -- contributes its first unlocked rows up to the limit, so the overall first ones are among them.
-        SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at
+        SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
+          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
         FROM unnest(${queues}::text[]) AS q(name) CROSS JOIN LATERAL (
-          SELECT id, priority, run_at FROM ${runs}
+          SELECT id, priority, run_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
           WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${kinds}::text[])
           ORDER BY priority DESC, run_at, id LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
@@ -50,7 +53,7 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
       ), picked AS (
         -- Each group's own order is carried into the cut, so which rows of the last group make
         -- the limit is stated, not left to how Postgres happens to concatenate the groups.
-        SELECT id, origin FROM (
+        SELECT id, origin, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM (
           SELECT * FROM expired UNION ALL SELECT * FROM timed_out UNION ALL SELECT * FROM due
         ) c ORDER BY origin, priority DESC, due_at, id LIMIT ${limit}
       ), claimed AS (
@@ -67,17 +70,26 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
           signals = CASE WHEN p.origin = 1
             THEN r.signals || jsonb_build_object(r.signal_name, jsonb_build_object('_tag', 'TimedOut')) ELSE r.signals END,
           signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
+          -- A routine claim is recorded on the row only (run_history reads it there); the others
+          -- are exceptional and get a history row at once.
+          claimed_by = CASE WHEN p.origin = 2 THEN ${request.owner} END,
+          claimed_at = CASE WHEN p.origin = 2 THEN now() END,
+          claimed_fence = CASE WHEN p.origin = 2 THEN r.fence + 1 END,
+          claimed_attempt = CASE WHEN p.origin = 2 THEN r.attempt + 1 END,
           updated_at = now()
         FROM picked p WHERE r.id = p.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
           r.state, p.origin
       ), history AS (
-        INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail)
+        -- The claim this one supersedes moves from the row into the history, with its own time.
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
+        SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
+        FROM picked WHERE claimed_at IS NOT NULL
+        UNION ALL
         SELECT id, fence,
-          CASE WHEN state = 'failed' THEN 'failed' WHEN origin = 0 THEN 'reclaimed'
-            WHEN origin = 1 THEN 'signal_timed_out' ELSE 'claimed' END,
-          ${request.owner}, jsonb_build_object('attempt', attempt)
-        FROM claimed
+          CASE WHEN state = 'failed' THEN 'failed' WHEN origin = 0 THEN 'reclaimed' ELSE 'signal_timed_out' END,
+          ${request.owner}, jsonb_build_object('attempt', attempt), now()
+        FROM claimed WHERE origin <> 2
       )
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, state, origin
       FROM claimed`

@@ -99,9 +99,8 @@ export const completeBatch = (sql: SqlClient.SqlClient, s: StoreSchema, items: R
         FROM input i
         WHERE r.id = i.id AND r.fence = i.fence AND r.state = 'running' COLLATE "C"
         RETURNING r.id, r.fence
-      ), history AS (
-        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'completed' FROM done
       )
+      -- No history row: run_history reads the completion off the run row.
       SELECT i.id::text AS id, i.fence, d.id IS NOT NULL AS ok
       FROM input i LEFT JOIN done d ON d.id = i.id AND d.fence = i.fence
       ORDER BY i.ord`
@@ -244,17 +243,11 @@ export const completeInTransaction = <A, E, R>(
   })
   const complete = (value: A) =>
     sql<{ id: string }>`
-      WITH done AS (
-        UPDATE ${s.runs(sql)} SET
-          state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
-          lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
-        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
-        RETURNING id, fence
-      ), history AS (
-        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
-        SELECT id, fence, 'completed', '{"transaction": true}'::jsonb FROM done
-      )
-      SELECT id::text AS id FROM done`
+      UPDATE ${s.runs(sql)} SET
+        state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
+        lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
+      WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
+      RETURNING id::text AS id`
   const body = Effect.gen(function*() {
     yield* check
     const value = yield* effect

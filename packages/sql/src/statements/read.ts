@@ -32,9 +32,10 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
 export const history = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
   Effect.gen(function*() {
     yield* get(sql, s, runId)
+    // Stored rows and what the run row records (its current claim, its completion), in time order.
     const rows = yield* sql`
-      SELECT id, run_id, fence, kind, owner, detail, at FROM ${s.events(sql)}
-      WHERE run_id = ${runId}::bigint ORDER BY id`
+      SELECT id, run_id, fence, kind, owner, detail, at FROM ${s.history(sql)}
+      WHERE run_id = ${runId}::bigint ORDER BY at, seq NULLS LAST`
     return rows.map(toEvent)
   })
 
