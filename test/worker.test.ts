@@ -314,6 +314,8 @@ describe("clocks", () => {
         ...fast,
         ttl: "30 seconds",
         heartbeat: "10 seconds",
+        // Its one slot stays taken by the run, so it cannot race "other" to reclaim it once expired.
+        concurrency: 1,
         handlers: [job]
       }).pipe(Effect.provideService(Clock.Clock, clock))
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])

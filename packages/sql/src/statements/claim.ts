@@ -77,7 +77,9 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
           claimed_fence = CASE WHEN p.origin = 2 THEN r.fence + 1 END,
           claimed_attempt = CASE WHEN p.origin = 2 THEN r.attempt + 1 END,
           updated_at = now()
-        FROM picked p WHERE r.id = p.id
+        -- The ids as an explicit restriction: picked rows are reached by primary key, not by a
+        -- hash join over a scan of the whole table (which the planner prefers on small tables).
+        FROM picked p WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.id = p.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
           r.state, p.origin
       ), history AS (

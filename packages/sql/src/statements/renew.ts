@@ -1,9 +1,8 @@
 /**
  * Heartbeat renewal: one statement per worker per interval, whatever the number of leases. Each
  * lease is matched on id + fence + running (and owner); the statement returns exactly the leases
- * still held, so anything missing was superseded, cancelled or finished elsewhere. The running
- * guard carries `COLLATE "C"` so the leases are found by primary key, never by scanning the
- * `runs_leases` partial index once per lease (see `guarded.ts`).
+ * still held, so anything missing was superseded, cancelled or finished elsewhere. The leases are
+ * found by primary key, whatever the statistics say (see byPrimaryKey in `guarded.ts`).
  */
 import type { LeaseKey } from "@leasehold/core"
 import { Duration, Effect } from "effect"
@@ -20,11 +19,18 @@ export const renew = (
 ) =>
   Effect.gen(function*() {
     if (leases.length === 0) return [] as ReadonlyArray<LeaseKey>
+    const ids = leases.map((l) => l.runId)
+    // By primary key only, guards as join conditions (byPrimaryKey in guarded.ts).
     const rows = yield* sql<{ id: string; fence: bigint }>`
+      WITH held AS MATERIALIZED (
+        SELECT h.*, 'running'::text AS state, ${owner}::text AS owner
+        FROM unnest(${ids}::bigint[], ${leases.map((l) => l.fence)}::bigint[]) AS h(id, fence)
+      )
       UPDATE ${s.runs(sql)} r
       SET lease_expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
-      FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => l.fence)}::bigint[]) AS h(id, fence)
-      WHERE r.id = h.id AND r.fence = h.fence AND r.state = 'running' COLLATE "C" AND r.lease_owner = ${owner}
+      FROM held h
+      WHERE r.id = ANY(${ids}::bigint[]) AND r.id = h.id AND r.fence = h.fence AND r.state = h.state
+        AND r.lease_owner = h.owner
       RETURNING r.id::text AS id, r.fence`
     return rows.map((r): LeaseKey => ({ runId: r.id, fence: num(r.fence) }))
   })
