@@ -104,6 +104,8 @@ export const run = <R>(
     const inFlight: InFlight = new Map()
     const wake = yield* Queue.sliding<void>(1)
     const signalWake = Queue.offer(wake, undefined).pipe(Effect.asVoid)
+    // Whether the last claim was cut short by capacity (then a freed slot should claim again).
+    let atCapacity = false
 
     // Scope finalizers run in reverse order: claiming stops first, then in-flight runs drain,
     // then the rest are interrupted, and the heartbeat and batcher stop last.
@@ -126,7 +128,11 @@ export const run = <R>(
       inFlight,
       retry: config.retry,
       finalizeTimeout: config.finalizeTimeout,
-      onSlotFreed: signalWake
+      // A freed slot matters only when capacity is what stopped the last claim; otherwise the
+      // queue was empty then, and new runs announce themselves (or the poll finds them). Waking
+      // on every completion would send an empty claim per run, which delays the claim a
+      // notification asks for behind it.
+      onSlotFreed: Effect.suspend(() => atCapacity ? signalWake : Effect.void)
     }
     yield* Effect.addFinalizer(() => drain(owner, inFlight, config.shutdownGrace))
 
@@ -182,7 +188,10 @@ export const run = <R>(
     const claimErrors = Schedule.exponential("100 millis").pipe(Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))))
     const claimOnce = Effect.gen(function*() {
       const free = config.concurrency - inFlight.size
-      if (free <= 0) return false
+      if (free <= 0) {
+        atCapacity = true
+        return false
+      }
       // The local deadline of a new lease counts from before the claim was sent.
       const sentAt = yield* Heartbeat.monotonicMillis
       const claimed = yield* store.claim({
@@ -196,7 +205,8 @@ export const run = <R>(
         yield* events.emit({ _tag: "Claimed", owner, runId: run.id, fence: run.fence, kind: run.kind, attempt: run.attempt })
         start(run, sentAt)
       }
-      return claimed.length === free
+      atCapacity = claimed.length === free
+      return atCapacity
     }).pipe(
       Effect.tapError((error) => WorkerEvents.emit({ _tag: "StoreError", owner, operation: "claim", error: String(error) })),
       Effect.retry(claimErrors)
