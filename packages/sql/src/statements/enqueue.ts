@@ -11,6 +11,7 @@ import { json, textArray } from "./rows.js"
 export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
   Effect.gen(function*() {
     if (requests.length === 0) return [] as ReadonlyArray<Enqueued>
+    if (requests.every((r) => r.idempotencyKey === undefined)) return yield* enqueueWithoutKeys(sql, s, requests)
     const runs = s.runs(sql)
     // Ids are drawn from the sequence up front so each result maps back to its request exactly.
     const rows = yield* sql<{ id: string; created: boolean; key: string | null }>`
@@ -47,3 +48,33 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
     const lateByKey = new Map(late.map((r) => [r.key, r.id]))
     return rows.map((r): Enqueued => ({ id: r.id ?? lateByKey.get(r.key!)!, created: r.created }))
   })
+
+/**
+ * The common case, no idempotency key in the batch: no conflict to handle and no existing run to
+ * look up, so a lighter statement (about half the planning and execution time of the general one
+ * for a single run, which is on the path of pickup latency).
+ */
+const enqueueWithoutKeys = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
+  Effect.map(
+    sql<{ id: string }>`
+      WITH input AS MATERIALIZED (
+        SELECT nextval(pg_get_serial_sequence(${`"${s.schema}".runs`}, 'id')) AS id, t.*
+        FROM unnest(
+          ${requests.map((r) => r.kind)}::text[],
+          ${requests.map((r) => json(r.payload) ?? "null")}::jsonb[],
+          ${requests.map((r) => r.queue ?? "default")}::text[],
+          ${requests.map((r) => r.priority ?? 0)}::int[],
+          ${requests.map((r) => r.delayMs ?? 0)}::float8[],
+          ${requests.map((r) => r.maxAttempts ?? 5)}::int[]
+        ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, ord)
+      ), inserted AS (
+        INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts)
+        SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts
+        FROM input ORDER BY ord
+        RETURNING queue
+      ), woken AS (
+        SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM inserted) q
+      )
+      SELECT id::text AS id, (SELECT count(*) FROM woken) AS woken FROM input ORDER BY ord`,
+    (rows) => rows.map((r): Enqueued => ({ id: r.id, created: true }))
+  )
