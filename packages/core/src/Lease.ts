@@ -126,4 +126,7 @@ const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<
  * @category constructors
  */
 export const acquire = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<LeaseEntry, never, Scope.Scope> =>
-  Effect.acquireRelease(Effect.succeed(entry), (e, exit) => finalize(ctx, e, exit))
+  // The claim is already made (acquiring is registering its finalizer, with nothing to interrupt
+  // in between), so the finalizer is added to the scope directly: `acquireRelease` would also
+  // re-provide the acquiring context to it, copying the worker's whole context once per run.
+  Effect.flatMap(Effect.scope, (scope) => Effect.as(Scope.addFinalizerExit(scope, (exit) => finalize(ctx, entry, exit)), entry))
