@@ -1,7 +1,7 @@
 /**
  * BENCH ONLY — never use this to complete runs. Leasehold's batched completion
  * (`packages/sql/src/statements/guarded.ts` › `completeBatch`) with the fence predicate
- * (`r.fence = i.fence`) removed and nothing else changed: still one statement, still guarded on
+ * (`r.fence = i.fence`) removed and nothing else changed (kept in step with it by hand): still one statement, still guarded on
  * `state = 'running'`, no history row (the real one writes none either: the run row records the
  * completion). It exists to show what the fence costs.
  */
@@ -19,10 +19,11 @@ export const completeBatchWithoutFence = (
 ) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<{ runId: string; ok: boolean }>
+    const ids = items.map((i) => i.runId)
     const rows = yield* sql<{ id: string; fence: bigint; ok: boolean }>`
-      WITH input AS (
-        SELECT * FROM unnest(
-          ${items.map((i) => i.runId)}::bigint[],
+      WITH input AS MATERIALIZED (
+        SELECT t.*, 'running'::text AS held FROM unnest(
+          ${ids}::bigint[],
           ${items.map((i) => i.fence)}::bigint[],
           ${items.map((i) => json(i.result) ?? "null")}::jsonb[]
         ) WITH ORDINALITY AS t(id, fence, result, ord)
@@ -31,7 +32,7 @@ export const completeBatchWithoutFence = (
           state = 'completed', result = i.result, lease_owner = NULL, lease_expires_at = NULL,
           finished_at = now(), updated_at = now()
         FROM input i
-        WHERE r.id = i.id AND r.state = 'running' COLLATE "C"
+        WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.state = i.held
         RETURNING r.id, r.fence
       )
       SELECT i.id::text AS id, i.fence, d.id IS NOT NULL AS ok
