@@ -5,7 +5,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Client, CurrentRun, Fence, FenceRejected, Handler, Run, RunStore } from "@leasehold/core"
-import { Clock, Deferred, Duration, Effect, Ref, Schema } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Ref, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { freshSchema, storeLayer } from "./support/db.js"
 import { expireLease, readRun, twoStores } from "./support/stores.js"
 import { type Event, eventually, spyOnRenewals, startWorker } from "./support/workers.js"
 
@@ -113,6 +115,43 @@ describe("signal tokens", () => {
 })
 
 describe("heartbeat", () => {
+  it.live("renewals never wait for the application's pool: a handler holding its only connection for three TTLs keeps its lease", () =>
+    Effect.gen(function*() {
+      // An application pool of one connection, which the handler holds in a transaction.
+      const context = yield* Layer.build(storeLayer(freshSchema(), 1))
+      const store = Context.get(context, RunStore)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const held = yield* Deferred.make<void>()
+      const holder = Handler.make({
+        kind: "holder",
+        payload: Schema.Unknown,
+        handle: () =>
+          Effect.gen(function*() {
+            const app = yield* SqlClient.SqlClient
+            return yield* app.withTransaction(Effect.gen(function*() {
+              yield* app`SELECT 1`
+              yield* Deferred.succeed(held, undefined)
+              yield* Effect.sleep("3 seconds")
+              return "done"
+            }))
+          })
+      })
+      const events = yield* startWorker(store, sql, { ...fast, ttl: "1 second", heartbeat: "200 millis", handlers: [holder] })
+      const { id } = yield* Client.enqueue(holder, null).pipe(Effect.provideService(RunStore, store))
+      yield* Deferred.await(held)
+      const heldSince = events.length
+      yield* eventually("completed", Effect.map(store.get(id), (r) => r.state === "completed"), "10 seconds")
+      // The lease was renewed while the handler held the connection, and never lost.
+      const renewedWhileHeld = events.slice(heldSince).filter((e) =>
+        e._tag === "HeartbeatConfirmed" && e.renewed.some((l) => l.runId === id)
+      )
+      assert.isAtLeast(renewedWhileHeld.length, 5)
+      assert.isUndefined(events.find((e) => e._tag === "LeaseLost"))
+      const record = yield* store.get(id)
+      assert.strictEqual(record.fence, 1)
+      assert.strictEqual(record.result, "done")
+    }))
+
   it.live("one renewal statement per interval carries every lease of the worker", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
