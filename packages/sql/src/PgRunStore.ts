@@ -38,6 +38,18 @@ const parseNotification = (payload: string): StoreNotification | undefined =>
     ? { _tag: "RunCancelled", runId: payload.slice(2) }
     : undefined
 
+/**
+ * Settings of the runtime pool's connections: plans made once per connection, and made from
+ * indexes only (see `make`).
+ *
+ * @category models
+ */
+export const runtimeSettings: Readonly<Record<string, string>> = {
+  plan_cache_mode: "force_generic_plan",
+  enable_seqscan: "off",
+  enable_bitmapscan: "off"
+}
+
 /** Builds the store over the PgClient in context. @category constructors */
 export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {}) {
   const sql = yield* PgClient.PgClient
@@ -51,8 +63,12 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   // - these statements are planned once: on their own connections plan_cache_mode is
   //   force_generic_plan. Left to choose, Postgres re-plans each execution (their generic plans
   //   cost more on paper, since a LIMIT or an array given as a parameter is assumed large),
-  //   and planning the claim took ~0.7 ms of a ~1 ms statement (bench/, pickup latency). The
-  //   generic plans are the ones wanted: index scans whatever the backlog (see claim.ts).
+  //   and planning the claim took ~0.7 ms of a ~1 ms statement (bench/, pickup latency).
+  // A generic plan lives as long as its connection, and one made while the table was small
+  // would scan it whole once it is large (a claim took 25 s in bench/ that way). Every runtime
+  // statement has one right plan, driven by an index (runs_due, runs_leases,
+  // runs_suspend_deadline, the primary key), so these connections rule out sequential and bitmap
+  // scans: the plan stays index-driven whatever the statistics said when it was made.
   // Everything an application may call inside its own transaction (enqueue, the fenced
   // transaction, checkpoint, suspend) stays on the application's client.
   const runtime = yield* PgClient.make({
@@ -60,7 +76,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     maxConnections: options.runtimeConnections ?? 3,
     minConnections: 0,
     applicationName: `${sql.config.applicationName ?? "leasehold"} (runtime)`,
-    startupParameters: { ...sql.config.startupParameters, plan_cache_mode: "force_generic_plan" }
+    startupParameters: { ...sql.config.startupParameters, ...runtimeSettings }
   }).pipe(Effect.provide(Reactivity.layer))
 
   const notifications = Effect.gen(function*() {
