@@ -8,24 +8,28 @@ import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { json, textArray } from "./rows.js"
 
+/** The requests as rows, each with an id drawn from the sequence up front, so each result maps back to its request exactly. */
+const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
+  sql`
+    SELECT nextval(pg_get_serial_sequence(${`"${s.schema}".runs`}, 'id')) AS id, t.*
+    FROM unnest(
+      ${requests.map((r) => r.kind)}::text[],
+      ${requests.map((r) => json(r.payload) ?? "null")}::jsonb[],
+      ${requests.map((r) => r.queue ?? "default")}::text[],
+      ${requests.map((r) => r.priority ?? 0)}::int[],
+      ${requests.map((r) => r.delayMs ?? 0)}::float8[],
+      ${requests.map((r) => r.maxAttempts ?? 5)}::int[],
+      ${textArray(requests.map((r) => r.idempotencyKey ?? null))}::text[]
+    ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, ord)`
+
 export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
   Effect.gen(function*() {
     if (requests.length === 0) return [] as ReadonlyArray<Enqueued>
     if (requests.every((r) => r.idempotencyKey === undefined)) return yield* enqueueWithoutKeys(sql, s, requests)
     const runs = s.runs(sql)
-    // Ids are drawn from the sequence up front so each result maps back to its request exactly.
     const rows = yield* sql<{ id: string; created: boolean; key: string | null }>`
       WITH input AS MATERIALIZED (
-        SELECT nextval(pg_get_serial_sequence(${`"${s.schema}".runs`}, 'id')) AS id, t.*
-        FROM unnest(
-          ${requests.map((r) => r.kind)}::text[],
-          ${requests.map((r) => json(r.payload) ?? "null")}::jsonb[],
-          ${requests.map((r) => r.queue ?? "default")}::text[],
-          ${requests.map((r) => r.priority ?? 0)}::int[],
-          ${requests.map((r) => r.delayMs ?? 0)}::float8[],
-          ${requests.map((r) => r.maxAttempts ?? 5)}::int[],
-          ${textArray(requests.map((r) => r.idempotencyKey ?? null))}::text[]
-        ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, ord)
+        ${inputRows(sql, s, requests)}
       ), inserted AS (
         INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key
@@ -58,15 +62,7 @@ const enqueueWithoutKeys = (sql: SqlClient.SqlClient, s: StoreSchema, requests: 
   Effect.map(
     sql<{ id: string }>`
       WITH input AS MATERIALIZED (
-        SELECT nextval(pg_get_serial_sequence(${`"${s.schema}".runs`}, 'id')) AS id, t.*
-        FROM unnest(
-          ${requests.map((r) => r.kind)}::text[],
-          ${requests.map((r) => json(r.payload) ?? "null")}::jsonb[],
-          ${requests.map((r) => r.queue ?? "default")}::text[],
-          ${requests.map((r) => r.priority ?? 0)}::int[],
-          ${requests.map((r) => r.delayMs ?? 0)}::float8[],
-          ${requests.map((r) => r.maxAttempts ?? 5)}::int[]
-        ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, ord)
+        ${inputRows(sql, s, requests)}
       ), inserted AS (
         INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts
