@@ -208,7 +208,7 @@ export const run = <R>(
       atCapacity = claimed.length === free
       return atCapacity
     }).pipe(
-      Effect.tapError((error) => WorkerEvents.emit({ _tag: "StoreError", owner, operation: "claim", error: String(error) })),
+      Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "claim", error: String(error) })),
       Effect.retry(claimErrors)
     )
     const claimLoop = Effect.forever(Effect.gen(function*() {
@@ -218,7 +218,7 @@ export const run = <R>(
 
     const listenLoop = Effect.gen(function*() {
       const notifications = yield* store.notifications
-      yield* WorkerEvents.emit({ _tag: "Listening", owner })
+      yield* events.emit({ _tag: "Listening", owner })
       while (true) {
         const note = yield* Queue.take(notifications)
         if (note._tag === "RunsAvailable") {
@@ -231,7 +231,7 @@ export const run = <R>(
       }
     }).pipe(
       Effect.scoped,
-      Effect.tapError((error) => WorkerEvents.emit({ _tag: "StoreError", owner, operation: "listen", error: String(error) })),
+      Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "listen", error: String(error) })),
       // Notifications only speed things up: polling still works while listening is down.
       Effect.retry(claimErrors),
       Effect.ignore
