@@ -59,6 +59,27 @@ describe("claim and fence", () => {
       }
     }))
 
+  it.live("a due-only claim takes pending runs and leaves expired leases and passed suspension deadlines to the sweep", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [abandoned, waiting] = yield* enqueueJobs(stores, 2)
+      assert.strictEqual((yield* claimOne(stores.a, "worker-a", 2)).length, 2)
+      yield* expireLease(stores, abandoned!.id)
+      yield* stores.a.suspend({ runId: waiting!.id, fence: 1, signal: "approval", token: "t-due-only", timeout: Duration.millis(1) })
+      const [fresh] = yield* enqueueJobs(stores, 1)
+      yield* Effect.sleep("50 millis")
+
+      const due = yield* stores.b.claim({ owner: "worker-b", queues: ["default"], kinds: ["job"], limit: 10, ttl, dueOnly: true })
+      assert.deepStrictEqual(due.map((r) => [r.id, r.fence]), [[fresh!.id, 1]])
+      assert.strictEqual((yield* readRun(stores, abandoned!.id)).lease_owner, "worker-a")
+      assert.strictEqual((yield* readRun(stores, waiting!.id)).state, "suspended")
+
+      // The sweep (the default claim) takes both, each under the next fence.
+      const swept = yield* claimOne(stores.b, "worker-b", 10)
+      assert.deepStrictEqual(swept.map((r) => [r.id, r.fence]).sort(), [[abandoned!.id, 2], [waiting!.id, 2]].sort())
+      assert.deepStrictEqual(swept.find((r) => r.id === waiting!.id)!.signals, { approval: { _tag: "TimedOut" } })
+    }))
+
   it.live("the database refuses to lower a fence, whatever statement tries", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

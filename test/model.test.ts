@@ -261,18 +261,19 @@ class Claim extends Step {
     readonly workers: number,
     readonly worker: number,
     readonly limit: number,
-    readonly queues: ReadonlyArray<string>
+    readonly queues: ReadonlyArray<string>,
+    readonly dueOnly: boolean
   ) {
     super()
   }
   toString() {
-    return `claim(${owner(this.workers, this.worker)}, limit ${this.limit}, queues ${this.queues.join("+")})`
+    return `claim(${owner(this.workers, this.worker)}, limit ${this.limit}, queues ${this.queues.join("+")}${this.dueOnly ? ", due only" : ""})`
   }
   async step(m: RunModel, real: Real) {
     const who = owner(this.workers, this.worker)
     const queues = this.queues
-    const expected = m.claim(who, this.limit, queues)
-    const claimed = await must(real.store.claim({ owner: who, queues, kinds, limit: this.limit, ttl }))
+    const expected = m.claim(who, this.limit, queues, this.dueOnly)
+    const claimed = await must(real.store.claim({ owner: who, queues, kinds, limit: this.limit, ttl, dueOnly: this.dueOnly }))
     // RETURNING has no order: compared as a set (sorted by id); which runs are in it is exact.
     const actual = claimed
       .map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.maxAttempts, fence: r.fence, checkpoint: r.checkpoint, signals: r.signals }))
@@ -545,8 +546,10 @@ const commandsFor = (workers: number) =>
         arbitrary: fc.tuple(
           fc.nat(8),
           fc.integer({ min: 1, max: 3 }),
-          fc.constantFrom(["default", "other"], ["default", "other"], ["default"], ["other"])
-        ).map(([w, limit, queues]): Cmd => new Claim(workers, w, limit, queues))
+          fc.constantFrom(["default", "other"], ["default", "other"], ["default"], ["other"]),
+          // One claim in four is due-only, as the worker sends between its sweeps.
+          fc.constantFrom(false, false, false, true)
+        ).map(([w, limit, queues, dueOnly]): Cmd => new Claim(workers, w, limit, queues, dueOnly))
       },
       {
         weight: 2,

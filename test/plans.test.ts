@@ -52,12 +52,14 @@ describe("runtime plans", () => {
 
       let claimed = 0
       for (let round = 0; round < 10; round++) {
-        const runs = yield* store.claim(request)
+        // Both claims the worker sends: the sweep and the due-only one.
+        const runs = yield* store.claim({ ...request, dueOnly: round % 2 === 1 })
         claimed += runs.length
         const leases = runs.map((r) => ({ runId: r.id, fence: r.fence }))
         const renewed = yield* store.renew("w", leases, Duration.seconds(30))
         assert.strictEqual(renewed.length, runs.length)
-        const outcomes = yield* store.completeBatch(leases.map((l) => ({ ...l, result: null })))
+        // Both completion shapes: with results, and without any (no results array is sent).
+        const outcomes = yield* store.completeBatch(leases.map((l) => ({ ...l, result: round % 2 === 0 ? { ok: true } : undefined })))
         assert.isTrue(outcomes.every((o) => o._tag === "Finalized"))
       }
       assert.strictEqual(claimed, 2_000)

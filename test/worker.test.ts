@@ -387,6 +387,40 @@ describe("wake-ups and capacity", () => {
       yield* eventually("claimed", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)), "10 seconds")
     }))
 
+  it.live("claims woken by notifications look at due runs only, and expired leases are still swept every poll interval", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const claims: Array<{ dueOnly: boolean; at: number }> = []
+      const recording: RunStore["Service"] = {
+        ...stores.a,
+        claim: (request) =>
+          Effect.andThen(
+            Effect.sync(() => void claims.push({ dueOnly: request.dueOnly === true, at: performance.now() })),
+            stores.a.claim(request)
+          )
+      }
+      // A run whose holder vanished: claimed under a short lease that nobody renews.
+      const [abandoned] = yield* stores.b.enqueue([{ kind: "job", payload: null }])
+      yield* stores.b.claim({ owner: "vanished", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.millis(300) })
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const events = yield* startWorker(recording, stores.sql, { ...fast, pollInterval: "400 millis", handlers: [job] })
+      // Keep the worker busy with notifications: a new run every 25 ms.
+      yield* Effect.forkScoped(Effect.forever(Effect.andThen(stores.b.enqueue([{ kind: "job", payload: null }]), Effect.sleep("25 millis"))))
+
+      yield* eventually(
+        "the abandoned run reclaimed under fence 2",
+        Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === abandoned!.id && e.fence === 2)),
+        "10 seconds"
+      )
+      yield* eventually("a second of busy claiming", Effect.sync(() => claims.length > 0 && performance.now() - claims[0]!.at > 1_000))
+      const snapshot = [...claims]
+      const sweeps = snapshot.filter((c) => !c.dueOnly)
+      assert.isAbove(snapshot.length - sweeps.length, sweeps.length, "most claims are due-only")
+      assert.isAtLeast(sweeps.length, 2)
+      // Sweeps are spaced by at least the poll interval (measured on another clock: 5 ms of slack).
+      for (let i = 1; i < sweeps.length; i++) assert.isAtLeast(sweeps[i]!.at - sweeps[i - 1]!.at, 395)
+    }))
+
   it.live("a slot is freed only once its completion is acknowledged by the flush", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

@@ -196,16 +196,19 @@ export class RunModel {
 
   // --- claim.ts ---------------------------------------------------------------------------------
 
-  /** Claims up to `limit` from `queues`; returns the runs handed out (running ones), sorted by id. */
-  claim(owner: string, limit: number, queues: ReadonlyArray<string>): Array<ClaimedShape> {
+  /**
+   * Claims up to `limit` from `queues`; returns the runs handed out (running ones), sorted by id.
+   * `dueOnly` leaves expired leases and passed suspension deadlines where they are.
+   */
+  claim(owner: string, limit: number, queues: ReadonlyArray<string>, dueOnly = false): Array<ClaimedShape> {
     if (limit <= 0) return []
     this.tick()
     const all = this.runList().filter((r) => queues.includes(r.queue))
-    const expired = all
+    const expired = dueOnly ? [] : all
       .filter((r) => r.state === "running" && this.isPast(r.leaseExpiresAt!))
       .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || byId(a, b))
       .slice(0, limit)
-    const timedOut = all
+    const timedOut = dueOnly ? [] : all
       .filter((r) => r.state === "suspended" && r.suspendDeadline !== null && this.isPast(r.suspendDeadline))
       .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b))
       .slice(0, limit)

@@ -20,23 +20,23 @@ export const completeBatchWithoutFence = (
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<{ runId: string; ok: boolean }>
     const ids = items.map((i) => i.runId)
-    const rows = yield* sql<{ id: string; fence: bigint; ok: boolean }>`
+    const results = items.some((i) => i.result !== undefined) ? items.map((i) => json(i.result) ?? "null") : null
+    const missed = yield* sql<{ id: string }>`
       WITH input AS MATERIALIZED (
         SELECT t.*, 'running'::text AS held FROM unnest(
           ${ids}::bigint[],
           ${items.map((i) => i.fence)}::bigint[],
-          ${items.map((i) => json(i.result) ?? "null")}::jsonb[]
-        ) WITH ORDINALITY AS t(id, fence, result, ord)
+          ${results}::jsonb[]
+        ) AS t(id, fence, result)
       ), done AS (
         UPDATE ${s.runs(sql)} r SET
-          state = 'completed', result = i.result, lease_owner = NULL, lease_expires_at = NULL,
+          state = 'completed', result = coalesce(i.result, 'null'::jsonb), lease_owner = NULL, lease_expires_at = NULL,
           finished_at = now(), updated_at = now()
         FROM input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.state = i.held
-        RETURNING r.id, r.fence
+        RETURNING r.id
       )
-      SELECT i.id::text AS id, i.fence, d.id IS NOT NULL AS ok
-      FROM input i LEFT JOIN done d ON d.id = i.id
-      ORDER BY i.ord`
-    return rows.map((r) => ({ runId: r.id, fence: Number(r.fence), ok: r.ok }))
+      SELECT i.id::text AS id FROM input i WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id)`
+    const failed = new Set(missed.map((r) => r.id))
+    return items.map((i) => ({ runId: i.runId, ok: !failed.has(i.runId) }))
   })

@@ -32,6 +32,12 @@ export interface ClaimRequest {
   readonly kinds: ReadonlyArray<string>
   readonly limit: number
   readonly ttl: Duration.Duration
+  /**
+   * Due runs only, without the sweep for expired leases and passed suspension deadlines. The
+   * worker asks for this on notifications and freed slots, and sweeps at least once per poll
+   * interval. Default false: every kind of claimable run.
+   */
+  readonly dueOnly?: boolean | undefined
 }
 
 /** @category models */

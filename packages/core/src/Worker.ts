@@ -186,6 +186,8 @@ export const run = <R>(
     }
 
     const claimErrors = Schedule.exponential("100 millis").pipe(Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))))
+    const pollMs = Duration.toMillis(config.pollInterval)
+    let lastSweepAt = Number.NEGATIVE_INFINITY
     const claimOnce = Effect.gen(function*() {
       const free = config.concurrency - inFlight.size
       if (free <= 0) {
@@ -194,13 +196,19 @@ export const run = <R>(
       }
       // The local deadline of a new lease counts from before the claim was sent.
       const sentAt = yield* Heartbeat.monotonicMillis
+      // Expired leases and passed suspension deadlines are swept at least once per poll interval
+      // (every poll sweeps); the claims in between, which notifications and freed slots ask for,
+      // look at due runs only. This clock decides only when to look, never who owns a run.
+      const sweep = sentAt - lastSweepAt >= pollMs
       const claimed = yield* store.claim({
         owner,
         queues: config.queues,
         kinds: registry.kinds,
         limit: free,
-        ttl: config.ttl
+        ttl: config.ttl,
+        dueOnly: !sweep
       })
+      if (sweep) lastSweepAt = sentAt
       for (const run of claimed) {
         yield* events.emit({ _tag: "Claimed", owner, runId: run.id, fence: run.fence, kind: run.kind, attempt: run.attempt })
         start(run, sentAt)

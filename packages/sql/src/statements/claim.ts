@@ -14,6 +14,10 @@ import type { StoreSchema } from "../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 
 export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  request.dueOnly === true ? claimDue(sql, s, request) : claimAll(sql, s, request)
+
+/** Due, abandoned and timed-out runs, in that statement's order: expired leases first. */
+const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
@@ -96,4 +100,47 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, state, origin
       FROM claimed`
     return rows.filter((row) => row.state === "running").map(toClaimed)
+  })
+
+/**
+ * Due runs only: the claim a notification or a freed slot asks for. It leaves out the two sweeps
+ * (expired leases, passed suspension deadlines), which the worker runs at most once per poll
+ * interval, and with them the union and re-sort of three branches: the statement the drain sends
+ * hundreds of times a second is one index scan and one update.
+ */
+const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  Effect.gen(function*() {
+    if (request.limit <= 0 || request.kinds.length === 0) return []
+    const runs = s.runs(sql)
+    const limit = request.limit
+    const rows = yield* sql<ClaimRow>`
+      WITH due AS (
+        -- As in claimAll's due branch: one index scan of runs_due per queue, in claim order.
+        SELECT d.id, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
+        FROM unnest(${request.queues as Array<string>}::text[]) AS q(name) CROSS JOIN LATERAL (
+          SELECT id, priority, run_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
+          WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
+          ORDER BY priority DESC, run_at, id LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ) d
+        ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${limit}
+      ), claimed AS (
+        UPDATE ${runs} r SET
+          fence = r.fence + 1, state = 'running', attempt = r.attempt + 1,
+          lease_owner = ${request.owner},
+          lease_expires_at = now() + ${Duration.toMillis(request.ttl)}::float8 * interval '1 millisecond',
+          finished_at = NULL, signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
+          claimed_by = ${request.owner}, claimed_at = now(), claimed_fence = r.fence + 1, claimed_attempt = r.attempt + 1,
+          updated_at = now()
+        -- By primary key (no join: the rows are locked and nothing else needs their old values).
+        WHERE r.id = ANY(ARRAY(SELECT id FROM due))
+        RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.state
+      ), history AS (
+        -- The claim this one supersedes (a retried or released run's) moves into the history.
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
+        SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
+        FROM due WHERE claimed_at IS NOT NULL
+      )
+      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, state FROM claimed`
+    return rows.map(toClaimed)
   })

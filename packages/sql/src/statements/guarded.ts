@@ -88,39 +88,46 @@ export const guardedOne = <A>(
       ? Effect.succeed(rows[0]!)
       : Effect.flatMap(diagnose(sql, s, operation, [lease]), ([d]) => Effect.fail(toError(operation, d!))))
 
-/** Completes a batch in one statement, each row matched on id + fence + running. */
+/**
+ * Completes a batch in one statement, each row matched on id + fence + running. The statement
+ * returns only the items it did not complete (none, normally): the worker's side decodes nothing
+ * for the runs that went through. When no run has a result (handlers that return nothing) the
+ * results array is not sent at all.
+ */
 export const completeBatch = (sql: SqlClient.SqlClient, s: StoreSchema, items: ReadonlyArray<CompleteItem>) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
     const ids = items.map((i) => i.runId)
-    const rows = yield* sql<{ id: string; fence: bigint; ok: boolean }>`
+    const results = items.some((i) => i.result !== undefined) ? items.map((i) => json(i.result) ?? "null") : null
+    const missed = yield* sql<{ id: string; fence: bigint }>`
       WITH input AS MATERIALIZED (
+        -- A null results array pads every row's result with SQL null: stored as JSON null below.
         SELECT t.*, 'running'::text AS held FROM unnest(
           ${ids}::bigint[],
           ${items.map((i) => i.fence)}::bigint[],
-          ${items.map((i) => json(i.result) ?? "null")}::jsonb[]
-        ) WITH ORDINALITY AS t(id, fence, result, ord)
+          ${results}::jsonb[]
+        ) AS t(id, fence, result)
       ), done AS (
         -- Rows are reached by primary key only (see byPrimaryKey above).
         UPDATE ${s.runs(sql)} r SET
-          state = 'completed', result = i.result, lease_owner = NULL, lease_expires_at = NULL,
+          state = 'completed', result = coalesce(i.result, 'null'::jsonb), lease_owner = NULL, lease_expires_at = NULL,
           finished_at = now(), updated_at = now()
         FROM input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
         RETURNING r.id, r.fence
       )
       -- No history row: run_history reads the completion off the run row.
-      SELECT i.id::text AS id, i.fence, d.id IS NOT NULL AS ok
-      FROM input i LEFT JOIN done d ON d.id = i.id AND d.fence = i.fence
-      ORDER BY i.ord`
-    const stale = rows.filter((r) => !r.ok).map((r) => ({ runId: r.id, fence: num(r.fence) }))
-    const diagnosed = stale.length === 0 ? [] : yield* diagnose(sql, s, "complete", stale)
+      SELECT i.id::text AS id, i.fence FROM input i WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)`
+    if (missed.length === 0) {
+      return items.map((i): FinalizeOutcome => ({ _tag: "Finalized", runId: i.runId, fence: i.fence }))
+    }
+    const stale = missed.map((r) => ({ runId: r.id, fence: num(r.fence) }))
+    const diagnosed = yield* diagnose(sql, s, "complete", stale)
     const byKey = new Map(diagnosed.map((d) => [`${d.runId}:${d.presented}`, d]))
-    return rows.map((r): FinalizeOutcome => {
-      const fence = num(r.fence)
-      if (r.ok) return { _tag: "Finalized", runId: r.id, fence }
-      const d = byKey.get(`${r.id}:${fence}`)
-      return { _tag: "Rejected", runId: r.id, fence, storedFence: d?.stored ?? fence, state: d?.state ?? "missing" }
+    return items.map((i): FinalizeOutcome => {
+      const d = byKey.get(`${i.runId}:${i.fence}`)
+      if (d === undefined) return { _tag: "Finalized", runId: i.runId, fence: i.fence }
+      return { _tag: "Rejected", runId: i.runId, fence: i.fence, storedFence: d.stored ?? i.fence, state: d.state ?? "missing" }
     })
   })
 
