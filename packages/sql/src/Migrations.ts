@@ -99,6 +99,15 @@ const lazyClaimHistory = (s: string): ReadonlyArray<string> => [
     FROM "${s}".runs r WHERE r.state = 'completed'`
 ]
 
+// Every run is written three times (enqueue, claim, completion), and neither later write can be a
+// HOT update (each changes `state`, which the partial indexes name). Free room on each page lets
+// those versions land on their own page, where pruning reclaims the dead ones: fewer pages touched
+// and smaller WAL records. Measured in bench/ (200,000-run drains, four pairs against 100): WAL
+// 962 -> 821 bytes per run, 4-13% more runs/s. Applies to pages written from now on.
+const runsFillfactor = (s: string): ReadonlyArray<string> => [
+  `ALTER TABLE "${s}".runs SET (fillfactor = 70)`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -124,7 +133,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
     loader: Migrator.fromRecord({
       "0001_init": statements(init(store.schema)),
       "0002_partial_unique_keys": statements(partialUniqueKeys(store.schema)),
-      "0003_lazy_claim_history": statements(lazyClaimHistory(store.schema))
+      "0003_lazy_claim_history": statements(lazyClaimHistory(store.schema)),
+      "0004_runs_fillfactor": statements(runsFillfactor(store.schema))
     })
   })
 })

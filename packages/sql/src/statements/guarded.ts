@@ -91,14 +91,15 @@ export const guardedOne = <A>(
 /**
  * Completes a batch in one statement, each row matched on id + fence + running. The statement
  * returns only the items it did not complete (none, normally): the worker's side decodes nothing
- * for the runs that went through. When no run has a result (handlers that return nothing) the
- * results array is not sent at all.
+ * for the runs that went through. When no run has a result (handlers that return nothing, or
+ * null) the results array is not sent at all.
  */
 export const completeBatch = (sql: SqlClient.SqlClient, s: StoreSchema, items: ReadonlyArray<CompleteItem>) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
     const ids = items.map((i) => i.runId)
-    const results = items.some((i) => i.result !== undefined) ? items.map((i) => json(i.result) ?? "null") : null
+    // null and undefined are both stored as JSON null (handlers that return nothing).
+    const results = items.some((i) => i.result !== undefined && i.result !== null) ? items.map((i) => json(i.result) ?? "null") : null
     const missed = yield* sql<{ id: string; fence: bigint }>`
       WITH input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null below.
