@@ -28,7 +28,7 @@ const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence"] as const
 
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
   [--reclaim-leases K] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
-  [--only leasehold,graphile-batched,graphile-default,pgboss-tuned,pgboss-default]
+  [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default]
   [--measures drain,latency,heartbeat,reclaim,fence] [--out-dir DIR] [--database-url URL] [--keep-databases]
   [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)`
 

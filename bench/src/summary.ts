@@ -226,21 +226,25 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
   const targets: Array<Target> = []
   const find = (id: string) => compared.find((m) => m.id === id)?.byVariant ?? {}
   const tp = find("throughput")
-  const lh = tp["leasehold"]
   const fmtX = (x: number) => `${x.toFixed(2)}×`
-  if (lh != null && tp["graphile-batched"] != null) {
-    const r = lh.median / tp["graphile-batched"]!.median
-    targets.push({ name: "throughput ≥ 1.25× graphile-worker batched", met: r >= 1.25, detail: fmtX(r) })
-  }
-  const bossBest = [tp["pgboss-tuned"], tp["pgboss-default"]].filter((s): s is Spread => s != null)
-  if (lh != null && bossBest.length > 0) {
-    const best = Math.max(...bossBest.map((s) => s.median))
-    const r = lh.median / best
-    targets.push({ name: "throughput ≥ 2× pg-boss best", met: r >= 2, detail: fmtX(r) })
+  // The targets are for the default store (completed runs kept); the deleting store is reported
+  // against the same targets, separately.
+  for (const [id, suffix] of [["leasehold", ""], ["leasehold-delete", " (completed runs deleted)"]] as const) {
+    const lh = tp[id]
+    if (lh != null && tp["graphile-batched"] != null) {
+      const r = lh.median / tp["graphile-batched"]!.median
+      targets.push({ name: `throughput ≥ 1.25× graphile-worker batched${suffix}`, met: r >= 1.25, detail: fmtX(r) })
+    }
+    const bossBest = [tp["pgboss-tuned"], tp["pgboss-default"]].filter((s): s is Spread => s != null)
+    if (lh != null && bossBest.length > 0) {
+      const best = Math.max(...bossBest.map((s) => s.median))
+      const r = lh.median / best
+      targets.push({ name: `throughput ≥ 2× pg-boss best${suffix}`, met: r >= 2, detail: fmtX(r) })
+    }
   }
   const p50 = find("pickupP50")
   if (p50["leasehold"] != null) {
-    const peers = Object.entries(p50).filter(([id, s]) => id !== "leasehold" && s != null) as Array<[string, Spread]>
+    const peers = Object.entries(p50).filter(([id, s]) => !id.startsWith("leasehold") && s != null) as Array<[string, Spread]>
     if (peers.length > 0) {
       const [bestId, best] = peers.reduce((a, b) => (b[1].median < a[1].median ? b : a))
       targets.push({

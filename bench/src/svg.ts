@@ -18,6 +18,7 @@ interface Panel {
 
 const colors: Record<string, string> = {
   "leasehold": "#2563eb",
+  "leasehold-delete": "#93c5fd",
   "graphile-batched": "#ea580c",
   "graphile-default": "#fdba74",
   "pgboss-tuned": "#16a34a",

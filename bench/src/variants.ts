@@ -5,12 +5,12 @@
 import type { GraphileOptions } from "./systems/graphile.js"
 import { graphile } from "./systems/graphile.js"
 import type { LeaseholdOptions } from "./systems/leasehold.js"
-import { leasehold } from "./systems/leasehold.js"
+import { leasehold, leaseholdDeleting } from "./systems/leasehold.js"
 import type { PgBossOptions } from "./systems/pgboss.js"
 import { pgboss } from "./systems/pgboss.js"
 import type { System } from "./systems/system.js"
 
-export type VariantId = "leasehold" | "graphile-batched" | "graphile-default" | "pgboss-tuned" | "pgboss-default"
+export type VariantId = "leasehold" | "leasehold-delete" | "graphile-batched" | "graphile-default" | "pgboss-tuned" | "pgboss-default"
 
 export interface Variant<O = unknown> {
   readonly id: VariantId
@@ -62,6 +62,14 @@ export const variants: ReadonlyArray<Variant<any>> = [
     mode: "tuned",
     options: leaseholdOptions,
     source: "Worker.run options (2,000 runs in flight, completions flushed 500 per statement); leases, heartbeats, fences and run history always on"
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-delete",
+    label: "Leasehold, completed deleted",
+    system: leaseholdDeleting,
+    mode: "tuned",
+    options: leaseholdOptions,
+    source: "the same Worker.run options on a store built with completedRuns: \"delete\" (a completion deletes the run and its history in its guarded statement, as graphile-worker deletes finished jobs); leases, heartbeats and fences on"
   } satisfies Variant<LeaseholdOptions>,
   {
     id: "graphile-batched",

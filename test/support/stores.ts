@@ -15,21 +15,25 @@ export interface Stores {
   readonly sql: SqlClient.SqlClient
 }
 
-const storeOn = (schema: string) =>
+const storeOn = (schema: string, options: PgRunStore.PgRunStoreOptions) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
-      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 4 })))
+      PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 4 })))
     )
     return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
   })
 
+/** Scoped: two stores on a fresh schema, built with the given options. */
+export const twoStoresWith = (options: PgRunStore.PgRunStoreOptions) =>
+  Effect.gen(function*() {
+    const schema = freshSchema()
+    const first = yield* storeOn(schema, options)
+    const second = yield* storeOn(schema, options)
+    return { schema, a: first.store, b: second.store, sql: first.sql } satisfies Stores
+  })
+
 /** Scoped: two stores on a fresh schema. */
-export const twoStores = Effect.gen(function*() {
-  const schema = freshSchema()
-  const first = yield* storeOn(schema)
-  const second = yield* storeOn(schema)
-  return { schema, a: first.store, b: second.store, sql: first.sql } satisfies Stores
-})
+export const twoStores = twoStoresWith({})
 
 /** Moves a run's lease expiry into the past: the database's clock, not a sleep, makes it expire. */
 export const expireLease = (stores: Stores, runId: string) =>

@@ -1,6 +1,7 @@
 /**
  * Leasehold under the bench: enqueue through the store, a worker through `Worker.run` with leases,
- * heartbeats and fences on (there is no way to turn them off).
+ * heartbeats and fences on (there is no way to turn them off). Two systems: completed runs kept
+ * (the default, with results and history) and completed runs deleted (`completedRuns: "delete"`).
  */
 import { Handler, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
@@ -25,9 +26,12 @@ export interface LeaseholdOptions {
 const Payload = Schema.Struct({ i: Schema.Number })
 
 /** A store and its SqlClient, built in a scope the caller closes. */
-export const openStore = async (url: string, options: { readonly maxConnections: number; readonly migrate: boolean }) => {
+export const openStore = async (
+  url: string,
+  options: { readonly maxConnections: number; readonly migrate: boolean; readonly completedRuns?: PgRunStore.CompletedRuns }
+) => {
   const scope = Effect.runSync(Scope.make())
-  const layer = PgRunStore.layer({ schema: SCHEMA, migrate: options.migrate }).pipe(
+  const layer = PgRunStore.layer({ schema: SCHEMA, migrate: options.migrate, completedRuns: options.completedRuns }).pipe(
     Layer.provideMerge(Database.clientLayer(url, { maxConnections: options.maxConnections, applicationName: "bench-leasehold" }))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
@@ -49,8 +53,9 @@ const enqueueSession = async (url: string): Promise<EnqueueSession> => {
   }
 }
 
-const startWorker = async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<WorkerHandle> => {
-  const opened = await openStore(url, { maxConnections: options.maxConnections, migrate: false })
+const startWorker = (completedRuns: PgRunStore.CompletedRuns) =>
+async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<WorkerHandle> => {
+  const opened = await openStore(url, { maxConnections: options.maxConnections, migrate: false, completedRuns })
   const store = hooks.wrapStore === undefined ? opened.store : hooks.wrapStore(opened.store)
   const handler = Handler.make({
     kind: KIND,
@@ -91,11 +96,11 @@ const startWorker = async (url: string, options: LeaseholdOptions, hooks: Worker
 const remainingSql = `SELECT ((SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'pending')
   + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'running'))::int AS n`
 
-export const leasehold: System<LeaseholdOptions> = {
+const keeping: System<LeaseholdOptions> = {
   name: "leasehold",
   schemas: [SCHEMA],
   enqueueSession,
-  startWorker,
+  startWorker: startWorker("keep"),
   remainingSql,
   completedSql: () => `SELECT count(*)::int AS n FROM ${SCHEMA}.runs WHERE state = 'completed'`,
   verifySql: `SELECT
@@ -105,3 +110,20 @@ export const leasehold: System<LeaseholdOptions> = {
       (SELECT count(*) FROM (SELECT run_id FROM ${SCHEMA}.run_history GROUP BY run_id
         HAVING array_agg(kind ORDER BY at, seq NULLS LAST) = ARRAY['claimed', 'completed']) h)::int AS history`
 }
+
+// Completed runs leave no row: what is completed is what was enqueued and is gone (a failed run
+// would stay, and count as not completed).
+const deleting: System<LeaseholdOptions> = {
+  name: "leasehold (completed runs deleted)",
+  schemas: [SCHEMA],
+  enqueueSession,
+  startWorker: startWorker("delete"),
+  remainingSql,
+  completedSql: (total) => `SELECT (${total} - count(*))::int AS n FROM ${SCHEMA}.runs`,
+  verifySql: `SELECT
+      (SELECT count(*) FROM ${SCHEMA}.runs)::int AS total,
+      (SELECT count(*) FROM ${SCHEMA}.run_events)::int AS events`
+}
+
+export const leasehold = keeping
+export const leaseholdDeleting = deleting

@@ -17,6 +17,9 @@ import * as read from "./statements/read.js"
 import * as renewStatement from "./statements/renew.js"
 import * as StoreSchema from "./StoreSchema.js"
 
+/** What becomes of a completed run (see `PgRunStoreOptions.completedRuns`). @category models */
+export type CompletedRuns = guarded.CompletedRuns
+
 /** @category models */
 export interface PgRunStoreOptions {
   /** Postgres schema holding the tables. Default `leasehold`. */
@@ -29,6 +32,12 @@ export interface PgRunStoreOptions {
    * a time.
    */
   readonly runtimeConnections?: number | undefined
+  /**
+   * What becomes of a completed run: `"keep"` (default) keeps the row, its result and its history;
+   * `"delete"` deletes them in the completion's own guarded statement (nothing accumulates, and a
+   * drain writes less). Failed and cancelled runs are kept either way.
+   */
+  readonly completedRuns?: CompletedRuns | undefined
 }
 
 const parseNotification = (payload: string): StoreNotification | undefined =>
@@ -54,6 +63,7 @@ export const runtimeSettings: Readonly<Record<string, string>> = {
 export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {}) {
   const sql = yield* PgClient.PgClient
   const s = StoreSchema.make(options.schema)
+  const completedRuns = options.completedRuns ?? "keep"
   if (options.migrate ?? true) yield* Migrations.run(s)
 
   // The worker runtime's statements (claim, renew, batched completion) run on a small pool of
@@ -101,12 +111,12 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests).pipe(Effect.withSpan("PgRunStore.enqueue")),
     claim: (request) => claimStatement.claim(runtime, s, request),
     renew: (owner, leases, ttl) => renewStatement.renew(runtime, s, owner, leases, ttl),
-    completeBatch: (items) => guarded.completeBatch(runtime, s, items),
+    completeBatch: (items) => guarded.completeBatch(runtime, s, items, completedRuns),
     fail: (request) => guarded.fail(sql, s, request),
     release: (lease) => guarded.release(sql, s, lease),
     checkpoint: (lease, value) => guarded.checkpoint(sql, s, lease, value),
     suspend: (request) => guarded.suspend(sql, s, request),
-    completeInTransaction: (lease, effect, encode) => guarded.completeInTransaction(sql, s, lease, effect, encode),
+    completeInTransaction: (lease, effect, encode) => guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns),
     resume: (idOrToken, payload) => admin.resume(sql, s, idOrToken, payload),
     cancel: (runId) => admin.cancel(sql, s, runId),
     retry: (runId) => admin.retry(sql, s, runId),

@@ -89,17 +89,46 @@ export const guardedOne = <A>(
       : Effect.flatMap(diagnose(sql, s, operation, [lease]), ([d]) => Effect.fail(toError(operation, d!))))
 
 /**
+ * What becomes of a completed run. `keep` (the default): the row stays, with its result and its
+ * history (`run_history`, `runs show`). `delete`: the completion deletes the row and its stored
+ * history in the same guarded statement, as graphile-worker does with finished jobs; a stale write
+ * that arrives afterwards is still rejected, as `RunNotFound` (nothing is left to compare fences
+ * with). Failed and cancelled runs are kept either way.
+ */
+export type CompletedRuns = "keep" | "delete"
+
+/**
  * Completes a batch in one statement, each row matched on id + fence + running. The statement
  * returns only the items it did not complete (none, normally): the worker's side decodes nothing
  * for the runs that went through. When no run has a result (handlers that return nothing, or
  * null) the results array is not sent at all.
  */
-export const completeBatch = (sql: SqlClient.SqlClient, s: StoreSchema, items: ReadonlyArray<CompleteItem>) =>
+export const completeBatch = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  items: ReadonlyArray<CompleteItem>,
+  completedRuns: CompletedRuns = "keep"
+) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
     const ids = items.map((i) => i.runId)
     // null and undefined are both stored as JSON null (handlers that return nothing).
     const results = items.some((i) => i.result !== undefined && i.result !== null) ? items.map((i) => json(i.result) ?? "null") : null
+    // Rows are reached by primary key only (see byPrimaryKey above).
+    const done = completedRuns === "delete"
+      ? sql`
+        DELETE FROM ${s.runs(sql)} r USING input i
+        WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
+        RETURNING r.id, r.fence
+      ), forgotten AS (
+        DELETE FROM ${s.events(sql)} WHERE run_id = ANY(ARRAY(SELECT id FROM done))`
+      : sql`
+        UPDATE ${s.runs(sql)} r SET
+          state = 'completed', result = coalesce(i.result, 'null'::jsonb), lease_owner = NULL, lease_expires_at = NULL,
+          finished_at = now(), updated_at = now()
+        FROM input i
+        WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
+        RETURNING r.id, r.fence`
     const missed = yield* sql<{ id: string; fence: bigint }>`
       WITH input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null below.
@@ -108,15 +137,7 @@ export const completeBatch = (sql: SqlClient.SqlClient, s: StoreSchema, items: R
           ${items.map((i) => i.fence)}::bigint[],
           ${results}::jsonb[]
         ) AS t(id, fence, result)
-      ), done AS (
-        -- Rows are reached by primary key only (see byPrimaryKey above).
-        UPDATE ${s.runs(sql)} r SET
-          state = 'completed', result = coalesce(i.result, 'null'::jsonb), lease_owner = NULL, lease_expires_at = NULL,
-          finished_at = now(), updated_at = now()
-        FROM input i
-        WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
-        RETURNING r.id, r.fence
-      )
+      ), done AS (${done})
       -- No history row: run_history reads the completion off the run row.
       SELECT i.id::text AS id, i.fence FROM input i WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)`
     if (missed.length === 0) {
@@ -241,7 +262,8 @@ export const completeInTransaction = <A, E, R>(
   s: StoreSchema,
   lease: LeaseKey,
   effect: Effect.Effect<A, E, R>,
-  encodeResult: (a: A) => unknown
+  encodeResult: (a: A) => unknown,
+  completedRuns: CompletedRuns = "keep"
 ) => {
   const check = Effect.gen(function*() {
     const rows = yield* sql<{ fence: bigint; state: RunState }>`
@@ -259,7 +281,17 @@ export const completeInTransaction = <A, E, R>(
     }
   })
   const complete = (value: A) =>
-    sql<{ id: string }>`
+    completedRuns === "delete"
+      ? sql<{ id: string }>`
+      WITH done AS (
+        DELETE FROM ${s.runs(sql)}
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
+        RETURNING id
+      ), forgotten AS (
+        DELETE FROM ${s.events(sql)} WHERE run_id IN (SELECT id FROM done)
+      )
+      SELECT id::text AS id FROM done`
+      : sql<{ id: string }>`
       UPDATE ${s.runs(sql)} SET
         state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
         lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()

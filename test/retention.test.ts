@@ -1,0 +1,91 @@
+/**
+ * `completedRuns: "delete"`: a completion deletes the run and its stored history in its own
+ * guarded statement (id + fence + running). Deleting changes what is kept, not who may write:
+ * a stale holder is still rejected by the fence while the run exists, and finds nothing to write
+ * once it is gone.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { FenceRejected, RunNotFound } from "@leasehold/core"
+import { Duration, Effect } from "effect"
+import { expireLease, readRun, type Stores, twoStoresWith } from "./support/stores.js"
+
+const ttl = Duration.minutes(5)
+const claim = (stores: Stores, who: "a" | "b", limit: number) =>
+  stores[who].claim({ owner: `worker-${who}`, queues: ["default"], kinds: ["job"], limit, ttl })
+const count = (stores: Stores, table: "runs" | "run_events", runId: string) =>
+  Effect.map(
+    stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".${table} WHERE ${table === "runs" ? "id" : "run_id"} = ${Number(runId)}`),
+    (rows) => rows[0]!.n
+  )
+
+describe("completed runs deleted", () => {
+  it.live("a completion deletes the run and its history; a stale holder is rejected by the fence, then finds nothing to write", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStoresWith({ completedRuns: "delete" })
+      const [x, y, z] = yield* stores.a.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i }, maxAttempts: 10 })))
+      assert.strictEqual((yield* claim(stores, "a", 3)).length, 3)
+      // A loses x: its lease expires and b reclaims it under fence 2 (a history row for x).
+      yield* expireLease(stores, x!.id)
+      assert.deepStrictEqual((yield* claim(stores, "b", 3)).map((r) => [r.id, r.fence]), [[x!.id, 2]])
+      assert.isAbove(yield* count(stores, "run_events", x!.id), 0)
+
+      // A's batch: y and z are completed (and deleted); x is rejected by the fence, as in keep mode.
+      const outcomes = yield* stores.a.completeBatch([x!, y!, z!].map((r) => ({ runId: r.id, fence: 1, result: { by: "a" } })))
+      assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Rejected", "Finalized", "Finalized"])
+      assert.deepInclude(outcomes[0]!, { runId: x!.id, fence: 1, storedFence: 2, state: "running" })
+      assert.strictEqual(yield* count(stores, "runs", y!.id), 0)
+      assert.strictEqual(yield* count(stores, "runs", z!.id), 0)
+      assert.deepInclude(yield* readRun(stores, x!.id), { state: "running", fence: 2, lease_owner: "worker-b" })
+
+      // B completes x: the row and every history row of x go in the same statement.
+      const [done] = yield* stores.b.completeBatch([{ runId: x!.id, fence: 2, result: null }])
+      assert.strictEqual(done!._tag, "Finalized")
+      assert.strictEqual(yield* count(stores, "runs", x!.id), 0)
+      assert.strictEqual(yield* count(stores, "run_events", x!.id), 0)
+
+      // A's later writes for x find no run: rejected, nothing written anywhere.
+      const checkpoint = yield* Effect.flip(stores.a.checkpoint({ runId: x!.id, fence: 1 }, { step: 2 }))
+      assert.instanceOf(checkpoint, RunNotFound)
+      const [late] = yield* stores.a.completeBatch([{ runId: x!.id, fence: 1, result: { by: "a" } }])
+      assert.deepInclude(late!, { _tag: "Rejected", state: "missing" })
+      const left = yield* stores.sql.unsafe<{ runs: number; events: number }>(
+        `SELECT (SELECT count(*) FROM "${stores.schema}".runs)::int AS runs, (SELECT count(*) FROM "${stores.schema}".run_events)::int AS events`
+      )
+      assert.deepStrictEqual(left[0], { runs: 0, events: 0 })
+    }))
+
+  it.live("a fenced transaction commits the application's write and deletes the run together, or neither", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStoresWith({ completedRuns: "delete" })
+      yield* stores.sql.unsafe(`CREATE TABLE "${stores.schema}".ledger (run_id bigint, note text)`)
+      const write = (runId: string, note: string) =>
+        stores.sql.unsafe(`INSERT INTO "${stores.schema}".ledger VALUES (${Number(runId)}, '${note}')`)
+      const [kept, lost] = yield* stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null }])
+      assert.strictEqual((yield* claim(stores, "a", 2)).length, 2)
+
+      const value = yield* stores.a.completeInTransaction({ runId: kept!.id, fence: 1 }, Effect.as(write(kept!.id, "ok"), 7), (n) => n)
+      assert.strictEqual(value, 7)
+      assert.strictEqual(yield* count(stores, "runs", kept!.id), 0)
+
+      // The fence moved while a still held the run: its transaction rolls back, ledger row included.
+      yield* expireLease(stores, lost!.id)
+      assert.strictEqual((yield* claim(stores, "b", 1)).length, 1)
+      const rejected = yield* Effect.flip(stores.a.completeInTransaction({ runId: lost!.id, fence: 1 }, write(lost!.id, "stale"), () => null))
+      assert.instanceOf(rejected, FenceRejected)
+      assert.deepInclude(rejected as FenceRejected, { presentedFence: 1, storedFence: 2 })
+      const ledger = yield* stores.sql.unsafe<{ run_id: string; note: string }>(`SELECT run_id::text, note FROM "${stores.schema}".ledger`)
+      assert.deepStrictEqual(ledger.map((r) => [r.run_id, r.note]), [[kept!.id, "ok"]])
+      assert.deepInclude(yield* readRun(stores, lost!.id), { state: "running", fence: 2 })
+    }))
+
+  it.live("failed runs are kept: only completions delete", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStoresWith({ completedRuns: "delete" })
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null, maxAttempts: 1 }])
+      assert.strictEqual((yield* claim(stores, "a", 1)).length, 1)
+      const outcome = yield* stores.a.fail({ runId: run!.id, fence: 1, error: { message: "boom" }, retryDelayMs: undefined })
+      assert.strictEqual(outcome._tag, "Failed")
+      assert.strictEqual((yield* readRun(stores, run!.id)).state, "failed")
+      assert.isAbove(yield* count(stores, "run_events", run!.id), 0)
+    }))
+})
