@@ -545,6 +545,29 @@ describe("leasehold: the database", () => {
 })
 
 describe("leasehold worker", () => {
+  it.live("--completed-runs delete: completed runs leave no row; a bad value is a usage error and starts nothing", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store, sql } = yield* openStore(schema)
+      const bad = yield* leasehold(["worker", "--completed-runs", "forever", ...connection(schema)])
+      assertRejected(bad, 2, /completed-runs/)
+      const id = runIdOf(yield* leasehold([
+        "enqueue", "resize-image", "--payload", `{"image":"dog.png","width":64}`, ...connection(schema)
+      ]))
+      const worker = yield* background(["worker", "--completed-runs", "delete", "--json", ...connection(schema)])
+      yield* eventually(
+        "the run completed and deleted",
+        Effect.map(sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs`), (rows) => rows[0]!.n === 0),
+        "20 seconds"
+      )
+      assert.strictEqual((yield* Effect.flip(store.get(id)))._tag, "RunNotFound")
+      worker.child.kill("SIGTERM")
+      const exited = yield* Effect.promise(() => worker.exited)
+      assert.strictEqual(exited.code, 130)
+      const settled = exited.stdout.trim().split("\n").map((l) => JSON.parse(l)).filter((e) => e._tag === "RunSettled")
+      assert.deepStrictEqual(settled.map((e) => [e.runId, e.fence, e.outcome]), [[id, 1, "completed"]])
+    }))
+
   it.live("runs what enqueue wrote, a suspension and resume included, and shuts down gracefully on SIGTERM", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")

@@ -37,6 +37,8 @@ export interface StoreOptions {
    * runs pass false: they must not create a store as a side effect of a typo in `--schema`.
    */
   readonly migrate?: boolean | undefined
+  /** What becomes of completed runs (the worker's `--completed-runs`). Default keep. */
+  readonly completedRuns?: PgRunStore.CompletedRuns | undefined
 }
 
 export const embeddedDataDir = path.resolve(process.env.LEASEHOLD_DATA_DIR ?? ".leasehold/pgdata")
@@ -47,7 +49,7 @@ export const resolveUrl = (flags: ConnectionFlags): Effect.Effect<string, Embedd
 
 /** PgClient + RunStore for the connection flags. */
 export const storeLayer = (flags: ConnectionFlags, url: string, options: StoreOptions = {}) =>
-  PgRunStore.layer({ schema: flags.schema, migrate: options.migrate ?? true }).pipe(
+  PgRunStore.layer({ schema: flags.schema, migrate: options.migrate ?? true, completedRuns: options.completedRuns }).pipe(
     Layer.provideMerge(Database.clientLayer(url))
   )
 

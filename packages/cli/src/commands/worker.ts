@@ -16,6 +16,10 @@ export const worker = Command.make("worker", {
   concurrency: Flag.Int("concurrency").pipe(Flag.withDefault(10)),
   ttl: Flag.String("ttl").pipe(Flag.withDefault("30 seconds"), Flag.withDescription("lease TTL, e.g. \"30 seconds\"")),
   heartbeat: Flag.String("heartbeat").pipe(Flag.optional, Flag.withDescription("renewal interval (default TTL/3)")),
+  completedRuns: Flag.Literals("completed-runs", ["keep", "delete"]).pipe(
+    Flag.withDefault("keep"),
+    Flag.withDescription("keep completed runs (result and history), or delete them as they complete")
+  ),
   json: Flag.Boolean("json").pipe(Flag.withDefault(false), Flag.withDescription("print worker events as JSON lines"))
 }, (flags) =>
   Effect.gen(function*() {
@@ -43,6 +47,7 @@ export const worker = Command.make("worker", {
       })
     yield* Connection.withStore(
       flags,
-      Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit }))
+      Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit })),
+      { completedRuns: flags.completedRuns }
     )
   })).pipe(Command.withDescription("Run a worker until SIGINT/SIGTERM (graceful shutdown)"))
