@@ -14,7 +14,7 @@ import { databaseUrl } from "./support/db.js"
 
 const mainPath = fileURLToPath(new URL("../bench/dist/main.js", import.meta.url))
 
-const VARIANTS = ["leasehold", "graphile-batched", "graphile-default", "pgboss-tuned", "pgboss-default"]
+const VARIANTS = ["leasehold", "leasehold-delete", "graphile-batched", "graphile-default", "pgboss-tuned", "pgboss-default"]
 const COMPARED = ["throughput", "pickupP50", "pickupP99", "statementsPerRun", "commitsPerRun", "walBytesPerRun", "deadTuplesPerRun"]
 
 const runQuick = (outDir: string) =>
@@ -71,6 +71,9 @@ describe("benchmark (quick profile)", () => {
       const leasehold = result.raw.drain.find((d: { variant: string }) => d.variant === "leasehold")
       assert.isFalse(leasehold.capped)
       assert.strictEqual(leasehold.exactlyOnce.checks.history, leasehold.runs)
+      // The deleting store left neither runs nor history behind.
+      const deleting = result.raw.drain.find((d: { variant: string }) => d.variant === "leasehold-delete")
+      assert.deepStrictEqual(deleting.exactlyOnce.checks, { total: 0, events: 0 })
 
       // Heartbeat: one renewal statement per round carrying every lease, and one commit per round.
       const heartbeat = result.summary.heartbeat

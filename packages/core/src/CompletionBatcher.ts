@@ -16,15 +16,24 @@ type SqlError = SqlErrorModule.SqlError
 import type { FinalizeOutcome } from "./RunRecord.js"
 import type { CompleteItem, RunStore } from "./RunStore.js"
 
+/** How a queued completion ended: committed or rejected, or its batch's write failed. */
+export type CompletionExit = Exit.Exit<FinalizeOutcome, SqlError | Cause.TimeoutError>
+
 /** @category models */
 export interface CompletionBatcher {
   /** Queues a completion and waits until its batch is committed (or the item rejected). */
   readonly complete: (item: CompleteItem) => Effect.Effect<FinalizeOutcome, SqlError | Cause.TimeoutError>
+  /**
+   * Queues a completion without waiting: `then` runs on the flushing fiber once the batch is
+   * answered (it must not fail). The worker's runs use this, so a finished run's fiber ends at
+   * once instead of suspending until its batch is written.
+   */
+  readonly submit: (item: CompleteItem, then: (exit: CompletionExit) => Effect.Effect<void>) => void
 }
 
 interface Pending {
   readonly item: CompleteItem
-  readonly answer: (outcome: Exit.Exit<FinalizeOutcome, SqlError | Cause.TimeoutError>) => void
+  readonly answer: (exit: CompletionExit) => Effect.Effect<void>
 }
 
 /**
@@ -64,11 +73,11 @@ export const make = Effect.fnUntraced(function*(
   const flush = (batch: ReadonlyArray<Pending>) =>
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Effect.exit(restore(write(batch))), (exit) =>
-        Effect.sync(() => {
-          for (let i = 0; i < batch.length; i++) {
-            batch[i]!.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))
-          }
-        }))
+        Effect.forEach(
+          batch,
+          (pending, i) => pending.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause)),
+          { discard: true }
+        ))
     )
 
   const flushAll = Effect.whileLoop({
@@ -80,10 +89,13 @@ export const make = Effect.fnUntraced(function*(
   yield* Effect.forkScoped(Effect.forever(Effect.andThen(Queue.take(wake), flushAll)))
   yield* Effect.addFinalizer(() => flushAll)
 
+  const submit = (item: CompleteItem, answer: (exit: CompletionExit) => Effect.Effect<void>): void => {
+    queued.push({ item, answer })
+    if (queued.length === 1) Queue.offerUnsafe(wake, undefined)
+  }
   const complete = (item: CompleteItem) =>
     Effect.callback<FinalizeOutcome, SqlError | Cause.TimeoutError>((resume) => {
-      queued.push({ item, answer: resume })
-      if (queued.length === 1) Queue.offerUnsafe(wake, undefined)
+      submit(item, (exit) => Effect.sync(() => resume(exit)))
     })
-  return { complete } satisfies CompletionBatcher
+  return { complete, submit } satisfies CompletionBatcher
 })

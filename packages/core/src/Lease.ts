@@ -1,9 +1,10 @@
 /**
  * A lease as a scoped resource. Its entry is in the worker's in-flight set (where the worker's
  * heartbeat and deadline watchdog see it); the finalizer releases the claim according to how the
- * RunScope ended: success completes (batched, guarded), failure records the error and schedules a
- * retry or fails the run, interruption releases the run so another worker can take it at once.
- * Every one of these writes is guarded by the lease's fence.
+ * RunScope ended: success queues the completion (batched, guarded; the entry keeps its slot and
+ * its renewals until the batch answers), failure records the error and schedules a retry or fails
+ * the run, interruption releases the run so another worker can take it at once. Every one of these
+ * writes is guarded by the lease's fence.
  *
  * @since 0.1.0
  */
@@ -11,7 +12,7 @@ import { Cause, Duration, Effect, Exit, Scope } from "effect"
 import type { SqlError as SqlErrorModule } from "effect/sql"
 type SqlError = SqlErrorModule.SqlError
 import * as Backoff from "./Backoff.js"
-import type { CompletionBatcher } from "./CompletionBatcher.js"
+import type { CompletionBatcher, CompletionExit } from "./CompletionBatcher.js"
 import type { InFlight, LeaseEntry } from "./InFlight.js"
 import type { LeaseKey } from "./RunRecord.js"
 import type { RunStore, StaleWrite } from "./RunStore.js"
@@ -53,18 +54,32 @@ const isPermanent = (cause: Cause.Cause<unknown>): boolean => Cause.squash(cause
 // per run at tens of thousands of runs a second.
 const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
   entry.finalizing = true
-  const settle: Effect.Effect<Settlement> = entry.settled !== undefined
-    ? Effect.succeed(entry.settled)
-    : Exit.isSuccess(exit)
-    ? complete(ctx, entry, exit.value)
-    : settleFailure(ctx, entry, exit.cause)
-  return Effect.flatMap(settle, (outcome) => ctx.events.emit({ _tag: "RunSettled", owner: ctx.owner, runId: entry.run.id, fence: entry.run.fence, outcome })).pipe(
+  if (entry.settled === undefined && Exit.isSuccess(exit)) {
+    // The completion is handed to the batcher and the RunScope closes at once; the lease stays in
+    // the in-flight set (renewed, its slot taken) until the batch answers, and the rest of the
+    // settlement runs on the flushing fiber. No fiber per run waits for its batch.
+    return Effect.sync(() =>
+      ctx.batcher.submit(
+        { runId: entry.run.id, fence: entry.run.fence, result: exit.value ?? null },
+        (answer) => settled(ctx, entry, completionSettlement(ctx, entry, answer))
+      )
+    )
+  }
+  return settled(
+    ctx,
+    entry,
+    entry.settled !== undefined ? Effect.succeed(entry.settled) : settleFailure(ctx, entry, (exit as Exit.Failure<unknown, unknown>).cause)
+  )
+}
+
+// Reports the settlement, then frees the slot whatever happened.
+const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Settlement>): Effect.Effect<void> =>
+  Effect.flatMap(settle, (outcome) => ctx.events.emit({ _tag: "RunSettled", owner: ctx.owner, runId: entry.run.id, fence: entry.run.fence, outcome })).pipe(
     Effect.ensuring(Effect.suspend(() => {
       ctx.inFlight.delete(entry.key)
       return ctx.onSlotFreed
     }))
   )
-}
 
 const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, presentedFence: number, storedFence: number) =>
   Effect.as(
@@ -76,15 +91,12 @@ const storeFailed = (ctx: LeaseContext, operation: string) => (error: SqlError |
   Effect.as(ctx.events.emit({ _tag: "StoreError", owner: ctx.owner, operation, error: String(error) }), "abandoned" as Settlement)
 
 // The batcher bounds each batch's write by the finalize timeout itself (one timer per batch).
-const complete = (ctx: LeaseContext, entry: LeaseEntry, result: unknown): Effect.Effect<Settlement> =>
-  ctx.batcher.complete({ runId: entry.run.id, fence: entry.run.fence, result: result ?? null }).pipe(
-    Effect.flatMap((outcome) =>
-      outcome._tag === "Finalized"
-        ? completedSettlement
-        : rejectedWrite(ctx, entry, "complete", outcome.fence, outcome.storedFence)
-    ),
-    Effect.catch(storeFailed(ctx, "complete"))
-  )
+const completionSettlement = (ctx: LeaseContext, entry: LeaseEntry, answer: CompletionExit): Effect.Effect<Settlement> =>
+  Exit.isFailure(answer)
+    ? storeFailed(ctx, "complete")(Cause.squash(answer.cause) as SqlError | Cause.TimeoutError)
+    : answer.value._tag === "Finalized"
+    ? completedSettlement
+    : rejectedWrite(ctx, entry, "complete", answer.value.fence, answer.value.storedFence)
 const completedSettlement = Effect.succeed<Settlement>("completed")
 
 const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<unknown>): Effect.Effect<Settlement> => {
