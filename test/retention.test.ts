@@ -88,4 +88,22 @@ describe("completed runs deleted", () => {
       assert.strictEqual((yield* readRun(stores, run!.id)).state, "failed")
       assert.isAbove(yield* count(stores, "run_events", run!.id), 0)
     }))
+
+  it.live("a run enqueued with an idempotency key is kept when it completes, so the key still answers with it", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStoresWith({ completedRuns: "delete" })
+      const [keyed, plain] = yield* stores.a.enqueue([
+        { kind: "job", payload: { n: 1 }, idempotencyKey: "order-42" },
+        { kind: "job", payload: { n: 2 } }
+      ])
+      assert.strictEqual((yield* claim(stores, "a", 2)).length, 2)
+      const outcomes = yield* stores.a.completeBatch([keyed!, plain!].map((r) => ({ runId: r.id, fence: 1, result: { ok: true } })))
+      assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized"])
+      assert.strictEqual(yield* count(stores, "runs", plain!.id), 0)
+      const kept = yield* stores.a.get(keyed!.id)
+      assert.deepInclude(kept, { state: "completed", fence: 1, result: { ok: true } })
+      // The same key again: the completed run, not a second one.
+      const [again] = yield* stores.b.enqueue([{ kind: "job", payload: { n: 1 }, idempotencyKey: "order-42" }])
+      assert.deepStrictEqual(again, { id: keyed!.id, created: false })
+    }))
 })

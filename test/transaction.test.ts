@@ -2,8 +2,8 @@
  * The caller-owned fenced transaction, local lease deadlines and graceful shutdown.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, CurrentRun, Fence, FenceRejected, Handler, Run, RunStore } from "@leasehold/core"
-import { Deferred, Duration, Effect, Schema } from "effect"
+import { Client, CurrentRun, Fence, FenceRejected, Handler, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { Deferred, Duration, Effect, Fiber, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
 import { type Event, eventually, startWorker } from "./support/workers.js"
@@ -163,5 +163,64 @@ describe("graceful shutdown", () => {
       yield* stores.a.enqueue([{ kind: "quick", payload: null }])
       yield* Effect.sleep("200 millis")
       assert.strictEqual(events.filter((e) => e._tag === "Claimed").length, 2)
+    }))
+
+  it.live("a completion being written when shutdown begins is finished and settled, not abandoned", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const writing = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      // The completion statement is held open until the test lets it through.
+      const gated: RunStore["Service"] = {
+        ...stores.a,
+        completeBatch: (items) =>
+          Effect.andThen(Deferred.succeed(writing, undefined), Effect.andThen(Deferred.await(gate), stores.a.completeBatch(items)))
+      }
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.succeed("done") })
+      const events: Array<Event> = []
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
+      const worker = yield* Effect.forkDetach(Effect.scoped(startWorker(gated, stores.sql, { ...fast, handlers: [job] }, events).pipe(
+        Effect.andThen(Effect.never)
+      )))
+      yield* Deferred.await(writing)
+      // Shutdown begins while the write is under way; the write then goes through.
+      const stopping = yield* Effect.forkDetach(Fiber.interrupt(worker))
+      yield* Effect.sleep("300 millis")
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(stopping)
+      assert.deepInclude(yield* readRun(stores, run!.id), { state: "completed", fence: 1 })
+      assert.deepStrictEqual(
+        events.filter((e) => e._tag === "RunSettled").map((e) => [(e as any).runId, (e as any).outcome]),
+        [[run!.id, "completed"]]
+      )
+      assert.isUndefined(events.find((e) => e._tag === "StoreError"))
+    }))
+
+  it.live("a settlement that fails (an event sink that throws) neither strands the other runs nor stops completions", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const [first, second] = yield* stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null }])
+      const settledRuns: Array<string> = []
+      const sink = {
+        emit: (event: Event) =>
+          Effect.sync(() => {
+            if (event._tag !== "RunSettled") return
+            settledRuns.push(event.runId)
+            if (event.runId === first!.id) throw new Error("sink failure")
+          })
+      }
+      // One slot: the second run is claimed only if the first one's slot is freed despite the defect.
+      yield* Worker.run({ ...fast, concurrency: 1, handlers: [job] }).pipe(
+        Effect.provideService(RunStore, stores.a),
+        Effect.provideService(SqlClient.SqlClient, stores.sql),
+        Effect.provideService(WorkerEvents.WorkerEvents, sink),
+        Effect.forkScoped
+      )
+      yield* eventually("both completed", Effect.map(
+        Effect.all([readRun(stores, first!.id), readRun(stores, second!.id)]),
+        ([a, b]) => a.state === "completed" && b.state === "completed"
+      ))
+      assert.includeMembers(settledRuns, [first!.id, second!.id])
     }))
 })

@@ -439,9 +439,12 @@ describe("wake-ups and capacity", () => {
       const events = yield* startWorker(gated, stores.sql, { ...fast, concurrency: 1, handlers: [job] })
       const [first, second] = yield* stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null }])
       yield* eventually("first completion sent", Effect.sync(() => flushes.length === 1))
-      // The handler is done, but its completion is not acknowledged: the one slot stays taken.
-      yield* Effect.sleep("400 millis")
+      // The handler is done, but its completion is not acknowledged: the one slot stays taken, and
+      // the lease is still renewed (for more than two TTLs), so nobody reclaims the run meanwhile.
+      yield* Effect.sleep("2500 millis")
       assert.deepStrictEqual(events.filter((e) => e._tag === "Claimed").map((e) => (e as any).runId), [first!.id])
+      assert.deepInclude(yield* readRun(stores, first!.id), { state: "running", fence: 1 })
+      assert.isUndefined(events.find((e) => e._tag === "LeaseLost"))
       yield* Deferred.succeed(flushGate, undefined)
       yield* eventually("second claimed after the ack", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === second!.id)))
       yield* eventually("both completed", Effect.map(readRun(stores, second!.id), (r) => r.state === "completed"))

@@ -68,14 +68,17 @@ export const make = Effect.fnUntraced(function*(
       Effect.retry(Schedule.exponential("20 millis").pipe(Schedule.upTo({ times: 3 }))),
       Effect.timeout(timeout)
     )
-  // Once taken from the queue, a batch is always answered: the write may be cut short by its
-  // bound, answering it is not.
+  // Once taken from the queue, a batch is written and answered whole: the write is bounded by the
+  // timeout, not cut short by interruption (shutdown waits for a write under way instead of
+  // abandoning runs whose completion may be committing), and each answer runs on its own, so a
+  // defect in one settlement (an event sink that throws) neither skips the others nor stops the
+  // flusher.
   const flush = (batch: ReadonlyArray<Pending>) =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Effect.exit(restore(write(batch))), (exit) =>
+    Effect.uninterruptible(
+      Effect.flatMap(Effect.exit(write(batch)), (exit) =>
         Effect.forEach(
           batch,
-          (pending, i) => pending.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause)),
+          (pending, i) => Effect.exit(pending.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))),
           { discard: true }
         ))
     )

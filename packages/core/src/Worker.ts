@@ -221,7 +221,14 @@ export const run = <R>(
     )
     const claimLoop = Effect.forever(Effect.gen(function*() {
       const mayHaveMore = yield* claimOnce
-      if (!mayHaveMore) yield* Effect.timeoutOption(Queue.take(wake), config.pollInterval)
+      if (!mayHaveMore) {
+        // Idle until woken, or until the next sweep is due: at most one poll interval after the
+        // last one, however recent the last due-only claim was. At capacity there is nothing to
+        // claim a sweep for; a freed slot wakes the loop.
+        const now = yield* Heartbeat.monotonicMillis
+        const untilSweep = atCapacity ? pollMs : Math.min(pollMs, Math.max(0, lastSweepAt + pollMs - now))
+        yield* Effect.timeoutOption(Queue.take(wake), Duration.millis(untilSweep))
+      }
     }))
 
     const listenLoop = Effect.gen(function*() {

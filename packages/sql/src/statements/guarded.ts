@@ -93,15 +93,21 @@ export const guardedOne = <A>(
  * history (`run_history`, `runs show`). `delete`: the completion deletes the row and its stored
  * history in the same guarded statement, as graphile-worker does with finished jobs; a stale write
  * that arrives afterwards is still rejected, as `RunNotFound` (nothing is left to compare fences
- * with). Failed and cancelled runs are kept either way.
+ * with). A run enqueued with an idempotency key is kept (completed) even then: its row is what
+ * makes the same key answer with the same run. Failed and cancelled runs are kept either way.
  */
 export type CompletedRuns = "keep" | "delete"
 
+/** The completed state a kept run is written with, from `input i` (one row per item). */
+const completedSet = (sql: SqlClient.SqlClient) =>
+  sql`state = 'completed', result = coalesce(i.result, 'null'::jsonb), lease_owner = NULL, lease_expires_at = NULL,
+          finished_at = now(), updated_at = now()`
+
 /**
  * Completes a batch in one statement, each row matched on id + fence + running. The statement
- * returns only the items it did not complete (none, normally): the worker's side decodes nothing
- * for the runs that went through. When no run has a result (handlers that return nothing, or
- * null) the results array is not sent at all.
+ * returns only the items it did not complete (none, normally), by position: the worker's side
+ * decodes nothing for the runs that went through. When no run has a result (handlers that return
+ * nothing, or null) the results array is not sent at all.
  */
 export const completeBatch = (
   sql: SqlClient.SqlClient,
@@ -114,43 +120,60 @@ export const completeBatch = (
     const ids = items.map((i) => i.runId)
     // null and undefined are both stored as JSON null (handlers that return nothing).
     const results = items.some((i) => i.result !== undefined && i.result !== null) ? items.map((i) => json(i.result) ?? "null") : null
+    const runs = s.runs(sql)
     // Rows are reached by primary key only (see byPrimaryKey above).
-    const done = completedRuns === "delete"
-      ? sql`
-        DELETE FROM ${s.runs(sql)} r USING input i
+    const writes = completedRuns === "delete"
+      ? sql`deleted AS (
+        DELETE FROM ${runs} r USING input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
+          AND r.idempotency_key IS NULL
         RETURNING r.id, r.fence
-      ), forgotten AS (
-        DELETE FROM ${s.events(sql)} WHERE run_id = ANY(ARRAY(SELECT id FROM done))`
-      : sql`
-        UPDATE ${s.runs(sql)} r SET
-          state = 'completed', result = coalesce(i.result, 'null'::jsonb), lease_owner = NULL, lease_expires_at = NULL,
-          finished_at = now(), updated_at = now()
+      ), kept AS (
+        UPDATE ${runs} r SET ${completedSet(sql)}
         FROM input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
-        RETURNING r.id, r.fence`
-    const missed = yield* sql<{ id: string; fence: bigint }>`
+          AND r.idempotency_key IS NOT NULL
+        RETURNING r.id, r.fence
+      ), done AS (
+        SELECT id, fence FROM deleted UNION ALL SELECT id, fence FROM kept
+      ), forgotten AS (
+        DELETE FROM ${s.events(sql)} WHERE run_id = ANY(ARRAY(SELECT id FROM deleted))
+      )`
+      : sql`done AS (
+        UPDATE ${runs} r SET ${completedSet(sql)}
+        FROM input i
+        WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
+        RETURNING r.id, r.fence
+      )`
+    const missed = yield* sql<{ ord: string; id: string; fence: bigint }>`
       WITH input AS MATERIALIZED (
-        -- A null results array pads every row's result with SQL null: stored as JSON null below.
+        -- A null results array pads every row's result with SQL null: stored as JSON null.
         SELECT t.*, 'running'::text AS held FROM unnest(
           ${ids}::bigint[],
           ${items.map((i) => i.fence)}::bigint[],
           ${results}::jsonb[]
-        ) AS t(id, fence, result)
-      ), done AS (${done})
+        ) WITH ORDINALITY AS t(id, fence, result, ord)
+      ), ${writes}
       -- No history row: run_history reads the completion off the run row.
-      SELECT i.id::text AS id, i.fence FROM input i WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)`
-    if (missed.length === 0) {
-      return items.map((i): FinalizeOutcome => ({ _tag: "Finalized", runId: i.runId, fence: i.fence }))
-    }
-    const stale = missed.map((r) => ({ runId: r.id, fence: num(r.fence) }))
-    const diagnosed = yield* diagnose(sql, s, "complete", stale)
+      SELECT i.ord::int - 1 AS ord, i.id::text AS id, i.fence FROM input i
+      WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)`
+    const outcomes = items.map((i): FinalizeOutcome => ({ _tag: "Finalized", runId: i.runId, fence: i.fence }))
+    if (missed.length === 0) return outcomes
+    const diagnosed = yield* diagnose(sql, s, "complete", missed.map((r) => ({ runId: r.id, fence: num(r.fence) })))
+    // Both sides name runs as Postgres prints their ids, whatever form the items used.
     const byKey = new Map(diagnosed.map((d) => [`${d.runId}:${d.presented}`, d]))
-    return items.map((i): FinalizeOutcome => {
-      const d = byKey.get(`${i.runId}:${i.fence}`)
-      if (d === undefined) return { _tag: "Finalized", runId: i.runId, fence: i.fence }
-      return { _tag: "Rejected", runId: i.runId, fence: i.fence, storedFence: d.stored ?? i.fence, state: d.state ?? "missing" }
-    })
+    for (const row of missed) {
+      const item = items[Number(row.ord)]!
+      const d = byKey.get(`${row.id}:${num(row.fence)}`)
+      outcomes[Number(row.ord)] = {
+        _tag: "Rejected",
+        runId: item.runId,
+        fence: item.fence,
+        storedFence: d?.stored ?? item.fence,
+        state: d?.state ?? "missing"
+      }
+    }
+    return outcomes
   })
 
 /** Records a failed attempt: a retry after `retryDelayMs` while attempts remain, else failed. */
@@ -283,14 +306,23 @@ export const completeInTransaction = <A, E, R>(
   const complete = (value: A) =>
     completedRuns === "delete"
       ? sql<{ id: string }>`
-      WITH done AS (
+      WITH deleted AS (
         DELETE FROM ${s.runs(sql)}
         WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
+          AND idempotency_key IS NULL
+        RETURNING id
+      ), kept AS (
+        -- A run with an idempotency key stays, completed (see CompletedRuns).
+        UPDATE ${s.runs(sql)} SET
+          state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
+          lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
+          AND idempotency_key IS NOT NULL
         RETURNING id
       ), forgotten AS (
-        DELETE FROM ${s.events(sql)} WHERE run_id IN (SELECT id FROM done)
+        DELETE FROM ${s.events(sql)} WHERE run_id IN (SELECT id FROM deleted)
       )
-      SELECT id::text AS id FROM done`
+      SELECT id::text AS id FROM deleted UNION ALL SELECT id::text FROM kept`
       : sql<{ id: string }>`
       UPDATE ${s.runs(sql)} SET
         state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
