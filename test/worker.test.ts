@@ -202,7 +202,8 @@ describe("heartbeat", () => {
         payload: Schema.Unknown,
         handle: () => Effect.andThen(Deferred.succeed(started, undefined), Effect.never)
       })
-      const events = yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [blocker] })
+      // One slot, which its run keeps taken: the worker cannot reclaim its own expired run first.
+      const events = yield* startWorker(stores.a, stores.sql, { ...fast, concurrency: 1, handlers: [blocker] })
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
       yield* Deferred.await(started)
       // The holder keeps renewing (every 150 ms): expire and reclaim until the reclaim wins the race.
