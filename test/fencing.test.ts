@@ -165,6 +165,22 @@ describe("stale writes", () => {
       assert.strictEqual((yield* readRun(stores, staleId)).lease_owner, "worker-b")
     }))
 
+  it.live("a completion sent again under the fence it completed with is acknowledged; any other fence is still rejected", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [x, y] = yield* enqueueJobs(stores, 2)
+      assert.strictEqual((yield* claimOne(stores.a, "worker-a", 2)).length, 2)
+      const items = [x!, y!].map((r) => ({ runId: r.id, fence: 1, result: { done: r.id } }))
+      assert.deepStrictEqual((yield* stores.a.completeBatch(items)).map((o) => o._tag), ["Finalized", "Finalized"])
+      // The statement's answer was lost and the batch is sent again: the same completion, acknowledged.
+      assert.deepStrictEqual((yield* stores.a.completeBatch(items)).map((o) => o._tag), ["Finalized", "Finalized"])
+      assert.deepStrictEqual((yield* stores.a.get(x!.id)).result, { done: x!.id })
+      // A completion under another fence is not the holder's: rejected, naming both fences.
+      const [other] = yield* stores.b.completeBatch([{ runId: x!.id, fence: 2, result: null }])
+      assert.deepInclude(other!, { _tag: "Rejected", fence: 2, storedFence: 1, state: "completed" })
+      assert.deepStrictEqual((yield* stores.a.get(x!.id)).result, { done: x!.id })
+    }))
+
   it.live("an expired run ends failed after max_attempts instead of looping", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

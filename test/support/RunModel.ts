@@ -323,8 +323,12 @@ export class RunModel {
     })
     return items.map((item, i): FinalizeShape => {
       if (matched[i] !== undefined) return { _tag: "Finalized", runId: item.runId, fence: item.fence }
-      const error = this.diagnose(item, "complete")
       const run = this.runs.get(item.runId)
+      // Already completed under this fence: the holder's own completion again, acknowledged.
+      if (run !== undefined && run.fence === item.fence && run.state === "completed") {
+        return { _tag: "Finalized", runId: item.runId, fence: item.fence }
+      }
+      const error = this.diagnose(item, "complete")
       return error._tag === "RunNotFound"
         ? { _tag: "Rejected", runId: item.runId, fence: item.fence, storedFence: item.fence, state: "missing" }
         : { _tag: "Rejected", runId: item.runId, fence: item.fence, storedFence: run!.fence, state: run!.state }

@@ -104,7 +104,9 @@ const completedSet = (sql: SqlClient.SqlClient) =>
           finished_at = now(), updated_at = now()`
 
 /**
- * Completes a batch in one statement, each row matched on id + fence + running. The statement
+ * Completes a batch in one statement, each row matched on id + fence + running. An item whose run
+ * is already completed under the same fence is acknowledged (`Finalized`): it is a retry of the
+ * holder's own completion. The statement
  * returns only the items it did not complete (none, normally), by position: the worker's side
  * decodes nothing for the runs that went through. When no run has a result (handlers that return
  * nothing, or null) the results array is not sent at all.
@@ -165,6 +167,9 @@ export const completeBatch = (
     for (const row of missed) {
       const item = items[Number(row.ord)]!
       const d = byKey.get(`${row.id}:${num(row.fence)}`)
+      // Completed under this very fence: only this lease's holder could have done that, so this
+      // is the same completion sent again (a retried statement whose first answer was lost).
+      if (d !== undefined && d.stored === item.fence && d.state === "completed") continue
       outcomes[Number(row.ord)] = {
         _tag: "Rejected",
         runId: item.runId,
