@@ -95,7 +95,10 @@ export class RunStore extends Context.Service<RunStore, {
     leases: ReadonlyArray<LeaseKey>,
     ttl: Duration.Duration
   ) => Effect.Effect<ReadonlyArray<LeaseKey>, SqlError>
-  /** Completes many runs in one statement, each guarded by id + fence + running. */
+  /**
+   * Completes many runs in one statement, each guarded by id + fence + running. A run already
+   * completed under the same fence answers `Finalized` (the holder's completion sent again).
+   */
   readonly completeBatch: (items: ReadonlyArray<CompleteItem>) => Effect.Effect<ReadonlyArray<FinalizeOutcome>, SqlError>
   readonly fail: (request: FailRequest) => Effect.Effect<FailOutcome, StaleWrite | SqlError>
   /** Gives a run back at once (shutdown, lost lease) without charging it an attempt. */
