@@ -21,7 +21,7 @@ export const completeBatchWithoutFence = (
     if (items.length === 0) return [] as ReadonlyArray<{ runId: string; ok: boolean }>
     const ids = items.map((i) => i.runId)
     const results = items.some((i) => i.result !== undefined && i.result !== null) ? items.map((i) => json(i.result) ?? "null") : null
-    const missed = yield* sql<{ ord: number; id: string }>`
+    const missed = yield* sql<{ ord: number }>`
       WITH input AS MATERIALIZED (
         SELECT t.*, 'running'::text AS held FROM unnest(
           ${ids}::bigint[],
@@ -36,7 +36,7 @@ export const completeBatchWithoutFence = (
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.state = i.held
         RETURNING r.id
       )
-      SELECT i.ord::int - 1 AS ord, i.id::text AS id FROM input i WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id)`
-    const failed = new Set(missed.map((r) => r.id))
-    return items.map((i) => ({ runId: i.runId, ok: !failed.has(i.runId) }))
+      SELECT i.ord::int - 1 AS ord FROM input i WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id)`
+    const failed = new Set(missed.map((r) => Number(r.ord)))
+    return items.map((i, k) => ({ runId: i.runId, ok: !failed.has(k) }))
   })

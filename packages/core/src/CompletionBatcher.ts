@@ -1,8 +1,9 @@
 /**
  * Batched, guarded completion. Successful runs queue their completion here; one statement
  * finalizes a whole batch, each row matched on id + fence + running. A row that does not match is
- * stale and comes back `Rejected`. Callers wait for the acknowledgement, so a worker slot is freed
- * only once its completion is committed or rejected.
+ * stale and comes back `Rejected`. Each completion is answered once its batch is written (a
+ * callback on the flushing fiber, or a waiting caller), so a worker slot is freed only once its
+ * completion is committed or rejected.
  *
  * Each batch's write is bounded by the finalize timeout (one timer per batch, not per run): a
  * batch that times out answers every caller in it with the timeout, so a partition holds a slot

@@ -16,6 +16,24 @@ import { type ClaimRow, toClaimed } from "./rows.js"
 export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   request.dueOnly === true ? claimDue(sql, s, request) : claimAll(sql, s, request)
 
+/**
+ * The due runs of a claim, locked, as `d` (id, priority, run_at, claimed_*), in claim order:
+ * the FROM clause both claims share.
+ *
+ * One index scan per queue with queue = q.name: runs_due (queue, priority DESC, run_at, id) then
+ * yields rows already in claim order and stops at the limit. (With queue = ANY(...) Postgres reads
+ * and sorts every due row on each claim: O(backlog) per claim.) Each queue contributes its first
+ * unlocked rows up to the limit, so the overall first ones are among them.
+ */
+const dueRows = (sql: SqlClient.SqlClient, runs: ReturnType<StoreSchema["runs"]>, request: ClaimRequest) =>
+  sql`FROM unnest(${request.queues as Array<string>}::text[]) AS q(name) CROSS JOIN LATERAL (
+          SELECT id, priority, run_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
+          WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
+          ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
+          FOR UPDATE SKIP LOCKED
+        ) d
+        ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${request.limit}`
+
 /** Due, abandoned and timed-out runs, in that statement's order: expired leases first. */
 const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   Effect.gen(function*() {
@@ -41,19 +59,9 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         ORDER BY suspend_deadline LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), due AS (
-        -- One index scan per queue with queue = q.name: runs_due (queue, priority DESC, run_at, id)
-        -- then yields rows already in claim order and stops at the limit. (With queue = ANY(...)
-        -- Postgres reads and sorts every due row on each claim: O(backlog) per claim.) Each queue
-        -- contributes its first unlocked rows up to the limit, so the overall first ones are among them.
         SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
           d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
-        FROM unnest(${queues}::text[]) AS q(name) CROSS JOIN LATERAL (
-          SELECT id, priority, run_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
-          WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${kinds}::text[])
-          ORDER BY priority DESC, run_at, id LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED
-        ) d
-        ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${limit}
+        ${dueRows(sql, runs, request)}
       ), picked AS (
         -- Each group's own order is carried into the cut, so which rows of the last group make
         -- the limit is stated, not left to how Postgres happens to concatenate the groups.
@@ -112,18 +120,10 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
-    const limit = request.limit
     const rows = yield* sql<ClaimRow>`
       WITH due AS (
-        -- As in claimAll's due branch: one index scan of runs_due per queue, in claim order.
         SELECT d.id, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
-        FROM unnest(${request.queues as Array<string>}::text[]) AS q(name) CROSS JOIN LATERAL (
-          SELECT id, priority, run_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
-          WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
-          ORDER BY priority DESC, run_at, id LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED
-        ) d
-        ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${limit}
+        ${dueRows(sql, runs, request)}
       ), claimed AS (
         UPDATE ${runs} r SET
           fence = r.fence + 1, state = 'running', attempt = r.attempt + 1,

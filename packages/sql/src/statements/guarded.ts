@@ -33,7 +33,7 @@ import {
   type SuspendRequest
 } from "@leasehold/core"
 import { Duration, Effect } from "effect"
-import type { SqlClient, SqlError } from "effect/sql"
+import type { SqlClient, SqlError, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { json, num } from "./rows.js"
 
@@ -98,9 +98,9 @@ export const guardedOne = <A>(
  */
 export type CompletedRuns = "keep" | "delete"
 
-/** The completed state a kept run is written with, from `input i` (one row per item). */
-const completedSet = (sql: SqlClient.SqlClient) =>
-  sql`state = 'completed', result = coalesce(i.result, 'null'::jsonb), lease_owner = NULL, lease_expires_at = NULL,
+/** The SET list of a completion that keeps its run: completed, with `result`, the lease let go. */
+const completedSet = (sql: SqlClient.SqlClient, result: Statement.Fragment) =>
+  sql`state = 'completed', result = ${result}, lease_owner = NULL, lease_expires_at = NULL,
           finished_at = now(), updated_at = now()`
 
 /**
@@ -123,6 +123,7 @@ export const completeBatch = (
     // null and undefined are both stored as JSON null (handlers that return nothing).
     const results = items.some((i) => i.result !== undefined && i.result !== null) ? items.map((i) => json(i.result) ?? "null") : null
     const runs = s.runs(sql)
+    const batchResult = sql`coalesce(i.result, 'null'::jsonb)`
     // Rows are reached by primary key only (see byPrimaryKey above).
     const writes = completedRuns === "delete"
       ? sql`deleted AS (
@@ -131,7 +132,7 @@ export const completeBatch = (
           AND r.idempotency_key IS NULL
         RETURNING r.id, r.fence
       ), kept AS (
-        UPDATE ${runs} r SET ${completedSet(sql)}
+        UPDATE ${runs} r SET ${completedSet(sql, batchResult)}
         FROM input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
           AND r.idempotency_key IS NOT NULL
@@ -142,7 +143,7 @@ export const completeBatch = (
         DELETE FROM ${s.events(sql)} WHERE run_id = ANY(ARRAY(SELECT id FROM deleted))
       )`
       : sql`done AS (
-        UPDATE ${runs} r SET ${completedSet(sql)}
+        UPDATE ${runs} r SET ${completedSet(sql, batchResult)}
         FROM input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
         RETURNING r.id, r.fence
@@ -308,8 +309,9 @@ export const completeInTransaction = <A, E, R>(
       return yield* Effect.fail(new LeaseNotHeld({ runId: lease.runId, fence: lease.fence, state: row.state, operation: "transaction" }))
     }
   })
-  const complete = (value: A) =>
-    completedRuns === "delete"
+  const complete = (value: A) => {
+    const completed = completedSet(sql, sql`${json(encodeResult(value)) ?? "null"}::jsonb`)
+    return completedRuns === "delete"
       ? sql<{ id: string }>`
       WITH deleted AS (
         DELETE FROM ${s.runs(sql)}
@@ -318,9 +320,7 @@ export const completeInTransaction = <A, E, R>(
         RETURNING id
       ), kept AS (
         -- A run with an idempotency key stays, completed (see CompletedRuns).
-        UPDATE ${s.runs(sql)} SET
-          state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
-          lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
+        UPDATE ${s.runs(sql)} SET ${completed}
         WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
           AND idempotency_key IS NOT NULL
         RETURNING id
@@ -329,11 +329,10 @@ export const completeInTransaction = <A, E, R>(
       )
       SELECT id::text AS id FROM deleted UNION ALL SELECT id::text FROM kept`
       : sql<{ id: string }>`
-      UPDATE ${s.runs(sql)} SET
-        state = 'completed', result = ${json(encodeResult(value)) ?? "null"}::jsonb,
-        lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
+      UPDATE ${s.runs(sql)} SET ${completed}
       WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
       RETURNING id::text AS id`
+  }
   const body = Effect.gen(function*() {
     yield* check
     const value = yield* effect
