@@ -48,8 +48,7 @@ describe("examples/agent.ts", () => {
           attempt: 1,
           maxAttempts: 5,
           checkpoint: run.checkpoint,
-          signals: { approval: { _tag: "Signalled", payload: { approved: true, by: "sam@example.com" } } },
-          settle: () => {}
+          signals: { approval: { _tag: "Signalled", payload: { approved: true, by: "sam@example.com" } } }
         })
       )
       const exit = yield* Effect.exit(

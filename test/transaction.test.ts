@@ -28,7 +28,7 @@ const writeLedger = (schema: string, note: string) =>
 const asHolder = (runId: string, fence: number) => (effect: Effect.Effect<any, any, any>) =>
   effect.pipe(
     Effect.provideService(Fence, { runId, fence, owner: "test" }),
-    Effect.provideService(CurrentRun, { kind: "job", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {}, settle: () => {} })
+    Effect.provideService(CurrentRun, { kind: "job", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} })
   )
 
 describe("fenced transaction", () => {

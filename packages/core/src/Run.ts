@@ -8,6 +8,7 @@ import { Duration, Effect } from "effect"
 import type { SqlError as SqlErrorModule } from "effect/sql"
 type SqlError = SqlErrorModule.SqlError
 import { CurrentRun } from "./CurrentRun.js"
+import * as Settlement from "./internal/Settlement.js"
 import type { SignalTokenInUse } from "./Errors.js"
 import { Fence, leaseKey } from "./Fence.js"
 import type { SignalOutcome } from "./RunRecord.js"
@@ -41,7 +42,7 @@ export const transaction = <A, E, R>(
     const store = yield* RunStore
     const run = yield* CurrentRun
     const value = yield* store.completeInTransaction(leaseKey(fence), effect, options?.result ?? ((a) => a))
-    run.settle("completed")
+    Settlement.report(run, "completed")
     return value
   }).pipe(Effect.withSpan("Run.transaction"))
 
@@ -77,7 +78,7 @@ export const awaitSignal = (
       token: options?.token ?? crypto.randomUUID(),
       timeout: options?.timeout === undefined ? undefined : Duration.fromInputUnsafe(options.timeout)
     })
-    run.settle("suspended")
+    Settlement.report(run, "suspended")
     // The run no longer belongs to this handler: stop it here, as an interruption no handler
     // code can swallow by catching errors.
     return yield* Effect.interrupt

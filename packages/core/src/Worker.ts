@@ -8,14 +8,18 @@
  */
 import { Context, Duration, Effect, Exit, FiberSet, Queue, Schedule } from "effect"
 import * as os from "node:os"
-import * as Backoff from "./Backoff.js"
-import * as CompletionBatcher from "./CompletionBatcher.js"
+import * as Backoff from "./internal/Backoff.js"
+
+/** Retry delays of failed attempts (see `WorkerOptions.retry`). @category models */
+export type RetryPolicy = Backoff.RetryPolicy
+import * as CompletionBatcher from "./internal/CompletionBatcher.js"
 import { CurrentRun } from "./CurrentRun.js"
 import { Fence } from "./Fence.js"
 import * as Handler from "./Handler.js"
-import * as Heartbeat from "./Heartbeat.js"
-import { type InFlight, keyOf, type LeaseEntry } from "./InFlight.js"
-import * as Lease from "./Lease.js"
+import * as Heartbeat from "./internal/Heartbeat.js"
+import { type InFlight, keyOf, type LeaseEntry } from "./internal/InFlight.js"
+import * as Lease from "./internal/Lease.js"
+import * as Settlement from "./internal/Settlement.js"
 import type { ClaimedRun } from "./RunRecord.js"
 import { RunStore } from "./RunStore.js"
 import * as WorkerEvents from "./WorkerEvents.js"
@@ -42,7 +46,7 @@ export interface WorkerOptions<R> {
   readonly finalizeTimeout?: Duration.Input | undefined
   /** This worker's lease owner name. Default host:pid:random. */
   readonly owner?: string | undefined
-  readonly retry?: Backoff.RetryPolicy | undefined
+  readonly retry?: RetryPolicy | undefined
   /** Most completions flushed by one statement. Default 500. */
   readonly maxCompletionBatch?: number | undefined
 }
@@ -57,7 +61,7 @@ export interface ResolvedOptions {
   readonly pollInterval: Duration.Duration
   readonly shutdownGrace: Duration.Duration
   readonly finalizeTimeout: Duration.Duration
-  readonly retry: Backoff.RetryPolicy
+  readonly retry: RetryPolicy
   readonly maxCompletionBatch: number
 }
 
@@ -154,11 +158,11 @@ export const run = <R>(
         attempt: run.attempt,
         maxAttempts: run.maxAttempts,
         checkpoint: run.checkpoint,
-        signals: run.signals,
-        settle: (how) => {
-          entry.settled = how
-        }
+        signals: run.signals
       }
+      Settlement.register(current, (how) => {
+        entry.settled = how
+      })
       // The RunScope fiber already carries the worker's context (the handlers' services).
       return Effect.updateContext(
         handler.handle(decoded.value) as Effect.Effect<unknown, unknown>,

@@ -3,15 +3,11 @@
  *
  * @since 0.1.0
  */
-export * as Backoff from "./Backoff.js"
 export * as Client from "./Client.js"
-export * as CompletionBatcher from "./CompletionBatcher.js"
 export * from "./CurrentRun.js"
 export * from "./Errors.js"
 export * from "./Fence.js"
 export * as Handler from "./Handler.js"
-export * as Heartbeat from "./Heartbeat.js"
-export * as Lease from "./Lease.js"
 export * as Run from "./Run.js"
 export * from "./RunRecord.js"
 export * from "./RunStore.js"

@@ -154,7 +154,7 @@ const main = Effect.gen(function*() {
       if (finish !== undefined) yield* Deferred.succeed(finish, undefined)
     } else {
       // A write under an explicit (possibly stale) fence, exactly as the handler would make it.
-      const stub = { kind: "long-step", queue: "default", attempt: 0, maxAttempts: 1, checkpoint: null, signals: {}, settle: () => {} }
+      const stub = { kind: "long-step", queue: "default", attempt: 0, maxAttempts: 1, checkpoint: null, signals: {} }
       yield* writeLedger.pipe(
         Effect.provideService(Fence, { runId: command.runId, fence: command.fence, owner }),
         Effect.provideService(CurrentRun, stub),

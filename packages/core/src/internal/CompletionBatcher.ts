@@ -14,8 +14,8 @@
 import { type Cause, Duration, Effect, Exit, Queue, Schedule } from "effect"
 import type { SqlError as SqlErrorModule } from "effect/sql"
 type SqlError = SqlErrorModule.SqlError
-import type { FinalizeOutcome } from "./RunRecord.js"
-import type { CompleteItem, RunStore } from "./RunStore.js"
+import type { FinalizeOutcome } from "../RunRecord.js"
+import type { CompleteItem, RunStore } from "../RunStore.js"
 
 /** How a queued completion ended: committed or rejected, or its batch's write failed. */
 export type CompletionExit = Exit.Exit<FinalizeOutcome, SqlError | Cause.TimeoutError>

@@ -7,10 +7,10 @@
  * @since 0.1.0
  */
 import { Cause, Clock, Duration, Effect, Exit, Fiber, Queue } from "effect"
-import type { LeaseLossReason } from "./Errors.js"
+import type { LeaseLossReason } from "../Errors.js"
 import { type InFlight, keyOf, type LeaseEntry, renewable } from "./InFlight.js"
-import type { RunStore } from "./RunStore.js"
-import * as WorkerEvents from "./WorkerEvents.js"
+import type { RunStore } from "../RunStore.js"
+import * as WorkerEvents from "../WorkerEvents.js"
 
 /** Milliseconds on the monotonic clock. @category time */
 export const monotonicMillis: Effect.Effect<number> = Effect.map(Clock.monotonicTimeNanos, (n) => Number(n / 1_000_000n))

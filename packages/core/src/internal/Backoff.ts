@@ -7,7 +7,7 @@
  */
 import { Duration, Effect, Schedule } from "effect"
 
-/** @category models */
+/** Exponential backoff with jitter: the first retry after about `base`, never more than `max`. */
 export interface RetryPolicy {
   readonly base: Duration.Input
   readonly max: Duration.Input

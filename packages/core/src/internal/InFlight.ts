@@ -5,9 +5,9 @@
  * @since 0.1.0
  */
 import type { Fiber } from "effect"
-import type { SelfSettlement } from "./CurrentRun.js"
-import type { LeaseLossReason } from "./Errors.js"
-import type { ClaimedRun, LeaseKey } from "./RunRecord.js"
+import type { SelfSettlement } from "./Settlement.js"
+import type { LeaseLossReason } from "../Errors.js"
+import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
 
 /** @category models */
 export interface LeaseEntry {

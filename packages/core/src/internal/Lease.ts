@@ -14,9 +14,9 @@ type SqlError = SqlErrorModule.SqlError
 import * as Backoff from "./Backoff.js"
 import type { CompletionBatcher, CompletionExit } from "./CompletionBatcher.js"
 import type { InFlight, LeaseEntry } from "./InFlight.js"
-import type { LeaseKey } from "./RunRecord.js"
-import type { RunStore, StaleWrite } from "./RunStore.js"
-import * as WorkerEvents from "./WorkerEvents.js"
+import type { LeaseKey } from "../RunRecord.js"
+import type { RunStore, StaleWrite } from "../RunStore.js"
+import * as WorkerEvents from "../WorkerEvents.js"
 
 /** What the finalizer needs from its worker. @category models */
 export interface LeaseContext {
