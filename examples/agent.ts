@@ -183,7 +183,7 @@ export const requestAndApprove = (order: string, say: (line: string) => void) =>
       onSome: ({ proposal }) => `refund ${(proposal.amountCents / 100).toFixed(2)} to ${proposal.customer}?`
     })
     say(`run ${id} is ${waiting.state} (lease owner: ${waiting.leaseOwner ?? "none"}, fence ${waiting.fence}); asking a person: ${asked}`)
-    yield* Client.resume(approvalToken(order), { approved: true, by: "sam@example.com" })
+    yield* Client.resumeByToken(approvalToken(order), { approved: true, by: "sam@example.com" })
     say("approved by sam@example.com")
     const finished = yield* waitUntil(id, (run) => run.state === "completed")
     say(`run ${id} is ${finished.state} under fence ${finished.fence}: ${JSON.stringify(finished.result)}`)

@@ -299,14 +299,14 @@ describe("leasehold runs", () => {
       const first = yield* claimOne(store, "worker-a", "money", "approve-refund")
       yield* store.checkpoint({ runId: id, fence: first.fence }, { step: "drafted" })
       yield* store.suspend({ runId: id, fence: first.fence, signal: "approval", token: "tok-A-7", timeout: Duration.hours(1) })
-      const resumed = yield* leasehold(["resume", "tok-A-7", "--payload", `{"approved":true}`, ...connection(schema)])
+      const resumed = yield* leasehold(["resume", "--token", "tok-A-7", "--payload", `{"approved":true}`, ...connection(schema)])
       assertOk(resumed)
       assert.strictEqual(resumed.stdout, `resumed run ${id} (now pending; a worker re-claims it under a higher fence)\n`)
       const second = yield* claimOne(store, "worker-b", "money", "approve-refund")
       // The first holder comes back late: the fence refuses its write and the history records it.
       const stale = yield* Effect.flip(store.checkpoint({ runId: id, fence: first.fence }, { step: "late" }))
       assert.instanceOf(stale, FenceRejected)
-      yield* store.completeBatch([{ runId: id, fence: second.fence, result: { refunded: true } }])
+      yield* store.completeBatch([{ runId: id, fence: second.fence, result: JSON.stringify({ refunded: true }) }])
 
       const shown = parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)]))
       assert.deepInclude(shown.run, { id, state: "completed", fence: 2, leaseOwner: null })
@@ -385,7 +385,8 @@ describe("leasehold resume, cancel, retry", () => {
       const eventsBefore = yield* eventCount
       const refusals: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
         [["resume", pending, "--payload", "{}"], new RegExp(`run ${pending} is pending: cannot resume it$`)],
-        [["resume", "no-such-token"], /run no-such-token not found$/],
+        [["resume", "--token", "no-such-token"], /no suspended run holds signal token "no-such-token"$/],
+        [["resume", "999999"], /run 999999 not found$/],
         [["cancel", done], new RegExp(`run ${done} is completed: cannot cancel it$`)],
         [["cancel", "999999"], /run 999999 not found$/],
         [["retry", pending], new RegExp(`run ${pending} is pending: cannot retry it$`)],
@@ -427,6 +428,41 @@ describe("leasehold resume, cancel, retry", () => {
 })
 
 describe("leasehold stats", () => {
+  it.live("resume by id and resume by token never mix: a token that reads like another run's id resumes only its own run", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql, store } = yield* openStore(schema)
+      const [first, second] = (yield* store.enqueue([
+        { kind: "approve-refund", payload: { order: "T-1", amount: 1 }, queue: "money" },
+        { kind: "approve-refund", payload: { order: "T-2", amount: 2 }, queue: "money" }
+      ])).map((e) => e.id) as [string, string]
+      // The second run waits on a token that is exactly the first run's id.
+      for (const [id, token] of [[first, "tok-T-1"], [second, first]] as const) {
+        const claimed = yield* claimOne(store, "worker-a", "money", "approve-refund")
+        assert.strictEqual(claimed.id, id)
+        yield* store.suspend({ runId: id, fence: claimed.fence, signal: "approval", token, timeout: undefined })
+      }
+      const states = Effect.map(
+        sql.unsafe<{ id: string; state: string }>(`SELECT id::text AS id, state FROM "${schema}".runs ORDER BY id`),
+        (rows) => rows.map((r) => [r.id, r.state])
+      )
+      // Neither or both: a usage error, and nothing moves.
+      assertRejected(yield* leasehold(["resume", ...connection(schema)]), 2, /resume takes a run id or --token <token>, not both or neither$/)
+      assertRejected(
+        yield* leasehold(["resume", first, "--token", first, ...connection(schema)]),
+        2,
+        /resume takes a run id or --token <token>, not both or neither$/
+      )
+      assert.deepStrictEqual(yield* states, [[first, "suspended"], [second, "suspended"]])
+
+      const byToken = parse(yield* leasehold(["resume", "--token", first, "--json", ...connection(schema)]))
+      assert.strictEqual(byToken.id, second)
+      assert.deepStrictEqual(yield* states, [[first, "suspended"], [second, "pending"]])
+      const byId = parse(yield* leasehold(["resume", first, "--json", ...connection(schema)]))
+      assert.strictEqual(byId.id, first)
+      assert.deepStrictEqual(yield* states, [[first, "pending"], [second, "pending"]])
+    }))
+
   it.live("counts by state and queue, live leases, oldest pending age, fence rejections and reclaims", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")
@@ -588,7 +624,7 @@ describe("leasehold worker", () => {
         "enqueue", "approve-refund", "--payload", `{"order":"B-2","amount":7}`, ...connection(schema)
       ]))
       yield* eventually("the refund suspended", Effect.map(store.get(refund), (r) => r.state === "suspended"), "20 seconds")
-      assertOk(yield* leasehold(["resume", "refund-B-2", "--payload", `{"approved":true}`, ...connection(schema)]))
+      assertOk(yield* leasehold(["resume", "--token", "refund-B-2", "--payload", `{"approved":true}`, ...connection(schema)]))
       yield* eventually("the refund completed", Effect.map(store.get(refund), (r) => r.state === "completed"), "20 seconds")
       assert.strictEqual((yield* store.get(refund)).fence, 2)
 

@@ -9,7 +9,7 @@ const email = Handler.make({
   payload: Schema.Struct({ to: Schema.String, subject: Schema.String }),
   handle: () => Effect.void
 })
-const registry = Handler.registry([email])
+const registry = Effect.runSync(Handler.registry([email]))
 
 const count = (stores: Stores) =>
   Effect.map(stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs`), (rows) => rows[0]!.n)

@@ -114,10 +114,10 @@ describe("stale writes", () => {
       assert.deepInclude(fail, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
       const release = yield* Effect.flip(stores.a.release(stale))
       assert.deepInclude(release, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
-      const [completion] = yield* stores.a.completeBatch([{ ...stale, result: "from A" }])
+      const [completion] = yield* stores.a.completeBatch([{ ...stale, result: JSON.stringify("from A") }])
       assert.deepStrictEqual(completion, { _tag: "Rejected", runId, fence: 1, storedFence: 2, state: "running" })
       // The current holder is untouched by all of that and completes.
-      const [byB] = yield* stores.b.completeBatch([{ runId, fence: 2, result: "from B" }])
+      const [byB] = yield* stores.b.completeBatch([{ runId, fence: 2, result: JSON.stringify("from B") }])
       assert.strictEqual(byB!._tag, "Finalized")
       const record = yield* stores.a.get(runId)
       assert.strictEqual(record.state, "completed")
@@ -139,7 +139,7 @@ describe("stale writes", () => {
       const [byA] = yield* claimOne(stores.a, "worker-a")
       yield* expireLease(stores, run!.id)
       yield* stores.a.checkpoint({ runId: run!.id, fence: byA!.fence }, { step: 1 })
-      const [done] = yield* stores.a.completeBatch([{ runId: run!.id, fence: byA!.fence, result: 1 }])
+      const [done] = yield* stores.a.completeBatch([{ runId: run!.id, fence: byA!.fence, result: "1" }])
       assert.strictEqual(done!._tag, "Finalized")
       // And once completed, nobody can claim it again.
       assert.strictEqual((yield* claimOne(stores.b, "worker-b")).length, 0)
@@ -155,7 +155,7 @@ describe("stale writes", () => {
       yield* expireLease(stores, staleId)
       const [reclaimed] = yield* claimOne(stores.b, "worker-b")
       assert.strictEqual(reclaimed!.id, staleId)
-      const outcomes = yield* stores.a.completeBatch(claimed.map((r) => ({ runId: r.id, fence: r.fence, result: "a" })))
+      const outcomes = yield* stores.a.completeBatch(claimed.map((r) => ({ runId: r.id, fence: r.fence, result: JSON.stringify("a") })))
       const byId = new Map(outcomes.map((o) => [o.runId, o]))
       assert.strictEqual(byId.get(runs[0]!.id)!._tag, "Finalized")
       assert.strictEqual(byId.get(runs[2]!.id)!._tag, "Finalized")
@@ -170,7 +170,7 @@ describe("stale writes", () => {
       const stores = yield* twoStores
       const [x, y] = yield* enqueueJobs(stores, 2)
       assert.strictEqual((yield* claimOne(stores.a, "worker-a", 2)).length, 2)
-      const items = [x!, y!].map((r) => ({ runId: r.id, fence: 1, result: { done: r.id } }))
+      const items = [x!, y!].map((r) => ({ runId: r.id, fence: 1, result: JSON.stringify({ done: r.id }) }))
       assert.deepStrictEqual((yield* stores.a.completeBatch(items)).map((o) => o._tag), ["Finalized", "Finalized"])
       // The statement's answer was lost and the batch is sent again: the same completion, acknowledged.
       assert.deepStrictEqual((yield* stores.a.completeBatch(items)).map((o) => o._tag), ["Finalized", "Finalized"])

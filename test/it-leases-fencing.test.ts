@@ -177,7 +177,7 @@ describe("partition acceptance", () => {
     void from
 
     // Resume: re-claimed under fence 2, and the handler sees the payload.
-    await env.run(Effect.flatMap(RunStore, (store) => store.resume(waiting, { approved: true })))
+    await env.run(Effect.flatMap(RunStore, (store) => store.resumeById(waiting, { approved: true })))
     const reclaimed = await Promise.any(workers.map((w) => w.waitFor("approval re-claimed", isEvent("Claimed", waiting, (r) => r.fence > 1))))
     assert.strictEqual(reclaimed.fence, 2)
     const holder = workers.find((w) => w.owner === reclaimed.owner)!

@@ -59,7 +59,7 @@ describe("runtime plans", () => {
         const renewed = yield* store.renew("w", leases, Duration.seconds(30))
         assert.strictEqual(renewed.length, runs.length)
         // Both completion shapes: with results, and without any (no results array is sent).
-        const outcomes = yield* store.completeBatch(leases.map((l) => ({ ...l, result: round % 2 === 0 ? { ok: true } : undefined })))
+        const outcomes = yield* store.completeBatch(leases.map((l) => ({ ...l, result: round % 2 === 0 ? JSON.stringify({ ok: true }) : null })))
         assert.isTrue(outcomes.every((o) => o._tag === "Finalized"))
       }
       assert.strictEqual(claimed, 2_000)

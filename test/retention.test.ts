@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FenceRejected, RunNotFound } from "@leasehold/core"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Exit } from "effect"
 import { expireLease, readRun, type Stores, twoStoresWith } from "./support/stores.js"
 
 const ttl = Duration.minutes(5)
@@ -30,7 +30,7 @@ describe("completed runs deleted", () => {
       assert.isAbove(yield* count(stores, "run_events", x!.id), 0)
 
       // A's batch: y and z are completed (and deleted); x is rejected by the fence, as in keep mode.
-      const outcomes = yield* stores.a.completeBatch([x!, y!, z!].map((r) => ({ runId: r.id, fence: 1, result: { by: "a" } })))
+      const outcomes = yield* stores.a.completeBatch([x!, y!, z!].map((r) => ({ runId: r.id, fence: 1, result: JSON.stringify({ by: "a" }) })))
       assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Rejected", "Finalized", "Finalized"])
       assert.deepInclude(outcomes[0]!, { runId: x!.id, fence: 1, storedFence: 2, state: "running" })
       assert.strictEqual(yield* count(stores, "runs", y!.id), 0)
@@ -46,7 +46,7 @@ describe("completed runs deleted", () => {
       // A's later writes for x find no run: rejected, nothing written anywhere.
       const checkpoint = yield* Effect.flip(stores.a.checkpoint({ runId: x!.id, fence: 1 }, { step: 2 }))
       assert.instanceOf(checkpoint, RunNotFound)
-      const [late] = yield* stores.a.completeBatch([{ runId: x!.id, fence: 1, result: { by: "a" } }])
+      const [late] = yield* stores.a.completeBatch([{ runId: x!.id, fence: 1, result: JSON.stringify({ by: "a" }) }])
       assert.deepInclude(late!, { _tag: "Rejected", state: "missing" })
       const left = yield* stores.sql.unsafe<{ runs: number; events: number }>(
         `SELECT (SELECT count(*) FROM "${stores.schema}".runs)::int AS runs, (SELECT count(*) FROM "${stores.schema}".run_events)::int AS events`
@@ -63,19 +63,43 @@ describe("completed runs deleted", () => {
       const [kept, lost] = yield* stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null }])
       assert.strictEqual((yield* claim(stores, "a", 2)).length, 2)
 
-      const value = yield* stores.a.completeInTransaction({ runId: kept!.id, fence: 1 }, Effect.as(write(kept!.id, "ok"), 7), (n) => n)
+      const value = yield* stores.a.completeInTransaction({ runId: kept!.id, fence: 1 }, Effect.as(write(kept!.id, "ok"), 7), (n) => Exit.succeed(String(n)))
       assert.strictEqual(value, 7)
       assert.strictEqual(yield* count(stores, "runs", kept!.id), 0)
 
       // The fence moved while a still held the run: its transaction rolls back, ledger row included.
       yield* expireLease(stores, lost!.id)
       assert.strictEqual((yield* claim(stores, "b", 1)).length, 1)
-      const rejected = yield* Effect.flip(stores.a.completeInTransaction({ runId: lost!.id, fence: 1 }, write(lost!.id, "stale"), () => null))
+      const rejected = yield* Effect.flip(stores.a.completeInTransaction({ runId: lost!.id, fence: 1 }, write(lost!.id, "stale"), () => Exit.succeed("null")))
       assert.instanceOf(rejected, FenceRejected)
       assert.deepInclude(rejected as FenceRejected, { presentedFence: 1, storedFence: 2 })
       const ledger = yield* stores.sql.unsafe<{ run_id: string; note: string }>(`SELECT run_id::text, note FROM "${stores.schema}".ledger`)
       assert.deepStrictEqual(ledger.map((r) => [r.run_id, r.note]), [[kept!.id, "ok"]])
       assert.deepInclude(yield* readRun(stores, lost!.id), { state: "running", fence: 2 })
+    }))
+
+  it.live("a run deleted by its new holder while a stale transaction is open is RunNotFound for the stale one, and nothing of it lands", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStoresWith({ completedRuns: "delete" })
+      yield* stores.sql.unsafe(`CREATE TABLE "${stores.schema}".ledger (run_id bigint, note text)`)
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
+      assert.strictEqual((yield* claim(stores, "a", 1)).length, 1)
+      yield* expireLease(stores, run!.id)
+      // Inside a's open transaction (past its fence check), b reclaims the run and completes it,
+      // which deletes the row: a's completion then finds no run at all.
+      const supersede = Effect.gen(function*() {
+        assert.deepStrictEqual((yield* claim(stores, "b", 1)).map((r) => r.fence), [2])
+        const [done] = yield* stores.b.completeBatch([{ runId: run!.id, fence: 2, result: null }])
+        assert.strictEqual(done!._tag, "Finalized")
+      })
+      const write = stores.sql.unsafe(`INSERT INTO "${stores.schema}".ledger VALUES (${Number(run!.id)}, 'stale')`)
+      const rejected = yield* Effect.flip(
+        stores.a.completeInTransaction({ runId: run!.id, fence: 1 }, Effect.andThen(write, supersede), () => Exit.succeed("null"))
+      )
+      assert.deepInclude(rejected, { _tag: "RunNotFound", runId: run!.id })
+      const ledger = yield* stores.sql.unsafe(`SELECT * FROM "${stores.schema}".ledger`)
+      assert.deepStrictEqual(ledger, [])
+      assert.strictEqual(yield* count(stores, "runs", run!.id), 0)
     }))
 
   it.live("failed runs are kept: only completions delete", () =>
@@ -97,7 +121,7 @@ describe("completed runs deleted", () => {
         { kind: "job", payload: { n: 2 } }
       ])
       assert.strictEqual((yield* claim(stores, "a", 2)).length, 2)
-      const outcomes = yield* stores.a.completeBatch([keyed!, plain!].map((r) => ({ runId: r.id, fence: 1, result: { ok: true } })))
+      const outcomes = yield* stores.a.completeBatch([keyed!, plain!].map((r) => ({ runId: r.id, fence: 1, result: JSON.stringify({ ok: true }) })))
       assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized"])
       assert.strictEqual(yield* count(stores, "runs", plain!.id), 0)
       const kept = yield* stores.a.get(keyed!.id)

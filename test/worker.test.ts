@@ -51,7 +51,7 @@ describe("suspend and resume", () => {
       for (const leases of window) assert.notInclude(leases.map((l) => l.runId), id)
       assert.isTrue(window.every((leases) => leases.length === 1))
 
-      const resumedId = yield* Client.resume("approve-42", { approved: true, by: "ana" }).pipe(Effect.provideService(RunStore, stores.a))
+      const resumedId = yield* Client.resumeByToken("approve-42", { approved: true, by: "ana" }).pipe(Effect.provideService(RunStore, stores.a))
       assert.strictEqual(resumedId, id)
       yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
       const record = yield* stores.a.get(id)
@@ -85,10 +85,14 @@ describe("suspend and resume", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const [queued] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
-      const notSuspended = yield* Effect.flip(stores.a.resume(queued!.id, { ok: true }))
+      const notSuspended = yield* Effect.flip(stores.a.resumeById(queued!.id, { ok: true }))
       assert.deepInclude(notSuspended, { _tag: "InvalidTransition", state: "pending", operation: "resume" })
-      const unknown = yield* Effect.flip(stores.a.resume("no-such-token", {}))
-      assert.strictEqual(unknown._tag, "RunNotFound")
+      const unknown = yield* Effect.flip(stores.a.resumeById("999999", {}))
+      assert.deepInclude(unknown, { _tag: "RunNotFound", runId: "999999" })
+      const unknownToken = yield* Effect.flip(stores.a.resumeByToken("no-such-token", {}))
+      assert.deepInclude(unknownToken, { _tag: "SignalTokenNotFound", token: "no-such-token" })
+      const unstorable = yield* Effect.flip(stores.a.resumeById(queued!.id, { amount: 10n }))
+      assert.deepInclude(unstorable, { _tag: "UnstorableValue", what: "resume payload" })
       assert.deepStrictEqual(yield* stores.a.history(queued!.id), [])
     }))
 })
@@ -110,7 +114,7 @@ describe("signal tokens", () => {
       assert.strictEqual(row.lease_owner, "w")
       assert.deepStrictEqual((yield* stores.a.history(second!.id)).map((e) => e.kind), ["claimed"])
       // The token still resumes the run that holds it.
-      assert.strictEqual(yield* stores.a.resume("shared", { ok: true }), first!.id)
+      assert.strictEqual(yield* stores.a.resumeByToken("shared", { ok: true }), first!.id)
     }))
 })
 

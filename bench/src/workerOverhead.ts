@@ -8,7 +8,7 @@
  */
 import { Handler, RunStore, Worker } from "@leasehold/core"
 import type { ClaimedRun, FinalizeOutcome } from "@leasehold/core"
-import { Deferred, Duration, Effect, Fiber, Queue, Schema } from "effect"
+import { Deferred, Duration, Effect, Fiber, Schema, Stream } from "effect"
 
 const total = Number(process.argv[2] ?? 200_000)
 
@@ -39,14 +39,15 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     checkpoint: notImplemented,
     suspend: notImplemented,
     completeInTransaction: notImplemented,
-    resume: notImplemented,
+    resumeById: notImplemented,
+    resumeByToken: notImplemented,
     cancel: notImplemented,
     retry: notImplemented,
     get: notImplemented,
     list: notImplemented,
     history: notImplemented,
     stats: Effect.die(new Error("not used by this measure")),
-    notifications: Queue.unbounded<never>() as any
+    notifications: Stream.never
   }
 }
 

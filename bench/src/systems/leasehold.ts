@@ -66,7 +66,7 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
     emit: (event: WorkerEvents.WorkerEvent) =>
       hooks.onEvent === undefined ? Effect.void : Effect.sync(() => hooks.onEvent!(event))
   }
-  let fiber: Fiber.Fiber<never, never> | undefined
+  let fiber: Fiber.Fiber<never, unknown> | undefined
   return {
     go: async () => {
       fiber = Effect.runFork(

@@ -51,10 +51,26 @@ export const enqueueUnknown = Effect.fn("Client.enqueueUnknown")(function*(
   return yield* enqueue(handler, decoded, options)
 })
 
-/** Resumes a suspended run by id or signal token with a payload; returns the run id. @category writes */
-export const resume = Effect.fn("Client.resume")(function*(idOrToken: string, payload: unknown) {
+/**
+ * Resumes the suspended run with this id; `payload` becomes the outcome its `Run.awaitSignal`
+ * returns. Returns the run id.
+ *
+ * @category writes
+ */
+export const resume = Effect.fn("Client.resume")(function*(runId: string, payload: unknown) {
   const store = yield* RunStore
-  return yield* store.resume(idOrToken, payload)
+  return yield* store.resumeById(runId, payload)
+})
+
+/**
+ * Resumes the suspended run that holds this signal token (the `token` of its `Run.awaitSignal`):
+ * what a webhook or an approval link knows. Returns the run id.
+ *
+ * @category writes
+ */
+export const resumeByToken = Effect.fn("Client.resumeByToken")(function*(token: string, payload: unknown) {
+  const store = yield* RunStore
+  return yield* store.resumeByToken(token, payload)
 })
 
 /** @category writes */

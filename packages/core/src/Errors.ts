@@ -107,3 +107,59 @@ export type LeaseLossReason =
   | "deadline" // no renewal confirmed before the local lease deadline (monotonic clock)
   | "cancelled" // a cancel notification named this run
   | "shutdown" // the worker's grace period ran out
+
+/**
+ * The store itself failed (the database is unreachable, a statement timed out, a connection was
+ * reset): nothing is known about the write, and nothing about who holds the run. Distinct from
+ * `FenceRejected`, which is a definite answer. Stores map their driver's errors to this one, so
+ * the core never sees a driver type (as Effect cluster's storage speaks only `PersistenceError`).
+ *
+ * @category errors
+ */
+export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
+  operation: Schema.String,
+  /** The driver's classification when it has one (`ConnectionError`, `StatementTimeoutError`, ...). */
+  reason: Schema.String,
+  cause: Schema.Defect()
+}) {
+  override get message(): string {
+    const detail = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    return `${this.operation}: ${this.reason}: ${detail}`
+  }
+}
+
+/** No suspended run holds this signal token (a token exists only while its run waits). @category errors */
+export class SignalTokenNotFound extends Schema.TaggedError<SignalTokenNotFound>()("SignalTokenNotFound", {
+  token: Schema.String
+}) {
+  override get message(): string {
+    return `no suspended run holds signal token "${this.token}"`
+  }
+}
+
+/**
+ * A value the store must keep as JSON cannot be encoded (a BigInt, a cyclic object, a value its
+ * schema rejects). Nothing was written.
+ *
+ * @category errors
+ */
+export class UnstorableValue extends Schema.TaggedError<UnstorableValue>()("UnstorableValue", {
+  /** What the value was: `result`, `checkpoint`, `payload`, `resume payload`. */
+  what: Schema.String,
+  runId: Schema.optional(Schema.String),
+  issue: Schema.String
+}) {
+  override get message(): string {
+    return `${this.runId === undefined ? "" : `run ${this.runId}: `}${this.what} cannot be stored: ${this.issue}`
+  }
+}
+
+/** A worker or store option is invalid. Nothing was started. @category errors */
+export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidConfig", {
+  option: Schema.String,
+  issue: Schema.String
+}) {
+  override get message(): string {
+    return `invalid option ${this.option}: ${this.issue}`
+  }
+}

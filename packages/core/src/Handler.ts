@@ -4,10 +4,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Schema } from "effect"
+import { Cause, Effect, Exit, Schema } from "effect"
 import type { CurrentRun } from "./CurrentRun.js"
-import { InvalidPayload, UnknownKind } from "./Errors.js"
+import { InvalidConfig, InvalidPayload, UnknownKind, UnstorableValue } from "./Errors.js"
 import type { Fence } from "./Fence.js"
+import * as Json from "./Json.js"
 
 /** Services every handler may use without providing them: the worker does. @category models */
 export type HandlerServices = Fence | CurrentRun
@@ -17,20 +18,27 @@ export interface Handler<P = any, A = any, E = any, R = any> {
   readonly kind: string
   readonly payload: Schema.Codec<P, unknown>
   readonly handle: (payload: P) => Effect.Effect<A, E, R>
+  /**
+   * The schema the result is encoded with before it is stored. Without one the result is stored
+   * as `JSON.stringify` writes it. Either way a result that cannot be encoded fails its own run.
+   */
+  readonly result?: Schema.Codec<A, unknown> | undefined
   /** Attempts before the run is failed; the store default (5) when absent. */
   readonly maxAttempts?: number | undefined
 }
 
 /**
  * Defines a handler. `handle` may require `Fence`, `CurrentRun`, `RunStore` and the application's
- * SqlClient; the worker provides them.
+ * SqlClient; the worker provides them. A `result` schema, as Effect's workflow activities declare
+ * one, encodes what `handle` returns before it is stored.
  *
  * @category constructors
  */
-export const make = <P, I, A, E, R>(definition: {
+export const make = <P, I, A, E, R, RI = unknown>(definition: {
   readonly kind: string
   readonly payload: Schema.Codec<P, I>
   readonly handle: (payload: P) => Effect.Effect<A, E, R>
+  readonly result?: Schema.Codec<A, RI> | undefined
   readonly maxAttempts?: number | undefined
 }): Handler<P, A, E, R> => definition as unknown as Handler<P, A, E, R>
 
@@ -40,11 +48,16 @@ export interface Registry {
   readonly get: (kind: string) => Handler | undefined
 }
 
-/** @category constructors */
-export const registry = (handlers: ReadonlyArray<Handler>): Registry => {
-  const byKind = new Map(handlers.map((h) => [h.kind, h] as const))
-  if (byKind.size !== handlers.length) throw new Error("two handlers share a kind")
-  return { kinds: [...byKind.keys()], get: (kind) => byKind.get(kind) }
+/** Handlers by kind; two handlers of one kind are an `InvalidConfig`. @category constructors */
+export const registry = (handlers: ReadonlyArray<Handler>): Effect.Effect<Registry, InvalidConfig> => {
+  const byKind = new Map<string, Handler>()
+  for (const handler of handlers) {
+    if (byKind.has(handler.kind)) {
+      return Effect.fail(new InvalidConfig({ option: "handlers", issue: `two handlers share the kind "${handler.kind}"` }))
+    }
+    byKind.set(handler.kind, handler)
+  }
+  return Effect.succeed({ kinds: [...byKind.keys()], get: (kind) => byKind.get(kind) })
 }
 
 /** The handler for `kind`, or `UnknownKind`. @category accessors */
@@ -53,7 +66,7 @@ export const lookup = (registry: Registry, kind: string): Effect.Effect<Handler,
   return handler === undefined ? Effect.fail(new UnknownKind({ kind, known: registry.kinds })) : Effect.succeed(handler)
 }
 
-const issueOf = (error: Schema.SchemaError): string => error.message.split("\n").join(" ")
+const issueOf = (error: unknown): string => (error instanceof Error ? error.message : String(error)).split("\n").join(" ")
 
 /** Validates a payload as it arrives (from a caller, a CLI flag or the database). @category validation */
 export const decodePayload = (handler: Handler, input: unknown): Effect.Effect<unknown, InvalidPayload> =>
@@ -75,5 +88,25 @@ export const payloadDecoder = (handler: Handler): (input: unknown) => Exit.Exit<
 /** Validates a typed payload and turns it into the JSON the store keeps. @category validation */
 export const encodePayload = (handler: Handler, payload: unknown): Effect.Effect<unknown, InvalidPayload> =>
   Schema.encodeUnknownEffect(handler.payload)(payload).pipe(
+    // The encoded form must also be JSON (a BigInt or a cycle that the schema let through is not).
+    Effect.tap((encoded) => Exit.mapError(Json.encode(encoded, "payload"), (e) => e.issue)),
     Effect.mapError((error) => new InvalidPayload({ kind: handler.kind, issue: issueOf(error) }))
   ) as Effect.Effect<unknown, InvalidPayload>
+
+/**
+ * A result encoder compiled once per handler: the handler's result schema (if any), then JSON
+ * text. Runs per run before its completion joins a batch, so an unencodable result fails that
+ * run alone.
+ *
+ * @category validation
+ */
+export const resultEncoder = (handler: Handler): (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue> => {
+  if (handler.result === undefined) return (runId, value) => Json.encode(value ?? null, "result", runId)
+  const encode = Schema.encodeUnknownExit(handler.result as Schema.Codec<unknown, unknown>)
+  return (runId, value) => {
+    const encoded = encode(value)
+    return Exit.isSuccess(encoded)
+      ? Json.encode(encoded.value ?? null, "result", runId)
+      : Exit.fail(new UnstorableValue({ what: "result", runId, issue: issueOf(Cause.squash(encoded.cause)) }))
+  }
+}

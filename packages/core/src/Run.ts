@@ -4,13 +4,13 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect } from "effect"
-import type { SqlError as SqlErrorModule } from "effect/sql"
-type SqlError = SqlErrorModule.SqlError
+import { type Duration, Effect, Exit, Schema } from "effect"
 import { CurrentRun } from "./CurrentRun.js"
+import { type InvalidConfig, type SignalTokenInUse, type StoreError, UnstorableValue } from "./Errors.js"
+import * as Options from "./internal/Options.js"
 import * as Settlement from "./internal/Settlement.js"
-import type { SignalTokenInUse } from "./Errors.js"
 import { Fence, leaseKey } from "./Fence.js"
+import * as Json from "./Json.js"
 import type { SignalOutcome } from "./RunRecord.js"
 import { RunStore, type StaleWrite } from "./RunStore.js"
 
@@ -35,16 +35,30 @@ export const checkpoint = Effect.fn("Run.checkpoint")(function*(value: unknown) 
  */
 export const transaction = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
-  options?: { readonly result?: (a: A) => unknown }
-): Effect.Effect<A, E | StaleWrite | SqlError, R | Fence | RunStore | CurrentRun> =>
+  options?: {
+    /** The schema the stored result is encoded with (default: the value as JSON). */
+    readonly result?: Schema.Codec<A, unknown> | undefined
+  }
+): Effect.Effect<A, E | StaleWrite | UnstorableValue | StoreError, R | Fence | RunStore | CurrentRun> =>
   Effect.gen(function*() {
     const fence = yield* Fence
     const store = yield* RunStore
     const run = yield* CurrentRun
-    const value = yield* store.completeInTransaction(leaseKey(fence), effect, options?.result ?? ((a) => a))
+    const value = yield* store.completeInTransaction(leaseKey(fence), effect, encodeWith(fence.runId, options?.result))
     Settlement.report(run, "completed")
     return value
   }).pipe(Effect.withSpan("Run.transaction"))
+
+const encodeWith = <A>(runId: string, schema: Schema.Codec<A, unknown> | undefined) => {
+  if (schema === undefined) return (a: A) => Json.encode(a ?? null, "result", runId)
+  const encode = Schema.encodeExit(schema)
+  return (a: A): Exit.Exit<string, UnstorableValue> => {
+    const encoded = encode(a)
+    return Exit.isSuccess(encoded)
+      ? Json.encode(encoded.value ?? null, "result", runId)
+      : Exit.fail(new UnstorableValue({ what: "result", runId, issue: String(encoded.cause) }))
+  }
+}
 
 /** @category models */
 export interface AwaitSignalOptions {
@@ -65,19 +79,15 @@ export interface AwaitSignalOptions {
 export const awaitSignal = (
   signal: string,
   options?: AwaitSignalOptions
-): Effect.Effect<SignalOutcome, StaleWrite | SignalTokenInUse | SqlError, Fence | RunStore | CurrentRun> =>
+): Effect.Effect<SignalOutcome, StaleWrite | SignalTokenInUse | InvalidConfig | StoreError, Fence | RunStore | CurrentRun> =>
   Effect.gen(function*() {
     const run = yield* CurrentRun
     const seen = run.signals[signal]
     if (seen !== undefined) return seen
     const fence = yield* Fence
     const store = yield* RunStore
-    yield* store.suspend({
-      ...leaseKey(fence),
-      signal,
-      token: options?.token ?? crypto.randomUUID(),
-      timeout: options?.timeout === undefined ? undefined : Duration.fromInputUnsafe(options.timeout)
-    })
+    const timeout = options?.timeout === undefined ? undefined : yield* Options.duration("timeout", options.timeout)
+    yield* store.suspend({ ...leaseKey(fence), signal, token: options?.token ?? crypto.randomUUID(), timeout })
     Settlement.report(run, "suspended")
     // The run no longer belongs to this handler: stop it here, as an interruption no handler
     // code can swallow by catching errors.

@@ -1,15 +1,23 @@
 /**
  * The storage service the worker runtime runs against. Every method that writes on behalf of a
- * lease holder takes the holder's fence and is guarded by it in the store; the Postgres store in
- * `@leasehold/sql` implements this with one statement per operation.
+ * lease holder takes the holder's fence and is guarded by it in the store. Stores speak only
+ * Leasehold's errors (`StoreError` for the store itself), never their driver's. Implementations:
+ * `PgRunStore` in `@leasehold/sql` (one statement per operation) and `MemoryRunStore`.
  *
  * @since 0.1.0
  */
-import type { Duration, Effect, Queue, Scope } from "effect"
+import type { Duration, Effect, Exit, Stream } from "effect"
 import { Context } from "effect"
-import type { SqlError as SqlErrorModule } from "effect/sql"
-type SqlError = SqlErrorModule.SqlError
-import type { FenceRejected, InvalidTransition, LeaseNotHeld, RunNotFound, SignalTokenInUse } from "./Errors.js"
+import type {
+  FenceRejected,
+  InvalidTransition,
+  LeaseNotHeld,
+  RunNotFound,
+  SignalTokenInUse,
+  SignalTokenNotFound,
+  StoreError,
+  UnstorableValue
+} from "./Errors.js"
 import type {
   ClaimedRun,
   Enqueued,
@@ -42,7 +50,8 @@ export interface ClaimRequest {
 
 /** @category models */
 export interface CompleteItem extends LeaseKey {
-  readonly result: unknown
+  /** The result as JSON text, encoded per run before it joins a batch; `null` stores JSON null. */
+  readonly result: string | null
 }
 
 /** @category models */
@@ -77,8 +86,14 @@ export interface Stats {
   readonly reclaims: number
 }
 
-/** A wake-up the store pushes to idle workers. @category models */
+/**
+ * A wake-up the store pushes to idle workers. `Subscribed` comes first, once notifications sent
+ * from then on are sure to arrive.
+ *
+ * @category models
+ */
 export type StoreNotification =
+  | { readonly _tag: "Subscribed" }
   | { readonly _tag: "RunsAvailable"; readonly queue: string }
   | { readonly _tag: "RunCancelled"; readonly runId: string }
 
@@ -86,48 +101,57 @@ export type StoreNotification =
  * @category services
  */
 export class RunStore extends Context.Service<RunStore, {
-  readonly enqueue: (requests: ReadonlyArray<EnqueueRequest>) => Effect.Effect<ReadonlyArray<Enqueued>, SqlError>
+  /** Enqueues a batch in one statement; a payload JSON cannot hold fails the whole call, writing nothing. */
+  readonly enqueue: (
+    requests: ReadonlyArray<EnqueueRequest>
+  ) => Effect.Effect<ReadonlyArray<Enqueued>, UnstorableValue | StoreError>
   /** Claims up to `limit` runs in one statement; each claim raises the run's fence by exactly 1. */
-  readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<ClaimedRun>, SqlError>
+  readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<ClaimedRun>, StoreError>
   /** Renews every listed lease in one statement; returns exactly the leases still held. */
   readonly renew: (
     owner: string,
     leases: ReadonlyArray<LeaseKey>,
     ttl: Duration.Duration
-  ) => Effect.Effect<ReadonlyArray<LeaseKey>, SqlError>
+  ) => Effect.Effect<ReadonlyArray<LeaseKey>, StoreError>
   /**
    * Completes many runs in one statement, each guarded by id + fence + running. A run already
    * completed under the same fence answers `Finalized` (the holder's completion sent again).
    */
-  readonly completeBatch: (items: ReadonlyArray<CompleteItem>) => Effect.Effect<ReadonlyArray<FinalizeOutcome>, SqlError>
-  readonly fail: (request: FailRequest) => Effect.Effect<FailOutcome, StaleWrite | SqlError>
+  readonly completeBatch: (items: ReadonlyArray<CompleteItem>) => Effect.Effect<ReadonlyArray<FinalizeOutcome>, StoreError>
+  readonly fail: (request: FailRequest) => Effect.Effect<FailOutcome, StaleWrite | StoreError>
   /** Gives a run back at once (shutdown, lost lease) without charging it an attempt. */
-  readonly release: (lease: LeaseKey) => Effect.Effect<void, StaleWrite | SqlError>
-  readonly checkpoint: (lease: LeaseKey, value: unknown) => Effect.Effect<void, StaleWrite | SqlError>
+  readonly release: (lease: LeaseKey) => Effect.Effect<void, StaleWrite | StoreError>
+  readonly checkpoint: (lease: LeaseKey, value: unknown) => Effect.Effect<void, StaleWrite | UnstorableValue | StoreError>
   /** Suspends the run and releases its lease outright. */
-  readonly suspend: (request: SuspendRequest) => Effect.Effect<void, StaleWrite | SignalTokenInUse | SqlError>
+  readonly suspend: (request: SuspendRequest) => Effect.Effect<void, StaleWrite | SignalTokenInUse | StoreError>
   /**
    * Runs `effect` and completes the run with its result in one transaction. If the fence is stale
-   * the transaction rolls back, the caller's writes included.
+   * the transaction rolls back, the caller's writes included; so does a result `encodeResult`
+   * refuses. The caller's own failures pass through unchanged.
    */
   readonly completeInTransaction: <A, E, R>(
     lease: LeaseKey,
     effect: Effect.Effect<A, E, R>,
-    encodeResult: (a: A) => unknown
-  ) => Effect.Effect<A, E | StaleWrite | SqlError, R>
-  /** Resumes a suspended run by id or by its signal token. */
-  readonly resume: (
-    idOrToken: string,
+    encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>
+  ) => Effect.Effect<A, E | StaleWrite | UnstorableValue | StoreError, R>
+  /** Resumes the suspended run with this id; returns its id. */
+  readonly resumeById: (
+    runId: string,
     payload: unknown
-  ) => Effect.Effect<string, RunNotFound | InvalidTransition | SqlError>
+  ) => Effect.Effect<string, RunNotFound | InvalidTransition | UnstorableValue | StoreError>
+  /** Resumes the suspended run holding this signal token; returns its id. */
+  readonly resumeByToken: (
+    token: string,
+    payload: unknown
+  ) => Effect.Effect<string, SignalTokenNotFound | UnstorableValue | StoreError>
   /** Cancels a run; a running run's fence is advanced so its holder's writes are rejected. */
-  readonly cancel: (runId: string) => Effect.Effect<void, RunNotFound | InvalidTransition | SqlError>
+  readonly cancel: (runId: string) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
   /** A failed or cancelled run back to pending; the fence keeps rising. */
-  readonly retry: (runId: string) => Effect.Effect<void, RunNotFound | InvalidTransition | SqlError>
-  readonly get: (runId: string) => Effect.Effect<RunRecord, RunNotFound | SqlError>
-  readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<RunRecord>, SqlError>
-  readonly history: (runId: string) => Effect.Effect<ReadonlyArray<RunEvent>, RunNotFound | SqlError>
-  readonly stats: Effect.Effect<Stats, SqlError>
-  /** Wake-ups for idle workers (new runs, resumes, cancels). */
-  readonly notifications: Effect.Effect<Queue.Dequeue<StoreNotification, SqlError>, SqlError, Scope.Scope>
+  readonly retry: (runId: string) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
+  readonly get: (runId: string) => Effect.Effect<RunRecord, RunNotFound | StoreError>
+  readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<RunRecord>, StoreError>
+  readonly history: (runId: string) => Effect.Effect<ReadonlyArray<RunEvent>, RunNotFound | StoreError>
+  readonly stats: Effect.Effect<Stats, StoreError>
+  /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */
+  readonly notifications: Stream.Stream<StoreNotification, StoreError>
 }>()("@leasehold/core/RunStore") {}

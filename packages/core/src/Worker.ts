@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Exit, FiberSet, Queue, Schedule } from "effect"
+import { Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Stream } from "effect"
 import * as os from "node:os"
 import * as Backoff from "./internal/Backoff.js"
 
@@ -14,14 +14,17 @@ import * as Backoff from "./internal/Backoff.js"
 export type RetryPolicy = Backoff.RetryPolicy
 import * as CompletionBatcher from "./internal/CompletionBatcher.js"
 import { CurrentRun } from "./CurrentRun.js"
+import { InvalidConfig } from "./Errors.js"
 import { Fence } from "./Fence.js"
 import * as Handler from "./Handler.js"
+import * as Json from "./Json.js"
 import * as Heartbeat from "./internal/Heartbeat.js"
 import { type InFlight, keyOf, type LeaseEntry } from "./internal/InFlight.js"
 import * as Lease from "./internal/Lease.js"
+import * as Options from "./internal/Options.js"
 import * as Settlement from "./internal/Settlement.js"
 import type { ClaimedRun } from "./RunRecord.js"
-import { RunStore } from "./RunStore.js"
+import { RunStore, type StoreNotification } from "./RunStore.js"
 import * as WorkerEvents from "./WorkerEvents.js"
 
 /** @category models */
@@ -65,30 +68,45 @@ export interface ResolvedOptions {
   readonly maxCompletionBatch: number
 }
 
-/** Fills in defaults and checks that the heartbeat fits inside the TTL. @category constructors */
-export const resolveOptions = (options: WorkerOptions<unknown>): ResolvedOptions => {
-  const ttl = Duration.fromInputUnsafe(options.ttl ?? "30 seconds")
-  const heartbeat = options.heartbeat === undefined
-    ? Duration.millis(Duration.toMillis(ttl) / 3)
-    : Duration.fromInputUnsafe(options.heartbeat)
-  if (Duration.toMillis(heartbeat) * 2 > Duration.toMillis(ttl)) {
-    throw new Error(`heartbeat (${Duration.format(heartbeat)}) must be at most half the TTL (${Duration.format(ttl)})`)
-  }
-  const concurrency = options.concurrency ?? 10
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error("concurrency must be a positive integer")
-  return {
-    owner: options.owner ?? `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`,
-    queues: options.queues ?? ["default"],
-    concurrency,
-    ttl,
-    heartbeat,
-    pollInterval: Duration.fromInputUnsafe(options.pollInterval ?? "1 second"),
-    shutdownGrace: Duration.fromInputUnsafe(options.shutdownGrace ?? "10 seconds"),
-    finalizeTimeout: Duration.fromInputUnsafe(options.finalizeTimeout ?? "30 seconds"),
-    retry: options.retry ?? Backoff.defaultPolicy,
-    maxCompletionBatch: options.maxCompletionBatch ?? 500
-  }
-}
+/**
+ * Fills in defaults and checks every option: a malformed duration, a concurrency below 1 or a
+ * heartbeat over half the TTL fail with `InvalidConfig`, and nothing starts.
+ *
+ * @category constructors
+ */
+export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<ResolvedOptions, InvalidConfig> =>
+  Effect.gen(function*() {
+    const ttl = yield* Options.duration("ttl", options.ttl ?? "30 seconds")
+    if (Duration.toMillis(ttl) < 1) return yield* new InvalidConfig({ option: "ttl", issue: "must be more than 0" })
+    const heartbeat = options.heartbeat === undefined
+      ? Duration.millis(Duration.toMillis(ttl) / 3)
+      : yield* Options.duration("heartbeat", options.heartbeat)
+    if (Duration.toMillis(heartbeat) * 2 > Duration.toMillis(ttl) || Duration.toMillis(heartbeat) <= 0) {
+      return yield* new InvalidConfig({
+        option: "heartbeat",
+        issue: `${Duration.format(heartbeat)} must be more than 0 and at most half the TTL (${Duration.format(ttl)})`
+      })
+    }
+    const queues = options.queues ?? ["default"]
+    if (queues.length === 0 || queues.some((q) => q === "")) {
+      return yield* new InvalidConfig({ option: "queues", issue: "name at least one queue, none empty" })
+    }
+    const retry = options.retry ?? Backoff.defaultPolicy
+    yield* Options.duration("retry.base", retry.base)
+    yield* Options.duration("retry.max", retry.max)
+    return {
+      owner: options.owner ?? `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`,
+      queues,
+      concurrency: yield* Options.integer("concurrency", options.concurrency ?? 10, 1),
+      ttl,
+      heartbeat,
+      pollInterval: yield* Options.duration("pollInterval", options.pollInterval ?? "1 second"),
+      shutdownGrace: yield* Options.duration("shutdownGrace", options.shutdownGrace ?? "10 seconds"),
+      finalizeTimeout: yield* Options.duration("finalizeTimeout", options.finalizeTimeout ?? "30 seconds"),
+      retry,
+      maxCompletionBatch: yield* Options.integer("maxCompletionBatch", options.maxCompletionBatch ?? 500, 1)
+    }
+  })
 
 /**
  * Runs a worker until interrupted. Provide a `RunStore` (for Postgres: `PgRunStore.layer`) and
@@ -98,14 +116,18 @@ export const resolveOptions = (options: WorkerOptions<unknown>): ResolvedOptions
  */
 export const run = <R>(
   options: WorkerOptions<R>
-): Effect.Effect<never, never, RunStore | Exclude<R, Handler.HandlerServices>> =>
+): Effect.Effect<never, InvalidConfig, RunStore | Exclude<R, Handler.HandlerServices>> =>
   Effect.scoped(Effect.gen(function*() {
-    const config = resolveOptions(options as WorkerOptions<unknown>)
+    const config = yield* resolveOptions(options as WorkerOptions<unknown>)
     const { owner } = config
     const store = yield* RunStore
-    const registry = Handler.registry(options.handlers)
-    const compiled = new Map(options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h) }]))
+    const registry = yield* Handler.registry(options.handlers)
+    const compiled = new Map(
+      options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h) }])
+    )
     const inFlight: InFlight = new Map()
+    // Open while no lease is in flight: shutdown waits on it instead of polling.
+    const idle = Latch.makeUnsafe(true)
     const wake = yield* Queue.sliding<void>(1)
     const signalWake = Queue.offer(wake, undefined).pipe(Effect.asVoid)
     // Whether the last claim was cut short by capacity (then a freed slot should claim again).
@@ -136,9 +158,12 @@ export const run = <R>(
       // queue was empty then, and new runs announce themselves (or the poll finds them). Waking
       // on every completion would send an empty claim per run, which delays the claim a
       // notification asks for behind it.
-      onSlotFreed: Effect.suspend(() => atCapacity ? signalWake : Effect.void)
+      onSlotFreed: Effect.suspend(() => {
+        if (inFlight.size === 0) Latch.openUnsafe(idle)
+        return atCapacity ? signalWake : Effect.void
+      })
     }
-    yield* Effect.addFinalizer(() => drain(owner, inFlight, config.shutdownGrace))
+    yield* Effect.addFinalizer(() => drain(owner, inFlight, idle, config.shutdownGrace))
 
     // The per-run path is written without generators and allocates little: at tens of thousands
     // of runs a second, the worker's own cost per run is what bounds throughput (bench/).
@@ -175,6 +200,7 @@ export const run = <R>(
       const entry: LeaseEntry = {
         run,
         key,
+        encodeResult: compiled.get(run.kind)?.encodeResult ?? defaultEncodeResult,
         deadline: sentAt + ttlMs,
         settled: undefined,
         finalizing: false,
@@ -182,6 +208,7 @@ export const run = <R>(
         fiber: undefined
       }
       inFlight.set(key, entry)
+      Latch.closeUnsafe(idle)
       if (entry.deadline < watchdog.nextCheckAt) {
         watchdog.nextCheckAt = entry.deadline
         Queue.offerUnsafe(watchdogWake, undefined)
@@ -235,21 +262,17 @@ export const run = <R>(
       }
     }))
 
-    const listenLoop = Effect.gen(function*() {
-      const notifications = yield* store.notifications
-      yield* events.emit({ _tag: "Listening", owner })
-      while (true) {
-        const note = yield* Queue.take(notifications)
-        if (note._tag === "RunsAvailable") {
-          if (config.queues.includes(note.queue)) yield* signalWake
-        } else {
-          for (const entry of inFlight.values()) {
-            if (entry.run.id === note.runId) yield* Heartbeat.loseLease(owner, entry, "cancelled")
-          }
-        }
-      }
-    }).pipe(
-      Effect.scoped,
+    const onNotification = (note: StoreNotification): Effect.Effect<void> => {
+      if (note._tag === "Subscribed") return events.emit({ _tag: "Listening", owner })
+      if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
+      return Effect.forEach(
+        [...inFlight.values()].filter((entry) => entry.run.id === note.runId),
+        (entry) => Heartbeat.loseLease(owner, entry, "cancelled"),
+        { discard: true }
+      )
+    }
+    const listenLoop = store.notifications.pipe(
+      Stream.runForEach(onNotification),
       Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "listen", error: String(error) })),
       // Notifications only speed things up: polling still works while listening is down.
       Effect.retry(claimErrors),
@@ -261,11 +284,10 @@ export const run = <R>(
     return yield* Effect.never
   }))
 
-const drain = (owner: string, inFlight: InFlight, grace: Duration.Duration) =>
+const defaultEncodeResult = (runId: string, value: unknown) => Json.encode(value, "result", runId)
+
+const drain = (owner: string, inFlight: InFlight, idle: Latch.Latch, grace: Duration.Duration) =>
   Effect.gen(function*() {
-    const waitEmpty = Effect.gen(function*() {
-      while (inFlight.size > 0) yield* Effect.sleep("20 millis")
-    })
-    yield* Effect.timeoutOption(waitEmpty, grace)
+    yield* Effect.timeoutOption(idle.await, grace)
     for (const entry of inFlight.values()) yield* Heartbeat.loseLease(owner, entry, "shutdown")
   })

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted } from "effect"
+import { Config, Effect, Layer, Option, Redacted } from "effect"
 import * as EmbeddedPostgres from "./EmbeddedPostgres.js"
 
 /** @category models */
@@ -18,16 +18,23 @@ export interface DatabaseOptions {
   readonly applicationName?: string | undefined
 }
 
-/** The URL to use, starting the embedded server in the current scope when none is configured. @category constructors */
+/**
+ * The URL to use: `options.url`, else `DATABASE_URL` (read through Effect `Config`, redacted),
+ * else the embedded server, started in the current scope.
+ *
+ * @category constructors
+ */
 export const resolveUrl = (options: DatabaseOptions = {}) =>
   Effect.gen(function*() {
-    const url = options.url ?? process.env.DATABASE_URL
-    if (url !== undefined && url !== "") return url
+    if (options.url !== undefined && options.url !== "") return options.url
+    // A string setting cannot be malformed: only "missing" can happen, and Config.option covers it.
+    const configured = yield* Effect.orDie(Config.option(Config.Redacted("DATABASE_URL")))
+    if (Option.isSome(configured) && Redacted.value(configured.value) !== "") return Redacted.value(configured.value)
     const pg = yield* EmbeddedPostgres.start({ dataDir: options.embeddedDataDir })
     return pg.url
   })
 
-/** A PgClient (and SqlClient) for the configured server. @category layers */
+/** A PgClient (and SqlClient) for the configured server (see `resolveUrl`). @category layers */
 export const layer = (options: DatabaseOptions = {}) =>
   Layer.unwrap(Effect.map(resolveUrl(options), (url) => clientLayer(url, options)))
 

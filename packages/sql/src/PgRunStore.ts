@@ -4,9 +4,10 @@
  *
  * @since 0.1.0
  */
-import { RunStore, type StoreNotification } from "@leasehold/core"
+import { RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { Cause, Effect, Layer, Queue } from "effect"
+import { Effect, Layer, Stream } from "effect"
+import type { SqlError } from "effect/sql"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Migrations from "./Migrations.js"
 import * as admin from "./statements/admin.js"
@@ -15,6 +16,7 @@ import * as enqueueStatement from "./statements/enqueue.js"
 import * as guarded from "./statements/guarded.js"
 import * as read from "./statements/read.js"
 import * as renewStatement from "./statements/renew.js"
+import * as StoreErrors from "./StoreErrors.js"
 import * as StoreSchema from "./StoreSchema.js"
 
 /** What becomes of a completed run (see `PgRunStoreOptions.completedRuns`). @category models */
@@ -89,41 +91,42 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     startupParameters: { ...sql.config.startupParameters, ...runtimeSettings }
   }).pipe(Effect.provide(Reactivity.layer))
 
-  const notifications = Effect.gen(function*() {
-    // A connection of its own, outside the pool: a listener holds its connection for as long as it
-    // listens, and a pooled one would starve a small pool (a pool of one would deadlock).
-    const connection = yield* PgConnection.make(sql.config)
-    const source = yield* connection.listen(s.channel)
-    const out = yield* Queue.unbounded<StoreNotification, any>()
-    yield* Effect.forkScoped(
-      Effect.forever(Effect.gen(function*() {
-        const note = parseNotification((yield* Queue.take(source)).payload)
-        if (note !== undefined) yield* Queue.offer(out, note)
-      })).pipe(
-        // A lost listening connection fails the queue; closing the scope just stops the pump.
-        Effect.catchCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : Queue.failCause(out, cause as Cause.Cause<any>))
+  // A connection of its own, outside the pool: a listener holds its connection for as long as it
+  // listens, and a pooled one would starve a small pool (a pool of one would deadlock).
+  const notifications: Stream.Stream<StoreNotification, StoreError> = Stream.unwrap(
+    Effect.gen(function*() {
+      const connection = yield* PgConnection.make(sql.config)
+      const source = yield* connection.listen(s.channel)
+      // LISTEN has been acknowledged: what is sent from now on arrives.
+      return Stream.concat(
+        Stream.succeed<StoreNotification>({ _tag: "Subscribed" }),
+        Stream.fromQueue(source).pipe(
+          Stream.map((note) => parseNotification(note.payload)),
+          Stream.filter((note): note is StoreNotification => note !== undefined)
+        )
       )
-    )
-    return out as Queue.Dequeue<StoreNotification, any>
-  })
+    })
+  ).pipe(Stream.mapError((error) => StoreErrors.fromSql("listen", error as SqlError.SqlError)))
 
+  const refail = StoreErrors.refail
   return RunStore.of({
-    enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests).pipe(Effect.withSpan("PgRunStore.enqueue")),
-    claim: (request) => claimStatement.claim(runtime, s, request),
-    renew: (owner, leases, ttl) => renewStatement.renew(runtime, s, owner, leases, ttl),
-    completeBatch: (items) => guarded.completeBatch(runtime, s, items, completedRuns),
-    fail: (request) => guarded.fail(sql, s, request),
-    release: (lease) => guarded.release(sql, s, lease),
-    checkpoint: (lease, value) => guarded.checkpoint(sql, s, lease, value),
-    suspend: (request) => guarded.suspend(sql, s, request),
+    enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
+    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, request)),
+    renew: (owner, leases, ttl) => refail("renew")(renewStatement.renew(runtime, s, owner, leases, ttl)),
+    completeBatch: (items) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns)),
+    fail: (request) => refail("fail")(guarded.fail(sql, s, request)),
+    release: (lease) => refail("release")(guarded.release(sql, s, lease)),
+    checkpoint: (lease, value) => refail("checkpoint")(guarded.checkpoint(sql, s, lease, value)),
+    suspend: (request) => refail("suspend")(guarded.suspend(sql, s, request)),
     completeInTransaction: (lease, effect, encode) => guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns),
-    resume: (idOrToken, payload) => admin.resume(sql, s, idOrToken, payload),
-    cancel: (runId) => admin.cancel(sql, s, runId),
-    retry: (runId) => admin.retry(sql, s, runId),
-    get: (runId) => read.get(sql, s, runId),
-    list: (filter) => read.list(sql, s, filter),
-    history: (runId) => read.history(sql, s, runId),
-    stats: read.stats(sql, s),
+    resumeById: (runId, payload) => refail("resume")(admin.resumeById(sql, s, runId, payload)),
+    resumeByToken: (token, payload) => refail("resume")(admin.resumeByToken(sql, s, token, payload)),
+    cancel: (runId) => refail("cancel")(admin.cancel(sql, s, runId)),
+    retry: (runId) => refail("retry")(admin.retry(sql, s, runId)),
+    get: (runId) => refail("get")(read.get(sql, s, runId)),
+    list: (filter) => refail("list")(read.list(sql, s, filter)),
+    history: (runId) => refail("history")(read.history(sql, s, runId)),
+    stats: refail("stats")(read.stats(sql, s)),
     notifications
   })
 })

@@ -5,10 +5,10 @@
  * its writes rejected from then on.
  */
 import { Client, RunStore } from "@leasehold/core"
-import { Effect } from "effect"
-import { Argument, Command } from "effect/cli"
+import { Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
-import { connectionFlags, jsonFlag, payloadFlags, payloadOf } from "../Flags.js"
+import { connectionFlags, jsonFlag, payloadFlags, payloadOf, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
 
 const runId = Argument.String("id").pipe(Argument.withDescription("the run's id"))
@@ -23,18 +23,25 @@ const report = (id: string, json: boolean, text: (state: string, fence: number) 
 export const resume = Command.make("resume", {
   ...connectionFlags,
   ...payloadFlags,
-  target: Argument.String("id-or-token").pipe(Argument.withDescription("the run's id, or the token it awaits")),
+  id: Argument.String("id").pipe(Argument.withDescription("the run's id (or give --token instead)"), Argument.optional),
+  token: Flag.String("token").pipe(Flag.optional, Flag.withDescription("the signal token the run awaits, instead of its id")),
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
+    // By id or by token, never a guess between the two: a token may look like another run's id.
+    if (Option.isSome(flags.id) === Option.isSome(flags.token)) {
+      return yield* new UsageError({ message: "resume takes a run id or --token <token>, not both or neither" })
+    }
     const payload = yield* payloadOf(flags, null)
+    const resumed: Effect.Effect<string, Effect.Error<ReturnType<typeof Client.resume | typeof Client.resumeByToken>>, RunStore> =
+      Option.isSome(flags.id) ? Client.resume(flags.id.value, payload) : Client.resumeByToken(Option.getOrThrow(flags.token), payload)
     yield* Connection.withStore(
       flags,
-      Effect.flatMap(Client.resume(flags.target, payload), (id) =>
+      Effect.flatMap(resumed, (id) =>
         report(id, flags.json, (state) => `resumed run ${id} (now ${state}; a worker re-claims it under a higher fence)`)),
       { migrate: false }
     )
-  })).pipe(Command.withDescription("Resume a suspended run with a payload (its signal's outcome)"))
+  })).pipe(Command.withDescription("Resume a suspended run, by id or by --token, with a payload (its signal's outcome)"))
 
 export const cancel = Command.make("cancel", { ...connectionFlags, id: runId, json: jsonFlag }, (flags) =>
   Connection.withStore(

@@ -125,7 +125,7 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
     say(`⏸  ${refunds} refunds are suspended for approval: no lease owner, no heartbeat, no worker slot`)
     await sleep(1_500)
     for (const refund of suspended) {
-      await db(store.resume(refund.id, { approved: true, by: "ana@example.com" }))
+      await db(store.resumeById(refund.id, { approved: true, by: "ana@example.com" }))
       say(`👤 ana approves refund run ${refund.id} → claimable again, it will run under fence ${refund.fence + 1}`)
     }
 

@@ -32,7 +32,7 @@ export const enqueue = Command.make("enqueue", {
 }, (flags) =>
   Effect.gen(function*() {
     const input = yield* payloadOf(flags, {})
-    const registry = Handler.registry(yield* Tasks.fromFlag(flags.tasks))
+    const registry = yield* Handler.registry(yield* Tasks.fromFlag(flags.tasks))
     // Validate up front, so a bad kind or payload never opens a connection.
     yield* Handler.decodePayload(yield* Handler.lookup(registry, flags.kind), input)
     const options = {

@@ -12,18 +12,17 @@
  * @since 0.1.0
  */
 import { type Cause, Duration, Effect, Exit, Queue, Schedule } from "effect"
-import type { SqlError as SqlErrorModule } from "effect/sql"
-type SqlError = SqlErrorModule.SqlError
+import type { StoreError } from "../Errors.js"
 import type { FinalizeOutcome } from "../RunRecord.js"
 import type { CompleteItem, RunStore } from "../RunStore.js"
 
 /** How a queued completion ended: committed or rejected, or its batch's write failed. */
-export type CompletionExit = Exit.Exit<FinalizeOutcome, SqlError | Cause.TimeoutError>
+export type CompletionExit = Exit.Exit<FinalizeOutcome, StoreError | Cause.TimeoutError>
 
 /** @category models */
 export interface CompletionBatcher {
   /** Queues a completion and waits until its batch is committed (or the item rejected). */
-  readonly complete: (item: CompleteItem) => Effect.Effect<FinalizeOutcome, SqlError | Cause.TimeoutError>
+  readonly complete: (item: CompleteItem) => Effect.Effect<FinalizeOutcome, StoreError | Cause.TimeoutError>
   /**
    * Queues a completion without waiting: `then` runs on the flushing fiber once the batch is
    * answered (it must not fail). The worker's runs use this, so a finished run's fiber ends at
@@ -98,7 +97,7 @@ export const make = Effect.fnUntraced(function*(
     if (queued.length === 1) Queue.offerUnsafe(wake, undefined)
   }
   const complete = (item: CompleteItem) =>
-    Effect.callback<FinalizeOutcome, SqlError | Cause.TimeoutError>((resume) => {
+    Effect.callback<FinalizeOutcome, StoreError | Cause.TimeoutError>((resume) => {
       submit(item, (exit) => Effect.sync(() => resume(exit)))
     })
   return { complete, submit } satisfies CompletionBatcher

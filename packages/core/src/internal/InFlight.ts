@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import type { Fiber } from "effect"
+import type { Exit, Fiber } from "effect"
+import type { UnstorableValue } from "../Errors.js"
 import type { SelfSettlement } from "./Settlement.js"
 import type { LeaseLossReason } from "../Errors.js"
 import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
@@ -13,6 +14,8 @@ import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
 export interface LeaseEntry {
   readonly run: ClaimedRun
   readonly key: string
+  /** The result's JSON text, by its handler's result schema; per run, before any batch. */
+  readonly encodeResult: (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue>
   /** Local lease deadline on the monotonic clock (ms): last confirmed renewal's send time + TTL. */
   deadline: number
   /** Set when the handler settled the run itself (fenced transaction, suspension). */

@@ -9,8 +9,7 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Scope } from "effect"
-import type { SqlError as SqlErrorModule } from "effect/sql"
-type SqlError = SqlErrorModule.SqlError
+import type { StoreError } from "../Errors.js"
 import * as Backoff from "./Backoff.js"
 import type { CompletionBatcher, CompletionExit } from "./CompletionBatcher.js"
 import type { InFlight, LeaseEntry } from "./InFlight.js"
@@ -41,26 +40,41 @@ export class PermanentFailure {
 
 type Settlement = "completed" | "retry-scheduled" | "failed" | "released" | "suspended" | "abandoned"
 
-const errorJson = (cause: Cause.Cause<unknown>): unknown => {
-  const error = Cause.squash(cause)
-  if (error instanceof PermanentFailure) return { message: String((error.reason as any)?.message ?? error.reason), permanent: true }
-  if (error instanceof Error) return { tag: (error as any)._tag ?? error.name, message: error.message }
-  return { message: String(error) }
+const describe = (error: unknown): { tag?: string; message: string } => {
+  if (!(error instanceof Error)) return { message: String(error) }
+  const tag = (error as { _tag?: unknown })._tag
+  return { tag: typeof tag === "string" ? tag : error.name, message: error.message }
 }
 
-const isPermanent = (cause: Cause.Cause<unknown>): boolean => Cause.squash(cause) instanceof PermanentFailure
+const errorJson = (cause: Cause.Cause<unknown>): unknown => {
+  const error = Cause.squash(cause)
+  if (error instanceof PermanentFailure) return { ...describe(error.reason), permanent: true }
+  return isPermanent(cause) ? { ...describe(error), permanent: true } : describe(error)
+}
+
+// A payload that no longer decodes, or a result JSON cannot hold: the next attempt would fail alike.
+const isPermanent = (cause: Cause.Cause<unknown>): boolean => {
+  const error = Cause.squash(cause)
+  return error instanceof PermanentFailure || (error as { _tag?: unknown } | undefined)?._tag === "UnstorableValue"
+}
+
+const nullResult: Exit.Exit<string | null, never> = Exit.succeed(null)
 
 // The common case (the handler succeeded) is kept free of generators and closures: it runs once
 // per run at tens of thousands of runs a second.
 const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
   entry.finalizing = true
   if (entry.settled === undefined && Exit.isSuccess(exit)) {
+    // The result is encoded here, per run: one that JSON cannot hold fails this run alone instead
+    // of the statement its batch shares with others.
+    const result = exit.value === undefined || exit.value === null ? nullResult : entry.encodeResult(entry.run.id, exit.value)
+    if (Exit.isFailure(result)) return settled(ctx, entry, settleFailure(ctx, entry, Cause.fail(new PermanentFailure(Cause.squash(result.cause)))))
     // The completion is handed to the batcher and the RunScope closes at once; the lease stays in
     // the in-flight set (renewed, its slot taken) until the batch answers, and the rest of the
     // settlement runs on the flushing fiber. No fiber per run waits for its batch.
     return Effect.sync(() =>
       ctx.batcher.submit(
-        { runId: entry.run.id, fence: entry.run.fence, result: exit.value ?? null },
+        { runId: entry.run.id, fence: entry.run.fence, result: result.value },
         (answer) => settled(ctx, entry, completionSettlement(ctx, entry, answer))
       )
     )
@@ -87,13 +101,13 @@ const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, 
     "abandoned" as Settlement
   )
 
-const storeFailed = (ctx: LeaseContext, operation: string) => (error: SqlError | Cause.TimeoutError) =>
+const storeFailed = (ctx: LeaseContext, operation: string) => (error: StoreError | Cause.TimeoutError) =>
   Effect.as(ctx.events.emit({ _tag: "StoreError", owner: ctx.owner, operation, error: String(error) }), "abandoned" as Settlement)
 
 // The batcher bounds each batch's write by the finalize timeout itself (one timer per batch).
 const completionSettlement = (ctx: LeaseContext, entry: LeaseEntry, answer: CompletionExit): Effect.Effect<Settlement> =>
   Exit.isFailure(answer)
-    ? storeFailed(ctx, "complete")(Cause.squash(answer.cause) as SqlError | Cause.TimeoutError)
+    ? storeFailed(ctx, "complete")(Cause.squash(answer.cause) as StoreError | Cause.TimeoutError)
     : answer.value._tag === "Finalized"
     ? completedSettlement
     : rejectedWrite(ctx, entry, "complete", answer.value.fence, answer.value.storedFence)
@@ -105,7 +119,7 @@ const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<
     error._tag === "FenceRejected"
       ? rejectedWrite(ctx, entry, operation, error.presentedFence, error.storedFence)
       : Effect.succeed<Settlement>("abandoned")
-  const bounded = (operation: string, write: Effect.Effect<Settlement, SqlError>): Effect.Effect<Settlement> =>
+  const bounded = (operation: string, write: Effect.Effect<Settlement, StoreError>): Effect.Effect<Settlement> =>
     write.pipe(Effect.timeout(ctx.finalizeTimeout), Effect.catch(storeFailed(ctx, operation)))
   if (Cause.hasInterruptsOnly(cause)) {
     // Superseded or cancelled: the fence has moved on and there is nothing of ours to release.

@@ -2,48 +2,63 @@
  * Operator and application transitions: resume a suspended run, cancel, retry. Cancel and retry
  * take a run away from whoever may hold it, so both advance the fence: the fence alone decides.
  */
-import { InvalidTransition, type RunState, RunNotFound } from "@leasehold/core"
+import { InvalidTransition, Json, type RunState, RunNotFound, SignalTokenNotFound } from "@leasehold/core"
 import { Effect } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
-import { isRunId, json } from "./rows.js"
+import { isRunId } from "./rows.js"
 
-const explain = (sql: SqlClient.SqlClient, s: StoreSchema, idOrToken: string, operation: string) =>
+const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operation: string) =>
   Effect.gen(function*() {
-    const byId = isRunId(idOrToken) ? idOrToken : null
     const rows = yield* sql<{ id: string; state: RunState }>`
-      SELECT id::text AS id, state FROM ${s.runs(sql)}
-      WHERE id = ${byId}::bigint OR signal_token = ${idOrToken}
-      LIMIT 1`
+      SELECT id::text AS id, state FROM ${s.runs(sql)} WHERE id = ${runId}::bigint`
     const row = rows[0]
     return yield* row === undefined
-      ? Effect.fail(new RunNotFound({ runId: idOrToken }))
+      ? Effect.fail(new RunNotFound({ runId }))
       : Effect.fail(new InvalidTransition({ runId: row.id, state: row.state, operation }))
   })
 
-/** Makes a suspended run claimable with the signal's payload; the re-claim takes a higher fence. */
-export const resume = (sql: SqlClient.SqlClient, s: StoreSchema, idOrToken: string, payload: unknown) =>
+/**
+ * Makes the suspended run that `target` selects claimable with the signal's payload; the
+ * re-claim takes a higher fence. Returns the run's id, or nothing when no suspended run matched.
+ */
+const resumeWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) => {
+  const outcome = `{"_tag":"Signalled","payload":${payload}}`
+  return sql<{ id: string }>`
+    WITH target AS (
+      SELECT id FROM ${s.runs(sql)} WHERE ${target} AND state = 'suspended' FOR UPDATE
+    ), resumed AS (
+      UPDATE ${s.runs(sql)} r SET
+        state = 'pending', run_at = now(),
+        signals = r.signals || jsonb_build_object(r.signal_name, ${outcome}::jsonb),
+        signal_name = NULL, signal_token = NULL, suspend_deadline = NULL, updated_at = now()
+      FROM target t WHERE r.id = t.id AND r.state = 'suspended'
+      RETURNING r.id, r.fence, r.queue
+    ), history AS (
+      INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+      SELECT id, fence, 'resumed', jsonb_build_object('payload', ${payload}::jsonb) FROM resumed
+    )
+    SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM resumed`
+}
+
+const encodePayload = (payload: unknown) => Json.encode(payload ?? null, "resume payload")
+
+/** Resumes the suspended run with this id. */
+export const resumeById = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, payload: unknown) =>
   Effect.gen(function*() {
-    const byId = isRunId(idOrToken) ? idOrToken : null
-    const outcome = JSON.stringify({ _tag: "Signalled", payload: payload ?? null })
-    const rows = yield* sql<{ id: string }>`
-      WITH target AS (
-        SELECT id FROM ${s.runs(sql)}
-        WHERE (id = ${byId}::bigint OR signal_token = ${idOrToken}) AND state = 'suspended'
-        LIMIT 1 FOR UPDATE
-      ), resumed AS (
-        UPDATE ${s.runs(sql)} r SET
-          state = 'pending', run_at = now(),
-          signals = r.signals || jsonb_build_object(r.signal_name, ${outcome}::jsonb),
-          signal_name = NULL, signal_token = NULL, suspend_deadline = NULL, updated_at = now()
-        FROM target t WHERE r.id = t.id AND r.state = 'suspended'
-        RETURNING r.id, r.fence, r.queue
-      ), history AS (
-        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
-        SELECT id, fence, 'resumed', jsonb_build_object('payload', ${json(payload) ?? "null"}::jsonb) FROM resumed
-      )
-      SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM resumed`
-    if (rows.length === 0) return yield* explain(sql, s, idOrToken, "resume")
+    if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
+    const encoded = yield* encodePayload(payload)
+    const rows = yield* resumeWhere(sql, s, sql`id = ${runId}::bigint`, encoded)
+    if (rows.length === 0) return yield* explain(sql, s, runId, "resume")
+    return rows[0]!.id
+  })
+
+/** Resumes the suspended run holding this signal token (unique among suspended runs). */
+export const resumeByToken = (sql: SqlClient.SqlClient, s: StoreSchema, token: string, payload: unknown) =>
+  Effect.gen(function*() {
+    const encoded = yield* encodePayload(payload)
+    const rows = yield* resumeWhere(sql, s, sql`signal_token = ${token}`, encoded)
+    if (rows.length === 0) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     return rows[0]!.id
   })
 

@@ -2,19 +2,19 @@
  * Enqueue: one statement inserts a batch, honours idempotency keys (a repeated key yields the
  * existing run) and wakes idle workers of each queue with one notification.
  */
-import type { Enqueued, EnqueueRequest } from "@leasehold/core"
+import { type Enqueued, type EnqueueRequest, Json } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
-import { json, textArray } from "./rows.js"
+import { textArray } from "./rows.js"
 
 /** The requests as rows, each with an id drawn from the sequence up front, so each result maps back to its request exactly. */
-const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
+const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>, payloads: ReadonlyArray<string>) =>
   sql`
     SELECT nextval(pg_get_serial_sequence(${`"${s.schema}".runs`}, 'id')) AS id, t.*
     FROM unnest(
       ${requests.map((r) => r.kind)}::text[],
-      ${requests.map((r) => json(r.payload) ?? "null")}::jsonb[],
+      ${payloads}::jsonb[],
       ${requests.map((r) => r.queue ?? "default")}::text[],
       ${requests.map((r) => r.priority ?? 0)}::int[],
       ${requests.map((r) => r.delayMs ?? 0)}::float8[],
@@ -25,11 +25,14 @@ const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyA
 export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
   Effect.gen(function*() {
     if (requests.length === 0) return [] as ReadonlyArray<Enqueued>
-    if (requests.every((r) => r.idempotencyKey === undefined)) return yield* enqueueWithoutKeys(sql, s, requests)
+    // Every payload is encoded before the statement: one JSON cannot hold writes nothing at all.
+    const payloads: Array<string> = []
+    for (const request of requests) payloads.push(yield* Json.encode(request.payload ?? null, "payload"))
+    if (requests.every((r) => r.idempotencyKey === undefined)) return yield* enqueueWithoutKeys(sql, s, requests, payloads)
     const runs = s.runs(sql)
     const rows = yield* sql<{ id: string; created: boolean; key: string | null }>`
       WITH input AS MATERIALIZED (
-        ${inputRows(sql, s, requests)}
+        ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
         INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key
@@ -58,11 +61,16 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
  * look up, so a lighter statement (about half the planning and execution time of the general one
  * for a single run, which is on the path of pickup latency).
  */
-const enqueueWithoutKeys = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
+const enqueueWithoutKeys = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  requests: ReadonlyArray<EnqueueRequest>,
+  payloads: ReadonlyArray<string>
+) =>
   Effect.map(
     sql<{ id: string }>`
       WITH input AS MATERIALIZED (
-        ${inputRows(sql, s, requests)}
+        ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
         INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts

@@ -21,6 +21,9 @@
  */
 import {
   type CompleteItem,
+  Json,
+  type StoreError,
+  type UnstorableValue,
   type FailOutcome,
   type FailRequest,
   FenceRejected,
@@ -32,8 +35,9 @@ import {
   SignalTokenInUse,
   type SuspendRequest
 } from "@leasehold/core"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, type Exit } from "effect"
 import type { SqlClient, SqlError, Statement } from "effect/sql"
+import * as StoreErrors from "../StoreErrors.js"
 import type { StoreSchema } from "../StoreSchema.js"
 import { json, num } from "./rows.js"
 
@@ -76,12 +80,12 @@ const toError = (operation: string, d: Diagnosis) =>
     : new LeaseNotHeld({ runId: d.runId, fence: d.presented, state: d.state, operation })
 
 /** Runs a single-row guarded write; when it matched nothing, fails with the diagnosed reason. */
-export const guardedOne = <A>(
+export const guardedOne = <A, E>(
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   operation: string,
   lease: LeaseKey,
-  write: Effect.Effect<ReadonlyArray<A>, any>
+  write: Effect.Effect<ReadonlyArray<A>, E>
 ) =>
   Effect.flatMap(write, (rows) =>
     rows.length > 0
@@ -120,8 +124,8 @@ export const completeBatch = (
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
     const ids = items.map((i) => i.runId)
-    // null and undefined are both stored as JSON null (handlers that return nothing).
-    const results = items.some((i) => i.result !== undefined && i.result !== null) ? items.map((i) => json(i.result) ?? "null") : null
+    // Results arrive as JSON text, encoded per run; null is stored as JSON null.
+    const results = items.some((i) => i.result !== null) ? items.map((i) => i.result ?? "null") : null
     const runs = s.runs(sql)
     const batchResult = sql`coalesce(i.result, 'null'::jsonb)`
     // Rows are reached by primary key only (see byPrimaryKey above).
@@ -235,16 +239,17 @@ export const release = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKe
   ).pipe(Effect.asVoid)
 
 export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, value: unknown) =>
-  guardedOne(
-    sql,
-    s,
-    "checkpoint",
-    lease,
-    sql<{ id: string }>`
-      UPDATE ${s.runs(sql)} SET checkpoint = ${json(value)}::jsonb, updated_at = now()
-      WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
-      RETURNING id::text AS id`
-  ).pipe(Effect.asVoid)
+  Effect.flatMap(Json.encode(value ?? null, "checkpoint", lease.runId), (encoded) =>
+    guardedOne(
+      sql,
+      s,
+      "checkpoint",
+      lease,
+      sql<{ id: string }>`
+        UPDATE ${s.runs(sql)} SET checkpoint = ${encoded}::jsonb, updated_at = now()
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
+        RETURNING id::text AS id`
+    )).pipe(Effect.asVoid)
 
 /** Suspends the run and releases its lease outright; the attempt is refunded (waiting is not failing). */
 export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: SuspendRequest) => {
@@ -291,26 +296,26 @@ export const completeInTransaction = <A, E, R>(
   s: StoreSchema,
   lease: LeaseKey,
   effect: Effect.Effect<A, E, R>,
-  encodeResult: (a: A) => unknown,
+  encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>,
   completedRuns: CompletedRuns = "keep"
-) => {
-  const check = Effect.gen(function*() {
-    const rows = yield* sql<{ fence: bigint; state: RunState }>`
-      SELECT fence, state FROM ${s.runs(sql)} WHERE id = ${lease.runId}::bigint`
+): Effect.Effect<A, E | FenceRejected | LeaseNotHeld | RunNotFound | UnstorableValue | StoreError, R> => {
+  const readFence = sql<{ fence: bigint; state: RunState }>`
+    SELECT fence, state FROM ${s.runs(sql)} WHERE id = ${lease.runId}::bigint`
+  // The stored row decides: gone is RunNotFound (a deleted completion), a higher fence is
+  // FenceRejected, the same fence on a run no longer running is LeaseNotHeld.
+  const rejection = Effect.flatMap(readFence, (rows): Effect.Effect<never, RunNotFound | FenceRejected | LeaseNotHeld> => {
     const row = rows[0]
-    if (row === undefined) return yield* Effect.fail(new RunNotFound({ runId: lease.runId }))
+    if (row === undefined) return Effect.fail(new RunNotFound({ runId: lease.runId }))
     const stored = num(row.fence)
     if (stored !== lease.fence) {
-      return yield* Effect.fail(
-        new FenceRejected({ runId: lease.runId, presentedFence: lease.fence, storedFence: stored, operation: "transaction" })
-      )
+      return Effect.fail(new FenceRejected({ runId: lease.runId, presentedFence: lease.fence, storedFence: stored, operation: "transaction" }))
     }
-    if (row.state !== "running") {
-      return yield* Effect.fail(new LeaseNotHeld({ runId: lease.runId, fence: lease.fence, state: row.state, operation: "transaction" }))
-    }
+    return Effect.fail(new LeaseNotHeld({ runId: lease.runId, fence: lease.fence, state: row.state, operation: "transaction" }))
   })
-  const complete = (value: A) => {
-    const completed = completedSet(sql, sql`${json(encodeResult(value)) ?? "null"}::jsonb`)
+  const check = Effect.flatMap(readFence, (rows) =>
+    rows[0] !== undefined && num(rows[0].fence) === lease.fence && rows[0].state === "running" ? Effect.void : rejection)
+  const complete = (result: string) => {
+    const completed = completedSet(sql, sql`${result}::jsonb`)
     return completedRuns === "delete"
       ? sql<{ id: string }>`
       WITH deleted AS (
@@ -335,23 +340,24 @@ export const completeInTransaction = <A, E, R>(
   }
   const body = Effect.gen(function*() {
     yield* check
-    const value = yield* effect
-    const done = yield* complete(value)
-    if (done.length === 0) {
-      // Superseded between the check and the completion: re-read the reason, then roll back.
-      const rows = yield* sql<{ fence: bigint; state: RunState }>`
-        SELECT fence, state FROM ${s.runs(sql)} WHERE id = ${lease.runId}::bigint`
-      const stored = rows[0] === undefined ? lease.fence + 1 : num(rows[0].fence)
-      return yield* Effect.fail(
-        new FenceRejected({ runId: lease.runId, presentedFence: lease.fence, storedFence: stored, operation: "transaction" })
-      )
-    }
+    // The caller's own failures are told apart from the store's (its SqlErrors are its own).
+    const value = yield* Effect.mapError(effect, (error) => new CallerFailure(error))
+    const result = yield* encodeResult(value)
+    const done = yield* complete(result)
+    // Superseded between the check and the completion: say why, and roll back.
+    if (done.length === 0) return yield* rejection
     return value
   })
   return sql.withTransaction(body).pipe(
+    StoreErrors.refail("transaction"),
     // The history row for a rejected transaction is written after the rollback, on its own.
-    Effect.tapError((error: any) =>
-      error?._tag === "FenceRejected" ? Effect.ignore(diagnose(sql, s, "transaction", [lease])) : Effect.void
-    )
-  )
+    Effect.tapError((error) => (error as { _tag?: unknown })._tag === "FenceRejected" ? Effect.ignore(diagnose(sql, s, "transaction", [lease])) : Effect.void),
+    Effect.catchIf((error): error is CallerFailure<E> => error instanceof CallerFailure, (failure) => Effect.fail(failure.error))
+  ) as Effect.Effect<A, E | FenceRejected | LeaseNotHeld | RunNotFound | UnstorableValue | StoreError, R>
+}
+
+/** A failure of the caller's effect inside a fenced transaction, kept apart from the store's own. */
+class CallerFailure<E> {
+  readonly _tag = "CallerFailure"
+  constructor(readonly error: E) {}
 }
