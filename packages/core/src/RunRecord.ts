@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Exit, Schema } from "effect"
+import { InvalidConfig } from "./Errors.js"
 
 /** @category models */
 export const RunState = Schema.Literals(["pending", "running", "suspended", "completed", "failed", "cancelled"])
@@ -76,6 +77,36 @@ export interface EnqueueRequest {
   readonly maxAttempts?: number | undefined
   /** Enqueueing the same key twice yields one run. */
   readonly idempotencyKey?: string | undefined
+}
+
+const positiveInteger = (n: number) => Number.isInteger(n) && n >= 1
+
+/**
+ * Checks an enqueue request's options before anything is written: a non-empty kind, queue and
+ * idempotency key, a whole priority, a finite delay of at least 0 and at least one attempt. Every
+ * store runs it on each request of a batch.
+ *
+ * @category validation
+ */
+export const checkEnqueueRequest = (request: EnqueueRequest): Exit.Exit<void, InvalidConfig> => {
+  const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
+  if (typeof request.kind !== "string" || request.kind === "") return invalid("kind", "must be a non-empty string")
+  if (request.queue !== undefined && (typeof request.queue !== "string" || request.queue === "")) {
+    return invalid("queue", "must be a non-empty string")
+  }
+  if (request.priority !== undefined && !(Number.isInteger(request.priority) && Math.abs(request.priority) < 2 ** 31)) {
+    return invalid("priority", `${request.priority} is not a whole number`)
+  }
+  if (request.delayMs !== undefined && !(Number.isFinite(request.delayMs) && request.delayMs >= 0)) {
+    return invalid("delay", `${request.delayMs} ms is not a finite delay of at least 0`)
+  }
+  if (request.maxAttempts !== undefined && !(positiveInteger(request.maxAttempts) && request.maxAttempts < 2 ** 31)) {
+    return invalid("maxAttempts", `${request.maxAttempts} is not a whole number of at least 1`)
+  }
+  if (request.idempotencyKey !== undefined && (typeof request.idempotencyKey !== "string" || request.idempotencyKey === "")) {
+    return invalid("idempotencyKey", "must be a non-empty string")
+  }
+  return Exit.void
 }
 
 /** @category models */

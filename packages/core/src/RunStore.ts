@@ -10,6 +10,7 @@ import type { Duration, Effect, Exit, Stream } from "effect"
 import { Context } from "effect"
 import type {
   FenceRejected,
+  InvalidConfig,
   InvalidTransition,
   LeaseNotHeld,
   RunNotFound,
@@ -101,10 +102,13 @@ export type StoreNotification =
  * @category services
  */
 export class RunStore extends Context.Service<RunStore, {
-  /** Enqueues a batch in one statement; a payload JSON cannot hold fails the whole call, writing nothing. */
+  /**
+   * Enqueues a batch in one statement. A request with invalid options (`checkEnqueueRequest`) or
+   * a payload JSON cannot hold fails the whole call, writing nothing.
+   */
   readonly enqueue: (
     requests: ReadonlyArray<EnqueueRequest>
-  ) => Effect.Effect<ReadonlyArray<Enqueued>, UnstorableValue | StoreError>
+  ) => Effect.Effect<ReadonlyArray<Enqueued>, InvalidConfig | UnstorableValue | StoreError>
   /** Claims up to `limit` runs in one statement; each claim raises the run's fence by exactly 1. */
   readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<ClaimedRun>, StoreError>
   /** Renews every listed lease in one statement; returns exactly the leases still held. */

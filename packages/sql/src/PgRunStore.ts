@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
+import { InvalidConfig, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
 import { Effect, Layer, Stream } from "effect"
 import type { SqlError } from "effect/sql"
@@ -64,8 +64,15 @@ export const runtimeSettings: Readonly<Record<string, string>> = {
 /** Builds the store over the PgClient in context. @category constructors */
 export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {}) {
   const sql = yield* PgClient.PgClient
-  const s = StoreSchema.make(options.schema)
+  const s = yield* Effect.fromResult(StoreSchema.validate(options.schema))
   const completedRuns = options.completedRuns ?? "keep"
+  if (completedRuns !== "keep" && completedRuns !== "delete") {
+    return yield* new InvalidConfig({ option: "completedRuns", issue: `${JSON.stringify(completedRuns)} is not "keep" or "delete"` })
+  }
+  const runtimeConnections = options.runtimeConnections ?? 3
+  if (!Number.isInteger(runtimeConnections) || runtimeConnections < 1) {
+    return yield* new InvalidConfig({ option: "runtimeConnections", issue: `${runtimeConnections} is not a whole number of at least 1` })
+  }
   if (options.migrate ?? true) yield* Migrations.run(s)
 
   // The worker runtime's statements (claim, renew, batched completion) run on a small pool of
@@ -85,7 +92,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   // transaction, checkpoint, suspend) stays on the application's client.
   const runtime = yield* PgClient.make({
     ...sql.config,
-    maxConnections: options.runtimeConnections ?? 3,
+    maxConnections: runtimeConnections,
     minConnections: 0,
     applicationName: `${sql.config.applicationName ?? "leasehold"} (runtime)`,
     startupParameters: { ...sql.config.startupParameters, ...runtimeSettings }

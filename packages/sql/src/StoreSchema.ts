@@ -4,6 +4,8 @@
  *
  * @since 0.1.0
  */
+import { InvalidConfig } from "@leasehold/core"
+import { Result } from "effect"
 import type { SqlClient } from "effect/sql"
 
 /** @category models */
@@ -26,10 +28,17 @@ const validName = /^[a-z_][a-z0-9_]{0,40}$/
  *
  * @category constructors
  */
-export const make = (schema: string = "leasehold"): StoreSchema => {
-  if (!validName.test(schema)) {
-    throw new Error(`invalid schema name "${schema}": use lower-case letters, digits and _ (at most 41 characters)`)
-  }
+export const validate = (schema: string = "leasehold"): Result.Result<StoreSchema, InvalidConfig> =>
+  validName.test(schema)
+    ? Result.succeed(derive(schema))
+    : Result.fail(
+      new InvalidConfig({ option: "schema", issue: `"${schema}" is not a plain name: use lower-case letters, digits and _ (at most 41 characters)` })
+    )
+
+/** `validate`, throwing on an invalid name: for names fixed in code. @category constructors */
+export const make = (schema: string = "leasehold"): StoreSchema => Result.getOrThrow(validate(schema))
+
+const derive = (schema: string): StoreSchema => {
   return {
     schema,
     channel: `leasehold_${schema}`,

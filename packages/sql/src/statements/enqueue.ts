@@ -2,7 +2,7 @@
  * Enqueue: one statement inserts a batch, honours idempotency keys (a repeated key yields the
  * existing run) and wakes idle workers of each queue with one notification.
  */
-import { type Enqueued, type EnqueueRequest, Json } from "@leasehold/core"
+import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
@@ -27,7 +27,10 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
     if (requests.length === 0) return [] as ReadonlyArray<Enqueued>
     // Every payload is encoded before the statement: one JSON cannot hold writes nothing at all.
     const payloads: Array<string> = []
-    for (const request of requests) payloads.push(yield* Json.encode(request.payload ?? null, "payload"))
+    for (const request of requests) {
+      yield* checkEnqueueRequest(request)
+      payloads.push(yield* Json.encode(request.payload ?? null, "payload"))
+    }
     if (requests.every((r) => r.idempotencyKey === undefined)) return yield* enqueueWithoutKeys(sql, s, requests, payloads)
     const runs = s.runs(sql)
     const rows = yield* sql<{ id: string; created: boolean; key: string | null }>`
