@@ -73,11 +73,8 @@ const partialUniqueKeys = (s: string): ReadonlyArray<string> => [
   `CREATE UNIQUE INDEX runs_idempotency_key ON "${s}".runs (idempotency_key) WHERE idempotency_key IS NOT NULL`
 ]
 
-// The routine path (claim, then complete) writes no history rows: the run row describes its
-// current claim (claimed_*) and its completion (state, fence, finished_at), and a claim is moved
-// into run_events only when a later claim overwrites it. run_history shows both as one history.
-// Measured in bench/: two history rows per run were ~30% of the server's CPU per run.
-// Upgrade with the workers stopped: a worker of the previous version still writes 'completed' rows.
+// The routine path writes no history row (docs/adr/0003-lazy-claim-history.md). Upgrade to it with
+// the workers stopped: a worker of the previous version still writes 'completed' rows.
 const lazyClaimHistory = (s: string): ReadonlyArray<string> => [
   `ALTER TABLE "${s}".runs
     ADD COLUMN claimed_by text,
@@ -99,11 +96,8 @@ const lazyClaimHistory = (s: string): ReadonlyArray<string> => [
     FROM "${s}".runs r WHERE r.state = 'completed'`
 ]
 
-// Every run is written three times (enqueue, claim, completion), and neither later write can be a
-// HOT update (each changes `state`, which the partial indexes name). Free room on each page lets
-// those versions land on their own page, where pruning reclaims the dead ones: fewer pages touched
-// and smaller WAL records. Measured in bench/ (200,000-run drains, four pairs against 100): WAL
-// 962 -> 821 bytes per run, 4-13% more runs/s. Applies to pages written from now on.
+// Claim and completion versions land on their own page, where pruning reclaims the dead ones
+// (docs/adr/0005-completed-runs-retention.md).
 const runsFillfactor = (s: string): ReadonlyArray<string> => [
   `ALTER TABLE "${s}".runs SET (fillfactor = 70)`
 ]

@@ -51,7 +51,7 @@ const parseNotification = (payload: string): StoreNotification | undefined =>
 
 /**
  * Settings of the runtime pool's connections: plans made once per connection, and made from
- * indexes only (see `make`).
+ * indexes only (docs/adr/0002-runtime-connection-pool.md).
  *
  * @category models
  */
@@ -75,21 +75,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   }
   if (options.migrate ?? true) yield* Migrations.run(s)
 
-  // The worker runtime's statements (claim, renew, batched completion) run on a small pool of
-  // their own, for two reasons:
-  // - a renewal never waits for a connection behind the application's queries, which could make
-  //   a busy pool cost a worker its leases;
-  // - these statements are planned once: on their own connections plan_cache_mode is
-  //   force_generic_plan. Left to choose, Postgres re-plans each execution (their generic plans
-  //   cost more on paper, since a LIMIT or an array given as a parameter is assumed large),
-  //   and planning the claim took ~0.7 ms of a ~1 ms statement (bench/, pickup latency).
-  // A generic plan lives as long as its connection, and one made while the table was small
-  // would scan it whole once it is large (a claim took 25 s in bench/ that way). Every runtime
-  // statement has one right plan, driven by an index (runs_due, runs_leases,
-  // runs_suspend_deadline, the primary key), so these connections rule out sequential and bitmap
-  // scans: the plan stays index-driven whatever the statistics said when it was made.
-  // Everything an application may call inside its own transaction (enqueue, the fenced
-  // transaction, checkpoint, suspend) stays on the application's client.
+  // Claims, renewals and batched completions run on a small pool of their own with generic,
+  // index-only plans (docs/adr/0002-runtime-connection-pool.md).
   const runtime = yield* PgClient.make({
     ...sql.config,
     maxConnections: runtimeConnections,
@@ -98,8 +85,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     startupParameters: { ...sql.config.startupParameters, ...runtimeSettings }
   }).pipe(Effect.provide(Reactivity.layer))
 
-  // A connection of its own, outside the pool: a listener holds its connection for as long as it
-  // listens, and a pooled one would starve a small pool (a pool of one would deadlock).
+  // A listener holds its connection: one of its own, outside both pools (docs/adr/0002).
   const notifications: Stream.Stream<StoreNotification, StoreError> = Stream.unwrap(
     Effect.gen(function*() {
       const connection = yield* PgConnection.make(sql.config)

@@ -114,7 +114,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
  * Due runs only: the claim a notification or a freed slot asks for. It leaves out the two sweeps
  * (expired leases, passed suspension deadlines), which the worker runs at most once per poll
  * interval, and with them the union and re-sort of three branches: the statement the drain sends
- * hundreds of times a second is one index scan and one update.
+ * hundreds of times a second is one index scan and one update (docs/adr/0004).
  */
 const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   Effect.gen(function*() {

@@ -4,20 +4,9 @@
  * higher stored fence is `FenceRejected` (and recorded in the run's history), an equal fence on a
  * run no longer running is `LeaseNotHeld`, a missing row is `RunNotFound`. No clock is consulted.
  *
- * The guard is written `state = 'running' COLLATE "C"`: the same comparison (text equality is
- * bytewise under any deterministic collation), but one the planner cannot answer with the
- * `runs_leases` partial index (`WHERE state = 'running'`). With statistics that show few running
- * rows (a fresh table, or an analyze between bursts) and the generic plan of a prepared statement,
- * it otherwise scans every lease, dead index entries included, once per written row: a batch of
- * 500 completions against 800 leases cost ~70 ms instead of ~3 ms. Guarded writes find their rows
- * by primary key.
- *
- * byPrimaryKey: a batch statement (completion, renewal) names its rows twice, as an explicit
- * `r.id = ANY(ids)` restriction and in a MATERIALIZED input it joins, and states its guards
- * (fence, state, owner) as join conditions against that input. The planner then estimates the
- * rows by the number of ids, not by statistics about `state`, which lie after every bulk load
- * (analyzed with no run running, it expects one row and picks a scan of the whole table nested
- * with the input: 700-970 ms per batch of 500 in bench/, against ~20 ms by primary key).
+ * The guard is written `state = 'running' COLLATE "C"`, and batch statements reach their rows by
+ * primary key with the guards as join conditions: why, with the measurements, in
+ * docs/adr/0001-guarded-writes-by-primary-key.md.
  */
 import {
   type CompleteItem,
@@ -93,12 +82,8 @@ export const guardedOne = <A, E>(
       : Effect.flatMap(diagnose(sql, s, operation, [lease]), ([d]) => Effect.fail(toError(operation, d!))))
 
 /**
- * What becomes of a completed run. `keep` (the default): the row stays, with its result and its
- * history (`run_history`, `runs show`). `delete`: the completion deletes the row and its stored
- * history in the same guarded statement, as graphile-worker does with finished jobs; a stale write
- * that arrives afterwards is still rejected, as `RunNotFound` (nothing is left to compare fences
- * with). A run enqueued with an idempotency key is kept (completed) even then: its row is what
- * makes the same key answer with the same run. Failed and cancelled runs are kept either way.
+ * What becomes of a completed run: `keep` (default) or `delete` in the completion's own guarded
+ * statement; runs with an idempotency key are kept either way (docs/adr/0005).
  */
 export type CompletedRuns = "keep" | "delete"
 
@@ -128,7 +113,7 @@ export const completeBatch = (
     const results = items.some((i) => i.result !== null) ? items.map((i) => i.result ?? "null") : null
     const runs = s.runs(sql)
     const batchResult = sql`coalesce(i.result, 'null'::jsonb)`
-    // Rows are reached by primary key only (see byPrimaryKey above).
+    // Rows are reached by primary key only (docs/adr/0001).
     const writes = completedRuns === "delete"
       ? sql`deleted AS (
         DELETE FROM ${runs} r USING input i
