@@ -103,7 +103,7 @@ describe("leasehold: commands and usage", () => {
       assertRejected(unknownCommand, 2, /Unknown subcommand "bogus"/)
       assertRejected(unknownFlag, 2, /Unrecognized flag: --bogus/)
       assertRejected(missingId, 2, /Missing required argument: id/)
-      assertRejected(badSchema, 2, /invalid schema name "Bad-Name"/)
+      assertRejected(badSchema, 2, /invalid option schema: "Bad-Name" is not a plain name/)
     }))
 
   it.live("migrate creates the store; a second migrate applies nothing and says so", () =>

@@ -3,7 +3,7 @@ import { type ListFilter, RunNotFound, type Stats } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
-import { isRunId, num, toEvent, toRecord } from "./rows.js"
+import { isRunId, num, toEvents, toRecords } from "./rows.js"
 
 const columns = (sql: SqlClient.SqlClient) => sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
   attempt, max_attempts, fence, lease_owner, lease_expires_at, checkpoint, result, error, signal_name, signal_token,
@@ -14,11 +14,11 @@ export const get = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
     const rows = yield* sql`SELECT ${columns(sql)} FROM ${s.runs(sql)} WHERE id = ${runId}::bigint`
     if (rows.length === 0) return yield* Effect.fail(new RunNotFound({ runId }))
-    return toRecord(rows[0])
+    return (yield* toRecords(rows))[0]!
   })
 
 export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilter) =>
-  Effect.map(
+  Effect.flatMap(
     sql`
       SELECT ${columns(sql)} FROM ${s.runs(sql)}
       WHERE (${filter.state ?? null}::text IS NULL OR state = ${filter.state ?? null})
@@ -26,7 +26,7 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
         AND (${filter.kind ?? null}::text IS NULL OR kind = ${filter.kind ?? null})
       ORDER BY id DESC
       LIMIT ${filter.limit} OFFSET ${filter.offset}`,
-    (rows) => rows.map(toRecord)
+    toRecords
   )
 
 export const history = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
@@ -36,7 +36,7 @@ export const history = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string)
     const rows = yield* sql`
       SELECT id, run_id, fence, kind, owner, detail, at FROM ${s.history(sql)}
       WHERE run_id = ${runId}::bigint ORDER BY at, seq NULLS LAST`
-    return rows.map(toEvent)
+    return yield* toEvents(rows)
   })
 
 export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
