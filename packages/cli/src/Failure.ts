@@ -4,46 +4,58 @@
  *
  * @since 0.1.0
  */
-import { Cause } from "effect"
-
-const usageTags = new Set([
-  "UsageError",
-  "UnrecognizedOption",
-  "DuplicateOption",
-  "MissingOption",
-  "MissingArgument",
-  "UnexpectedArgument",
-  "InvalidValue",
-  "UnknownSubcommand",
-  "ValidationError",
-  "ShowHelp",
-  "InvalidPayload",
-  "UnknownKind"
-])
+import { Cause, Predicate } from "effect"
+import { CliError } from "effect/cli"
+import { SqlError } from "effect/sql"
+import { UsageError } from "./Flags.js"
 
 // One line, whitespace collapsed: a schema issue spans several indented lines.
 const firstLine = (text: string) =>
   (text.split("\n").find((l) => l.trim().length > 0) ?? text).trim().replace(/\s+/g, " ")
 
+/** What to show for an error: the user-facing message effect/cli would render, else its message. */
+const messageOf = (error: unknown): string =>
+  firstLine(
+    (Predicate.isObject(error) ? CliError.getUserMessage(error) : undefined) ??
+      (Predicate.hasProperty(error, "message") ? String(error.message) : String(error))
+  )
+
+/**
+ * A mistake in how the command was called: effect/cli's parse and validation errors (but not a
+ * handler's `UserError`), the commands' own `UsageError`, a payload or kind the tasks reject, an
+ * option out of range and a value JSON cannot hold. Leasehold's errors are matched by tag: a
+ * `--tasks` module may bring its own copy of `@leasehold/core`.
+ */
+const isUsageError = (error: unknown): boolean =>
+  (CliError.isCliError(error) && error._tag !== "UserError") ||
+  error instanceof UsageError ||
+  ["InvalidPayload", "UnknownKind", "InvalidConfig", "UnstorableValue"].some((tag) => Predicate.isTagged(error, tag))
+
 /** The reason's own cause (the driver's or server's message) says what actually went wrong. */
-const explainSql = (error: any): string => {
-  const reason = error?.reason
-  const detail = reason?.cause?.message ?? reason?.message ?? reason?._tag
-  const connecting = /Failed to connect|Invalid connection URL/.test(String(reason?.message))
-  const prefix = connecting ? "cannot connect to the database" : "database error"
-  return `${prefix}${detail ? `: ${firstLine(String(detail))}` : ""}`
+const explainSql = (error: SqlError.SqlError): string => {
+  const { reason } = error
+  const detail = Predicate.hasProperty(reason.cause, "message") ? reason.cause.message : reason.message ?? reason._tag
+  const connecting = /Failed to connect|Invalid connection URL/.test(String(reason.message))
+  return `${connecting ? "cannot connect to the database" : "database error"}: ${firstLine(String(detail))}`
 }
 
+/** The driver's error behind a failure, when there is one (a store wraps it in its `StoreError`). */
+const sqlErrorOf = (error: unknown): SqlError.SqlError | undefined =>
+  SqlError.isSqlError(error)
+    ? error
+    : Predicate.isTagged(error, "StoreError") && Predicate.hasProperty(error, "cause") && SqlError.isSqlError(error.cause)
+    ? error.cause
+    : undefined
+
 export const describeFailure = (cause: Cause.Cause<unknown>): { code: number; message: string | undefined } => {
-  const error: any = Cause.squash(cause)
-  const tag: string | undefined = error?._tag
-  if (tag === "ShowHelp") {
+  const error = Cause.squash(cause)
+  if (CliError.isCliError(error) && error._tag === "ShowHelp") {
     // Help was printed already; with errors it was a bad invocation.
-    const errors = error.errors ?? []
-    return { code: errors.length > 0 ? 2 : 0, message: errors.length > 0 ? firstLine(String(errors[0]?.message ?? errors[0])) : undefined }
+    const [first] = error.errors
+    return first === undefined ? { code: 0, message: undefined } : { code: 2, message: messageOf(first) }
   }
-  if (tag !== undefined && usageTags.has(tag)) return { code: 2, message: firstLine(String(error.message)) }
-  if (tag === "SqlError") return { code: 1, message: explainSql(error) }
-  if (error instanceof Error || typeof error?.message === "string") return { code: 1, message: firstLine(String(error.message)) }
-  return { code: 1, message: firstLine(String(error)) }
+  if (isUsageError(error)) return { code: 2, message: messageOf(error) }
+  const sql = sqlErrorOf(error)
+  if (sql !== undefined) return { code: 1, message: explainSql(sql) }
+  return { code: 1, message: messageOf(error) }
 }

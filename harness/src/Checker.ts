@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type { Report } from "../demo/WorkerProcess.js"
+import type { Report } from "@leasehold/cli/demo/WorkerProcess"
 
 export interface Check {
   readonly name: string

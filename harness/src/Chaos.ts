@@ -4,19 +4,20 @@
  * restarts them), freezes them past their TTL (SIGSTOP/SIGCONT), cuts them off (proxy partition)
  * or resets their connections, and restarts the database server itself. One worker's wall clock is
  * skewed by minutes throughout. Afterwards the system quiesces and `Checker` judges the history.
+ * The seed decides the mix of runs and the nemesis's schedule, drawn up front (`Plan`).
  *
  * @since 0.1.0
  */
 import { RunStore } from "@leasehold/core"
 import { Database, EmbeddedPostgres, PgRunStore } from "@leasehold/sql"
+import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as WorkerProcess from "../demo/WorkerProcess.js"
 import * as Checker from "./Checker.js"
-import * as Random from "./Random.js"
+import * as Plan from "./Plan.js"
 
 export interface ChaosOptions {
   readonly seed: number
@@ -29,11 +30,9 @@ export interface ChaosOptions {
   readonly log: (line: string) => void
 }
 
-export type Fault = "kill" | "pause" | "partition" | "reset" | "restart-db"
-
 export interface ChaosResult {
   readonly seed: number
-  readonly faults: Readonly<Record<Fault, number>>
+  readonly faults: Readonly<Record<Plan.Fault, number>>
   readonly states: Readonly<Record<string, number>>
   readonly checks: ReadonlyArray<Checker.Check>
   readonly ok: boolean
@@ -57,9 +56,10 @@ interface Slot {
 
 export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
   const started = Date.now()
-  const random = Random.make(options.seed)
+  // Everything the seed decides is drawn here, before anything runs.
+  const plan = Effect.runSync(Plan.make(options))
   const { log } = options
-  const faults: Record<Fault, number> = { kill: 0, pause: 0, partition: 0, reset: 0, "restart-db": 0 }
+  const faults: Record<Plan.Fault, number> = { kill: 0, pause: 0, partition: 0, reset: 0, "restart-db": 0 }
   const reports: Array<WorkerProcess.Report> = []
   const unexpectedExits: Array<string> = []
   const restarts: Array<number> = []
@@ -92,21 +92,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
     ))
 
     // The mix of runs, from the seed.
-    type Request = { kind: string; payload: unknown; maxAttempts: number }
-    const requests: Array<Request> = []
-    for (let i = 0; i < options.runs; i++) {
-      const workMs = random.int(100, 600)
-      const shape = random.pick<string>([["plain", 65], ["checkpoint", 10], ["flaky", 10], ["doomed", 3], ["approval", 12]])
-      requests.push(
-        shape === "approval"
-          ? { kind: "approval", payload: {}, maxAttempts: 10 }
-          : shape === "doomed"
-          ? { kind: "chaos-step", payload: { workMs: 20, failAttempts: 99 }, maxAttempts: 2 }
-          : shape === "flaky"
-          ? { kind: "chaos-step", payload: { workMs, failAttempts: random.int(1, 2) }, maxAttempts: 10 }
-          : { kind: "chaos-step", payload: { workMs, checkpoint: shape === "checkpoint" }, maxAttempts: 10 }
-      )
-    }
+    const { requests } = plan
     for (let i = 0; i < requests.length; i += 500) {
       await dbRetrying(Effect.flatMap(RunStore, (store) => store.enqueue(requests.slice(i, i + 500))))
     }
@@ -154,7 +140,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
             sql.unsafe<{ id: string }>(`SELECT id::text FROM "${schema}".runs WHERE state = 'suspended' LIMIT 200`)
           ))
           for (const { id } of waiting) {
-            await runtime.runPromise(Effect.flatMap(RunStore, (store) => store.resume(id, { approvedBy: "driver" })).pipe(Effect.ignore))
+            await runtime.runPromise(Effect.flatMap(RunStore, (store) => store.resumeById(id, { approvedBy: "driver" })).pipe(Effect.ignore))
           }
         } catch {
           // The database may be restarting; try again shortly.
@@ -163,34 +149,28 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
       }
     })()
 
-    // The nemesis: one fault at a time, each followed by its recovery. Every kind of fault comes
-    // once first (in seeded order), so even a short run covers them all; then they are drawn.
-    const firsts: Array<Fault> = ["kill", "pause", "partition", "reset", "restart-db"]
-    for (let i = firsts.length - 1; i > 0; i--) {
-      const j = random.int(0, i)
-      ;[firsts[i], firsts[j]] = [firsts[j]!, firsts[i]!]
-    }
+    // The nemesis: one fault at a time, each followed by its recovery, in the plan's order until
+    // time is up (the plan has more steps than fit).
     const until = Date.now() + options.faultSeconds * 1000
-    while (Date.now() < until) {
-      await sleep(random.int(300, 1500))
-      const fault = firsts.shift() ?? random.pick<Fault>([["kill", 25], ["pause", 20], ["partition", 25], ["reset", 10], ["restart-db", 20]])
-      const slot = slots[random.int(0, slots.length - 1)]!
+    for (const step of plan.steps) {
+      if (Date.now() >= until) break
+      await sleep(step.waitMs)
+      const { fault, ms } = step
+      const slot = slots[step.slot]!
       faults[fault]++
       if (fault === "kill") {
         log(`nemesis: kill -9 ${slot.current.owner}`)
         slot.expectingExit = true
         await slot.current.kill()
         slot.expectingExit = false
-        await sleep(random.int(200, 1500))
+        await sleep(ms)
         await spawnSlot(slot)
       } else if (fault === "pause") {
-        const ms = random.int(1700, 3500) // longer than the 1.5 s TTL
         log(`nemesis: SIGSTOP ${slot.current.owner} for ${ms} ms`)
         slot.current.signal("SIGSTOP")
         await sleep(ms)
         slot.current.signal("SIGCONT")
       } else if (fault === "partition") {
-        const ms = random.int(500, 4000)
         log(`nemesis: partition ${slot.current.owner} for ${ms} ms`)
         slot.current.proxy.partition()
         await sleep(ms)
@@ -199,7 +179,6 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
         log(`nemesis: reset every connection of ${slot.current.owner}`)
         slot.current.proxy.reset()
       } else {
-        const ms = random.int(300, 2000)
         log(`nemesis: restart PostgreSQL (down ${ms} ms)`)
         await pg.stop()
         await sleep(ms)
