@@ -209,7 +209,10 @@ describe("leasehold enqueue", () => {
         ["zero max attempts", ["enqueue", "resize-image", "--payload", valid, "--max-attempts", "0"], /--max-attempts: "0"\. Expected: a positive integer/],
         ["unloadable tasks module", ["enqueue", "resize-image", "--payload", valid, "--tasks", path.join(dir, "tasks.js")], /cannot load tasks module .*tasks\.js/],
         ["unknown flag", ["enqueue", "resize-image", "--payload", valid, "--colour", "red"], /Unrecognized flag: --colour/],
-        ["no kind", ["enqueue", "--payload", valid], /Missing required argument: kind/]
+        ["no kind", ["enqueue", "--payload", valid], /Missing required argument: kind/],
+        ["malformed worker TTL", ["worker", "--ttl", "thirty seconds"], /invalid option ttl: "thirty seconds" is not a duration/],
+        ["heartbeat over half the TTL", ["worker", "--ttl", "10 seconds", "--heartbeat", "6 seconds"], /invalid option heartbeat: 6s must be more than 0 and at most half the TTL \(10s\)/],
+        ["no worker concurrency", ["worker", "--concurrency", "0"], /invalid option concurrency: 0 is not a whole number of at least 1/]
       ]
       const never = freshSchema("cli")
       yield* Effect.forEach(cases, ([what, args, reason]) =>

@@ -3,10 +3,10 @@
  * SIGTERM, then shuts down gracefully.
  */
 import { Worker, WorkerEvents } from "@leasehold/core"
-import { Effect, Option } from "effect"
+import { type Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
-import { connectionFlags, UsageError } from "../Flags.js"
+import { connectionFlags } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
 
 export const worker = Command.make("worker", {
@@ -24,20 +24,16 @@ export const worker = Command.make("worker", {
 }, (flags) =>
   Effect.gen(function*() {
     const handlers = yield* Tasks.fromFlag(flags.tasks)
-    const options = yield* Effect.try({
-      try: () => {
-        const options = {
-          handlers,
-          queues: flags.queue.split(",").map((q) => q.trim()).filter((q) => q.length > 0),
-          concurrency: flags.concurrency,
-          ttl: flags.ttl as any,
-          heartbeat: Option.getOrUndefined(flags.heartbeat) as any
-        }
-        Worker.resolveOptions(options)
-        return options
-      },
-      catch: (e) => new UsageError({ message: (e as Error).message })
-    })
+    const options = {
+      handlers,
+      queues: flags.queue.split(",").map((q) => q.trim()).filter((q) => q.length > 0),
+      concurrency: flags.concurrency,
+      // Checked below as durations: a malformed one is an InvalidConfig, a usage error.
+      ttl: flags.ttl as Duration.Input,
+      heartbeat: Option.getOrUndefined(flags.heartbeat) as Duration.Input | undefined
+    }
+    // Checked before anything connects, so a bad option writes nothing (not even the schema).
+    yield* Worker.resolveOptions(options)
     const emit = (event: WorkerEvents.WorkerEvent) =>
       Effect.sync(() => {
         if (flags.json) process.stdout.write(JSON.stringify({ at: Date.now(), ...event }) + "\n")

@@ -1,5 +1,5 @@
 /** Reads for operators: one run, a filtered page of runs, a run's history, and counters. */
-import { type ListFilter, RunNotFound, type Stats } from "@leasehold/core"
+import { type ListFilter, RunNotFound, type RunState, type Stats } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
@@ -41,7 +41,7 @@ export const history = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string)
 
 export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.gen(function*() {
-    const byStateAndQueue = yield* sql<{ queue: string; state: any; count: bigint }>`
+    const byStateAndQueue = yield* sql<{ queue: string; state: RunState; count: bigint }>`
       SELECT queue, state, count(*) AS count FROM ${s.runs(sql)} GROUP BY queue, state ORDER BY queue, state`
     const [row] = yield* sql<{ live: bigint; oldest: number | null; rejections: bigint; reclaims: bigint }>`
       SELECT
