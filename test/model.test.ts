@@ -1,29 +1,37 @@
 /**
  * Model-based property test of the run state machine: random command sequences run against the
- * Postgres store and against the pure model in `support/RunModel.ts`, comparing every result
- * (claimed runs with fences and attempts, renewals, guarded writes and the tags and fences of their
- * rejections, admin transitions) and the full state and history of every run after each step.
+ * Postgres store and against `MemoryRunStore` (the model), comparing every result (claimed runs
+ * with fences and attempts, renewals, guarded writes and the tags and fences of their rejections,
+ * admin transitions) and the full state and history of every run after each step. The model test
+ * is thus the memory store checked against PostgreSQL, statement by statement.
  *
- * Lease time is moved through the database (columns set to fixed past instants), never slept.
- * Claim order: the model follows the claim statement's ORDER BY exactly (expired leases by
- * lease_expires_at, then timed-out suspensions by suspend_deadline, then pending by priority DESC,
- * run_at, id, across the queues the worker serves; runs live in two queues) and the test generates
- * distinct past instants, so which runs a claim takes is determined; RETURNING has no order, so each
- * claim is compared as a set (sorted by id). The model is never resynced from the store.
+ * Time. The memory store reads a clock that starts at the real time of the sequence and moves on
+ * by 1 ms every time it is read, so consecutive statements have strictly increasing `now()`s, as
+ * consecutive autocommit statements do in Postgres. The test's TTLs, delays and timeouts are
+ * minutes or hours and a sequence takes milliseconds, so nothing comes due by itself; "advancing
+ * time" past a run moves its future stamps (lease expiry, suspension deadline, delayed run_at) to
+ * fixed past instants, `2000-01-01 + k seconds`, in both stores (an UPDATE in Postgres,
+ * `moveTime` in memory), so both order them the same way.
  *
- * One schema for the whole file; each sequence starts from TRUNCATE … RESTART IDENTITY, so run ids
- * are 1, 2, 3, … in both. `MODEL_RUNS` sets the number of sequences (500 by default); a failure
- * prints fast-check's seed and path, which `MODEL_SEED` and `MODEL_PATH` replay.
+ * Claim order: both follow the claim statement's ORDER BY (expired leases by lease_expires_at,
+ * then timed-out suspensions by suspend_deadline, then pending by priority DESC, run_at, id,
+ * across the queues the worker serves; runs live in two queues) and the test generates distinct
+ * past instants, so which runs a claim takes is determined; RETURNING has no order, so each claim
+ * is compared as a set (sorted by id). The model is never resynced from the store.
+ *
+ * One schema for the whole file; each sequence starts from TRUNCATE … RESTART IDENTITY and a new
+ * memory store, so run ids are 1, 2, 3, … in both. `MODEL_RUNS` sets the number of sequences (500
+ * by default); a failure prints fast-check's seed and path, which `MODEL_SEED` and `MODEL_PATH`
+ * replay.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { type LeaseKey, RunStore } from "@leasehold/core"
+import { type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
 import { PgRunStore } from "@leasehold/sql"
-import { Context, Duration, Effect, Layer, Redacted, Result } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result } from "effect"
 import { SqlClient } from "effect/sql"
 import fc from "fast-check"
 import { databaseUrl, freshSchema } from "./support/db.js"
-import { type EnqueueSpec, type Outcome, RunModel, type RunSnapshot, type StoreError } from "./support/RunModel.js"
 
 interface Real {
   readonly store: RunStore["Service"]
@@ -36,13 +44,62 @@ const retryLater = 3_600_000
 const suspendTimeout = Duration.hours(1)
 const kinds = ["job"]
 const unknownRunId = "999999"
+const pastEpoch = Date.UTC(2000, 0, 1)
 
-// --- running the store and reading it back -------------------------------------------------------
+/** The typed failures of the stores, as plain data. */
+type StoreFailure =
+  | { readonly _tag: "FenceRejected"; readonly runId: string; readonly presentedFence: number; readonly storedFence: number; readonly operation: string }
+  | { readonly _tag: "LeaseNotHeld"; readonly runId: string; readonly fence: number; readonly state: string; readonly operation: string }
+  | { readonly _tag: "RunNotFound"; readonly runId: string }
+  | { readonly _tag: "InvalidTransition"; readonly runId: string; readonly state: string; readonly operation: string }
+  | { readonly _tag: "SignalTokenNotFound"; readonly token: string }
 
-const known = new Set(["FenceRejected", "LeaseNotHeld", "RunNotFound", "InvalidTransition"])
+type Outcome<A> = { readonly ok: A } | { readonly error: StoreFailure }
 
-/** A typed store failure as plain data; anything else (SqlError, a defect) fails the test. */
-const asStoreError = (error: any): StoreError => {
+/** The observable state of one run, derived the same way from both stores. */
+interface RunSnapshot {
+  readonly id: string
+  readonly state: RunState
+  readonly fence: number
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly owner: string | null
+  readonly lease: "live" | "expired" | null
+  readonly signalName: string | null
+  readonly signalToken: string | null
+  readonly deadline: "future" | "past" | null
+  /** `run_at <= now()`, for pending runs only. */
+  readonly due: boolean | null
+  readonly checkpoint: unknown
+  readonly result: unknown
+  readonly error: unknown
+  readonly finished: boolean
+  readonly signals: Record<string, SignalOutcome>
+  readonly events: ReadonlyArray<string>
+}
+
+interface EnqueueSpec {
+  readonly queue: string
+  readonly priority: number
+  readonly delayed: boolean
+  readonly maxAttempts: number
+  /** Idempotency key: a key already used (earlier, or earlier in the same batch) yields that run. */
+  readonly key: string | null
+}
+
+type TimeColumn = "lease_expires_at" | "suspend_deadline" | "run_at"
+const memoryColumn: Record<TimeColumn, MemoryRunStore.TimeColumn> = {
+  lease_expires_at: "leaseExpiresAt",
+  suspend_deadline: "suspendDeadline",
+  run_at: "runAt"
+}
+
+// --- running the stores and reading them back ----------------------------------------------------
+
+const known = new Set(["FenceRejected", "LeaseNotHeld", "RunNotFound", "InvalidTransition", "SignalTokenNotFound"])
+
+/** A typed store failure as plain data; anything else (StoreError, a defect) fails the test. */
+const asFailure = (error: any): StoreFailure => {
   if (!known.has(error?._tag)) throw new Error(`unexpected store failure: ${error?._tag}: ${error?.message}`, { cause: error })
   switch (error._tag) {
     case "FenceRejected":
@@ -51,17 +108,119 @@ const asStoreError = (error: any): StoreError => {
       return { _tag: error._tag, runId: error.runId, fence: error.fence, state: error.state, operation: error.operation }
     case "InvalidTransition":
       return { _tag: error._tag, runId: error.runId, state: error.state, operation: error.operation }
+    case "SignalTokenNotFound":
+      return { _tag: error._tag, token: error.token }
     default:
       return { _tag: "RunNotFound", runId: error.runId }
   }
 }
 
-const outcome = async <A, E>(effect: Effect.Effect<A, E>): Promise<Outcome<A>> => {
-  const result = await Effect.runPromise(Effect.result(effect))
-  return Result.isSuccess(result) ? { ok: result.success } : { error: asStoreError(result.failure) }
-}
+const toOutcome = <A, E>(result: Result.Result<A, E>): Outcome<A> =>
+  Result.isSuccess(result) ? { ok: result.success } : { error: asFailure(result.failure) }
+
+const outcome = async <A, E>(effect: Effect.Effect<A, E>): Promise<Outcome<A>> =>
+  toOutcome(await Effect.runPromise(Effect.result(effect)))
+
+/** The memory store answers synchronously. */
+const expectedOutcome = <A, E>(effect: Effect.Effect<A, E>): Outcome<A> => toOutcome(Effect.runSync(Effect.result(effect)))
+const expected = <A, E>(effect: Effect.Effect<A, E>): A => Effect.runSync(effect)
 
 const must = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
+
+/** A clock that moves on by 1 ms each time it is read: every statement a strictly later now(). */
+const steppingClock = (start: number): Clock.Clock => {
+  let t = start
+  const live = Clock.Clock.defaultValue()
+  const next = () => ++t
+  return {
+    ...live,
+    currentTimeMillisUnsafe: next,
+    currentTimeMillis: Effect.sync(next),
+    currentTimeNanosUnsafe: () => BigInt(next()) * 1_000_000n,
+    currentTimeNanos: Effect.sync(() => BigInt(next()) * 1_000_000n),
+    sleep: live.sleep.bind(live),
+    monotonicTimeNanosUnsafe: () => live.monotonicTimeNanosUnsafe(),
+    monotonicTimeNanos: live.monotonicTimeNanos
+  }
+}
+
+/**
+ * The model: a memory store, plus what the test keeps to choose what commands act on (leases
+ * granted, tokens issued, what each worker believes it holds) and the application's rows.
+ */
+class Model {
+  /** Every lease ever granted by a claim, in grant order: the pool stale writers draw from. */
+  readonly granted: Array<LeaseKey> = []
+  /** Every signal token ever issued by a suspension. */
+  readonly tokens: Array<string> = []
+  /** What each worker believes it holds: added by claims, pruned by heartbeats and its own finishes. */
+  readonly held = new Map<string, Array<LeaseKey>>()
+  /** The application's rows committed by fenced transactions, as `runId@fence`. */
+  readonly appRows: Array<string> = []
+  /** The resolved steps so far, for failure reports. */
+  readonly log: Array<string> = []
+  private pastStamps = 0
+
+  constructor(readonly memory: MemoryRunStore.Controlled, private readonly clock: Clock.Clock) {}
+
+  get store(): RunStore["Service"] {
+    return this.memory.store
+  }
+
+  /** Every run, in id order. */
+  runList(): Array<RunRecord> {
+    return [...expected(this.store.list({ limit: 1_000_000, offset: 0 }))].sort((a, b) => Number(a.id) - Number(b.id))
+  }
+
+  heldBy(owner: string): Array<LeaseKey> {
+    return this.held.get(owner) ?? []
+  }
+
+  /** The worker-side bookkeeping of a finished lease: nobody renews it any more. */
+  forget(lease: LeaseKey): void {
+    for (const [owner, leases] of this.held) this.held.set(owner, leases.filter((l) => !(l.runId === lease.runId && l.fence === lease.fence)))
+  }
+
+  /** The memory store's now(). */
+  now(): number {
+    return this.clock.currentTimeMillisUnsafe()
+  }
+
+  /** The next fixed past instant. */
+  nextPast(): number {
+    return ++this.pastStamps
+  }
+
+  snapshot(): Array<RunSnapshot> {
+    const runs = this.runList()
+    const now = this.clock.currentTimeMillisUnsafe()
+    const when = (at: Date | null, past: string, future: string) => at === null ? null : at.getTime() <= now ? past : future
+    return runs.map((run) => ({
+      id: run.id,
+      state: run.state,
+      fence: run.fence,
+      attempt: run.attempt,
+      maxAttempts: run.maxAttempts,
+      owner: run.leaseOwner,
+      lease: when(run.leaseExpiresAt, "expired", "live") as RunSnapshot["lease"],
+      signalName: run.signalName,
+      signalToken: run.signalToken,
+      deadline: when(run.suspendDeadline, "past", "future") as RunSnapshot["deadline"],
+      due: run.state === "pending" ? run.runAt.getTime() <= now : null,
+      checkpoint: run.checkpoint,
+      result: run.result,
+      error: run.error,
+      finished: run.finishedAt !== null,
+      signals: { ...run.signals },
+      events: expected(this.store.history(run.id)).map((e) => `${e.kind}@${e.fence}`)
+    }))
+  }
+}
+
+const newModel = (): Model => {
+  const clock = steppingClock(Date.now())
+  return new Model(Effect.runSync(Effect.provideService(MemoryRunStore.makeControlled, Clock.Clock, clock)), clock)
+}
 
 interface Row {
   readonly id: string
@@ -119,16 +278,16 @@ const readState = (real: Real): Promise<Array<RunSnapshot>> =>
 // --- comparing ---------------------------------------------------------------------------------
 
 /** Compares one result; the message carries the resolved sequence so far, for the report. */
-const same = (m: RunModel, what: string, actual: unknown, expected: unknown): void => {
-  m.log.push(`${what} => ${JSON.stringify(expected)}`)
-  expect(actual, `${what}\n-- resolved sequence (model's expectations):\n${m.log.join("\n")}\n`).toEqual(expected)
+const same = (m: Model, what: string, actual: unknown, expectedValue: unknown): void => {
+  m.log.push(`${what} => ${JSON.stringify(expectedValue)}`)
+  expect(actual, `${what}\n-- resolved sequence (model's expectations):\n${m.log.join("\n")}\n`).toEqual(expectedValue)
 }
 
 /** The fences last read from the database, per model (one model per sequence). */
-const lastFences = new WeakMap<RunModel, Map<string, number>>()
+const lastFences = new WeakMap<Model, Map<string, number>>()
 
 /** After every step: every run's state, fence, attempt, owner, lease, signal and history agree. */
-const sameState = async (m: RunModel, real: Real): Promise<void> => {
+const sameState = async (m: Model, real: Real): Promise<void> => {
   const actual = await readState(real)
   const context = `state after: ${m.log.at(-1)}\n-- resolved sequence (model's expectations):\n${m.log.join("\n")}\n`
   // I1 checked on the database directly, whatever the model says: no step lowers a fence.
@@ -171,15 +330,17 @@ const leaseRef = fc.record({
 const pick = <A>(items: ReadonlyArray<A>, index: number): A | undefined =>
   items.length === 0 ? undefined : items[index % items.length]
 
-const resolveLease = (m: RunModel, ref: LeaseRef): LeaseKey => {
+const resolveLease = (m: Model, ref: LeaseRef): LeaseKey => {
   const runs = m.runList()
   const unknown = { runId: unknownRunId, fence: 1 }
   const old = () => pick(m.granted, ref.index) ?? unknown
   switch (ref.pool) {
     case "current":
       return pick(runs.filter((r) => r.state === "running").map((r) => ({ runId: r.id, fence: r.fence })), ref.index) ?? old()
-    case "stale":
-      return pick(m.granted.filter((l) => m.runs.get(l.runId)!.fence > l.fence), ref.index) ?? old()
+    case "stale": {
+      const fences = new Map(runs.map((r) => [r.id, r.fence]))
+      return pick(m.granted.filter((l) => fences.get(l.runId)! > l.fence), ref.index) ?? old()
+    }
     case "old":
       return old()
     case "ahead": {
@@ -202,30 +363,31 @@ const runRef = fc.record({
   index: fc.nat(64)
 })
 
-const resolveRun = (m: RunModel, ref: RunRef, fits: (state: string) => boolean = () => true): string =>
+const resolveRun = (m: Model, ref: RunRef, fits: (state: string) => boolean = () => true): string =>
   ref.pool === "unknown"
     ? unknownRunId
     : (ref.pool === "fit" ? pick(m.runList().filter((r) => fits(r.state)), ref.index) : undefined)?.id ??
       pick(m.runList(), ref.index)?.id ?? unknownRunId
 
 /** Skip commands that could only name an unknown run before anything exists (no wasted steps). */
-const canName = (m: Readonly<RunModel>, ref: LeaseRef) => ref.pool === "unknown" || m.granted.length > 0
+const canName = (m: Readonly<Model>, ref: LeaseRef) => ref.pool === "unknown" || m.granted.length > 0
 
 const show = (lease: LeaseKey) => `${lease.runId}@${lease.fence}`
 const owner = (workers: number, worker: number) => `w${worker % workers}`
+const byRunId = (a: LeaseKey, b: LeaseKey) => Number(a.runId) - Number(b.runId)
 
 // --- commands ----------------------------------------------------------------------------------
 
-type Cmd = fc.AsyncCommand<RunModel, Real>
+type Cmd = fc.AsyncCommand<Model, Real>
 
 /** Shared shape: resolve against the model, run both, compare the result, then the whole state. */
 abstract class Step implements Cmd {
-  check(m: Readonly<RunModel>): boolean {
-    return m.runs.size > 0
+  check(m: Readonly<Model>): boolean {
+    return m.runList().length > 0
   }
   abstract toString(): string
-  protected abstract step(m: RunModel, real: Real): Promise<void>
-  async run(m: RunModel, real: Real): Promise<void> {
+  protected abstract step(m: Model, real: Real): Promise<void>
+  async run(m: Model, real: Real): Promise<void> {
     await this.step(m, real)
     await sameState(m, real)
   }
@@ -241,9 +403,8 @@ class Enqueue extends Step {
   toString() {
     return `enqueue(${JSON.stringify(this.specs)})`
   }
-  async step(m: RunModel, real: Real) {
-    const expected = m.enqueue(this.specs)
-    const actual = await must(real.store.enqueue(this.specs.map((spec, i) => ({
+  async step(m: Model, real: Real) {
+    const requests = this.specs.map((spec, i) => ({
       kind: "job",
       payload: { i },
       queue: spec.queue,
@@ -251,8 +412,10 @@ class Enqueue extends Step {
       delayMs: spec.delayed ? retryLater : 0,
       maxAttempts: spec.maxAttempts,
       idempotencyKey: spec.key ?? undefined
-    }))))
-    same(m, this.toString(), actual, expected)
+    }))
+    const expectation = expected(m.store.enqueue(requests))
+    const actual = await must(real.store.enqueue(requests))
+    same(m, this.toString(), actual, expectation)
   }
 }
 
@@ -269,16 +432,22 @@ class Claim extends Step {
   toString() {
     return `claim(${owner(this.workers, this.worker)}, limit ${this.limit}, queues ${this.queues.join("+")}${this.dueOnly ? ", due only" : ""})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const who = owner(this.workers, this.worker)
-    const queues = this.queues
-    const expected = m.claim(who, this.limit, queues, this.dueOnly)
-    const claimed = await must(real.store.claim({ owner: who, queues, kinds, limit: this.limit, ttl, dueOnly: this.dueOnly }))
+    const request = { owner: who, queues: this.queues, kinds, limit: this.limit, ttl, dueOnly: this.dueOnly }
     // RETURNING has no order: compared as a set (sorted by id); which runs are in it is exact.
-    const actual = claimed
-      .map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.maxAttempts, fence: r.fence, checkpoint: r.checkpoint, signals: r.signals }))
-      .sort((a, b) => Number(a.id) - Number(b.id))
-    same(m, this.toString(), actual, expected)
+    const shape = (claimed: ReadonlyArray<{ id: string; attempt: number; maxAttempts: number; fence: number; checkpoint: unknown; signals: unknown }>) =>
+      claimed
+        .map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.maxAttempts, fence: r.fence, checkpoint: r.checkpoint, signals: r.signals }))
+        .sort((a, b) => Number(a.id) - Number(b.id))
+    const expectation = shape(expected(m.store.claim(request)))
+    const actual = shape(await must(real.store.claim(request)))
+    same(m, this.toString(), actual, expectation)
+    for (const run of expectation) {
+      const lease = { runId: run.id, fence: run.fence }
+      m.granted.push(lease)
+      m.held.set(who, [...m.heldBy(who), lease])
+    }
   }
 }
 
@@ -286,23 +455,23 @@ class Heartbeat extends Step {
   constructor(readonly workers: number, readonly worker: number, readonly intruder: LeaseRef | null) {
     super()
   }
-  override check(m: Readonly<RunModel>) {
+  override check(m: Readonly<Model>) {
     return m.heldBy(owner(this.workers, this.worker)).length > 0 || (this.intruder !== null && canName(m, this.intruder))
   }
   toString() {
     return `heartbeat(${owner(this.workers, this.worker)}${this.intruder === null ? "" : ` + ${JSON.stringify(this.intruder)}`})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const who = owner(this.workers, this.worker)
     const leases = [...m.heldBy(who)]
     // Sometimes a lease the worker does not hold (another owner's, a stale one): never renewed for it.
     const extra = this.intruder === null ? undefined : resolveLease(m, this.intruder)
     if (extra !== undefined && !leases.some((l) => l.runId === extra.runId)) leases.push(extra)
-    const expected = m.renew(who, leases)
+    const expectation = [...expected(m.store.renew(who, leases, ttl))].sort(byRunId)
     const renewed = await must(real.store.renew(who, leases, ttl))
-    same(m, `renew(${who}, [${leases.map(show).join(", ")}])`, [...renewed].sort((a, b) => Number(a.runId) - Number(b.runId)), expected)
+    same(m, `renew(${who}, [${leases.map(show).join(", ")}])`, [...renewed].sort(byRunId), expectation)
     // What a heartbeat does with the answer: a lease that did not come back is lost.
-    m.held.set(who, expected)
+    m.held.set(who, expectation)
   }
 }
 
@@ -313,11 +482,21 @@ class Advance extends Step {
   toString() {
     return `advance(${this.target === null ? "all" : `run #${this.target}`})`
   }
-  async step(m: RunModel, real: Real) {
-    const ids = this.target === null ? m.runList().map((r) => r.id) : [pick(m.runList(), this.target)!.id]
-    const shifts = m.advance(ids)
-    // Through the database: the columns move to fixed past instants, in the model's order.
+  async step(m: Model, real: Real) {
+    const runs = m.runList()
+    const targets = this.target === null ? runs : [pick(runs, this.target)!]
+    // Every future stamp of the targets (lease expiry, suspension deadline, delayed run_at) moves
+    // to a fresh, later past instant, in both stores.
+    const now = m.now()
+    const shifts: Array<{ runId: string; column: TimeColumn; stamp: number }> = []
+    for (const run of targets) {
+      const future = (at: Date | null) => at !== null && at.getTime() > now
+      if (run.state === "running" && future(run.leaseExpiresAt)) shifts.push({ runId: run.id, column: "lease_expires_at", stamp: m.nextPast() })
+      if (run.state === "suspended" && future(run.suspendDeadline)) shifts.push({ runId: run.id, column: "suspend_deadline", stamp: m.nextPast() })
+      if (run.state === "pending" && future(run.runAt)) shifts.push({ runId: run.id, column: "run_at", stamp: m.nextPast() })
+    }
     for (const shift of shifts) {
+      expected(m.memory.moveTime(shift.runId, memoryColumn[shift.column], new Date(pastEpoch + shift.stamp * 1000)))
       await must(real.sql.unsafe(
         `UPDATE "${real.schema}".runs SET ${shift.column} = timestamptz '2000-01-01 00:00:00+00' + ${shift.stamp} * interval '1 second'
          WHERE id = ${Number(shift.runId)}`
@@ -331,23 +510,23 @@ class Complete extends Step {
   constructor(readonly refs: ReadonlyArray<LeaseRef>) {
     super()
   }
-  override check(m: Readonly<RunModel>) {
+  override check(m: Readonly<Model>) {
     return this.refs.some((ref) => canName(m, ref))
   }
   toString() {
     return `completeBatch(${JSON.stringify(this.refs)})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     // One item per run: a batch never carries the same run twice.
-    const items: Array<LeaseKey & { result: unknown }> = []
+    const items: Array<LeaseKey & { result: string }> = []
     for (const ref of this.refs) {
       const lease = resolveLease(m, ref)
-      if (!items.some((i) => i.runId === lease.runId)) items.push({ ...lease, result: { by: show(lease) } })
+      if (!items.some((i) => i.runId === lease.runId)) items.push({ ...lease, result: JSON.stringify({ by: show(lease) }) })
     }
-    const expected = m.completeBatch(items)
+    const expectation = expected(m.store.completeBatch(items))
     const actual = await must(real.store.completeBatch(items))
-    same(m, `completeBatch([${items.map(show).join(", ")}])`, actual, expected)
-    expected.forEach((o) => o._tag === "Finalized" && m.forget(o))
+    same(m, `completeBatch([${items.map(show).join(", ")}])`, actual, expectation)
+    expectation.forEach((o) => o._tag === "Finalized" && m.forget(o))
   }
 }
 
@@ -356,21 +535,27 @@ class Transaction extends Step {
   constructor(readonly ref: LeaseRef) {
     super()
   }
-  override check(m: Readonly<RunModel>) {
+  override check(m: Readonly<Model>) {
     return canName(m, this.ref)
   }
   toString() {
     return `completeInTransaction(${JSON.stringify(this.ref)})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const lease = resolveLease(m, this.ref)
-    const expected = m.completeInTransaction(lease, { tx: show(lease) })
+    const encode = (value: unknown) => Exit.succeed(JSON.stringify(value))
+    // The memory store's "application row" is kept only when its transaction succeeds.
+    const pending: Array<string> = []
+    const expectation = expectedOutcome(
+      m.store.completeInTransaction(lease, Effect.sync(() => (pending.push(show(lease)), { tx: show(lease) })), encode)
+    )
+    if ("ok" in expectation) m.appRows.push(...pending)
     const write = real.sql.unsafe(
       `INSERT INTO "${real.schema}".app_rows (run_id, fence) VALUES (${Number(lease.runId)}, ${lease.fence})`
     )
-    const actual = await outcome(real.store.completeInTransaction(lease, Effect.as(write, { tx: show(lease) }), (v) => v))
-    same(m, `completeInTransaction(${show(lease)})`, "ok" in actual ? { ok: undefined } : actual, expected)
-    if ("ok" in expected) m.forget(lease)
+    const actual = await outcome(real.store.completeInTransaction(lease, Effect.as(write, { tx: show(lease) }), encode))
+    same(m, `completeInTransaction(${show(lease)})`, actual, expectation)
+    if ("ok" in expectation) m.forget(lease)
     const rows = await must(real.sql.unsafe<{ row: string }>(
       `SELECT run_id || '@' || fence AS row FROM "${real.schema}".app_rows ORDER BY id`
     ))
@@ -382,19 +567,19 @@ class Fail extends Step {
   constructor(readonly ref: LeaseRef, readonly retryDelayMs: number | undefined) {
     super()
   }
-  override check(m: Readonly<RunModel>) {
+  override check(m: Readonly<Model>) {
     return canName(m, this.ref)
   }
   toString() {
     return `fail(${JSON.stringify(this.ref)}, retry ${this.retryDelayMs ?? "none"})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const lease = resolveLease(m, this.ref)
-    const error = { message: `boom ${show(lease)}` }
-    const expected = m.fail(lease, error, this.retryDelayMs)
-    const actual = await outcome(real.store.fail({ ...lease, error, retryDelayMs: this.retryDelayMs }))
-    same(m, `fail(${show(lease)}, retry ${this.retryDelayMs ?? "none"})`, actual, expected)
-    if ("ok" in expected) m.forget(lease)
+    const request = { ...lease, error: { message: `boom ${show(lease)}` }, retryDelayMs: this.retryDelayMs }
+    const expectation = expectedOutcome(m.store.fail(request))
+    const actual = await outcome(real.store.fail(request))
+    same(m, `fail(${show(lease)}, retry ${this.retryDelayMs ?? "none"})`, actual, expectation)
+    if ("ok" in expectation) m.forget(lease)
   }
 }
 
@@ -402,18 +587,18 @@ class Release extends Step {
   constructor(readonly ref: LeaseRef) {
     super()
   }
-  override check(m: Readonly<RunModel>) {
+  override check(m: Readonly<Model>) {
     return canName(m, this.ref)
   }
   toString() {
     return `release(${JSON.stringify(this.ref)})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const lease = resolveLease(m, this.ref)
-    const expected = m.release(lease)
+    const expectation = expectedOutcome(m.store.release(lease))
     const actual = await outcome(real.store.release(lease))
-    same(m, `release(${show(lease)})`, actual, expected)
-    if ("ok" in expected) m.forget(lease)
+    same(m, `release(${show(lease)})`, actual, expectation)
+    if ("ok" in expectation) m.forget(lease)
   }
 }
 
@@ -421,18 +606,18 @@ class Checkpoint extends Step {
   constructor(readonly ref: LeaseRef) {
     super()
   }
-  override check(m: Readonly<RunModel>) {
+  override check(m: Readonly<Model>) {
     return canName(m, this.ref)
   }
   toString() {
     return `checkpoint(${JSON.stringify(this.ref)})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const lease = resolveLease(m, this.ref)
     const value = { at: show(lease), step: m.log.length }
-    const expected = m.checkpoint(lease, value)
+    const expectation = expectedOutcome(m.store.checkpoint(lease, value))
     const actual = await outcome(real.store.checkpoint(lease, value))
-    same(m, `checkpoint(${show(lease)})`, actual, expected)
+    same(m, `checkpoint(${show(lease)})`, actual, expectation)
   }
 }
 
@@ -440,25 +625,24 @@ class Suspend extends Step {
   constructor(readonly ref: LeaseRef, readonly signal: string, readonly withTimeout: boolean) {
     super()
   }
-  override check(m: Readonly<RunModel>) {
+  override check(m: Readonly<Model>) {
     return canName(m, this.ref)
   }
   toString() {
     return `suspend(${JSON.stringify(this.ref)}, ${this.signal}, ${this.withTimeout ? "timeout" : "no timeout"})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const lease = resolveLease(m, this.ref)
     // Unique per claim, so two suspended runs never share a token (the column is UNIQUE).
     const token = `tok-${lease.runId}-${lease.fence}`
-    const expected = m.suspend(lease, this.signal, token, this.withTimeout)
-    const actual = await outcome(real.store.suspend({
-      ...lease,
-      signal: this.signal,
-      token,
-      timeout: this.withTimeout ? suspendTimeout : undefined
-    }))
-    same(m, `suspend(${show(lease)}, ${this.signal}, ${token}, ${this.withTimeout ? "1 hour" : "no timeout"})`, actual, expected)
-    if ("ok" in expected) m.forget(lease)
+    const request = { ...lease, signal: this.signal, token, timeout: this.withTimeout ? suspendTimeout : undefined }
+    const expectation = expectedOutcome(m.store.suspend(request))
+    const actual = await outcome(real.store.suspend(request))
+    same(m, `suspend(${show(lease)}, ${this.signal}, ${token}, ${this.withTimeout ? "1 hour" : "no timeout"})`, actual, expectation)
+    if ("ok" in expectation) {
+      m.forget(lease)
+      m.tokens.push(token)
+    }
   }
 }
 
@@ -469,25 +653,28 @@ class Resume extends Step {
   constructor(readonly by: ResumeBy, readonly index: number) {
     super()
   }
-  override check(m: Readonly<RunModel>) {
-    return this.by === "unknown" || (this.by === "id" ? m.runs.size > 0 : m.tokens.length > 0)
+  override check(m: Readonly<Model>) {
+    return this.by === "unknown" || (this.by === "id" ? m.runList().length > 0 : m.tokens.length > 0)
   }
   toString() {
     return `resume(by ${this.by} #${this.index})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
+    const payload = { approved: this.index % 2 === 0, n: this.index }
+    if (this.by === "id") {
+      const runId = resolveRun(m, { pool: "any", index: this.index })
+      const expectation = expectedOutcome(m.store.resumeById(runId, payload))
+      same(m, `resumeById(${runId})`, await outcome(real.store.resumeById(runId, payload)), expectation)
+      return
+    }
     const suspended = m.runList().filter((r) => r.signalToken !== null).map((r) => r.signalToken!)
-    const target = this.by === "id"
-      ? resolveRun(m, { pool: "any", index: this.index })
-      : this.by === "token"
+    const token = this.by === "token"
       ? pick(suspended, this.index) ?? pick(m.tokens, this.index) ?? "tok-none"
       : this.by === "oldToken"
       ? pick(m.tokens, this.index) ?? "tok-none"
       : "tok-none"
-    const payload = { approved: this.index % 2 === 0, n: this.index }
-    const expected = m.resume(target, payload)
-    const actual = await outcome(real.store.resume(target, payload))
-    same(m, `resume(${target})`, actual, expected)
+    const expectation = expectedOutcome(m.store.resumeByToken(token, payload))
+    same(m, `resumeByToken(${token})`, await outcome(real.store.resumeByToken(token, payload)), expectation)
   }
 }
 
@@ -498,11 +685,10 @@ class Cancel extends Step {
   toString() {
     return `cancel(${JSON.stringify(this.ref)})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const runId = resolveRun(m, this.ref, (state) => state === "pending" || state === "running" || state === "suspended")
-    const expected = m.cancel(runId)
-    const actual = await outcome(real.store.cancel(runId))
-    same(m, `cancel(${runId})`, actual, expected)
+    const expectation = expectedOutcome(m.store.cancel(runId))
+    same(m, `cancel(${runId})`, await outcome(real.store.cancel(runId)), expectation)
   }
 }
 
@@ -513,18 +699,17 @@ class Retry extends Step {
   toString() {
     return `retry(${JSON.stringify(this.ref)})`
   }
-  async step(m: RunModel, real: Real) {
+  async step(m: Model, real: Real) {
     const runId = resolveRun(m, this.ref, (state) => state === "failed" || state === "cancelled")
-    const expected = m.retry(runId)
-    const actual = await outcome(real.store.retry(runId))
-    same(m, `retry(${runId})`, actual, expected)
+    const expectation = expectedOutcome(m.store.retry(runId))
+    same(m, `retry(${runId})`, await outcome(real.store.retry(runId)), expectation)
   }
 }
 
 // --- generation ---------------------------------------------------------------------------------
 
 const commandsFor = (workers: number) =>
-  fc.commands<RunModel, Real, false>([
+  fc.commands<Model, Real, false>([
     fc.oneof(
       {
         weight: 3,
@@ -606,13 +791,13 @@ const replay: Pick<fc.Parameters<unknown>, "seed" | "path"> = process.env.MODEL_
   ? {}
   : { seed: Number(process.env.MODEL_SEED), ...(process.env.MODEL_PATH === undefined ? {} : { path: process.env.MODEL_PATH }) }
 
-describe("run state machine: Postgres store vs reference model", () => {
+describe("run state machine: Postgres store vs MemoryRunStore", () => {
   it.live("random command sequences agree on every result and on every run's state after each step", () =>
     Effect.gen(function*() {
       const real = yield* storeOnce
       const fresh = async () => {
         await must(real.sql.unsafe(`TRUNCATE "${real.schema}".runs, "${real.schema}".run_events, "${real.schema}".app_rows RESTART IDENTITY`))
-        return { model: new RunModel(), real }
+        return { model: newModel(), real }
       }
       yield* Effect.promise(() =>
         fc.assert(

@@ -1,0 +1,185 @@
+/**
+ * A `RunStore` held in memory: the same state machine as `PgRunStore` (claims raise the fence by
+ * exactly 1, writes guarded by id + fence + running and diagnosed precisely, history, stats,
+ * notifications), for tests and for running the worker deterministically under `TestClock`, as
+ * Effect's `WorkflowEngine.layerMemory` sits beside its SQL engine. The contract suite
+ * (`test/contract/`) runs one set of tests against both stores.
+ *
+ * Its clock is Effect's `Clock`, captured when the store is made: it plays the database's `now()`
+ * (lease expiry, due times, suspension deadlines), so `TestClock.adjust` expires leases. Values are
+ * kept as JSON text (`Json.encode`), so a value JSON cannot hold fails with `UnstorableValue`
+ * exactly where the Postgres store fails, and reads hand back fresh copies.
+ *
+ * Each operation applies its whole transition synchronously, so it is atomic with respect to every
+ * other caller, as one statement is. Not modelled: `completedRuns: "delete"` (completed runs are
+ * kept), and in `completeInTransaction` there is no transaction to roll back: the completion is
+ * written only if the caller's effect and the result's encoding succeed, but what the effect itself
+ * did (its own writes, even through this store) stays done.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Duration, Effect, Exit, Layer, PubSub, Stream } from "effect"
+import { type InvalidConfig, RunNotFound, StoreError, type UnstorableValue } from "./Errors.js"
+import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
+import * as Json from "./Json.js"
+import { checkEnqueueRequest, type EnqueueRequest, type LeaseKey } from "./RunRecord.js"
+import { RunStore, type StoreNotification } from "./RunStore.js"
+
+/** A time column of a run, as `moveTime` may set it. @category testing */
+export type { TimeColumn }
+
+/**
+ * The store and a test's hand on its time columns: `moveTime` sets one run's lease expiry,
+ * suspension deadline or due time, as a test against Postgres updates the column directly.
+ *
+ * @category testing
+ */
+export interface Controlled {
+  readonly store: RunStore["Service"]
+  readonly moveTime: (runId: string, column: TimeColumn, at: Date) => Effect.Effect<void>
+}
+
+const fromOutcome = <A, E>(outcome: Outcome<A, E>): Effect.Effect<A, E> =>
+  outcome.ok ? Effect.succeed(outcome.value) : Effect.fail(outcome.error)
+
+/**
+ * Checks each request's options and encodes its payload, in order, as the Postgres store does
+ * before its statement: the first invalid option or unstorable payload fails the whole call.
+ */
+const payloadsOf = (requests: ReadonlyArray<EnqueueRequest>): Exit.Exit<Array<string>, InvalidConfig | UnstorableValue> => {
+  const texts: Array<string> = []
+  for (const request of requests) {
+    const checked = checkEnqueueRequest(request)
+    if (Exit.isFailure(checked)) return Exit.failCause(checked.cause)
+    const encoded = Json.encode(request.payload ?? null, "payload")
+    if (Exit.isFailure(encoded)) return Exit.failCause(encoded.cause)
+    texts.push(encoded.value)
+  }
+  return Exit.succeed(texts)
+}
+
+const isJsonText = (text: string): boolean => {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Builds a store with a test's hand on its time columns (see `Controlled`).
+ *
+ * @category testing
+ */
+export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() {
+  const clock = yield* Clock.Clock
+  const pubsub = yield* PubSub.unbounded<StoreNotification>()
+  const state = new State()
+
+  /** One transition at the store's `now()`, then its notifications: one statement, committed. */
+  const apply = <A>(transition: (now: number) => A): Effect.Effect<A> =>
+    Effect.sync(() => {
+      state.outbox = []
+      const result = transition(clock.currentTimeMillisUnsafe())
+      for (const note of state.outbox) PubSub.publishUnsafe(pubsub, note)
+      state.outbox = []
+      return result
+    })
+  const applyOutcome = <A, E>(transition: (now: number) => Outcome<A, E>): Effect.Effect<A, E> =>
+    Effect.flatMap(apply(transition), fromOutcome)
+
+  const guardedCompletion = (lease: LeaseKey, result: string) =>
+    applyOutcome((now) => {
+      const run = state.holder(lease)
+      if (run === undefined) return { ok: false, error: state.diagnose(lease, "transaction", now) }
+      state.complete(run, result, now)
+      return { ok: true, value: undefined }
+    })
+
+  const store = RunStore.of({
+    enqueue: Effect.fn("MemoryRunStore.enqueue")(function*(requests) {
+      if (requests.length === 0) return []
+      // Checked and encoded before anything is written: one bad request fails the whole call.
+      const payloads = yield* payloadsOf(requests)
+      return yield* apply((now) => state.enqueue(requests, payloads, now))
+    }),
+    claim: (request) => apply((now) => state.claim(request, Duration.toMillis(request.ttl), now)),
+    renew: (owner, leases, ttl) => apply((now) => state.renew(owner, leases, Duration.toMillis(ttl), now)),
+    completeBatch: (items) =>
+      items.every((item) => item.result === null || isJsonText(item.result))
+        ? apply((now) => state.completeBatch(items, now))
+        : Effect.fail(
+          new StoreError({ operation: "complete", reason: "InvalidJson", cause: new Error("a result is not JSON text") })
+        ),
+    fail: Effect.fn("MemoryRunStore.fail")(function*(request) {
+      const error = yield* Effect.orDie(Json.encode(request.error, "error", request.runId))
+      return yield* applyOutcome((now) => state.fail(request, error, now))
+    }),
+    release: Effect.fn("MemoryRunStore.release")(function*(lease) {
+      return yield* applyOutcome((now) => state.release(lease, now))
+    }),
+    checkpoint: Effect.fn("MemoryRunStore.checkpoint")(function*(lease, value) {
+      const text = yield* Json.encode(value ?? null, "checkpoint", lease.runId)
+      return yield* applyOutcome((now) => state.checkpoint(lease, text, now))
+    }),
+    suspend: Effect.fn("MemoryRunStore.suspend")(function*(request) {
+      const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
+      return yield* applyOutcome((now) => state.suspend(request, timeoutMs, now))
+    }),
+    completeInTransaction: (lease, effect, encodeResult) =>
+      Effect.gen(function*() {
+        // Checked first, so a stale holder does no work; checked again by the completion, which
+        // decides. Nothing of the store changes unless the effect, the encoding and the guarded
+        // completion all succeed (the effect's own side effects are the caller's).
+        yield* applyOutcome((now) =>
+          state.holder(lease) === undefined ? { ok: false, error: state.diagnose(lease, "transaction", now) } : { ok: true, value: undefined }
+        )
+        const value = yield* effect
+        const encoded = encodeResult(value)
+        if (Exit.isFailure(encoded)) return yield* Effect.failCause(encoded.cause)
+        yield* guardedCompletion(lease, encoded.value)
+        return value
+      }).pipe(Effect.withSpan("MemoryRunStore.completeInTransaction")),
+    resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload) {
+      if (canonicalId(runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
+      const text = yield* Json.encode(payload ?? null, "resume payload")
+      return yield* applyOutcome((now) => state.resumeById(runId, text, now))
+    }),
+    resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload) {
+      const text = yield* Json.encode(payload ?? null, "resume payload")
+      return yield* applyOutcome((now) => state.resumeByToken(token, text, now))
+    }),
+    cancel: (runId) => applyOutcome((now) => state.cancel(runId, now)),
+    retry: (runId) => applyOutcome((now) => state.retry(runId, now)),
+    get: (runId) => applyOutcome(() => state.get(runId)),
+    list: (filter) => apply(() => state.list(filter)),
+    history: (runId) => applyOutcome(() => state.history(runId)),
+    stats: apply((now) => state.stats(now)),
+    // Subscribed before `Subscribed` is emitted: what is published from then on arrives.
+    notifications: Stream.unwrap(Effect.map(
+      PubSub.subscribe(pubsub),
+      (subscription) => Stream.concat(Stream.succeed<StoreNotification>({ _tag: "Subscribed" }), Stream.fromSubscription(subscription))
+    ))
+  })
+
+  return {
+    store,
+    moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime()))
+  } satisfies Controlled
+})
+
+/**
+ * Builds an empty store. Its `now()` is the `Clock` in context here (a `TestClock` in tests).
+ *
+ * @category constructors
+ */
+export const make: Effect.Effect<RunStore["Service"]> = Effect.map(makeControlled, (controlled) => controlled.store)
+
+/**
+ * The store as a layer. Each build is a new, empty store whose clock is the `Clock` of the context
+ * it is built in: build it inside an `it.effect` test to drive it with `TestClock`.
+ *
+ * @category layers
+ */
+export const layer: Layer.Layer<RunStore> = Layer.effect(RunStore, make)

@@ -1,0 +1,75 @@
+/**
+ * The memory store's reads: a run as a `RunRecord` (values parsed afresh, as a database hands back
+ * copies), a filtered page of runs, and the counters of `stats` (`packages/sql/src/statements/read.ts`).
+ *
+ * @internal
+ */
+import type { RunRecord, RunState } from "../../RunRecord.js"
+import type { ListFilter, Stats } from "../../RunStore.js"
+import type { StoredEvent, StoredRun } from "./State.js"
+
+/** JSON text as a value; SQL NULL as null. */
+export const parse = (text: string | null): unknown => text === null ? null : JSON.parse(text)
+
+const date = (ms: number | null): Date | null => ms === null ? null : new Date(ms)
+
+export const toRecord = (run: StoredRun): RunRecord => ({
+  id: run.id,
+  queue: run.queue,
+  kind: run.kind,
+  payload: parse(run.payload),
+  priority: run.priority,
+  runAt: new Date(run.runAt),
+  state: run.state,
+  attempt: run.attempt,
+  maxAttempts: run.maxAttempts,
+  fence: run.fence,
+  leaseOwner: run.leaseOwner,
+  leaseExpiresAt: date(run.leaseExpiresAt),
+  checkpoint: parse(run.checkpoint),
+  result: parse(run.result),
+  error: parse(run.error),
+  signalName: run.signalName,
+  signalToken: run.signalToken,
+  suspendDeadline: date(run.suspendDeadline),
+  signals: parse(run.signals) as RunRecord["signals"],
+  idempotencyKey: run.idempotencyKey,
+  createdAt: new Date(run.createdAt),
+  updatedAt: new Date(run.updatedAt),
+  finishedAt: date(run.finishedAt)
+})
+
+/** Newest first, as the statement orders by id DESC. */
+export const list = (runs: Iterable<StoredRun>, filter: ListFilter): Array<RunRecord> =>
+  [...runs]
+    .filter((r) =>
+      (filter.state === undefined || r.state === filter.state) &&
+      (filter.queue === undefined || r.queue === filter.queue) &&
+      (filter.kind === undefined || r.kind === filter.kind)
+    )
+    .sort((a, b) => Number(b.id) - Number(a.id))
+    .slice(filter.offset, filter.offset + filter.limit)
+    .map(toRecord)
+
+const order = (a: string, b: string) => a < b ? -1 : a > b ? 1 : 0
+
+export const stats = (runs: Iterable<StoredRun>, events: ReadonlyArray<StoredEvent>, now: number): Stats => {
+  const counts = new Map<string, { queue: string; state: RunState; count: number }>()
+  let liveLeases = 0
+  let oldest: number | null = null
+  for (const run of runs) {
+    const key = `${run.queue}\u0000${run.state}`
+    const entry = counts.get(key) ?? { queue: run.queue, state: run.state, count: 0 }
+    entry.count += 1
+    counts.set(key, entry)
+    if (run.state === "running" && run.leaseExpiresAt! > now) liveLeases += 1
+    if (run.state === "pending" && run.runAt <= now && (oldest === null || run.runAt < oldest)) oldest = run.runAt
+  }
+  return {
+    byStateAndQueue: [...counts.values()].sort((a, b) => order(a.queue, b.queue) || order(a.state, b.state)),
+    liveLeases,
+    oldestPendingSeconds: oldest === null ? null : (now - oldest) / 1000,
+    fenceRejections: events.filter((e) => e.event.kind === "stale_write_rejected").length,
+    reclaims: events.filter((e) => e.event.kind === "reclaimed").length
+  }
+}

@@ -1,0 +1,447 @@
+/**
+ * The memory store's state machine: runs, their history and the transitions the Postgres
+ * statements make (`packages/sql/src/statements/`), one synchronous function per statement. Each
+ * takes the store's `now()` and applies the whole transition or nothing, so the effect that calls
+ * it is atomic with respect to every other caller. Values are JSON text (encoded by the caller),
+ * parsed afresh on every read, as a database hands back copies.
+ *
+ * @internal
+ */
+import { FenceRejected, InvalidTransition, LeaseNotHeld, RunNotFound, SignalTokenInUse, SignalTokenNotFound } from "../../Errors.js"
+import type {
+  ClaimedRun,
+  Enqueued,
+  EnqueueRequest,
+  FailOutcome,
+  FinalizeOutcome,
+  LeaseKey,
+  RunEvent,
+  RunRecord,
+  RunState
+} from "../../RunRecord.js"
+import * as Read from "./Read.js"
+import type {
+  ClaimRequest,
+  CompleteItem,
+  FailRequest,
+  ListFilter,
+  StaleWrite,
+  Stats,
+  StoreNotification,
+  SuspendRequest
+} from "../../RunStore.js"
+
+/** One run as kept: times in epoch milliseconds, values as JSON text (`null`: SQL NULL). */
+export interface StoredRun {
+  readonly id: string
+  readonly queue: string
+  readonly kind: string
+  readonly payload: string
+  readonly priority: number
+  readonly maxAttempts: number
+  readonly idempotencyKey: string | null
+  readonly createdAt: number
+  runAt: number
+  state: RunState
+  attempt: number
+  fence: number
+  leaseOwner: string | null
+  leaseExpiresAt: number | null
+  checkpoint: string | null
+  result: string | null
+  error: string | null
+  signalName: string | null
+  signalToken: string | null
+  suspendDeadline: number | null
+  signals: string
+  updatedAt: number
+  finishedAt: number | null
+}
+
+/** One line of a run's history as kept. */
+export interface StoredEvent {
+  readonly seq: number
+  readonly runId: string
+  readonly event: Omit<RunEvent, "id" | "runId">
+}
+
+/** A time column the tests may move (as they move the database's columns). */
+export type TimeColumn = "runAt" | "leaseExpiresAt" | "suspendDeadline"
+
+/** What a transition failed with, or the value it produced. */
+export type Outcome<A, E> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: E }
+
+const ok = <A>(value: A): Outcome<A, never> => ({ ok: true, value })
+const err = <E>(error: E): Outcome<never, E> => ({ ok: false, error })
+
+/** Run ids are decimal strings of a bigint, as Postgres reads them (`007` is run 7). */
+export const canonicalId = (value: string): string | undefined => /^[0-9]{1,18}$/.test(value) ? String(BigInt(value)) : undefined
+
+const parse = Read.parse
+
+export class State {
+  readonly runs = new Map<string, StoredRun>()
+  readonly events: Array<StoredEvent> = []
+  private readonly keys = new Map<string, string>()
+  private nextRunId = 1
+  private nextEventId = 1
+  /** Notifications of the transition under way, published once it has been applied. */
+  outbox: Array<StoreNotification> = []
+
+  private record(run: StoredRun, kind: string, fence: number, owner: string | null, detail: unknown, at: number): void {
+    const seq = this.nextEventId++
+    this.events.push({ seq, runId: run.id, event: { kind, fence, owner, detail, at: new Date(at) } })
+  }
+
+  private find(runId: string): StoredRun | undefined {
+    const id = canonicalId(runId)
+    return id === undefined ? undefined : this.runs.get(id)
+  }
+
+  // --- enqueue.ts --------------------------------------------------------------------------------
+
+  /** `payloads` are the requests' payloads as JSON text, in order. */
+  enqueue(requests: ReadonlyArray<EnqueueRequest>, payloads: ReadonlyArray<string>, now: number): Array<Enqueued> {
+    const woken = new Set<string>()
+    const out = requests.map((request, i): Enqueued => {
+      // Every request draws an id up front, used or not (the sequence in the statement).
+      const id = String(this.nextRunId++)
+      const key = request.idempotencyKey ?? null
+      const existing = key === null ? undefined : this.keys.get(key)
+      if (existing !== undefined) return { id: existing, created: false }
+      if (key !== null) this.keys.set(key, id)
+      const queue = request.queue ?? "default"
+      this.runs.set(id, {
+        id,
+        queue,
+        kind: request.kind,
+        payload: payloads[i]!,
+        priority: request.priority ?? 0,
+        maxAttempts: request.maxAttempts ?? 5,
+        idempotencyKey: key,
+        createdAt: now,
+        runAt: now + (request.delayMs ?? 0),
+        state: "pending",
+        attempt: 0,
+        fence: 0,
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        checkpoint: null,
+        result: null,
+        error: null,
+        signalName: null,
+        signalToken: null,
+        suspendDeadline: null,
+        signals: "{}",
+        updatedAt: now,
+        finishedAt: null
+      })
+      woken.add(queue)
+      return { id, created: true }
+    })
+    for (const queue of woken) this.outbox.push({ _tag: "RunsAvailable", queue })
+    return out
+  }
+
+  // --- claim.ts ----------------------------------------------------------------------------------
+
+  /**
+   * Expired leases by expiry, then passed suspension deadlines by deadline, then due runs by
+   * priority DESC, run_at, id; each class capped at `limit`, the classes taken in that order up to
+   * `limit`. Every claim raises the fence by exactly 1; an expired lease on its last attempt fails
+   * the run instead. Due-only claims skip the first two classes.
+   */
+  claim(request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> {
+    const { limit, owner } = request
+    if (limit <= 0 || request.kinds.length === 0) return []
+    const all = [...this.runs.values()].filter((r) => request.queues.includes(r.queue) && request.kinds.includes(r.kind))
+    const byId = (a: StoredRun, b: StoredRun) => Number(a.id) - Number(b.id)
+    const sweep = request.dueOnly !== true
+    const expired = sweep
+      ? all.filter((r) => r.state === "running" && r.leaseExpiresAt! <= now)
+        .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || byId(a, b)).slice(0, limit)
+      : []
+    const timedOut = sweep
+      ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now)
+        .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, limit)
+      : []
+    const due = all.filter((r) => r.state === "pending" && r.runAt <= now)
+      .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || byId(a, b)).slice(0, limit)
+    const picked = [
+      ...expired.map((run) => ({ run, origin: 0 })),
+      ...timedOut.map((run) => ({ run, origin: 1 })),
+      ...due.map((run) => ({ run, origin: 2 }))
+    ].slice(0, limit)
+    const claimed: Array<ClaimedRun> = []
+    for (const { origin, run } of picked) {
+      run.fence += 1
+      run.updatedAt = now
+      if (origin === 0 && run.attempt >= run.maxAttempts) {
+        run.state = "failed"
+        run.leaseOwner = null
+        run.leaseExpiresAt = null
+        run.finishedAt = now
+        run.error = JSON.stringify({ message: "lease expired on the last attempt", permanent: true })
+        this.record(run, "failed", run.fence, owner, { attempt: run.attempt }, now)
+      } else {
+        if (origin === 1) run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "TimedOut" } })
+        run.state = "running"
+        run.attempt += 1
+        run.leaseOwner = owner
+        run.leaseExpiresAt = now + ttlMs
+        run.finishedAt = null
+        const kind = origin === 0 ? "reclaimed" : origin === 1 ? "signal_timed_out" : "claimed"
+        this.record(run, kind, run.fence, owner, { attempt: run.attempt }, now)
+        claimed.push({
+          id: run.id,
+          queue: run.queue,
+          kind: run.kind,
+          payload: parse(run.payload),
+          attempt: run.attempt,
+          maxAttempts: run.maxAttempts,
+          fence: run.fence,
+          checkpoint: parse(run.checkpoint),
+          signals: parse(run.signals) as ClaimedRun["signals"]
+        })
+      }
+      run.signalName = null
+      run.signalToken = null
+      run.suspendDeadline = null
+    }
+    return claimed
+  }
+
+  // --- renew.ts ----------------------------------------------------------------------------------
+
+  renew(owner: string, leases: ReadonlyArray<LeaseKey>, ttlMs: number, now: number): Array<LeaseKey> {
+    const renewed: Array<LeaseKey> = []
+    for (const lease of leases) {
+      const run = this.find(lease.runId)
+      if (run !== undefined && run.fence === lease.fence && run.state === "running" && run.leaseOwner === owner) {
+        run.leaseExpiresAt = now + ttlMs
+        renewed.push({ runId: run.id, fence: run.fence })
+      }
+    }
+    return renewed
+  }
+
+  // --- guarded.ts --------------------------------------------------------------------------------
+
+  /** The row a guarded write matches: id + fence + running, or nothing. */
+  holder(lease: LeaseKey): StoredRun | undefined {
+    const run = this.find(lease.runId)
+    return run !== undefined && run.fence === lease.fence && run.state === "running" ? run : undefined
+  }
+
+  /** Why a guarded write matched nothing; a real fence mismatch is recorded in the run's history. */
+  diagnose(lease: LeaseKey, operation: string, now: number): StaleWrite {
+    const run = this.find(lease.runId)
+    if (run === undefined) return new RunNotFound({ runId: canonicalId(lease.runId) ?? lease.runId })
+    if (run.fence !== lease.fence) {
+      this.record(run, "stale_write_rejected", lease.fence, null, { operation, storedFence: run.fence, state: run.state }, now)
+      return new FenceRejected({ runId: run.id, presentedFence: lease.fence, storedFence: run.fence, operation })
+    }
+    return new LeaseNotHeld({ runId: run.id, fence: lease.fence, state: run.state, operation })
+  }
+
+  private guarded<A>(lease: LeaseKey, operation: string, now: number, write: (run: StoredRun) => A): Outcome<A, StaleWrite> {
+    const run = this.holder(lease)
+    if (run === undefined) return err(this.diagnose(lease, operation, now))
+    run.updatedAt = now
+    return ok(write(run))
+  }
+
+  private letGo(run: StoredRun): void {
+    run.leaseOwner = null
+    run.leaseExpiresAt = null
+  }
+
+  /** The completion of one matched run. (Postgres reads this history line off the completed run.) */
+  complete(run: StoredRun, result: string, now: number): void {
+    run.state = "completed"
+    run.result = result
+    run.finishedAt = now
+    run.updatedAt = now
+    this.letGo(run)
+    this.record(run, "completed", run.fence, null, null, now)
+  }
+
+  completeBatch(items: ReadonlyArray<CompleteItem>, now: number): Array<FinalizeOutcome> {
+    // The statement decides every item first; the ones it missed are diagnosed afterwards.
+    const matched = items.map((item) => this.holder(item))
+    items.forEach((item, i) => {
+      if (matched[i] !== undefined) this.complete(matched[i], item.result ?? "null", now)
+    })
+    return items.map((item, i): FinalizeOutcome => {
+      if (matched[i] !== undefined) return { _tag: "Finalized", runId: item.runId, fence: item.fence }
+      const run = this.find(item.runId)
+      // Completed under this very fence: the holder's own completion sent again, acknowledged.
+      if (run !== undefined && run.fence === item.fence && run.state === "completed") {
+        return { _tag: "Finalized", runId: item.runId, fence: item.fence }
+      }
+      this.diagnose(item, "complete", now)
+      return run === undefined
+        ? { _tag: "Rejected", runId: item.runId, fence: item.fence, storedFence: item.fence, state: "missing" }
+        : { _tag: "Rejected", runId: item.runId, fence: item.fence, storedFence: run.fence, state: run.state }
+    })
+  }
+
+  fail(request: FailRequest, error: string, now: number): Outcome<FailOutcome, StaleWrite> {
+    return this.guarded(request, "fail", now, (run): FailOutcome => {
+      this.letGo(run)
+      run.error = error
+      const retrying = request.retryDelayMs !== undefined && run.attempt < run.maxAttempts
+      if (retrying) {
+        run.state = "pending"
+        run.runAt = now + request.retryDelayMs!
+        run.finishedAt = null
+      } else {
+        run.state = "failed"
+        run.finishedAt = now
+      }
+      this.record(run, retrying ? "retry_scheduled" : "failed", run.fence, null, {
+        error: parse(error),
+        runAt: new Date(run.runAt).toISOString()
+      }, now)
+      return retrying ? { _tag: "RetryScheduled", delayMs: request.retryDelayMs! } : { _tag: "Failed" }
+    })
+  }
+
+  release(lease: LeaseKey, now: number) {
+    return this.guarded(lease, "release", now, (run) => {
+      this.letGo(run)
+      run.state = "pending"
+      run.runAt = now
+      run.attempt = Math.max(run.attempt - 1, 0)
+      this.record(run, "released", run.fence, null, null, now)
+      this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
+    })
+  }
+
+  checkpoint(lease: LeaseKey, value: string, now: number) {
+    return this.guarded(lease, "checkpoint", now, (run) => {
+      run.checkpoint = value
+    })
+  }
+
+  suspend(request: SuspendRequest, timeoutMs: number | null, now: number): Outcome<void, StaleWrite | SignalTokenInUse> {
+    const run = this.holder(request)
+    if (run === undefined) return err(this.diagnose(request, "suspend", now))
+    // The token names exactly one waiting run (a unique index in Postgres): nothing is written.
+    for (const other of this.runs.values()) {
+      if (other.signalToken === request.token) return err(new SignalTokenInUse({ runId: run.id, token: request.token }))
+    }
+    this.letGo(run)
+    run.state = "suspended"
+    run.attempt = Math.max(run.attempt - 1, 0)
+    run.signalName = request.signal
+    run.signalToken = request.token
+    run.suspendDeadline = timeoutMs === null ? null : now + timeoutMs
+    run.updatedAt = now
+    const deadline = run.suspendDeadline === null ? null : new Date(run.suspendDeadline).toISOString()
+    this.record(run, "suspended", run.fence, null, { signal: request.signal, deadline }, now)
+    return ok(undefined)
+  }
+
+  // --- admin.ts ----------------------------------------------------------------------------------
+
+  private resume(run: StoredRun, payload: string, now: number): string {
+    run.state = "pending"
+    run.runAt = now
+    run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "Signalled", payload: parse(payload) } })
+    run.signalName = null
+    run.signalToken = null
+    run.suspendDeadline = null
+    run.updatedAt = now
+    this.record(run, "resumed", run.fence, null, { payload: parse(payload) }, now)
+    this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
+    return run.id
+  }
+
+  resumeById(runId: string, payload: string, now: number): Outcome<string, RunNotFound | InvalidTransition> {
+    const run = this.find(runId)
+    if (run === undefined) return err(new RunNotFound({ runId }))
+    if (run.state !== "suspended") return err(new InvalidTransition({ runId: run.id, state: run.state, operation: "resume" }))
+    return ok(this.resume(run, payload, now))
+  }
+
+  resumeByToken(token: string, payload: string, now: number): Outcome<string, SignalTokenNotFound> {
+    for (const run of this.runs.values()) {
+      if (run.signalToken === token && run.state === "suspended") return ok(this.resume(run, payload, now))
+    }
+    return err(new SignalTokenNotFound({ token }))
+  }
+
+  private admin(
+    runId: string,
+    operation: string,
+    from: ReadonlyArray<RunState>,
+    now: number,
+    write: (run: StoredRun) => void
+  ): Outcome<void, RunNotFound | InvalidTransition> {
+    const run = this.find(runId)
+    if (run === undefined) return err(new RunNotFound({ runId }))
+    if (!from.includes(run.state)) return err(new InvalidTransition({ runId: run.id, state: run.state, operation }))
+    run.fence += 1
+    run.updatedAt = now
+    write(run)
+    return ok(undefined)
+  }
+
+  cancel(runId: string, now: number) {
+    return this.admin(runId, "cancel", ["pending", "running", "suspended"], now, (run) => {
+      run.state = "cancelled"
+      this.letGo(run)
+      run.signalName = null
+      run.signalToken = null
+      run.suspendDeadline = null
+      run.finishedAt = now
+      this.record(run, "cancelled", run.fence, null, null, now)
+      this.outbox.push({ _tag: "RunCancelled", runId: run.id })
+    })
+  }
+
+  retry(runId: string, now: number) {
+    return this.admin(runId, "retry", ["failed", "cancelled"], now, (run) => {
+      run.state = "pending"
+      run.attempt = 0
+      run.runAt = now
+      run.result = null
+      run.error = null
+      run.finishedAt = null
+      this.record(run, "retried", run.fence, null, null, now)
+      this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
+    })
+  }
+
+  // --- read.ts (see Read.ts) -----------------------------------------------------------------------
+
+  get(runId: string): Outcome<RunRecord, RunNotFound> {
+    const run = this.find(runId)
+    return run === undefined ? err(new RunNotFound({ runId })) : ok(Read.toRecord(run))
+  }
+
+  list(filter: ListFilter): Array<RunRecord> {
+    return Read.list(this.runs.values(), filter)
+  }
+
+  /** The run's history in the order it happened. */
+  history(runId: string): Outcome<Array<RunEvent>, RunNotFound> {
+    const run = this.find(runId)
+    if (run === undefined) return err(new RunNotFound({ runId }))
+    return ok(this.events.filter((e) => e.runId === run.id).map((e): RunEvent => ({ id: String(e.seq), runId: run.id, ...e.event })))
+  }
+
+  stats(now: number): Stats {
+    return Read.stats(this.runs.values(), this.events, now)
+  }
+
+  /** Moves a time column of a run (tests: the memory twin of an UPDATE on the database's column). */
+  setTime(runId: string, column: TimeColumn, at: number): void {
+    const run = this.find(runId)
+    if (run === undefined) return
+    if (column === "runAt") run.runAt = at
+    else if (column === "leaseExpiresAt" && run.leaseExpiresAt !== null) run.leaseExpiresAt = at
+    else if (column === "suspendDeadline" && run.suspendDeadline !== null) run.suspendDeadline = at
+  }
+}

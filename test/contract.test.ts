@@ -1,0 +1,44 @@
+/**
+ * The RunStore contract (`contract/RunStoreContract.ts`) against both stores: `PgRunStore` on a
+ * real PostgreSQL (a fresh schema per test; time passes by moving the stored times back) and
+ * `MemoryRunStore` under `TestClock` (time passes by `TestClock.adjust`).
+ */
+import { MemoryRunStore, RunStore } from "@leasehold/core"
+import { Context, Duration, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
+import { type ContractTarget, runStoreContract } from "./contract/RunStoreContract.js"
+import { freshSchema, storeLayer } from "./support/db.js"
+
+const postgres: ContractTarget = {
+  name: "PgRunStore",
+  clock: "live",
+  make: Effect.gen(function*() {
+    const schema = freshSchema("contract")
+    const context = yield* Layer.build(storeLayer(schema, 4))
+    const sql = Context.get(context, SqlClient.SqlClient)
+    return {
+      store: Context.get(context, RunStore),
+      // Everything the store compares with now() moves back: as if now() had moved on.
+      passTime: (duration) => {
+        const shift = `${Duration.toMillis(Duration.fromInputUnsafe(duration))} * interval '1 millisecond'`
+        return sql.unsafe(`UPDATE "${schema}".runs SET run_at = run_at - ${shift},
+          lease_expires_at = lease_expires_at - ${shift}, suspend_deadline = suspend_deadline - ${shift}`)
+      },
+      settle: Effect.sleep("50 millis")
+    }
+  })
+}
+
+const memory: ContractTarget = {
+  name: "MemoryRunStore",
+  clock: "test",
+  make: Effect.map(MemoryRunStore.make, (store) => ({
+    store,
+    passTime: (duration) => TestClock.adjust(duration),
+    settle: Effect.yieldNow
+  }))
+}
+
+runStoreContract(postgres)
+runStoreContract(memory)

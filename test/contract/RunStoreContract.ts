@@ -1,0 +1,508 @@
+/**
+ * The RunStore contract: one suite of behaviour every store must show, registered against a store
+ * factory (as River's driver conformance suite runs against each driver). `contract.test.ts` runs
+ * it against `PgRunStore` on a real PostgreSQL and against `MemoryRunStore` under `TestClock`.
+ *
+ * Lease time is never slept: each target says how time passes for what its store compares with
+ * its `now()` (PG: the stored times move back; memory: `TestClock.adjust`).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { type LeaseKey, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
+import { Duration, Effect, Exit, Fiber, type Scope, Stream } from "effect"
+
+/** A store under test and how time passes for it. */
+export interface ContractStore {
+  readonly store: RunStore["Service"]
+  /** Time passes by `duration` for everything the store compares with its `now()`. */
+  readonly passTime: (duration: Duration.Input) => Effect.Effect<void, unknown>
+  /** Gives background work (a notification listener) a moment to catch up. */
+  readonly settle: Effect.Effect<void>
+}
+
+export interface ContractTarget {
+  readonly name: string
+  /** `live`: the store runs on the real clock (`it.live`); `test`: under `TestClock` (`it.effect`). */
+  readonly clock: "live" | "test"
+  /** A fresh, empty store in the test's scope. */
+  readonly make: Effect.Effect<ContractStore, unknown, Scope.Scope>
+}
+
+type Store = RunStore["Service"]
+
+const ttl = Duration.minutes(1)
+const claimFrom = (store: Store, owner: string, options: { limit?: number; queues?: Array<string>; kinds?: Array<string>; dueOnly?: boolean } = {}) =>
+  store.claim({
+    owner,
+    queues: options.queues ?? ["default"],
+    kinds: options.kinds ?? ["job"],
+    limit: options.limit ?? 10,
+    ttl,
+    dueOnly: options.dueOnly
+  })
+
+const enqueueJobs = (store: Store, count: number, extra: { queue?: string; maxAttempts?: number } = {}) =>
+  Effect.map(
+    store.enqueue(Array.from({ length: count }, (_, i) => ({ kind: "job", payload: { i }, ...extra }))),
+    (runs) => runs.map((r) => r.id)
+  )
+
+/** Enqueues one run and claims it: its id and the lease its claim granted. */
+const heldRun = (store: Store, owner = "w1", extra: { maxAttempts?: number } = {}) =>
+  Effect.gen(function*() {
+    const [id] = yield* enqueueJobs(store, 1, extra)
+    const claimed = yield* claimFrom(store, owner, { limit: 1 })
+    assert.strictEqual(claimed.length, 1)
+    assert.strictEqual(claimed[0]!.id, id)
+    return { runId: id!, fence: claimed[0]!.fence } satisfies LeaseKey
+  })
+
+const kinds = (store: Store, runId: string) =>
+  Effect.map(store.history(runId), (events) => events.map((e) => `${e.kind}@${e.fence}`))
+
+const cyclic = (): unknown => {
+  const value: Record<string, unknown> = {}
+  value.self = value
+  return value
+}
+
+/** Registers the contract's tests for one store. */
+export const runStoreContract = (target: ContractTarget): void => {
+  const test = (name: string, body: (s: ContractStore) => Effect.Effect<void, unknown, Scope.Scope>) =>
+    (target.clock === "live" ? it.live : it.effect)(name, () => Effect.flatMap(target.make, body))
+
+  describe(`RunStore contract: ${target.name}`, () => {
+    describe("enqueue and claim", () => {
+      test("a claim hands out the run under fence 1, attempt 1, and a live lease is not claimed again", ({ store }) =>
+        Effect.gen(function*() {
+          const [enqueued] = yield* store.enqueue([{ kind: "job", payload: { n: 1, tags: ["a"] }, maxAttempts: 3 }])
+          assert.isTrue(enqueued!.created)
+          const [claimed, ...rest] = yield* claimFrom(store, "w1")
+          assert.isEmpty(rest)
+          assert.deepInclude(claimed, { id: enqueued!.id, kind: "job", queue: "default", fence: 1, attempt: 1, maxAttempts: 3, checkpoint: null })
+          assert.deepStrictEqual(claimed!.payload, { n: 1, tags: ["a"] })
+          const record = yield* store.get(enqueued!.id)
+          assert.deepInclude(record, { state: "running", leaseOwner: "w1", fence: 1, attempt: 1 })
+          assert.isNotNull(record.leaseExpiresAt)
+          assert.isEmpty(yield* claimFrom(store, "w2"))
+          assert.strictEqual((yield* store.get(enqueued!.id)).fence, 1)
+        }))
+
+      test("claims take due runs by priority, then due time, then id, within the queues and kinds asked, up to the limit", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const [low] = yield* enqueueJobs(store, 1)
+          yield* passTime("1 second")
+          const [high, otherQueue, otherKind] = (yield* store.enqueue([
+            { kind: "job", payload: null, priority: 5 },
+            { kind: "job", payload: null, queue: "other", priority: 9 },
+            { kind: "mail", payload: null, priority: 9 }
+          ])).map((r) => r.id)
+          yield* passTime("1 second")
+          const [later] = yield* enqueueJobs(store, 1)
+          const [delayed] = (yield* store.enqueue([{ kind: "job", payload: null, priority: 9, delayMs: 60_000 }])).map((r) => r.id)
+          const first = yield* claimFrom(store, "w", { limit: 2 })
+          assert.deepStrictEqual(first.map((c) => c.id).sort(), [high!, low!].sort())
+          const second = yield* claimFrom(store, "w", { limit: 5 })
+          assert.deepStrictEqual(second.map((c) => c.id), [later!], "the delayed run, other queues and kinds stay")
+          yield* passTime("61 seconds")
+          // Due only: the first claims' leases have expired by now, and are not what this asks for.
+          const third = yield* claimFrom(store, "w", { queues: ["default", "other"], kinds: ["job", "mail"], limit: 5, dueOnly: true })
+          assert.deepStrictEqual(third.map((c) => c.id).sort(), [delayed!, otherQueue!, otherKind!].sort())
+        }))
+
+      test("enqueueing an idempotency key again yields the same run, within a batch and across calls", ({ store }) =>
+        Effect.gen(function*() {
+          const batch = yield* store.enqueue([
+            { kind: "job", payload: { v: 1 }, idempotencyKey: "k" },
+            { kind: "job", payload: { v: 2 }, idempotencyKey: "k" },
+            { kind: "job", payload: { v: 3 } }
+          ])
+          assert.deepStrictEqual(batch.map((e) => e.created), [true, false, true])
+          assert.strictEqual(batch[1]!.id, batch[0]!.id)
+          assert.notStrictEqual(batch[2]!.id, batch[0]!.id)
+          const [again] = yield* store.enqueue([{ kind: "job", payload: { v: 4 }, idempotencyKey: "k" }])
+          assert.deepStrictEqual(again, { id: batch[0]!.id, created: false })
+          assert.deepStrictEqual((yield* store.get(batch[0]!.id)).payload, { v: 1 })
+          assert.strictEqual((yield* store.list({ limit: 10, offset: 0 })).length, 2)
+        }))
+    })
+
+    describe("fences and expired leases", () => {
+      test("each claim raises the fence by exactly 1: an expired lease is reclaimed under the next fence, before due runs", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store, "w1")
+          assert.strictEqual(lease.fence, 1)
+          yield* passTime("61 seconds")
+          const [due] = yield* enqueueJobs(store, 1)
+          const [reclaimed, next] = yield* claimFrom(store, "w2", { limit: 1 })
+          assert.isUndefined(next)
+          assert.deepInclude(reclaimed, { id: lease.runId, fence: 2, attempt: 2 })
+          assert.deepInclude(yield* store.get(lease.runId), { leaseOwner: "w2", fence: 2 })
+          assert.deepStrictEqual((yield* claimFrom(store, "w2")).map((c) => c.id), [due!])
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "reclaimed@2"])
+          assert.strictEqual((yield* store.stats).reclaims, 1)
+        }))
+
+      test("a due-only claim leaves expired leases alone; a sweeping claim takes them", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store, "w1")
+          yield* passTime("61 seconds")
+          assert.isEmpty(yield* claimFrom(store, "w2", { dueOnly: true }))
+          assert.strictEqual((yield* store.get(lease.runId)).fence, 1)
+          assert.deepStrictEqual((yield* claimFrom(store, "w2")).map((c) => [c.id, c.fence]), [[lease.runId, 2]])
+        }))
+
+      test("an expired lease on the run's last attempt fails the run instead of handing it out, still raising the fence", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store, "w1", { maxAttempts: 1 })
+          yield* passTime("61 seconds")
+          assert.isEmpty(yield* claimFrom(store, "w2"))
+          const record = yield* store.get(lease.runId)
+          assert.deepInclude(record, { state: "failed", fence: 2, attempt: 1, leaseOwner: null })
+          assert.isTrue((record.error as { permanent: boolean }).permanent)
+          assert.isNotNull(record.finishedAt)
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "failed@2"])
+        }))
+
+      test("renewal returns exactly the leases still held by that owner, and a renewed lease outlives its first expiry", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const [a, b, c] = yield* enqueueJobs(store, 3)
+          const claimed = yield* claimFrom(store, "w1")
+          assert.strictEqual(claimed.length, 3)
+          yield* store.completeBatch([{ runId: c!, fence: 1, result: null }])
+          const renewed = yield* store.renew("w1", [
+            { runId: a!, fence: 1 },
+            { runId: b!, fence: 7 }, // a fence it was never granted
+            { runId: c!, fence: 1 } // finished
+          ], ttl)
+          assert.deepStrictEqual(renewed, [{ runId: a!, fence: 1 }])
+          assert.isEmpty(yield* store.renew("thief", [{ runId: a!, fence: 1 }, { runId: b!, fence: 1 }], ttl))
+          yield* passTime("40 seconds")
+          assert.deepStrictEqual(yield* store.renew("w1", [{ runId: a!, fence: 1 }], ttl), [{ runId: a!, fence: 1 }])
+          yield* passTime("40 seconds") // past a's first expiry, inside its renewed one; b was never renewed
+          const taken = yield* claimFrom(store, "w2")
+          assert.deepStrictEqual(taken.map((t) => [t.id, t.fence]), [[b!, 2]])
+          assert.strictEqual((yield* store.get(a!)).leaseOwner, "w1")
+        }))
+    })
+
+    describe("guarded writes", () => {
+      test("a superseded holder's writes are rejected with both fences named, recorded, and change nothing", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const stale = yield* heldRun(store, "w1")
+          yield* passTime("61 seconds")
+          const [current] = yield* claimFrom(store, "w2")
+          assert.strictEqual(current!.fence, 2)
+          const expect = (operation: string) => ({ _tag: "FenceRejected" as const, runId: stale.runId, presentedFence: 1, storedFence: 2, operation })
+          assert.deepInclude(yield* Effect.flip(store.checkpoint(stale, { late: true })), expect("checkpoint"))
+          assert.deepInclude(yield* Effect.flip(store.fail({ ...stale, error: { m: "x" }, retryDelayMs: 0 })), expect("fail"))
+          assert.deepInclude(yield* Effect.flip(store.release(stale)), expect("release"))
+          assert.deepInclude(
+            yield* Effect.flip(store.suspend({ ...stale, signal: "s", token: "t-stale", timeout: undefined })),
+            expect("suspend")
+          )
+          const record = yield* store.get(stale.runId)
+          assert.deepInclude(record, { state: "running", leaseOwner: "w2", fence: 2, attempt: 2, checkpoint: null, error: null })
+          const history = yield* store.history(stale.runId)
+          const rejections = history.filter((e) => e.kind === "stale_write_rejected")
+          assert.deepStrictEqual(rejections.map((e) => [e.fence, (e.detail as { operation: string }).operation]), [
+            [1, "checkpoint"],
+            [1, "fail"],
+            [1, "release"],
+            [1, "suspend"]
+          ])
+          assert.strictEqual((yield* store.stats).fenceRejections, 4)
+        }))
+
+      test("a holder that already let its run go gets LeaseNotHeld, an unknown run RunNotFound, and neither is recorded as stale", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.release(lease)
+          const notHeld = yield* Effect.flip(store.checkpoint(lease, { late: true }))
+          assert.deepInclude(notHeld, { _tag: "LeaseNotHeld", runId: lease.runId, fence: 1, state: "pending", operation: "checkpoint" })
+          const missing = yield* Effect.flip(store.fail({ runId: "999999", fence: 1, error: null, retryDelayMs: undefined }))
+          assert.deepInclude(missing, { _tag: "RunNotFound", runId: "999999" })
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "released@1"])
+          assert.strictEqual((yield* store.stats).fenceRejections, 0)
+        }))
+
+      test("a batch completes its current items and rejects a stale one and a missing one, each with its reason", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const stale = yield* heldRun(store, "w1")
+          yield* passTime("61 seconds")
+          yield* claimFrom(store, "w2") // takes the stale run under fence 2
+          const [fresh] = yield* enqueueJobs(store, 1)
+          const [held] = yield* claimFrom(store, "w1")
+          assert.strictEqual(held!.id, fresh)
+          const outcomes = yield* store.completeBatch([
+            { runId: fresh!, fence: 1, result: JSON.stringify({ ok: 1 }) },
+            { runId: stale.runId, fence: 1, result: JSON.stringify({ ok: 2 }) },
+            { runId: "999999", fence: 3, result: null }
+          ])
+          assert.deepStrictEqual(outcomes, [
+            { _tag: "Finalized", runId: fresh!, fence: 1 },
+            { _tag: "Rejected", runId: stale.runId, fence: 1, storedFence: 2, state: "running" },
+            { _tag: "Rejected", runId: "999999", fence: 3, storedFence: 3, state: "missing" }
+          ])
+          assert.deepInclude(yield* store.get(fresh!), { state: "completed", result: { ok: 1 }, leaseOwner: null, leaseExpiresAt: null })
+          assert.deepInclude(yield* store.get(stale.runId), { state: "running", result: null, fence: 2 })
+          assert.deepStrictEqual(yield* kinds(store, stale.runId), ["claimed@1", "reclaimed@2", "stale_write_rejected@1"])
+        }))
+
+      test("a completion sent again under the fence it completed with is acknowledged, not rejected nor recorded", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          const item = { ...lease, result: JSON.stringify("first") }
+          assert.deepStrictEqual(yield* store.completeBatch([item]), [{ _tag: "Finalized", ...lease }])
+          assert.deepStrictEqual(yield* store.completeBatch([{ ...lease, result: JSON.stringify("again") }]), [{ _tag: "Finalized", ...lease }])
+          assert.deepInclude(yield* store.get(lease.runId), { state: "completed", result: "first", fence: 1 })
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "completed@1"])
+          // Any other guarded write after the completion is still refused.
+          assert.deepInclude(yield* Effect.flip(store.release(lease)), { _tag: "LeaseNotHeld", state: "completed", operation: "release" })
+        }))
+
+      test("fail schedules a retry after its delay while attempts remain, then fails the run", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const first = yield* heldRun(store, "w1", { maxAttempts: 2 })
+          assert.deepStrictEqual(yield* store.fail({ ...first, error: { m: "one" }, retryDelayMs: 30_000 }), { _tag: "RetryScheduled", delayMs: 30_000 })
+          assert.deepInclude(yield* store.get(first.runId), { state: "pending", error: { m: "one" }, leaseOwner: null, finishedAt: null })
+          assert.isEmpty(yield* claimFrom(store, "w1"), "not due before its delay")
+          yield* passTime("31 seconds")
+          const [second] = yield* claimFrom(store, "w1")
+          assert.deepInclude(second, { id: first.runId, fence: 2, attempt: 2 })
+          assert.deepStrictEqual(yield* store.fail({ runId: first.runId, fence: 2, error: { m: "two" }, retryDelayMs: 0 }), { _tag: "Failed" })
+          const record = yield* store.get(first.runId)
+          assert.deepInclude(record, { state: "failed", attempt: 2, error: { m: "two" } })
+          assert.isNotNull(record.finishedAt)
+          assert.deepStrictEqual(yield* kinds(store, first.runId), ["claimed@1", "retry_scheduled@1", "claimed@2", "failed@2"])
+        }))
+
+      test("release gives the run back at once and refunds its attempt", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.checkpoint(lease, { step: 3 })
+          yield* store.release(lease)
+          assert.deepInclude(yield* store.get(lease.runId), { state: "pending", attempt: 0, leaseOwner: null, fence: 1 })
+          const [again] = yield* claimFrom(store, "w2")
+          assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1, checkpoint: { step: 3 } })
+        }))
+    })
+
+    describe("suspension", () => {
+      test("suspend releases the lease and refunds the attempt; resume by id makes it claimable with the payload under the next fence", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "approval", token: "tok-1", timeout: undefined })
+          assert.deepInclude(yield* store.get(lease.runId), {
+            state: "suspended",
+            leaseOwner: null,
+            leaseExpiresAt: null,
+            attempt: 0,
+            signalName: "approval",
+            signalToken: "tok-1",
+            suspendDeadline: null
+          })
+          assert.isEmpty(yield* claimFrom(store, "w1"))
+          assert.isEmpty(yield* store.renew("w1", [lease], ttl), "a suspended run's lease is not renewed")
+          assert.strictEqual(yield* store.resumeById(lease.runId, { approved: true }), lease.runId)
+          const [again] = yield* claimFrom(store, "w1")
+          assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1 })
+          assert.deepStrictEqual(again!.signals, { approval: { _tag: "Signalled", payload: { approved: true } } })
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "suspended@1", "resumed@1", "claimed@2"])
+        }))
+
+      test("resume by token finds the waiting run; the token is gone afterwards, and the wrong targets fail with their reasons", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "webhook", token: "tok-2", timeout: undefined })
+          const [pendingId] = yield* enqueueJobs(store, 1)
+          assert.deepInclude(yield* Effect.flip(store.resumeById(pendingId!, {})), { _tag: "InvalidTransition", runId: pendingId!, state: "pending", operation: "resume" })
+          assert.deepInclude(yield* Effect.flip(store.resumeById("999999", {})), { _tag: "RunNotFound", runId: "999999" })
+          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-unknown", {})), { _tag: "SignalTokenNotFound", token: "tok-unknown" })
+          assert.strictEqual(yield* store.resumeByToken("tok-2", { by: "hook" }), lease.runId)
+          assert.deepInclude(yield* store.get(lease.runId), { state: "pending", signalToken: null, signalName: null })
+          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-2", {})), { _tag: "SignalTokenNotFound", token: "tok-2" })
+          assert.deepStrictEqual((yield* store.get(lease.runId)).signals, { webhook: { _tag: "Signalled", payload: { by: "hook" } } })
+        }))
+
+      test("a second run suspending with a token a waiting run holds gets SignalTokenInUse and keeps its lease", ({ store }) =>
+        Effect.gen(function*() {
+          const [a, b] = yield* enqueueJobs(store, 2)
+          yield* claimFrom(store, "w1")
+          yield* store.suspend({ runId: a!, fence: 1, signal: "s", token: "shared", timeout: undefined })
+          const error = yield* Effect.flip(store.suspend({ runId: b!, fence: 1, signal: "s", token: "shared", timeout: undefined }))
+          assert.deepInclude(error, { _tag: "SignalTokenInUse", runId: b!, token: "shared" })
+          assert.deepInclude(yield* store.get(b!), { state: "running", leaseOwner: "w1", signalToken: null })
+          assert.deepStrictEqual(yield* kinds(store, b!), ["claimed@1"])
+        }))
+
+      test("a suspension past its deadline is taken by a sweeping claim with a TimedOut outcome, never by a due-only one", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "approval", token: "tok-3", timeout: Duration.seconds(30) })
+          assert.isNotNull((yield* store.get(lease.runId)).suspendDeadline)
+          assert.isEmpty(yield* claimFrom(store, "w1"), "not before the deadline")
+          yield* passTime("31 seconds")
+          assert.isEmpty(yield* claimFrom(store, "w1", { dueOnly: true }))
+          const [timedOut] = yield* claimFrom(store, "w1")
+          assert.deepInclude(timedOut, { id: lease.runId, fence: 2, attempt: 1 })
+          assert.deepStrictEqual(timedOut!.signals, { approval: { _tag: "TimedOut" } })
+          assert.deepInclude(yield* store.get(lease.runId), { signalToken: null, suspendDeadline: null })
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "suspended@1", "signal_timed_out@2"])
+        }))
+    })
+
+    describe("cancel and retry", () => {
+      test("cancelling a running run advances its fence, so its holder's writes are rejected; retry advances it again", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.cancel(lease.runId)
+          assert.deepInclude(yield* store.get(lease.runId), { state: "cancelled", fence: 2, leaseOwner: null })
+          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, {})), { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+          assert.deepStrictEqual(yield* store.completeBatch([{ ...lease, result: null }]), [
+            { _tag: "Rejected", runId: lease.runId, fence: 1, storedFence: 2, state: "cancelled" }
+          ])
+          assert.deepInclude(yield* Effect.flip(store.cancel(lease.runId)), { _tag: "InvalidTransition", state: "cancelled", operation: "cancel" })
+          yield* store.retry(lease.runId)
+          assert.deepInclude(yield* store.get(lease.runId), { state: "pending", fence: 3, attempt: 0, finishedAt: null })
+          assert.deepInclude(yield* Effect.flip(store.retry(lease.runId)), { _tag: "InvalidTransition", state: "pending", operation: "retry" })
+          const [again] = yield* claimFrom(store, "w2")
+          assert.deepInclude(again, { id: lease.runId, fence: 4, attempt: 1 })
+          assert.deepInclude(yield* Effect.flip(store.cancel("999999")), { _tag: "RunNotFound", runId: "999999" })
+        }))
+
+      test("cancelling a suspended run clears its token", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "s", token: "tok-c", timeout: undefined })
+          yield* store.cancel(lease.runId)
+          assert.deepInclude(yield* store.get(lease.runId), { state: "cancelled", fence: 2, signalToken: null, signalName: null })
+          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-c", {})), { _tag: "SignalTokenNotFound" })
+        }))
+    })
+
+    describe("fenced transaction", () => {
+      test("the effect's value completes the run; a stale fence fails before the effect runs; the effect's failure writes nothing", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          let ran = 0
+          const work = Effect.sync(() => ++ran)
+          const failed = yield* Effect.flip(store.completeInTransaction(lease, Effect.andThen(work, Effect.fail("app error" as const)), (n) => Exit.succeed(String(n))))
+          assert.strictEqual(failed, "app error")
+          assert.deepInclude(yield* store.get(lease.runId), { state: "running", fence: 1 })
+          assert.strictEqual(yield* store.completeInTransaction(lease, work, (n) => Exit.succeed(JSON.stringify({ n }))), 2)
+          assert.deepInclude(yield* store.get(lease.runId), { state: "completed", result: { n: 2 } })
+
+          const stale = yield* heldRun(store, "w1")
+          yield* passTime("61 seconds")
+          yield* claimFrom(store, "w2")
+          const rejected = yield* Effect.flip(store.completeInTransaction(stale, work, () => Exit.succeed("null")))
+          assert.deepInclude(rejected, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2, operation: "transaction" })
+          assert.strictEqual(ran, 2, "a stale holder's effect does not run")
+          assert.deepStrictEqual(yield* kinds(store, stale.runId), ["claimed@1", "reclaimed@2", "stale_write_rejected@1"])
+        }))
+    })
+
+    describe("values the store cannot keep", () => {
+      test("a request with an invalid option fails the whole batch with InvalidConfig naming it, and writes nothing", ({ store }) =>
+        Effect.gen(function*() {
+          const cases = [
+            [{ kind: "" }, "kind"],
+            [{ kind: "job", queue: "" }, "queue"],
+            [{ kind: "job", priority: 1.5 }, "priority"],
+            [{ kind: "job", delayMs: -1 }, "delay"],
+            [{ kind: "job", maxAttempts: 0 }, "maxAttempts"],
+            [{ kind: "job", idempotencyKey: "" }, "idempotencyKey"]
+          ] as const
+          for (const [request, option] of cases) {
+            const error = yield* Effect.flip(store.enqueue([{ kind: "job", payload: { ok: true } }, { payload: null, ...request }]))
+            assert.deepInclude(error, { _tag: "InvalidConfig", option })
+          }
+          assert.isEmpty(yield* store.list({ limit: 10, offset: 0 }))
+        }))
+
+
+      test("an unstorable payload, checkpoint, resume payload or transaction result fails with UnstorableValue and writes nothing", ({ store }) =>
+        Effect.gen(function*() {
+          const enqueue = yield* Effect.flip(store.enqueue([{ kind: "job", payload: { ok: true } }, { kind: "job", payload: { n: 10n } }]))
+          assert.deepInclude(enqueue, { _tag: "UnstorableValue", what: "payload" })
+          assert.isEmpty(yield* store.list({ limit: 10, offset: 0 }))
+
+          const lease = yield* heldRun(store)
+          yield* store.checkpoint(lease, { step: 1 })
+          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, cyclic())), { _tag: "UnstorableValue", what: "checkpoint" })
+          assert.deepStrictEqual((yield* store.get(lease.runId)).checkpoint, { step: 1 })
+
+          // The caller's encoder refuses the result (as a handler's result schema would).
+          const refused = yield* Effect.flip(store.completeInTransaction(
+            lease,
+            Effect.succeed({ n: 1n }),
+            () => Exit.fail(new UnstorableValue({ what: "result", runId: lease.runId, issue: "BigInt" }))
+          ))
+          assert.deepInclude(refused, { _tag: "UnstorableValue", what: "result", runId: lease.runId })
+          assert.deepInclude(yield* store.get(lease.runId), { state: "running", result: null })
+
+          yield* store.suspend({ ...lease, signal: "s", token: "tok-u", timeout: undefined })
+          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-u", { big: 1n })), { _tag: "UnstorableValue", what: "resume payload" })
+          assert.deepInclude(yield* Effect.flip(store.resumeById(lease.runId, cyclic())), { _tag: "UnstorableValue", what: "resume payload" })
+          assert.deepInclude(yield* store.get(lease.runId), { state: "suspended", signalToken: "tok-u" })
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "suspended@1"])
+        }))
+    })
+
+    describe("reads and notifications", () => {
+      test("stats count runs by queue and state, live leases, the oldest due run's wait, rejections and reclaims", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* store.stats, { byStateAndQueue: [], liveLeases: 0, oldestPendingSeconds: null, fenceRejections: 0, reclaims: 0 })
+          yield* enqueueJobs(store, 2)
+          yield* enqueueJobs(store, 1, { queue: "other" })
+          yield* claimFrom(store, "w1", { limit: 1 })
+          yield* passTime("5 seconds")
+          const stats = yield* store.stats
+          assert.deepStrictEqual(stats.byStateAndQueue, [
+            { queue: "default", state: "pending", count: 1 },
+            { queue: "default", state: "running", count: 1 },
+            { queue: "other", state: "pending", count: 1 }
+          ])
+          assert.strictEqual(stats.liveLeases, 1)
+          assert.isAtLeast(stats.oldestPendingSeconds!, 5)
+          assert.isBelow(stats.oldestPendingSeconds!, 60)
+          yield* passTime("61 seconds")
+          assert.strictEqual((yield* store.stats).liveLeases, 0, "an expired lease is not live")
+        }))
+
+      test("list filters by state, queue and kind, newest first, with limit and offset", ({ store }) =>
+        Effect.gen(function*() {
+          const ids = yield* enqueueJobs(store, 3)
+          const [mail] = (yield* store.enqueue([{ kind: "mail", payload: null, queue: "other" }])).map((r) => r.id)
+          yield* claimFrom(store, "w1", { limit: 1 })
+          const all = yield* store.list({ limit: 10, offset: 0 })
+          assert.deepStrictEqual(all.map((r) => r.id), [mail!, ...ids].sort((a, b) => Number(b) - Number(a)))
+          assert.deepStrictEqual((yield* store.list({ state: "running", limit: 10, offset: 0 })).map((r) => r.id), [ids[0]!])
+          assert.deepStrictEqual((yield* store.list({ queue: "other", limit: 10, offset: 0 })).map((r) => r.id), [mail!])
+          assert.deepStrictEqual((yield* store.list({ kind: "job", state: "pending", limit: 1, offset: 1 })).map((r) => r.id), [ids[1]!])
+          assert.deepInclude(yield* Effect.flip(store.get("999999")), { _tag: "RunNotFound" })
+          assert.deepInclude(yield* Effect.flip(store.history("999999")), { _tag: "RunNotFound" })
+        }))
+
+      test("notifications announce new runs by queue and cancelled runs by id", ({ settle, store }) =>
+        Effect.gen(function*() {
+          const seen: Array<StoreNotification> = []
+          const listener = yield* Effect.forkScoped(Stream.runForEach(store.notifications, (note) => Effect.sync(() => void seen.push(note))))
+          // Subscribing takes a moment (a LISTEN): enqueue until the first announcement arrives.
+          let tries = 0
+          while (!seen.some((n) => n._tag === "RunsAvailable" && n.queue === "q1") && tries++ < 100) {
+            yield* store.enqueue([{ kind: "job", payload: null, queue: "q1" }])
+            yield* settle
+          }
+          assert.isTrue(seen.some((n) => n._tag === "RunsAvailable" && n.queue === "q1"), "no announcement arrived")
+          const [id] = (yield* store.enqueue([{ kind: "job", payload: null, queue: "q2" }])).map((r) => r.id)
+          yield* store.cancel(id!)
+          for (let i = 0; i < 50 && !seen.some((n) => n._tag === "RunCancelled"); i++) yield* settle
+          assert.deepStrictEqual(seen[0], { _tag: "Subscribed" }, "Subscribed comes first")
+          const after = seen.filter((n) => n._tag !== "Subscribed" && !(n._tag === "RunsAvailable" && n.queue === "q1"))
+          assert.deepStrictEqual(after, [{ _tag: "RunsAvailable", queue: "q2" }, { _tag: "RunCancelled", runId: id! }])
+          yield* Fiber.interrupt(listener)
+        }))
+    })
+  })
+}

@@ -1,0 +1,285 @@
+/**
+ * The worker's timing logic on `MemoryRunStore` under `TestClock`: heartbeats, lost and unconfirmed
+ * renewals, the deadline watchdog, the sweep cadence and slot release, with time moved by
+ * `TestClock.adjust` only (no sleep on the real clock). The store reads the same clock, so a lease
+ * the worker stops renewing expires in the store exactly when the test moves time past it. The
+ * real-clock versions against PostgreSQL are in `worker.test.ts`.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { type LeaseKey, MemoryRunStore, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { Handler } from "@leasehold/core"
+import { Clock, Deferred, Duration, Effect, Fiber, Schema } from "effect"
+import { TestClock } from "effect/testing"
+import { spyOnRenewals } from "./support/workers.js"
+
+type Event = WorkerEvents.WorkerEvent
+type Store = RunStore["Service"]
+
+/** Lets every fiber that can run without time passing run (claims, handlers, flushes). */
+const settle = Effect.gen(function*() {
+  for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+})
+
+/**
+ * Starts a worker on `store`, recording its events. `stop` shuts it down gracefully, moving time
+ * while it waits for its grace period; it also runs when the test's scope closes (a failed test
+ * must not leave the scope waiting on a clock nobody moves).
+ */
+const startWorker = (
+  store: Store,
+  options: Worker.WorkerOptions<never>,
+  /** What emitting an event does after it is recorded (a test may make it stall). */
+  after: (event: Event) => Effect.Effect<void> = () => Effect.void
+) =>
+  Effect.gen(function*() {
+    const events: Array<Event> = []
+    const clock = yield* TestClock.testClockWith(Effect.succeed)
+    const emit = (event: Event) => Effect.andThen(Effect.sync(() => void events.push(event)), after(event))
+    const fiber = yield* Worker.run(options).pipe(
+      Effect.provideService(RunStore, store),
+      Effect.provideService(WorkerEvents.WorkerEvents, { emit }),
+      Effect.forkDetach
+    )
+    const stop = Effect.gen(function*() {
+      if (fiber.pollUnsafe() !== undefined) return
+      const stopping = yield* Effect.forkDetach(Fiber.interrupt(fiber))
+      for (let i = 0; i < 600 && stopping.pollUnsafe() === undefined; i++) yield* clock.adjust("100 millis")
+      assert.isDefined(stopping.pollUnsafe(), "the worker did not stop")
+    })
+    yield* Effect.addFinalizer(() => Effect.orDie(stop))
+    // Lets the worker make its first claim and subscribe.
+    yield* settle
+    return { events, stop }
+  })
+
+const of = <T extends Event["_tag"]>(events: ReadonlyArray<Event>, tag: T) =>
+  events.filter((e): e is Extract<Event, { _tag: T }> => e._tag === tag)
+
+const now = Effect.map(Clock.currentTimeMillis, Number)
+
+/** A handler that runs until interrupted, reporting when it started and when it was interrupted. */
+const blocking = Effect.gen(function*() {
+  const started: Array<string> = []
+  const interrupted: Array<string> = []
+  const handler = Handler.make({
+    kind: "job",
+    payload: Schema.Struct({ n: Schema.Number }),
+    handle: ({ n }) =>
+      Effect.andThen(Effect.sync(() => void started.push(String(n))), Effect.never).pipe(
+        Effect.onInterrupt(() => Effect.sync(() => void interrupted.push(String(n))))
+      )
+  })
+  return { handler, started, interrupted }
+})
+
+const jobs = (count: number) => Array.from({ length: count }, (_, n) => ({ kind: "job", payload: { n } }))
+
+const timing = { ttl: "30 seconds", heartbeat: "10 seconds", pollInterval: "1 second", shutdownGrace: "1 second" } as const
+
+describe("heartbeat", () => {
+  it.effect("one renewal per interval carries every lease, and keeps them held in the store past their first TTL", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const { renewals, spy } = spyOnRenewals(store)
+      const { handler, started } = yield* blocking
+      yield* store.enqueue(jobs(5))
+      const { events, stop } = yield* startWorker(spy, { ...timing, concurrency: 5, handlers: [handler] })
+      assert.strictEqual(started.length, 5)
+      yield* TestClock.adjust("9999 millis")
+      assert.isEmpty(renewals, "nothing before the first interval")
+      for (let interval = 1; interval <= 4; interval++) {
+        yield* TestClock.adjust("10 seconds")
+        assert.strictEqual(renewals.length, interval, `one renewal per interval (interval ${interval})`)
+        assert.strictEqual(renewals.at(-1)!.length, 5)
+      }
+      // 40 s in: every lease outlived its 30 s TTL because each renewal was confirmed.
+      assert.strictEqual((yield* store.stats).liveLeases, 5)
+      assert.isEmpty(of(events, "LeaseLost"))
+      assert.deepStrictEqual(of(events, "Claimed").map((c) => c.fence), [1, 1, 1, 1, 1])
+      yield* stop
+    }))
+
+  it.effect("a renewal that fails interrupts its run's handler at once, and the run is released", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const { failRenewals, spy } = spyOnRenewals(store)
+      const { handler, interrupted } = yield* blocking
+      const [run] = yield* store.enqueue(jobs(1))
+      const { events, stop } = yield* startWorker(spy, { ...timing, handlers: [handler] })
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual(of(events, "HeartbeatConfirmed").length, 1)
+      failRenewals()
+      yield* TestClock.adjust("9999 millis")
+      assert.isEmpty(interrupted, "nothing happens before the renewal is sent")
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(of(events, "HeartbeatFailed").length, 1)
+      assert.deepStrictEqual(interrupted, ["0"])
+      assert.deepInclude(of(events, "LeaseLost")[0], { runId: run!.id, fence: 1, reason: "renewal-failed" })
+      assert.deepInclude(of(events, "RunSettled")[0], { runId: run!.id, outcome: "released" })
+      // Released with its attempt refunded, and (announced) claimed again at once under fence 2.
+      yield* settle
+      assert.deepStrictEqual((yield* store.history(run!.id)).map((e) => `${e.kind}@${e.fence}`), ["claimed@1", "released@1", "claimed@2"])
+      assert.deepInclude(yield* store.get(run!.id), { state: "running", fence: 2, attempt: 1 })
+      yield* stop
+    }))
+
+  it.effect("a renewal that comes back without a lease interrupts that run only; the fence has moved on, so nothing is released", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      let dropped: string | undefined
+      // The store answers without one lease, as it does when another claim superseded it.
+      const dropping: Store = {
+        ...store,
+        renew: (owner, leases, ttl) =>
+          Effect.map(store.renew(owner, leases, ttl), (renewed) => renewed.filter((l) => l.runId !== dropped))
+      }
+      const { handler, interrupted } = yield* blocking
+      const [first, second] = yield* store.enqueue(jobs(2))
+      const { events, stop } = yield* startWorker(dropping, { ...timing, handlers: [handler] })
+      dropped = first!.id
+      yield* TestClock.adjust("10 seconds")
+      assert.deepStrictEqual(interrupted, ["0"])
+      const confirmed = of(events, "HeartbeatConfirmed")
+      assert.deepStrictEqual(confirmed.map((c) => [c.renewed.map((l) => l.runId), c.lost.map((l) => l.runId)]), [[[second!.id], [first!.id]]])
+      assert.deepInclude(of(events, "LeaseLost")[0], { runId: first!.id, fence: 1, reason: "superseded" })
+      assert.deepInclude(of(events, "RunSettled")[0], { runId: first!.id, outcome: "abandoned" })
+      assert.deepInclude(yield* store.get(first!.id), { state: "running", fence: 1 }, "no release under a superseded lease")
+      assert.deepInclude(yield* store.get(second!.id), { state: "running", fence: 1 })
+      yield* stop
+    }))
+
+  it.effect("a renewal that never answers stops the run exactly at its local deadline, not later", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const unstuck = yield* Deferred.make<void>()
+      const sent: Array<number> = []
+      // A renewal lost on a silent connection: it neither answers nor can be interrupted until the
+      // test lets it go.
+      const silent: Store = {
+        ...store,
+        renew: (owner, leases, ttl) =>
+          Effect.gen(function*() {
+            sent.push(yield* now)
+            if (sent.length === 1) return yield* store.renew(owner, leases, ttl)
+            yield* Effect.uninterruptible(Deferred.await(unstuck))
+            return [] as ReadonlyArray<LeaseKey>
+          })
+      }
+      const { handler, interrupted } = yield* blocking
+      const [run] = yield* store.enqueue(jobs(1))
+      const { events, stop } = yield* startWorker(silent, { ...timing, handlers: [handler] })
+      // Claimed at 0; renewed at 10 s (local deadline 40 s); the renewal sent at 20 s never answers.
+      yield* TestClock.adjust("39999 millis")
+      assert.deepStrictEqual(sent, [10_000, 20_000])
+      assert.isEmpty(interrupted, "the lease is still held until its local deadline")
+      yield* TestClock.adjust("1 millis")
+      assert.deepStrictEqual(interrupted, ["0"])
+      // Whichever notices first at the deadline (the renewal's own bound or the watchdog) stops it.
+      const [lost] = of(events, "LeaseLost")
+      assert.deepInclude(lost, { runId: run!.id, fence: 1 })
+      assert.include(["renewal-failed", "deadline"], lost!.reason)
+      assert.deepInclude(of(events, "RunSettled")[0], { runId: run!.id, outcome: "released" })
+      yield* Deferred.succeed(unstuck, undefined)
+      yield* stop
+    }))
+
+  it.effect("the watchdog interrupts a run whose renewal is not confirmed by its local deadline when the heartbeat itself stalls", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const { renewals, spy } = spyOnRenewals(store)
+      const { handler, interrupted } = yield* blocking
+      const [run] = yield* store.enqueue(jobs(1))
+      // The heartbeat fiber stalls before its second renewal (here: its event sink never returns),
+      // so no renewal is sent, fails or times out: only the watchdog can notice.
+      let sentEvents = 0
+      const { events, stop } = yield* startWorker(spy, { ...timing, handlers: [handler] }, (event) =>
+        event._tag === "HeartbeatSent" && ++sentEvents === 2 ? Effect.never : Effect.void)
+      yield* TestClock.adjust("39999 millis")
+      assert.strictEqual(renewals.length, 1, "one renewal, at 10 s (local deadline 40 s)")
+      assert.isEmpty(interrupted)
+      yield* TestClock.adjust("1 millis")
+      assert.deepStrictEqual(interrupted, ["0"])
+      assert.deepStrictEqual(of(events, "LeaseLost").map((l) => [l.runId, l.fence, l.reason]), [[run!.id, 1, "deadline"]])
+      assert.isEmpty(of(events, "HeartbeatFailed"))
+      assert.deepInclude(of(events, "RunSettled")[0], { runId: run!.id, outcome: "released" })
+      yield* stop
+    }))
+})
+
+describe("claims", () => {
+  it.effect("expired leases are swept once per poll interval while the claims between are due-only", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const claims: Array<{ readonly at: number; readonly dueOnly: boolean }> = []
+      const recording: Store = {
+        ...store,
+        claim: (request) =>
+          Effect.andThen(
+            Effect.flatMap(now, (at) => Effect.sync(() => void claims.push({ at, dueOnly: request.dueOnly === true }))),
+            store.claim(request)
+          )
+      }
+      // A run whose holder vanished: claimed under a 300 ms lease nobody renews.
+      const [abandoned] = yield* store.enqueue(jobs(1))
+      yield* store.claim({ owner: "vanished", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.millis(300) })
+      const quick = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const { events, stop } = yield* startWorker(recording, { ...timing, concurrency: 4, handlers: [quick] })
+      // Busy: a new run every 100 ms, each announced by a notification, for 5 seconds.
+      for (let i = 0; i < 50; i++) {
+        yield* store.enqueue(jobs(1))
+        yield* TestClock.adjust("100 millis")
+      }
+      const sweeps = claims.filter((c) => !c.dueOnly)
+      assert.isAbove(claims.length - sweeps.length, 2 * sweeps.length, "most claims are due-only")
+      assert.deepStrictEqual(sweeps.map((s) => s.at), [0, 1000, 2000, 3000, 4000, 5000])
+      // The abandoned run came back through a sweep, never through a due-only claim.
+      const reclaim = of(events, "Claimed").find((c) => c.runId === abandoned!.id)
+      assert.deepInclude(reclaim, { fence: 2, attempt: 2 })
+      assert.deepStrictEqual((yield* store.history(abandoned!.id)).map((e) => `${e.kind}@${e.fence}`), [
+        "claimed@1",
+        "reclaimed@2",
+        "completed@2"
+      ])
+      assert.isEmpty(of(events, "LeaseLost"))
+      yield* stop
+    }))
+
+  it.effect("a slot is freed only once its completion is acknowledged; meanwhile the lease is still renewed", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const gate = yield* Deferred.make<void>()
+      const flushed: Array<ReadonlyArray<string>> = []
+      const gated: Store = {
+        ...store,
+        completeBatch: (items) =>
+          Effect.andThen(
+            Effect.sync(() => void flushed.push(items.map((i) => i.runId))),
+            Effect.andThen(Deferred.await(gate), store.completeBatch(items))
+          )
+      }
+      const quick = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.succeed("done") })
+      const [first, second] = yield* store.enqueue(jobs(2))
+      const { events, stop } = yield* startWorker(gated, {
+        ttl: "10 seconds",
+        heartbeat: "3 seconds",
+        pollInterval: "1 second",
+        shutdownGrace: "1 second",
+        finalizeTimeout: "5 minutes",
+        concurrency: 1,
+        handlers: [quick]
+      })
+      assert.deepStrictEqual(flushed, [[first!.id]])
+      // Two and a half TTLs: the handler is done, its completion unanswered, its one slot taken.
+      yield* TestClock.adjust("25 seconds")
+      assert.deepStrictEqual(of(events, "Claimed").map((c) => c.runId), [first!.id])
+      assert.deepInclude(yield* store.get(first!.id), { state: "running", fence: 1 })
+      assert.isAtLeast(of(events, "HeartbeatConfirmed").filter((h) => h.renewed.some((l) => l.runId === first!.id)).length, 8)
+      assert.isEmpty(of(events, "LeaseLost"))
+      yield* Deferred.succeed(gate, undefined)
+      yield* settle
+      assert.deepStrictEqual(of(events, "Claimed").map((c) => c.runId), [first!.id, second!.id])
+      assert.deepInclude(yield* store.get(first!.id), { state: "completed", result: "done" })
+      assert.deepInclude(yield* store.get(second!.id), { state: "completed", fence: 1 })
+      yield* stop
+    }))
+})
