@@ -15,6 +15,7 @@ import { type Cause, Duration, Effect, Exit, Queue, Schedule } from "effect"
 import type { StoreError } from "../Errors.js"
 import type { FinalizeOutcome } from "../RunRecord.js"
 import type { CompleteItem, RunStore } from "../RunStore.js"
+import * as Deadline from "./Deadline.js"
 
 /** How a queued completion ended: committed or rejected, or its batch's write failed. */
 export type CompletionExit = Exit.Exit<FinalizeOutcome, StoreError | Cause.TimeoutError>
@@ -66,7 +67,8 @@ export const make = Effect.fnUntraced(function*(
   const write = (batch: ReadonlyArray<Pending>) =>
     store.completeBatch(batch.map((p) => p.item)).pipe(
       Effect.retry(Schedule.exponential("20 millis").pipe(Schedule.upTo({ times: 3 }))),
-      Effect.timeout(timeout)
+      // Abandoned at the bound (not waited on) when the connection has gone silent.
+      Deadline.within(timeout)
     )
   // Once taken from the queue, a batch is written and answered whole: the write is bounded by the
   // timeout, not cut short by interruption (shutdown waits for a write under way instead of

@@ -8,6 +8,7 @@
  */
 import { Cause, Clock, Duration, Effect, Exit, Fiber, Queue } from "effect"
 import type { LeaseLossReason } from "../Errors.js"
+import * as Deadline from "./Deadline.js"
 import { type InFlight, keyOf, type LeaseEntry, renewable } from "./InFlight.js"
 import type { RunStore } from "../RunStore.js"
 import * as WorkerEvents from "../WorkerEvents.js"
@@ -87,7 +88,9 @@ export const renewOnce = Effect.fnUntraced(function*(
   const earliest = Math.min(...entries.map((e) => e.deadline))
   yield* WorkerEvents.emit({ _tag: "HeartbeatSent", owner, leases })
   const result = yield* store.renew(owner, leases, options.ttl).pipe(
-    Effect.timeout(Duration.millis(Math.max(1, earliest - sentAt))),
+    // Answered by the earliest local deadline even if the connection has gone silent: the renewal
+    // is abandoned then, not waited on until the driver lets its interruption finish.
+    Deadline.within(Duration.millis(Math.max(1, earliest - sentAt))),
     Effect.exit
   )
   // Any failure, a defect included, counts: the renewal was not confirmed.

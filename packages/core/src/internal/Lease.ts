@@ -11,6 +11,7 @@
 import { Cause, Duration, Effect, Exit, Scope } from "effect"
 import type { StoreError } from "../Errors.js"
 import * as Backoff from "./Backoff.js"
+import * as Deadline from "./Deadline.js"
 import type { CompletionBatcher, CompletionExit } from "./CompletionBatcher.js"
 import type { InFlight, LeaseEntry } from "./InFlight.js"
 import type { LeaseKey } from "../RunRecord.js"
@@ -120,7 +121,9 @@ const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<
       ? rejectedWrite(ctx, entry, operation, error.presentedFence, error.storedFence)
       : Effect.succeed<Settlement>("abandoned")
   const bounded = (operation: string, write: Effect.Effect<Settlement, StoreError>): Effect.Effect<Settlement> =>
-    write.pipe(Effect.timeout(ctx.finalizeTimeout), Effect.catch(storeFailed(ctx, operation)))
+    // Deadline.within, not Effect.timeout: a write into a silent connection is abandoned at the
+    // bound instead of waited on until the driver lets its interruption finish.
+    write.pipe(Deadline.within(ctx.finalizeTimeout), Effect.catch(storeFailed(ctx, operation)))
   if (Cause.hasInterruptsOnly(cause)) {
     // Superseded or cancelled: the fence has moved on and there is nothing of ours to release.
     if (entry.lost === "superseded" || entry.lost === "cancelled") return Effect.succeed("abandoned")
