@@ -3,6 +3,10 @@
 // because npm links a bin only if its target exists at install time: in a fresh clone of the
 // repository `npm install` runs before the first build, and would leave `npx leasehold` unlinked.
 import { existsSync } from "node:fs"
+import module from "node:module"
+
+// Compiled modules are cached on disk (Node >= 22.1): a command starts in about half the time.
+module.enableCompileCache?.()
 
 const entry = new URL("../dist/bin.js", import.meta.url)
 if (!existsSync(entry)) {
