@@ -132,6 +132,42 @@ const afterHeal = (env: Setup, events: Array<Event>, ok: Handler.Handler<null>, 
 
 const ok = Handler.make({ kind: "ok", payload: Schema.Null, handle: () => Effect.succeed({ ok: true }) })
 
+/**
+ * A run whose handler finishes (through `go`) only once the partition is on: its final write
+ * (`operation`) goes into the silence and must be abandoned at its bound, freeing the slot while
+ * the partition is still on. Then the run is reclaimed outside under fence 2, and the heal is checked.
+ */
+const finalWriteAbandoned = (
+  env: Setup,
+  go: Deferred.Deferred<void>,
+  handler: Handler.Handler<null, unknown, unknown, never>,
+  operation: "fail" | "complete"
+) =>
+  Effect.gen(function*() {
+    const events = yield* startProxiedWorker(env, [handler, ok])
+    const runId = yield* enqueue(env.direct, handler, null)
+    assert.strictEqual((yield* claimedBy(events, runId)).fence, 1)
+    yield* renewedOnce(events, runId)
+
+    env.proxy.partition()
+    const from = events.length
+    yield* Deferred.succeed(go, undefined)
+    // The slot must come back at the bound, not when the driver gives up on the connection.
+    yield* eventually(
+      `the ${operation} write abandoned, the run settled`,
+      Effect.sync(() => find(events, "RunSettled", from, (e) => e.runId === runId && e.outcome === "abandoned")),
+      WHILE_PARTITIONED
+    )
+    assert.isTrue(env.proxy.isPartitioned(), "settled while the partition is still on")
+    const error = find(events, "StoreError", from, (e) => e.operation === operation)
+    assert.match(error?.error ?? "", /TimeoutError|timed out/)
+
+    assert.strictEqual((yield* reclaimOutside(env, handler.kind, runId)).fence, 2)
+    assert.isTrue(env.proxy.isPartitioned())
+    yield* afterHeal(env, events, ok, runId)
+    return runId
+  })
+
 describe("a silent (partitioned) connection", () => {
   it.live("a failure's final write into the partition is abandoned within the finalize timeout, freeing its slot", () =>
     Effect.gen(function*() {
@@ -143,28 +179,7 @@ describe("a silent (partitioned) connection", () => {
         maxAttempts: 10,
         handle: () => Effect.andThen(Deferred.await(go), Effect.fail(new Error("boom")))
       })
-      const events = yield* startProxiedWorker(env, [failing, ok])
-      const runId = yield* enqueue(env.direct, failing, null)
-      assert.strictEqual((yield* claimedBy(events, runId)).fence, 1)
-      yield* renewedOnce(events, runId)
-
-      env.proxy.partition()
-      const from = events.length
-      yield* Deferred.succeed(go, undefined)
-      // The fail write goes into the silence; the slot must come back at the bound, not when the
-      // driver gives up on the connection.
-      yield* eventually(
-        "the fail write abandoned, the run settled",
-        Effect.sync(() => find(events, "RunSettled", from, (e) => e.runId === runId && e.outcome === "abandoned")),
-        WHILE_PARTITIONED
-      )
-      assert.isTrue(env.proxy.isPartitioned(), "settled while the partition is still on")
-      const error = find(events, "StoreError", from, (e) => e.operation === "fail")
-      assert.match(error?.error ?? "", /TimeoutError|timed out/)
-
-      assert.strictEqual((yield* reclaimOutside(env, "failing", runId)).fence, 2)
-      assert.isTrue(env.proxy.isPartitioned())
-      yield* afterHeal(env, events, ok, runId)
+      const runId = yield* finalWriteAbandoned(env, go, failing, "fail")
       const history = yield* env.direct.history(runId)
       assert.notInclude(history.map((e) => e.kind), "retry_scheduled")
       assert.notInclude(history.map((e) => e.kind), "failed")
@@ -222,26 +237,7 @@ describe("a silent (partitioned) connection", () => {
         payload: Schema.Null,
         handle: () => Effect.as(Deferred.await(go), { done: true })
       })
-      const events = yield* startProxiedWorker(env, [finishing, ok])
-      const runId = yield* enqueue(env.direct, finishing, null)
-      assert.strictEqual((yield* claimedBy(events, runId)).fence, 1)
-      yield* renewedOnce(events, runId)
-
-      env.proxy.partition()
-      const from = events.length
-      yield* Deferred.succeed(go, undefined)
-      yield* eventually(
-        "the batch abandoned at its timeout, the run settled",
-        Effect.sync(() => find(events, "RunSettled", from, (e) => e.runId === runId && e.outcome === "abandoned")),
-        WHILE_PARTITIONED
-      )
-      assert.isTrue(env.proxy.isPartitioned(), "settled while the partition is still on")
-      const error = find(events, "StoreError", from, (e) => e.operation === "complete")
-      assert.match(error?.error ?? "", /TimeoutError|timed out/)
-
-      assert.strictEqual((yield* reclaimOutside(env, "finishing", runId)).fence, 2)
-      assert.isTrue(env.proxy.isPartitioned())
-      yield* afterHeal(env, events, ok, runId)
+      const runId = yield* finalWriteAbandoned(env, go, finishing, "complete")
       // The worker's own result, held in the partition under fence 1, was not stored.
       assert.deepStrictEqual((yield* env.direct.get(runId)).result, "outside")
     }))
