@@ -177,17 +177,7 @@ export const run = <R>(
       const decoded = handler.decode(run.payload)
       if (Exit.isFailure(decoded)) return Effect.mapError(decoded, (error) => new Lease.PermanentFailure(error))
       const fence: Fence["Service"] = { runId: run.id, fence: run.fence, owner }
-      const current: CurrentRun["Service"] = {
-        kind: run.kind,
-        queue: run.queue,
-        attempt: run.attempt,
-        maxAttempts: run.maxAttempts,
-        checkpoint: run.checkpoint,
-        signals: run.signals
-      }
-      Settlement.register(current, (how) => {
-        entry.settled = how
-      })
+      const current: CurrentRun["Service"] = new Settlement.WorkerRun(run, entry)
       // The RunScope fiber already carries the worker's context (the handlers' services).
       return Effect.updateContext(
         handler.handle(decoded.value) as Effect.Effect<unknown, unknown>,
@@ -208,7 +198,7 @@ export const run = <R>(
         fiber: undefined
       }
       inFlight.set(key, entry)
-      Latch.closeUnsafe(idle)
+      if (inFlight.size === 1) Latch.closeUnsafe(idle)
       if (entry.deadline < watchdog.nextCheckAt) {
         watchdog.nextCheckAt = entry.deadline
         Queue.offerUnsafe(watchdogWake, undefined)

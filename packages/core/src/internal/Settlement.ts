@@ -1,21 +1,47 @@
 /**
  * How a handler settled its run itself (a fenced transaction committed, or it suspended), so the
  * lease finalizer has nothing left to write. Kept off the public `CurrentRun` service: only
- * `Run.transaction` and `Run.awaitSignal` may report a settlement, never handler code.
+ * `Run.transaction` and `Run.awaitSignal` may report a settlement, never handler code (the link to
+ * the lease is a private field).
  */
 import type { CurrentRun } from "../CurrentRun.js"
+import type { ClaimedRun, SignalOutcome } from "../RunRecord.js"
 
 /** @internal */
 export type SelfSettlement = "completed" | "suspended"
 
-const reporters = new WeakMap<CurrentRun["Service"], (how: SelfSettlement) => void>()
-
-/** Ties a run's `CurrentRun` to the lease that is told how the handler settled it. @internal */
-export const register = (current: CurrentRun["Service"], report: (how: SelfSettlement) => void): void => {
-  reporters.set(current, report)
+/** What a lease records of a self-settlement. @internal */
+export interface Settleable {
+  settled: SelfSettlement | undefined
 }
 
-/** Reports a settlement for the run whose `CurrentRun` this is (a no-op outside a worker). @internal */
-export const report = (current: CurrentRun["Service"], how: SelfSettlement): void => {
-  reporters.get(current)?.(how)
+type CurrentRunShape = CurrentRun["Service"]
+
+/** The `CurrentRun` a worker hands each run, tied to its lease. @internal */
+export class WorkerRun implements CurrentRunShape {
+  readonly kind: string
+  readonly queue: string
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly checkpoint: unknown
+  readonly signals: Readonly<Record<string, SignalOutcome>>
+  readonly #lease: Settleable
+
+  constructor(run: ClaimedRun, lease: Settleable) {
+    this.kind = run.kind
+    this.queue = run.queue
+    this.attempt = run.attempt
+    this.maxAttempts = run.maxAttempts
+    this.checkpoint = run.checkpoint
+    this.signals = run.signals
+    this.#lease = lease
+  }
+
+  /** Reports a settlement for the run whose `CurrentRun` this is (a no-op outside a worker). */
+  static report(current: CurrentRun["Service"], how: SelfSettlement): void {
+    if (#lease in current) current.#lease.settled = how
+  }
 }
+
+/** @internal */
+export const report = WorkerRun.report
