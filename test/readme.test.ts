@@ -4,11 +4,14 @@
  * the README does not follow fails here.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { execFileSync } from "node:child_process"
+import { Database } from "@leasehold/sql"
+import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { databaseUrl } from "./support/db.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 
@@ -52,5 +55,50 @@ describe("README", () => {
       } catch (error) {
         assert.fail(`the README's code does not compile:\n${(error as { stdout?: string }).stdout ?? String(error)}`)
       }
+    }))
+
+  it.live("the leasehold commands it shows run as written, in order, from the repository", () =>
+    Effect.gen(function*() {
+      const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+      const section = readme.slice(readme.indexOf("## The `leasehold` command"))
+      const commands = section.slice(section.indexOf("```sh\n") + 6, section.indexOf("```", section.indexOf("```sh\n") + 6))
+        .split("\n").filter((line) => line.startsWith("npx leasehold"))
+      assert.isAtLeast(commands.length, 7)
+      // A database of its own, so the commands' default schema is fresh.
+      const name = `readme_${Math.random().toString(36).slice(2, 8)}`
+      const server = yield* Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 1 }))
+      yield* Context.get(server, SqlClient.SqlClient).unsafe(`CREATE DATABASE ${name}`)
+      const url = new URL(databaseUrl())
+      url.pathname = `/${name}`
+      const env = { ...process.env, DATABASE_URL: url.href, PATH: `${path.join(root, "node_modules", ".bin")}:${process.env.PATH}` }
+      const sh = (line: string) => execFileSync("sh", ["-c", line], { cwd: root, env, encoding: "utf8", stdio: "pipe" })
+      let worker: ReturnType<typeof spawn> | undefined
+      try {
+        for (const line of commands) {
+          if (line.startsWith("npx leasehold worker")) {
+            // The worker runs until stopped: until the refund it was given has suspended.
+            worker = spawn("sh", ["-c", `exec ${line.split("#")[0]}`], { cwd: root, env, stdio: "ignore" })
+            const deadline = Date.now() + 30_000
+            while (!sh("npx leasehold runs list --state suspended --json").includes("approve-refund")) {
+              if (Date.now() > deadline) assert.fail("the refund never suspended")
+              yield* Effect.sleep("200 millis")
+            }
+            continue
+          }
+          sh(line)
+        }
+        // The worker still runs: the resumed refund completes, under the fence of its second claim.
+        const deadline = Date.now() + 30_000
+        let shown = JSON.parse(sh("npx leasehold runs show 1 --json"))
+        while (shown.run.state !== "completed" && Date.now() < deadline) {
+          yield* Effect.sleep("200 millis")
+          shown = JSON.parse(sh("npx leasehold runs show 1 --json"))
+        }
+        assert.deepInclude(shown.run, { id: "1", kind: "approve-refund", state: "completed", fence: 2 })
+      } finally {
+        worker?.kill("SIGTERM")
+      }
+      yield* Effect.sleep("500 millis")
+      yield* Context.get(server, SqlClient.SqlClient).unsafe(`DROP DATABASE ${name} WITH (FORCE)`)
     }))
 })
