@@ -81,6 +81,33 @@ describe("suspend and resume", () => {
       assert.deepStrictEqual((yield* stores.a.history(id)).map((e) => e.kind), ["claimed", "suspended", "signal_timed_out", "completed"])
     }))
 
+  it.live("a signal delivered before the handler awaits it is returned at once: no suspension, one claim", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const started = yield* Deferred.make<void>()
+      const proceed = yield* Deferred.make<void>()
+      const early = Handler.make({
+        kind: "early",
+        payload: Schema.Unknown,
+        handle: () =>
+          Effect.gen(function*() {
+            yield* Deferred.succeed(started, undefined)
+            yield* Deferred.await(proceed)
+            return yield* Run.awaitSignal("approval")
+          })
+      })
+      yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [early] })
+      const { id } = yield* Client.enqueue(early, null).pipe(Effect.provideService(RunStore, stores.a))
+      yield* Deferred.await(started)
+      const delivered = yield* stores.b.deliverSignal({ runId: id, signal: "approval", payload: { approved: true } })
+      assert.strictEqual(delivered._tag, "Recorded")
+      yield* Deferred.succeed(proceed, undefined)
+      yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
+      const record = yield* stores.a.get(id)
+      assert.deepInclude(record, { fence: 1, result: { _tag: "Signalled", payload: { approved: true } } })
+      assert.deepStrictEqual((yield* stores.a.history(id)).map((e) => e.kind), ["claimed", "signal_recorded", "completed"])
+    }))
+
   it.live("resuming a run that is not suspended, or an unknown one, fails with the reason and writes nothing", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

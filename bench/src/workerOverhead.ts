@@ -40,6 +40,8 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     suspend: notImplemented,
     completeInTransaction: notImplemented,
     resumeById: notImplemented,
+    deliverSignal: notImplemented,
+    callbackExpiry: notImplemented,
     resumeByToken: notImplemented,
     cancel: notImplemented,
     retry: notImplemented,

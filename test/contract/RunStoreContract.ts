@@ -351,6 +351,83 @@ export const runStoreContract = (target: ContractTarget): void => {
         }))
     })
 
+    describe("signal delivery", () => {
+      test("a delivery resumes a run suspended on that signal; the same outcome again is a Duplicate, another a Conflict, and neither writes", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          assert.deepStrictEqual(yield* store.suspend({ ...lease, signal: "approval", token: "tok-d1", timeout: undefined }), { _tag: "Suspended" })
+          const delivery = { runId: lease.runId, signal: "approval", payload: { approved: true, note: "ok" } }
+          assert.deepStrictEqual(yield* store.deliverSignal(delivery), { _tag: "Resumed", runId: lease.runId })
+          const after = yield* store.get(lease.runId)
+          assert.deepInclude(after, { state: "pending", signalToken: null })
+          // Key order does not matter: the same JSON value.
+          const same = yield* store.deliverSignal({ ...delivery, payload: { note: "ok", approved: true } })
+          assert.deepStrictEqual(same, { _tag: "Duplicate", runId: lease.runId })
+          const other = yield* store.deliverSignal({ ...delivery, payload: { approved: false } })
+          assert.deepStrictEqual(other, { _tag: "Conflict", runId: lease.runId })
+          assert.deepStrictEqual(yield* store.get(lease.runId), after, "nothing written by the refused deliveries")
+          const [again] = yield* claimFrom(store, "w2")
+          assert.deepInclude(again, { id: lease.runId, fence: 2 })
+          assert.deepStrictEqual(again!.signals, { approval: { _tag: "Signalled", payload: { approved: true, note: "ok" } } })
+        }))
+
+      test("a delivery before the run suspends is kept: the suspension returns it at once and writes nothing", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          const recorded = yield* store.deliverSignal({ runId: lease.runId, signal: "approval", payload: { approved: true } })
+          assert.deepStrictEqual(recorded, { _tag: "Recorded", runId: lease.runId })
+          const suspended = yield* store.suspend({ ...lease, signal: "approval", token: "tok-d2", timeout: undefined })
+          assert.deepStrictEqual(suspended, { _tag: "AlreadySignalled", outcome: { _tag: "Signalled", payload: { approved: true } } })
+          assert.deepInclude(yield* store.get(lease.runId), { state: "running", fence: 1, leaseOwner: "w1", signalToken: null })
+          // Another signal still suspends.
+          assert.deepStrictEqual(yield* store.suspend({ ...lease, signal: "other", token: "tok-d3", timeout: undefined }), { _tag: "Suspended" })
+          // A stale holder's suspension is still rejected by the fence, delivered outcome or not.
+          const error = yield* Effect.flip(store.suspend({ runId: lease.runId, fence: 0, signal: "approval", token: "tok-d4", timeout: undefined }))
+          assert.deepInclude(error, { _tag: "FenceRejected", presentedFence: 0, storedFence: 1 })
+        }))
+
+      test("a timed-out signal or a finished run is Gone; an unknown run is RunNotFound; a replayed delivery id writes nothing", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "approval", token: "tok-d5", timeout: Duration.seconds(30) })
+          yield* passTime("31 seconds")
+          assert.strictEqual((yield* claimFrom(store, "w1")).length, 1)
+          assert.deepStrictEqual(
+            yield* store.deliverSignal({ runId: lease.runId, signal: "approval", payload: {} }),
+            { _tag: "Gone", runId: lease.runId, reason: "timed-out" }
+          )
+          yield* store.completeBatch([{ runId: lease.runId, fence: 2, result: null }])
+          assert.deepStrictEqual(
+            yield* store.deliverSignal({ runId: lease.runId, signal: "late", payload: {} }),
+            { _tag: "Gone", runId: lease.runId, reason: "finished" }
+          )
+          assert.deepInclude(yield* Effect.flip(store.deliverSignal({ runId: "999999", signal: "approval", payload: {} })), { _tag: "RunNotFound" })
+
+          const other = yield* heldRun(store, "w3")
+          const first = yield* store.deliverSignal({ runId: other.runId, signal: "hook", payload: { n: 1 }, deliveryId: "msg_1" })
+          assert.strictEqual(first._tag, "Recorded")
+          const before = yield* store.get(other.runId)
+          const replay = yield* store.deliverSignal({ runId: other.runId, signal: "hook2", payload: { n: 2 }, deliveryId: "msg_1" })
+          assert.deepStrictEqual(replay, { _tag: "Replayed", runId: other.runId })
+          assert.deepStrictEqual(yield* store.get(other.runId), before)
+          const unstorable = yield* Effect.flip(store.deliverSignal({ runId: other.runId, signal: "x", payload: { n: 1n } }))
+          assert.deepInclude(unstorable, { _tag: "UnstorableValue" })
+        }))
+
+      test("a callback's expiry is fixed by its first request, under the fence", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          const first = yield* store.callbackExpiry(lease, "approval", Duration.hours(1))
+          yield* passTime("10 seconds")
+          const second = yield* store.callbackExpiry(lease, "approval", Duration.hours(2))
+          assert.strictEqual(second.getTime(), first.getTime())
+          const other = yield* store.callbackExpiry(lease, "other", Duration.hours(2))
+          assert.isAbove(other.getTime(), first.getTime())
+          const stale = yield* Effect.flip(store.callbackExpiry({ runId: lease.runId, fence: 0 }, "approval", Duration.hours(1)))
+          assert.deepInclude(stale, { _tag: "FenceRejected", presentedFence: 0, storedFence: 1 })
+        }))
+    })
+
     describe("cancel and retry", () => {
       test("cancelling a running run advances its fence, so its holder's writes are rejected; retry advances it again", ({ store }) =>
         Effect.gen(function*() {

@@ -23,6 +23,8 @@ export interface Handler<P = any, A = any, E = any, R = any> {
    * as `JSON.stringify` writes it. Either way a result that cannot be encoded fails its own run.
    */
   readonly result?: Schema.Codec<A, unknown> | undefined
+  /** The schemas of the signals it awaits, by name: a delivered outcome must decode with its own. */
+  readonly signals?: Readonly<Record<string, Schema.Codec<any, unknown>>> | undefined
   /** Attempts before the run is failed; the store default (5) when absent. */
   readonly maxAttempts?: number | undefined
 }
@@ -39,6 +41,7 @@ export const make = <P, I, A, E, R, RI = unknown>(definition: {
   readonly payload: Schema.Codec<P, I>
   readonly handle: (payload: P) => Effect.Effect<A, E, R>
   readonly result?: Schema.Codec<A, RI> | undefined
+  readonly signals?: Readonly<Record<string, Schema.Codec<any, any>>> | undefined
   readonly maxAttempts?: number | undefined
 }): Handler<P, A, E, R> => definition as unknown as Handler<P, A, E, R>
 
@@ -109,4 +112,18 @@ export const resultEncoder = (handler: Handler): (runId: string, value: unknown)
       ? Json.encode(encoded.value ?? null, "result", runId)
       : Exit.fail(new UnstorableValue({ what: "result", runId, issue: issueOf(Cause.squash(encoded.cause)) }))
   }
+}
+
+/**
+ * Checks a signal's outcome payload against the schema the handler declares for that signal
+ * (`signals`); a signal without one accepts any JSON.
+ *
+ * @category validation
+ */
+export const decodeSignal = (handler: Handler, signal: string, input: unknown): Effect.Effect<unknown, InvalidPayload> => {
+  const schema = handler.signals?.[signal]
+  if (schema === undefined) return Effect.succeed(input)
+  return Schema.decodeUnknownEffect(schema)(input).pipe(
+    Effect.mapError((error) => new InvalidPayload({ kind: `${handler.kind} (signal ${signal})`, issue: issueOf(error) }))
+  ) as Effect.Effect<unknown, InvalidPayload>
 }

@@ -127,6 +127,13 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
       return yield* applyOutcome((now) => state.suspend(request, timeoutMs, now))
     }),
+    deliverSignal: Effect.fn("MemoryRunStore.deliverSignal")(function*(request) {
+      if (canonicalId(request.runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
+      const text = yield* Json.encode(request.payload ?? null, "signal payload", request.runId)
+      return yield* applyOutcome((now) => state.deliverSignal(request, text, now))
+    }),
+    callbackExpiry: (lease, signal, expiresIn) =>
+      applyOutcome((now) => state.callbackExpiry(lease, signal, Duration.toMillis(expiresIn), now)),
     completeInTransaction: (lease, effect, encodeResult) =>
       Effect.gen(function*() {
         // Checked first, so a stale holder does no work; checked again by the completion, which

@@ -72,7 +72,8 @@ export interface AwaitSignalOptions {
  * Waits for a named signal (a human approval, a webhook). The first time, this suspends the run:
  * the lease is released outright, heartbeats for it stop and the worker slot is freed; the handler
  * stops here. When the run is resumed it is claimed again under a higher fence, the handler starts
- * over, and this returns the outcome at once.
+ * over, and this returns the outcome at once. An outcome delivered before the run suspended
+ * (`RunStore.deliverSignal`) is returned at once, without suspending.
  *
  * @category writes
  */
@@ -87,7 +88,9 @@ export const awaitSignal = (
     const fence = yield* Fence
     const store = yield* RunStore
     const timeout = options?.timeout === undefined ? undefined : yield* Options.duration("timeout", options.timeout)
-    yield* store.suspend({ ...leaseKey(fence), signal, token: options?.token ?? crypto.randomUUID(), timeout })
+    const suspended = yield* store.suspend({ ...leaseKey(fence), signal, token: options?.token ?? crypto.randomUUID(), timeout })
+    // Delivered while this attempt was still running (a callback that beat the suspension).
+    if (suspended._tag === "AlreadySignalled") return suspended.outcome
     Settlement.report(run, "suspended")
     // The run no longer belongs to this handler: stop it here, as an interruption no handler
     // code can swallow by catching errors.

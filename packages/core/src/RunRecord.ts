@@ -132,5 +132,30 @@ export type FinalizeOutcome =
   | { readonly _tag: "Finalized"; readonly runId: string; readonly fence: number }
   | { readonly _tag: "Rejected"; readonly runId: string; readonly fence: number; readonly storedFence: number; readonly state: RunState | "missing" }
 
+/**
+ * What delivering a signal (a callback) to a run did. Only `Resumed` and `Recorded` wrote
+ * anything; every other answer left the run as it was.
+ *
+ * @category models
+ */
+export type SignalDelivery =
+  /** The run was suspended on this signal: it is pending again, with the outcome recorded. */
+  | { readonly _tag: "Resumed"; readonly runId: string }
+  /** The run had not suspended yet: the outcome is kept, and its `awaitSignal` returns it at once. */
+  | { readonly _tag: "Recorded"; readonly runId: string }
+  /** This same outcome was delivered before. */
+  | { readonly _tag: "Duplicate"; readonly runId: string }
+  /** A different outcome was delivered before: the first one stands. */
+  | { readonly _tag: "Conflict"; readonly runId: string }
+  /** The signal timed out, or the run finished without it. */
+  | { readonly _tag: "Gone"; readonly runId: string; readonly reason: "timed-out" | "finished" }
+  /** This delivery id was seen before (a replayed webhook). */
+  | { readonly _tag: "Replayed"; readonly runId: string }
+
+/** What a suspension did: suspended, or found the signal's outcome already delivered. @category models */
+export type SuspendOutcome =
+  | { readonly _tag: "Suspended" }
+  | { readonly _tag: "AlreadySignalled"; readonly outcome: SignalOutcome }
+
 /** What a failed attempt turned into. @category models */
 export type FailOutcome = { readonly _tag: "RetryScheduled"; readonly delayMs: number } | { readonly _tag: "Failed" }

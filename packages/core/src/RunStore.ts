@@ -28,7 +28,9 @@ import type {
   LeaseKey,
   RunEvent,
   RunRecord,
-  RunState
+  RunState,
+  SignalDelivery,
+  SuspendOutcome
 } from "./RunRecord.js"
 
 /** A guarded write failed because the writer no longer holds the run. @category models */
@@ -67,6 +69,15 @@ export interface SuspendRequest extends LeaseKey {
   readonly signal: string
   readonly token: string
   readonly timeout: Duration.Duration | undefined
+}
+
+/** @category models */
+export interface DeliverSignalRequest {
+  readonly runId: string
+  readonly signal: string
+  readonly payload: unknown
+  /** A delivery's own id (Standard Webhooks `webhook-id`): seen before is `Replayed`, nothing written. */
+  readonly deliveryId?: string | undefined
 }
 
 /** @category models */
@@ -126,8 +137,22 @@ export class RunStore extends Context.Service<RunStore, {
   /** Gives a run back at once (shutdown, lost lease) without charging it an attempt. */
   readonly release: (lease: LeaseKey) => Effect.Effect<void, StaleWrite | StoreError>
   readonly checkpoint: (lease: LeaseKey, value: unknown) => Effect.Effect<void, StaleWrite | UnstorableValue | StoreError>
-  /** Suspends the run and releases its lease outright. */
-  readonly suspend: (request: SuspendRequest) => Effect.Effect<void, StaleWrite | SignalTokenInUse | StoreError>
+  /**
+   * Suspends the run and releases its lease outright; or, when the signal's outcome was delivered
+   * while the run was still running (`deliverSignal` → `Recorded`), writes nothing and returns it.
+   */
+  readonly suspend: (request: SuspendRequest) => Effect.Effect<SuspendOutcome, StaleWrite | SignalTokenInUse | StoreError>
+  /**
+   * Delivers a signal's outcome to a run (a callback, a webhook): resumes it when it is suspended
+   * on that signal, keeps it for the run's `awaitSignal` when it has not suspended yet. The first
+   * outcome stands; anything else writes nothing and says why (see `SignalDelivery`).
+   */
+  readonly deliverSignal: (request: DeliverSignalRequest) => Effect.Effect<SignalDelivery, RunNotFound | UnstorableValue | StoreError>
+  /**
+   * The expiry of the callback for `signal` of the held run, fixed the first time it is asked for
+   * (first write wins, under the fence): the same run and signal always yield the same callback.
+   */
+  readonly callbackExpiry: (lease: LeaseKey, signal: string, expiresIn: Duration.Duration) => Effect.Effect<Date, StaleWrite | StoreError>
   /**
    * Runs `effect` and completes the run with its result in one transaction. If the fence is stale
    * the transaction rolls back, the caller's writes included; so does a result `encodeResult`

@@ -102,6 +102,24 @@ const runsFillfactor = (s: string): ReadonlyArray<string> => [
   `ALTER TABLE "${s}".runs SET (fillfactor = 70)`
 ]
 
+// Callback URLs and webhook deliveries (docs/adr/0010-signal-delivery.md): a callback's expiry is
+// fixed the first time it is handed out; a delivery id is kept once its outcome was written.
+const signalDelivery = (s: string): ReadonlyArray<string> => [
+  `CREATE TABLE "${s}".callbacks (
+    run_id bigint NOT NULL,
+    signal text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, signal)
+  )`,
+  `CREATE TABLE "${s}".signal_deliveries (
+    id text PRIMARY KEY,
+    run_id bigint NOT NULL,
+    signal text NOT NULL,
+    at timestamptz NOT NULL DEFAULT now()
+  )`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -128,7 +146,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
       "0001_init": statements(init(store.schema)),
       "0002_partial_unique_keys": statements(partialUniqueKeys(store.schema)),
       "0003_lazy_claim_history": statements(lazyClaimHistory(store.schema)),
-      "0004_runs_fillfactor": statements(runsFillfactor(store.schema))
+      "0004_runs_fillfactor": statements(runsFillfactor(store.schema)),
+      "0005_signal_delivery": statements(signalDelivery(store.schema))
     })
   })
 })

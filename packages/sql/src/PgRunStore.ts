@@ -16,6 +16,7 @@ import * as enqueueStatement from "./statements/enqueue.js"
 import * as guarded from "./statements/guarded.js"
 import * as read from "./statements/read.js"
 import * as renewStatement from "./statements/renew.js"
+import * as signals from "./statements/signals.js"
 import * as StoreErrors from "./StoreErrors.js"
 import * as StoreSchema from "./StoreSchema.js"
 
@@ -111,6 +112,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     release: (lease) => refail("release")(guarded.release(sql, s, lease)),
     checkpoint: (lease, value) => refail("checkpoint")(guarded.checkpoint(sql, s, lease, value)),
     suspend: (request) => refail("suspend")(guarded.suspend(sql, s, request)),
+    deliverSignal: (request) => refail("deliver signal")(signals.deliverSignal(sql, s, request)),
+    callbackExpiry: (lease, signal, expiresIn) => refail("callback")(signals.callbackExpiry(sql, s, lease, signal, expiresIn)),
     completeInTransaction: (lease, effect, encode) => guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns),
     resumeById: (runId, payload) => refail("resume")(admin.resumeById(sql, s, runId, payload)),
     resumeByToken: (token, payload) => refail("resume")(admin.resumeByToken(sql, s, token, payload)),

@@ -16,6 +16,10 @@ export interface StoreSchema {
   readonly runs: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Stored history rows (exceptional transitions, superseded claims). */
   readonly events: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Callback expiries by run and signal. */
+  readonly callbacks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Delivery ids of signals written (replayed webhooks are refused). */
+  readonly deliveries: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The whole history: stored rows plus what each run row records (current claim, completion). */
   readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
@@ -44,6 +48,8 @@ const derive = (schema: string): StoreSchema => {
     channel: `leasehold_${schema}`,
     runs: (sql) => sql.literal(`"${schema}".runs`),
     events: (sql) => sql.literal(`"${schema}".run_events`),
+    callbacks: (sql) => sql.literal(`"${schema}".callbacks`),
+    deliveries: (sql) => sql.literal(`"${schema}".signal_deliveries`),
     history: (sql) => sql.literal(`"${schema}".run_history`)
   }
 }

@@ -22,7 +22,7 @@ const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operat
  * Makes the suspended run that `target` selects claimable with the signal's payload; the
  * re-claim takes a higher fence. Returns the run's id, or nothing when no suspended run matched.
  */
-const resumeWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) => {
+export const resumeWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) => {
   const outcome = `{"_tag":"Signalled","payload":${payload}}`
   return sql<{ id: string }>`
     WITH target AS (

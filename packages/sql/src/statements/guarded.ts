@@ -21,6 +21,8 @@ import {
   LeaseNotHeld,
   type RunState,
   RunNotFound,
+  type SignalOutcome,
+  type SuspendOutcome,
   SignalTokenInUse,
   type SuspendRequest
 } from "@leasehold/core"
@@ -61,7 +63,7 @@ export const diagnose = (sql: SqlClient.SqlClient, s: StoreSchema, operation: st
     }))
   })
 
-const toError = (operation: string, d: Diagnosis) =>
+export const toError = (operation: string, d: Diagnosis) =>
   d.stored === null || d.state === null
     ? new RunNotFound({ runId: d.runId })
     : d.stored !== d.presented
@@ -239,12 +241,9 @@ export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: Leas
 /** Suspends the run and releases its lease outright; the attempt is refunded (waiting is not failing). */
 export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: SuspendRequest) => {
   const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
-  return guardedOne(
-    sql,
-    s,
-    "suspend",
-    request,
-    sql<{ id: string }>`
+  const held = sql`id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"`
+  return Effect.gen(function*() {
+    const suspended = yield* sql<{ id: string }>`
       WITH u AS (
         UPDATE ${s.runs(sql)} SET
           state = 'suspended', lease_owner = NULL, lease_expires_at = NULL,
@@ -253,15 +252,22 @@ export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: Suspe
           suspend_deadline = CASE WHEN ${timeoutMs}::float8 IS NULL THEN NULL
             ELSE now() + ${timeoutMs}::float8 * interval '1 millisecond' END,
           updated_at = now()
-        WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"
+        -- An outcome delivered while the run was still running: nothing to wait for.
+        WHERE ${held} AND signals -> ${request.signal}::text IS NULL
         RETURNING id, fence, signal_name, suspend_deadline
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
         SELECT id, fence, 'suspended', jsonb_build_object('signal', signal_name, 'deadline', suspend_deadline) FROM u
       )
       SELECT id::text AS id FROM u`
-  ).pipe(
-    Effect.asVoid,
+    if (suspended.length > 0) return { _tag: "Suspended" } satisfies SuspendOutcome as SuspendOutcome
+    const delivered = yield* sql<{ outcome: SignalOutcome | null }>`
+      SELECT signals -> ${request.signal}::text AS outcome FROM ${s.runs(sql)} WHERE ${held}`
+    const outcome = delivered[0]?.outcome
+    if (outcome !== undefined && outcome !== null) return { _tag: "AlreadySignalled", outcome } satisfies SuspendOutcome as SuspendOutcome
+    const [diagnosis] = yield* diagnose(sql, s, "suspend", [request])
+    return yield* Effect.fail(toError("suspend", diagnosis!))
+  }).pipe(
     // The token's uniqueness is the database's to enforce; say so in the run's own terms.
     Effect.catchIf(
       (error): error is SqlError.SqlError =>

@@ -17,12 +17,16 @@ import type {
   LeaseKey,
   RunEvent,
   RunRecord,
-  RunState
+  RunState,
+  SignalDelivery,
+  SignalOutcome,
+  SuspendOutcome
 } from "../../RunRecord.js"
 import * as Read from "./Read.js"
 import type {
   ClaimRequest,
   CompleteItem,
+  DeliverSignalRequest,
   FailRequest,
   ListFilter,
   StaleWrite,
@@ -78,6 +82,16 @@ const err = <E>(error: E): Outcome<never, E> => ({ ok: false, error })
 export const canonicalId = (value: string): string | undefined => /^[0-9]{1,18}$/.test(value) ? String(BigInt(value)) : undefined
 
 const parse = Read.parse
+
+/** JSON equality as jsonb compares: objects by their keys, whatever their order. */
+const sameJson = (a: unknown, b: unknown): boolean => {
+  if (a === b) return true
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
+  if (Array.isArray(a) !== Array.isArray(b)) return false
+  const keys = Object.keys(a)
+  return keys.length === Object.keys(b).length &&
+    keys.every((k) => Object.hasOwn(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+}
 
 export class State {
   readonly runs = new Map<string, StoredRun>()
@@ -324,9 +338,12 @@ export class State {
     })
   }
 
-  suspend(request: SuspendRequest, timeoutMs: number | null, now: number): Outcome<void, StaleWrite | SignalTokenInUse> {
+  suspend(request: SuspendRequest, timeoutMs: number | null, now: number): Outcome<SuspendOutcome, StaleWrite | SignalTokenInUse> {
     const run = this.holder(request)
     if (run === undefined) return err(this.diagnose(request, "suspend", now))
+    // Delivered while the run was still running: nothing to wait for, nothing written.
+    const delivered = (parse(run.signals) as Record<string, SignalOutcome>)[request.signal]
+    if (delivered !== undefined) return ok({ _tag: "AlreadySignalled", outcome: delivered })
     // The token names exactly one waiting run (a unique index in Postgres): nothing is written.
     for (const other of this.runs.values()) {
       if (other.signalToken === request.token) return err(new SignalTokenInUse({ runId: run.id, token: request.token }))
@@ -340,7 +357,45 @@ export class State {
     run.updatedAt = now
     const deadline = run.suspendDeadline === null ? null : new Date(run.suspendDeadline).toISOString()
     this.record(run, "suspended", run.fence, null, { signal: request.signal, deadline }, now)
-    return ok(undefined)
+    return ok({ _tag: "Suspended" })
+  }
+
+  /** Callback expiries by run and signal, fixed on first request. */
+  private readonly callbacks = new Map<string, number>()
+  /** Delivery ids seen (replayed webhooks). */
+  private readonly deliveries = new Set<string>()
+
+  callbackExpiry(lease: LeaseKey, signal: string, expiresInMs: number, now: number): Outcome<Date, StaleWrite> {
+    return this.guarded(lease, "callback", now, (run) => {
+      const key = `${run.id}:${signal}`
+      const fixed = this.callbacks.get(key) ?? now + expiresInMs
+      this.callbacks.set(key, fixed)
+      return new Date(fixed)
+    })
+  }
+
+  deliverSignal(request: DeliverSignalRequest, payload: string, now: number): Outcome<SignalDelivery, RunNotFound> {
+    const run = this.find(request.runId)
+    if (run === undefined) return err(new RunNotFound({ runId: request.runId }))
+    const runId = run.id
+    const delivered = (parse(run.signals) as Record<string, SignalOutcome>)[request.signal]
+    if (request.deliveryId !== undefined && this.deliveries.has(request.deliveryId)) return ok({ _tag: "Replayed", runId })
+    if (delivered !== undefined) {
+      if (delivered._tag === "TimedOut") return ok({ _tag: "Gone", runId, reason: "timed-out" })
+      return ok({ _tag: sameJson(delivered.payload, parse(payload)) ? "Duplicate" : "Conflict", runId })
+    }
+    if (run.state === "completed" || run.state === "failed" || run.state === "cancelled") {
+      return ok({ _tag: "Gone", runId, reason: "finished" })
+    }
+    if (request.deliveryId !== undefined) this.deliveries.add(request.deliveryId)
+    if (run.state === "suspended" && run.signalName === request.signal) {
+      this.resume(run, payload, now)
+      return ok({ _tag: "Resumed", runId })
+    }
+    run.signals = JSON.stringify({ ...(parse(run.signals) as object), [request.signal]: { _tag: "Signalled", payload: parse(payload) } })
+    run.updatedAt = now
+    this.record(run, "signal_recorded", run.fence, null, { signal: request.signal, payload: parse(payload) }, now)
+    return ok({ _tag: "Recorded", runId })
   }
 
   // --- admin.ts ----------------------------------------------------------------------------------
