@@ -115,7 +115,7 @@ describe("leasehold: commands and usage", () => {
       assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
-      assert.deepStrictEqual(tables.map((t) => t.table_name), ["leasehold_migrations", "run_events", "run_history", "runs"])
+      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "leasehold_migrations", "run_events", "run_history", "runs", "signal_deliveries"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
       assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery"] })
