@@ -561,6 +561,52 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* Effect.flip(store.history("999999")), { _tag: "RunNotFound" })
         }))
 
+      test("list filters by payload fields as text (strings as they are, numbers and booleans as JSON; null never matches)", ({ store }) =>
+        Effect.gen(function*() {
+          const [a, b, c] = (yield* store.enqueue([
+            { kind: "job", payload: { customer: { id: "c-1" }, amount: 5, vip: true } },
+            { kind: "job", payload: { customer: { id: "c-2" }, amount: 5, vip: null } },
+            { kind: "job", payload: { customer: "c-1" } }
+          ])).map((e) => e.id)
+          const ids = (payload: ReadonlyArray<{ path: Array<string>; value: string }>) =>
+            Effect.map(store.list({ payload, limit: 10, offset: 0 }), (runs) => runs.map((r) => r.id))
+          assert.deepStrictEqual(yield* ids([{ path: ["customer", "id"], value: "c-1" }]), [a!])
+          assert.deepStrictEqual(yield* ids([{ path: ["amount"], value: "5" }]), [b!, a!])
+          assert.deepStrictEqual(yield* ids([{ path: ["amount"], value: "5" }, { path: ["vip"], value: "true" }]), [a!])
+          assert.deepStrictEqual(yield* ids([{ path: ["vip"], value: "null" }]), [])
+          assert.deepStrictEqual(yield* ids([{ path: ["customer"], value: "c-1" }]), [c!])
+        }))
+
+      test("leases lists the leases held now, by owner, with the time left by the store's clock", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const mine = yield* heldRun(store, "w-b")
+          const theirs = yield* heldRun(store, "w-a")
+          const leases = yield* store.leases
+          assert.deepStrictEqual(leases.map((l) => [l.owner, l.runId, l.fence]), [["w-a", theirs.runId, 1], ["w-b", mine.runId, 1]])
+          assert.isTrue(leases.every((l) => l.expiresInMs > 50_000 && l.expiresInMs <= 60_000))
+          yield* passTime("61 seconds")
+          assert.deepStrictEqual(yield* store.leases, [], "expired leases are not held")
+        }))
+
+      test("cancelMany and retryMany act on the runs a filter selects that allow it, advancing each fence, in one call", ({ store }) =>
+        Effect.gen(function*() {
+          const [p1, p2] = yield* enqueueJobs(store, 2, { queue: "bulk" })
+          const [other] = yield* enqueueJobs(store, 1, { queue: "other" })
+          const held = yield* claimFrom(store, "w1", { queues: ["bulk"], limit: 1 })
+          assert.strictEqual(held.length, 1)
+          const cancelled = yield* store.cancelMany({ queue: "bulk" })
+          assert.deepStrictEqual([...cancelled].sort(), [p1!, p2!].sort())
+          for (const id of [p1!, p2!]) assert.strictEqual((yield* store.get(id)).state, "cancelled")
+          assert.strictEqual((yield* store.get(other!)).state, "pending")
+          // The holder's writes are rejected by the fence cancel advanced.
+          const stale = yield* Effect.flip(store.checkpoint({ runId: held[0]!.id, fence: 1 }, {}))
+          assert.deepInclude(stale, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+          assert.deepStrictEqual(yield* store.cancelMany({ queue: "bulk" }), [], "nothing left to cancel")
+          const retried = yield* store.retryMany({ queue: "bulk", state: "cancelled" })
+          assert.deepStrictEqual([...retried].sort(), [p1!, p2!].sort())
+          assert.deepInclude(yield* store.get(held[0]!.id), { state: "pending", fence: 3, attempt: 0 })
+        }))
+
       test("notifications announce new runs by queue and cancelled runs by id", ({ settle, store }) =>
         Effect.gen(function*() {
           const seen: Array<StoreNotification> = []

@@ -161,6 +161,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     retry: (runId) => applyOutcome((now) => state.retry(runId, now)),
     get: (runId) => applyOutcome(() => state.get(runId)),
     list: (filter) => apply(() => state.list(filter)),
+    leases: apply((now) => state.leases(now)),
+    cancelMany: (filter) => apply((now) => state.many(filter, "cancel", now)),
+    retryMany: (filter) => apply((now) => state.many(filter, "retry", now)),
     history: (runId) => applyOutcome(() => state.history(runId)),
     stats: apply((now) => state.stats(now)),
     // Subscribed before `Subscribed` is emitted: what is published from then on arrives.

@@ -81,12 +81,39 @@ export interface DeliverSignalRequest {
 }
 
 /** @category models */
-export interface ListFilter {
+export interface RunFilter {
   readonly state?: RunState | undefined
   readonly queue?: string | undefined
   readonly kind?: string | undefined
+  /**
+   * Payload fields that must equal a value: the field at `path` as text (a string as it is, a
+   * number or boolean as JSON writes it; a missing field or JSON null never matches).
+   */
+  readonly payload?: ReadonlyArray<PayloadFieldFilter> | undefined
+}
+
+/** @category models */
+export interface PayloadFieldFilter {
+  readonly path: ReadonlyArray<string>
+  readonly value: string
+}
+
+/** @category models */
+export interface ListFilter extends RunFilter {
   readonly limit: number
   readonly offset: number
+}
+
+/** A lease held now, as the database sees it. @category models */
+export interface LiveLease {
+  readonly owner: string
+  readonly runId: string
+  readonly fence: number
+  readonly kind: string
+  readonly queue: string
+  readonly attempt: number
+  /** Until the lease expires unless renewed, by the database's clock; never negative. */
+  readonly expiresInMs: number
 }
 
 /** @category models */
@@ -179,6 +206,15 @@ export class RunStore extends Context.Service<RunStore, {
   readonly retry: (runId: string) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
   readonly get: (runId: string) => Effect.Effect<RunRecord, RunNotFound | StoreError>
   readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<RunRecord>, StoreError>
+  /** Every lease held now (not expired), by owner then run. */
+  readonly leases: Effect.Effect<ReadonlyArray<LiveLease>, StoreError>
+  /**
+   * Cancels every run the filter selects that has not finished, in one statement; each one's fence
+   * advances as `cancel` does. Returns the ids cancelled.
+   */
+  readonly cancelMany: (filter: RunFilter) => Effect.Effect<ReadonlyArray<string>, StoreError>
+  /** Puts every failed or cancelled run the filter selects back to pending, as `retry` does. */
+  readonly retryMany: (filter: RunFilter) => Effect.Effect<ReadonlyArray<string>, StoreError>
   readonly history: (runId: string) => Effect.Effect<ReadonlyArray<RunEvent>, RunNotFound | StoreError>
   readonly stats: Effect.Effect<Stats, StoreError>
   /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */

@@ -121,6 +121,9 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     retry: (runId) => refail("retry")(admin.retry(sql, s, runId)),
     get: (runId) => refail("get")(read.get(sql, s, runId)),
     list: (filter) => refail("list")(read.list(sql, s, filter)),
+    leases: refail("leases")(read.leases(sql, s)),
+    cancelMany: (filter) => refail("cancel")(admin.cancelMany(sql, s, filter)),
+    retryMany: (filter) => refail("retry")(admin.retryMany(sql, s, filter)),
     history: (runId) => refail("history")(read.history(sql, s, runId)),
     stats: refail("stats")(read.stats(sql, s)),
     notifications

@@ -2,10 +2,11 @@
  * Operator and application transitions: resume a suspended run, cancel, retry. Cancel and retry
  * take a run away from whoever may hold it, so both advance the fence: the fence alone decides.
  */
-import { InvalidTransition, Json, type RunState, RunNotFound, SignalTokenNotFound } from "@leasehold/core"
+import { InvalidTransition, Json, type RunFilter, type RunState, RunNotFound, SignalTokenNotFound } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
+import { filterCondition } from "./read.js"
 import { isRunId } from "./rows.js"
 
 const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operation: string) =>
@@ -62,22 +63,52 @@ export const resumeByToken = (sql: SqlClient.SqlClient, s: StoreSchema, token: s
     return rows[0]!.id
   })
 
+/** A fixed list of states as SQL: `('a', 'b')` (constants, never input). */
+const stateList = (states: ReadonlyArray<RunState>) => (sql: SqlClient.SqlClient) =>
+  sql.literal(`(${states.map((state) => `'${state}'`).join(", ")})`)
+
+// What cancel and retry write, for one run or every run a filter selects. Both take the run from
+// whoever may hold it, so both advance the fence.
+const cancelSet = (sql: SqlClient.SqlClient) =>
+  sql`state = 'cancelled', fence = fence + 1, lease_owner = NULL, lease_expires_at = NULL,
+    signal_name = NULL, signal_token = NULL, suspend_deadline = NULL, finished_at = now(), updated_at = now()`
+const cancellable = stateList(["pending", "running", "suspended"])
+const retrySet = (sql: SqlClient.SqlClient) =>
+  sql`state = 'pending', fence = fence + 1, attempt = 0, run_at = now(),
+    result = NULL, error = NULL, finished_at = NULL, updated_at = now()`
+const retriable = stateList(["failed", "cancelled"])
+
+/** Cancels the runs `target` selects that have not ended; a running holder is told to stop. */
+const cancelWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment) =>
+  sql<{ id: string }>`
+    WITH c AS (
+      UPDATE ${s.runs(sql)} SET ${cancelSet(sql)}
+      WHERE ${target} AND state IN ${cancellable(sql)}
+      RETURNING id, fence
+    ), history AS (
+      INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'cancelled' FROM c
+    )
+    SELECT id::text AS id, pg_notify(${s.channel}, 'c:' || id) FROM c ORDER BY c.id`
+
+/** Puts the failed or cancelled runs `target` selects back to pending with fresh attempts. */
+const retryWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment) =>
+  sql<{ id: string }>`
+    WITH r AS (
+      UPDATE ${s.runs(sql)} SET ${retrySet(sql)}
+      WHERE ${target} AND state IN ${retriable(sql)}
+      RETURNING id, fence, queue
+    ), history AS (
+      INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'retried' FROM r
+    ), woken AS (
+      SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM r) q
+    )
+    SELECT id::text AS id, (SELECT count(*) FROM woken) AS woken FROM r ORDER BY r.id`
+
 /** Cancels a run that has not ended. A running holder's fence is superseded and it is told to stop. */
 export const cancel = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
-    const rows = yield* sql<{ id: string }>`
-      WITH c AS (
-        UPDATE ${s.runs(sql)} SET
-          state = 'cancelled', fence = fence + 1, lease_owner = NULL, lease_expires_at = NULL,
-          signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
-          finished_at = now(), updated_at = now()
-        WHERE id = ${runId}::bigint AND state IN ('pending', 'running', 'suspended')
-        RETURNING id, fence
-      ), history AS (
-        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'cancelled' FROM c
-      )
-      SELECT id::text AS id, pg_notify(${s.channel}, 'c:' || id) FROM c`
+    const rows = yield* cancelWhere(sql, s, sql`id = ${runId}::bigint`)
     if (rows.length === 0) return yield* explain(sql, s, runId, "cancel")
   })
 
@@ -85,16 +116,14 @@ export const cancel = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) 
 export const retry = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
-    const rows = yield* sql<{ id: string }>`
-      WITH r AS (
-        UPDATE ${s.runs(sql)} SET
-          state = 'pending', fence = fence + 1, attempt = 0, run_at = now(),
-          result = NULL, error = NULL, finished_at = NULL, updated_at = now()
-        WHERE id = ${runId}::bigint AND state IN ('failed', 'cancelled')
-        RETURNING id, fence, queue
-      ), history AS (
-        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'retried' FROM r
-      )
-      SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM r`
+    const rows = yield* retryWhere(sql, s, sql`id = ${runId}::bigint`)
     if (rows.length === 0) return yield* explain(sql, s, runId, "retry")
   })
+
+/** Cancels every unfinished run the filter selects, in one statement; returns their ids. */
+export const cancelMany = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
+  Effect.map(cancelWhere(sql, s, filterCondition(sql, filter)), (rows) => rows.map((r) => r.id))
+
+/** Retries every failed or cancelled run the filter selects, in one statement; returns their ids. */
+export const retryMany = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
+  Effect.map(retryWhere(sql, s, filterCondition(sql, filter)), (rows) => rows.map((r) => r.id))

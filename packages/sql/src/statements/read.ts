@@ -1,7 +1,7 @@
 /** Reads for operators: one run, a filtered page of runs, a run's history, and counters. */
-import { type ListFilter, RunNotFound, type RunState, type Stats } from "@leasehold/core"
+import { type ListFilter, type LiveLease, type RunFilter, RunNotFound, type RunState, type Stats } from "@leasehold/core"
 import { Effect } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { isRunId, num, toEvents, toRecords } from "./rows.js"
 
@@ -17,16 +17,44 @@ export const get = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
     return (yield* toRecords(rows))[0]!
   })
 
+/** The WHERE condition of a run filter (state, queue, kind, payload fields), all parameters. */
+export const filterCondition = (sql: SqlClient.SqlClient, filter: RunFilter): Statement.Fragment =>
+  sql.and([
+    sql`(${filter.state ?? null}::text IS NULL OR state = ${filter.state ?? null})`,
+    sql`(${filter.queue ?? null}::text IS NULL OR queue = ${filter.queue ?? null})`,
+    sql`(${filter.kind ?? null}::text IS NULL OR kind = ${filter.kind ?? null})`,
+    // `#>>` reads a field as text: a string as it is, a number or boolean as JSON; null as NULL.
+    ...(filter.payload ?? []).map((f) => sql`payload #>> ${f.path as Array<string>}::text[] = ${f.value}`)
+  ])
+
 export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilter) =>
   Effect.flatMap(
     sql`
       SELECT ${columns(sql)} FROM ${s.runs(sql)}
-      WHERE (${filter.state ?? null}::text IS NULL OR state = ${filter.state ?? null})
-        AND (${filter.queue ?? null}::text IS NULL OR queue = ${filter.queue ?? null})
-        AND (${filter.kind ?? null}::text IS NULL OR kind = ${filter.kind ?? null})
+      WHERE ${filterCondition(sql, filter)}
       ORDER BY id DESC
       LIMIT ${filter.limit} OFFSET ${filter.offset}`,
     toRecords
+  )
+
+/** Leases held now, by the database's clock (the `runs_leases` index). */
+export const leases = (sql: SqlClient.SqlClient, s: StoreSchema) =>
+  Effect.map(
+    sql<{ owner: string; run_id: string; fence: bigint; kind: string; queue: string; attempt: number; expires_in_ms: number }>`
+      SELECT lease_owner AS owner, id::text AS run_id, fence, kind, queue, attempt,
+        greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000)::float8 AS expires_in_ms
+      FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now()
+      ORDER BY lease_owner, id`,
+    (rows) =>
+      rows.map((r): LiveLease => ({
+        owner: r.owner,
+        runId: r.run_id,
+        fence: num(r.fence),
+        kind: r.kind,
+        queue: r.queue,
+        attempt: r.attempt,
+        expiresInMs: Number(r.expires_in_ms)
+      }))
   )
 
 export const history = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>

@@ -5,7 +5,7 @@
  * @internal
  */
 import type { RunRecord, RunState } from "../../RunRecord.js"
-import type { ListFilter, Stats } from "../../RunStore.js"
+import type { ListFilter, RunFilter, Stats } from "../../RunStore.js"
 import type { StoredEvent, StoredRun } from "./State.js"
 
 /** JSON text as a value; SQL NULL as null. */
@@ -39,14 +39,28 @@ export const toRecord = (run: StoredRun): RunRecord => ({
   finishedAt: date(run.finishedAt)
 })
 
+/** A payload field as text, as Postgres's `#>>` reads it (a missing field or JSON null: none). */
+const fieldText = (payload: unknown, path: ReadonlyArray<string>): string | undefined => {
+  let value = payload
+  for (const key of path) {
+    if (typeof value !== "object" || value === null || Array.isArray(value) || !Object.hasOwn(value, key)) return undefined
+    value = (value as Record<string, unknown>)[key]
+  }
+  if (value === null || value === undefined) return undefined
+  return typeof value === "string" ? value : JSON.stringify(value)
+}
+
+/** Whether a run is one the filter selects. */
+export const matches = (run: StoredRun, filter: RunFilter): boolean =>
+  (filter.state === undefined || run.state === filter.state) &&
+  (filter.queue === undefined || run.queue === filter.queue) &&
+  (filter.kind === undefined || run.kind === filter.kind) &&
+  (filter.payload ?? []).every((f) => fieldText(parse(run.payload), f.path) === f.value)
+
 /** Newest first, as the statement orders by id DESC. */
 export const list = (runs: Iterable<StoredRun>, filter: ListFilter): Array<RunRecord> =>
   [...runs]
-    .filter((r) =>
-      (filter.state === undefined || r.state === filter.state) &&
-      (filter.queue === undefined || r.queue === filter.queue) &&
-      (filter.kind === undefined || r.kind === filter.kind)
-    )
+    .filter((r) => matches(r, filter))
     .sort((a, b) => Number(b.id) - Number(a.id))
     .slice(filter.offset, filter.offset + filter.limit)
     .map(toRecord)

@@ -29,6 +29,8 @@ import type {
   DeliverSignalRequest,
   FailRequest,
   ListFilter,
+  LiveLease,
+  RunFilter,
   StaleWrite,
   Stats,
   StoreNotification,
@@ -441,6 +443,27 @@ export class State {
     run.updatedAt = now
     write(run)
     return ok(undefined)
+  }
+
+  leases(now: number): Array<LiveLease> {
+    return [...this.runs.values()]
+      .filter((r) => r.state === "running" && r.leaseExpiresAt! > now)
+      .sort((a, b) => (a.leaseOwner! < b.leaseOwner! ? -1 : a.leaseOwner! > b.leaseOwner! ? 1 : Number(a.id) - Number(b.id)))
+      .map((r): LiveLease => ({
+        owner: r.leaseOwner!,
+        runId: r.id,
+        fence: r.fence,
+        kind: r.kind,
+        queue: r.queue,
+        attempt: r.attempt,
+        expiresInMs: Math.max(0, r.leaseExpiresAt! - now)
+      }))
+  }
+
+  /** `cancel` (or `retry`) of every run the filter selects that allows it, in id order. */
+  many(filter: RunFilter, operation: "cancel" | "retry", now: number): Array<string> {
+    const ids = [...this.runs.values()].filter((r) => Read.matches(r, filter)).map((r) => r.id).sort((a, b) => Number(a) - Number(b))
+    return ids.filter((id) => (operation === "cancel" ? this.cancel(id, now) : this.retry(id, now)).ok)
   }
 
   cancel(runId: string, now: number) {
