@@ -623,7 +623,7 @@ describe("leasehold worker", () => {
       assert.deepStrictEqual(settled.map((e) => [e.runId, e.fence, e.outcome]), [[id, 1, "completed"]])
     }))
 
-  it.live("runs what enqueue wrote, a suspension and resume included, and shuts down gracefully on SIGTERM", () =>
+  it.live("runs what enqueue wrote, a suspension and resume included, serves its metrics, and shuts down gracefully on SIGTERM", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { store } = yield* openStore(schema)
@@ -631,8 +631,10 @@ describe("leasehold worker", () => {
         "enqueue", "resize-image", "--payload", `{"image":"cat.png","width":320}`, ...connection(schema)
       ]))
       const worker = yield* background([
-        "worker", "--concurrency", "2", "--ttl", "5 seconds", "--json", ...connection(schema)
+        "worker", "--concurrency", "2", "--ttl", "5 seconds", "--json", "--metrics-port", "0", ...connection(schema)
       ])
+      let printed = ""
+      worker.child.stdout!.on("data", (chunk) => void (printed += String(chunk)))
       yield* eventually("the run completed", Effect.map(store.get(quick), (r) => r.state === "completed"), "20 seconds")
       const record = yield* store.get(quick)
       assert.strictEqual(record.fence, 1)
@@ -647,6 +649,16 @@ describe("leasehold worker", () => {
       yield* eventually("the refund completed", Effect.map(store.get(refund), (r) => r.state === "completed"), "20 seconds")
       assert.strictEqual((yield* store.get(refund)).fence, 2)
 
+      // The metrics endpoint it announced agrees: three claims, the refund's suspension, two completions.
+      const url = (/"_tag":"MetricsServing","url":"([^"]+)"/.exec(printed) ?? [])[1]
+      assert.match(url ?? "", /^http:\/\/127\.0\.0\.1:\d+\/metrics$/)
+      const text = yield* eventually("both completions in the metrics", Effect.promise(async () => {
+        const body = await (await fetch(url!)).text()
+        return body.includes(`leasehold_runs_settled_total{queue="default",kind="approve-refund",outcome="completed"} 1`) && body
+      }), "10 seconds")
+      assert.include(text, `leasehold_runs_settled_total{queue="default",kind="resize-image",outcome="completed"} 1`)
+      assert.include(text, `leasehold_runs_settled_total{queue="default",kind="approve-refund",outcome="suspended"} 1`)
+
       worker.child.kill("SIGTERM")
       const exited = yield* Effect.promise(() => worker.exited)
       assert.strictEqual(exited.stderr, "")
@@ -654,6 +666,7 @@ describe("leasehold worker", () => {
       assert.isNull(exited.signal)
       assert.strictEqual(exited.code, 130)
       const events = exited.stdout.trim().split("\n").map((l) => JSON.parse(l))
+      assert.strictEqual(events[0]._tag, "MetricsServing")
       assert.deepStrictEqual(
         events.filter((e) => e._tag === "Claimed").map((e) => [e.runId, e.fence]),
         [[quick, 1], [refund, 1], [refund, 2]]

@@ -26,7 +26,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
+import { type ClaimedRun, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
 import { PgRunStore } from "@leasehold/sql"
 import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result } from "effect"
 import { SqlClient } from "effect/sql"
@@ -436,9 +436,9 @@ class Claim extends Step {
     const who = owner(this.workers, this.worker)
     const request = { owner: who, queues: this.queues, kinds, limit: this.limit, ttl, dueOnly: this.dueOnly }
     // RETURNING has no order: compared as a set (sorted by id); which runs are in it is exact.
-    const shape = (claimed: ReadonlyArray<{ id: string; attempt: number; maxAttempts: number; fence: number; checkpoint: unknown; signals: unknown }>) =>
+    const shape = (claimed: ReadonlyArray<ClaimedRun>) =>
       claimed
-        .map((r) => ({ id: r.id, attempt: r.attempt, maxAttempts: r.maxAttempts, fence: r.fence, checkpoint: r.checkpoint, signals: r.signals }))
+        .map((r) => ({ id: r.id, via: r.via, attempt: r.attempt, maxAttempts: r.maxAttempts, fence: r.fence, checkpoint: r.checkpoint, signals: r.signals }))
         .sort((a, b) => Number(a.id) - Number(b.id))
     const expectation = shape(expected(m.store.claim(request)))
     const actual = shape(await must(real.store.claim(request)))

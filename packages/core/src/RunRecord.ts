@@ -58,6 +58,10 @@ export interface ClaimedRun {
   readonly fence: number
   readonly checkpoint: unknown
   readonly signals: Readonly<Record<string, SignalOutcome>>
+  /** Why it was claimable: due, its lease expired (a reclaim), or its suspension timed out. */
+  readonly via: "due" | "expired" | "timed-out"
+  /** Milliseconds from when it became claimable to this claim, by the store's clock. */
+  readonly waitMs: number
 }
 
 /** A claim that was superseded or finished elsewhere is identified by this pair, never by id alone. @category models */

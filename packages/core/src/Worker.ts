@@ -26,6 +26,7 @@ import * as Settlement from "./internal/Settlement.js"
 import type { ClaimedRun } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 import * as WorkerEvents from "./WorkerEvents.js"
+import * as WorkerMetrics from "./WorkerMetrics.js"
 
 /** @category models */
 export interface WorkerOptions<R> {
@@ -52,6 +53,11 @@ export interface WorkerOptions<R> {
   readonly retry?: RetryPolicy | undefined
   /** Most completions flushed by one statement. Default 500. */
   readonly maxCompletionBatch?: number | undefined
+  /**
+   * Record the worker's metrics (`WorkerMetrics`) in Effect's metric registry, for
+   * `PrometheusMetrics` or `OtlpMetrics` to export. Default false: then nothing is recorded.
+   */
+  readonly metrics?: boolean | undefined
 }
 
 /** @category models */
@@ -66,6 +72,7 @@ export interface ResolvedOptions {
   readonly finalizeTimeout: Duration.Duration
   readonly retry: RetryPolicy
   readonly maxCompletionBatch: number
+  readonly metrics: boolean
 }
 
 /**
@@ -104,7 +111,8 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
       shutdownGrace: yield* Options.duration("shutdownGrace", options.shutdownGrace ?? "10 seconds"),
       finalizeTimeout: yield* Options.duration("finalizeTimeout", options.finalizeTimeout ?? "30 seconds"),
       retry,
-      maxCompletionBatch: yield* Options.integer("maxCompletionBatch", options.maxCompletionBatch ?? 500, 1)
+      maxCompletionBatch: yield* Options.integer("maxCompletionBatch", options.maxCompletionBatch ?? 500, 1),
+      metrics: options.metrics ?? false
     }
   })
 
@@ -121,6 +129,7 @@ export const run = <R>(
     const config = yield* resolveOptions(options as WorkerOptions<unknown>)
     const { owner } = config
     const store = yield* RunStore
+    const clock = yield* Effect.clockWith(Effect.succeed)
     const registry = yield* Handler.registry(options.handlers)
     const compiled = new Map(
       options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h) }])
@@ -135,16 +144,22 @@ export const run = <R>(
 
     // Scope finalizers run in reverse order: claiming stops first, then in-flight runs drain,
     // then the rest are interrupted, and the heartbeat and batcher stop last.
-    const batcher = yield* CompletionBatcher.make(store, config.maxCompletionBatch, config.finalizeTimeout)
-    yield* Effect.forkScoped(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat }))
+    // With metrics on, every event is recorded on its way to the configured sink; the heartbeat and
+    // the watchdog report through the same one.
+    const configured = yield* WorkerEvents.WorkerEvents
+    const events = config.metrics ? WorkerMetrics.sink(configured) : configured
+    if (config.metrics) yield* Effect.forkScoped(WorkerMetrics.sampler(store))
+    const batcher = yield* CompletionBatcher.make(store, config.maxCompletionBatch, config.finalizeTimeout, (count, durationMs, ok) =>
+      events.emit({ _tag: "CompletionFlush", owner, count, durationMs, ok }))
+    const reporting = Effect.provideService(WorkerEvents.WorkerEvents, events)
+    yield* Effect.forkScoped(reporting(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat })))
     // One deadline watchdog for every lease of this worker (not a fiber and a timer per run).
     const watchdog: Heartbeat.WatchdogState = { nextCheckAt: Number.POSITIVE_INFINITY }
     const watchdogWake = yield* Queue.sliding<void>(1)
-    yield* Effect.forkScoped(Heartbeat.watchdog(owner, inFlight, watchdog, watchdogWake))
+    yield* Effect.forkScoped(reporting(Heartbeat.watchdog(owner, inFlight, watchdog, watchdogWake)))
     const runs = yield* FiberSet.make<unknown, unknown>()
     // Forks a RunScope fiber into the set at once, carrying the worker's context (the handlers' services).
     const runInSet = yield* FiberSet.runtime(runs)<never>()
-    const events = yield* WorkerEvents.WorkerEvents
     const ttlMs = Duration.toMillis(config.ttl)
     const leaseContext: Lease.LeaseContext = {
       owner,
@@ -158,12 +173,13 @@ export const run = <R>(
       // queue was empty then, and new runs announce themselves (or the poll finds them). Waking
       // on every completion would send an empty claim per run, which delays the claim a
       // notification asks for behind it.
+      monotonicMillis: () => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n),
       onSlotFreed: Effect.suspend(() => {
         if (inFlight.size === 0) Latch.openUnsafe(idle)
         return atCapacity ? signalWake : Effect.void
       })
     }
-    yield* Effect.addFinalizer(() => drain(owner, inFlight, idle, config.shutdownGrace))
+    yield* Effect.addFinalizer(() => reporting(drain(owner, inFlight, idle, config.shutdownGrace)))
 
     // The per-run path is written without generators and allocates little: at tens of thousands
     // of runs a second, the worker's own cost per run is what bounds throughput (bench/).
@@ -190,6 +206,7 @@ export const run = <R>(
       const entry: LeaseEntry = {
         run,
         key,
+        claimedAt: sentAt,
         encodeResult: compiled.get(run.kind)?.encodeResult ?? defaultEncodeResult,
         deadline: sentAt + ttlMs,
         settled: undefined,
@@ -230,8 +247,20 @@ export const run = <R>(
         dueOnly: !sweep
       })
       if (sweep) lastSweepAt = sentAt
+      const answeredAt = yield* Heartbeat.monotonicMillis
+      yield* events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep })
       for (const run of claimed) {
-        yield* events.emit({ _tag: "Claimed", owner, runId: run.id, fence: run.fence, kind: run.kind, attempt: run.attempt })
+        yield* events.emit({
+          _tag: "Claimed",
+          owner,
+          runId: run.id,
+          fence: run.fence,
+          kind: run.kind,
+          queue: run.queue,
+          attempt: run.attempt,
+          via: run.via,
+          waitMs: run.waitMs
+        })
         start(run, sentAt)
       }
       atCapacity = claimed.length === free
@@ -269,7 +298,7 @@ export const run = <R>(
       Effect.ignore
     )
 
-    yield* Effect.forkScoped(listenLoop)
+    yield* Effect.forkScoped(reporting(listenLoop))
     yield* Effect.forkScoped(claimLoop)
     return yield* Effect.never
   }))

@@ -11,9 +11,31 @@ import type { LeaseKey } from "./RunRecord.js"
 
 /** @category models */
 export type WorkerEvent =
-  | { readonly _tag: "Claimed"; readonly owner: string; readonly runId: string; readonly fence: number; readonly kind: string; readonly attempt: number }
+  | {
+    readonly _tag: "Claimed"
+    readonly owner: string
+    readonly runId: string
+    readonly fence: number
+    readonly kind: string
+    readonly queue: string
+    readonly attempt: number
+    /** Due, a reclaim of an expired lease, or a suspension whose deadline passed. */
+    readonly via: "due" | "expired" | "timed-out"
+    /** From when the run became claimable to this claim, by the store's clock. */
+    readonly waitMs: number
+  }
+  /** One claim statement: how many runs it took and how long it took. */
+  | { readonly _tag: "ClaimBatch"; readonly owner: string; readonly count: number; readonly durationMs: number; readonly sweep: boolean }
+  /** One batched completion statement, answered (`ok`) or failed. */
+  | { readonly _tag: "CompletionFlush"; readonly owner: string; readonly count: number; readonly durationMs: number; readonly ok: boolean }
   | { readonly _tag: "HeartbeatSent"; readonly owner: string; readonly leases: ReadonlyArray<LeaseKey> }
-  | { readonly _tag: "HeartbeatConfirmed"; readonly owner: string; readonly renewed: ReadonlyArray<LeaseKey>; readonly lost: ReadonlyArray<LeaseKey> }
+  | {
+    readonly _tag: "HeartbeatConfirmed"
+    readonly owner: string
+    readonly renewed: ReadonlyArray<LeaseKey>
+    readonly lost: ReadonlyArray<LeaseKey>
+    readonly durationMs: number
+  }
   | { readonly _tag: "HeartbeatFailed"; readonly owner: string; readonly leases: ReadonlyArray<LeaseKey>; readonly error: string }
   | { readonly _tag: "LeaseLost"; readonly owner: string; readonly runId: string; readonly fence: number; readonly reason: LeaseLossReason }
   | { readonly _tag: "WriteRejected"; readonly owner: string; readonly runId: string; readonly operation: string; readonly presentedFence: number; readonly storedFence: number }
@@ -22,6 +44,10 @@ export type WorkerEvent =
     readonly owner: string
     readonly runId: string
     readonly fence: number
+    readonly kind: string
+    readonly queue: string
+    /** From the claim to the settlement, on the worker's monotonic clock. */
+    readonly durationMs: number
     readonly outcome: "completed" | "retry-scheduled" | "failed" | "released" | "suspended" | "abandoned"
   }
   | { readonly _tag: "StoreError"; readonly owner: string; readonly operation: string; readonly error: string }

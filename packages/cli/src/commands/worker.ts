@@ -6,6 +6,7 @@ import { Worker, WorkerEvents } from "@leasehold/core"
 import { type Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
+import * as MetricsServer from "../MetricsServer.js"
 import { connectionFlags } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
 
@@ -20,7 +21,12 @@ export const worker = Command.make("worker", {
     Flag.withDefault("keep"),
     Flag.withDescription("keep completed runs (result and history), or delete them as they complete")
   ),
-  json: Flag.Boolean("json").pipe(Flag.withDefault(false), Flag.withDescription("print worker events as JSON lines"))
+  json: Flag.Boolean("json").pipe(Flag.withDefault(false), Flag.withDescription("print worker events as JSON lines")),
+  metricsPort: Flag.Int("metrics-port").pipe(
+    Flag.optional,
+    Flag.withDescription("serve the worker's metrics for Prometheus at /metrics on this port (0: any free port)")
+  ),
+  metricsHost: Flag.String("metrics-host").pipe(Flag.withDefault("127.0.0.1"), Flag.withDescription("address of the metrics endpoint"))
 }, (flags) =>
   Effect.gen(function*() {
     const handlers = yield* Tasks.fromFlag(flags.tasks)
@@ -30,7 +36,8 @@ export const worker = Command.make("worker", {
       concurrency: flags.concurrency,
       // Checked below as durations: a malformed one is an InvalidConfig, a usage error.
       ttl: flags.ttl as Duration.Input,
-      heartbeat: Option.getOrUndefined(flags.heartbeat) as Duration.Input | undefined
+      heartbeat: Option.getOrUndefined(flags.heartbeat) as Duration.Input | undefined,
+      metrics: Option.isSome(flags.metricsPort)
     }
     // Checked before anything connects, so a bad option writes nothing (not even the schema).
     yield* Worker.resolveOptions(options)
@@ -41,9 +48,16 @@ export const worker = Command.make("worker", {
           process.stdout.write(`${event._tag} ${JSON.stringify({ ...event, _tag: undefined, owner: undefined })}\n`)
         }
       })
+    const metricsEndpoint = Effect.gen(function*() {
+      if (Option.isNone(flags.metricsPort)) return
+      const url = yield* MetricsServer.start(flags.metricsHost, flags.metricsPort.value)
+      yield* Effect.sync(() => {
+        process.stdout.write(flags.json ? JSON.stringify({ at: Date.now(), _tag: "MetricsServing", url }) + "\n" : `MetricsServing ${url}\n`)
+      })
+    })
     yield* Connection.withStore(
       flags,
-      Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit })),
+      Effect.andThen(metricsEndpoint, Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit }))),
       { completedRuns: flags.completedRuns }
     )
   })).pipe(Command.withDescription("Run a worker until SIGINT/SIGTERM (graceful shutdown)"))

@@ -46,7 +46,9 @@ interface Pending {
 export const make = Effect.fnUntraced(function*(
   store: RunStore["Service"],
   maxBatch: number,
-  timeout: Duration.Duration = Duration.seconds(30)
+  timeout: Duration.Duration = Duration.seconds(30),
+  /** Told of each batch written: its size, how long the write took, and whether it was answered. */
+  onFlush: (count: number, durationMs: number, ok: boolean) => Effect.Effect<void> = () => Effect.void
 ) {
   // Completions wait in a plain array; the flusher is woken at most once per batch. (A queue offer
   // and a Deferred per completion cost more than the statement's share per run.)
@@ -76,14 +78,18 @@ export const make = Effect.fnUntraced(function*(
   // defect in one settlement (an event sink that throws) neither skips the others nor stops the
   // flusher.
   const flush = (batch: ReadonlyArray<Pending>) =>
-    Effect.uninterruptible(
-      Effect.flatMap(Effect.exit(write(batch)), (exit) =>
-        Effect.forEach(
-          batch,
-          (pending, i) => Effect.exit(pending.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))),
-          { discard: true }
+    Effect.uninterruptible(Effect.clockWith((clock) => {
+      const startedAt = clock.monotonicTimeNanosUnsafe()
+      return Effect.flatMap(Effect.exit(write(batch)), (exit) =>
+        Effect.andThen(
+          Effect.exit(onFlush(batch.length, Number((clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000n) / 1_000, Exit.isSuccess(exit))),
+          Effect.forEach(
+            batch,
+            (pending, i) => Effect.exit(pending.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))),
+            { discard: true }
+          )
         ))
-    )
+    }))
 
   const flushAll = Effect.whileLoop({
     while: () => queued.length > 0,

@@ -109,7 +109,8 @@ export const renewOnce = Effect.fnUntraced(function*(
       yield* loseLease(owner, entry, "superseded")
     }
   }
-  yield* WorkerEvents.emit({ _tag: "HeartbeatConfirmed", owner, renewed: result.value, lost })
+  const durationMs = (yield* monotonicMillis) - sentAt
+  yield* WorkerEvents.emit({ _tag: "HeartbeatConfirmed", owner, renewed: result.value, lost, durationMs })
 })
 
 /** The heartbeat fiber's body: renew, then wait an interval, forever. @category leases */

@@ -16,6 +16,8 @@ export interface LeaseEntry {
   readonly key: string
   /** The result's JSON text, by its handler's result schema; per run, before any batch. */
   readonly encodeResult: (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue>
+  /** When its claim was sent, on the monotonic clock (ms). */
+  readonly claimedAt: number
   /** Local lease deadline on the monotonic clock (ms): last confirmed renewal's send time + TTL. */
   deadline: number
   /** Set when the handler settled the run itself (fenced transaction, suspension). */

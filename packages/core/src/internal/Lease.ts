@@ -31,6 +31,8 @@ export interface LeaseContext {
   readonly finalizeTimeout: Duration.Duration
   /** Called once the slot is free again. */
   readonly onSlotFreed: Effect.Effect<void>
+  /** The worker's monotonic clock in milliseconds (resolved once, read per settlement). */
+  readonly monotonicMillis: () => number
 }
 
 /** Marks a failure that retrying cannot fix (a payload that no longer decodes). @category models */
@@ -89,7 +91,17 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
 
 // Reports the settlement, then frees the slot whatever happened.
 const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Settlement>): Effect.Effect<void> =>
-  Effect.flatMap(settle, (outcome) => ctx.events.emit({ _tag: "RunSettled", owner: ctx.owner, runId: entry.run.id, fence: entry.run.fence, outcome })).pipe(
+  Effect.flatMap(settle, (outcome) =>
+    ctx.events.emit({
+      _tag: "RunSettled",
+      owner: ctx.owner,
+      runId: entry.run.id,
+      fence: entry.run.fence,
+      kind: entry.run.kind,
+      queue: entry.run.queue,
+      durationMs: ctx.monotonicMillis() - entry.claimedAt,
+      outcome
+    })).pipe(
     Effect.ensuring(Effect.suspend(() => {
       ctx.inFlight.delete(entry.key)
       return ctx.onSlotFreed

@@ -23,6 +23,9 @@ export interface ClaimRow {
   readonly checkpoint: unknown
   readonly signals: Record<string, SignalOutcome>
   readonly state: RunState
+  /** 0 expired lease, 1 passed suspension deadline, 2 due (the full claim's branches). */
+  readonly origin?: number
+  readonly wait_ms: number
 }
 
 export const toClaimed = (row: ClaimRow): ClaimedRun => ({
@@ -34,7 +37,9 @@ export const toClaimed = (row: ClaimRow): ClaimedRun => ({
   maxAttempts: row.max_attempts,
   fence: num(row.fence),
   checkpoint: row.checkpoint,
-  signals: row.signals ?? {}
+  signals: row.signals ?? {},
+  via: row.origin === 0 ? "expired" : row.origin === 1 ? "timed-out" : "due",
+  waitMs: Math.max(0, Number(row.wait_ms))
 })
 
 /** A date column: a `Date` from the driver, or its text (as a JSON read would give it). */

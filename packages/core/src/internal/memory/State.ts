@@ -190,6 +190,7 @@ export class State {
     ].slice(0, limit)
     const claimed: Array<ClaimedRun> = []
     for (const { origin, run } of picked) {
+      const dueAt = origin === 0 ? run.leaseExpiresAt! : origin === 1 ? run.suspendDeadline! : run.runAt
       run.fence += 1
       run.updatedAt = now
       if (origin === 0 && run.attempt >= run.maxAttempts) {
@@ -217,7 +218,9 @@ export class State {
           maxAttempts: run.maxAttempts,
           fence: run.fence,
           checkpoint: parse(run.checkpoint),
-          signals: parse(run.signals) as ClaimedRun["signals"]
+          signals: parse(run.signals) as ClaimedRun["signals"],
+          via: origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due",
+          waitMs: Math.max(0, now - dueAt)
         })
       }
       run.signalName = null

@@ -1,0 +1,121 @@
+/**
+ * The worker's metrics, scraped as Prometheus text from a real HTTP endpoint after a known
+ * workload, agree with what the database recorded: completions, failures, reclaims and writes the
+ * fence rejected. With metrics off nothing is recorded.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Client, Handler, RunStore } from "@leasehold/core"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { PrometheusMetrics } from "effect/observability"
+import { createServer } from "node:http"
+import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
+import { eventually, startWorker } from "./support/workers.js"
+
+/** A `/metrics` endpoint on an ephemeral port, in the test's scope; returns its URL. */
+const metricsEndpoint = Effect.gen(function*() {
+  const context = yield* Layer.build(
+    HttpRouter.serve(PrometheusMetrics.layerHttp(), { disableLogger: true, disableListenLog: true }).pipe(
+      Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" }))
+    )
+  )
+  return `${HttpServer.formatAddress(Context.get(context, HttpServer.HttpServer).address)}/metrics`
+})
+
+/** Parses Prometheus text: `name{labels} value` lines into a lookup by name and labels. */
+const scrape = (url: string) =>
+  Effect.promise(async () => {
+    const text = await (await fetch(url)).text()
+    const samples = text.split("\n").filter((line) => line !== "" && !line.startsWith("#")).map((line) => {
+      const match = /^([a-z_]+)(\{(.*)\})? (.+)$/.exec(line)!
+      const labels = Object.fromEntries([...(match[3] ?? "").matchAll(/([a-z_]+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!]))
+      return { name: match[1]!, labels, value: Number(match[4]) }
+    })
+    return (name: string, labels: Record<string, string> = {}) =>
+      samples
+        .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+        .reduce((sum, s) => sum + s.value, 0)
+  })
+
+const count = (stores: Stores, where: string) =>
+  Effect.map(
+    stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".${where}`),
+    (rows) => rows[0]!.n
+  )
+
+const ok = Handler.make({ kind: "ok", payload: Schema.Unknown, handle: () => Effect.void })
+const boom = Handler.make({ kind: "boom", payload: Schema.Unknown, maxAttempts: 1, handle: () => Effect.fail(new Error("boom")) })
+
+describe("worker metrics", () => {
+  it.live("with metrics off, a worker records nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const url = yield* metricsEndpoint
+      yield* startWorker(stores.a, stores.sql, { handlers: [ok], pollInterval: "50 millis" })
+      const { id } = yield* Client.enqueue(ok, null).pipe(Effect.provideService(RunStore, stores.a))
+      yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
+      const metric = yield* scrape(url)
+      assert.strictEqual(metric("leasehold_runs_claimed_total"), 0)
+      assert.strictEqual(metric("leasehold_runs_settled_total"), 0)
+      assert.strictEqual(metric("leasehold_claim_batch_size_count"), 0)
+    }))
+
+  it.live("a scrape after a known workload agrees with the database: completed, failed, reclaimed, rejected by the fence", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const url = yield* metricsEndpoint
+      const proceed = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      const slow = Handler.make({
+        kind: "slow",
+        payload: Schema.Unknown,
+        handle: () => Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(proceed))
+      })
+      const enqueue = <P>(handler: Handler.Handler<P>, payload: P) =>
+        Client.enqueue(handler, payload).pipe(Effect.provideService(RunStore, stores.a), Effect.map((e) => e.id))
+
+      // A run another worker claimed and then lost (its lease expired): this worker reclaims it.
+      const abandoned = yield* enqueue(ok, { abandoned: true })
+      assert.strictEqual((yield* stores.b.claim({ owner: "gone", queues: ["default"], kinds: ["ok"], limit: 1, ttl: Duration.minutes(1) })).length, 1)
+      yield* expireLease(stores, abandoned)
+
+      yield* startWorker(stores.a, stores.sql, {
+        handlers: [ok, boom, slow],
+        metrics: true,
+        ttl: "20 seconds",
+        heartbeat: "10 seconds",
+        pollInterval: "50 millis"
+      })
+      for (let i = 0; i < 5; i++) yield* enqueue(ok, { i })
+      for (let i = 0; i < 2; i++) yield* enqueue(boom, { i })
+      // A run taken from this worker while its handler runs: its completion is rejected by the fence.
+      const stolen = yield* enqueue(slow, null)
+      yield* Deferred.await(started)
+      yield* expireLease(stores, stolen)
+      assert.deepStrictEqual(
+        (yield* stores.b.claim({ owner: "thief", queues: ["default"], kinds: ["slow"], limit: 1, ttl: Duration.minutes(1) })).map((r) => r.fence),
+        [2]
+      )
+      yield* Deferred.succeed(proceed, undefined)
+
+      yield* eventually("the stale completion rejected", Effect.map(count(stores, "run_events WHERE kind = 'stale_write_rejected'"), (n) => n === 1))
+      yield* eventually("every other run ended", Effect.map(count(stores, "runs WHERE state IN ('pending', 'running')"), (n) => n === 1))
+      const metric = yield* eventually("the settlements recorded", Effect.map(scrape(url), (m) => m("leasehold_runs_settled_total") === 9 && m))
+
+      const completed = yield* count(stores, "runs WHERE state = 'completed'")
+      const failed = yield* count(stores, "runs WHERE state = 'failed'")
+      // The thief's claim of the stolen run is a reclaim too, but not this worker's.
+      const reclaims = yield* count(stores, "run_events WHERE kind = 'reclaimed' AND owner <> 'thief'")
+      const rejections = yield* count(stores, "run_events WHERE kind = 'stale_write_rejected'")
+      assert.deepStrictEqual([completed, failed, reclaims, rejections], [6, 2, 1, 1])
+      assert.strictEqual(metric("leasehold_runs_settled_total", { outcome: "completed" }), completed)
+      assert.strictEqual(metric("leasehold_runs_settled_total", { outcome: "failed" }), failed)
+      assert.strictEqual(metric("leasehold_runs_claimed_total", { via: "expired" }), reclaims)
+      assert.strictEqual(metric("leasehold_fence_rejections_total", { operation: "complete" }), rejections)
+      assert.strictEqual(metric("leasehold_runs_claimed_total", { kind: "ok" }), 6)
+      assert.strictEqual(metric("leasehold_runs_in_flight"), 0)
+      assert.isAtLeast(metric("leasehold_claim_batch_size_count"), 1)
+      assert.isAtLeast(metric("leasehold_completion_batch_size_sum"), completed)
+    }))
+})
