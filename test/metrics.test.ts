@@ -83,9 +83,11 @@ describe("worker metrics", () => {
       yield* startWorker(stores.a, stores.sql, {
         handlers: [ok, boom, slow],
         metrics: true,
-        ttl: "20 seconds",
-        heartbeat: "10 seconds",
-        pollInterval: "50 millis"
+        ttl: "60 seconds",
+        heartbeat: "30 seconds",
+        // The first claim sweeps (it takes the abandoned run); the next sweep is far off, so the
+        // run stolen below is taken by the thief, not swept back by this worker.
+        pollInterval: "20 seconds"
       })
       for (let i = 0; i < 5; i++) yield* enqueue(ok, { i })
       for (let i = 0; i < 2; i++) yield* enqueue(boom, { i })

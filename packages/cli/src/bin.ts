@@ -10,6 +10,7 @@ import { Cause, Effect, Exit } from "effect"
 import { CliOutput } from "effect/cli"
 import { run } from "./Cli.js"
 import { describeFailure } from "./Failure.js"
+import * as Observability from "./Observability.js"
 
 const exitCode: Effect.Effect<number> = run.pipe(
   Effect.as(0),
@@ -25,6 +26,8 @@ const exitCode: Effect.Effect<number> = run.pipe(
   Effect.provide(CliOutput.layerPresenter({
     present: (event) => event._tag === "InvalidInvocation" ? Effect.void : CliOutput.defaultPresenter.present(event)
   })),
+  // OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set; flushed when the command ends.
+  Effect.provide(Observability.layer),
   Effect.provide(NodeServices.layer),
   (effect) => effect as Effect.Effect<number>
 )

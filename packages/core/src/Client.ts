@@ -5,10 +5,11 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import * as Handler from "./Handler.js"
 import type { Enqueued, EnqueueRequest } from "./RunRecord.js"
 import { RunStore } from "./RunStore.js"
+import * as Telemetry from "./Telemetry.js"
 
 /** Options of one enqueue, beside kind and payload. @category models */
 export type EnqueueOptions = Omit<EnqueueRequest, "kind" | "payload">
@@ -25,13 +26,27 @@ export const enqueue = Effect.fn("Client.enqueue")(function*<P>(
 ) {
   const encoded = yield* Handler.encodePayload(handler, payload)
   const store = yield* RunStore
-  const [enqueued] = yield* store.enqueue([{
-    ...options,
-    kind: handler.kind,
-    payload: encoded,
-    maxAttempts: options?.maxAttempts ?? handler.maxAttempts
-  }])
-  return enqueued as Enqueued
+  const write = (traceParent: string | undefined) =>
+    Effect.map(
+      store.enqueue([{
+        ...options,
+        kind: handler.kind,
+        payload: encoded,
+        maxAttempts: options?.maxAttempts ?? handler.maxAttempts,
+        traceParent: options?.traceParent ?? traceParent
+      }]),
+      ([enqueued]) => enqueued as Enqueued
+    )
+  if (!(yield* Telemetry.TraceRuns)) return yield* write(undefined)
+  // A producer span whose trace context travels with the run to its consumer spans.
+  return yield* Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+    write(Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined)).pipe(
+    Effect.tap((enqueued) => Effect.annotateCurrentSpan({ "leasehold.run_id": enqueued.id, "leasehold.created": enqueued.created })),
+    Effect.withSpan(`leasehold.enqueue ${handler.kind}`, {
+      kind: "producer",
+      attributes: { "messaging.system": "leasehold", "messaging.operation": "publish", "leasehold.kind": handler.kind, "leasehold.queue": options?.queue ?? "default" }
+    })
+  )
 })
 
 /**

@@ -62,6 +62,8 @@ export interface ClaimedRun {
   readonly via: "due" | "expired" | "timed-out"
   /** Milliseconds from when it became claimable to this claim, by the store's clock. */
   readonly waitMs: number
+  /** The W3C `traceparent` stored when it was enqueued, if it was traced. */
+  readonly traceParent: string | null
 }
 
 /** A claim that was superseded or finished elsewhere is identified by this pair, never by id alone. @category models */
@@ -81,6 +83,8 @@ export interface EnqueueRequest {
   readonly maxAttempts?: number | undefined
   /** Enqueueing the same key twice yields one run. */
   readonly idempotencyKey?: string | undefined
+  /** The W3C `traceparent` of the span that enqueued it (see `Telemetry`). */
+  readonly traceParent?: string | undefined
 }
 
 const positiveInteger = (n: number) => Number.isInteger(n) && n >= 1

@@ -18,10 +18,12 @@ import { InvalidConfig } from "./Errors.js"
 import { Fence } from "./Fence.js"
 import * as Handler from "./Handler.js"
 import * as Json from "./Json.js"
+import * as Telemetry from "./Telemetry.js"
 import * as Heartbeat from "./internal/Heartbeat.js"
 import { type InFlight, keyOf, type LeaseEntry } from "./internal/InFlight.js"
 import * as Lease from "./internal/Lease.js"
 import * as Options from "./internal/Options.js"
+import * as RunSpans from "./internal/RunSpans.js"
 import * as Settlement from "./internal/Settlement.js"
 import type { ClaimedRun } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
@@ -58,6 +60,12 @@ export interface WorkerOptions<R> {
    * `PrometheusMetrics` or `OtlpMetrics` to export. Default false: then nothing is recorded.
    */
   readonly metrics?: boolean | undefined
+  /**
+   * Run each attempt in a consumer span (see `Telemetry`), and the runtime's claim, renewal and
+   * completion statements in spans of their own. Default: `Telemetry.TraceRuns` (false unless
+   * turned on); off, no span is made for a run.
+   */
+  readonly traces?: boolean | undefined
 }
 
 /** @category models */
@@ -73,6 +81,7 @@ export interface ResolvedOptions {
   readonly retry: RetryPolicy
   readonly maxCompletionBatch: number
   readonly metrics: boolean
+  readonly traces: boolean | undefined
 }
 
 /**
@@ -112,7 +121,8 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
       finalizeTimeout: yield* Options.duration("finalizeTimeout", options.finalizeTimeout ?? "30 seconds"),
       retry,
       maxCompletionBatch: yield* Options.integer("maxCompletionBatch", options.maxCompletionBatch ?? 500, 1),
-      metrics: options.metrics ?? false
+      metrics: options.metrics ?? false,
+      traces: options.traces
     }
   })
 
@@ -128,7 +138,8 @@ export const run = <R>(
   Effect.scoped(Effect.gen(function*() {
     const config = yield* resolveOptions(options as WorkerOptions<unknown>)
     const { owner } = config
-    const store = yield* RunStore
+    const traced = config.traces ?? (yield* Telemetry.TraceRuns)
+    const store = traced ? RunSpans.runtimeStatements(yield* RunStore) : yield* RunStore
     const clock = yield* Effect.clockWith(Effect.succeed)
     const registry = yield* Handler.registry(options.handlers)
     const compiled = new Map(
@@ -183,8 +194,8 @@ export const run = <R>(
 
     // The per-run path is written without generators and allocates little: at tens of thousands
     // of runs a second, the worker's own cost per run is what bounds throughput (bench/).
-    const execute = (entry: LeaseEntry) =>
-      Effect.scoped(Effect.flatMap(Lease.acquire(leaseContext, entry), () => runHandler(entry)))
+    const attempt = (entry: LeaseEntry) => Effect.scoped(Effect.flatMap(Lease.acquire(leaseContext, entry), () => runHandler(entry)))
+    const execute = traced ? (entry: LeaseEntry) => RunSpans.consumer(entry, owner, attempt(entry)) : attempt
 
     const runHandler = (entry: LeaseEntry): Effect.Effect<unknown, unknown> => {
       const run = entry.run

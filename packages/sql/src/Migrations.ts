@@ -120,6 +120,12 @@ const signalDelivery = (s: string): ReadonlyArray<string> => [
   )`
 ]
 
+// The W3C traceparent of the span that enqueued a run (docs/adr/0011-run-tracing.md); NULL unless
+// tracing is on. Adding a nullable column without a default rewrites nothing.
+const traceContext = (s: string): ReadonlyArray<string> => [
+  `ALTER TABLE "${s}".runs ADD COLUMN trace_parent text`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -147,7 +153,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
       "0002_partial_unique_keys": statements(partialUniqueKeys(store.schema)),
       "0003_lazy_claim_history": statements(lazyClaimHistory(store.schema)),
       "0004_runs_fillfactor": statements(runsFillfactor(store.schema)),
-      "0005_signal_delivery": statements(signalDelivery(store.schema))
+      "0005_signal_delivery": statements(signalDelivery(store.schema)),
+      "0006_trace_context": statements(traceContext(store.schema))
     })
   })
 })

@@ -7,6 +7,7 @@ import { type Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import * as MetricsServer from "../MetricsServer.js"
+import * as Observability from "../Observability.js"
 import { connectionFlags } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
 
@@ -37,7 +38,8 @@ export const worker = Command.make("worker", {
       // Checked below as durations: a malformed one is an InvalidConfig, a usage error.
       ttl: flags.ttl as Duration.Input,
       heartbeat: Option.getOrUndefined(flags.heartbeat) as Duration.Input | undefined,
-      metrics: Option.isSome(flags.metricsPort)
+      // Recorded for the metrics endpoint, or for OTLP export when an endpoint is configured.
+      metrics: Option.isSome(flags.metricsPort) || Observability.enabled
     }
     // Checked before anything connects, so a bad option writes nothing (not even the schema).
     yield* Worker.resolveOptions(options)

@@ -26,6 +26,7 @@ export const loseLease = (owner: string, entry: LeaseEntry, reason: LeaseLossRea
   Effect.gen(function*() {
     if (entry.lost !== undefined || entry.finalizing) return
     entry.lost = reason
+    entry.span?.event("leasehold.lease_lost", yield* Clock.currentTimeNanos, { "leasehold.reason": reason, "leasehold.fence": entry.run.fence })
     yield* WorkerEvents.emit({ _tag: "LeaseLost", owner, runId: entry.run.id, fence: entry.run.fence, reason })
     const fiber = entry.fiber
     if (fiber !== undefined) yield* Effect.forkDetach(Fiber.interrupt(fiber))

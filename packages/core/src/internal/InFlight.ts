@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import type { Exit, Fiber } from "effect"
+import type { Exit, Fiber, Tracer } from "effect"
 import type { UnstorableValue } from "../Errors.js"
 import type { SelfSettlement } from "./Settlement.js"
 import type { LeaseLossReason } from "../Errors.js"
@@ -27,6 +27,8 @@ export interface LeaseEntry {
   /** Set when the worker stopped the run locally, with why. */
   lost: LeaseLossReason | undefined
   fiber: Fiber.Fiber<unknown, unknown> | undefined
+  /** The attempt's consumer span, when runs are traced. */
+  span?: Tracer.Span | undefined
 }
 
 /** @category constructors */

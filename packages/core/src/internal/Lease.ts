@@ -110,7 +110,18 @@ const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Set
 
 const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, presentedFence: number, storedFence: number) =>
   Effect.as(
-    ctx.events.emit({ _tag: "WriteRejected", owner: ctx.owner, runId: entry.run.id, operation, presentedFence, storedFence }),
+    Effect.andThen(
+      Effect.clockWith((clock) =>
+        Effect.sync(() =>
+          entry.span?.event("leasehold.fence_rejected", clock.currentTimeNanosUnsafe(), {
+            "leasehold.operation": operation,
+            "leasehold.presented_fence": presentedFence,
+            "leasehold.stored_fence": storedFence
+          })
+        )
+      ),
+      ctx.events.emit({ _tag: "WriteRejected", owner: ctx.owner, runId: entry.run.id, operation, presentedFence, storedFence })
+    ),
     "abandoned" as Settlement
   )
 

@@ -26,6 +26,7 @@ export interface ClaimRow {
   /** 0 expired lease, 1 passed suspension deadline, 2 due (the full claim's branches). */
   readonly origin?: number
   readonly wait_ms: number
+  readonly trace_parent: string | null
 }
 
 export const toClaimed = (row: ClaimRow): ClaimedRun => ({
@@ -39,7 +40,8 @@ export const toClaimed = (row: ClaimRow): ClaimedRun => ({
   checkpoint: row.checkpoint,
   signals: row.signals ?? {},
   via: row.origin === 0 ? "expired" : row.origin === 1 ? "timed-out" : "due",
-  waitMs: Math.max(0, Number(row.wait_ms))
+  waitMs: Math.max(0, Number(row.wait_ms)),
+  traceParent: row.trace_parent
 })
 
 /** A date column: a `Date` from the driver, or its text (as a JSON read would give it). */

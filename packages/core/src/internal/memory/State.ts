@@ -46,6 +46,7 @@ export interface StoredRun {
   readonly priority: number
   readonly maxAttempts: number
   readonly idempotencyKey: string | null
+  readonly traceParent: string | null
   readonly createdAt: number
   runAt: number
   state: RunState
@@ -135,6 +136,7 @@ export class State {
         priority: request.priority ?? 0,
         maxAttempts: request.maxAttempts ?? 5,
         idempotencyKey: key,
+        traceParent: request.traceParent ?? null,
         createdAt: now,
         runAt: now + (request.delayMs ?? 0),
         state: "pending",
@@ -220,7 +222,8 @@ export class State {
           checkpoint: parse(run.checkpoint),
           signals: parse(run.signals) as ClaimedRun["signals"],
           via: origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due",
-          waitMs: Math.max(0, now - dueAt)
+          waitMs: Math.max(0, now - dueAt),
+          traceParent: run.traceParent
         })
       }
       run.signalName = null

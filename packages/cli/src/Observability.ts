@@ -1,0 +1,32 @@
+/**
+ * OpenTelemetry export for the command, configured by the standard `OTEL_*` environment variables
+ * (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`, ...): when an endpoint is
+ * set, runs are traced (`Telemetry`) and traces, metrics and logs are exported over OTLP/HTTP with
+ * effect/observability. Without one nothing is started.
+ *
+ * @since 0.1.0
+ */
+import { Telemetry } from "@leasehold/core"
+import { Layer } from "effect"
+import { FetchHttpClient } from "effect/http"
+import { Otlp, type OtlpExporter, OtlpSerialization } from "effect/observability"
+
+const configured = (name: string) => (process.env[name] ?? "") !== ""
+
+/** Whether an OTLP endpoint is configured (and the SDK not disabled). */
+export const enabled: boolean = process.env.OTEL_SDK_DISABLED !== "true" &&
+  (configured("OTEL_EXPORTER_OTLP_ENDPOINT") || configured("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+// The OpenTelemetry default exporter is otlp; effect/observability exports a signal only when its
+// OTEL_<SIGNAL>_EXPORTER says so. The command follows the specification's default.
+if (enabled) {
+  for (const signal of ["TRACES", "METRICS", "LOGS"]) process.env[`OTEL_${signal}_EXPORTER`] ??= "otlp"
+}
+
+/** The exporters and run tracing when `enabled`, nothing otherwise. */
+export const layer: Layer.Layer<OtlpExporter.Flusher> | Layer.Layer<never> = enabled
+  ? Layer.mergeAll(
+    Otlp.layerFromConfig({ resource: { serviceName: process.env.OTEL_SERVICE_NAME ?? "leasehold" } }),
+    Telemetry.layer()
+  ).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(FetchHttpClient.layer))
+  : Layer.empty

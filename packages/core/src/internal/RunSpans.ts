@@ -1,0 +1,54 @@
+/**
+ * The consumer span of one attempt (docs/adr/0011-run-tracing.md): a child of the enqueue span on
+ * the run's first claim (fence 1), a new trace linked to it on every later claim. Attributes follow
+ * the OpenTelemetry messaging conventions plus the run's id, kind, queue, attempt, fence and owner.
+ * The span is kept on the lease entry, so the heartbeat can record a lost lease on it.
+ */
+import { Effect, Option } from "effect"
+import type { RunStore } from "../RunStore.js"
+import * as Telemetry from "../Telemetry.js"
+import type { LeaseEntry } from "./InFlight.js"
+
+export const consumer = <A, E, R>(entry: LeaseEntry, owner: string, attempt: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  const run = entry.run
+  const enqueued = Telemetry.spanOf(run.traceParent)
+  const first = run.fence === 1
+  return Effect.withSpan(
+    Effect.andThen(
+      Effect.tap(Effect.option(Effect.currentSpan), (span) => Effect.sync(() => void (entry.span = Option.getOrUndefined(span)))),
+      attempt
+    ),
+    `leasehold.run ${run.kind}`,
+    {
+      kind: "consumer",
+      ...(enqueued === undefined ? {} : first ? { parent: enqueued } : { root: true, links: [{ span: enqueued, attributes: { "leasehold.link": "enqueued" } }] }),
+      attributes: {
+        "messaging.system": "leasehold",
+        "messaging.operation": "process",
+        "messaging.destination.name": run.queue,
+        "leasehold.run_id": run.id,
+        "leasehold.kind": run.kind,
+        "leasehold.queue": run.queue,
+        "leasehold.attempt": run.attempt,
+        "leasehold.fence": run.fence,
+        "leasehold.owner": owner,
+        "leasehold.via": run.via
+      }
+    }
+  )
+}
+
+/** The store with the runtime's batch statements (claim, renew, completion) each in a span. */
+export const runtimeStatements = (store: RunStore["Service"]): RunStore["Service"] => ({
+  ...store,
+  claim: (request) =>
+    Effect.tap(store.claim(request), (claimed) => Effect.annotateCurrentSpan("leasehold.batch_size", claimed.length)).pipe(
+      Effect.withSpan("leasehold.claim", { attributes: { "leasehold.limit": request.limit, "leasehold.sweep": request.dueOnly !== true } })
+    ),
+  renew: (owner, leases, ttl) =>
+    Effect.tap(store.renew(owner, leases, ttl), (renewed) => Effect.annotateCurrentSpan("leasehold.renewed", renewed.length)).pipe(
+      Effect.withSpan("leasehold.renew", { attributes: { "leasehold.batch_size": leases.length } })
+    ),
+  completeBatch: (items) =>
+    store.completeBatch(items).pipe(Effect.withSpan("leasehold.complete", { attributes: { "leasehold.batch_size": items.length } }))
+})

@@ -1,0 +1,162 @@
+/**
+ * Run tracing, exported over OTLP/HTTP (JSON) to a real receiver inside the test: the consumer
+ * span of a run's first attempt is a child of its enqueue span; a reclaimed run's attempt is a
+ * new trace linked to it; a write the fence rejected is an event on the attempt's span naming both
+ * fences. With tracing off, nothing is exported for a run.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Client, Handler, RunStore, Telemetry } from "@leasehold/core"
+import { Deferred, Duration, Effect, Layer, Schema, Scope } from "effect"
+import { FetchHttpClient } from "effect/http"
+import { Otlp } from "effect/observability"
+import { createServer } from "node:http"
+import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
+import { eventually, startWorker } from "./support/workers.js"
+
+interface OtlpValue {
+  readonly stringValue?: string
+  readonly intValue?: string | number
+  readonly boolValue?: boolean
+}
+interface OtlpSpan {
+  readonly traceId: string
+  readonly spanId: string
+  readonly parentSpanId?: string
+  readonly name: string
+  readonly kind: number
+  readonly attributes: ReadonlyArray<{ key: string; value: OtlpValue }>
+  readonly links?: ReadonlyArray<{ traceId: string; spanId: string }>
+  readonly events?: ReadonlyArray<{ name: string; attributes: ReadonlyArray<{ key: string; value: OtlpValue }> }>
+}
+
+/** An OTLP/HTTP receiver on an ephemeral port, collecting every span posted to /v1/traces. */
+const receiver = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<{ url: string; spans: Array<OtlpSpan>; close: () => void }>((resolve) => {
+      const spans: Array<OtlpSpan> = []
+      const server = createServer((req, res) => {
+        let body = ""
+        req.on("data", (chunk) => void (body += String(chunk)))
+        req.on("end", () => {
+          if (req.url === "/v1/traces") {
+            const payload = JSON.parse(body) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<OtlpSpan> }> }> }
+            for (const resource of payload.resourceSpans) for (const scope of resource.scopeSpans) spans.push(...scope.spans)
+          }
+          res.writeHead(200, { "content-type": "application/json" }).end("{}")
+        })
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const address = server.address() as { port: number }
+        resolve({ url: `http://127.0.0.1:${address.port}`, spans, close: () => server.close() })
+      })
+    })
+  ),
+  (r) => Effect.sync(r.close)
+)
+
+const attribute = (span: OtlpSpan, key: string): unknown => {
+  const value = span.attributes.find((a) => a.key === key)?.value
+  return value?.stringValue ?? (value?.intValue === undefined ? value?.boolValue : Number(value.intValue))
+}
+
+/** Runs `body` with the OTLP exporter (and run tracing) on; the exporter flushes when it ends. */
+const exported = <A, E>(url: string, body: Effect.Effect<A, E, Scope.Scope>) =>
+  Effect.scoped(body).pipe(
+    Effect.provide(Layer.mergeAll(
+      Otlp.layerJson({ baseUrl: url, resource: { serviceName: "leasehold-test" }, tracerExportInterval: "100 millis" }),
+      Telemetry.layer()
+    )),
+    Effect.provide(FetchHttpClient.layer)
+  )
+
+const ok = Handler.make({ kind: "ok", payload: Schema.Unknown, handle: () => Effect.void })
+const enqueue = <P>(stores: Stores, handler: Handler.Handler<P>, payload: P) =>
+  Client.enqueue(handler, payload).pipe(Effect.provideService(RunStore, stores.a), Effect.map((e) => e.id))
+
+describe("run tracing", () => {
+  it.live("enqueue → attempt: child on the first claim, a linked new trace on a reclaim, the fence on every span, rejections as events", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const otlp = yield* receiver
+      const proceed = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      const failing = Handler.make({
+        kind: "failing",
+        payload: Schema.Unknown,
+        handle: () => Effect.andThen(Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(proceed)), Effect.fail(new Error("late")))
+      })
+      const ids = yield* exported(otlp.url, Effect.gen(function*() {
+        // Another worker claimed this one and lost it: this worker reclaims it under fence 2.
+        const reclaimed = yield* enqueue(stores, ok, { n: 2 })
+        assert.strictEqual((yield* stores.b.claim({ owner: "gone", queues: ["default"], kinds: ["ok"], limit: 1, ttl: Duration.minutes(1) }))[0]?.id, reclaimed)
+        yield* expireLease(stores, reclaimed)
+        const first = yield* enqueue(stores, ok, { n: 1 })
+        yield* startWorker(stores.a, stores.sql, {
+          handlers: [ok, failing],
+          ttl: "60 seconds",
+          heartbeat: "30 seconds",
+          // The first claim sweeps (it takes the abandoned run); the next sweep is far off, so the
+          // run stolen below is taken by the thief, not swept back by this worker.
+          pollInterval: "20 seconds"
+        })
+        yield* eventually("both completed", Effect.map(Effect.all([readRun(stores, first), readRun(stores, reclaimed)]), (runs) => runs.every((r) => r.state === "completed")))
+        // A run taken from this worker mid-attempt: its failure write is rejected by the fence.
+        const stolen = yield* enqueue(stores, failing, null)
+        yield* Deferred.await(started)
+        yield* expireLease(stores, stolen)
+        yield* stores.b.claim({ owner: "thief", queues: ["default"], kinds: ["failing"], limit: 1, ttl: Duration.minutes(1) })
+        yield* Deferred.succeed(proceed, undefined)
+        yield* eventually("the stale failure rejected", Effect.map(
+          stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".run_events WHERE kind = 'stale_write_rejected'`),
+          (rows) => rows[0]!.n === 1
+        ))
+        return { first, reclaimed, stolen }
+      }))
+      yield* eventually("the spans exported", Effect.sync(() => otlp.spans.filter((s) => s.name === "leasehold.run failing").length === 1), "10 seconds")
+
+      const producer = (runId: string) => otlp.spans.find((s) => s.name === "leasehold.enqueue ok" && attribute(s, "leasehold.run_id") === runId)!
+      const consumer = (runId: string) => otlp.spans.find((s) => s.name.startsWith("leasehold.run ") && attribute(s, "leasehold.run_id") === runId)!
+
+      const sent = producer(ids.first)
+      const handled = consumer(ids.first)
+      assert.strictEqual(sent.kind, 4, "producer")
+      assert.strictEqual(handled.kind, 5, "consumer")
+      assert.strictEqual(handled.traceId, sent.traceId)
+      assert.strictEqual(handled.parentSpanId, sent.spanId)
+      assert.deepInclude(
+        Object.fromEntries(["leasehold.fence", "leasehold.attempt", "leasehold.kind", "leasehold.via"].map((k) => [k, attribute(handled, k)])),
+        { "leasehold.fence": 1, "leasehold.attempt": 1, "leasehold.kind": "ok", "leasehold.via": "due" }
+      )
+
+      const again = consumer(ids.reclaimed)
+      const origin = producer(ids.reclaimed)
+      assert.notStrictEqual(again.traceId, origin.traceId, "a later claim starts a new trace")
+      assert.deepStrictEqual(again.links?.map((l) => [l.traceId, l.spanId]), [[origin.traceId, origin.spanId]])
+      assert.strictEqual(attribute(again, "leasehold.fence"), 2)
+      assert.strictEqual(attribute(again, "leasehold.via"), "expired")
+
+      const rejected = consumer(ids.stolen).events?.find((e) => e.name === "leasehold.fence_rejected")
+      assert.isDefined(rejected)
+      const fields = Object.fromEntries(rejected!.attributes.map((a) => [a.key, a.value.stringValue ?? Number(a.value.intValue)]))
+      assert.deepStrictEqual(fields, { "leasehold.operation": "fail", "leasehold.presented_fence": 1, "leasehold.stored_fence": 2 })
+      assert.isTrue(otlp.spans.some((s) => s.name === "leasehold.claim"), "the runtime's statements have spans")
+    }))
+
+  it.live("with tracing off, a run stores no trace context and no run span is exported", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const otlp = yield* receiver
+      const id = yield* Effect.scoped(Effect.gen(function*() {
+        yield* startWorker(stores.a, stores.sql, { handlers: [ok], pollInterval: "50 millis" })
+        const id = yield* enqueue(stores, ok, null)
+        yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
+        return id
+      })).pipe(
+        Effect.provide(Otlp.layerJson({ baseUrl: otlp.url, resource: { serviceName: "leasehold-test" }, tracerExportInterval: "100 millis" })),
+        Effect.provide(FetchHttpClient.layer)
+      )
+      const rows = yield* stores.sql.unsafe<{ trace_parent: string | null }>(`SELECT trace_parent FROM "${stores.schema}".runs WHERE id = ${Number(id)}`)
+      assert.strictEqual(rows[0]!.trace_parent, null)
+      assert.isFalse(otlp.spans.some((s) => s.name.startsWith("leasehold.")), "no run or runtime span")
+    }))
+})
