@@ -158,7 +158,7 @@ export const run = <R>(
     // With metrics on, every event is recorded on its way to the configured sink; the heartbeat and
     // the watchdog report through the same one.
     const configured = yield* WorkerEvents.WorkerEvents
-    const events = config.metrics ? WorkerMetrics.sink(configured) : configured
+    const events = config.metrics ? yield* WorkerMetrics.sink(configured, () => inFlight.size) : configured
     if (config.metrics) yield* Effect.forkScoped(WorkerMetrics.sampler(store))
     const batcher = yield* CompletionBatcher.make(store, config.maxCompletionBatch, config.finalizeTimeout, (count, durationMs, ok) =>
       events.emit({ _tag: "CompletionFlush", owner, count, durationMs, ok }))

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Metric } from "effect"
+import { type Context, Duration, Effect, Metric, type Scope } from "effect"
 import type { RunStore } from "./RunStore.js"
 import type { Sink, WorkerEvent } from "./WorkerEvents.js"
 
@@ -36,74 +36,92 @@ export const metrics = {
   oldestDue: Metric.gauge("leasehold_oldest_due_seconds", { description: "How long the oldest due run has waited (sampled)" })
 } as const
 
-// A tagged series per combination of attributes, made once.
-const series = new Map<string, Metric.Metric<number, unknown>>()
-const tagged = <M extends Metric.Metric<number, unknown>>(metric: M, attributes: Record<string, string>): M => {
-  const key = `${metric.id}\u0000${Object.entries(attributes).flat().join("\u0000")}`
-  let found = series.get(key)
-  if (found === undefined) {
-    found = Metric.withAttributes(metric, attributes) as Metric.Metric<number, unknown>
-    series.set(key, found)
+// A tagged series per combination of attributes, made once and found again without building a key
+// string: one nested map level per attribute value.
+type Series = Metric.Metric<number, unknown>
+interface Level {
+  series?: Series
+  readonly next: Map<string, Level>
+}
+const roots = new Map<Series, Level>()
+const tagged = <M extends Series>(metric: M, names: ReadonlyArray<string>, values: ReadonlyArray<string>): M => {
+  let level: Level | undefined = roots.get(metric)
+  if (level === undefined) {
+    level = { next: new Map() }
+    roots.set(metric, level)
   }
-  return found as M
+  for (const value of values) {
+    let next: Level | undefined = level.next.get(value)
+    if (next === undefined) {
+      next = { next: new Map() }
+      level.next.set(value, next)
+    }
+    level = next
+  }
+  if (level.series === undefined) {
+    level.series = Metric.withAttributes(metric, Object.fromEntries(names.map((name, i) => [name, values[i]!]))) as Series
+  }
+  return level.series as M
 }
 
-const record = (event: WorkerEvent, inFlight: { count: number }): Effect.Effect<void> => {
-  switch (event._tag) {
-    case "Claimed": {
-      const by = { queue: event.queue, kind: event.kind }
-      inFlight.count++
-      return Effect.all([
-        Metric.update(tagged(metrics.claimed, { ...by, via: event.via }), 1),
-        Metric.update(tagged(metrics.wait, by), event.waitMs / 1000),
-        Metric.update(metrics.inFlight, inFlight.count)
-      ], { discard: true })
+const seconds1000 = (ms: number) => ms / 1000
+
+/** Records one event's metrics synchronously (the worker emits per run: no effect is built for it). */
+const recorder = (context: Context.Context<never>) => {
+  const add = (metric: Series, value: number) => metric.updateUnsafe(value, context)
+  return (event: WorkerEvent): void => {
+    switch (event._tag) {
+      case "Claimed":
+        add(tagged(metrics.claimed, ["queue", "kind", "via"], [event.queue, event.kind, event.via]), 1)
+        return add(tagged(metrics.wait, ["queue", "kind"], [event.queue, event.kind]), seconds1000(event.waitMs))
+      case "RunSettled":
+        add(tagged(metrics.settled, ["queue", "kind", "outcome"], [event.queue, event.kind, event.outcome]), 1)
+        return add(tagged(metrics.duration, ["queue", "kind"], [event.queue, event.kind]), seconds1000(event.durationMs))
+      case "LeaseLost":
+        return add(tagged(metrics.leasesLost, ["reason"], [event.reason]), 1)
+      case "WriteRejected":
+        return add(tagged(metrics.fenceRejections, ["operation"], [event.operation]), 1)
+      case "HeartbeatConfirmed":
+        add(metrics.renewalDuration, seconds1000(event.durationMs))
+        return add(metrics.renewalLeases, event.renewed.length + event.lost.length)
+      case "ClaimBatch":
+        add(metrics.claimDuration, seconds1000(event.durationMs))
+        return add(metrics.claimBatch, event.count)
+      case "CompletionFlush":
+        add(metrics.completionDuration, seconds1000(event.durationMs))
+        return add(metrics.completionBatch, event.count)
+      case "StoreError":
+        return add(tagged(metrics.storeErrors, ["operation"], [event.operation]), 1)
+      case "HeartbeatFailed":
+        return add(tagged(metrics.storeErrors, ["operation"], ["renew"]), 1)
     }
-    case "RunSettled": {
-      const by = { queue: event.queue, kind: event.kind }
-      inFlight.count = Math.max(0, inFlight.count - 1)
-      return Effect.all([
-        Metric.update(tagged(metrics.settled, { ...by, outcome: event.outcome }), 1),
-        Metric.update(tagged(metrics.duration, by), event.durationMs / 1000),
-        Metric.update(metrics.inFlight, inFlight.count)
-      ], { discard: true })
-    }
-    case "LeaseLost":
-      return Metric.update(tagged(metrics.leasesLost, { reason: event.reason }), 1)
-    case "WriteRejected":
-      return Metric.update(tagged(metrics.fenceRejections, { operation: event.operation }), 1)
-    case "HeartbeatConfirmed":
-      return Effect.all([
-        Metric.update(metrics.renewalDuration, event.durationMs / 1000),
-        Metric.update(metrics.renewalLeases, event.renewed.length + event.lost.length)
-      ], { discard: true })
-    case "ClaimBatch":
-      return Effect.all([
-        Metric.update(metrics.claimDuration, event.durationMs / 1000),
-        Metric.update(metrics.claimBatch, event.count)
-      ], { discard: true })
-    case "CompletionFlush":
-      return Effect.all([
-        Metric.update(metrics.completionDuration, event.durationMs / 1000),
-        Metric.update(metrics.completionBatch, event.count)
-      ], { discard: true })
-    case "StoreError":
-    case "HeartbeatFailed":
-      return Metric.update(tagged(metrics.storeErrors, { operation: event._tag === "StoreError" ? event.operation : "renew" }), 1)
-    default:
-      return Effect.void
   }
 }
 
 /**
- * A sink that records each event's metrics, then hands the event on to `next`.
+ * A sink that records each event's metrics (into the metric registry of the context it is made
+ * in), then hands the event on to `next`. The in-flight gauge reads `inFlight` when it is
+ * scraped (nothing is written per run for it), for as long as the scope is open.
  *
  * @category constructors
  */
-export const sink = (next: Sink): Sink => {
-  const inFlight = { count: 0 }
-  return { emit: (event) => Effect.andThen(record(event, inFlight), next.emit(event)) }
-}
+export const sink = (next: Sink, inFlight: () => number): Effect.Effect<Sink, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<never>()
+    const registration = Metric.registerUnsafe(metrics.inFlight, context, {
+      get: () => ({ value: inFlight() }),
+      update: () => {},
+      modify: () => {}
+    })
+    yield* Effect.addFinalizer(() => Effect.sync(() => registration.remove()))
+    const record = recorder(context)
+    return {
+      emit: (event) => {
+        record(event)
+        return next.emit(event)
+      }
+    } satisfies Sink
+  })
 
 /**
  * Samples runs by queue and state and the oldest due run's wait from the store's counters, every
@@ -118,7 +136,7 @@ export const sampler = (store: RunStore["Service"], interval: Duration.Input = "
       store.stats.pipe(
         Effect.flatMap((stats) =>
           Effect.all([
-            ...stats.byStateAndQueue.map((row) => Metric.update(tagged(metrics.queueRuns, { queue: row.queue, state: row.state }), row.count)),
+            ...stats.byStateAndQueue.map((row) => Metric.update(tagged(metrics.queueRuns, ["queue", "state"], [row.queue, row.state]), row.count)),
             Metric.update(metrics.oldestDue, stats.oldestPendingSeconds ?? 0)
           ], { discard: true })
         ),
