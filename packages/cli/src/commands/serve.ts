@@ -1,0 +1,66 @@
+/**
+ * `leasehold serve`: the callback route, the admin API and the console on one HTTP server, until
+ * SIGINT or SIGTERM. The admin token (`LEASEHOLD_ADMIN_TOKEN`) and the secrets
+ * (`LEASEHOLD_CALLBACK_SECRETS`, `LEASEHOLD_WEBHOOK_SECRETS`) come from the environment only and
+ * are never printed.
+ */
+import { InvalidConfig } from "@leasehold/core"
+import { Config, Effect, Layer, Option } from "effect"
+import { Command, Flag } from "effect/cli"
+import { HttpServer } from "effect/http"
+import * as Connection from "../Connection.js"
+import { connectionFlags, UsageError } from "../Flags.js"
+import * as Tasks from "../Tasks.js"
+
+export const serve = Command.make("serve", {
+  ...connectionFlags,
+  tasks: Tasks.tasksFlag,
+  port: Flag.Int("port").pipe(Flag.withDefault(8080), Flag.withDescription("port to listen on (0: any free port)")),
+  host: Flag.String("host").pipe(
+    Flag.withDefault("127.0.0.1"),
+    Flag.withDescription("address to bind; other than loopback, LEASEHOLD_ADMIN_TOKEN is required")
+  ),
+  baseUrl: Flag.String("base-url").pipe(
+    Flag.optional,
+    Flag.withDescription("public URL callback links point at (default: $LEASEHOLD_CALLBACK_BASE_URL, else this server)")
+  ),
+  callbacksOnly: Flag.Boolean("callbacks-only").pipe(Flag.withDefault(false), Flag.withDescription("serve only POST /callbacks/...")),
+  readOnly: Flag.Boolean("read-only").pipe(Flag.withDefault(false), Flag.withDescription("refuse every state-changing admin request (403)"))
+}, (flags) =>
+  Effect.gen(function*() {
+    if (!(flags.port >= 0 && flags.port <= 65535)) {
+      return yield* new InvalidConfig({ option: "port", issue: `${flags.port} is not a port number` })
+    }
+    const handlers = yield* Tasks.fromFlag(flags.tasks)
+    // Loaded here, not at the top: the HTTP stack would slow every other command's start.
+    const { Callbacks, Handlers, Server } = yield* Effect.tryPromise({
+      try: () => import("@leasehold/http"),
+      catch: () => new UsageError({ message: "leasehold serve needs @leasehold/http: npm install @leasehold/http" })
+    })
+    const token = yield* Effect.mapError(
+      Config.option(Config.Redacted("LEASEHOLD_ADMIN_TOKEN")),
+      () => new InvalidConfig({ option: "LEASEHOLD_ADMIN_TOKEN", issue: "is invalid in the environment" })
+    )
+    const host = flags.host
+    const origin = (port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`
+    const ownUrl = origin(flags.port)
+    const callbacks = Callbacks.layerConfig({ baseUrl: Option.getOrElse(flags.baseUrl, () => ownUrl) })
+    const server = Server.layer({
+      host,
+      port: flags.port,
+      token: Option.getOrUndefined(token),
+      readOnly: flags.readOnly,
+      callbacksOnly: flags.callbacksOnly
+    }).pipe(Layer.provide(Layer.mergeAll(callbacks, Handlers.layer(handlers))))
+    yield* Connection.withStore(
+      flags,
+      Effect.gen(function*() {
+        const address = (yield* HttpServer.HttpServer).address
+        const where = address._tag === "UnixPathAddress" ? address.path : origin(address.port)
+        const modes = `${flags.callbacksOnly ? " (callbacks only)" : ""}${flags.readOnly ? " (read-only)" : ""}`
+        process.stdout.write(`leasehold: serving on ${where}${modes}\n`)
+        return yield* Effect.never
+      }).pipe(Effect.provide(server)),
+      { migrate: false }
+    )
+  })).pipe(Command.withDescription("Serve callbacks, the admin API and the console over HTTP until SIGINT/SIGTERM"))

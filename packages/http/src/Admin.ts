@@ -1,0 +1,337 @@
+/**
+ * The admin API under `/api`: runs, their history, enqueue, cancel / retry / resume (one run or in
+ * bulk), stats, workers and a server-sent event stream of store notifications.
+ *
+ * Access: `Authorization: Bearer <token>` or basic auth with the token as password. Without a
+ * token the API is open, which is allowed only on a loopback address. In read-only mode every
+ * state-changing route answers 403. State-changing requests that do not carry a bearer token
+ * (basic auth, which browsers send on their own, or none) must send the header
+ * `x-leasehold-csrf` with the server's CSRF token (`GET /api/session`).
+ *
+ * @since 0.1.0
+ */
+import {
+  Client,
+  InvalidConfig,
+  type InvalidPayload,
+  type InvalidTransition,
+  type LiveLease,
+  type PayloadFieldFilter,
+  type RunNotFound,
+  RunState,
+  RunStore,
+  type SignalTokenNotFound,
+  type StoreError,
+  type StoreNotification,
+  type UnknownKind,
+  type UnstorableValue
+} from "@leasehold/core"
+import { ByteSize, Effect, Redacted, Schema, Stream } from "effect"
+import { Sse } from "effect/encoding"
+import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { randomBytes } from "node:crypto"
+import { Handlers } from "./Handlers.js"
+import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
+import { constantTimeEqualText } from "./internal/Hmac.js"
+import { json, problem, secure, securityHeaders } from "./internal/Http.js"
+
+/** @category models */
+export interface AdminOptions {
+  /** `LEASEHOLD_ADMIN_TOKEN`: bearer token, or basic-auth password. */
+  readonly token?: Redacted.Redacted<string> | undefined
+  /** Every state-changing route answers 403. */
+  readonly readOnly?: boolean | undefined
+  /**
+   * The address the server is bound to. Without a token only a loopback address is allowed
+   * (`127.0.0.1`, `::1`, `localhost`); anything else fails with `InvalidConfig`.
+   */
+  readonly host: string
+  /** The CSRF token; a random one per process by default. */
+  readonly csrfToken?: string | undefined
+  /** Largest accepted request body in bytes. Default 1 MiB. */
+  readonly maxBodySize?: number | undefined
+}
+
+/** Whether `host` is a loopback address. @category predicates */
+export const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host)
+
+/** The header that carries the CSRF token. @category constants */
+export const csrfHeader = "x-leasehold-csrf"
+
+type Failure =
+  | RunNotFound
+  | SignalTokenNotFound
+  | InvalidTransition
+  | InvalidPayload
+  | UnknownKind
+  | InvalidConfig
+  | UnstorableValue
+  | StoreError
+  | BadRequest
+
+/** A request the API cannot act on, answered 400 (or `status`). */
+class BadRequest {
+  readonly _tag = "BadRequest"
+  constructor(readonly error: string, readonly message: string, readonly status = 400) {}
+}
+
+const badInput = {
+  InvalidPayload: "invalid-payload",
+  UnknownKind: "unknown-kind",
+  InvalidConfig: "invalid-option",
+  UnstorableValue: "unstorable"
+} as const
+
+const answer = (error: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  const failure = error as Failure
+  switch (failure._tag) {
+    case "BadRequest":
+      return Effect.succeed(problem(failure.status, failure.error, failure.message))
+    case "RunNotFound":
+    case "SignalTokenNotFound":
+      return Effect.succeed(problem(404, "not-found", failure.message))
+    case "InvalidTransition":
+      return Effect.succeed(problem(409, "invalid-transition", failure.message))
+    case "InvalidPayload":
+    case "UnknownKind":
+    case "InvalidConfig":
+    case "UnstorableValue":
+      return Effect.succeed(problem(400, badInput[failure._tag], failure.message))
+    case "StoreError":
+      return Effect.as(
+        Effect.logWarning("admin request failed", failure.operation, failure.reason),
+        problem(503, "store-unavailable", "the store failed; try again")
+      )
+    default:
+      // Not one of the reasons above: a fault, reported as such without its details.
+      return Effect.as(Effect.logError("admin request failed", error), problem(500, "internal", "internal error"))
+  }
+}
+
+/** The body decoded with `schema` (413 past `limit`, 400 when not JSON or not matching). */
+const body = <S extends Schema.Constraint & { readonly DecodingServices: never }>(schema: S, limit: number) =>
+  HttpServerRequest.schemaBodyJson(schema).pipe(
+    Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit)),
+    Effect.mapError((error) =>
+      error._tag === "SchemaError"
+        ? new BadRequest("invalid-request", error.message.split("\n").join(" "))
+        : error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+        ? new BadRequest("body-too-large", `the body is larger than ${limit} bytes`, 413)
+        : new BadRequest("invalid-json", "the body is not JSON")
+    )
+  ) as Effect.Effect<S["Type"], BadRequest, HttpServerRequest.HttpServerRequest>
+
+const isRunState = Schema.is(RunState)
+
+const EnqueueBody = Schema.Struct({
+  kind: Schema.String,
+  payload: Schema.optional(Schema.Unknown),
+  queue: Schema.optional(Schema.String),
+  priority: Schema.optional(Schema.Number),
+  delayMs: Schema.optional(Schema.Number),
+  maxAttempts: Schema.optional(Schema.Number),
+  idempotencyKey: Schema.optional(Schema.String)
+})
+
+const ResumeBody = Schema.Struct({ payload: Schema.optional(Schema.Unknown) })
+
+const BulkBody = Schema.Struct({
+  state: Schema.optional(RunState),
+  kind: Schema.optional(Schema.String),
+  queue: Schema.optional(Schema.String),
+  /** `{ "<field>": "<value>" }`: as `payload.<field>=<value>` in the runs list. */
+  payload: Schema.optional(Schema.Record(Schema.String, Schema.String))
+})
+
+const param = (name: string) => Effect.map(HttpRouter.params, (params) => params[name] ?? "")
+
+const single = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
+  typeof value === "string" ? value : value?.[0]
+
+const wholeNumber = (name: string, text: string | undefined, fallback: number, min: number, max: number) => {
+  if (text === undefined) return Effect.succeed(fallback)
+  const n = Number(text)
+  return Number.isInteger(n) && n >= min && n <= max
+    ? Effect.succeed(n)
+    : Effect.fail(new BadRequest("invalid-request", `${name} must be a whole number from ${min} to ${max}`))
+}
+
+const sseEvent = (event: string, data: string) => Sse.encoder.write({ _tag: "Event", event, id: undefined, data })
+
+const eventName: Record<StoreNotification["_tag"], string> = {
+  Subscribed: "ready",
+  RunsAvailable: "runs-available",
+  RunCancelled: "run-cancelled"
+}
+
+/**
+ * The admin routes, added to the application's `HttpRouter`. Requires `RunStore` and `Handlers`
+ * (enqueue checks kinds and payloads against them). Fails with `InvalidConfig` when there is no
+ * token and the host is not a loopback address.
+ *
+ * @category layers
+ */
+export const layer = (options: AdminOptions) =>
+  HttpRouter.use(Effect.fnUntraced(function*(router) {
+    const token = options.token === undefined ? undefined : Redacted.value(options.token)
+    if (token !== undefined && token.length < 16) {
+      return yield* new InvalidConfig({ option: "LEASEHOLD_ADMIN_TOKEN", issue: "needs at least 16 characters" })
+    }
+    if (token === undefined && !isLoopback(options.host)) {
+      return yield* new InvalidConfig({
+        option: "LEASEHOLD_ADMIN_TOKEN",
+        issue: `is required when the admin API is bound to ${options.host}, not a loopback address`
+      })
+    }
+    const readOnly = options.readOnly ?? false
+    const csrfToken = options.csrfToken ?? randomBytes(32).toString("base64url")
+    const limit = options.maxBodySize ?? 1024 * 1024
+
+    /** Authentication, read-only mode and CSRF, then the route; failures become their status. */
+    const guard = <R>(
+      write: boolean,
+      handler: (access: Access) => Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>
+    ) =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const access = admit(request.headers, token)
+        if (access === undefined) return unauthorized()
+        if (access === "wrong-host") return wrongHost()
+        if (write && readOnly) return problem(403, "read-only", "this server is read-only")
+        if (write && access !== "bearer") {
+          const presented = request.headers[csrfHeader]
+          if (presented === undefined || !constantTimeEqualText(presented, csrfToken)) {
+            return problem(403, "csrf", `state-changing requests need the ${csrfHeader} header (GET /api/session)`)
+          }
+        }
+        return yield* Effect.catch(handler(access), answer)
+      }).pipe(Effect.map(secure))
+
+    const ok = (id: string) => json(200, { id })
+
+    yield* router.addAll([
+      HttpRouter.route("GET", "/api/session", guard(false, (access) =>
+        Effect.succeed(json(200, { csrfToken, readOnly, auth: access })))),
+
+      HttpRouter.route("GET", "/api/runs", guard(false, () =>
+        Effect.gen(function*() {
+          const query = yield* HttpServerRequest.ParsedSearchParams
+          const stateText = single(query.state)
+          if (stateText !== undefined && !isRunState(stateText)) {
+            const states = RunState.literals.join(", ")
+            return yield* Effect.fail(new BadRequest("invalid-request", `state must be one of ${states}`))
+          }
+          const state = stateText
+          const kind = single(query.kind)
+          const queue = single(query.queue)
+          const pageSize = yield* wholeNumber("limit", single(query.limit), 50, 1, 500)
+          const offset = yield* wholeNumber("offset", single(query.offset), 0, 0, 1_000_000)
+          const payload: Array<PayloadFieldFilter> = []
+          for (const [key, value] of Object.entries(query)) {
+            if (!key.startsWith("payload.")) continue
+            const path = key.slice("payload.".length).split(".")
+            if (path.some((part) => part === "")) {
+              return yield* Effect.fail(new BadRequest("invalid-request", `${key} is not payload.<field>`))
+            }
+            for (const v of typeof value === "string" ? [value] : value) payload.push({ path, value: v })
+          }
+          const store = yield* RunStore
+          const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset })
+          return json(200, { runs, limit: pageSize, offset })
+        }))),
+
+      HttpRouter.route("POST", "/api/runs", guard(true, () =>
+        Effect.gen(function*() {
+          const { kind, payload, ...options } = yield* body(EnqueueBody, limit)
+          const registry = yield* Handlers
+          const enqueued = yield* Client.enqueueUnknown(registry, kind, payload ?? {}, options)
+          return json(enqueued.created ? 201 : 200, enqueued)
+        }))),
+
+      HttpRouter.route("GET", "/api/runs/:id", guard(false, () =>
+        Effect.gen(function*() {
+          const id = yield* param("id")
+          const store = yield* RunStore
+          const run = yield* store.get(id)
+          const history = yield* store.history(id)
+          return json(200, { run, history })
+        }))),
+
+      HttpRouter.route("POST", "/api/runs/:id/cancel", guard(true, () =>
+        Effect.gen(function*() {
+          const id = yield* param("id")
+          yield* Client.cancel(id)
+          return ok(id)
+        }))),
+
+      HttpRouter.route("POST", "/api/runs/:id/retry", guard(true, () =>
+        Effect.gen(function*() {
+          const id = yield* param("id")
+          yield* Client.retry(id)
+          return ok(id)
+        }))),
+
+      HttpRouter.route("POST", "/api/runs/:id/resume", guard(true, () =>
+        Effect.gen(function*() {
+          const id = yield* param("id")
+          const { payload } = yield* body(ResumeBody, limit)
+          return ok(yield* Client.resume(id, payload ?? null))
+        }))),
+
+      HttpRouter.route("POST", "/api/tokens/:token/resume", guard(true, () =>
+        Effect.gen(function*() {
+          const signalToken = yield* param("token")
+          const { payload } = yield* body(ResumeBody, limit)
+          return ok(yield* Client.resumeByToken(signalToken, payload ?? null))
+        }))),
+
+      ...(["cancel", "retry"] as const).map((action) =>
+        HttpRouter.route("POST", `/api/runs/bulk/${action}`, guard(true, () =>
+          Effect.gen(function*() {
+            const requested = yield* body(BulkBody, limit)
+            const { state, kind, queue } = requested
+            const payload = Object.entries(requested.payload ?? {}).map(([field, value]) => ({ path: field.split("."), value }))
+            if (state === undefined && kind === undefined && queue === undefined && payload.length === 0) {
+              return yield* Effect.fail(
+                new BadRequest("invalid-request", `bulk ${action} needs a state, kind, queue or payload filter`)
+              )
+            }
+            const store = yield* RunStore
+            const filter = { state, kind, queue, payload }
+            const affected = yield* (action === "cancel" ? store.cancelMany(filter) : store.retryMany(filter))
+            return json(200, { affected })
+          })))
+      ),
+
+      HttpRouter.route("GET", "/api/stats", guard(false, () =>
+        Effect.gen(function*() {
+          const store = yield* RunStore
+          return json(200, yield* store.stats)
+        }))),
+
+      HttpRouter.route("GET", "/api/workers", guard(false, () =>
+        Effect.gen(function*() {
+          const store = yield* RunStore
+          const byOwner = new Map<string, Array<LiveLease>>()
+          for (const lease of yield* store.leases) byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease])
+          return json(200, { workers: [...byOwner].map(([owner, leases]) => ({ owner, leases })) })
+        }))),
+
+      HttpRouter.route("GET", "/api/events", guard(false, () =>
+        Effect.gen(function*() {
+          const store = yield* RunStore
+          const events = store.notifications.pipe(
+            Stream.map((note) => sseEvent(eventName[note._tag], JSON.stringify(note))),
+            // An event now and then keeps proxies from closing a quiet stream.
+            Stream.merge(Stream.map(Stream.drop(Stream.tick("15 seconds"), 1), () => sseEvent("ping", ""))),
+            Stream.encodeText
+          )
+          return HttpServerResponse.stream(events, {
+            contentType: "text/event-stream",
+            headers: { ...securityHeaders, "cache-control": "no-store", "x-accel-buffering": "no" }
+          })
+        })))
+    ])
+  }))
+

@@ -1,0 +1,132 @@
+/**
+ * `POST /callbacks/:runId/:signal?exp&sig`: delivers the JSON body as the signal's outcome. Every
+ * check happens before the one write (`RunStore.deliverSignal`), so every refusal writes nothing.
+ *
+ * | status | when |
+ * | --- | --- |
+ * | 200 | resumed, recorded before the run suspended, or the same outcome delivered again (no-op) |
+ * | 400 | the body is not JSON, or fails the schema the handler declares for the signal |
+ * | 401 | `exp` or `sig` missing; Standard Webhooks headers incomplete, stale, unverifiable or wrong |
+ * | 403 | the signature does not match the run, signal and expiry |
+ * | 404 | no such run |
+ * | 405 | any method but POST |
+ * | 409 | a different outcome was delivered first, or this `webhook-id` was seen before |
+ * | 410 | the URL expired, the signal timed out, or the run finished |
+ * | 413 | the body is over the limit (1 MiB by default) |
+ * | 503 | the store failed: nothing is known, retry |
+ *
+ * @since 0.1.0
+ */
+import { Handler, RunStore } from "@leasehold/core"
+import { Clock, Effect, Option } from "effect"
+import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { Callbacks } from "./Callbacks.js"
+import { Handlers } from "./Handlers.js"
+import { bodyFailureResponse, json, parseJson, problem, readBody, secure } from "./internal/Http.js"
+
+/** @category models */
+export interface CallbackRoutesOptions {
+  /** Largest accepted body in bytes. Default 1 MiB. */
+  readonly maxBodySize?: number | undefined
+  /** A path prefix to serve the route under (`/hooks` → `/hooks/callbacks/...`); `Callbacks.baseUrl` must include it. */
+  readonly prefix?: string | undefined
+}
+
+/** The path the routes answer on (relative to where they are mounted). @category constants */
+export const path = "/callbacks/:runId/:signal" as const
+
+const deliver = (options: CallbackRoutesOptions) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const query = yield* HttpServerRequest.ParsedSearchParams
+    const params = yield* HttpRouter.params
+    const callbacks = yield* Callbacks
+    const store = yield* RunStore
+    const handlers = yield* Effect.serviceOption(Handlers)
+    const limit = options.maxBodySize ?? 1024 * 1024
+    const runId = params.runId ?? ""
+    const signal = params.signal ?? ""
+    const exp = typeof query.exp === "string" ? query.exp : undefined
+    const sig = typeof query.sig === "string" ? query.sig : undefined
+
+    if (exp === undefined || sig === undefined) {
+      return problem(401, "signature-missing", "the callback URL needs its exp and sig parameters")
+    }
+    if (!callbacks.verify(runId, signal, exp, sig)) {
+      return problem(403, "signature-invalid", "the signature does not match this run, signal and expiry")
+    }
+    const now = yield* Clock.currentTimeMillis
+    if (Number(exp) * 1000 <= now) return problem(410, "expired", "this callback URL has expired")
+
+    const body = yield* Effect.result(readBody(request, limit))
+    if (body._tag === "Failure") return bodyFailureResponse(body.failure, limit)
+
+    const headers = request.headers
+    let deliveryId: string | undefined
+    const webhook = ["webhook-id", "webhook-timestamp", "webhook-signature"].some((name) => headers[name] !== undefined)
+    if (webhook) {
+      const verified = callbacks.verifyWebhook({
+        id: headers["webhook-id"],
+        timestamp: headers["webhook-timestamp"],
+        signature: headers["webhook-signature"],
+        body: body.success,
+        nowMillis: now
+      })
+      if (verified._tag === "Invalid") return problem(401, "webhook-invalid", verified.reason)
+      deliveryId = verified.id
+    }
+
+    const parsed = parseJson(body.success)
+    if (parsed === undefined) return problem(400, "invalid-json", "the body is not JSON")
+
+    // The body must match the schema the run's handler declares for this signal, when it does.
+    const run = yield* store.get(runId)
+    const handler = Option.isSome(handlers) ? handlers.value.get(run.kind) : undefined
+    if (handler !== undefined) yield* Handler.decodeSignal(handler, signal, parsed.value)
+
+    const delivery = yield* store.deliverSignal({ runId, signal, payload: parsed.value, deliveryId })
+    switch (delivery._tag) {
+      case "Resumed":
+        return json(200, { status: "resumed", runId })
+      case "Recorded":
+        return json(200, { status: "recorded", runId })
+      case "Duplicate":
+        return json(200, { status: "duplicate", runId })
+      case "Conflict":
+        return problem(409, "conflict", "a different outcome was delivered for this signal first")
+      case "Replayed":
+        return problem(409, "replayed", "this webhook-id was delivered before")
+      case "Gone":
+        return problem(410, delivery.reason, delivery.reason === "timed-out" ? "the signal timed out" : "the run has finished")
+    }
+  }).pipe(
+    Effect.catchTags({
+      RunNotFound: () => Effect.succeed(problem(404, "run-not-found", "no such run")),
+      InvalidPayload: (e) => Effect.succeed(problem(400, "invalid-payload", e.issue)),
+      UnstorableValue: (e) => Effect.succeed(problem(400, "unstorable", e.issue)),
+      // The store's own failure: what happened is unknown, the sender should retry. Its cause is
+      // logged, not sent.
+      StoreError: (e) =>
+        Effect.as(Effect.logWarning("callback delivery failed", e.operation, e.reason), problem(503, "store-unavailable", "try again"))
+    }),
+    Effect.map(secure)
+  )
+
+const notAllowed: HttpServerResponse.HttpServerResponse = secure(
+  problem(405, "method-not-allowed", "callbacks are delivered with POST", { allow: "POST" })
+)
+
+/**
+ * The callback route, added to the application's `HttpRouter`. Requires `Callbacks` and
+ * `RunStore`; checks bodies against `Handlers` when that is provided.
+ *
+ * @category layers
+ */
+export const layer = (options: CallbackRoutesOptions = {}) =>
+  HttpRouter.addAll(Effect.succeed([
+    HttpRouter.route("POST", path, deliver(options)),
+    ...(["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"] as const).map((method) =>
+      HttpRouter.route(method, path, Effect.succeed(notAllowed))
+    )
+  ]), options.prefix === undefined ? undefined : { prefix: options.prefix })
+

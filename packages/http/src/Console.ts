@@ -1,0 +1,46 @@
+/**
+ * The web console: static files (HTML, one JS module, CSS) served at `/` by the same server as
+ * the admin API, behind the same authentication, with the same security headers. The files live
+ * in this package's `src/console/` (no build step); `root` serves another folder.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Redacted } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerRespondable, HttpStaticServer } from "effect/http"
+import { fileURLToPath } from "node:url"
+import { admit, unauthorized, wrongHost } from "./internal/Auth.js"
+import { secure } from "./internal/Http.js"
+
+/** Where the console's files are: `src/console/` beside this package's `dist/`. @category constants */
+export const defaultRoot: string = fileURLToPath(new URL("../src/console/", import.meta.url))
+
+/** @category models */
+export interface ConsoleOptions {
+  /** The folder to serve. Default `defaultRoot`. */
+  readonly root?: string | undefined
+  /** The admin token; the files are served only to requests that carry it (as the API is). */
+  readonly token?: Redacted.Redacted<string> | undefined
+}
+
+/**
+ * `GET /*`: files under `root` (`index.html` for `/`), with content types by extension. Routes
+ * added with more specific paths (`/api/...`) take precedence.
+ *
+ * @category layers
+ */
+export const layer = (options: ConsoleOptions = {}) =>
+  HttpRouter.use(Effect.fnUntraced(function*(router) {
+    const files = yield* HttpStaticServer.make({ root: options.root ?? defaultRoot, index: "index.html", cacheControl: "no-cache" })
+    const token = options.token === undefined ? undefined : Redacted.value(options.token)
+    yield* router.add(
+      "GET",
+      "/*",
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const access = admit(request.headers, token)
+        if (access === undefined) return unauthorized()
+        if (access === "wrong-host") return wrongHost()
+        return yield* Effect.catch(files, HttpServerRespondable.toResponse)
+      }).pipe(Effect.map(secure))
+    )
+  }))

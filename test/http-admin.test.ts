@@ -1,0 +1,414 @@
+/**
+ * The admin API over a real server and a real PostgreSQL: authentication (bearer and basic),
+ * read-only mode and CSRF, each refusal checked as "nothing written"; runs, history, enqueue,
+ * transitions and bulk actions end to end; the event stream; security headers; `leasehold serve`.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Handler, RunStore } from "@leasehold/core"
+import { Callbacks, Handlers, Server } from "@leasehold/http"
+import { Cause, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
+import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
+import * as http from "node:http"
+import { createServer } from "node:http"
+import { background, connection, leasehold } from "./support/cli.js"
+import { callbacksOptions, callbackUrl, postJson, request, secretNew, snapshot, startServer, webhookSecret } from "./support/http.js"
+import { type Stores, twoStores } from "./support/stores.js"
+import { eventually } from "./support/workers.js"
+
+const refund = Handler.make({
+  kind: "refund",
+  payload: Schema.Struct({ order: Schema.String, amount: Schema.Number }),
+  handle: () => Effect.void
+})
+
+const token = "admin-token-for-tests-0123456789"
+const bearer = { authorization: `Bearer ${token}` }
+const basic = { authorization: `Basic ${Buffer.from(`ops:${token}`).toString("base64")}` }
+const ttl = Duration.seconds(30)
+
+const enqueue = (stores: Stores, order: string, amount = 1) =>
+  Effect.map(stores.a.enqueue([{ kind: "refund", payload: { order, amount } }]), ([e]) => e!.id)
+
+describe("admin API access", () => {
+  it.live("without the token: 401 asking for basic auth; a wrong token is 401; bearer and basic both read", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      for (const headers of [{}, { authorization: "Bearer nope" }, { authorization: `Basic ${Buffer.from("ops:nope").toString("base64")}` }]) {
+        const refused = yield* request(`${origin}/api/runs`, { headers })
+        assert.strictEqual(refused.status, 401)
+        assert.strictEqual(refused.body.error, "unauthorized")
+        assert.match(refused.headers.get("www-authenticate")!, /^Basic realm="leasehold"/)
+      }
+      // The console's files are behind the same door.
+      assert.strictEqual((yield* request(`${origin}/`)).status, 401)
+      assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: bearer })).status, 200)
+      assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: basic })).status, 200)
+      // A write without a token writes nothing.
+      const id = yield* enqueue(stores, "A-1")
+      const before = yield* snapshot(stores)
+      assert.strictEqual((yield* postJson(`${origin}/api/runs/${id}/cancel`, {})).status, 401)
+      assert.strictEqual((yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "B", amount: 1 } })).status, 401)
+      assert.strictEqual(yield* snapshot(stores), before)
+    }))
+
+  it.live("CSRF: a write with basic auth (ambient credentials) needs the session's CSRF header; bearer clients are exempt", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const first = yield* enqueue(stores, "A-1")
+      const second = yield* enqueue(stores, "A-2")
+      const before = yield* snapshot(stores)
+      const missing = yield* postJson(`${origin}/api/runs/${first}/cancel`, {}, basic)
+      assert.strictEqual(missing.status, 403)
+      assert.strictEqual(missing.body.error, "csrf")
+      const wrong = yield* postJson(`${origin}/api/runs/${first}/cancel`, {}, { ...basic, "x-leasehold-csrf": "guess" })
+      assert.strictEqual(wrong.status, 403)
+      assert.strictEqual(yield* snapshot(stores), before)
+
+      const session = yield* request(`${origin}/api/session`, { headers: basic })
+      assert.strictEqual(session.body.auth, "basic")
+      assert.isFalse(session.body.readOnly)
+      const csrf = session.body.csrfToken as string
+      assert.isAtLeast(csrf.length, 32)
+      const cancelled = yield* postJson(`${origin}/api/runs/${first}/cancel`, {}, { ...basic, "x-leasehold-csrf": csrf })
+      assert.deepStrictEqual([cancelled.status, cancelled.body], [200, { id: first }])
+      assert.strictEqual((yield* stores.a.get(first)).state, "cancelled")
+      const byBearer = yield* postJson(`${origin}/api/runs/${second}/cancel`, {}, bearer)
+      assert.strictEqual(byBearer.status, 200)
+      assert.strictEqual((yield* stores.a.get(second)).state, "cancelled")
+    }))
+
+  it.live("no token on loopback: open for reads, CSRF still required for writes (a cross-site form cannot set the header)", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund] })
+      const id = yield* enqueue(stores, "A-1")
+      assert.strictEqual((yield* request(`${origin}/api/runs/${id}`)).status, 200)
+      const before = yield* snapshot(stores)
+      const form = yield* request(`${origin}/api/runs/${id}/cancel`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: "x=1"
+      })
+      assert.strictEqual(form.status, 403)
+      assert.strictEqual(form.body.error, "csrf")
+      assert.strictEqual(yield* snapshot(stores), before)
+      const { csrfToken } = (yield* request(`${origin}/api/session`)).body
+      assert.strictEqual((yield* postJson(`${origin}/api/runs/${id}/cancel`, {}, { "x-leasehold-csrf": csrfToken })).status, 200)
+    }))
+
+  it.live("no token: a request naming another host (DNS rebinding) is refused, page and API alike", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund] })
+      const port = Number(new URL(origin).port)
+      const get = (path: string, host: string) =>
+        Effect.promise(() =>
+          new Promise<{ status: number; body: string }>((resolve, reject) => {
+            const req = http.request({ host: "127.0.0.1", port, path, headers: { host } }, (res) => {
+              let body = ""
+              res.setEncoding("utf8").on("data", (chunk: string) => void (body += chunk))
+              res.on("end", () => resolve({ status: res.statusCode!, body }))
+            })
+            req.on("error", reject)
+            req.end()
+          })
+        )
+      for (const path of ["/api/session", "/api/runs", "/"]) {
+        const rebound = yield* get(path, `attacker.example:${port}`)
+        assert.strictEqual(rebound.status, 403, path)
+        assert.strictEqual(JSON.parse(rebound.body).error, "host", path)
+        assert.notInclude(rebound.body, "csrfToken", path)
+      }
+      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`]) {
+        assert.strictEqual((yield* get("/api/session", host)).status, 200, host)
+      }
+    }))
+
+  it.live("no token on a non-loopback address, or a short token: the server refuses to start", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const exit = yield* Effect.exit(startServer(stores, { host: "0.0.0.0" }))
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Cause.squash((exit as Exit.Failure<unknown, unknown>).cause) as { _tag: string; option: string; message: string }
+      assert.strictEqual(error._tag, "InvalidConfig")
+      assert.strictEqual(error.option, "LEASEHOLD_ADMIN_TOKEN")
+      assert.match(error.message, /required when the admin API is bound to 0\.0\.0\.0/)
+      const short = yield* Effect.exit(startServer(stores, { token: "short" }))
+      const shortError = Cause.squash((short as Exit.Failure<unknown, unknown>).cause) as { option: string; message: string }
+      assert.strictEqual(shortError.option, "LEASEHOLD_ADMIN_TOKEN")
+      assert.match(shortError.message, /at least 16 characters/)
+      assert.notInclude(shortError.message, "short")
+    }))
+
+  it.live("read-only: every state-changing route answers 403 and writes nothing; reads work", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token, readOnly: true })
+      const id = yield* enqueue(stores, "A-1")
+      const before = yield* snapshot(stores)
+      const writes: Array<[string, unknown]> = [
+        ["/api/runs", { kind: "refund", payload: { order: "B", amount: 1 } }],
+        [`/api/runs/${id}/cancel`, {}],
+        [`/api/runs/${id}/retry`, {}],
+        [`/api/runs/${id}/resume`, { payload: {} }],
+        ["/api/tokens/t-1/resume", { payload: {} }],
+        ["/api/runs/bulk/cancel", { kind: "refund" }],
+        ["/api/runs/bulk/retry", { kind: "refund" }]
+      ]
+      for (const [path, body] of writes) {
+        const answer = yield* postJson(`${origin}${path}`, body, bearer)
+        assert.strictEqual(answer.status, 403, path)
+        assert.strictEqual(answer.body.error, "read-only", path)
+      }
+      assert.strictEqual(yield* snapshot(stores), before)
+      assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: bearer })).body.runs.length, 1)
+      assert.isTrue((yield* request(`${origin}/api/session`, { headers: bearer })).body.readOnly)
+    }))
+})
+
+describe("admin API routes", () => {
+  it.live("enqueue is checked against the registered handlers; list filters by state, kind and payload field; a run comes with its history", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const before = yield* snapshot(stores)
+      const unknown = yield* postJson(`${origin}/api/runs`, { kind: "sms", payload: {} }, bearer)
+      assert.deepStrictEqual([unknown.status, unknown.body.error], [400, "unknown-kind"])
+      const invalid = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: 7 } }, bearer)
+      assert.deepStrictEqual([invalid.status, invalid.body.error], [400, "invalid-payload"])
+      const badOption = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "A", amount: 1 }, maxAttempts: 0 }, bearer)
+      assert.deepStrictEqual([badOption.status, badOption.body.error], [400, "invalid-option"])
+      const notJson = yield* postJson(`${origin}/api/runs`, "{", bearer)
+      assert.deepStrictEqual([notJson.status, notJson.body.error], [400, "invalid-json"])
+      const tooLarge = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "x".repeat(1024 * 1024), amount: 1 } }, bearer)
+      assert.deepStrictEqual([tooLarge.status, tooLarge.body.error], [413, "body-too-large"])
+      assert.strictEqual(yield* snapshot(stores), before)
+
+      const created = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "A-1", amount: 42 }, idempotencyKey: "k-1", queue: "money" }, bearer)
+      assert.strictEqual(created.status, 201)
+      assert.isTrue(created.body.created)
+      const again = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "A-1", amount: 42 }, idempotencyKey: "k-1", queue: "money" }, bearer)
+      assert.deepStrictEqual([again.status, again.body], [200, { id: created.body.id, created: false }])
+      const other = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "B-2", amount: 7 }, queue: "money" }, bearer)
+
+      const byField = yield* request(`${origin}/api/runs?payload.order=A-1`, { headers: bearer })
+      assert.deepStrictEqual(byField.body.runs.map((r: { id: string }) => r.id), [created.body.id])
+      const byNumber = yield* request(`${origin}/api/runs?payload.amount=7&queue=money&state=pending&kind=refund`, { headers: bearer })
+      assert.deepStrictEqual(byNumber.body.runs.map((r: { id: string }) => r.id), [other.body.id])
+      const none = yield* request(`${origin}/api/runs?payload.order=Z`, { headers: bearer })
+      assert.deepStrictEqual(none.body.runs, [])
+      const badState = yield* request(`${origin}/api/runs?state=sleeping`, { headers: bearer })
+      assert.deepStrictEqual([badState.status, badState.body.error], [400, "invalid-request"])
+      const paged = yield* request(`${origin}/api/runs?limit=1&offset=1`, { headers: bearer })
+      assert.deepStrictEqual(paged.body.runs.map((r: { id: string }) => r.id), [created.body.id])
+
+      yield* stores.a.claim({ owner: "w-1", queues: ["money"], kinds: ["refund"], limit: 10, ttl })
+      const shown = yield* request(`${origin}/api/runs/${created.body.id}`, { headers: bearer })
+      assert.strictEqual(shown.status, 200)
+      assert.strictEqual(shown.body.run.state, "running")
+      assert.strictEqual(shown.body.run.fence, 1)
+      assert.deepStrictEqual(shown.body.run.payload, { order: "A-1", amount: 42 })
+      assert.deepInclude(shown.body.history[0], { kind: "claimed", fence: 1, owner: "w-1" })
+      const missing = yield* request(`${origin}/api/runs/999999`, { headers: bearer })
+      assert.deepStrictEqual([missing.status, missing.body.error], [404, "not-found"])
+
+      const workers = yield* request(`${origin}/api/workers`, { headers: bearer })
+      assert.strictEqual(workers.body.workers.length, 1)
+      assert.strictEqual(workers.body.workers[0].owner, "w-1")
+      assert.deepStrictEqual(workers.body.workers[0].leases.map((l: { runId: string }) => l.runId).sort(), [created.body.id, other.body.id].sort())
+      const stats = yield* request(`${origin}/api/stats`, { headers: bearer })
+      assert.strictEqual(stats.body.liveLeases, 2)
+    }))
+
+  it.live("cancel, retry and resume by id or by token move the run; a wrong state is 409 and an unknown run or token 404, writing nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const id = yield* enqueue(stores, "A-1")
+      const retryPending = yield* postJson(`${origin}/api/runs/${id}/retry`, {}, bearer)
+      assert.deepStrictEqual([retryPending.status, retryPending.body.error], [409, "invalid-transition"])
+      assert.strictEqual((yield* postJson(`${origin}/api/runs/${id}/cancel`, {}, bearer)).status, 200)
+      const before = yield* snapshot(stores)
+      const cancelAgain = yield* postJson(`${origin}/api/runs/${id}/cancel`, {}, bearer)
+      assert.deepStrictEqual([cancelAgain.status, cancelAgain.body.error], [409, "invalid-transition"])
+      const unknown = yield* postJson(`${origin}/api/runs/999999/cancel`, {}, bearer)
+      assert.deepStrictEqual([unknown.status, unknown.body.error], [404, "not-found"])
+      const noToken = yield* postJson(`${origin}/api/tokens/nobody/resume`, { payload: {} }, bearer)
+      assert.deepStrictEqual([noToken.status, noToken.body.error], [404, "not-found"])
+      assert.strictEqual(yield* snapshot(stores), before)
+      assert.strictEqual((yield* postJson(`${origin}/api/runs/${id}/retry`, {}, bearer)).status, 200)
+      assert.strictEqual((yield* stores.a.get(id)).state, "pending")
+
+      // Two suspended runs: one resumed by id, one by its token.
+      const [c1, c2] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 2, ttl }).pipe(
+        Effect.map((claimed) => claimed.toSorted((x, y) => Number(x.id) - Number(y.id)))
+      )
+      const second = yield* enqueue(stores, "A-2")
+      const [c3] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 1, ttl })
+      assert.strictEqual(c2, undefined)
+      yield* stores.a.suspend({ runId: c1!.id, fence: c1!.fence, signal: "approval", token: "tok-1", timeout: undefined })
+      yield* stores.a.suspend({ runId: c3!.id, fence: c3!.fence, signal: "approval", token: "tok-2", timeout: undefined })
+      const byId = yield* postJson(`${origin}/api/runs/${c1!.id}/resume`, { payload: { approved: true } }, bearer)
+      assert.deepStrictEqual([byId.status, byId.body], [200, { id: c1!.id }])
+      const byToken = yield* postJson(`${origin}/api/tokens/tok-2/resume`, { payload: { approved: false } }, bearer)
+      assert.deepStrictEqual([byToken.status, byToken.body], [200, { id: second }])
+      assert.deepStrictEqual((yield* stores.a.get(second)).signals, { approval: { _tag: "Signalled", payload: { approved: false } } })
+    }))
+
+  it.live("bulk cancel and retry by filter return the ids they moved; an empty filter is refused", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const ids = [yield* enqueue(stores, "A-1"), yield* enqueue(stores, "A-2"), yield* enqueue(stores, "B-1")]
+      const before = yield* snapshot(stores)
+      const everything = yield* postJson(`${origin}/api/runs/bulk/cancel`, {}, bearer)
+      assert.deepStrictEqual([everything.status, everything.body.error], [400, "invalid-request"])
+      assert.strictEqual(yield* snapshot(stores), before)
+      const cancelled = yield* postJson(`${origin}/api/runs/bulk/cancel`, { kind: "refund", payload: { order: "A-1" } }, bearer)
+      assert.deepStrictEqual(cancelled.body, { affected: [ids[0]] })
+      const rest = yield* postJson(`${origin}/api/runs/bulk/cancel`, { state: "pending" }, bearer)
+      assert.deepStrictEqual(rest.body.affected.toSorted(), [ids[1], ids[2]].toSorted())
+      const retried = yield* postJson(`${origin}/api/runs/bulk/retry`, { kind: "refund" }, bearer)
+      assert.deepStrictEqual(retried.body.affected.toSorted(), ids.toSorted())
+      for (const id of ids) assert.strictEqual((yield* stores.a.get(id)).state, "pending")
+    }))
+
+  it.live("the event stream delivers a change driven by the store's notifications", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const controller = new AbortController()
+      yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))
+      const response = yield* Effect.promise(() => fetch(`${origin}/api/events`, { headers: bearer, signal: controller.signal }))
+      assert.strictEqual(response.status, 200)
+      assert.match(response.headers.get("content-type")!, /^text\/event-stream/)
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+      let text = ""
+      const readUntil = (needle: string) =>
+        Effect.promise(async () => {
+          while (!text.includes(needle)) {
+            const { value, done } = await reader.read()
+            if (done) throw new Error(`stream ended before ${needle}: ${text}`)
+            text += value
+          }
+        })
+      // Subscribed: what is sent from now on arrives.
+      yield* readUntil("event: ready")
+      const created = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "S-1", amount: 1 }, queue: "live" }, bearer)
+      assert.strictEqual(created.status, 201)
+      yield* readUntil(`data: {"_tag":"RunsAvailable","queue":"live"}`)
+      assert.include(text, "event: runs-available")
+      yield* stores.a.cancel(created.body.id)
+      yield* readUntil(`data: {"_tag":"RunCancelled","runId":"${created.body.id}"}`)
+    }))
+
+  it.live("every answer carries the Content-Security-Policy and nosniff headers, the console's files with their content types", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund] })
+      for (const path of ["/api/runs", "/api/runs/999999", "/"]) {
+        const answer = yield* request(`${origin}${path}`)
+        assert.match(answer.headers.get("content-security-policy")!, /default-src 'self'/, path)
+        assert.notInclude(answer.headers.get("content-security-policy")!, "unsafe-inline", path)
+        assert.strictEqual(answer.headers.get("x-content-type-options"), "nosniff", path)
+      }
+      const page = yield* request(`${origin}/`)
+      assert.strictEqual(page.status, 200)
+      assert.match(page.headers.get("content-type")!, /^text\/html/)
+    }))
+})
+
+describe("mounted in an application's own server", () => {
+  it.live("the routes sit beside the application's own, on its router and server", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const app = Layer.mergeAll(
+        Server.routes({ host: "127.0.0.1", callbacksOnly: true }),
+        HttpRouter.add("GET", "/health", HttpServerResponse.text("ok"))
+      )
+      // What the routes need is provided to the served application, as for any route.
+      const context = yield* Layer.build(
+        HttpRouter.serve(app, { disableLogger: true }).pipe(
+          Layer.provide(Layer.mergeAll(
+            Callbacks.layer(callbacksOptions({})),
+            Handlers.layer([refund]),
+            Layer.succeed(RunStore, stores.a)
+          )),
+          Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" }))
+        )
+      )
+      const address = Context.get(context, HttpServer.HttpServer).address
+      const origin = `http://127.0.0.1:${address._tag === "UnixPathAddress" ? 0 : address.port}`
+      assert.strictEqual((yield* request(`${origin}/health`)).body, "ok")
+      const exp = Math.floor(Date.now() / 1000) + 60
+      const unknown = yield* postJson(callbackUrl(origin, secretNew, "999999", "approval", exp), {})
+      assert.deepStrictEqual([unknown.status, unknown.body.error], [404, "run-not-found"])
+      // Callbacks only: no admin API here.
+      assert.strictEqual((yield* request(`${origin}/api/runs`)).status, 404)
+    }))
+})
+
+describe("leasehold serve", () => {
+  it.live("serves the API with the environment's token and never prints the token or the secrets", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const env = { LEASEHOLD_ADMIN_TOKEN: token, LEASEHOLD_CALLBACK_SECRETS: secretNew, LEASEHOLD_WEBHOOK_SECRETS: webhookSecret }
+      const { child, exited } = yield* background(["serve", "--port", "0", ...connection(stores.schema)], { env })
+      let stdout = ""
+      child.stdout!.setEncoding("utf8").on("data", (chunk: string) => void (stdout += chunk))
+      const origin = yield* eventually("the server says where it listens", Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1]))
+      assert.strictEqual((yield* request(`${origin}/api/runs`)).status, 401)
+      assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: bearer })).status, 200)
+      child.kill("SIGTERM")
+      const result = yield* Effect.promise(() => exited)
+      for (const secret of [token, secretNew, webhookSecret]) {
+        assert.notInclude(result.stdout + stdout, secret)
+        assert.notInclude(result.stderr, secret)
+      }
+    }))
+
+  it.live("--callbacks-only serves only the callback route; --read-only refuses writes", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const env = { LEASEHOLD_ADMIN_TOKEN: token, LEASEHOLD_CALLBACK_SECRETS: secretNew }
+      const started = (args: ReadonlyArray<string>) =>
+        Effect.gen(function*() {
+          const { child } = yield* background(["serve", "--port", "0", ...args, ...connection(stores.schema)], { env })
+          let stdout = ""
+          child.stdout!.setEncoding("utf8").on("data", (chunk: string) => void (stdout += chunk))
+          const origin = yield* eventually("the server listens", Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1]))
+          return { origin, line: () => stdout }
+        })
+      const callbacksOnly = yield* started(["--callbacks-only"])
+      assert.include(callbacksOnly.line(), "(callbacks only)")
+      assert.strictEqual((yield* request(`${callbacksOnly.origin}/api/runs`, { headers: bearer })).status, 404)
+      const exp = Math.floor(Date.now() / 1000) + 60
+      const unknown = yield* postJson(callbackUrl(callbacksOnly.origin, secretNew, "999999", "approval", exp), {})
+      assert.deepStrictEqual([unknown.status, unknown.body.error], [404, "run-not-found"])
+
+      const readOnly = yield* started(["--read-only"])
+      assert.include(readOnly.line(), "(read-only)")
+      const id = yield* enqueue(stores, "R-1")
+      const before = yield* snapshot(stores)
+      const refused = yield* postJson(`${readOnly.origin}/api/runs/${id}/cancel`, {}, bearer)
+      assert.deepStrictEqual([refused.status, refused.body.error], [403, "read-only"])
+      assert.strictEqual(yield* snapshot(stores), before)
+    }))
+
+  it.live("missing callback secrets, or no token on a public address: one line naming the variable, exit 2", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const noSecrets = yield* leasehold(["serve", "--port", "0", ...connection(stores.schema)], { env: { LEASEHOLD_CALLBACK_SECRETS: "" } })
+      assert.strictEqual(noSecrets.code, 2)
+      assert.match(noSecrets.stderr, /^leasehold: invalid option LEASEHOLD_CALLBACK_SECRETS: /)
+      assert.strictEqual(noSecrets.stderr.split("\n").filter((l) => l.length > 0).length, 1)
+      const open = yield* leasehold(["serve", "--port", "0", "--host", "0.0.0.0", ...connection(stores.schema)], {
+        env: { LEASEHOLD_CALLBACK_SECRETS: secretNew, LEASEHOLD_ADMIN_TOKEN: "" }
+      })
+      assert.strictEqual(open.code, 2)
+      assert.match(open.stderr, /LEASEHOLD_ADMIN_TOKEN/)
+    }))
+})

@@ -1,0 +1,384 @@
+/**
+ * Callback URLs over a real server and a real PostgreSQL: every status code of
+ * `POST /callbacks/:runId/:signal`, each refusal checked as "nothing written" in the database,
+ * Standard Webhooks verification with replay refusal, key rotation, stable URLs, and a callback
+ * that races a reclaim.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { CurrentRun, Fence, Handler, Run, RunStore } from "@leasehold/core"
+import { Callback, Callbacks } from "@leasehold/http"
+import { Duration, Effect, Redacted, Schema } from "effect"
+import {
+  at,
+  callbacksOptions,
+  callbackUrl,
+  postJson,
+  request,
+  secretNew,
+  secretOld,
+  signature,
+  snapshot,
+  startServer,
+  webhookHeaders
+} from "./support/http.js"
+import { expireLease, type Stores, twoStores } from "./support/stores.js"
+import { eventually, startWorker } from "./support/workers.js"
+
+const callbacks = Effect.runSync(Callbacks.make(callbacksOptions({ secrets: [secretNew, secretOld] })))
+
+const approve = Handler.make({
+  kind: "approve",
+  payload: Schema.Struct({ order: Schema.String }),
+  signals: { approval: Schema.Struct({ approved: Schema.Boolean }) },
+  handle: ({ order }) =>
+    Effect.gen(function*() {
+      yield* Callback.url("approval", { expiresIn: "1 hour" })
+      const outcome = yield* Run.awaitSignal("approval", { token: `approve-${order}` })
+      return { order, outcome }
+    }).pipe(Effect.provideService(Callbacks.Callbacks, callbacks))
+})
+
+const ttl = Duration.seconds(30)
+
+/** A claimed run (fence 1 unless reclaimed) and its callback URL for `signal`, under that fence. */
+const claimWithUrl = (stores: Stores, signal = "approval", order = "A-1") =>
+  Effect.gen(function*() {
+    const [enqueued] = yield* stores.a.enqueue([{ kind: "approve", payload: { order } }])
+    const runId = enqueued!.id
+    const [claimed] = yield* stores.a.claim({ owner: "test", queues: ["default"], kinds: ["approve"], limit: 1, ttl })
+    assert.strictEqual(claimed!.id, runId)
+    const url = yield* urlUnder(stores, runId, claimed!.fence, signal)
+    return { runId, fence: claimed!.fence, url }
+  })
+
+const urlUnder = (stores: Stores, runId: string, fence: number, signal = "approval") =>
+  Callback.url(signal, { expiresIn: "1 hour" }).pipe(
+    Effect.provideService(Fence, { runId, fence, owner: "test" }),
+    Effect.provideService(RunStore, stores.a),
+    Effect.provideService(Callbacks.Callbacks, callbacks)
+  )
+
+/** A run suspended on `signal`, with its callback URL. */
+const suspended = (stores: Stores, signal = "approval", order = "A-1") =>
+  Effect.gen(function*() {
+    const run = yield* claimWithUrl(stores, signal, order)
+    const outcome = yield* stores.a.suspend({ runId: run.runId, fence: run.fence, signal, token: `t-${order}`, timeout: undefined })
+    assert.strictEqual(outcome._tag, "Suspended")
+    return run
+  })
+
+const runRow = (stores: Stores, runId: string) =>
+  Effect.map(
+    stores.sql.unsafe<{ state: string; fence: bigint; signals: Record<string, unknown> }>(
+      `SELECT state, fence, signals FROM "${stores.schema}".runs WHERE id = ${Number(runId)}`
+    ),
+    (rows) => ({ ...rows[0]!, fence: Number(rows[0]!.fence) })
+  ).pipe(Effect.orDie)
+
+/** A POST whose body is streamed in 64 KiB chunks, so no content-length announces its size. */
+const chunked = (size: number): RequestInit => {
+  let sent = 0
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      const n = Math.min(64 * 1024, size - sent)
+      if (n <= 0) return controller.close()
+      controller.enqueue(new Uint8Array(n).fill(32))
+      sent += n
+    }
+  })
+  return { method: "POST", headers: { "content-type": "application/json" }, body, duplex: "half" } as RequestInit
+}
+
+describe("callback URLs", () => {
+  it.live("a signed callback resumes the run; the same outcome again is a 200 no-op, a different one 409, both writing nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* suspended(stores)
+      const url = at(origin, run.url)
+
+      const resumed = yield* postJson(url, { approved: true })
+      assert.strictEqual(resumed.status, 200)
+      assert.deepStrictEqual(resumed.body, { status: "resumed", runId: run.runId })
+      const row = yield* runRow(stores, run.runId)
+      assert.strictEqual(row.state, "pending")
+      assert.deepStrictEqual(row.signals, { approval: { _tag: "Signalled", payload: { approved: true } } })
+
+      const before = yield* snapshot(stores)
+      const again = yield* postJson(url, { approved: true })
+      assert.strictEqual(again.status, 200)
+      assert.deepStrictEqual(again.body, { status: "duplicate", runId: run.runId })
+      const conflict = yield* postJson(url, { approved: false })
+      assert.strictEqual(conflict.status, 409)
+      assert.strictEqual(conflict.body.error, "conflict")
+      assert.strictEqual(yield* snapshot(stores), before)
+    }))
+
+  it.live("the same run and signal yield the same URL twice, and it is the URL the specification describes", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const run = yield* claimWithUrl(stores)
+      const second = yield* urlUnder(stores, run.runId, run.fence)
+      assert.strictEqual(second, run.url)
+      const url = new URL(run.url)
+      assert.strictEqual(`${url.origin}${url.pathname}`, `https://callbacks.example.test/callbacks/${run.runId}/approval`)
+      const exp = url.searchParams.get("exp")!
+      assert.match(exp, /^\d+$/)
+      // Signed with the first secret, as base64url HMAC-SHA256 over v1.<run>.<signal>.<exp>.
+      assert.strictEqual(url.searchParams.get("sig"), signature(secretNew, run.runId, "approval", exp))
+      // A superseded holder cannot ask for one.
+      yield* expireLease(stores, run.runId)
+      yield* stores.b.claim({ owner: "other", queues: ["default"], kinds: ["approve"], limit: 1, ttl })
+      const stale = yield* Effect.flip(urlUnder(stores, run.runId, run.fence))
+      assert.deepInclude(stale, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+    }))
+
+  it.live("every refusal answers its status and reason and writes nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* suspended(stores, "approval", "A-1")
+      const other = yield* suspended(stores, "approval", "B-2")
+      const url = new URL(at(origin, run.url))
+      const exp = Number(url.searchParams.get("exp"))
+      const sig = url.searchParams.get("sig")!
+      const base = `${origin}/callbacks/${run.runId}/approval`
+      const before = yield* snapshot(stores)
+
+      const cases: Array<[string, Effect.Effect<{ status: number; body: any }>, number, string]> = [
+        ["no sig", postJson(`${base}?exp=${exp}`, { approved: true }), 401, "signature-missing"],
+        ["no exp", postJson(`${base}?sig=${sig}`, { approved: true }), 401, "signature-missing"],
+        ["tampered sig", postJson(`${base}?exp=${exp}&sig=${sig.slice(0, -2)}AA`, { approved: true }), 403, "signature-invalid"],
+        ["tampered exp", postJson(`${base}?exp=${exp + 3600}&sig=${sig}`, { approved: true }), 403, "signature-invalid"],
+        ["tampered run", postJson(`${origin}/callbacks/${other.runId}/approval${url.search}`, { approved: true }), 403, "signature-invalid"],
+        ["tampered signal", postJson(`${origin}/callbacks/${run.runId}/other${url.search}`, { approved: true }), 403, "signature-invalid"],
+        ["signed by an unknown key", postJson(callbackUrl(origin, "x".repeat(40), run.runId, "approval", exp), { approved: true }), 403, "signature-invalid"],
+        ["expired", postJson(callbackUrl(origin, secretNew, run.runId, "approval", Math.floor(Date.now() / 1000) - 1), { approved: true }), 410, "expired"],
+        ["unknown run", postJson(callbackUrl(origin, secretNew, "999999", "approval", exp), { approved: true }), 404, "run-not-found"],
+        ["malformed JSON", postJson(url.href, "{\"approved\":", {}), 400, "invalid-json"],
+        ["body fails the signal's schema", postJson(url.href, { approved: "yes" }), 400, "invalid-payload"],
+        ["body over 1 MiB", postJson(url.href, { approved: true, pad: "x".repeat(1024 * 1024) }), 413, "body-too-large"],
+        ["body over 1 MiB, chunked (no content-length)", request(url.href, chunked(1024 * 1024 + 1)), 413, "body-too-large"],
+        ["GET", request(url.href), 405, "method-not-allowed"],
+        ["PUT", request(url.href, { method: "PUT", body: "{}" }), 405, "method-not-allowed"]
+      ]
+      for (const [name, send, status, error] of cases) {
+        const answer = yield* send
+        assert.strictEqual(answer.status, status, name)
+        assert.strictEqual(answer.body.error, error, name)
+      }
+      const get = yield* request(url.href)
+      assert.strictEqual(get.headers.get("allow"), "POST")
+      assert.strictEqual(yield* snapshot(stores), before)
+      // The URL itself still works after all that.
+      assert.strictEqual((yield* postJson(url.href, { approved: true })).status, 200)
+    }))
+
+  it.live("a run that finished or whose signal timed out answers 410 with the reason, writing nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const cancelled = yield* suspended(stores, "approval", "C-1")
+      yield* stores.a.cancel(cancelled.runId)
+
+      const timing = yield* claimWithUrl(stores, "approval", "T-1")
+      yield* stores.a.suspend({ runId: timing.runId, fence: timing.fence, signal: "approval", token: "t-T-1", timeout: Duration.millis(1) })
+      // The deadline passes by the database's clock; the sweep records the time-out.
+      yield* eventually(
+        "the timed-out run is claimed again",
+        Effect.map(stores.a.claim({ owner: "test", queues: ["default"], kinds: ["approve"], limit: 1, ttl }), (c) => c.length > 0)
+      )
+
+      const before = yield* snapshot(stores)
+      const gone = yield* postJson(at(origin, cancelled.url), { approved: true })
+      assert.strictEqual(gone.status, 410)
+      assert.strictEqual(gone.body.error, "finished")
+      const late = yield* postJson(at(origin, timing.url), { approved: true })
+      assert.strictEqual(late.status, 410)
+      assert.strictEqual(late.body.error, "timed-out")
+      assert.strictEqual(yield* snapshot(stores), before)
+    }))
+
+  it.live("a store that fails answers 503 without its cause, and nothing is written; the same delivery later succeeds", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* suspended(stores)
+      const before = yield* snapshot(stores)
+      // The store's table disappears from under it: every statement fails.
+      yield* stores.sql.unsafe(`ALTER TABLE "${stores.schema}".runs RENAME TO runs_away`)
+      const failed = yield* postJson(at(origin, run.url), { approved: true })
+      yield* stores.sql.unsafe(`ALTER TABLE "${stores.schema}".runs_away RENAME TO runs`)
+      assert.strictEqual(failed.status, 503)
+      assert.deepStrictEqual(failed.body, { error: "store-unavailable", message: "try again" })
+      assert.strictEqual(yield* snapshot(stores), before)
+      const retried = yield* postJson(at(origin, run.url), { approved: true })
+      assert.deepStrictEqual(retried.body, { status: "resumed", runId: run.runId })
+    }))
+
+  it.live("rotation: a URL signed with the old key still verifies, the service signs with the new one", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve], secrets: [secretNew, secretOld] })
+      const run = yield* suspended(stores)
+      const other = yield* suspended(stores, "approval", "B-2")
+      assert.strictEqual(new URL(run.url).searchParams.get("sig"), signature(secretNew, run.runId, "approval", new URL(run.url).searchParams.get("exp")!))
+      const exp = Math.floor(Date.now() / 1000) + 600
+      const old = yield* postJson(callbackUrl(origin, secretOld, run.runId, "approval", exp), { approved: true })
+      assert.strictEqual(old.status, 200)
+      assert.strictEqual(old.body.status, "resumed")
+
+      // Once the old key is dropped, what it signed is refused.
+      const { origin: rotated } = yield* startServer(stores, { handlers: [approve], secrets: [secretNew] })
+      const before = yield* snapshot(stores)
+      const refused = yield* postJson(callbackUrl(rotated, secretOld, other.runId, "approval", exp), { approved: true })
+      assert.strictEqual(refused.status, 403)
+      assert.strictEqual(yield* snapshot(stores), before)
+      assert.strictEqual((yield* postJson(at(rotated, other.url), { approved: true })).status, 200)
+    }))
+})
+
+describe("Callbacks configuration", () => {
+  it.effect("a missing, short or malformed secret, or a bad base URL, is an InvalidConfig naming the option, never the value", () =>
+    Effect.gen(function*() {
+      const options = callbacksOptions({})
+      const failures = yield* Effect.all([
+        Effect.flip(Callbacks.make({ ...options, secrets: [] })),
+        Effect.flip(Callbacks.make({ ...options, secrets: Redacted.make("short-secret") })),
+        Effect.flip(Callbacks.make({ ...options, webhookSecrets: Redacted.make("whsec_not*base64") })),
+        Effect.flip(Callbacks.make({ ...options, baseUrl: "ftp://example.test" }))
+      ])
+      assert.deepStrictEqual(failures.map((f) => f.option), [
+        "LEASEHOLD_CALLBACK_SECRETS",
+        "LEASEHOLD_CALLBACK_SECRETS",
+        "LEASEHOLD_WEBHOOK_SECRETS",
+        "baseUrl"
+      ])
+      for (const failure of failures) {
+        assert.notInclude(failure.message, "short-secret")
+        assert.notInclude(failure.message, "not*base64")
+      }
+      // Several secrets in one value, comma-separated: the first signs.
+      const rotated = yield* Callbacks.make({ ...options, secrets: Redacted.make(`${secretNew}, ${secretOld}`) })
+      assert.strictEqual(rotated.sign("7", "approval", "1900000000"), signature(secretNew, "7", "approval", "1900000000"))
+      assert.isTrue(rotated.verify("7", "approval", "1900000000", signature(secretOld, "7", "approval", "1900000000")))
+      assert.isFalse(rotated.verify("7", "approval", "1900000001", signature(secretOld, "7", "approval", "1900000000")))
+    }))
+})
+
+describe("Standard Webhooks", () => {
+  it.live("a verified delivery resumes the run; a replay, a stale timestamp, a tampered body or a wrong key is refused and writes nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* suspended(stores)
+      const other = yield* suspended(stores, "approval", "B-2")
+      const url = at(origin, run.url)
+      const body = JSON.stringify({ approved: true })
+
+      const stale = yield* postJson(url, body, webhookHeaders("msg_1", body, { timestamp: Math.floor(Date.now() / 1000) - 600 }))
+      const future = yield* postJson(url, body, webhookHeaders("msg_1", body, { timestamp: Math.floor(Date.now() / 1000) + 600 }))
+      const tampered = yield* postJson(url, JSON.stringify({ approved: false }), webhookHeaders("msg_1", body))
+      const wrongKey = yield* postJson(url, body, webhookHeaders("msg_1", body, { key: Buffer.from("another key entirely, 32 bytes!!") }))
+      const { "webhook-signature": _, ...incomplete } = webhookHeaders("msg_1", body)
+      const missing = yield* postJson(url, body, incomplete)
+      for (const [name, answer] of Object.entries({ stale, future, tampered, wrongKey, missing })) {
+        assert.strictEqual(answer.status, 401, name)
+        assert.strictEqual(answer.body.error, "webhook-invalid", name)
+      }
+      assert.strictEqual(stale.body.message, "webhook-timestamp is too far from now")
+      assert.strictEqual(tampered.body.message, "no webhook-signature matches")
+      const none = yield* snapshot(stores)
+      assert.notInclude(none, "msg_1")
+
+      // Several signatures may be sent; one that matches is enough.
+      const headers = webhookHeaders("msg_1", body)
+      const delivered = yield* postJson(url, body, { ...headers, "webhook-signature": `v1,AAAA ${headers["webhook-signature"]}` })
+      assert.strictEqual(delivered.status, 200)
+      assert.strictEqual(delivered.body.status, "resumed")
+      const ids = yield* stores.sql.unsafe<{ id: string; run_id: string }>(`SELECT id, run_id::text FROM "${stores.schema}".signal_deliveries`)
+      assert.deepStrictEqual(ids, [{ id: "msg_1", run_id: run.runId }])
+
+      const before = yield* snapshot(stores)
+      const replayed = yield* postJson(url, body, headers)
+      assert.strictEqual(replayed.status, 409)
+      assert.strictEqual(replayed.body.error, "replayed")
+      // The same delivery id replayed against another run's URL is refused as well.
+      const elsewhere = yield* postJson(at(origin, other.url), body, webhookHeaders("msg_1", body))
+      assert.strictEqual(elsewhere.status, 409)
+      assert.strictEqual(elsewhere.body.error, "replayed")
+      assert.strictEqual(yield* snapshot(stores), before)
+    }))
+})
+
+describe("a callback racing a reclaim", () => {
+  it.live("the outcome counts once and the run completes once, under the higher fence", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      // Holder A (fence 1) hands out the URL, then stalls past its lease; B reclaims (fence 2).
+      const a = yield* claimWithUrl(stores)
+      yield* expireLease(stores, a.runId)
+      const [b] = yield* stores.b.claim({ owner: "b", queues: ["default"], kinds: ["approve"], limit: 1, ttl })
+      assert.strictEqual(b!.fence, 2)
+      // B asks for the URL again: the same one (the expiry was fixed under fence 1).
+      assert.strictEqual(yield* urlUnder(stores, a.runId, 2), a.url)
+
+      // The callback lands while B runs and before anyone suspended: recorded, once.
+      const first = yield* postJson(at(origin, a.url), { approved: true })
+      assert.deepStrictEqual(first.body, { status: "recorded", runId: a.runId })
+      const second = yield* postJson(at(origin, a.url), { approved: true })
+      assert.deepStrictEqual(second.body, { status: "duplicate", runId: a.runId })
+
+      const currentRun = { kind: "approve", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }
+      const awaitAs = (fence: number, store: RunStore["Service"]) =>
+        Run.awaitSignal("approval", { token: "t-race" }).pipe(
+          Effect.provideService(Fence, { runId: a.runId, fence, owner: fence === 1 ? "a" : "b" }),
+          Effect.provideService(RunStore, store),
+          Effect.provideService(CurrentRun, currentRun)
+        )
+      // A comes back: its suspension is refused by the fence.
+      const stale = yield* Effect.flip(awaitAs(1, stores.a))
+      assert.deepInclude(stale, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+      // B's awaitSignal returns the recorded outcome at once, without suspending.
+      const outcome = yield* awaitAs(2, stores.b)
+      assert.deepStrictEqual(outcome, { _tag: "Signalled", payload: { approved: true } })
+      const done = yield* stores.b.completeBatch([{ runId: a.runId, fence: 2, result: "{}" }])
+      assert.deepStrictEqual(done.map((d) => d._tag), ["Finalized"])
+      const late = yield* stores.a.completeBatch([{ runId: a.runId, fence: 1, result: "{}" }])
+      assert.deepStrictEqual(late.map((d) => d._tag), ["Rejected"])
+
+      const row = yield* runRow(stores, a.runId)
+      assert.strictEqual(row.state, "completed")
+      assert.strictEqual(row.fence, 2)
+      const events = yield* stores.a.history(a.runId)
+      assert.strictEqual(events.filter((e) => e.kind === "signal_recorded").length, 1)
+      assert.strictEqual(events.filter((e) => e.kind === "resumed").length, 0)
+      assert.strictEqual(events.filter((e) => e.kind === "completed").length, 1)
+      assert.strictEqual(events.find((e) => e.kind === "completed")!.fence, 2)
+    }))
+})
+
+describe("end to end with a worker", () => {
+  it.live("a handler hands out its URL and suspends; the callback resumes it and it completes under fence 2", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      yield* startWorker(stores.a, stores.sql, { handlers: [approve], pollInterval: "100 millis" })
+      const [enqueued] = yield* stores.a.enqueue([{ kind: "approve", payload: { order: "E-1" } }])
+      const runId = enqueued!.id
+      yield* eventually("the run suspends", Effect.map(stores.a.get(runId), (r) => r.state === "suspended"))
+      const [stored] = yield* stores.sql.unsafe<{ expires_at: Date }>(
+        `SELECT expires_at FROM "${stores.schema}".callbacks WHERE run_id = ${Number(runId)}`
+      )
+      const exp = Math.floor(stored!.expires_at.getTime() / 1000)
+      const answer = yield* postJson(callbackUrl(origin, secretNew, runId, "approval", exp), { approved: true })
+      assert.deepStrictEqual(answer.body, { status: "resumed", runId })
+      const done = yield* eventually(
+        "the run completes",
+        Effect.map(stores.a.get(runId), (r) => r.state === "completed" && r)
+      )
+      assert.strictEqual(done.fence, 2)
+      assert.deepStrictEqual(done.result, { order: "E-1", outcome: { _tag: "Signalled", payload: { approved: true } } })
+    }))
+})

@@ -1,0 +1,114 @@
+/**
+ * A real `@leasehold/http` server on an ephemeral loopback port over a test store, requests with
+ * `fetch`, callback signatures computed independently of the package (node:crypto), and a
+ * snapshot of everything a store schema holds, for "nothing written" checks.
+ */
+import { type Handler, RunStore } from "@leasehold/core"
+import { Callbacks, Handlers, Server } from "@leasehold/http"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { HttpServer } from "effect/http"
+import { createHmac } from "node:crypto"
+import type { Stores } from "./stores.js"
+
+export const secretOld = "old-secret-0123456789abcdef0123456789"
+export const secretNew = "new-secret-fedcba9876543210fedcba9876"
+export const webhookKey = Buffer.from("webhook key bytes for the tests, 32b")
+export const webhookSecret = `whsec_${webhookKey.toString("base64")}`
+export const publicBase = "https://callbacks.example.test"
+
+export interface ServerSetup {
+  readonly handlers?: ReadonlyArray<Handler.Handler> | undefined
+  readonly secrets?: ReadonlyArray<string> | undefined
+  readonly webhookSecrets?: ReadonlyArray<string> | undefined
+  readonly token?: string | undefined
+  readonly readOnly?: boolean | undefined
+  readonly callbacksOnly?: boolean | undefined
+  readonly host?: string | undefined
+}
+
+export const callbacksOptions = (setup: ServerSetup): Callbacks.CallbacksOptions => ({
+  baseUrl: publicBase,
+  secrets: (setup.secrets ?? [secretNew]).map((s) => Redacted.make(s)),
+  webhookSecrets: (setup.webhookSecrets ?? [webhookSecret]).map((s) => Redacted.make(s))
+})
+
+/** Scoped: the server, listening; `origin` is where to send requests. */
+export const startServer = (stores: Stores, setup: ServerSetup = {}) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      Server.layer({
+        host: setup.host ?? "127.0.0.1",
+        port: 0,
+        token: setup.token === undefined ? undefined : Redacted.make(setup.token),
+        readOnly: setup.readOnly,
+        callbacksOnly: setup.callbacksOnly
+      }).pipe(Layer.provide(Layer.mergeAll(
+        Callbacks.layer(callbacksOptions(setup)),
+        Handlers.layer(setup.handlers ?? []),
+        Layer.succeed(RunStore, stores.a)
+      )))
+    )
+    const address = Context.get(context, HttpServer.HttpServer).address
+    if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
+    return { origin: `http://127.0.0.1:${address.port}` }
+  })
+
+/** The same path and query at the test server (callback URLs point at the public base URL). */
+export const at = (origin: string, callbackUrl: string): string => {
+  const url = new URL(callbackUrl)
+  return `${origin}${url.pathname}${url.search}`
+}
+
+/** `sig` for the parts, as the specification says (base64url HMAC-SHA256 of `v1.run.signal.exp`). */
+export const signature = (secret: string, runId: string, signal: string, exp: string | number) =>
+  createHmac("sha256", secret).update(`v1.${runId}.${signal}.${exp}`).digest("base64url")
+
+export const callbackUrl = (origin: string, secret: string, runId: string, signal: string, exp: number) =>
+  `${origin}/callbacks/${runId}/${signal}?exp=${exp}&sig=${signature(secret, runId, signal, exp)}`
+
+/** Standard Webhooks headers for a body. */
+export const webhookHeaders = (id: string, body: string, options: { timestamp?: number; key?: Buffer } = {}) => {
+  const timestamp = String(options.timestamp ?? Math.floor(Date.now() / 1000))
+  const sig = createHmac("sha256", options.key ?? webhookKey).update(`${id}.${timestamp}.${body}`).digest("base64")
+  return { "webhook-id": id, "webhook-timestamp": timestamp, "webhook-signature": `v1,${sig}` }
+}
+
+export interface Answer {
+  readonly status: number
+  readonly headers: Headers
+  readonly body: any
+}
+
+export const request = (url: string, init: RequestInit = {}): Effect.Effect<Answer> =>
+  Effect.promise(async () => {
+    const response = await fetch(url, init)
+    const text = await response.text()
+    let body: unknown = text
+    try {
+      body = JSON.parse(text)
+    } catch {
+      // not JSON: kept as text
+    }
+    return { status: response.status, headers: response.headers, body }
+  })
+
+export const postJson = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  request(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body)
+  })
+
+/** Everything the store's schema holds, as text: equal before and after means nothing was written. */
+export const snapshot = (stores: Stores) =>
+  Effect.gen(function*() {
+    const tables = ["runs", "run_events", "callbacks", "signal_deliveries"]
+    const parts: Array<string> = []
+    for (const table of tables) {
+      const rows = yield* stores.sql.unsafe<{ row: string }>(
+        `SELECT row_to_json(t)::text AS row FROM "${stores.schema}".${table} t ORDER BY row_to_json(t)::text`
+      )
+      parts.push(`${table}: ${rows.map((r) => r.row).join("\n")}`)
+    }
+    return parts.join("\n\n")
+  }).pipe(Effect.orDie)
