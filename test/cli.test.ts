@@ -14,6 +14,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { background, type CliResult, connection, leasehold, start } from "./support/cli.js"
 import { databaseUrl, freshSchema, storeLayer } from "./support/db.js"
+import { signature } from "./support/http.js"
 import { eventually } from "./support/workers.js"
 
 const fixtureTasks = fileURLToPath(new URL("./fixtures/cli-tasks.ts", import.meta.url))
@@ -621,6 +622,29 @@ describe("leasehold worker", () => {
       assert.strictEqual(exited.code, 130)
       const settled = exited.stdout.trim().split("\n").map((l) => JSON.parse(l)).filter((e) => e._tag === "RunSettled")
       assert.deepStrictEqual(settled.map((e) => [e.runId, e.fence, e.outcome]), [[id, 1, "completed"]])
+    }))
+
+  it.live("with LEASEHOLD_CALLBACK_SECRETS set, handlers hand out signed callback URLs; a malformed secret is one line, exit 2", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const tasks = fileURLToPath(new URL("./fixtures/callback-tasks.ts", import.meta.url))
+      const secret = "cli-test-secret-0123456789abcdef0123"
+      const env = { LEASEHOLD_CALLBACK_SECRETS: secret, LEASEHOLD_CALLBACK_BASE_URL: "https://hooks.example.test" }
+      const id = runIdOf(yield* leasehold(["enqueue", "needs-approval", "--payload", `{"order":"C-1"}`, "--tasks", tasks, ...connection(schema)]))
+      yield* background(["worker", "--tasks", tasks, ...connection(schema)], { env })
+      yield* eventually("suspended", Effect.map(store.get(id), (r) => r.state === "suspended"), "20 seconds")
+      const { url } = (yield* store.get(id)).checkpoint as { url: string }
+      const parsed = new URL(url)
+      assert.strictEqual(`${parsed.origin}${parsed.pathname}`, `https://hooks.example.test/callbacks/${id}/approval`)
+      const exp = parsed.searchParams.get("exp")!
+      assert.strictEqual(parsed.searchParams.get("sig"), signature(secret, id, "approval", exp))
+
+      assertRejected(
+        yield* leasehold(["worker", "--tasks", tasks, ...connection(schema)], { env: { ...env, LEASEHOLD_CALLBACK_SECRETS: "short" } }),
+        2,
+        /^leasehold: invalid option LEASEHOLD_CALLBACK_SECRETS: every secret needs at least 32 characters$/
+      )
     }))
 
   it.live("runs what enqueue wrote, a suspension and resume included, serves its metrics, and shuts down gracefully on SIGTERM", () =>

@@ -18,7 +18,7 @@ import { freshSchema } from "./support/db.js"
 
 const repo = fileURLToPath(new URL("..", import.meta.url))
 const fixture = fileURLToPath(new URL("./fixtures/consumer", import.meta.url))
-const packages = ["core", "sql", "cli"] as const
+const packages = ["core", "sql", "http", "cli"] as const
 
 interface Result {
   readonly code: number | null
@@ -203,11 +203,14 @@ describe("packed packages in a fresh project", () => {
         "--input-type=module",
         "-e",
         "const core = await import('@leasehold/core'); const sql = await import('@leasehold/sql'); " +
-        "await import('@leasehold/core/Worker'); console.log(typeof core.Worker.run, typeof sql.PgRunStore.layer)"
+        "const http = await import('@leasehold/http'); await import('@leasehold/core/Worker'); " +
+        "console.log(typeof core.Worker.run, typeof sql.PgRunStore.layer, typeof http.Server.layer)"
       ],
       { cwd: project }
     )
     assertExit0("public imports", publicApi)
-    assert.strictEqual(publicApi.stdout.trim(), "function function")
+    assert.strictEqual(publicApi.stdout.trim(), "function function function")
+    const httpInternal = await run(process.execPath, ["--input-type=module", "-e", "await import('@leasehold/http/internal/Hmac')"], { cwd: project })
+    assert.match(httpInternal.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
   })
 })

@@ -8,7 +8,7 @@ import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import * as MetricsServer from "../MetricsServer.js"
 import * as Observability from "../Observability.js"
-import { connectionFlags } from "../Flags.js"
+import { connectionFlags, UsageError } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
 
 export const worker = Command.make("worker", {
@@ -57,9 +57,16 @@ export const worker = Command.make("worker", {
         process.stdout.write(flags.json ? JSON.stringify({ at: Date.now(), _tag: "MetricsServing", url }) + "\n" : `MetricsServing ${url}\n`)
       })
     })
+    // Handlers that hand out callback URLs (`Callback.url`) get the signing service when its
+    // secrets are set; @leasehold/http is loaded only then.
+    const callbacks = (process.env.LEASEHOLD_CALLBACK_SECRETS ?? "") === "" ? undefined : yield* Effect.tryPromise({
+      try: () => import("@leasehold/http"),
+      catch: () => new UsageError({ message: "LEASEHOLD_CALLBACK_SECRETS is set: callback URLs need @leasehold/http (npm install @leasehold/http)" })
+    })
+    const run = Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit }))
     yield* Connection.withStore(
       flags,
-      Effect.andThen(metricsEndpoint, Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit }))),
+      Effect.andThen(metricsEndpoint, callbacks === undefined ? run : Effect.provide(run, callbacks.Callbacks.layerConfig())),
       { completedRuns: flags.completedRuns }
     )
   })).pipe(Command.withDescription("Run a worker until SIGINT/SIGTERM (graceful shutdown)"))
