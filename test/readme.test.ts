@@ -24,8 +24,11 @@ describe("README", () => {
   it.live("the Effect examples type-check against the current packages", () =>
     Effect.sync(() => {
       const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
-      const blocks = tsBlocks(readme, "## Using it from Effect code", "## The `leasehold` command")
-      assert.isAtLeast(blocks.length, 3)
+      const blocks = [
+        ...tsBlocks(readme, "## Using it from Effect code", "## The `leasehold` command"),
+        ...tsBlocks(readme, "## Over HTTP", "## Observability")
+      ]
+      assert.isAtLeast(blocks.length, 4)
       // Each block after the first is a fragment of the same program: imports that repeat a name
       // already imported are dropped, and a second `worker` is renamed.
       const [main, ...rest] = blocks
