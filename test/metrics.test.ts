@@ -4,11 +4,12 @@
  * fence rejected. With metrics off nothing is recorded.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, Handler, RunStore } from "@leasehold/core"
+import { Client, Handler, RunStore, WorkerMetrics } from "@leasehold/core"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
+import * as fs from "node:fs"
 import { createServer } from "node:http"
 import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
 import { eventually, startWorker } from "./support/workers.js"
@@ -120,4 +121,17 @@ describe("worker metrics", () => {
       assert.isAtLeast(metric("leasehold_claim_batch_size_count"), 1)
       assert.isAtLeast(metric("leasehold_completion_batch_size_sum"), completed)
     }))
+
+  it("the Grafana dashboard (docs/grafana/leasehold.json) queries only metrics the worker records", () => {
+    const dashboard = JSON.parse(fs.readFileSync(new URL("../docs/grafana/leasehold.json", import.meta.url), "utf8")) as {
+      panels: Array<{ targets: Array<{ expr: string }> }>
+    }
+    const defined = new Set(Object.values(WorkerMetrics.metrics).map((metric) => metric.id))
+    const queried = new Set(
+      dashboard.panels.flatMap((panel) => panel.targets.flatMap((target) => target.expr.match(/leasehold_[a-z_]+/g) ?? []))
+        .map((name) => name.replace(/_(bucket|sum|count)$/, ""))
+    )
+    assert.isAtLeast(queried.size, 10)
+    for (const name of queried) assert.isTrue(defined.has(name), `${name} is not a worker metric`)
+  })
 })
