@@ -28,7 +28,8 @@ const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence"] as const
 
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
   [--reclaim-leases K] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
-  [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default]
+  [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default
+          (also leasehold-metrics, leasehold-traces: telemetry's cost, only when named)]
   [--measures drain,latency,heartbeat,reclaim,fence] [--out-dir DIR] [--database-url URL] [--keep-databases]
   [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)`
 
@@ -69,7 +70,7 @@ const parse = () => {
   const measures = values.measures === undefined ? [...MEASURES] : values.measures.split(",")
   for (const m of measures) if (!(MEASURES as ReadonlyArray<string>).includes(m)) throw new Error(`unknown measure ${m}`)
   const only = values.only?.split(",")
-  const variants = only === undefined ? allVariants : allVariants.filter((v) => only.includes(v.id))
+  const variants = only === undefined ? allVariants.filter((v) => v.optIn !== true) : allVariants.filter((v) => only.includes(v.id))
   if (only !== undefined && variants.length !== only.length) throw new Error(`unknown variant in --only ${values.only}`)
   return {
     profile: quick ? "quick" : "full",

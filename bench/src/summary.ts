@@ -242,6 +242,18 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
       targets.push({ name: `throughput ≥ 2× pg-boss best${suffix}`, met: r >= 2, detail: fmtX(r) })
     }
   }
+  // Telemetry's cost: the same drain with metrics (target: at most 5% of throughput) or traces on.
+  for (const [id, what, limit] of [["leasehold-metrics", "metrics", 0.05], ["leasehold-traces", "traces", undefined]] as const) {
+    const on = tp[id]
+    const off = tp["leasehold"]
+    if (on == null || off == null) continue
+    const cost = 1 - on.median / off.median
+    targets.push({
+      name: limit === undefined ? `throughput cost of ${what} (reported)` : `${what} cost ≤ ${limit * 100}% of throughput`,
+      met: limit === undefined ? true : cost <= limit,
+      detail: `${(cost * 100).toFixed(1)}% (${Math.round(on.median).toLocaleString("en-US")} vs ${Math.round(off.median).toLocaleString("en-US")} runs/s)`
+    })
+  }
   const p50 = find("pickupP50")
   if (p50["leasehold"] != null) {
     const peers = Object.entries(p50).filter(([id, s]) => !id.startsWith("leasehold") && s != null) as Array<[string, Spread]>

@@ -19,6 +19,8 @@ interface Panel {
 const colors: Record<string, string> = {
   "leasehold": "#2563eb",
   "leasehold-delete": "#93c5fd",
+  "leasehold-metrics": "#6366f1",
+  "leasehold-traces": "#a5b4fc",
   "graphile-batched": "#ea580c",
   "graphile-default": "#fdba74",
   "pgboss-tuned": "#16a34a",

@@ -10,7 +10,15 @@ import type { PgBossOptions } from "./systems/pgboss.js"
 import { pgboss } from "./systems/pgboss.js"
 import type { System } from "./systems/system.js"
 
-export type VariantId = "leasehold" | "leasehold-delete" | "graphile-batched" | "graphile-default" | "pgboss-tuned" | "pgboss-default"
+export type VariantId =
+  | "leasehold"
+  | "leasehold-delete"
+  | "leasehold-metrics"
+  | "leasehold-traces"
+  | "graphile-batched"
+  | "graphile-default"
+  | "pgboss-tuned"
+  | "pgboss-default"
 
 export interface Variant<O = unknown> {
   readonly id: VariantId
@@ -23,6 +31,8 @@ export interface Variant<O = unknown> {
   readonly latencyOptions?: O | undefined
   /** Where the options come from. */
   readonly source: string
+  /** Run only when named in `--only` (telemetry's cost, measured against `leasehold`). */
+  readonly optIn?: boolean | undefined
 }
 
 const leaseholdOptions: LeaseholdOptions = {
@@ -70,6 +80,24 @@ export const variants: ReadonlyArray<Variant<any>> = [
     mode: "tuned",
     options: leaseholdOptions,
     source: "the same Worker.run options on a store built with completedRuns: \"delete\" (a completion deletes the run and its history in its guarded statement, as graphile-worker deletes finished jobs); leases, heartbeats and fences on"
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-metrics",
+    label: "Leasehold, metrics on",
+    system: leasehold,
+    mode: "tuned",
+    options: { ...leaseholdOptions, metrics: true },
+    source: "the Leasehold options with metrics: true (recorded into Effect's registry, as a Prometheus scrape or OTLP export reads them)",
+    optIn: true
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-traces",
+    label: "Leasehold, traces on",
+    system: leasehold,
+    mode: "tuned",
+    options: { ...leaseholdOptions, traces: true },
+    source: "the Leasehold options with traces: true (a consumer span per attempt and spans per statement, made by Effect's tracer; not exported)",
+    optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {
     id: "graphile-batched",

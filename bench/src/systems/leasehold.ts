@@ -21,6 +21,10 @@ export interface LeaseholdOptions {
   readonly pollInterval: string
   readonly shutdownGrace?: string | undefined
   readonly maxConnections: number
+  /** The worker's metrics recorded (`Worker.run({ metrics })`). */
+  readonly metrics?: boolean | undefined
+  /** Each attempt in a consumer span, recorded by Effect's tracer (not exported). */
+  readonly traces?: boolean | undefined
 }
 
 const Payload = Schema.Struct({ i: Schema.Number })
@@ -78,7 +82,9 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
           ttl: options.ttl as Duration.Input,
           heartbeat: options.heartbeat as Duration.Input | undefined,
           pollInterval: options.pollInterval as Duration.Input,
-          shutdownGrace: options.shutdownGrace as Duration.Input | undefined
+          shutdownGrace: options.shutdownGrace as Duration.Input | undefined,
+          metrics: options.metrics,
+          traces: options.traces
         }).pipe(
           Effect.provideService(RunStore, store),
           Effect.provideService(WorkerEvents.WorkerEvents, sink)

@@ -36,64 +36,144 @@ export const metrics = {
   oldestDue: Metric.gauge("leasehold_oldest_due_seconds", { description: "How long the oldest due run has waited (sampled)" })
 } as const
 
-// A tagged series per combination of attributes, made once and found again without building a key
-// string: one nested map level per attribute value.
-type Series = Metric.Metric<number, unknown>
+// Each series keeps its own state and is registered in the metric registry with a `get` hook
+// (`Metric.registerUnsafe`): recording is an increment on a plain number, with no registry lookup
+// or context copy per run; the registry reads the state when it is scraped or exported.
+interface Series {
+  readonly add: (value: number) => void
+}
+
+const counterSeries = (metric: Metric.Metric<number, unknown>, context: Context.Context<never>, scope: Array<Metric.Registration>): Series => {
+  let count = 0
+  scope.push(Metric.registerUnsafe(metric as Metric.Counter<number>, context, {
+    get: () => ({ count, incremental: true }),
+    update: () => {},
+    modify: () => {}
+  }))
+  return { add: (value) => void (count += value) }
+}
+
+const histogramSeries = (
+  metric: Metric.Metric<number, unknown>,
+  boundaries: ReadonlyArray<number>,
+  context: Context.Context<never>,
+  scope: Array<Metric.Registration>
+): Series => {
+  const buckets = new Uint32Array(boundaries.length + 1)
+  let count = 0
+  let sum = 0
+  let min = Number.MAX_VALUE
+  let max = -Number.MAX_VALUE
+  scope.push(Metric.registerUnsafe(metric as Metric.Histogram<number>, context, {
+    get: () => {
+      let cumulated = 0
+      return {
+        buckets: boundaries.map((boundary, i): [number, number] => [boundary, cumulated += buckets[i]!]),
+        count,
+        min,
+        max,
+        sum
+      }
+    },
+    update: () => {},
+    modify: () => {}
+  }))
+  return {
+    add: (value) => {
+      // The first boundary at or above the value (binary search); past the last, the overflow.
+      let low = 0
+      let high = boundaries.length
+      while (low < high) {
+        const mid = (low + high) >>> 1
+        if (value <= boundaries[mid]!) high = mid
+        else low = mid + 1
+      }
+      buckets[low]!++
+      count++
+      sum += value
+      if (value < min) min = value
+      if (value > max) max = value
+    }
+  }
+}
+
 interface Level {
   series?: Series
   readonly next: Map<string, Level>
 }
-const roots = new Map<Series, Level>()
-const tagged = <M extends Series>(metric: M, names: ReadonlyArray<string>, values: ReadonlyArray<string>): M => {
-  let level: Level | undefined = roots.get(metric)
-  if (level === undefined) {
-    level = { next: new Map() }
-    roots.set(metric, level)
-  }
-  for (const value of values) {
-    let next: Level | undefined = level.next.get(value)
-    if (next === undefined) {
-      next = { next: new Map() }
-      level.next.set(value, next)
+
+/** The series of `metric` for these attribute values, registered on first use. */
+const seriesTable = (context: Context.Context<never>, scope: Array<Metric.Registration>) => {
+  const roots = new Map<unknown, Level>()
+  return (
+    metric: Metric.Metric<number, unknown>,
+    boundaries: ReadonlyArray<number> | undefined,
+    names: ReadonlyArray<string>,
+    values: ReadonlyArray<string>
+  ): Series => {
+    let level: Level | undefined = roots.get(metric)
+    if (level === undefined) {
+      level = { next: new Map() }
+      roots.set(metric, level)
     }
-    level = next
+    for (const value of values) {
+      let next: Level | undefined = level.next.get(value)
+      if (next === undefined) {
+        next = { next: new Map() }
+        level.next.set(value, next)
+      }
+      level = next
+    }
+    if (level.series === undefined) {
+      const tagged = names.length === 0
+        ? metric
+        : Metric.withAttributes(metric, Object.fromEntries(names.map((name, i) => [name, values[i]!]))) as Metric.Metric<number, unknown>
+      level.series = boundaries === undefined ? counterSeries(tagged, context, scope) : histogramSeries(tagged, boundaries, context, scope)
+    }
+    return level.series
   }
-  if (level.series === undefined) {
-    level.series = Metric.withAttributes(metric, Object.fromEntries(names.map((name, i) => [name, values[i]!]))) as Series
-  }
-  return level.series as M
 }
 
 const seconds1000 = (ms: number) => ms / 1000
+const none: ReadonlyArray<string> = []
 
 /** Records one event's metrics synchronously (the worker emits per run: no effect is built for it). */
-const recorder = (context: Context.Context<never>) => {
-  const add = (metric: Series, value: number) => metric.updateUnsafe(value, context)
+const recorder = (context: Context.Context<never>, scope: Array<Metric.Registration>) => {
+  const series = seriesTable(context, scope)
+  const count = (metric: Metric.Metric<number, unknown>, names: ReadonlyArray<string>, values: ReadonlyArray<string>) =>
+    series(metric, undefined, names, values).add(1)
+  const observe = (
+    metric: Metric.Metric<number, unknown>,
+    boundaries: ReadonlyArray<number>,
+    value: number,
+    names: ReadonlyArray<string> = none,
+    values: ReadonlyArray<string> = none
+  ) => series(metric, boundaries, names, values).add(value)
   return (event: WorkerEvent): void => {
     switch (event._tag) {
       case "Claimed":
-        add(tagged(metrics.claimed, ["queue", "kind", "via"], [event.queue, event.kind, event.via]), 1)
-        return add(tagged(metrics.wait, ["queue", "kind"], [event.queue, event.kind]), seconds1000(event.waitMs))
+        count(metrics.claimed, ["queue", "kind", "via"], [event.queue, event.kind, event.via])
+        return observe(metrics.wait, seconds, seconds1000(event.waitMs), ["queue", "kind"], [event.queue, event.kind])
       case "RunSettled":
-        add(tagged(metrics.settled, ["queue", "kind", "outcome"], [event.queue, event.kind, event.outcome]), 1)
-        return add(tagged(metrics.duration, ["queue", "kind"], [event.queue, event.kind]), seconds1000(event.durationMs))
+        count(metrics.settled, ["queue", "kind", "outcome"], [event.queue, event.kind, event.outcome])
+        return observe(metrics.duration, seconds, seconds1000(event.durationMs), ["queue", "kind"], [event.queue, event.kind])
       case "LeaseLost":
-        return add(tagged(metrics.leasesLost, ["reason"], [event.reason]), 1)
+        return count(metrics.leasesLost, ["reason"], [event.reason])
       case "WriteRejected":
-        return add(tagged(metrics.fenceRejections, ["operation"], [event.operation]), 1)
+        return count(metrics.fenceRejections, ["operation"], [event.operation])
       case "HeartbeatConfirmed":
-        add(metrics.renewalDuration, seconds1000(event.durationMs))
-        return add(metrics.renewalLeases, event.renewed.length + event.lost.length)
+        observe(metrics.renewalDuration, seconds, seconds1000(event.durationMs))
+        return observe(metrics.renewalLeases, sizes, event.renewed.length + event.lost.length)
       case "ClaimBatch":
-        add(metrics.claimDuration, seconds1000(event.durationMs))
-        return add(metrics.claimBatch, event.count)
+        observe(metrics.claimDuration, seconds, seconds1000(event.durationMs))
+        return observe(metrics.claimBatch, sizes, event.count)
       case "CompletionFlush":
-        add(metrics.completionDuration, seconds1000(event.durationMs))
-        return add(metrics.completionBatch, event.count)
+        observe(metrics.completionDuration, seconds, seconds1000(event.durationMs))
+        return observe(metrics.completionBatch, sizes, event.count)
       case "StoreError":
-        return add(tagged(metrics.storeErrors, ["operation"], [event.operation]), 1)
+        return count(metrics.storeErrors, ["operation"], [event.operation])
       case "HeartbeatFailed":
-        return add(tagged(metrics.storeErrors, ["operation"], ["renew"]), 1)
+        return count(metrics.storeErrors, ["operation"], ["renew"])
     }
   }
 }
@@ -113,8 +193,9 @@ export const sink = (next: Sink, inFlight: () => number): Effect.Effect<Sink, ne
       update: () => {},
       modify: () => {}
     })
-    yield* Effect.addFinalizer(() => Effect.sync(() => registration.remove()))
-    const record = recorder(context)
+    const registrations: Array<Metric.Registration> = [registration]
+    yield* Effect.addFinalizer(() => Effect.sync(() => registrations.forEach((r) => r.remove())))
+    const record = recorder(context, registrations)
     return {
       emit: (event) => {
         record(event)
@@ -132,16 +213,20 @@ export const sink = (next: Sink, inFlight: () => number): Effect.Effect<Sink, ne
  */
 export const sampler = (store: RunStore["Service"], interval: Duration.Input = "10 seconds"): Effect.Effect<never> =>
   Effect.forever(
+    // Waits first: a worker starting on a large backlog does not add a count of it to its first
+    // seconds, and steady state pays one sample per interval.
     Effect.andThen(
+      Effect.sleep(Duration.fromInputUnsafe(interval)),
       store.stats.pipe(
         Effect.flatMap((stats) =>
           Effect.all([
-            ...stats.byStateAndQueue.map((row) => Metric.update(tagged(metrics.queueRuns, ["queue", "state"], [row.queue, row.state]), row.count)),
+            ...stats.byStateAndQueue.map((row) =>
+              Metric.update(Metric.withAttributes(metrics.queueRuns, { queue: row.queue, state: row.state }), row.count)
+            ),
             Metric.update(metrics.oldestDue, stats.oldestPendingSeconds ?? 0)
           ], { discard: true })
         ),
         Effect.ignore
-      ),
-      Effect.sleep(Duration.fromInputUnsafe(interval))
+      )
     )
   )
