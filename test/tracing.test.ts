@@ -10,6 +10,8 @@ import { Deferred, Duration, Effect, Layer, Schema, Scope } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { Otlp } from "effect/observability"
 import { createServer } from "node:http"
+import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
+import { databaseUrl } from "./support/db.js"
 import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
 import { eventually, startWorker } from "./support/workers.js"
 
@@ -69,7 +71,8 @@ const exported = <A, E>(url: string, body: Effect.Effect<A, E, Scope.Scope>) =>
     Effect.provide(FetchHttpClient.layer)
   )
 
-const ok = Handler.make({ kind: "ok", payload: Schema.Unknown, handle: () => Effect.void })
+// The handler's own span, to show it nests inside the attempt's.
+const ok = Handler.make({ kind: "ok", payload: Schema.Unknown, handle: () => Effect.withSpan(Effect.void, "handler.work") })
 const enqueue = <P>(stores: Stores, handler: Handler.Handler<P>, payload: P) =>
   Client.enqueue(handler, payload).pipe(Effect.provideService(RunStore, stores.a), Effect.map((e) => e.id))
 
@@ -128,6 +131,10 @@ describe("run tracing", () => {
         { "leasehold.fence": 1, "leasehold.attempt": 1, "leasehold.kind": "ok", "leasehold.via": "due" }
       )
 
+      const own = otlp.spans.filter((s) => s.name === "handler.work" && s.parentSpanId === handled.spanId)
+      assert.strictEqual(own.length, 1, "the handler's own span is a child of its attempt's")
+      assert.strictEqual(own[0]!.traceId, sent.traceId)
+
       const again = consumer(ids.reclaimed)
       const origin = producer(ids.reclaimed)
       assert.notStrictEqual(again.traceId, origin.traceId, "a later claim starts a new trace")
@@ -158,5 +165,48 @@ describe("run tracing", () => {
       const rows = yield* stores.sql.unsafe<{ trace_parent: string | null }>(`SELECT trace_parent FROM "${stores.schema}".runs WHERE id = ${Number(id)}`)
       assert.strictEqual(rows[0]!.trace_parent, null)
       assert.isFalse(otlp.spans.some((s) => s.name.startsWith("leasehold.")), "no run or runtime span")
+    }))
+
+  it.live("across processes: a run whose worker was killed is reclaimed by another process, in a new trace linked to the enqueue span, under fence 2", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      yield* stores.sql.unsafe(WorkerProcess.createLedgerTable(`"${stores.schema}".ledger`))
+      const otlp = yield* receiver
+      const env = { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_SERVICE_NAME: "leasehold-worker", OTEL_BSP_SCHEDULE_DELAY: "100" }
+      // The instrumented worker's "long-step" works until told to finish.
+      const longStep = Handler.make({ kind: "long-step", payload: Schema.Struct({}), handle: () => Effect.void })
+      const runId = yield* exported(otlp.url, enqueue(stores, longStep, {}))
+      const worker = (owner: string) =>
+        Effect.acquireRelease(
+          Effect.promise(async () => {
+            const process = await WorkerProcess.start({ owner, databaseUrl: databaseUrl(), schema: stores.schema, env })
+            await process.waitFor("started", (r) => r.type === "started")
+            return process
+          }),
+          (process) => Effect.promise(() => process.kill())
+        )
+      const claimedBy = (process: WorkerProcess.WorkerProcess, fence: number) =>
+        Effect.promise(() => process.waitFor(`claimed under fence ${fence}`, (r) => r.type === "event" && r._tag === "Claimed" && r.runId === runId && r.fence === fence, 20_000))
+
+      const a = yield* worker("worker-a")
+      yield* claimedBy(a, 1)
+      yield* Effect.promise(() => a.kill()) // SIGKILL: its span is never exported
+      const b = yield* worker("worker-b")
+      yield* claimedBy(b, 2)
+      b.send({ cmd: "finish", runId })
+      yield* eventually("completed", Effect.map(readRun(stores, runId), (r) => r.state === "completed"), "20 seconds")
+      yield* Effect.promise(() => b.stop()) // a graceful stop flushes its exporter
+
+      const attempt = yield* eventually("the reclaiming attempt's span", Effect.sync(() =>
+        otlp.spans.find((s) => s.name === "leasehold.run long-step" && attribute(s, "leasehold.run_id") === runId)
+      ), "10 seconds")
+      const sent = otlp.spans.find((s) => s.name === "leasehold.enqueue long-step" && attribute(s, "leasehold.run_id") === runId)!
+      assert.isDefined(sent)
+      assert.deepInclude(
+        Object.fromEntries(["leasehold.fence", "leasehold.owner", "leasehold.via"].map((k) => [k, attribute(attempt, k)])),
+        { "leasehold.fence": 2, "leasehold.owner": "worker-b", "leasehold.via": "expired" }
+      )
+      assert.notStrictEqual(attempt.traceId, sent.traceId)
+      assert.deepStrictEqual(attempt.links?.map((l) => [l.traceId, l.spanId]), [[sent.traceId, sent.spanId]])
     }))
 })

@@ -14,6 +14,7 @@
  */
 import { CurrentRun, Fence, Handler, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
+import * as Observability from "../Observability.js"
 import { Deferred, Effect, Layer, Queue, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as readline from "node:readline"
@@ -185,6 +186,8 @@ const layer = PgRunStore.layer({ schema: config.schema, migrate: false }).pipe(
 
 const fiber = Effect.runFork(Effect.scoped(main).pipe(
   Effect.provide(layer),
+  // Traces and metrics exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+  Effect.provide(Observability.layer),
   Effect.catchCause((cause) => report({ type: "crashed", cause: String(cause) }))
 ))
 // SIGTERM/SIGINT interrupt the worker, which shuts down gracefully; then the process exits.

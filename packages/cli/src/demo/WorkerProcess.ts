@@ -53,6 +53,8 @@ export interface WorkerSettings {
   readonly concurrency?: number
   readonly maxConnections?: number
   readonly retryBase?: string
+  /** More environment for the process (e.g. `OTEL_*` to export its traces). */
+  readonly env?: Readonly<Record<string, string>> | undefined
 }
 
 /**
@@ -106,7 +108,7 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
     maxConnections: settings.maxConnections ?? 4,
     retryBase: settings.retryBase ?? "50 millis"
   }
-  const env = { ...process.env, LEASEHOLD_WORKER_CONFIG: JSON.stringify(config), NODE_NO_WARNINGS: "1" }
+  const env = { ...process.env, ...settings.env, LEASEHOLD_WORKER_CONFIG: JSON.stringify(config), NODE_NO_WARNINGS: "1" }
   const child: ChildProcess = spawn(process.execPath, [script], {
     env: settings.skew === undefined ? env : { ...env, ...skewedClock(settings.skew) },
     stdio: ["pipe", "pipe", "pipe"]
