@@ -4,7 +4,7 @@
  * fence rejected. With metrics off nothing is recorded.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, Handler, RunStore, WorkerMetrics } from "@leasehold/core"
+import { Client, Handler, RunStore, Telemetry, WorkerMetrics } from "@leasehold/core"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
@@ -120,6 +120,29 @@ describe("worker metrics", () => {
       assert.strictEqual(metric("leasehold_runs_in_flight"), 0)
       assert.isAtLeast(metric("leasehold_claim_batch_size_count"), 1)
       assert.isAtLeast(metric("leasehold_completion_batch_size_sum"), completed)
+    }))
+
+  it.live("with metrics on, the client counts the runs it enqueued (not those an idempotency key found) and cancelled; sampled queue depths follow", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const url = yield* metricsEndpoint
+      const before = yield* scrape(url)
+      const counted = Effect.gen(function*() {
+        for (let i = 0; i < 3; i++) yield* Client.enqueue(ok, { i }, { queue: "counted" })
+        const again = yield* Client.enqueue(ok, null, { queue: "counted", idempotencyKey: "k" })
+        yield* Client.enqueue(ok, null, { queue: "counted", idempotencyKey: "k" })
+        yield* Client.cancel(again.id)
+      }).pipe(Effect.provideService(RunStore, stores.a), Effect.provide(Telemetry.layer({ traces: false })))
+      yield* counted
+      const after = yield* scrape(url)
+      const delta = (name: string, labels: Record<string, string>) => after(name, labels) - before(name, labels)
+      assert.strictEqual(delta("leasehold_runs_enqueued_total", { queue: "counted", kind: "ok" }), 4)
+      assert.strictEqual(delta("leasehold_runs_cancelled_total", {}), 1)
+      // Without metrics on, nothing is counted.
+      yield* Client.enqueue(ok, null, { queue: "counted" }).pipe(Effect.provideService(RunStore, stores.a))
+      assert.strictEqual((yield* scrape(url))("leasehold_runs_enqueued_total", { queue: "counted" }), after("leasehold_runs_enqueued_total", { queue: "counted" }))
+      const stats = yield* stores.a.stats
+      assert.deepStrictEqual(stats.dueByQueue.map((q) => [q.queue, q.due]), [["counted", 4]])
     }))
 
   it("the Grafana dashboard (docs/grafana/leasehold.json) queries only metrics the worker records", () => {

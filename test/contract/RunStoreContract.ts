@@ -529,7 +529,7 @@ export const runStoreContract = (target: ContractTarget): void => {
     describe("reads and notifications", () => {
       test("stats count runs by queue and state, live leases, the oldest due run's wait, rejections and reclaims", ({ passTime, store }) =>
         Effect.gen(function*() {
-          assert.deepStrictEqual(yield* store.stats, { byStateAndQueue: [], liveLeases: 0, oldestPendingSeconds: null, fenceRejections: 0, reclaims: 0 })
+          assert.deepStrictEqual(yield* store.stats, { byStateAndQueue: [], liveLeases: 0, oldestPendingSeconds: null, dueByQueue: [], fenceRejections: 0, reclaims: 0 })
           yield* enqueueJobs(store, 2)
           yield* enqueueJobs(store, 1, { queue: "other" })
           yield* claimFrom(store, "w1", { limit: 1 })
@@ -543,6 +543,8 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual(stats.liveLeases, 1)
           assert.isAtLeast(stats.oldestPendingSeconds!, 5)
           assert.isBelow(stats.oldestPendingSeconds!, 60)
+          assert.deepStrictEqual(stats.dueByQueue.map((q) => [q.queue, q.due]), [["default", 1], ["other", 1]])
+          assert.isTrue(stats.dueByQueue.every((q) => q.oldestDueSeconds >= 5 && q.oldestDueSeconds < 60))
           yield* passTime("61 seconds")
           assert.strictEqual((yield* store.stats).liveLeases, 0, "an expired lease is not live")
         }))

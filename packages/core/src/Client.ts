@@ -5,11 +5,12 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
+import { Effect, Metric, Option } from "effect"
 import * as Handler from "./Handler.js"
 import type { Enqueued, EnqueueRequest } from "./RunRecord.js"
 import { RunStore } from "./RunStore.js"
 import * as Telemetry from "./Telemetry.js"
+import * as WorkerMetrics from "./WorkerMetrics.js"
 
 /** Options of one enqueue, beside kind and payload. @category models */
 export type EnqueueOptions = Omit<EnqueueRequest, "kind" | "payload">
@@ -26,6 +27,7 @@ export const enqueue = Effect.fn("Client.enqueue")(function*<P>(
 ) {
   const encoded = yield* Handler.encodePayload(handler, payload)
   const store = yield* RunStore
+  const metered = yield* Telemetry.RecordMetrics
   const write = (traceParent: string | undefined) =>
     Effect.map(
       store.enqueue([{
@@ -36,6 +38,12 @@ export const enqueue = Effect.fn("Client.enqueue")(function*<P>(
         traceParent: options?.traceParent ?? traceParent
       }]),
       ([enqueued]) => enqueued as Enqueued
+    ).pipe(
+      Effect.tap((enqueued) =>
+        metered && enqueued.created
+          ? Metric.update(Metric.withAttributes(WorkerMetrics.metrics.enqueued, { queue: options?.queue ?? "default", kind: handler.kind }), 1)
+          : Effect.void
+      )
     )
   if (!(yield* Telemetry.TraceRuns)) return yield* write(undefined)
   // A producer span whose trace context travels with the run to its consumer spans.
@@ -92,6 +100,7 @@ export const resumeByToken = Effect.fn("Client.resumeByToken")(function*(token: 
 export const cancel = Effect.fn("Client.cancel")(function*(runId: string) {
   const store = yield* RunStore
   yield* store.cancel(runId)
+  if (yield* Telemetry.RecordMetrics) yield* Metric.update(WorkerMetrics.metrics.cancelled, 1)
 })
 
 /** @category writes */

@@ -121,6 +121,8 @@ export interface Stats {
   readonly byStateAndQueue: ReadonlyArray<{ readonly queue: string; readonly state: RunState; readonly count: number }>
   readonly liveLeases: number
   readonly oldestPendingSeconds: number | null
+  /** Due runs (pending, `run_at` passed) by queue, with how long the oldest has waited. */
+  readonly dueByQueue: ReadonlyArray<{ readonly queue: string; readonly due: number; readonly oldestDueSeconds: number }>
   readonly fenceRejections: number
   readonly reclaims: number
 }

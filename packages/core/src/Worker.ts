@@ -57,7 +57,8 @@ export interface WorkerOptions<R> {
   readonly maxCompletionBatch?: number | undefined
   /**
    * Record the worker's metrics (`WorkerMetrics`) in Effect's metric registry, for
-   * `PrometheusMetrics` or `OtlpMetrics` to export. Default false: then nothing is recorded.
+   * `PrometheusMetrics` or `OtlpMetrics` to export. Default: `Telemetry.RecordMetrics` (false
+   * unless turned on); off, nothing is recorded.
    */
   readonly metrics?: boolean | undefined
   /**
@@ -80,7 +81,7 @@ export interface ResolvedOptions {
   readonly finalizeTimeout: Duration.Duration
   readonly retry: RetryPolicy
   readonly maxCompletionBatch: number
-  readonly metrics: boolean
+  readonly metrics: boolean | undefined
   readonly traces: boolean | undefined
 }
 
@@ -121,7 +122,7 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
       finalizeTimeout: yield* Options.duration("finalizeTimeout", options.finalizeTimeout ?? "30 seconds"),
       retry,
       maxCompletionBatch: yield* Options.integer("maxCompletionBatch", options.maxCompletionBatch ?? 500, 1),
-      metrics: options.metrics ?? false,
+      metrics: options.metrics,
       traces: options.traces
     }
   })
@@ -158,8 +159,9 @@ export const run = <R>(
     // With metrics on, every event is recorded on its way to the configured sink; the heartbeat and
     // the watchdog report through the same one.
     const configured = yield* WorkerEvents.WorkerEvents
-    const events = config.metrics ? yield* WorkerMetrics.sink(configured, () => inFlight.size) : configured
-    if (config.metrics) yield* Effect.forkScoped(WorkerMetrics.sampler(store))
+    const metered = config.metrics ?? (yield* Telemetry.RecordMetrics)
+    const events = metered ? yield* WorkerMetrics.sink(configured, () => inFlight.size) : configured
+    if (metered) yield* Effect.forkScoped(WorkerMetrics.sampler(store))
     const batcher = yield* CompletionBatcher.make(store, config.maxCompletionBatch, config.finalizeTimeout, (count, durationMs, ok) =>
       events.emit({ _tag: "CompletionFlush", owner, count, durationMs, ok }))
     const reporting = Effect.provideService(WorkerEvents.WorkerEvents, events)

@@ -33,7 +33,11 @@ export const metrics = {
   completionBatch: Metric.histogram("leasehold_completion_batch_size", { description: "Runs completed by one statement", boundaries: sizes }),
   storeErrors: Metric.counter("leasehold_store_errors_total", { description: "Store calls that failed, by operation", incremental: true }),
   queueRuns: Metric.gauge("leasehold_queue_runs", { description: "Runs by queue and state (sampled)" }),
-  oldestDue: Metric.gauge("leasehold_oldest_due_seconds", { description: "How long the oldest due run has waited (sampled)" })
+  oldestDue: Metric.gauge("leasehold_oldest_due_seconds", { description: "How long the oldest due run has waited (sampled)" }),
+  queueDue: Metric.gauge("leasehold_queue_due_runs", { description: "Due runs waiting for a claim, by queue (sampled)" }),
+  queueOldestDue: Metric.gauge("leasehold_queue_oldest_due_seconds", { description: "How long each queue's oldest due run has waited (sampled)" }),
+  enqueued: Metric.counter("leasehold_runs_enqueued_total", { description: "Runs enqueued through Client, by queue and kind", incremental: true }),
+  cancelled: Metric.counter("leasehold_runs_cancelled_total", { description: "Runs cancelled through Client", incremental: true })
 } as const
 
 // Each series keeps its own state and is registered in the metric registry with a `get` hook
@@ -223,7 +227,13 @@ export const sampler = (store: RunStore["Service"], interval: Duration.Input = "
             ...stats.byStateAndQueue.map((row) =>
               Metric.update(Metric.withAttributes(metrics.queueRuns, { queue: row.queue, state: row.state }), row.count)
             ),
-            Metric.update(metrics.oldestDue, stats.oldestPendingSeconds ?? 0)
+            Metric.update(metrics.oldestDue, stats.oldestPendingSeconds ?? 0),
+            ...stats.dueByQueue.map((row) =>
+              Effect.andThen(
+                Metric.update(Metric.withAttributes(metrics.queueDue, { queue: row.queue }), row.due),
+                Metric.update(Metric.withAttributes(metrics.queueOldestDue, { queue: row.queue }), row.oldestDueSeconds)
+              )
+            )
           ], { discard: true })
         ),
         Effect.ignore

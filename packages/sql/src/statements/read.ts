@@ -71,6 +71,10 @@ export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.gen(function*() {
     const byStateAndQueue = yield* sql<{ queue: string; state: RunState; count: bigint }>`
       SELECT queue, state, count(*) AS count FROM ${s.runs(sql)} GROUP BY queue, state ORDER BY queue, state`
+    // Through runs_due (queue, priority, run_at, id) WHERE pending: the due runs only.
+    const dueByQueue = yield* sql<{ queue: string; due: bigint; oldest: number }>`
+      SELECT queue, count(*) AS due, extract(epoch FROM now() - min(run_at))::float8 AS oldest
+      FROM ${s.runs(sql)} WHERE state = 'pending' AND run_at <= now() GROUP BY queue ORDER BY queue`
     const [row] = yield* sql<{ live: bigint; oldest: number | null; rejections: bigint; reclaims: bigint }>`
       SELECT
         (SELECT count(*) FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now()) AS live,
@@ -82,6 +86,7 @@ export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
       byStateAndQueue: byStateAndQueue.map((r) => ({ queue: r.queue, state: r.state, count: num(r.count) })),
       liveLeases: num(row!.live),
       oldestPendingSeconds: row!.oldest === null ? null : Number(row!.oldest),
+      dueByQueue: dueByQueue.map((r) => ({ queue: r.queue, due: num(r.due), oldestDueSeconds: Number(r.oldest) })),
       fenceRejections: num(row!.rejections),
       reclaims: num(row!.reclaims)
     } satisfies Stats
