@@ -167,6 +167,30 @@ describe("run tracing", () => {
       assert.isFalse(otlp.spans.some((s) => s.name.startsWith("leasehold.")), "no run or runtime span")
     }))
 
+  it.live("a sample rate traces that share of runs, decided per run, and a caller's own traceparent is stored as given", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const otlp = yield* receiver
+      const mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+      const ids = yield* exported(otlp.url, Effect.gen(function*() {
+        yield* startWorker(stores.a, stores.sql, { handlers: [ok], pollInterval: "50 millis", traceSampleRate: 0.5 })
+        const ids: Array<string> = []
+        for (let i = 0; i < 40; i++) ids.push(yield* enqueue(stores, ok, { i }))
+        const own = yield* Client.enqueue(ok, null, { traceParent: mine }).pipe(Effect.provideService(RunStore, stores.a))
+        yield* eventually("all completed", Effect.map(
+          stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs WHERE state = 'completed'`),
+          (rows) => rows[0]!.n === 41
+        ))
+        return { ids, own: own.id }
+      }))
+      const stored = yield* stores.sql.unsafe<{ trace_parent: string }>(`SELECT trace_parent FROM "${stores.schema}".runs WHERE id = ${Number(ids.own)}`)
+      assert.strictEqual(stored[0]!.trace_parent, mine)
+      yield* eventually("exported", Effect.sync(() => otlp.spans.filter((s) => s.name === "leasehold.enqueue ok").length === 41), "10 seconds")
+      const traced = new Set(otlp.spans.filter((s) => s.name === "leasehold.run ok").map((s) => attribute(s, "leasehold.run_id")))
+      assert.isAbove(traced.size, 5, "about half of the runs are traced")
+      assert.isBelow(traced.size, 36)
+    }))
+
   it.live("across processes: a run whose worker was killed is reclaimed by another process, in a new trace linked to the enqueue span, under fence 2", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

@@ -243,7 +243,13 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
     }
   }
   // Telemetry's cost: the same drain with metrics (target: at most 5% of throughput) or traces on.
-  for (const [id, what, limit] of [["leasehold-metrics", "metrics", 0.05], ["leasehold-traces", "traces", undefined]] as const) {
+  for (
+    const [id, what, limit] of [
+      ["leasehold-metrics", "metrics", 0.05],
+      ["leasehold-traces", "traces", undefined],
+      ["leasehold-traces-sampled", "traces sampled at 10%", undefined]
+    ] as const
+  ) {
     const on = tp[id]
     const off = tp["leasehold"]
     if (on == null || off == null) continue

@@ -21,6 +21,7 @@ const colors: Record<string, string> = {
   "leasehold-delete": "#93c5fd",
   "leasehold-metrics": "#6366f1",
   "leasehold-traces": "#a5b4fc",
+  "leasehold-traces-sampled": "#c7d2fe",
   "graphile-batched": "#ea580c",
   "graphile-default": "#fdba74",
   "pgboss-tuned": "#16a34a",

@@ -15,6 +15,7 @@ export type VariantId =
   | "leasehold-delete"
   | "leasehold-metrics"
   | "leasehold-traces"
+  | "leasehold-traces-sampled"
   | "graphile-batched"
   | "graphile-default"
   | "pgboss-tuned"
@@ -97,6 +98,15 @@ export const variants: ReadonlyArray<Variant<any>> = [
     mode: "tuned",
     options: { ...leaseholdOptions, traces: true },
     source: "the Leasehold options with traces: true (a consumer span per attempt and spans per statement, made by Effect's tracer; not exported)",
+    optIn: true
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-traces-sampled",
+    label: "Leasehold, traces on, 10% sampled",
+    system: leasehold,
+    mode: "tuned",
+    options: { ...leaseholdOptions, traces: true, traceSampleRate: 0.1 },
+    source: "traces: true with traceSampleRate 0.1 (one run in ten traced, decided by run id; the others make no span)",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {

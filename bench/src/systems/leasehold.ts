@@ -25,6 +25,8 @@ export interface LeaseholdOptions {
   readonly metrics?: boolean | undefined
   /** Each attempt in a consumer span, recorded by Effect's tracer (not exported). */
   readonly traces?: boolean | undefined
+  /** The share of runs traced when `traces` is on. */
+  readonly traceSampleRate?: number | undefined
 }
 
 const Payload = Schema.Struct({ i: Schema.Number })
@@ -84,7 +86,8 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
           pollInterval: options.pollInterval as Duration.Input,
           shutdownGrace: options.shutdownGrace as Duration.Input | undefined,
           metrics: options.metrics,
-          traces: options.traces
+          traces: options.traces,
+          traceSampleRate: options.traceSampleRate
         }).pipe(
           Effect.provideService(RunStore, store),
           Effect.provideService(WorkerEvents.WorkerEvents, sink)

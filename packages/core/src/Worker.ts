@@ -67,6 +67,11 @@ export interface WorkerOptions<R> {
    * turned on); off, no span is made for a run.
    */
   readonly traces?: boolean | undefined
+  /**
+   * The share of attempts traced when tracing is on, from 0 to 1 (default 1). Decided per run id
+   * (the same run is traced on every attempt or on none); the others make no span at all.
+   */
+  readonly traceSampleRate?: number | undefined
 }
 
 /** @category models */
@@ -83,6 +88,7 @@ export interface ResolvedOptions {
   readonly maxCompletionBatch: number
   readonly metrics: boolean | undefined
   readonly traces: boolean | undefined
+  readonly traceSampleRate: number
 }
 
 /**
@@ -123,7 +129,8 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
       retry,
       maxCompletionBatch: yield* Options.integer("maxCompletionBatch", options.maxCompletionBatch ?? 500, 1),
       metrics: options.metrics,
-      traces: options.traces
+      traces: options.traces,
+      traceSampleRate: yield* Options.fraction("traceSampleRate", options.traceSampleRate ?? 1)
     }
   })
 
@@ -197,7 +204,10 @@ export const run = <R>(
     // The per-run path is written without generators and allocates little: at tens of thousands
     // of runs a second, the worker's own cost per run is what bounds throughput (bench/).
     const attempt = (entry: LeaseEntry) => Effect.scoped(Effect.flatMap(Lease.acquire(leaseContext, entry), () => runHandler(entry)))
-    const execute = traced ? (entry: LeaseEntry) => RunSpans.consumer(entry, owner, attempt(entry)) : attempt
+    const sampled = RunSpans.sampler(config.traceSampleRate)
+    const execute = traced
+      ? (entry: LeaseEntry) => sampled(entry.run.id) ? RunSpans.consumer(entry, owner, attempt(entry)) : attempt(entry)
+      : attempt
 
     const runHandler = (entry: LeaseEntry): Effect.Effect<unknown, unknown> => {
       const run = entry.run

@@ -15,3 +15,9 @@ export const integer = (option: string, value: number, min: number): Effect.Effe
   Number.isInteger(value) && value >= min
     ? Effect.succeed(value)
     : Effect.fail(new InvalidConfig({ option, issue: `${value} is not a whole number of at least ${min}` }))
+
+/** A share from 0 to 1. */
+export const fraction = (option: string, value: number): Effect.Effect<number, InvalidConfig> =>
+  Number.isFinite(value) && value >= 0 && value <= 1
+    ? Effect.succeed(value)
+    : Effect.fail(new InvalidConfig({ option, issue: `${value} is not a share from 0 to 1` }))

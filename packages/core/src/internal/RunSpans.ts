@@ -52,3 +52,14 @@ export const runtimeStatements = (store: RunStore["Service"]): RunStore["Service
   completeBatch: (items) =>
     store.completeBatch(items).pipe(Effect.withSpan("leasehold.complete", { attributes: { "leasehold.batch_size": items.length } }))
 })
+
+/**
+ * Which runs are traced at `rate`: decided from the run id (a multiplicative hash), so every
+ * attempt of a run is traced or none is, and the decision costs no random draw.
+ */
+export const sampler = (rate: number): (runId: string) => boolean => {
+  if (rate >= 1) return () => true
+  if (rate <= 0) return () => false
+  const threshold = Math.floor(rate * 2 ** 32)
+  return (runId) => (Math.imul(Number(runId) | 0, 0x9e3779b1) >>> 0) < threshold
+}
