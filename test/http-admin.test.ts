@@ -41,8 +41,12 @@ describe("admin API access", () => {
         assert.strictEqual(refused.body.error, "unauthorized")
         assert.match(refused.headers.get("www-authenticate")!, /^Basic realm="leasehold"/)
       }
-      // The console's files are behind the same door.
+      // The console's files and the Prometheus endpoint are behind the same door.
       assert.strictEqual((yield* request(`${origin}/`)).status, 401)
+      assert.strictEqual((yield* request(`${origin}/metrics`)).status, 401)
+      const metrics = yield* Effect.promise(() => fetch(`${origin}/metrics`, { headers: bearer }))
+      assert.strictEqual(metrics.status, 200)
+      assert.match(metrics.headers.get("content-type")!, /^text\/plain; version=0\.0\.4/)
       assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: bearer })).status, 200)
       assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: basic })).status, 200)
       // A write without a token writes nothing.

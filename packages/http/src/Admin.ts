@@ -29,6 +29,7 @@ import {
 import { ByteSize, Effect, Redacted, Schema, Stream } from "effect"
 import { Sse } from "effect/encoding"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { PrometheusMetrics } from "effect/observability"
 import { randomBytes } from "node:crypto"
 import { Handlers } from "./Handlers.js"
 import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
@@ -309,6 +310,11 @@ export const layer = (options: AdminOptions) =>
           const store = yield* RunStore
           return json(200, yield* store.stats)
         }))),
+
+      // Prometheus's text format, behind the same access rules as the API.
+      HttpRouter.route("GET", "/metrics", guard(false, () =>
+        Effect.map(PrometheusMetrics.format(), (text) =>
+          HttpServerResponse.text(text, { status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8" })))),
 
       HttpRouter.route("GET", "/api/workers", guard(false, () =>
         Effect.gen(function*() {
