@@ -215,7 +215,8 @@ describe("admin API routes", () => {
       assert.strictEqual(shown.body.run.state, "running")
       assert.strictEqual(shown.body.run.fence, 1)
       assert.deepStrictEqual(shown.body.run.payload, { order: "A-1", amount: 42 })
-      assert.deepInclude(shown.body.history[0], { kind: "claimed", fence: 1, owner: "w-1" })
+      assert.deepInclude(shown.body.history.events[0], { kind: "claimed", fence: 1, owner: "w-1" })
+      assert.deepInclude(shown.body.history.attempts[0], { fence: 1, owner: "w-1", via: "claimed" })
       const missing = yield* request(`${origin}/api/runs/999999`, { headers: bearer })
       assert.deepStrictEqual([missing.status, missing.body.error], [404, "not-found"])
 

@@ -17,6 +17,7 @@ import {
   type InvalidTransition,
   type LiveLease,
   type PayloadFieldFilter,
+  RunHistory,
   type RunNotFound,
   RunState,
   RunStore,
@@ -255,8 +256,10 @@ export const layer = (options: AdminOptions) =>
           const id = yield* param("id")
           const store = yield* RunStore
           const run = yield* store.get(id)
-          const history = yield* store.history(id)
-          return json(200, { run, history })
+          const events = yield* store.history(id)
+          // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
+          // it: the console shows this story, and the raw events beside it.
+          return json(200, { run, history: { ...RunHistory.fromEvents(events), events } })
         }))),
 
       HttpRouter.route("POST", "/api/runs/:id/cancel", guard(true, () =>

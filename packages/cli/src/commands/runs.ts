@@ -2,12 +2,11 @@
  * `leasehold runs list` and `leasehold runs show <id>`: what is in the store, newest first, and one
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
-import { type RunRecord, RunState, RunStore } from "@leasehold/core"
+import { RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
-import * as History from "../History.js"
 import * as Output from "../Output.js"
 import * as RunJson from "../RunJson.js"
 
@@ -85,7 +84,7 @@ const list = Command.make("list", {
     }
   })).pipe(Command.withDescription("List runs, newest first; filter by state, queue, kind"))
 
-const attemptRows = (attempts: ReadonlyArray<History.Attempt>) =>
+const attemptRows = (attempts: ReadonlyArray<RunHistory.Attempt>) =>
   Output.table(
     ["FENCE", "OWNER", "VIA", "START", "END", "OUTCOME"],
     attempts.map((a) => [
@@ -98,7 +97,7 @@ const attemptRows = (attempts: ReadonlyArray<History.Attempt>) =>
     ])
   )
 
-const suspensionRows = (suspensions: ReadonlyArray<History.Suspension>) =>
+const suspensionRows = (suspensions: ReadonlyArray<RunHistory.Suspension>) =>
   Output.table(
     ["FENCE", "SIGNAL", "SUSPENDED", "DEADLINE", "ENDED", "OUTCOME"],
     suspensions.map((s) => [
@@ -111,13 +110,13 @@ const suspensionRows = (suspensions: ReadonlyArray<History.Suspension>) =>
     ])
   )
 
-const rejectedRows = (rejected: ReadonlyArray<History.RejectedWrite>) =>
+const rejectedRows = (rejected: ReadonlyArray<RunHistory.RejectedWrite>) =>
   Output.table(
     ["AT", "OPERATION", "PRESENTED FENCE", "STORED FENCE"],
     rejected.map((r) => [Output.time(r.at), r.operation, String(r.presentedFence), String(r.storedFence ?? "-")])
   )
 
-const historyJson = (history: History.RunHistory) => ({
+const historyJson = (history: RunHistory.RunHistory) => ({
   attempts: history.attempts.map((a) => ({
     fence: a.fence,
     owner: a.owner,
@@ -161,7 +160,7 @@ const show = Command.make("show", {
       }),
       { migrate: false }
     )
-    const history = History.fromEvents(events)
+    const history = RunHistory.fromEvents(events)
     if (flags.json) {
       return yield* Output.json({ run: RunJson.run(run), ...historyJson(history), events: events.map(RunJson.event) })
     }

@@ -193,105 +193,19 @@ const runsQuery = (filter) => {
   return `/api/runs?${params}`
 }
 
-// ---------------------------------------------------------------------------------------------
-// A run's history, read as attempts, suspensions, refused stale writes and operator actions
-// (the same reading as the CLI's `runs show`).
-// ---------------------------------------------------------------------------------------------
-
-const field = (value, name) => (typeof value === "object" && value !== null ? value[name] : undefined)
-const textOrNull = (value) => (value === undefined || value === null ? null : String(value))
-const errorMessage = (detail) => {
-  const error = field(detail, "error")
-  const message = field(error, "message")
-  return typeof message === "string" ? message : error === undefined || error === null ? null : JSON.stringify(error)
-}
-
-export const readHistory = (events) => {
-  const attempts = []
-  const suspensions = []
-  const rejectedWrites = []
-  const adminActions = []
-  let open
-  let waiting
-  const endAttempt = (at, outcome, detail) => {
-    if (open !== undefined) attempts.push({ ...open, end: at, outcome, detail })
-    open = undefined
-  }
-  const endSuspension = (at, outcome, payload) => {
-    if (waiting !== undefined) suspensions.push({ ...waiting, endedAt: at, outcome, payload })
-    waiting = undefined
-  }
-  for (const e of events) {
-    switch (e.kind) {
-      case "claimed":
-      case "reclaimed":
-      case "signal_timed_out":
-        if (e.kind === "signal_timed_out") endSuspension(e.at, "timed_out", null)
-        endAttempt(e.at, "lease_expired", `reclaimed under fence ${e.fence}`)
-        open = { fence: e.fence, owner: e.owner, via: e.kind, start: e.at }
-        break
-      case "completed":
-        endAttempt(e.at, "completed", null)
-        break
-      case "failed":
-        if (open !== undefined && open.fence === e.fence) endAttempt(e.at, "failed", errorMessage(e.detail))
-        else endAttempt(e.at, "lease_expired", "no attempts left: run failed")
-        break
-      case "retry_scheduled":
-        endAttempt(e.at, "retry_scheduled", errorMessage(e.detail))
-        break
-      case "released":
-        endAttempt(e.at, "released", null)
-        break
-      case "suspended": {
-        const signal = textOrNull(field(e.detail, "signal"))
-        endAttempt(e.at, "suspended", signal === null ? null : `awaiting "${signal}"`)
-        waiting = { fence: e.fence, signal, deadline: textOrNull(field(e.detail, "deadline")), suspendedAt: e.at }
-        break
-      }
-      case "resumed":
-        endSuspension(e.at, "resumed", field(e.detail, "payload") ?? null)
-        break
-      case "cancelled":
-        endAttempt(e.at, "cancelled", `fence advanced to ${e.fence}`)
-        endSuspension(e.at, "cancelled", null)
-        adminActions.push({ at: e.at, action: "cancelled", fence: e.fence })
-        break
-      case "retried":
-        adminActions.push({ at: e.at, action: "retried", fence: e.fence })
-        break
-      case "stale_write_rejected": {
-        const stored = field(e.detail, "storedFence")
-        rejectedWrites.push({
-          at: e.at,
-          operation: textOrNull(field(e.detail, "operation")) ?? "write",
-          presentedFence: e.fence,
-          storedFence: stored === null || stored === undefined ? null : Number(stored)
-        })
-        break
-      }
-    }
-  }
-  if (open !== undefined) attempts.push({ ...open, end: null, outcome: "running", detail: null })
-  if (waiting !== undefined) suspensions.push({ ...waiting, endedAt: null, outcome: "waiting", payload: null })
-  return { attempts, suspensions, rejectedWrites, adminActions }
-}
-
-/** `history` from the API: raw events (read here), or already read into attempts and the rest. */
+/**
+ * A run's history as the API sends it: already read into attempts, suspensions, refused stale
+ * writes and operator actions (by the same code as `leasehold runs show`), with the raw events.
+ */
 const historyOf = (detail) => {
-  const history = detail?.history
-  if (Array.isArray(history)) return { ...readHistory(history), events: history }
-  const events = Array.isArray(detail?.events) ? detail.events : Array.isArray(history?.events) ? history.events : []
-  if (history && Array.isArray(history.attempts)) {
-    return {
-      attempts: history.attempts,
-      suspensions: history.suspensions ?? [],
-      rejectedWrites: history.rejectedWrites ?? [],
-      adminActions: history.adminActions ?? [],
-      events
-    }
+  const history = detail?.history ?? {}
+  return {
+    attempts: history.attempts ?? [],
+    suspensions: history.suspensions ?? [],
+    rejectedWrites: history.rejectedWrites ?? [],
+    adminActions: history.adminActions ?? [],
+    events: history.events ?? []
   }
-  return { ...readHistory(events), events }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,7 +247,7 @@ const live = {
       } catch {
         data = event.data
       }
-      if (field(data, "_tag") === "Subscribed" || event.type === "ready") return
+      if (data?._tag === "Subscribed" || event.type === "ready") return
       // How many changes the stream has brought, and when the last came (shown as a tooltip).
       const indicator = document.getElementById("live")
       indicator.dataset.events = String(Number(indicator.dataset.events ?? 0) + 1)

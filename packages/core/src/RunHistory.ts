@@ -1,11 +1,12 @@
 /**
  * A run's history (`run_history`: stored rows plus what the run row records) read as a story: the attempts (each under its own fence and
  * owner, from claim to outcome), the suspensions and how each ended, the stale writes the fence
- * rejected, and operator actions. Pure: `runs show` prints it, tests can check it.
+ * rejected, and operator actions. Pure: `leasehold runs show` prints it and the admin API sends it
+ * to the console, so both read a history the same way.
  *
  * @since 0.1.0
  */
-import type { RunEvent } from "@leasehold/core"
+import type { RunEvent } from "./RunRecord.js"
 
 /** How an attempt ended. `running` means it has not ended yet. */
 export type AttemptOutcome =
