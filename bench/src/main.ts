@@ -17,6 +17,7 @@ import { fence } from "./measures/fence.js"
 import { heartbeat, type HeartbeatParams } from "./measures/heartbeat.js"
 import { latency } from "./measures/latency.js"
 import { reclaim, type ReclaimParams } from "./measures/reclaim.js"
+import { steady, type SteadyResult } from "./measures/steady.js"
 import * as Pg from "./pg.js"
 import { log } from "./progress.js"
 import { render, renderOptions } from "./report.js"
@@ -24,13 +25,15 @@ import { type Raw, summarize } from "./summary.js"
 import { renderSvg } from "./svg.js"
 import { variantById, variants as allVariants } from "./variants.js"
 
-const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence"] as const
+const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence", "steady"] as const
+// Run unless --measures names others; `steady` runs only when named (issue 15's measures).
+const DEFAULT_MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence"]
 
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
   [--reclaim-leases K] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
   [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default
           (also leasehold-metrics, leasehold-traces: telemetry's cost, only when named)]
-  [--measures drain,latency,heartbeat,reclaim,fence] [--out-dir DIR] [--database-url URL] [--keep-databases]
+  [--measures drain,latency,heartbeat,reclaim,fence | steady] [--steady-rate N] [--out-dir DIR] [--database-url URL] [--keep-databases]
   [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)`
 
 const parse = () => {
@@ -46,6 +49,7 @@ const parse = () => {
       "fence-batches": { type: "string" },
       "fence-batch-size": { type: "string" },
       cap: { type: "string" },
+      "steady-rate": { type: "string" },
       only: { type: "string" },
       measures: { type: "string" },
       "out-dir": { type: "string" },
@@ -67,7 +71,7 @@ const parse = () => {
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer (got ${raw})`)
     return n
   }
-  const measures = values.measures === undefined ? [...MEASURES] : values.measures.split(",")
+  const measures = values.measures === undefined ? [...DEFAULT_MEASURES] : values.measures.split(",")
   for (const m of measures) if (!(MEASURES as ReadonlyArray<string>).includes(m)) throw new Error(`unknown measure ${m}`)
   const only = values.only?.split(",")
   const variants = only === undefined ? allVariants.filter((v) => v.optIn !== true) : allVariants.filter((v) => only.includes(v.id))
@@ -83,6 +87,11 @@ const parse = () => {
     fenceBatches: int("fence-batches", values["fence-batches"], quick ? 10 : 40),
     fenceBatchSize: int("fence-batch-size", values["fence-batch-size"], quick ? 200 : 500),
     capSeconds: int("cap", values.cap, quick ? 10 : 60),
+    steady: {
+      rate: int("steady-rate", values["steady-rate"], quick ? 500 : 2_000),
+      warmupMs: quick ? 1_000 : 5_000,
+      windowMs: quick ? 3_000 : 20_000
+    },
     measures,
     variants,
     outDir: values["out-dir"] ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../results"),
@@ -157,7 +166,8 @@ const main = async () => {
       `${args.samples} pickup samples, ${args.leases.toLocaleString("en-US")} heartbeat leases, load ${loadBefore.map((l) => l.toFixed(2)).join(" ")}`)
     log(renderOptions(args.variants))
 
-    const raw: Raw = { drain: [], latency: [], heartbeat: [], reclaim: [], fence: [] }
+    const steadyResults: Array<SteadyResult> = []
+    const raw: Raw = { drain: [], latency: [], heartbeat: [], reclaim: [], fence: [], steady: steadyResults }
     const hbParams: HeartbeatParams = args.profile === "quick"
       ? { leases: args.leases, ttl: "3 seconds", heartbeat: "1500 millis", intervalMs: 1_500, ttlMs: 3_000, rounds: 3 }
       : { leases: args.leases, ttl: "6 seconds", heartbeat: "2 seconds", intervalMs: 2_000, ttlMs: 6_000, rounds: 5 }
@@ -171,6 +181,10 @@ const main = async () => {
       if (has("drain")) {
         log(`${tag} throughput and cost: ${args.runs.toLocaleString("en-US")} runs, ${args.workers} worker processes`)
         for (const v of args.variants) raw.drain.push(await drain(ctx, v, repeat, args.runs))
+      }
+      if (has("steady")) {
+        log(`${tag} steady state: ${args.steady.rate} runs/s for ${args.steady.windowMs / 1000} s after ${args.steady.warmupMs / 1000} s`)
+        for (const v of args.variants) steadyResults.push(await steady(ctx, v, repeat, args.steady))
       }
       if (has("latency")) {
         log(`${tag} pickup latency: ${args.samples} sequential samples`)

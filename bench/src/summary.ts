@@ -2,6 +2,7 @@
 import type { DrainResult } from "./measures/drain.js"
 import type { FenceResult } from "./measures/fence.js"
 import type { HeartbeatResult } from "./measures/heartbeat.js"
+import type { SteadyResult } from "./measures/steady.js"
 import type { LatencyResult } from "./measures/latency.js"
 import type { ReclaimResult } from "./measures/reclaim.js"
 import { type Spread, spread } from "./stats.js"
@@ -13,6 +14,8 @@ export interface Raw {
   readonly heartbeat: Array<HeartbeatResult>
   readonly reclaim: Array<ReclaimResult>
   readonly fence: Array<FenceResult>
+  /** Absent in results written before the measure existed. */
+  readonly steady?: Array<SteadyResult> | undefined
 }
 
 export interface ComparedMeasure {
@@ -145,6 +148,10 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
       cappedNote(variants, raw)),
     measure("pickupP50", "Pickup latency p50", "ms", "lower", byVariant(variants, raw.latency, (r) => r.p50)),
     measure("pickupP99", "Pickup latency p99", "ms", "lower", byVariant(variants, raw.latency, (r) => r.p99)),
+    measure("steadyRate", "Steady state: runs picked up per second at a fixed producer rate", "runs/s", "higher",
+      byVariant(variants, raw.steady ?? [], (r) => r.pickupRate), undefined, "Steady pickup rate"),
+    measure("steadyP50", "Steady state: pickup latency p50", "ms", "lower", byVariant(variants, raw.steady ?? [], (r) => r.p50)),
+    measure("steadyP99", "Steady state: pickup latency p99", "ms", "lower", byVariant(variants, raw.steady ?? [], (r) => r.p99)),
     measure("statementsPerRun", "SQL statements per run", "statements", "lower", byVariant(variants, raw.drain, (r) => r.cost.statementsPerRun),
       statements ? undefined : "n/a: pg_stat_statements is not preloaded on this server (commits per run below count transactions)"),
     measure("commitsPerRun", "Commits per run", "commits", "lower", byVariant(variants, raw.drain, (r) => r.cost.commitsPerRun)),

@@ -1,0 +1,106 @@
+/**
+ * Steady state: a producer enqueues at a fixed rate (one batch every 10 ms) while the workers run,
+ * as production queues do, instead of draining a preloaded backlog. After a warm-up, over a fixed
+ * window, it measures the rate runs were picked up at and the pickup latency of each (from just
+ * before its batch was enqueued to its handler's first line; both on this machine's wall clock).
+ * LISTEN/NOTIFY is on for every system (the latency options).
+ */
+import { spawnWorker, type WorkerProcess } from "../children.js"
+import type { BenchContext } from "../context.js"
+import * as Pg from "../pg.js"
+import { log, status } from "../progress.js"
+import { epochMs, quantile, sleep } from "../stats.js"
+import type { Variant } from "../variants.js"
+
+export interface SteadyParams {
+  /** Runs enqueued per second. */
+  readonly rate: number
+  readonly warmupMs: number
+  readonly windowMs: number
+}
+
+export interface SteadyResult {
+  readonly variant: string
+  readonly repeat: number
+  readonly rate: number
+  /** Runs picked up per second during the window. */
+  readonly pickupRate: number
+  readonly p50: number
+  readonly p99: number
+  /** Runs enqueued in the window that were not picked up by its end plus one second. */
+  readonly late: number
+}
+
+const TICK_MS = 10
+
+export const steady = async (ctx: BenchContext, variant: Variant, repeat: number, params: SteadyParams): Promise<SteadyResult> => {
+  const options = variant.latencyOptions ?? variant.options
+  const database = await Pg.createDatabase(ctx.serverUrl, `${variant.id}_steady`)
+  const url = Pg.databaseUrl(ctx.serverUrl, database)
+  const workers: Array<WorkerProcess> = []
+  try {
+    const session = await variant.system.enqueueSession(url, options)
+    for (let w = 0; w < ctx.workers; w++) workers.push(spawnWorker({ variant: variant.id, url, role: "latency", options }))
+    await Promise.all(workers.map((w) => w.ready))
+    const enqueuedAt = new Map<number, number>()
+    const startedAt = new Map<number, number>()
+    for (const w of workers) {
+      w.onMessage((m) => {
+        if (m.t === "started" && !startedAt.has(m.i)) startedAt.set(m.i, m.at)
+      })
+    }
+    for (const w of workers) w.go()
+    await sleep(1_000)
+
+    const perTick = params.rate * TICK_MS / 1000
+    const began = epochMs()
+    const windowStart = began + params.warmupMs
+    const windowEnd = windowStart + params.windowMs
+    let next = 0
+    let owed = 0
+    let tick = 0
+    while (epochMs() < windowEnd) {
+      const due = began + tick * TICK_MS
+      const wait = due - epochMs()
+      if (wait > 0) await sleep(wait)
+      owed += perTick
+      const count = Math.floor(owed)
+      owed -= count
+      if (count > 0) {
+        const batch = Array.from({ length: count }, () => next++)
+        const t0 = epochMs()
+        for (const i of batch) enqueuedAt.set(i, t0)
+        await session.enqueueMany(batch)
+      }
+      tick++
+      if (tick % 100 === 0) status(`  ${variant.label}: steady ${params.rate}/s, ${next} enqueued, ${startedAt.size} picked up`)
+    }
+    await sleep(1_000)
+    await session.close()
+    await Promise.all(workers.map((w) => w.stop()))
+
+    const inWindow = [...enqueuedAt.entries()].filter(([, t]) => t >= windowStart && t < windowEnd)
+    const latencies = inWindow.flatMap(([i, t]) => {
+      const at = startedAt.get(i)
+      return at === undefined ? [] : [at - t]
+    })
+    const pickedInWindow = [...startedAt.values()].filter((at) => at >= windowStart && at < windowEnd).length
+    const result: SteadyResult = {
+      variant: variant.id,
+      repeat,
+      rate: params.rate,
+      pickupRate: pickedInWindow / (params.windowMs / 1000),
+      p50: quantile(latencies, 0.5),
+      p99: quantile(latencies, 0.99),
+      late: inWindow.length - latencies.length
+    }
+    log(
+      `  ${variant.label}: steady ${params.rate}/s → picked up ${result.pickupRate.toFixed(0)}/s, ` +
+        `pickup p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms${result.late > 0 ? `, ${result.late} not picked up` : ""}`
+    )
+    return result
+  } finally {
+    for (const w of workers) w.kill9()
+    if (!ctx.keepDatabases) await Pg.dropDatabase(ctx.serverUrl, database).catch(() => undefined)
+  }
+}
