@@ -17,6 +17,8 @@ import { fence } from "./measures/fence.js"
 import { heartbeat, type HeartbeatParams } from "./measures/heartbeat.js"
 import { latency } from "./measures/latency.js"
 import { reclaim, type ReclaimParams } from "./measures/reclaim.js"
+import { pinned, type PinnedResult } from "./measures/pinned.js"
+import { pinnedChart } from "./timeseries.js"
 import { steady, type SteadyResult } from "./measures/steady.js"
 import * as Pg from "./pg.js"
 import { log } from "./progress.js"
@@ -25,15 +27,15 @@ import { type Raw, summarize } from "./summary.js"
 import { renderSvg } from "./svg.js"
 import { variantById, variants as allVariants } from "./variants.js"
 
-const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence", "steady"] as const
-// Run unless --measures names others; `steady` runs only when named (issue 15's measures).
+const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence", "steady", "pinned"] as const
+// Run unless --measures names others; `steady` and `pinned` run only when named (issue 15's measures).
 const DEFAULT_MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence"]
 
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
   [--reclaim-leases K] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
   [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default
           (also leasehold-metrics, leasehold-traces: telemetry's cost, only when named)]
-  [--measures drain,latency,heartbeat,reclaim,fence | steady] [--steady-rate N] [--out-dir DIR] [--database-url URL] [--keep-databases]
+  [--measures drain,latency,heartbeat,reclaim,fence | steady,pinned] [--steady-rate N] [--pinned-window SECONDS] [--out-dir DIR] [--database-url URL] [--keep-databases]
   [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)`
 
 const parse = () => {
@@ -50,6 +52,7 @@ const parse = () => {
       "fence-batch-size": { type: "string" },
       cap: { type: "string" },
       "steady-rate": { type: "string" },
+      "pinned-window": { type: "string" },
       only: { type: "string" },
       measures: { type: "string" },
       "out-dir": { type: "string" },
@@ -91,6 +94,17 @@ const parse = () => {
       rate: int("steady-rate", values["steady-rate"], quick ? 500 : 2_000),
       warmupMs: quick ? 1_000 : 5_000,
       windowMs: quick ? 3_000 : 20_000
+    },
+    // PlanetScale's shape: 800/s, three REPEATABLE READ readers held 120 s, 20 s apart, scanning
+    // every 500 ms, over 15 minutes; the quick profile scales the readers and the window down.
+    pinned: {
+      rate: 800,
+      readers: 3,
+      holdMs: quick ? 8_000 : 120_000,
+      staggerMs: quick ? 3_000 : 20_000,
+      scanMs: 500,
+      warmupMs: quick ? 2_000 : 10_000,
+      windowMs: int("pinned-window", values["pinned-window"], quick ? 15 : 900) * 1000
     },
     measures,
     variants,
@@ -167,7 +181,8 @@ const main = async () => {
     log(renderOptions(args.variants))
 
     const steadyResults: Array<SteadyResult> = []
-    const raw: Raw = { drain: [], latency: [], heartbeat: [], reclaim: [], fence: [], steady: steadyResults }
+    const pinnedResults: Array<PinnedResult> = []
+    const raw: Raw = { drain: [], latency: [], heartbeat: [], reclaim: [], fence: [], steady: steadyResults, pinned: pinnedResults }
     const hbParams: HeartbeatParams = args.profile === "quick"
       ? { leases: args.leases, ttl: "3 seconds", heartbeat: "1500 millis", intervalMs: 1_500, ttlMs: 3_000, rounds: 3 }
       : { leases: args.leases, ttl: "6 seconds", heartbeat: "2 seconds", intervalMs: 2_000, ttlMs: 6_000, rounds: 5 }
@@ -185,6 +200,11 @@ const main = async () => {
       if (has("steady")) {
         log(`${tag} steady state: ${args.steady.rate} runs/s for ${args.steady.windowMs / 1000} s after ${args.steady.warmupMs / 1000} s`)
         for (const v of args.variants) steadyResults.push(await steady(ctx, v, repeat, args.steady))
+      }
+      if (has("pinned")) {
+        const p = args.pinned
+        log(`${tag} pinned MVCC horizon: ${p.rate} runs/s, ${p.readers} REPEATABLE READ readers held ${p.holdMs / 1000} s, ${p.staggerMs / 1000} s apart, over ${p.windowMs / 1000} s (and the same without readers)`)
+        for (const v of args.variants) pinnedResults.push(await pinned(ctx, v, repeat, p))
       }
       if (has("latency")) {
         log(`${tag} pickup latency: ${args.samples} sequential samples`)
@@ -248,6 +268,12 @@ const main = async () => {
     fs.writeFileSync(path.join(args.outDir, "latest.json"), `${JSON.stringify(result, null, 2)}\n`)
     const subtitle = chartSubtitle(args.runs, args.workers, args.repeats, version, os.availableParallelism(), finishedAt.toISOString())
     fs.writeFileSync(path.join(args.outDir, "latest.svg"), `${renderSvg(summary, args.variants, subtitle)}\n`)
+    if (pinnedResults.length > 0) {
+      const labels = Object.fromEntries(args.variants.map((v) => [v.id, v.label]))
+      const p = args.pinned
+      const pinnedSubtitle = `${p.rate} runs/s, ${p.readers} readers held ${p.holdMs / 1000} s, ${p.staggerMs / 1000} s apart; ${subtitle}`
+      fs.writeFileSync(path.join(args.outDir, "pinned.svg"), pinnedChart(pinnedResults, labels, pinnedSubtitle))
+    }
     log(`wrote ${path.join(args.outDir, "latest.json")} and latest.svg (${result.durationSeconds.toFixed(0)} s)`)
   } finally {
     if (embedded !== undefined) await embedded.stop()

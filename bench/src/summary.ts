@@ -2,6 +2,7 @@
 import type { DrainResult } from "./measures/drain.js"
 import type { FenceResult } from "./measures/fence.js"
 import type { HeartbeatResult } from "./measures/heartbeat.js"
+import type { PinnedResult } from "./measures/pinned.js"
 import type { SteadyResult } from "./measures/steady.js"
 import type { LatencyResult } from "./measures/latency.js"
 import type { ReclaimResult } from "./measures/reclaim.js"
@@ -16,6 +17,7 @@ export interface Raw {
   readonly fence: Array<FenceResult>
   /** Absent in results written before the measure existed. */
   readonly steady?: Array<SteadyResult> | undefined
+  readonly pinned?: Array<PinnedResult> | undefined
 }
 
 export interface ComparedMeasure {
@@ -152,6 +154,15 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
       byVariant(variants, raw.steady ?? [], (r) => r.pickupRate), undefined, "Steady pickup rate"),
     measure("steadyP50", "Steady state: pickup latency p50", "ms", "lower", byVariant(variants, raw.steady ?? [], (r) => r.p50)),
     measure("steadyP99", "Steady state: pickup latency p99", "ms", "lower", byVariant(variants, raw.steady ?? [], (r) => r.p99)),
+    measure("pinnedShare", "Pinned MVCC horizon: pickup rate as a share of the clean run", "%", "higher",
+      byVariant(variants, raw.pinned ?? [], (r) => r.share * 100), undefined, "Pinned horizon share of clean"),
+    measure("pinnedP99", "Pinned MVCC horizon: pickup latency p99", "ms", "lower", byVariant(variants, raw.pinned ?? [], (r) => r.pinned.p99)),
+    measure("pinnedP99Clean", "Pinned MVCC horizon: pickup latency p99 of the clean run", "ms", "lower",
+      byVariant(variants, raw.pinned ?? [], (r) => r.clean.p99)),
+    measure("pinnedDeadTuples", "Pinned MVCC horizon: dead tuples at the end", "tuples", "lower",
+      byVariant(variants, raw.pinned ?? [], (r) => r.pinnedSeries.at(-1)?.deadTuples ?? null)),
+    measure("pinnedBytes", "Pinned MVCC horizon: tables and indexes at the end", "bytes", "lower",
+      byVariant(variants, raw.pinned ?? [], (r) => r.pinnedSeries.at(-1)?.totalBytes ?? null)),
     measure("statementsPerRun", "SQL statements per run", "statements", "lower", byVariant(variants, raw.drain, (r) => r.cost.statementsPerRun),
       statements ? undefined : "n/a: pg_stat_statements is not preloaded on this server (commits per run below count transactions)"),
     measure("commitsPerRun", "Commits per run", "commits", "lower", byVariant(variants, raw.drain, (r) => r.cost.commitsPerRun)),

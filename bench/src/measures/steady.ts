@@ -19,6 +19,9 @@ export interface SteadyParams {
   readonly windowMs: number
 }
 
+/** Work started beside the producer (the pinned-horizon readers, a sampler), stopped after it. */
+export type Beside = (url: string, began: number) => { readonly stop: () => Promise<void> }
+
 export interface SteadyResult {
   readonly variant: string
   readonly repeat: number
@@ -33,9 +36,18 @@ export interface SteadyResult {
 
 const TICK_MS = 10
 
-export const steady = async (ctx: BenchContext, variant: Variant, repeat: number, params: SteadyParams): Promise<SteadyResult> => {
+/** The database a steady run uses (the pinned-horizon sampler reads its tables). */
+export const steadyDatabaseLabel = (variant: Variant) => `${variant.id}_steady`
+
+export const steady = async (
+  ctx: BenchContext,
+  variant: Variant,
+  repeat: number,
+  params: SteadyParams,
+  beside?: Beside
+): Promise<SteadyResult> => {
   const options = variant.latencyOptions ?? variant.options
-  const database = await Pg.createDatabase(ctx.serverUrl, `${variant.id}_steady`)
+  const database = await Pg.createDatabase(ctx.serverUrl, steadyDatabaseLabel(variant))
   const url = Pg.databaseUrl(ctx.serverUrl, database)
   const workers: Array<WorkerProcess> = []
   try {
@@ -54,6 +66,7 @@ export const steady = async (ctx: BenchContext, variant: Variant, repeat: number
 
     const perTick = params.rate * TICK_MS / 1000
     const began = epochMs()
+    const alongside = beside?.(url, began)
     const windowStart = began + params.warmupMs
     const windowEnd = windowStart + params.windowMs
     let next = 0
@@ -76,6 +89,7 @@ export const steady = async (ctx: BenchContext, variant: Variant, repeat: number
       if (tick % 100 === 0) status(`  ${variant.label}: steady ${params.rate}/s, ${next} enqueued, ${startedAt.size} picked up`)
     }
     await sleep(1_000)
+    await alongside?.stop()
     await session.close()
     await Promise.all(workers.map((w) => w.stop()))
 
