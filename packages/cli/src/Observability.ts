@@ -7,9 +7,8 @@
  * @since 0.1.0
  */
 import { Telemetry } from "@leasehold/core"
-import { Layer } from "effect"
-import { FetchHttpClient } from "effect/http"
-import { Otlp, type OtlpExporter, OtlpSerialization } from "effect/observability"
+import { Effect, Layer } from "effect"
+import type { OtlpExporter } from "effect/observability"
 
 const configured = (name: string) => (process.env[name] ?? "") !== ""
 
@@ -23,10 +22,19 @@ if (enabled) {
   for (const signal of ["TRACES", "METRICS", "LOGS"]) process.env[`OTEL_${signal}_EXPORTER`] ??= "otlp"
 }
 
-/** The exporters and run tracing when `enabled`, nothing otherwise. */
+/**
+ * The exporters and run tracing when `enabled`, nothing otherwise. The exporters' modules are
+ * loaded only then: every other start of the command would pay for them (about 70 ms).
+ */
 export const layer: Layer.Layer<OtlpExporter.Flusher> | Layer.Layer<never> = enabled
-  ? Layer.mergeAll(
-    Otlp.layerFromConfig({ resource: { serviceName: process.env.OTEL_SERVICE_NAME ?? "leasehold" } }),
-    Telemetry.layer()
-  ).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(FetchHttpClient.layer))
+  ? Layer.unwrap(Effect.promise(async () => {
+    const [{ Otlp, OtlpSerialization }, { FetchHttpClient }] = await Promise.all([
+      import("effect/observability"),
+      import("effect/http")
+    ])
+    return Layer.mergeAll(
+      Otlp.layerFromConfig({ resource: { serviceName: process.env.OTEL_SERVICE_NAME ?? "leasehold" } }),
+      Telemetry.layer()
+    ).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(FetchHttpClient.layer))
+  }))
   : Layer.empty

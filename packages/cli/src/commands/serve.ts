@@ -7,7 +7,6 @@
 import { InvalidConfig } from "@leasehold/core"
 import { Config, Effect, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
-import { HttpServer } from "effect/http"
 import * as Connection from "../Connection.js"
 import { connectionFlags, UsageError } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
@@ -33,8 +32,8 @@ export const serve = Command.make("serve", {
     }
     const handlers = yield* Tasks.fromFlag(flags.tasks)
     // Loaded here, not at the top: the HTTP stack would slow every other command's start.
-    const { Callbacks, Handlers, Server } = yield* Effect.tryPromise({
-      try: () => import("@leasehold/http"),
+    const [{ Callbacks, Handlers, Server }, { HttpServer }] = yield* Effect.tryPromise({
+      try: () => Promise.all([import("@leasehold/http"), import("effect/http")]),
       catch: () => new UsageError({ message: "leasehold serve needs @leasehold/http: npm install @leasehold/http" })
     })
     const token = yield* Effect.mapError(

@@ -6,7 +6,6 @@ import { Worker, WorkerEvents } from "@leasehold/core"
 import { type Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
-import * as MetricsServer from "../MetricsServer.js"
 import * as Observability from "../Observability.js"
 import { connectionFlags, UsageError } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
@@ -52,6 +51,8 @@ export const worker = Command.make("worker", {
       })
     const metricsEndpoint = Effect.gen(function*() {
       if (Option.isNone(flags.metricsPort)) return
+      // Loaded only for --metrics-port: the HTTP server would slow every other command's start.
+      const MetricsServer = yield* Effect.promise(() => import("../MetricsServer.js"))
       const url = yield* MetricsServer.start(flags.metricsHost, flags.metricsPort.value)
       yield* Effect.sync(() => {
         process.stdout.write(flags.json ? JSON.stringify({ at: Date.now(), _tag: "MetricsServing", url }) + "\n" : `MetricsServing ${url}\n`)
