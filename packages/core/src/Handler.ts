@@ -97,15 +97,17 @@ export const encodePayload = (handler: Handler, payload: unknown): Effect.Effect
   ) as Effect.Effect<unknown, InvalidPayload>
 
 /**
- * A result encoder compiled once per handler: the handler's result schema (if any), then JSON
- * text. Runs per run before its completion joins a batch, so an unencodable result fails that
- * run alone.
+ * A result encoder compiled once: `schema` (if any), then JSON text. A value that does not encode
+ * is `UnstorableValue`, naming the run and the reason. The worker runs it per run before a
+ * completion joins a batch; `Run.transaction` runs it inside the transaction.
  *
  * @category validation
  */
-export const resultEncoder = (handler: Handler): (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue> => {
-  if (handler.result === undefined) return (runId, value) => Json.encode(value ?? null, "result", runId)
-  const encode = Schema.encodeUnknownExit(handler.result as Schema.Codec<unknown, unknown>)
+export const encoderFor = <A>(
+  schema: Schema.Codec<A, unknown> | undefined
+): (runId: string, value: A) => Exit.Exit<string, UnstorableValue> => {
+  if (schema === undefined) return (runId, value) => Json.encode(value ?? null, "result", runId)
+  const encode = Schema.encodeUnknownExit(schema as Schema.Codec<unknown, unknown>)
   return (runId, value) => {
     const encoded = encode(value)
     return Exit.isSuccess(encoded)
@@ -113,6 +115,10 @@ export const resultEncoder = (handler: Handler): (runId: string, value: unknown)
       : Exit.fail(new UnstorableValue({ what: "result", runId, issue: issueOf(Cause.squash(encoded.cause)) }))
   }
 }
+
+/** The encoder of a handler's results (its `result` schema, if any). @category validation */
+export const resultEncoder = (handler: Handler): (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue> =>
+  encoderFor(handler.result)
 
 /**
  * Checks a signal's outcome payload against the schema the handler declares for that signal

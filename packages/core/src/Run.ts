@@ -4,13 +4,14 @@
  *
  * @since 0.1.0
  */
-import { type Duration, Effect, Exit, Schema } from "effect"
+import type { Duration, Schema } from "effect"
+import { Effect } from "effect"
 import { CurrentRun } from "./CurrentRun.js"
-import { type InvalidConfig, type SignalTokenInUse, type StoreError, UnstorableValue } from "./Errors.js"
+import type { InvalidConfig, SignalTokenInUse, StoreError, UnstorableValue } from "./Errors.js"
 import * as Options from "./internal/Options.js"
 import * as Settlement from "./internal/Settlement.js"
 import { Fence, leaseKey } from "./Fence.js"
-import * as Json from "./Json.js"
+import * as Handler from "./Handler.js"
 import type { SignalOutcome } from "./RunRecord.js"
 import { RunStore, type StaleWrite } from "./RunStore.js"
 
@@ -44,21 +45,11 @@ export const transaction = <A, E, R>(
     const fence = yield* Fence
     const store = yield* RunStore
     const run = yield* CurrentRun
-    const value = yield* store.completeInTransaction(leaseKey(fence), effect, encodeWith(fence.runId, options?.result))
+    const encode = Handler.encoderFor(options?.result)
+    const value = yield* store.completeInTransaction(leaseKey(fence), effect, (a) => encode(fence.runId, a))
     Settlement.report(run, "completed")
     return value
   }).pipe(Effect.withSpan("Run.transaction"))
-
-const encodeWith = <A>(runId: string, schema: Schema.Codec<A, unknown> | undefined) => {
-  if (schema === undefined) return (a: A) => Json.encode(a ?? null, "result", runId)
-  const encode = Schema.encodeExit(schema)
-  return (a: A): Exit.Exit<string, UnstorableValue> => {
-    const encoded = encode(a)
-    return Exit.isSuccess(encoded)
-      ? Json.encode(encoded.value ?? null, "result", runId)
-      : Exit.fail(new UnstorableValue({ what: "result", runId, issue: String(encoded.cause) }))
-  }
-}
 
 /** @category models */
 export interface AwaitSignalOptions {

@@ -17,7 +17,6 @@ import { CurrentRun } from "./CurrentRun.js"
 import { InvalidConfig } from "./Errors.js"
 import { Fence } from "./Fence.js"
 import * as Handler from "./Handler.js"
-import * as Json from "./Json.js"
 import * as Telemetry from "./Telemetry.js"
 import * as Heartbeat from "./internal/Heartbeat.js"
 import { type InFlight, keyOf, type LeaseEntry } from "./internal/InFlight.js"
@@ -230,7 +229,7 @@ export const run = <R>(
         run,
         key,
         claimedAt: sentAt,
-        encodeResult: compiled.get(run.kind)?.encodeResult ?? defaultEncodeResult,
+        encodeResult: compiled.get(run.kind)?.encodeResult ?? schemaless,
         deadline: sentAt + ttlMs,
         settled: undefined,
         finalizing: false,
@@ -326,7 +325,8 @@ export const run = <R>(
     return yield* Effect.never
   }))
 
-const defaultEncodeResult = (runId: string, value: unknown) => Json.encode(value, "result", runId)
+// A run of a kind without a handler fails before it has a result; this only keeps the entry whole.
+const schemaless = Handler.encoderFor<unknown>(undefined)
 
 const drain = (owner: string, inFlight: InFlight, idle: Latch.Latch, grace: Duration.Duration) =>
   Effect.gen(function*() {
