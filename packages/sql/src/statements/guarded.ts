@@ -292,19 +292,17 @@ export const completeInTransaction = <A, E, R>(
 ): Effect.Effect<A, E | FenceRejected | LeaseNotHeld | RunNotFound | UnstorableValue | StoreError, R> => {
   const readFence = sql<{ fence: bigint; state: RunState }>`
     SELECT fence, state FROM ${s.runs(sql)} WHERE id = ${lease.runId}::bigint`
-  // The stored row decides: gone is RunNotFound (a deleted completion), a higher fence is
-  // FenceRejected, the same fence on a run no longer running is LeaseNotHeld.
-  const rejection = Effect.flatMap(readFence, (rows): Effect.Effect<never, RunNotFound | FenceRejected | LeaseNotHeld> => {
-    const row = rows[0]
-    if (row === undefined) return Effect.fail(new RunNotFound({ runId: lease.runId }))
-    const stored = num(row.fence)
-    if (stored !== lease.fence) {
-      return Effect.fail(new FenceRejected({ runId: lease.runId, presentedFence: lease.fence, storedFence: stored, operation: "transaction" }))
-    }
-    return Effect.fail(new LeaseNotHeld({ runId: lease.runId, fence: lease.fence, state: row.state, operation: "transaction" }))
-  })
+  // The stored row decides, as `diagnose` reads it: gone is RunNotFound (a deleted completion), a
+  // higher fence is FenceRejected, the same fence on a run no longer running is LeaseNotHeld.
+  const rejection = (rows: ReadonlyArray<{ fence: bigint; state: RunState }>) =>
+    Effect.fail(toError("transaction", {
+      runId: lease.runId,
+      presented: lease.fence,
+      stored: rows[0] === undefined ? null : num(rows[0].fence),
+      state: rows[0]?.state ?? null
+    }))
   const check = Effect.flatMap(readFence, (rows) =>
-    rows[0] !== undefined && num(rows[0].fence) === lease.fence && rows[0].state === "running" ? Effect.void : rejection)
+    rows[0] !== undefined && num(rows[0].fence) === lease.fence && rows[0].state === "running" ? Effect.void : rejection(rows))
   const complete = (result: string) => {
     const completed = completedSet(sql, sql`${result}::jsonb`)
     return completedRuns === "delete"
@@ -336,7 +334,7 @@ export const completeInTransaction = <A, E, R>(
     const result = yield* encodeResult(value)
     const done = yield* complete(result)
     // Superseded between the check and the completion: say why, and roll back.
-    if (done.length === 0) return yield* rejection
+    if (done.length === 0) return yield* Effect.flatMap(readFence, rejection)
     return value
   })
   return sql.withTransaction(body).pipe(
