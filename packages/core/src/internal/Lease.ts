@@ -49,16 +49,13 @@ const describe = (error: unknown): { tag?: string; message: string } => {
   return { tag: typeof tag === "string" ? tag : error.name, message: error.message }
 }
 
-const errorJson = (cause: Cause.Cause<unknown>): unknown => {
-  const error = Cause.squash(cause)
-  if (error instanceof PermanentFailure) return { ...describe(error.reason), permanent: true }
-  return isPermanent(cause) ? { ...describe(error), permanent: true } : describe(error)
-}
-
 // A payload that no longer decodes, or a result JSON cannot hold: the next attempt would fail alike.
-const isPermanent = (cause: Cause.Cause<unknown>): boolean => {
-  const error = Cause.squash(cause)
-  return error instanceof PermanentFailure || (error as { _tag?: unknown } | undefined)?._tag === "UnstorableValue"
+const isPermanent = (error: unknown): boolean =>
+  error instanceof PermanentFailure || (error as { _tag?: unknown } | undefined)?._tag === "UnstorableValue"
+
+const errorJson = (error: unknown): unknown => {
+  if (error instanceof PermanentFailure) return { ...describe(error.reason), permanent: true }
+  return isPermanent(error) ? { ...describe(error), permanent: true } : describe(error)
 }
 
 const nullResult: Exit.Exit<string | null, never> = Exit.succeed(null)
@@ -158,12 +155,14 @@ const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<
       )
     )
   }
+  // The failure is read once: whether to retry, and what to record.
+  const error = Cause.squash(cause)
   return Effect.flatMap(
-    isPermanent(cause) ? Effect.succeed(undefined) : Backoff.delayFor(ctx.retry, entry.run.attempt),
+    isPermanent(error) ? Effect.succeed(undefined) : Backoff.delayFor(ctx.retry, entry.run.attempt),
     (retryDelayMs) =>
       bounded(
         "fail",
-        ctx.store.fail({ ...lease, error: errorJson(cause), retryDelayMs }).pipe(
+        ctx.store.fail({ ...lease, error: errorJson(error), retryDelayMs }).pipe(
           Effect.map((o): Settlement => o._tag === "Failed" ? "failed" : "retry-scheduled"),
           Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("fail"))
         )

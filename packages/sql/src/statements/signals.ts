@@ -10,7 +10,8 @@ import {
   RunNotFound,
   type RunState,
   type SignalDelivery,
-  type SignalOutcome
+  type SignalOutcome,
+  terminalStates
 } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -18,8 +19,6 @@ import type { StoreSchema } from "../StoreSchema.js"
 import { resumeWhere } from "./admin.js"
 import { diagnose, toError } from "./guarded.js"
 import { isRunId } from "./rows.js"
-
-const finished: ReadonlyArray<RunState> = ["completed", "failed", "cancelled"]
 
 /** Delivers a signal's outcome to a run, in one transaction holding the run's row. */
 export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request: DeliverSignalRequest) =>
@@ -42,7 +41,7 @@ export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request:
         if (run.delivered._tag === "TimedOut") return yield* answer({ _tag: "Gone", runId, reason: "timed-out" })
         return yield* answer({ _tag: run.same === true ? "Duplicate" : "Conflict", runId })
       }
-      if (finished.includes(run.state)) return yield* answer({ _tag: "Gone", runId, reason: "finished" })
+      if (terminalStates.includes(run.state)) return yield* answer({ _tag: "Gone", runId, reason: "finished" })
       if (request.deliveryId !== undefined) {
         yield* sql`INSERT INTO ${s.deliveries(sql)} (id, run_id, signal)
           VALUES (${request.deliveryId}, ${runId}::bigint, ${request.signal})`

@@ -51,11 +51,14 @@ const fieldText = (payload: unknown, path: ReadonlyArray<string>): string | unde
 }
 
 /** Whether a run is one the filter selects. */
-export const matches = (run: StoredRun, filter: RunFilter): boolean =>
-  (filter.state === undefined || run.state === filter.state) &&
-  (filter.queue === undefined || run.queue === filter.queue) &&
-  (filter.kind === undefined || run.kind === filter.kind) &&
-  (filter.payload ?? []).every((f) => fieldText(parse(run.payload), f.path) === f.value)
+export const matches = (run: StoredRun, filter: RunFilter): boolean => {
+  if (filter.state !== undefined && run.state !== filter.state) return false
+  if (filter.queue !== undefined && run.queue !== filter.queue) return false
+  if (filter.kind !== undefined && run.kind !== filter.kind) return false
+  if (filter.payload === undefined || filter.payload.length === 0) return true
+  const payload = parse(run.payload)
+  return filter.payload.every((f) => fieldText(payload, f.path) === f.value)
+}
 
 /** Newest first, as the statement orders by id DESC. */
 export const list = (runs: Iterable<StoredRun>, filter: ListFilter): Array<RunRecord> =>

@@ -22,6 +22,7 @@ import type {
   SignalOutcome,
   SuspendOutcome
 } from "../../RunRecord.js"
+import { terminalStates } from "../../RunRecord.js"
 import * as Read from "./Read.js"
 import type {
   ClaimRequest,
@@ -392,7 +393,7 @@ export class State {
       if (delivered._tag === "TimedOut") return ok({ _tag: "Gone", runId, reason: "timed-out" })
       return ok({ _tag: sameJson(delivered.payload, parse(payload)) ? "Duplicate" : "Conflict", runId })
     }
-    if (run.state === "completed" || run.state === "failed" || run.state === "cancelled") {
+    if (terminalStates.includes(run.state)) {
       return ok({ _tag: "Gone", runId, reason: "finished" })
     }
     if (request.deliveryId !== undefined) this.deliveries.add(request.deliveryId)
