@@ -22,24 +22,48 @@ export interface LatencyResult {
   readonly timeouts: number
 }
 
-const WARMUP = 10
-const SAMPLE_TIMEOUT_MS = 10_000
-
-export const latency = async (ctx: BenchContext, variant: Variant, repeat: number, samples: number): Promise<LatencyResult> => {
+/**
+ * Worker processes that report each handler's start, on a fresh database, with an enqueue session
+ * (LISTEN/NOTIFY on: the variant's latency options). `onStarted` hears every start; the fleet is
+ * ready but not yet told to go. `close` stops what is still running and drops the database.
+ */
+export const latencyFleet = async (
+  ctx: BenchContext,
+  variant: Variant,
+  label: string,
+  onStarted: (i: number, at: number) => void
+) => {
   const options = variant.latencyOptions ?? variant.options
-  const database = await Pg.createDatabase(ctx.serverUrl, `${variant.id}_latency`)
+  const database = await Pg.createDatabase(ctx.serverUrl, label)
   const url = Pg.databaseUrl(ctx.serverUrl, database)
   const workers: Array<WorkerProcess> = []
+  const close = async () => {
+    for (const w of workers) w.kill9()
+    if (!ctx.keepDatabases) await Pg.dropDatabase(ctx.serverUrl, database).catch(() => undefined)
+  }
   try {
     const session = await variant.system.enqueueSession(url, options)
     for (let w = 0; w < ctx.workers; w++) workers.push(spawnWorker({ variant: variant.id, url, role: "latency", options }))
     await Promise.all(workers.map((w) => w.ready))
-    const waiting = new Map<number, (at: number) => void>()
     for (const w of workers) {
       w.onMessage((m) => {
-        if (m.t === "started") waiting.get(m.i)?.(m.at)
+        if (m.t === "started") onStarted(m.i, m.at)
       })
     }
+    return { url, session, workers, close }
+  } catch (error) {
+    await close()
+    throw error
+  }
+}
+
+const WARMUP = 10
+const SAMPLE_TIMEOUT_MS = 10_000
+
+export const latency = async (ctx: BenchContext, variant: Variant, repeat: number, samples: number): Promise<LatencyResult> => {
+  const waiting = new Map<number, (at: number) => void>()
+  const { close, session, workers } = await latencyFleet(ctx, variant, `${variant.id}_latency`, (i, at) => waiting.get(i)?.(at))
+  try {
     for (const w of workers) w.go()
     // Let every worker reach its idle, listening state.
     await sleep(1_000)
@@ -79,7 +103,6 @@ export const latency = async (ctx: BenchContext, variant: Variant, repeat: numbe
     log(`  ${variant.label}: pickup p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms (${values.length} samples${timeouts > 0 ? `, ${timeouts} timed out` : ""})`)
     return result
   } finally {
-    for (const w of workers) w.kill9()
-    if (!ctx.keepDatabases) await Pg.dropDatabase(ctx.serverUrl, database).catch(() => undefined)
+    await close()
   }
 }

@@ -5,12 +5,11 @@
  * before its batch was enqueued to its handler's first line; both on this machine's wall clock).
  * LISTEN/NOTIFY is on for every system (the latency options).
  */
-import { spawnWorker, type WorkerProcess } from "../children.js"
 import type { BenchContext } from "../context.js"
-import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
 import { epochMs, quantile, sleep } from "../stats.js"
 import type { Variant } from "../variants.js"
+import { latencyFleet } from "./latency.js"
 
 export interface SteadyParams {
   /** Runs enqueued per second. */
@@ -46,21 +45,12 @@ export const steady = async (
   params: SteadyParams,
   beside?: Beside
 ): Promise<SteadyResult> => {
-  const options = variant.latencyOptions ?? variant.options
-  const database = await Pg.createDatabase(ctx.serverUrl, steadyDatabaseLabel(variant))
-  const url = Pg.databaseUrl(ctx.serverUrl, database)
-  const workers: Array<WorkerProcess> = []
+  const enqueuedAt = new Map<number, number>()
+  const startedAt = new Map<number, number>()
+  const { close, session, url, workers } = await latencyFleet(ctx, variant, steadyDatabaseLabel(variant), (i, at) => {
+    if (!startedAt.has(i)) startedAt.set(i, at)
+  })
   try {
-    const session = await variant.system.enqueueSession(url, options)
-    for (let w = 0; w < ctx.workers; w++) workers.push(spawnWorker({ variant: variant.id, url, role: "latency", options }))
-    await Promise.all(workers.map((w) => w.ready))
-    const enqueuedAt = new Map<number, number>()
-    const startedAt = new Map<number, number>()
-    for (const w of workers) {
-      w.onMessage((m) => {
-        if (m.t === "started" && !startedAt.has(m.i)) startedAt.set(m.i, m.at)
-      })
-    }
     for (const w of workers) w.go()
     await sleep(1_000)
 
@@ -114,7 +104,6 @@ export const steady = async (
     )
     return result
   } finally {
-    for (const w of workers) w.kill9()
-    if (!ctx.keepDatabases) await Pg.dropDatabase(ctx.serverUrl, database).catch(() => undefined)
+    await close()
   }
 }
