@@ -75,18 +75,18 @@ export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
     const dueByQueue = yield* sql<{ queue: string; due: bigint; oldest: number }>`
       SELECT queue, count(*) AS due, extract(epoch FROM now() - min(run_at))::float8 AS oldest
       FROM ${s.runs(sql)} WHERE state = 'pending' AND run_at <= now() GROUP BY queue ORDER BY queue`
-    const [row] = yield* sql<{ live: bigint; oldest: number | null; rejections: bigint; reclaims: bigint }>`
+    const [row] = yield* sql<{ live: bigint; rejections: bigint; reclaims: bigint }>`
       SELECT
         (SELECT count(*) FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now()) AS live,
-        (SELECT extract(epoch FROM now() - min(run_at))::float8 FROM ${s.runs(sql)}
-          WHERE state = 'pending' AND run_at <= now()) AS oldest,
         (SELECT count(*) FROM ${s.events(sql)} WHERE kind = 'stale_write_rejected') AS rejections,
         (SELECT count(*) FROM ${s.events(sql)} WHERE kind = 'reclaimed') AS reclaims`
+    const due = dueByQueue.map((r) => ({ queue: r.queue, due: num(r.due), oldestDueSeconds: Number(r.oldest) }))
     return {
       byStateAndQueue: byStateAndQueue.map((r) => ({ queue: r.queue, state: r.state, count: num(r.count) })),
       liveLeases: num(row!.live),
-      oldestPendingSeconds: row!.oldest === null ? null : Number(row!.oldest),
-      dueByQueue: dueByQueue.map((r) => ({ queue: r.queue, due: num(r.due), oldestDueSeconds: Number(r.oldest) })),
+      // The oldest due run of all is the oldest of the queues' (one scan of the due runs, not two).
+      oldestPendingSeconds: due.length === 0 ? null : Math.max(...due.map((q) => q.oldestDueSeconds)),
+      dueByQueue: due,
       fenceRejections: num(row!.rejections),
       reclaims: num(row!.reclaims)
     } satisfies Stats

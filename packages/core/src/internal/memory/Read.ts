@@ -73,7 +73,6 @@ const order = (a: string, b: string) => a < b ? -1 : a > b ? 1 : 0
 export const stats = (runs: Iterable<StoredRun>, events: ReadonlyArray<StoredEvent>, now: number): Stats => {
   const counts = new Map<string, { queue: string; state: RunState; count: number }>()
   let liveLeases = 0
-  let oldest: number | null = null
   const due = new Map<string, { count: number; oldest: number }>()
   for (const run of runs) {
     const key = `${run.queue}\u0000${run.state}`
@@ -82,17 +81,18 @@ export const stats = (runs: Iterable<StoredRun>, events: ReadonlyArray<StoredEve
     counts.set(key, entry)
     if (run.state === "running" && run.leaseExpiresAt! > now) liveLeases += 1
     if (run.state === "pending" && run.runAt <= now) {
-      if (oldest === null || run.runAt < oldest) oldest = run.runAt
       const queue = due.get(run.queue) ?? { count: 0, oldest: run.runAt }
       due.set(run.queue, { count: queue.count + 1, oldest: Math.min(queue.oldest, run.runAt) })
     }
   }
+  const dueByQueue = [...due.entries()].sort(([a], [b]) => order(a, b))
+    .map(([queue, d]) => ({ queue, due: d.count, oldestDueSeconds: (now - d.oldest) / 1000 }))
   return {
     byStateAndQueue: [...counts.values()].sort((a, b) => order(a.queue, b.queue) || order(a.state, b.state)),
     liveLeases,
-    oldestPendingSeconds: oldest === null ? null : (now - oldest) / 1000,
-    dueByQueue: [...due.entries()].sort(([a], [b]) => order(a, b))
-      .map(([queue, d]) => ({ queue, due: d.count, oldestDueSeconds: (now - d.oldest) / 1000 })),
+    // The oldest due run of all is the oldest of the queues'.
+    oldestPendingSeconds: dueByQueue.length === 0 ? null : Math.max(...dueByQueue.map((q) => q.oldestDueSeconds)),
+    dueByQueue,
     fenceRejections: events.filter((e) => e.event.kind === "stale_write_rejected").length,
     reclaims: events.filter((e) => e.event.kind === "reclaimed").length
   }
