@@ -1,0 +1,23 @@
+/**
+ * A tasks module for the README's callback flow (`leasehold worker --tasks`): the handler hands out
+ * a signed callback URL, keeps it in its checkpoint (so `leasehold runs show` can print it), and
+ * waits for the callback. Run by the built CLI under Node 24's type stripping: erasable TypeScript.
+ */
+import { Handler, Run } from "@leasehold/core"
+import { Callback } from "@leasehold/http"
+import { Effect, Schema } from "effect"
+
+export const approvePayout = Handler.make({
+  kind: "approve-payout",
+  payload: Schema.Struct({ order: Schema.String }),
+  signals: { approval: Schema.Struct({ approved: Schema.Boolean }) }, // the callback body's schema
+  handle: ({ order }) =>
+    Effect.gen(function*() {
+      const url = yield* Callback.url("approval", { expiresIn: "1 day" }) // the same URL after a crash
+      yield* Run.checkpoint({ url })
+      yield* Effect.log(`ask the approver of ${order} to POST to ${url}`)
+      return yield* Run.awaitSignal("approval") // suspends: no lease, no heartbeat, no slot
+    })
+})
+
+export const handlers = [approvePayout]
