@@ -72,4 +72,38 @@ describe("runtime plans", () => {
       )
       assert.strictEqual(after.seq - before.seq, 0, "a runtime statement scanned runs sequentially")
     }))
+
+  it.live("a heartbeat renewal rewrites each lease in place (a HOT update): no index names the lease's expiry", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("plans_hot")
+      const context = yield* Layer.build(storeLayer(schema, 2))
+      const store = Context.get(context, RunStore)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const updates = Effect.map(
+        sql<{ upd: string; hot: string }>`
+          SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot
+          FROM pg_stat_user_tables WHERE schemaname = ${schema} AND relname = 'runs'`,
+        (rows) => ({ upd: Number(rows[0]?.upd ?? 0), hot: Number(rows[0]?.hot ?? 0) })
+      )
+      yield* store.enqueue(Array.from({ length: 400 }, (_, i) => ({ kind: "noop", payload: { i } })))
+      const runs = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["noop"], limit: 400, ttl: Duration.seconds(30) })
+      const leases = runs.map((r) => ({ runId: r.id, fence: r.fence }))
+      // The claims' updates are counted first, so the difference below is the renewals' alone.
+      const before = yield* eventually(
+        "the claims counted",
+        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(updates, (u) => u.upd >= 400 ? u : undefined))
+      )
+      for (let round = 0; round < 3; round++) {
+        assert.strictEqual((yield* store.renew("w", leases, Duration.seconds(30))).length, 400)
+      }
+      const after = yield* eventually(
+        "the renewals counted",
+        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(updates, (u) => u.upd >= before.upd + 1_200 ? u : undefined))
+      )
+      assert.strictEqual(after.upd - before.upd, 1_200)
+      // With an index on lease_expires_at (migration 0001's runs_leases) none of them is HOT. A
+      // page with no room left for the new version takes it elsewhere, non-HOT: about a quarter
+      // here, where 400 fresh runs share a few pages and nothing has pruned them yet.
+      assert.isAtLeast(after.hot - before.hot, 600, `HOT renewals: ${after.hot - before.hot} of 1200`)
+    }))
 })

@@ -126,6 +126,14 @@ const traceContext = (s: string): ReadonlyArray<string> => [
   `ALTER TABLE "${s}".runs ADD COLUMN trace_parent text`
 ]
 
+// Renewals become HOT updates (docs/adr/0012-hot-lease-renewal.md): no index names
+// lease_expires_at, so a heartbeat rewrites the row in place on its page and adds no index entry.
+// The sweep for expired leases reads the running runs of its queues and filters by expiry.
+const hotLeaseRenewal = (s: string): ReadonlyArray<string> => [
+  `DROP INDEX "${s}".runs_leases`,
+  `CREATE INDEX runs_running ON "${s}".runs (queue) WHERE state = 'running'`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -154,7 +162,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
       "0003_lazy_claim_history": statements(lazyClaimHistory(store.schema)),
       "0004_runs_fillfactor": statements(runsFillfactor(store.schema)),
       "0005_signal_delivery": statements(signalDelivery(store.schema)),
-      "0006_trace_context": statements(traceContext(store.schema))
+      "0006_trace_context": statements(traceContext(store.schema)),
+      "0007_hot_lease_renewal": statements(hotLeaseRenewal(store.schema))
     })
   })
 })

@@ -37,7 +37,7 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
     toRecords
   )
 
-/** Leases held now, by the database's clock (the `runs_leases` index). */
+/** Leases held now, by the database's clock (the `runs_running` index, then the expiry). */
 export const leases = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.map(
     sql<{ owner: string; run_id: string; fence: bigint; kind: string; queue: string; attempt: number; expires_in_ms: number }>`
