@@ -93,8 +93,29 @@ describe("benchmark (quick profile)", () => {
       assert.isAbove(result.summary.fence.fencedMs.median, 0)
       assert.isAbove(result.summary.fence.unfencedMs.median, 0)
 
+      // Steady state: the tuned systems picked up runs at the producer's rate's order, with latencies.
+      assert.deepStrictEqual(result.raw.steady.map((r: { variant: string }) => r.variant), ["leasehold", "leasehold-delete", "graphile-batched", "pgboss-tuned"])
+      for (const r of result.raw.steady) {
+        assert.isAbove(r.pickupRate, r.rate / 2, `${r.variant} steady pickup rate`)
+        assert.isAbove(r.p50, 0)
+        assert.isAtLeast(r.p99, r.p50)
+      }
+      // Pinned horizon: a clean and a pinned run per system, sampled over time, charted.
+      assert.deepStrictEqual(result.raw.pinned.map((r: { variant: string }) => r.variant), ["leasehold", "graphile-batched", "pgboss-tuned"])
+      for (const r of result.raw.pinned) {
+        assert.isAbove(r.share, 0, `${r.variant} pinned share`)
+        assert.isAbove(r.clean.p50, 0)
+        assert.isAbove(r.pinned.p50, 0)
+        assert.isAbove(r.pinnedSeries.length, 5)
+        assert.isAbove(r.cleanSeries.length, 5)
+      }
+      assert.match(fs.readFileSync(path.join(outDir, "pinned.svg"), "utf8"), /^<svg /)
+      for (const name of ["WAL per run no more than graphile-worker batched's", "pinned horizon: pickup p99 ≤ 2× clean"]) {
+        assert.isTrue(result.summary.targets.some((t: { name: string }) => t.name === name), name)
+      }
+
       const svg = fs.readFileSync(path.join(outDir, "latest.svg"), "utf8")
       assert.match(svg, /^<svg /)
       fs.rmSync(outDir, { recursive: true, force: true })
-    }), { timeout: 300_000 })
+    }), { timeout: 420_000 })
 })

@@ -28,8 +28,12 @@ import { renderSvg } from "./svg.js"
 import { variantById, variants as allVariants } from "./variants.js"
 
 const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence", "steady", "pinned"] as const
-// Run unless --measures names others; `steady` and `pinned` run only when named (issue 15's measures).
-const DEFAULT_MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence"]
+// All run unless --measures names others.
+const DEFAULT_MEASURES = MEASURES
+// Steady state and the pinned horizon measure the systems tuned to keep up (the default modes poll
+// one job at a time); the pinned horizon, 2 × its window per system, runs in the first repeat only.
+const STEADY_SYSTEMS = ["leasehold", "leasehold-delete", "graphile-batched", "pgboss-tuned"]
+const PINNED_SYSTEMS = ["leasehold", "graphile-batched", "pgboss-tuned"]
 
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
   [--reclaim-leases K] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
@@ -199,12 +203,16 @@ const main = async () => {
       }
       if (has("steady")) {
         log(`${tag} steady state: ${args.steady.rate} runs/s for ${args.steady.windowMs / 1000} s after ${args.steady.warmupMs / 1000} s`)
-        for (const v of args.variants) steadyResults.push(await steady(ctx, v, repeat, args.steady))
+        for (const v of args.variants) {
+          if (STEADY_SYSTEMS.includes(v.id)) steadyResults.push(await steady(ctx, v, repeat, args.steady))
+        }
       }
-      if (has("pinned")) {
+      if (has("pinned") && repeat === 1) {
         const p = args.pinned
         log(`${tag} pinned MVCC horizon: ${p.rate} runs/s, ${p.readers} REPEATABLE READ readers held ${p.holdMs / 1000} s, ${p.staggerMs / 1000} s apart, over ${p.windowMs / 1000} s (and the same without readers)`)
-        for (const v of args.variants) pinnedResults.push(await pinned(ctx, v, repeat, p))
+        for (const v of args.variants) {
+          if (PINNED_SYSTEMS.includes(v.id)) pinnedResults.push(await pinned(ctx, v, repeat, p))
+        }
       }
       if (has("latency")) {
         log(`${tag} pickup latency: ${args.samples} sequential samples`)

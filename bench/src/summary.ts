@@ -290,6 +290,45 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
       })
     }
   }
+  // Issue 15's targets: WAL, steady-state pickup, the pinned horizon, renewal (below).
+  const wal = find("walBytesPerRun")
+  if (wal["leasehold"] != null && wal["graphile-batched"] != null) {
+    targets.push({
+      name: "WAL per run no more than graphile-worker batched's",
+      met: wal["leasehold"]!.median <= wal["graphile-batched"]!.median,
+      detail: `${Math.round(wal["leasehold"]!.median)} vs ${Math.round(wal["graphile-batched"]!.median)} bytes`
+    })
+  }
+  const steadyP50 = find("steadyP50")
+  if (steadyP50["leasehold"] != null) {
+    const peers = Object.entries(steadyP50).filter(([id, s]) => !id.startsWith("leasehold") && s != null) as Array<[string, Spread]>
+    if (peers.length > 0) {
+      const [bestId, best] = peers.reduce((a, b) => (b[1].median < a[1].median ? b : a))
+      targets.push({
+        name: "steady-state pickup p50 no worse than the best peer",
+        met: steadyP50["leasehold"]!.median <= best.median,
+        detail: `${steadyP50["leasehold"]!.median.toFixed(2)} ms vs ${best.median.toFixed(2)} ms (${bestId})`
+      })
+    }
+  }
+  const pinnedRuns = (raw.pinned ?? []).filter((r) => r.variant === "leasehold")
+  if (pinnedRuns.length > 0) {
+    const share = Math.min(...pinnedRuns.map((r) => r.share))
+    const ratio = Math.max(...pinnedRuns.map((r) => r.pinned.p99 / r.clean.p99))
+    targets.push({ name: "pinned horizon: completion rate ≥ 95% of clean", met: share >= 0.95, detail: `${(share * 100).toFixed(1)}%` })
+    targets.push({
+      name: "pinned horizon: pickup p99 ≤ 2× clean",
+      met: ratio <= 2,
+      detail: `${ratio.toFixed(1)}× (${pinnedRuns.map((r) => `${r.pinned.p99.toFixed(1)} vs ${r.clean.p99.toFixed(1)} ms`).join(", ")})`
+    })
+  }
+  if (heartbeat !== null && heartbeat.leases >= 10_000) {
+    targets.push({
+      name: `renewal of ${heartbeat.leases.toLocaleString("en-US")} leases ≤ 30 ms`,
+      met: heartbeat.renewMs.median <= 30,
+      detail: `median ${heartbeat.renewMs.median.toFixed(1)} ms`
+    })
+  }
   if (heartbeat !== null) {
     targets.push({
       name: "heartbeat: one statement per worker per interval",
