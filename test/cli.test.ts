@@ -88,7 +88,7 @@ describe("leasehold: commands and usage", () => {
     Effect.gen(function*() {
       const help = yield* leasehold(["--help"])
       assertOk(help)
-      for (const command of ["migrate", "enqueue", "runs", "resume", "cancel", "retry", "stats", "worker", "demo"]) {
+      for (const command of ["migrate", "enqueue", "runs", "queues", "resume", "cancel", "retry", "stats", "worker", "demo"]) {
         assert.match(help.stdout, new RegExp(`^\\s+${command}\\s+\\S`, "m"), `help lists ${command}`)
       }
       const runsHelp = yield* leasehold(["runs", "--help"])
@@ -113,15 +113,15 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal\n`)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
-      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "leasehold_migrations", "run_events", "run_history", "runs", "signal_deliveries"])
+      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "leasehold_migrations", "paused_queues", "run_events", "run_history", "runs", "signal_deliveries"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal"] })
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues"] })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal)\n`)
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues)\n`)
     }))
 })
 
@@ -540,6 +540,47 @@ describe("leasehold stats", () => {
       assert.match(text.stdout, /^oldest pending\s+1m [0-9]{2}s waiting$/m)
       assert.match(text.stdout, /^fence rejections\s+1$/m)
       assert.match(text.stdout, /^reclaims\s+1$/m)
+    }))
+})
+
+describe("leasehold queues", () => {
+  it.live("pause holds a queue's runs back while other queues run; list shows it; resume lets them go; an empty name is exit 2 and pauses nothing", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql, store } = yield* openStore(schema)
+      yield* store.enqueue([
+        { kind: "resize-image", payload: {}, queue: "money" },
+        { kind: "resize-image", payload: {}, queue: "money" },
+        { kind: "resize-image", payload: {} }
+      ])
+      const paused = yield* leasehold(["queues", "pause", "money", ...connection(schema)])
+      assertOk(paused)
+      assert.match(paused.stdout, /^paused queue "money": nothing in it is claimed until it is resumed/)
+      assert.match((yield* leasehold(["queues", "pause", "money", ...connection(schema)])).stdout, /was paused already/)
+
+      // Claims take the active queue only.
+      const claimed = yield* store.claim({ owner: "w", queues: ["default", "money"], kinds: ["resize-image"], limit: 10, ttl: Duration.seconds(30) })
+      assert.deepStrictEqual(claimed.map((c) => c.queue), ["default"])
+
+      const list = parse(yield* leasehold(["queues", "list", "--json", ...connection(schema)]))
+      assert.deepStrictEqual(list.map((q: { queue: string; paused: boolean; pending: number; running: number }) => [q.queue, q.paused, q.pending, q.running]), [
+        ["default", false, 0, 1],
+        ["money", true, 2, 0]
+      ])
+      const text = yield* leasehold(["queues", "list", ...connection(schema)])
+      assert.match(text.stdout, /^QUEUE\s+STATUS\s+PENDING\s+DUE\s+RUNNING\s+SUSPENDED$/m)
+      assert.match(text.stdout, /^money\s+paused since \S.*\s+2\s+2\s+0\s+0$/m)
+
+      // Bad input: one line, exit 2, and the set of paused queues is unchanged.
+      assertRejected(yield* leasehold(["queues", "pause", "", ...connection(schema)]), 2, /queue: must be a non-empty string/)
+      const stored = yield* sql.unsafe<{ queue: string }>(`SELECT queue FROM "${schema}".paused_queues`)
+      assert.deepStrictEqual(stored.map((r) => r.queue), ["money"])
+
+      const resumed = parse(yield* leasehold(["queues", "resume", "money", "--json", ...connection(schema)]))
+      assert.deepStrictEqual(resumed, { queue: "money", paused: false, changed: true })
+      const after = yield* store.claim({ owner: "w", queues: ["money"], kinds: ["resize-image"], limit: 10, ttl: Duration.seconds(30) })
+      assert.strictEqual(after.length, 2)
+      assert.match((yield* leasehold(["queues", "resume", "money", ...connection(schema)])).stdout, /was not paused/)
     }))
 })
 

@@ -13,6 +13,8 @@
  * fixed past instants, `2000-01-01 + k seconds`, in both stores (an UPDATE in Postgres,
  * `moveTime` in memory), so both order them the same way.
  *
+ * Queues are paused and resumed at random: a claim leaves a paused queue's runs alone in both.
+ *
  * Claim order: both follow the claim statement's ORDER BY (expired leases by lease_expires_at,
  * then timed-out suspensions by suspend_deadline, then pending by priority DESC, run_at, id,
  * across the queues the worker serves; runs live in two queues) and the test generates distinct
@@ -706,6 +708,26 @@ class Retry extends Step {
   }
 }
 
+/** Pauses or resumes a queue: claims must leave a paused queue alone, in both stores alike. */
+class PauseQueue extends Step {
+  constructor(readonly queue: string, readonly pause: boolean) {
+    super()
+  }
+  override check() {
+    return true
+  }
+  toString() {
+    return `${this.pause ? "pause" : "resume"}Queue(${this.queue})`
+  }
+  async step(m: Model, real: Real) {
+    const call = (store: RunStore["Service"]) => (this.pause ? store.pauseQueue(this.queue) : store.resumeQueue(this.queue))
+    const expectation = expected(call(m.store))
+    same(m, this.toString(), await must(call(real.store)), expectation)
+    const names = (queues: ReadonlyArray<{ queue: string }>) => queues.map((q) => q.queue)
+    same(m, "pausedQueues", names(await must(real.store.pausedQueues)), names(expected(m.store.pausedQueues)))
+  }
+}
+
 // --- generation ---------------------------------------------------------------------------------
 
 const commandsFor = (workers: number) =>
@@ -764,7 +786,11 @@ const commandsFor = (workers: number) =>
         )
       },
       { weight: 1, arbitrary: runRef.map((ref): Cmd => new Cancel(ref)) },
-      { weight: 1, arbitrary: runRef.map((ref): Cmd => new Retry(ref)) }
+      { weight: 1, arbitrary: runRef.map((ref): Cmd => new Retry(ref)) },
+      {
+        weight: 1,
+        arbitrary: fc.tuple(fc.constantFrom("default", "other"), fc.boolean()).map(([queue, pause]): Cmd => new PauseQueue(queue, pause))
+      }
     )
   ], { maxCommands: 50, size: "max" })
 
@@ -796,7 +822,7 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
     Effect.gen(function*() {
       const real = yield* storeOnce
       const fresh = async () => {
-        await must(real.sql.unsafe(`TRUNCATE "${real.schema}".runs, "${real.schema}".run_events, "${real.schema}".app_rows RESTART IDENTITY`))
+        await must(real.sql.unsafe(`TRUNCATE "${real.schema}".runs, "${real.schema}".run_events, "${real.schema}".app_rows, "${real.schema}".paused_queues RESTART IDENTITY`))
         return { model: newModel(), real }
       }
       yield* Effect.promise(() =>

@@ -526,6 +526,68 @@ export const runStoreContract = (target: ContractTarget): void => {
         }))
     })
 
+    describe("paused queues", () => {
+      test("a paused queue is not claimed (due runs, expired leases, passed deadlines) while its running runs finish; other queues go on", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const running = yield* heldRun(store, "w1")
+          const expiring = yield* heldRun(store, "w1")
+          const suspended = yield* heldRun(store, "w1")
+          yield* store.suspend({ ...suspended, signal: "s", token: "tok-p", timeout: Duration.seconds(30) })
+          const [due] = yield* enqueueJobs(store, 1)
+          const [other] = yield* enqueueJobs(store, 1, { queue: "other" })
+          assert.isTrue(yield* store.pauseQueue("default"))
+          assert.isFalse(yield* store.pauseQueue("default"), "paused already")
+          assert.deepStrictEqual((yield* store.pausedQueues).map((q) => q.queue), ["default"])
+          assert.instanceOf((yield* store.pausedQueues)[0]!.since, Date)
+
+          // The holder renews and completes as before.
+          assert.deepStrictEqual(yield* store.renew("w1", [running, expiring], ttl), [running, expiring])
+          assert.deepStrictEqual((yield* store.completeBatch([{ ...running, result: null }]))[0]!._tag, "Finalized")
+          // An expired lease and a passed suspension deadline stay put, as does the due run; the
+          // other queue is claimed, by a sweeping claim and a due-only one alike.
+          yield* passTime("61 seconds")
+          const [again] = yield* enqueueJobs(store, 1)
+          assert.deepStrictEqual((yield* claimFrom(store, "w2", { queues: ["default", "other"] })).map((c) => c.id), [other!])
+          assert.isEmpty(yield* claimFrom(store, "w2", { queues: ["default", "other"], dueOnly: true }))
+          assert.deepInclude(yield* store.get(expiring.runId), { state: "running", fence: 1 })
+          assert.deepInclude(yield* store.get(suspended.runId), { state: "suspended", fence: 1 })
+          assert.deepInclude(yield* store.get(due!), { state: "pending", fence: 0 })
+
+          // Resumed: everything it held back is claimed, under the next fences.
+          assert.isTrue(yield* store.resumeQueue("default"))
+          assert.isFalse(yield* store.resumeQueue("default"), "not paused any more")
+          assert.isEmpty(yield* store.pausedQueues)
+          const claimed = yield* claimFrom(store, "w2")
+          assert.deepStrictEqual(
+            claimed.map((c) => [c.id, c.via, c.fence]),
+            [[expiring.runId, "expired", 2], [suspended.runId, "timed-out", 2], [due!, "due", 1], [again!, "due", 1]]
+          )
+        }))
+
+      test("a queue name that is not a non-empty string is refused with InvalidConfig, and nothing is paused", ({ store }) =>
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(store.pauseQueue(""))
+          assert.deepInclude(error, { _tag: "InvalidConfig", option: "queue" })
+          assert.deepInclude(yield* Effect.flip(store.resumeQueue("")), { _tag: "InvalidConfig", option: "queue" })
+          assert.isEmpty(yield* store.pausedQueues)
+          const [id] = yield* enqueueJobs(store, 1)
+          assert.deepStrictEqual((yield* claimFrom(store, "w1")).map((c) => c.id), [id!])
+        }))
+
+      test("resuming a queue wakes idle workers on it", ({ settle, store }) =>
+        Effect.gen(function*() {
+          yield* store.pauseQueue("q3")
+          const seen: Array<StoreNotification> = []
+          const listener = yield* Effect.forkScoped(Stream.runForEach(store.notifications, (note) => Effect.sync(() => void seen.push(note))))
+          for (let i = 0; i < 100 && !seen.some((n) => n._tag === "Subscribed"); i++) yield* settle
+          // Subscribed: what is sent from now on arrives.
+          yield* store.resumeQueue("q3")
+          for (let i = 0; i < 50 && !seen.some((n) => n._tag === "RunsAvailable"); i++) yield* settle
+          assert.deepStrictEqual(seen.filter((n) => n._tag !== "Subscribed"), [{ _tag: "RunsAvailable", queue: "q3" }])
+          yield* Fiber.interrupt(listener)
+        }))
+    })
+
     describe("reads and notifications", () => {
       test("stats count runs by queue and state, live leases, the oldest due run's wait, rejections and reclaims", ({ passTime, store }) =>
         Effect.gen(function*() {

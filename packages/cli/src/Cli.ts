@@ -8,6 +8,7 @@ import { cancel, resume, retry } from "./commands/admin.js"
 import { demo } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
 import { migrate } from "./commands/migrate.js"
+import { queues } from "./commands/queues.js"
 import { runs } from "./commands/runs.js"
 import { serve } from "./commands/serve.js"
 import { stats } from "./commands/stats.js"
@@ -15,7 +16,7 @@ import { worker } from "./commands/worker.js"
 
 export const leasehold = Command.make("leasehold").pipe(
   Command.withDescription("Durable runs with leases and fencing on PostgreSQL"),
-  Command.withSubcommands([migrate, enqueue, runs, resume, cancel, retry, stats, worker, serve, demo])
+  Command.withSubcommands([migrate, enqueue, runs, queues, resume, cancel, retry, stats, worker, serve, demo])
 )
 
 export const run = Command.run(leasehold, { version: "0.1.0" })

@@ -108,3 +108,24 @@ export const retry = Effect.fn("Client.retry")(function*(runId: string) {
   const store = yield* RunStore
   yield* store.retry(runId)
 })
+
+/**
+ * Pauses a queue: no claim takes anything from it until `resumeQueue`; runs already running
+ * finish. False when it was paused already.
+ *
+ * @category writes
+ */
+export const pauseQueue = Effect.fn("Client.pauseQueue")(function*(queue: string) {
+  const store = yield* RunStore
+  return yield* store.pauseQueue(queue)
+})
+
+/**
+ * Resumes a paused queue; idle workers are woken. False when it was not paused.
+ *
+ * @category writes
+ */
+export const resumeQueue = Effect.fn("Client.resumeQueue")(function*(queue: string) {
+  const store = yield* RunStore
+  return yield* store.resumeQueue(queue)
+})

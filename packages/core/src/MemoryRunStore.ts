@@ -22,7 +22,7 @@ import { Clock, Duration, Effect, Exit, Layer, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Json from "./Json.js"
-import { checkEnqueueRequest, type EnqueueRequest, type LeaseKey } from "./RunRecord.js"
+import { checkEnqueueRequest, checkQueueName, type EnqueueRequest, type LeaseKey } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 
 /** A time column of a run, as `moveTime` may set it. @category testing */
@@ -166,6 +166,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     retryMany: (filter) => apply((now) => state.many(filter, "retry", now)),
     history: (runId) => applyOutcome(() => state.history(runId)),
     stats: apply((now) => state.stats(now)),
+    pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => state.pauseQueue(queue, now))),
+    resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => state.resumeQueue(queue))),
+    pausedQueues: apply(() => state.pausedQueues()),
     // Subscribed before `Subscribed` is emitted: what is published from then on arrives.
     notifications: Stream.unwrap(Effect.map(
       PubSub.subscribe(pubsub),

@@ -117,6 +117,28 @@ export const checkEnqueueRequest = (request: EnqueueRequest): Exit.Exit<void, In
   return Exit.void
 }
 
+/**
+ * Checks a queue name given to pause or resume: a non-empty string, as enqueue requires.
+ *
+ * @category validation
+ */
+export const checkQueueName = (queue: string): Exit.Exit<void, InvalidConfig> =>
+  typeof queue === "string" && queue !== ""
+    ? Exit.void
+    : Exit.fail(new InvalidConfig({ option: "queue", issue: "must be a non-empty string" }))
+
+/**
+ * A paused queue: nothing in it is claimed (due runs, expired leases, passed suspension deadlines)
+ * until it is resumed. Runs already running finish.
+ *
+ * @category models
+ */
+export interface PausedQueue {
+  readonly queue: string
+  /** When it was paused, by the store's clock. */
+  readonly since: Date
+}
+
 /** @category models */
 export interface Enqueued {
   readonly id: string

@@ -26,6 +26,7 @@ import type {
   FailOutcome,
   FinalizeOutcome,
   LeaseKey,
+  PausedQueue,
   RunEvent,
   RunRecord,
   RunState,
@@ -219,6 +220,16 @@ export class RunStore extends Context.Service<RunStore, {
   readonly retryMany: (filter: RunFilter) => Effect.Effect<ReadonlyArray<string>, StoreError>
   readonly history: (runId: string) => Effect.Effect<ReadonlyArray<RunEvent>, RunNotFound | StoreError>
   readonly stats: Effect.Effect<Stats, StoreError>
+  /**
+   * Pauses a queue: from the moment this commits no claim takes anything from it (due runs,
+   * expired leases, passed suspension deadlines). Runs already running finish; enqueues are still
+   * accepted and wait. Returns false when it was paused already.
+   */
+  readonly pauseQueue: (queue: string) => Effect.Effect<boolean, InvalidConfig | StoreError>
+  /** Resumes a paused queue and wakes idle workers; false when it was not paused. */
+  readonly resumeQueue: (queue: string) => Effect.Effect<boolean, InvalidConfig | StoreError>
+  /** The paused queues, by name. */
+  readonly pausedQueues: Effect.Effect<ReadonlyArray<PausedQueue>, StoreError>
   /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */
   readonly notifications: Stream.Stream<StoreNotification, StoreError>
 }>()("@leasehold/core/RunStore") {}

@@ -134,6 +134,15 @@ const hotLeaseRenewal = (s: string): ReadonlyArray<string> => [
   `CREATE INDEX runs_running ON "${s}".runs (queue) WHERE state = 'running'`
 ]
 
+// Pausable queues: a row exists only while its queue is paused (pauses are rare; the claim reads
+// this small table once per statement, and nothing writes it on the hot path).
+const pausedQueues = (s: string): ReadonlyArray<string> => [
+  `CREATE TABLE "${s}".paused_queues (
+    queue text PRIMARY KEY,
+    since timestamptz NOT NULL DEFAULT now()
+  )`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -163,7 +172,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
       "0004_runs_fillfactor": statements(runsFillfactor(store.schema)),
       "0005_signal_delivery": statements(signalDelivery(store.schema)),
       "0006_trace_context": statements(traceContext(store.schema)),
-      "0007_hot_lease_renewal": statements(hotLeaseRenewal(store.schema))
+      "0007_hot_lease_renewal": statements(hotLeaseRenewal(store.schema)),
+      "0008_paused_queues": statements(pausedQueues(store.schema))
     })
   })
 })

@@ -14,6 +14,7 @@ import * as admin from "./statements/admin.js"
 import * as claimStatement from "./statements/claim.js"
 import * as enqueueStatement from "./statements/enqueue.js"
 import * as guarded from "./statements/guarded.js"
+import * as queues from "./statements/queues.js"
 import * as read from "./statements/read.js"
 import * as renewStatement from "./statements/renew.js"
 import * as signals from "./statements/signals.js"
@@ -126,6 +127,9 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     retryMany: (filter) => refail("retry")(admin.retryMany(sql, s, filter)),
     history: (runId) => refail("history")(read.history(sql, s, runId)),
     stats: refail("stats")(read.stats(sql, s)),
+    pauseQueue: (queue) => refail("pause queue")(queues.pause(sql, s, queue)),
+    resumeQueue: (queue) => refail("resume queue")(queues.resume(sql, s, queue)),
+    pausedQueues: refail("paused queues")(queues.paused(sql, s)),
     notifications
   })
 })

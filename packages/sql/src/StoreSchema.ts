@@ -20,6 +20,8 @@ export interface StoreSchema {
   readonly callbacks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Delivery ids of signals written (replayed webhooks are refused). */
   readonly deliveries: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Queues paused now, one row each while paused. */
+  readonly pausedQueues: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The whole history: stored rows plus what each run row records (current claim, completion). */
   readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
@@ -50,6 +52,7 @@ const derive = (schema: string): StoreSchema => {
     events: (sql) => sql.literal(`"${schema}".run_events`),
     callbacks: (sql) => sql.literal(`"${schema}".callbacks`),
     deliveries: (sql) => sql.literal(`"${schema}".signal_deliveries`),
-    history: (sql) => sql.literal(`"${schema}".run_history`)
+    history: (sql) => sql.literal(`"${schema}".run_history`),
+    pausedQueues: (sql) => sql.literal(`"${schema}".paused_queues`)
   }
 }

@@ -17,6 +17,14 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
   request.dueOnly === true ? claimDue(sql, s, request) : claimAll(sql, s, request)
 
 /**
+ * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
+ * statement, so every branch still reaches its runs by index.
+ */
+const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  sql`ARRAY(SELECT u.name FROM unnest(${request.queues as Array<string>}::text[]) AS u(name)
+    WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
+
+/**
  * The due runs of a claim, locked, as `d` (id, priority, run_at, claimed_*), in claim order:
  * the FROM clause both claims share.
  *
@@ -25,9 +33,9 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
  * and sorts every due row on each claim: O(backlog) per claim.) Each queue contributes its first
  * unlocked rows up to the limit, so the overall first ones are among them.
  */
-const dueRows = (sql: SqlClient.SqlClient, runs: ReturnType<StoreSchema["runs"]>, request: ClaimRequest) =>
-  sql`FROM unnest(${request.queues as Array<string>}::text[]) AS q(name) CROSS JOIN LATERAL (
-          SELECT id, priority, run_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
+const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  sql`FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
+          SELECT id, priority, run_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${s.runs(sql)}
           WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
           ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
           FOR UPDATE SKIP LOCKED
@@ -39,7 +47,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
-    const queues = request.queues as Array<string>
+    const queues = activeQueues(sql, s, request)
     const kinds = request.kinds as Array<string>
     const limit = request.limit
     const ttlMs = Duration.toMillis(request.ttl)
@@ -48,20 +56,20 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
           claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
         WHERE state = 'running' AND lease_expires_at <= now()
-          AND queue = ANY(${queues}::text[]) AND kind = ANY(${kinds}::text[])
+          AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
         ORDER BY lease_expires_at LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), timed_out AS (
         SELECT id, 1 AS origin, 0 AS priority, suspend_deadline AS due_at,
           claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
         WHERE state = 'suspended' AND suspend_deadline <= now()
-          AND queue = ANY(${queues}::text[]) AND kind = ANY(${kinds}::text[])
+          AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
         ORDER BY suspend_deadline LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), due AS (
         SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
           d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
-        ${dueRows(sql, runs, request)}
+        ${dueRows(sql, s, request)}
       ), picked AS (
         -- Each group's own order is carried into the cut, so which rows of the last group make
         -- the limit is stated, not left to how Postgres happens to concatenate the groups.
@@ -124,7 +132,7 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     const rows = yield* sql<ClaimRow>`
       WITH due AS (
         SELECT d.id, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
-        ${dueRows(sql, runs, request)}
+        ${dueRows(sql, s, request)}
       ), claimed AS (
         UPDATE ${runs} r SET
           fence = r.fence + 1, state = 'running', attempt = r.attempt + 1,

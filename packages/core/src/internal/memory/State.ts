@@ -15,6 +15,7 @@ import type {
   FailOutcome,
   FinalizeOutcome,
   LeaseKey,
+  PausedQueue,
   RunEvent,
   RunRecord,
   RunState,
@@ -173,7 +174,9 @@ export class State {
   claim(request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> {
     const { limit, owner } = request
     if (limit <= 0 || request.kinds.length === 0) return []
-    const all = [...this.runs.values()].filter((r) => request.queues.includes(r.queue) && request.kinds.includes(r.kind))
+    const all = [...this.runs.values()].filter((r) =>
+      request.queues.includes(r.queue) && !this.paused.has(r.queue) && request.kinds.includes(r.kind)
+    )
     const byId = (a: StoredRun, b: StoredRun) => Number(a.id) - Number(b.id)
     const sweep = request.dueOnly !== true
     const expired = sweep
@@ -519,6 +522,27 @@ export class State {
 
   stats(now: number): Stats {
     return Read.stats(this.runs.values(), this.events, now)
+  }
+
+  // --- queues.ts --------------------------------------------------------------------------------
+
+  /** Paused queues and when each was paused. */
+  private readonly paused = new Map<string, number>()
+
+  pauseQueue(queue: string, now: number): boolean {
+    if (this.paused.has(queue)) return false
+    this.paused.set(queue, now)
+    return true
+  }
+
+  resumeQueue(queue: string): boolean {
+    if (!this.paused.delete(queue)) return false
+    this.outbox.push({ _tag: "RunsAvailable", queue })
+    return true
+  }
+
+  pausedQueues(): Array<PausedQueue> {
+    return [...this.paused].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([queue, since]) => ({ queue, since: new Date(since) }))
   }
 
   /** Moves a time column of a run (tests: the memory twin of an UPDATE on the database's column). */
