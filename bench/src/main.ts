@@ -151,7 +151,19 @@ const rerender = (file: string) => {
   fs.writeFileSync(file, `${JSON.stringify({ ...result, summary, table: text }, null, 2)}\n`)
   const subtitle = chartSubtitle(result.params.runs, result.params.workers, result.params.repeats, result.server.version, result.machine.cpus, result.finishedAt)
   fs.writeFileSync(path.join(path.dirname(file), "latest.svg"), `${renderSvg(summary, variants, subtitle)}\n`)
+  if ((result.raw.pinned ?? []).length > 0) {
+    // Files from before the parameters were recorded: the full profile's shape.
+    const p = result.params.pinned ?? { rate: 800, readers: 3, holdMs: 120_000, staggerMs: 20_000 }
+    const labels = Object.fromEntries(variants.map((v: { id: string; label: string }) => [v.id, v.label]))
+    fs.writeFileSync(
+      path.join(path.dirname(file), "pinned.svg"),
+      pinnedChart(result.raw.pinned, labels, pinnedSubtitle(p, subtitle))
+    )
+  }
 }
+
+const pinnedSubtitle = (p: { rate: number; readers: number; holdMs: number; staggerMs: number }, subtitle: string) =>
+  `${p.rate} runs/s, ${p.readers} readers held ${p.holdMs / 1000} s, ${p.staggerMs / 1000} s apart; ${subtitle}`
 
 const main = async () => {
   const args = parse()
@@ -255,6 +267,8 @@ const main = async () => {
         heartbeat: hbParams,
         reclaim: rcParams,
         fence: { batches: args.fenceBatches, batchSize: args.fenceBatchSize },
+        steady: args.steady,
+        pinned: args.pinned,
         measures: args.measures
       },
       machine: { ...machine(), loadBefore, loadAfter },
@@ -278,9 +292,7 @@ const main = async () => {
     fs.writeFileSync(path.join(args.outDir, "latest.svg"), `${renderSvg(summary, args.variants, subtitle)}\n`)
     if (pinnedResults.length > 0) {
       const labels = Object.fromEntries(args.variants.map((v) => [v.id, v.label]))
-      const p = args.pinned
-      const pinnedSubtitle = `${p.rate} runs/s, ${p.readers} readers held ${p.holdMs / 1000} s, ${p.staggerMs / 1000} s apart; ${subtitle}`
-      fs.writeFileSync(path.join(args.outDir, "pinned.svg"), pinnedChart(pinnedResults, labels, pinnedSubtitle))
+      fs.writeFileSync(path.join(args.outDir, "pinned.svg"), pinnedChart(pinnedResults, labels, pinnedSubtitle(args.pinned, subtitle)))
     }
     log(`wrote ${path.join(args.outDir, "latest.json")} and latest.svg (${result.durationSeconds.toFixed(0)} s)`)
   } finally {
