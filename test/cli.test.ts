@@ -88,7 +88,7 @@ describe("leasehold: commands and usage", () => {
     Effect.gen(function*() {
       const help = yield* leasehold(["--help"])
       assertOk(help)
-      for (const command of ["migrate", "enqueue", "runs", "queues", "resume", "cancel", "retry", "stats", "worker", "demo"]) {
+      for (const command of ["migrate", "enqueue", "runs", "queues", "schedules", "resume", "cancel", "retry", "stats", "worker", "demo"]) {
         assert.match(help.stdout, new RegExp(`^\\s+${command}\\s+\\S`, "m"), `help lists ${command}`)
       }
       const runsHelp = yield* leasehold(["runs", "--help"])
@@ -113,15 +113,15 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues\n`)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
-      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "leasehold_migrations", "paused_queues", "run_events", "run_history", "runs", "signal_deliveries"])
+      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "leasehold_migrations", "paused_queues", "run_events", "run_history", "runs", "schedules", "signal_deliveries"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues"] })
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules"] })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues)\n`)
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules)\n`)
     }))
 })
 
@@ -581,6 +581,39 @@ describe("leasehold queues", () => {
       const after = yield* store.claim({ owner: "w", queues: ["money"], kinds: ["resize-image"], limit: 10, ttl: Duration.seconds(30) })
       assert.strictEqual(after.length, 2)
       assert.match((yield* leasehold(["queues", "resume", "money", ...connection(schema)])).stdout, /was not paused/)
+    }))
+})
+
+describe("leasehold schedules", () => {
+  it.live("set registers once (again: unchanged), list shows the next ticks, pause and resume; a bad cron or time zone is exit 2 and writes nothing", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const set = ["schedules", "set", "nightly", "--cron", "0 3 * * *", "--time-zone", "Europe/Paris", "--kind", "resize-image", "--payload", '{"width":10}']
+      assert.strictEqual((yield* leasehold([...set, ...connection(schema)])).stdout, `schedule "nightly" created\n`)
+      assert.strictEqual((yield* leasehold([...set, ...connection(schema)])).stdout, `schedule "nightly" unchanged\n`)
+      const [listed] = parse(yield* leasehold(["schedules", "list", "--json", ...connection(schema)]))
+      assert.deepInclude(listed, { name: "nightly", cron: "0 3 * * *", timeZone: "Europe/Paris", kind: "resize-image", queue: "default", paused: false, lastTick: null })
+      // 03:00 in Paris: 02:00 UTC in winter, 01:00 in summer; three ticks a day apart.
+      assert.strictEqual(listed.nextTicks.length, 3)
+      for (const tick of listed.nextTicks) assert.match(tick, /T0[12]:00:00\.000Z$/)
+      const text = yield* leasehold(["schedules", "list", ...connection(schema)])
+      assert.match(text.stdout, /^NAME\s+CRON\s+TIME ZONE\s+KIND\s+QUEUE\s+STATUS\s+LAST TICK\s+NEXT TICKS$/m)
+      assert.match(text.stdout, /^nightly\s+0 3 \* \* \*\s+Europe\/Paris\s+resize-image\s+default\s+active\s+-\s+\S+/m)
+
+      assertRejected(yield* leasehold(["schedules", "set", "bad", "--cron", "61 * * * *", "--kind", "k", ...connection(schema)]), 2, /invalid option cron/)
+      assertRejected(
+        yield* leasehold(["schedules", "set", "bad", "--cron", "* * * * *", "--time-zone", "Mars/Olympus", "--kind", "k", ...connection(schema)]),
+        2,
+        /invalid option timeZone: "Mars\/Olympus" is not a known time zone/
+      )
+      const names = yield* sql.unsafe<{ name: string }>(`SELECT name FROM "${schema}".schedules`)
+      assert.deepStrictEqual(names.map((r) => r.name), ["nightly"])
+
+      assert.match((yield* leasehold(["schedules", "pause", "nightly", ...connection(schema)])).stdout, /paused schedule "nightly"/)
+      assert.isTrue(parse(yield* leasehold(["schedules", "list", "--json", ...connection(schema)]))[0].paused)
+      assert.deepStrictEqual(parse(yield* leasehold(["schedules", "resume", "nightly", "--json", ...connection(schema)])), { name: "nightly", paused: false, changed: true })
+      assertRejected(yield* leasehold(["schedules", "pause", "nope", ...connection(schema)]), 1, /schedule "nope" not found/)
     }))
 })
 

@@ -55,6 +55,11 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     pauseQueue: notImplemented,
     resumeQueue: notImplemented,
     pausedQueues: Effect.die(new Error("not used by this measure")),
+    registerSchedules: notImplemented,
+    tickSchedules: Effect.die(new Error("not used by this measure")),
+    schedules: Effect.die(new Error("not used by this measure")),
+    pauseSchedule: notImplemented,
+    resumeSchedule: notImplemented,
     notifications: Stream.never
   }
 }

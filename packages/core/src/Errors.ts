@@ -49,6 +49,15 @@ export class RunNotFound extends Schema.TaggedError<RunNotFound>()("RunNotFound"
   }
 }
 
+/** No schedule has this name. @category errors */
+export class ScheduleNotFound extends Schema.TaggedError<ScheduleNotFound>()("ScheduleNotFound", {
+  name: Schema.String
+}) {
+  override get message(): string {
+    return `schedule "${this.name}" not found`
+  }
+}
+
 /** An admin transition was asked of a run in a state that does not allow it. @category errors */
 export class InvalidTransition extends Schema.TaggedError<InvalidTransition>()("InvalidTransition", {
   runId: Schema.String,

@@ -22,6 +22,7 @@ import { Clock, Duration, Effect, Exit, Layer, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Json from "./Json.js"
+import * as Schedules from "./Schedules.js"
 import { checkEnqueueRequest, checkQueueName, type EnqueueRequest, type LeaseKey } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 
@@ -169,6 +170,15 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => state.pauseQueue(queue, now))),
     resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => state.resumeQueue(queue))),
     pausedQueues: apply(() => state.pausedQueues()),
+    registerSchedules: Effect.fn("MemoryRunStore.registerSchedules")(function*(definitions) {
+      const checked: Array<Schedules.CheckedSchedule> = []
+      for (const definition of definitions) checked.push(yield* Schedules.check(definition))
+      return yield* apply((now) => state.registerSchedules(checked, now))
+    }),
+    tickSchedules: apply((now) => state.tickSchedules(now, (payload) => JSON.stringify(payload))),
+    schedules: apply(() => state.schedules()),
+    pauseSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, true, now)),
+    resumeSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, false, now)),
     // Subscribed before `Subscribed` is emitted: what is published from then on arrives.
     notifications: Stream.unwrap(Effect.map(
       PubSub.subscribe(pubsub),

@@ -14,6 +14,7 @@ import type {
   InvalidTransition,
   LeaseNotHeld,
   RunNotFound,
+  ScheduleNotFound,
   SignalTokenInUse,
   SignalTokenNotFound,
   StoreError,
@@ -33,6 +34,7 @@ import type {
   SignalDelivery,
   SuspendOutcome
 } from "./RunRecord.js"
+import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
 
 /** A guarded write failed because the writer no longer holds the run. @category models */
 export type StaleWrite = FenceRejected | LeaseNotHeld | RunNotFound
@@ -138,6 +140,7 @@ export type StoreNotification =
   | { readonly _tag: "Subscribed" }
   | { readonly _tag: "RunsAvailable"; readonly queue: string }
   | { readonly _tag: "RunCancelled"; readonly runId: string }
+  | { readonly _tag: "SchedulesChanged" }
 
 /**
  * @category services
@@ -230,6 +233,25 @@ export class RunStore extends Context.Service<RunStore, {
   readonly resumeQueue: (queue: string) => Effect.Effect<boolean, InvalidConfig | StoreError>
   /** The paused queues, by name. */
   readonly pausedQueues: Effect.Effect<ReadonlyArray<PausedQueue>, StoreError>
+  /**
+   * Registers schedules (`Schedules.check` first: one invalid definition writes nothing). A new
+   * schedule's first tick is the first after now; a changed definition takes effect from now on,
+   * and no tick ever fires twice (`Schedules.tickKey`).
+   */
+  readonly registerSchedules: (
+    definitions: ReadonlyArray<ScheduleDefinition>
+  ) => Effect.Effect<ReadonlyArray<ScheduleRegistered>, InvalidConfig | StoreError>
+  /**
+   * Fires the ticks that are due, by the store's clock, of every schedule that is not paused and
+   * not being ticked by another caller at this moment: one run per tick (`Schedules.plan`).
+   */
+  readonly tickSchedules: Effect.Effect<TickOutcome, StoreError>
+  /** Every schedule, by name, with its next tick. */
+  readonly schedules: Effect.Effect<ReadonlyArray<ScheduleInfo>, StoreError>
+  /** Pauses a schedule: its ticks do not fire (nor count as missed) until it is resumed. */
+  readonly pauseSchedule: (name: string) => Effect.Effect<boolean, ScheduleNotFound | StoreError>
+  /** Resumes a schedule: its next tick is the first after now. */
+  readonly resumeSchedule: (name: string) => Effect.Effect<boolean, ScheduleNotFound | StoreError>
   /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */
   readonly notifications: Stream.Stream<StoreNotification, StoreError>
 }>()("@leasehold/core/RunStore") {}

@@ -26,6 +26,7 @@ import * as RunSpans from "./internal/RunSpans.js"
 import * as Settlement from "./internal/Settlement.js"
 import type { ClaimedRun } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
+import type * as Schedules from "./Schedules.js"
 import * as WorkerEvents from "./WorkerEvents.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
 
@@ -71,6 +72,13 @@ export interface WorkerOptions<R> {
    * (the same run is traced on every attempt or on none); the others make no span at all.
    */
   readonly traceSampleRate?: number | undefined
+  /**
+   * Schedules this worker registers when it starts (`Schedules.ScheduleDefinition`): registering
+   * the same definition from many workers yields one schedule. Every worker ticks every schedule of
+   * its store, registered here, from the CLI or the store API: one run per tick whatever the number
+   * of workers (`Schedules`).
+   */
+  readonly schedules?: ReadonlyArray<Schedules.ScheduleDefinition> | undefined
 }
 
 /** @category models */
@@ -303,9 +311,30 @@ export const run = <R>(
       }
     }))
 
+    // Schedules: registered once at start; then tick, and sleep until the next tick by the store's
+    // clock (at most a minute, in case a wake-up was missed), or until a schedule changes.
+    if (options.schedules !== undefined && options.schedules.length > 0) {
+      yield* store.registerSchedules(options.schedules).pipe(
+        Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "register schedules", error: String(error) })),
+        Effect.retry({ schedule: claimErrors, while: (error) => error._tag === "StoreError" }),
+        Effect.catchTag("StoreError", Effect.die)
+      )
+    }
+    const scheduleWake = yield* Queue.sliding<void>(1)
+    const ticker = Effect.forever(Effect.gen(function*() {
+      const { fired, nextInMs } = yield* store.tickSchedules
+      // A due schedule another ticker holds at this moment: look again shortly, not at once.
+      const wait = nextInMs === null ? 60_000 : Math.min(60_000, Math.max(fired.length > 0 ? 0 : 100, nextInMs))
+      yield* Effect.timeoutOption(Queue.take(scheduleWake), Duration.millis(wait))
+    })).pipe(
+      Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "tick schedules", error: String(error) })),
+      Effect.retry(claimErrors)
+    )
+
     const onNotification = (note: StoreNotification): Effect.Effect<void> => {
       if (note._tag === "Subscribed") return events.emit({ _tag: "Listening", owner })
       if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
+      if (note._tag === "SchedulesChanged") return Queue.offer(scheduleWake, undefined).pipe(Effect.asVoid)
       return Effect.forEach(
         [...inFlight.values()].filter((entry) => entry.run.id === note.runId),
         (entry) => Heartbeat.loseLease(owner, entry, "cancelled"),
@@ -322,6 +351,7 @@ export const run = <R>(
 
     yield* Effect.forkScoped(reporting(listenLoop))
     yield* Effect.forkScoped(claimLoop)
+    yield* Effect.forkScoped(reporting(ticker))
     return yield* Effect.never
   }))
 

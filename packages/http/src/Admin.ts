@@ -164,7 +164,8 @@ const sseEvent = (event: string, data: string) => Sse.encoder.write({ _tag: "Eve
 const eventName: Record<StoreNotification["_tag"], string> = {
   Subscribed: "ready",
   RunsAvailable: "runs-available",
-  RunCancelled: "run-cancelled"
+  RunCancelled: "run-cancelled",
+  SchedulesChanged: "schedules-changed"
 }
 
 /**

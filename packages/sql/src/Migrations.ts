@@ -143,6 +143,28 @@ const pausedQueues = (s: string): ReadonlyArray<string> => [
   )`
 ]
 
+// Schedules (issue 13): one row per schedule; its runs carry the tick's idempotency key, so the
+// unique index on runs.idempotency_key is what makes a tick fire once.
+const schedules = (s: string): ReadonlyArray<string> => [
+  `CREATE TABLE "${s}".schedules (
+    name text PRIMARY KEY,
+    cron text NOT NULL,
+    time_zone text NOT NULL,
+    kind text NOT NULL,
+    queue text NOT NULL,
+    payload jsonb NOT NULL,
+    missed text NOT NULL CHECK (missed IN ('skip', 'once', 'all')),
+    max_backfill integer NOT NULL CHECK (max_backfill >= 1),
+    backfill_window_ms bigint NOT NULL CHECK (backfill_window_ms >= 0),
+    paused boolean NOT NULL DEFAULT false,
+    next_tick timestamptz NOT NULL,
+    last_tick timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+  )`,
+  `CREATE INDEX schedules_due ON "${s}".schedules (next_tick) WHERE NOT paused`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -173,7 +195,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
       "0005_signal_delivery": statements(signalDelivery(store.schema)),
       "0006_trace_context": statements(traceContext(store.schema)),
       "0007_hot_lease_renewal": statements(hotLeaseRenewal(store.schema)),
-      "0008_paused_queues": statements(pausedQueues(store.schema))
+      "0008_paused_queues": statements(pausedQueues(store.schema)),
+      "0009_schedules": statements(schedules(store.schema))
     })
   })
 })

@@ -17,6 +17,7 @@ import * as guarded from "./statements/guarded.js"
 import * as queues from "./statements/queues.js"
 import * as read from "./statements/read.js"
 import * as renewStatement from "./statements/renew.js"
+import * as schedules from "./statements/schedules.js"
 import * as signals from "./statements/signals.js"
 import * as StoreErrors from "./StoreErrors.js"
 import * as StoreSchema from "./StoreSchema.js"
@@ -49,6 +50,8 @@ const parseNotification = (payload: string): StoreNotification | undefined =>
     ? { _tag: "RunsAvailable", queue: payload.slice(2) }
     : payload.startsWith("c:")
     ? { _tag: "RunCancelled", runId: payload.slice(2) }
+    : payload === "s:"
+    ? { _tag: "SchedulesChanged" }
     : undefined
 
 /**
@@ -130,6 +133,11 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     pauseQueue: (queue) => refail("pause queue")(queues.pause(sql, s, queue)),
     resumeQueue: (queue) => refail("resume queue")(queues.resume(sql, s, queue)),
     pausedQueues: refail("paused queues")(queues.paused(sql, s)),
+    registerSchedules: (definitions) => refail("register schedules")(schedules.register(sql, s, definitions)),
+    tickSchedules: refail("tick schedules")(schedules.tick(sql, s)),
+    schedules: refail("schedules")(schedules.list(sql, s)),
+    pauseSchedule: (name) => refail("pause schedule")(schedules.setPaused(sql, s, name, true)),
+    resumeSchedule: (name) => refail("resume schedule")(schedules.setPaused(sql, s, name, false)),
     notifications
   })
 })

@@ -22,6 +22,8 @@ export interface StoreSchema {
   readonly deliveries: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Queues paused now, one row each while paused. */
   readonly pausedQueues: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Schedules: their definitions and next ticks. */
+  readonly schedules: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The whole history: stored rows plus what each run row records (current claim, completion). */
   readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
@@ -53,6 +55,7 @@ const derive = (schema: string): StoreSchema => {
     callbacks: (sql) => sql.literal(`"${schema}".callbacks`),
     deliveries: (sql) => sql.literal(`"${schema}".signal_deliveries`),
     history: (sql) => sql.literal(`"${schema}".run_history`),
-    pausedQueues: (sql) => sql.literal(`"${schema}".paused_queues`)
+    pausedQueues: (sql) => sql.literal(`"${schema}".paused_queues`),
+    schedules: (sql) => sql.literal(`"${schema}".schedules`)
   }
 }

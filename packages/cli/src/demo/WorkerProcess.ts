@@ -80,7 +80,7 @@ export const canSkewClocks = libfaketime !== undefined
  * would stay the parent: signals (SIGSTOP, SIGKILL) must reach the worker process, not a shell.
  * Only the wall clock is skewed; the monotonic clock is left alone, as on a real machine.
  */
-const skewedClock = (offset: string): Record<string, string> => {
+export const skewedClock = (offset: string): Record<string, string> => {
   if (libfaketime === undefined) throw new Error("libfaketime is not installed (Debian package faketime)")
   return { LD_PRELOAD: libfaketime, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: "1", FAKETIME_NO_CACHE: "1" }
 }

@@ -7,7 +7,15 @@
  *
  * @internal
  */
-import { FenceRejected, InvalidTransition, LeaseNotHeld, RunNotFound, SignalTokenInUse, SignalTokenNotFound } from "../../Errors.js"
+import {
+  FenceRejected,
+  InvalidTransition,
+  LeaseNotHeld,
+  RunNotFound,
+  ScheduleNotFound,
+  SignalTokenInUse,
+  SignalTokenNotFound
+} from "../../Errors.js"
 import type {
   ClaimedRun,
   Enqueued,
@@ -24,6 +32,7 @@ import type {
   SuspendOutcome
 } from "../../RunRecord.js"
 import { terminalStates } from "../../RunRecord.js"
+import * as Schedules from "../../Schedules.js"
 import * as Read from "./Read.js"
 import type {
   ClaimRequest,
@@ -543,6 +552,65 @@ export class State {
 
   pausedQueues(): Array<PausedQueue> {
     return [...this.paused].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([queue, since]) => ({ queue, since: new Date(since) }))
+  }
+
+  // --- schedules.ts -----------------------------------------------------------------------------
+
+  private readonly schedulesByName = new Map<string, { schedule: Schedules.CheckedSchedule; paused: boolean; nextTick: number; lastTick: number | null }>()
+
+  registerSchedules(checked: ReadonlyArray<Schedules.CheckedSchedule>, now: number): Array<Schedules.ScheduleRegistered> {
+    const outcomes = checked.map((schedule): Schedules.ScheduleRegistered => {
+      const stored = this.schedulesByName.get(schedule.name)
+      const first = () => Schedules.nextTickAfter(schedule, new Date(now)).getTime()
+      if (stored === undefined) {
+        this.schedulesByName.set(schedule.name, { schedule, paused: false, nextTick: first(), lastTick: null })
+        return { name: schedule.name, outcome: "created" }
+      }
+      if (JSON.stringify(stored.schedule) === JSON.stringify(schedule)) return { name: schedule.name, outcome: "unchanged" }
+      const retimed = stored.schedule.cron !== schedule.cron || stored.schedule.timeZone !== schedule.timeZone
+      stored.schedule = schedule
+      if (retimed) stored.nextTick = first()
+      return { name: schedule.name, outcome: "updated" }
+    })
+    if (outcomes.some((o) => o.outcome !== "unchanged")) this.outbox.push({ _tag: "SchedulesChanged" })
+    return outcomes
+  }
+
+  /** `payloadOf` encodes a tick's payload as the enqueue statement would. */
+  tickSchedules(now: number, payloadOf: (payload: unknown) => string): Schedules.TickOutcome {
+    const fired: Array<Schedules.FiredTick> = []
+    for (const entry of [...this.schedulesByName.values()].sort((a, b) => a.nextTick - b.nextTick)) {
+      if (entry.paused || entry.nextTick > now) continue
+      const plan = Schedules.plan(entry.schedule, new Date(entry.nextTick), new Date(now))
+      for (const { backfilled, tick } of plan.fire) {
+        const request = Schedules.tickRequest(entry.schedule, tick, backfilled)
+        const [enqueued] = this.enqueue([request], [payloadOf(request.payload)], now)
+        fired.push({ schedule: entry.schedule.name, tick, runId: enqueued!.id, backfilled, created: enqueued!.created })
+      }
+      entry.lastTick = plan.lastTick.getTime()
+      entry.nextTick = plan.nextTick.getTime()
+    }
+    const next = [...this.schedulesByName.values()].filter((e) => !e.paused).map((e) => e.nextTick)
+    return { fired, nextInMs: next.length === 0 ? null : Math.min(...next) - now }
+  }
+
+  schedules(): Array<Schedules.ScheduleInfo> {
+    return [...this.schedulesByName.values()]
+      .sort((a, b) => (a.schedule.name < b.schedule.name ? -1 : a.schedule.name > b.schedule.name ? 1 : 0))
+      .map((e) => ({ ...e.schedule, paused: e.paused, nextTick: new Date(e.nextTick), lastTick: e.lastTick === null ? null : new Date(e.lastTick) }))
+  }
+
+  setSchedulePaused(name: string, paused: boolean, now: number): Outcome<boolean, ScheduleNotFound> {
+    const entry = this.schedulesByName.get(name)
+    if (entry === undefined) return err(new ScheduleNotFound({ name }))
+    if (entry.paused === paused) return ok(false)
+    entry.paused = paused
+    // Ticks that came due while paused were never due: the next one is the first after now.
+    if (!paused) {
+      entry.nextTick = Schedules.nextTickAfter(entry.schedule, new Date(now)).getTime()
+      this.outbox.push({ _tag: "SchedulesChanged" })
+    }
+    return ok(true)
   }
 
   /** Moves a time column of a run (tests: the memory twin of an UPDATE on the database's column). */
