@@ -14,6 +14,9 @@
  * `moveTime` in memory), so both order them the same way.
  *
  * Queues are paused and resumed at random: a claim leaves a paused queue's runs alone in both.
+ * Schedules (hourly, so both stores' `now()`s fall between the same ticks) are registered,
+ * changed, rewound as if the tickers had been down, ticked, paused and resumed; each tick's run
+ * joins the compared state.
  *
  * Claim order: both follow the claim statement's ORDER BY (expired leases by lease_expires_at,
  * then timed-out suspensions by suspend_deadline, then pending by priority DESC, run_at, id,
@@ -55,6 +58,7 @@ type StoreFailure =
   | { readonly _tag: "RunNotFound"; readonly runId: string }
   | { readonly _tag: "InvalidTransition"; readonly runId: string; readonly state: string; readonly operation: string }
   | { readonly _tag: "SignalTokenNotFound"; readonly token: string }
+  | { readonly _tag: "ScheduleNotFound"; readonly name: string }
 
 type Outcome<A> = { readonly ok: A } | { readonly error: StoreFailure }
 
@@ -98,7 +102,7 @@ const memoryColumn: Record<TimeColumn, MemoryRunStore.TimeColumn> = {
 
 // --- running the stores and reading them back ----------------------------------------------------
 
-const known = new Set(["FenceRejected", "LeaseNotHeld", "RunNotFound", "InvalidTransition", "SignalTokenNotFound"])
+const known = new Set(["FenceRejected", "LeaseNotHeld", "RunNotFound", "InvalidTransition", "SignalTokenNotFound", "ScheduleNotFound"])
 
 /** A typed store failure as plain data; anything else (StoreError, a defect) fails the test. */
 const asFailure = (error: any): StoreFailure => {
@@ -112,6 +116,8 @@ const asFailure = (error: any): StoreFailure => {
       return { _tag: error._tag, runId: error.runId, state: error.state, operation: error.operation }
     case "SignalTokenNotFound":
       return { _tag: error._tag, token: error.token }
+    case "ScheduleNotFound":
+      return { _tag: error._tag, name: error.name }
     default:
       return { _tag: "RunNotFound", runId: error.runId }
   }
@@ -708,6 +714,95 @@ class Retry extends Step {
   }
 }
 
+const HOUR = 3_600_000
+
+/** Registers one of two hourly schedules (a changed definition now and then), in both stores. */
+class RegisterSchedule extends Step {
+  constructor(readonly name: string, readonly minute: number, readonly missed: "skip" | "once" | "all", readonly maxBackfill: number) {
+    super()
+  }
+  override check() {
+    return true
+  }
+  toString() {
+    return `registerSchedule(${this.name}, ${this.minute} * * * *, ${this.missed}, cap ${this.maxBackfill})`
+  }
+  async step(m: Model, real: Real) {
+    const definition = [{ name: this.name, cron: `${this.minute} * * * *`, kind: "job", payload: { s: this.name }, missed: this.missed, maxBackfill: this.maxBackfill }]
+    const expectation = expected(m.store.registerSchedules(definition))
+    same(m, this.toString(), await must(real.store.registerSchedules(definition)), expectation)
+    await sameSchedules(m, real)
+  }
+}
+
+/**
+ * As if every ticker had been down: a schedule's next tick moves to the occurrence `hours` hours
+ * back (whole hours before the current one, plus its minute), the same instant in both stores.
+ * Hourly ticks keep both stores' `now()`s (milliseconds apart) on the same side of every tick.
+ */
+class RewindSchedule extends Step {
+  constructor(readonly name: string, readonly hours: number) {
+    super()
+  }
+  override check() {
+    return true
+  }
+  toString() {
+    return `rewindSchedule(${this.name}, ${this.hours} h)`
+  }
+  async step(m: Model, real: Real) {
+    const schedule = expected(m.store.schedules).find((s) => s.name === this.name)
+    if (schedule === undefined) return
+    const minute = Number(schedule.cron.split(" ")[0])
+    const at = new Date(Math.floor(m.now() / HOUR) * HOUR - this.hours * HOUR + minute * 60_000)
+    expected(m.memory.moveNextTick(this.name, at))
+    await must(real.sql.unsafe(`UPDATE "${real.schema}".schedules SET next_tick = '${at.toISOString()}' WHERE name = '${this.name}'`))
+    m.log.push(`rewind ${this.name} to ${at.toISOString()}`)
+    await sameSchedules(m, real)
+  }
+}
+
+/** Fires what is due: the same runs (tick, backfilled, created), then the same state. */
+class TickSchedules extends Step {
+  override check() {
+    return true
+  }
+  toString() {
+    return "tickSchedules"
+  }
+  async step(m: Model, real: Real) {
+    const shape = (outcome: { fired: ReadonlyArray<{ schedule: string; tick: Date; runId: string; backfilled: boolean; created: boolean }> }) =>
+      outcome.fired.map((f) => ({ ...f, tick: f.tick.toISOString() })).sort((a, b) => Number(a.runId) - Number(b.runId))
+    const expectation = shape(expected(m.store.tickSchedules))
+    same(m, "tickSchedules", shape(await must(real.store.tickSchedules)), expectation)
+    await sameSchedules(m, real)
+  }
+}
+
+class PauseSchedule extends Step {
+  constructor(readonly name: string, readonly pause: boolean) {
+    super()
+  }
+  override check() {
+    return true
+  }
+  toString() {
+    return `${this.pause ? "pause" : "resume"}Schedule(${this.name})`
+  }
+  async step(m: Model, real: Real) {
+    const call = (store: RunStore["Service"]) => (this.pause ? store.pauseSchedule(this.name) : store.resumeSchedule(this.name))
+    same(m, this.toString(), await outcome(call(real.store)), expectedOutcome(call(m.store)))
+    await sameSchedules(m, real)
+  }
+}
+
+/** Every schedule agrees: definition, paused, next and last tick. */
+const sameSchedules = async (m: Model, real: Real) => {
+  const shape = (list: ReadonlyArray<{ name: string; cron: string; missed: string; paused: boolean; nextTick: Date; lastTick: Date | null }>) =>
+    list.map((s) => ({ name: s.name, cron: s.cron, missed: s.missed, paused: s.paused, nextTick: s.nextTick.toISOString(), lastTick: s.lastTick?.toISOString() ?? null }))
+  same(m, "schedules", shape(await must(real.store.schedules)), shape(expected(m.store.schedules)))
+}
+
 /** Pauses or resumes a queue: claims must leave a paused queue alone, in both stores alike. */
 class PauseQueue extends Step {
   constructor(readonly queue: string, readonly pause: boolean) {
@@ -790,7 +885,15 @@ const commandsFor = (workers: number) =>
       {
         weight: 1,
         arbitrary: fc.tuple(fc.constantFrom("default", "other"), fc.boolean()).map(([queue, pause]): Cmd => new PauseQueue(queue, pause))
-      }
+      },
+      {
+        weight: 1,
+        arbitrary: fc.tuple(fc.constantFrom("s1", "s2"), fc.constantFrom(0, 30), fc.constantFrom<"skip" | "once" | "all">("skip", "once", "all"), fc.integer({ min: 1, max: 3 }))
+          .map(([name, minute, missed, cap]): Cmd => new RegisterSchedule(name, minute, missed, cap))
+      },
+      { weight: 1, arbitrary: fc.tuple(fc.constantFrom("s1", "s2"), fc.integer({ min: 0, max: 5 })).map(([name, hours]): Cmd => new RewindSchedule(name, hours)) },
+      { weight: 1, arbitrary: fc.constant<Cmd>(new TickSchedules()) },
+      { weight: 1, arbitrary: fc.tuple(fc.constantFrom("s1", "s2", "s3"), fc.boolean()).map(([name, pause]): Cmd => new PauseSchedule(name, pause)) }
     )
   ], { maxCommands: 50, size: "max" })
 
@@ -822,7 +925,7 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
     Effect.gen(function*() {
       const real = yield* storeOnce
       const fresh = async () => {
-        await must(real.sql.unsafe(`TRUNCATE "${real.schema}".runs, "${real.schema}".run_events, "${real.schema}".app_rows, "${real.schema}".paused_queues RESTART IDENTITY`))
+        await must(real.sql.unsafe(`TRUNCATE "${real.schema}".runs, "${real.schema}".run_events, "${real.schema}".app_rows, "${real.schema}".paused_queues, "${real.schema}".schedules RESTART IDENTITY`))
         return { model: newModel(), real }
       }
       yield* Effect.promise(() =>

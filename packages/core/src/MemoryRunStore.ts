@@ -38,6 +38,8 @@ export type { TimeColumn }
 export interface Controlled {
   readonly store: RunStore["Service"]
   readonly moveTime: (runId: string, column: TimeColumn, at: Date) => Effect.Effect<void>
+  /** Sets a schedule's next tick, as a test against Postgres updates `schedules.next_tick`. */
+  readonly moveNextTick: (name: string, at: Date) => Effect.Effect<void>
 }
 
 const fromOutcome = <A, E>(outcome: Outcome<A, E>): Effect.Effect<A, E> =>
@@ -188,7 +190,8 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
 
   return {
     store,
-    moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime()))
+    moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime())),
+    moveNextTick: (name, at) => Effect.sync(() => state.setNextTick(name, at.getTime()))
   } satisfies Controlled
 })
 

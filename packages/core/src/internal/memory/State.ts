@@ -613,6 +613,12 @@ export class State {
     return ok(true)
   }
 
+  /** Sets a schedule's next tick (tests: the memory twin of an UPDATE on `schedules.next_tick`). */
+  setNextTick(name: string, at: number): void {
+    const entry = this.schedulesByName.get(name)
+    if (entry !== undefined) entry.nextTick = at
+  }
+
   /** Moves a time column of a run (tests: the memory twin of an UPDATE on the database's column). */
   setTime(runId: string, column: TimeColumn, at: number): void {
     const run = this.find(runId)
