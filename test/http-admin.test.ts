@@ -160,8 +160,16 @@ describe("admin API access", () => {
         [`/api/runs/${id}/resume`, { payload: {} }],
         ["/api/tokens/t-1/resume", { payload: {} }],
         ["/api/runs/bulk/cancel", { kind: "refund" }],
-        ["/api/runs/bulk/retry", { kind: "refund" }]
+        ["/api/runs/bulk/retry", { kind: "refund" }],
+        ["/api/queues/default/pause", {}],
+        ["/api/schedules/nightly/pause", {}]
       ]
+      const schedulePut = yield* request(`${origin}/api/schedules/nightly`, {
+        method: "PUT",
+        headers: { "content-type": "application/json", ...bearer },
+        body: JSON.stringify({ cron: "0 3 * * *", kind: "refund" })
+      })
+      assert.strictEqual(schedulePut.status, 403)
       for (const [path, body] of writes) {
         const answer = yield* postJson(`${origin}${path}`, body, bearer)
         assert.strictEqual(answer.status, 403, path)
@@ -279,6 +287,46 @@ describe("admin API routes", () => {
       const retried = yield* postJson(`${origin}/api/runs/bulk/retry`, { kind: "refund" }, bearer)
       assert.deepStrictEqual(retried.body.affected.toSorted(), ids.toSorted())
       for (const id of ids) assert.strictEqual((yield* stores.a.get(id)).state, "pending")
+    }))
+
+  it.live("queues pause and resume; schedules are put (created, then unchanged), listed with their next ticks, paused and resumed; bad input writes nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const paused = yield* postJson(`${origin}/api/queues/money/pause`, {}, bearer)
+      assert.deepStrictEqual([paused.status, paused.body], [200, { queue: "money", paused: true, changed: true }])
+      assert.deepStrictEqual((yield* request(`${origin}/api/queues/paused`, { headers: bearer })).body.paused.map((q: any) => q.queue), ["money"])
+      assert.deepStrictEqual((yield* postJson(`${origin}/api/queues/money/resume`, {}, bearer)).body, { queue: "money", paused: false, changed: true })
+
+      const put = (name: string, definition: unknown) =>
+        request(`${origin}/api/schedules/${name}`, {
+          method: "PUT",
+          headers: { "content-type": "application/json", ...bearer },
+          body: JSON.stringify(definition)
+        })
+      const definition = { cron: "0 3 * * *", timeZone: "Europe/Paris", kind: "refund", payload: { order: "N", amount: 1 }, missed: "once" }
+      const created = yield* put("nightly", definition)
+      assert.deepStrictEqual([created.status, created.body], [201, { name: "nightly", outcome: "created" }])
+      assert.deepStrictEqual((yield* put("nightly", definition)).body, { name: "nightly", outcome: "unchanged" })
+      const [listed] = (yield* request(`${origin}/api/schedules`, { headers: bearer })).body.schedules
+      assert.deepInclude(listed, { name: "nightly", cron: "0 3 * * *", timeZone: "Europe/Paris", missed: "once", paused: false })
+      assert.strictEqual(listed.nextTicks.length, 3)
+
+      const before = yield* snapshot(stores)
+      const badCron = yield* put("other", { ...definition, cron: "61 * * * *" })
+      assert.deepStrictEqual([badCron.status, badCron.body.error], [400, "invalid-option"])
+      assert.match(badCron.body.message, /cron/)
+      const badZone = yield* put("other", { ...definition, timeZone: "Mars/Olympus" })
+      assert.deepStrictEqual([badZone.status, badZone.body.error], [400, "invalid-option"])
+      const notJson = yield* request(`${origin}/api/schedules/other`, { method: "PUT", headers: { "content-type": "application/json", ...bearer }, body: "{" })
+      assert.strictEqual(notJson.status, 400)
+      const unknown = yield* postJson(`${origin}/api/schedules/nope/pause`, {}, bearer)
+      assert.deepStrictEqual([unknown.status, unknown.body.error], [404, "not-found"])
+      assert.strictEqual(yield* snapshot(stores), before)
+
+      assert.deepStrictEqual((yield* postJson(`${origin}/api/schedules/nightly/pause`, {}, bearer)).body, { name: "nightly", paused: true, changed: true })
+      assert.deepStrictEqual((yield* request(`${origin}/api/schedules`, { headers: bearer })).body.schedules[0].nextTicks, [])
+      assert.deepStrictEqual((yield* postJson(`${origin}/api/schedules/nightly/resume`, {}, bearer)).body, { name: "nightly", paused: false, changed: true })
     }))
 
   it.live("the event stream delivers a change driven by the store's notifications", () =>

@@ -102,7 +102,7 @@ export const postJson = (url: string, body: unknown, headers: Record<string, str
 /** Everything the store's schema holds, as text: equal before and after means nothing was written. */
 export const snapshot = (stores: Stores) =>
   Effect.gen(function*() {
-    const tables = ["runs", "run_events", "callbacks", "signal_deliveries"]
+    const tables = ["runs", "run_events", "callbacks", "signal_deliveries", "paused_queues", "schedules"]
     const parts: Array<string> = []
     for (const table of tables) {
       const rows = yield* stores.sql.unsafe<{ row: string }>(

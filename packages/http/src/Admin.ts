@@ -21,13 +21,15 @@ import {
   type RunNotFound,
   RunState,
   RunStore,
+  type ScheduleNotFound,
+  Schedules,
   type SignalTokenNotFound,
   type StoreError,
   type StoreNotification,
   type UnknownKind,
   type UnstorableValue
 } from "@leasehold/core"
-import { ByteSize, Effect, Redacted, Schema, Stream } from "effect"
+import { ByteSize, Duration, Effect, Redacted, Schema, Stream } from "effect"
 import { Sse } from "effect/encoding"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
@@ -63,6 +65,7 @@ export const csrfHeader = "x-leasehold-csrf"
 
 type Failure =
   | RunNotFound
+  | ScheduleNotFound
   | SignalTokenNotFound
   | InvalidTransition
   | InvalidPayload
@@ -91,6 +94,7 @@ const answer = (error: unknown): Effect.Effect<HttpServerResponse.HttpServerResp
     case "BadRequest":
       return Effect.succeed(problem(failure.status, failure.error, failure.message))
     case "RunNotFound":
+    case "ScheduleNotFound":
     case "SignalTokenNotFound":
       return Effect.succeed(problem(404, "not-found", failure.message))
     case "InvalidTransition":
@@ -144,6 +148,18 @@ const BulkBody = Schema.Struct({
   queue: Schema.optional(Schema.String),
   /** `{ "<field>": "<value>" }`: as `payload.<field>=<value>` in the runs list. */
   payload: Schema.optional(Schema.Record(Schema.String, Schema.String))
+})
+
+const ScheduleBody = Schema.Struct({
+  cron: Schema.String,
+  kind: Schema.String,
+  timeZone: Schema.optional(Schema.String),
+  queue: Schema.optional(Schema.String),
+  payload: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
+  missed: Schema.optional(Schema.Literals(["skip", "once", "all"])),
+  maxBackfill: Schema.optional(Schema.Number),
+  /** Milliseconds. */
+  backfillWindowMs: Schema.optional(Schema.Number)
 })
 
 const param = (name: string) => Effect.map(HttpRouter.params, (params) => params[name] ?? "")
@@ -306,6 +322,54 @@ export const layer = (options: AdminOptions) =>
             const filter = { state, kind, queue, payload }
             const affected = yield* (action === "cancel" ? store.cancelMany(filter) : store.retryMany(filter))
             return json(200, { affected })
+          })))
+      ),
+
+      HttpRouter.route("GET", "/api/queues/paused", guard(false, () =>
+        Effect.gen(function*() {
+          const store = yield* RunStore
+          return json(200, { paused: yield* store.pausedQueues })
+        }))),
+
+      ...(["pause", "resume"] as const).map((action) =>
+        HttpRouter.route("POST", `/api/queues/:queue/${action}`, guard(true, () =>
+          Effect.gen(function*() {
+            const queue = yield* param("queue")
+            const changed = yield* (action === "pause" ? Client.pauseQueue(queue) : Client.resumeQueue(queue))
+            return json(200, { queue, paused: action === "pause", changed })
+          })))
+      ),
+
+      HttpRouter.route("GET", "/api/schedules", guard(false, () =>
+        Effect.gen(function*() {
+          const store = yield* RunStore
+          const schedules = (yield* store.schedules).map((s) => ({
+            ...s,
+            nextTicks: s.paused ? [] : [s.nextTick, ...Schedules.upcoming(s, s.nextTick, 2)]
+          }))
+          return json(200, { schedules })
+        }))),
+
+      HttpRouter.route("PUT", "/api/schedules/:name", guard(true, () =>
+        Effect.gen(function*() {
+          const name = yield* param("name")
+          const { backfillWindowMs, ...definition } = yield* body(ScheduleBody, limit)
+          const store = yield* RunStore
+          const [registered] = yield* store.registerSchedules([{
+            ...definition,
+            name,
+            backfillWindow: backfillWindowMs === undefined ? undefined : Duration.millis(backfillWindowMs)
+          }])
+          return json(registered!.outcome === "created" ? 201 : 200, registered)
+        }))),
+
+      ...(["pause", "resume"] as const).map((action) =>
+        HttpRouter.route("POST", `/api/schedules/:name/${action}`, guard(true, () =>
+          Effect.gen(function*() {
+            const name = yield* param("name")
+            const store = yield* RunStore
+            const changed = yield* (action === "pause" ? store.pauseSchedule(name) : store.resumeSchedule(name))
+            return json(200, { name, paused: action === "pause", changed })
           })))
       ),
 
