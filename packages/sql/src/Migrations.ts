@@ -173,13 +173,17 @@ const statements = (list: ReadonlyArray<string>) =>
 
 const migrateWith = Migrator.make({})
 
+/** The migrations up to and including `last` (all without it): an upgrade test builds an older store. */
+const upTo = <A>(last: string | undefined, all: Record<string, A>): Record<string, A> =>
+  last === undefined ? all : Object.fromEntries(Object.entries(all).filter(([name]) => name <= last))
+
 /**
  * Creates or upgrades the store in its schema. Safe to run from several processes at once: the
  * schema creation is serialized by an advisory lock and the Migrator locks its own table.
  *
  * @category migrations
  */
-export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
+export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, options: { readonly upTo?: string } = {}) {
   const sql = yield* SqlClient.SqlClient
   yield* sql.withTransaction(Effect.gen(function*() {
     yield* sql`SELECT pg_advisory_xact_lock(hashtext(${"leasehold:" + store.schema}))`
@@ -187,7 +191,7 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
   }))
   return yield* migrateWith({
     table: `${store.schema}.leasehold_migrations`,
-    loader: Migrator.fromRecord({
+    loader: Migrator.fromRecord(upTo(options.upTo, {
       "0001_init": statements(init(store.schema)),
       "0002_partial_unique_keys": statements(partialUniqueKeys(store.schema)),
       "0003_lazy_claim_history": statements(lazyClaimHistory(store.schema)),
@@ -197,6 +201,6 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema) {
       "0007_hot_lease_renewal": statements(hotLeaseRenewal(store.schema)),
       "0008_paused_queues": statements(pausedQueues(store.schema)),
       "0009_schedules": statements(schedules(store.schema))
-    })
+    }))
   })
 })
