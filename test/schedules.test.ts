@@ -64,6 +64,11 @@ describe("Schedules.plan: which ticks fire", () => {
     assert.strictEqual(option({ name: "x", cron: "* * * * *", kind: "job", missed: "sometimes" as any }), "missed")
     assert.strictEqual(option({ name: "", cron: "* * * * *", kind: "job" }), "name")
     assert.strictEqual(option({ name: "x", cron: "* * * * *", kind: "job", payload: { tick: 1 } }), "payload")
+    assert.strictEqual(option({ name: "x", cron: "0 0 30 2 *", kind: "job" }), "cron", "the 30th of February never comes")
+    assert.strictEqual(option({ name: "x", cron: "* * * * *", kind: "job", backfillWindow: "-1 seconds" as any }), "backfillWindow")
+    // A window in fractions of a millisecond is kept in whole milliseconds.
+    assert.strictEqual(valueOf(Schedules.check({ name: "x", cron: "* * * * *", kind: "job", backfillWindow: "1500 micros" })).backfillWindowMs, 2)
+    assert.deepStrictEqual(Schedules.upcoming(everyMinute(), at("2026-01-01T12:00:00Z"), 0), [])
   })
 })
 
@@ -119,9 +124,11 @@ describe("schedules on PostgreSQL", () => {
   it.live("registering the same schedule from two workers yields one; a changed payload keeps the next tick, a changed cron counts from now", () =>
     Effect.gen(function*() {
       const { schema, sql, store } = yield* pgStore
-      const definition = { name: "sync", cron: "0 * * * *", kind: "job", payload: { v: 1 } }
+      // Keys out of order: jsonb hands them back sorted, and the same definition is still the same.
+      const definition = { name: "sync", cron: "0 * * * *", kind: "job", payload: { v: 1, a: { z: 1, b: 2 } } }
       const [a, b] = yield* Effect.all([store.registerSchedules([definition]), store.registerSchedules([definition])], { concurrency: 2 })
       assert.deepStrictEqual([a![0]!.outcome, b![0]!.outcome].sort(), ["created", "unchanged"])
+      assert.deepStrictEqual((yield* store.registerSchedules([definition]))[0]!.outcome, "unchanged")
       const [before] = yield* store.schedules
       assert.strictEqual(before!.nextTick.getUTCMinutes(), 0)
       assert.deepStrictEqual((yield* store.registerSchedules([{ ...definition, payload: { v: 2 } }]))[0]!.outcome, "updated")

@@ -128,6 +128,12 @@ export const check = (definition: ScheduleDefinition): Exit.Exit<CheckedSchedule
       ? invalid("timeZone", `"${timeZone}" is not a known time zone`)
       : invalid("cron", `"${definition.cron}": ${parsed.failure.message}`)
   }
+  // A valid expression can still name no instant at all (the 30th of February).
+  try {
+    Cron.next(parsed.success, new Date())
+  } catch {
+    return invalid("cron", `"${definition.cron}" never fires`)
+  }
   const payload = definition.payload ?? {}
   if (!isPlainObject(payload)) return invalid("payload", "must be a JSON object")
   if ("tick" in payload) return invalid("payload", "its \"tick\" field is reserved for the tick's own description")
@@ -138,10 +144,11 @@ export const check = (definition: ScheduleDefinition): Exit.Exit<CheckedSchedule
   if (!(Number.isInteger(maxBackfill) && maxBackfill >= 1 && maxBackfill < 2 ** 31)) {
     return invalid("maxBackfill", `${maxBackfill} is not a whole number of at least 1`)
   }
+  // Whole milliseconds, as the store keeps them.
   const window = definition.backfillWindow === undefined
     ? DEFAULT_WINDOW_MS
-    : Option.match(Duration.fromInput(definition.backfillWindow), { onNone: () => Number.NaN, onSome: Duration.toMillis })
-  if (!(Number.isFinite(window) && window >= 0)) return invalid("backfillWindow", "must be a finite duration of at least 0")
+    : Math.round(Option.match(Duration.fromInput(definition.backfillWindow), { onNone: () => Number.NaN, onSome: Duration.toMillis }))
+  if (!(Number.isSafeInteger(window) && window >= 0)) return invalid("backfillWindow", "must be a finite duration of at least 0")
   return Exit.succeed({
     name: definition.name,
     cron: definition.cron,
@@ -172,6 +179,7 @@ export const nextTickAfter = (schedule: Pick<CheckedSchedule, "cron" | "timeZone
 /** The next `count` ticks strictly after `after`. @category ticks */
 export const upcoming = (schedule: Pick<CheckedSchedule, "cron" | "timeZone">, after: Date, count: number): Array<Date> => {
   const ticks: Array<Date> = []
+  if (count <= 0) return ticks
   const sequence = Cron.sequence(cronOf(schedule), after)
   for (const tick of sequence) {
     ticks.push(tick)
@@ -179,6 +187,18 @@ export const upcoming = (schedule: Pick<CheckedSchedule, "cron" | "timeZone">, a
   }
   return ticks
 }
+
+/** Key order does not matter: JSON text as a store hands it back may order keys differently. */
+const canonical = (value: unknown): unknown =>
+  Array.isArray(value)
+    ? value.map(canonical)
+    : isPlainObject(value)
+    ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical(value[k])]))
+    : value
+
+/** Whether two checked definitions are the same (registering it again changes nothing). @category ticks */
+export const sameDefinition = (a: CheckedSchedule, b: CheckedSchedule): boolean =>
+  JSON.stringify(canonical(a)) === JSON.stringify(canonical(b))
 
 /** The idempotency key of a tick's run: one run per schedule and instant. @category ticks */
 export const tickKey = (schedule: string, tick: Date): string => `schedule:${schedule}:${tick.toISOString()}`

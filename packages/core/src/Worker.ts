@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Stream } from "effect"
+import { Cause, Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Stream } from "effect"
 import * as os from "node:os"
 import * as Backoff from "./internal/Backoff.js"
 
@@ -321,18 +321,25 @@ export const run = <R>(
       )
     }
     const scheduleWake = yield* Queue.sliding<void>(1)
+    // Whatever goes wrong in one round (a store error, a defect) is reported and the next round
+    // comes a second later: schedules keep ticking as long as the worker runs.
+    const tickRound = store.tickSchedules.pipe(
+      Effect.catchCause((cause) =>
+        Effect.as(events.emit({ _tag: "StoreError", owner, operation: "tick schedules", error: String(Cause.squash(cause)) }), {
+          fired: [],
+          nextInMs: 1_000
+        }))
+    )
     const ticker = Effect.forever(Effect.gen(function*() {
-      const { fired, nextInMs } = yield* store.tickSchedules
+      const { fired, nextInMs } = yield* tickRound
       // A due schedule another ticker holds at this moment: look again shortly, not at once.
       const wait = nextInMs === null ? 60_000 : Math.min(60_000, Math.max(fired.length > 0 ? 0 : 100, nextInMs))
       yield* Effect.timeoutOption(Queue.take(scheduleWake), Duration.millis(wait))
-    })).pipe(
-      Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "tick schedules", error: String(error) })),
-      Effect.retry(claimErrors)
-    )
+    }))
 
     const onNotification = (note: StoreNotification): Effect.Effect<void> => {
-      if (note._tag === "Subscribed") return events.emit({ _tag: "Listening", owner })
+      // Listening again after a reconnect: a schedule change may have gone unheard meanwhile.
+      if (note._tag === "Subscribed") return Effect.andThen(Queue.offer(scheduleWake, undefined), events.emit({ _tag: "Listening", owner }))
       if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
       if (note._tag === "SchedulesChanged") return Queue.offer(scheduleWake, undefined).pipe(Effect.asVoid)
       return Effect.forEach(

@@ -33,10 +33,11 @@ export const renew = (
         FROM held h
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = h.id AND r.fence = h.fence AND r.state = h.state
           AND r.lease_owner = h.owner
-        RETURNING h.ord
+        RETURNING r.id, r.fence
       )
-      SELECT h.ord::text AS ord FROM held h WHERE NOT EXISTS (SELECT 1 FROM renewed n WHERE n.ord = h.ord)`
-    if (lost.length === 0) return leases
+      -- By run and fence, not position: a lease listed twice is renewed once and held twice.
+      SELECT h.ord::text AS ord FROM held h WHERE NOT EXISTS (SELECT 1 FROM renewed n WHERE n.id = h.id AND n.fence = h.fence)`
     const missing = new Set(lost.map((r) => Number(r.ord) - 1))
-    return leases.filter((_, i) => !missing.has(i))
+    // Ids as Postgres prints them, whatever form the caller used ("007" is run 7).
+    return leases.filter((_, i) => !missing.has(i)).map((l): LeaseKey => ({ runId: String(BigInt(l.runId)), fence: l.fence }))
   })

@@ -50,6 +50,14 @@ const infoOf = (row: ScheduleRow): Schedules.ScheduleInfo => ({
 
 const dbNow = (sql: SqlClient.SqlClient) => Effect.map(sql<{ now: Date | string }>`SELECT now() AS now`, (rows) => date(rows[0]!.now))
 
+const planOrSkip = (schedule: Schedules.CheckedSchedule, nextTick: Date, now: Date) => {
+  try {
+    return Schedules.plan(schedule, nextTick, now)
+  } catch {
+    return undefined
+  }
+}
+
 /** Registrations are serialized per store (a transaction-scoped advisory lock): they are rare. */
 export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: ReadonlyArray<Schedules.ScheduleDefinition>) =>
   Effect.gen(function*() {
@@ -61,7 +69,8 @@ export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: 
       const now = yield* dbNow(sql)
       const outcomes: Array<Schedules.ScheduleRegistered> = []
       for (const schedule of checked) {
-        const [stored] = yield* sql<ScheduleRow>`SELECT * FROM ${s.schedules(sql)} WHERE name = ${schedule.name}`
+        // Locked: a tick or a resume committing meanwhile would otherwise have its next tick overwritten.
+        const [stored] = yield* sql<ScheduleRow>`SELECT * FROM ${s.schedules(sql)} WHERE name = ${schedule.name} FOR UPDATE`
         const first = Schedules.nextTickAfter(schedule, now)
         if (stored === undefined) {
           yield* sql`
@@ -72,7 +81,7 @@ export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: 
           continue
         }
         const before = checkedOf(stored)
-        if (JSON.stringify(before) === JSON.stringify(schedule)) {
+        if (Schedules.sameDefinition(before, schedule)) {
           outcomes.push({ name: schedule.name, outcome: "unchanged" })
           continue
         }
@@ -101,7 +110,13 @@ export const tick = (sql: SqlClient.SqlClient, s: StoreSchema) =>
     const fired: Array<Schedules.FiredTick> = []
     for (const row of due) {
       const schedule = checkedOf(row)
-      const plan = Schedules.plan(schedule, date(row.next_tick), date(row.now))
+      // A row this process cannot plan (a time zone its ICU lacks) is left for a ticker that can;
+      // it does not hold up the other schedules.
+      const plan = planOrSkip(schedule, date(row.next_tick), date(row.now))
+      if (plan === undefined) {
+        yield* Effect.logWarning(`schedule "${schedule.name}" could not be planned here; skipped`)
+        continue
+      }
       // The definition was checked when registered: a request it yields cannot be invalid.
       const enqueued = yield* enqueue(sql, s, plan.fire.map(({ backfilled, tick }) => Schedules.tickRequest(schedule, tick, backfilled))).pipe(
         Effect.catchTags({ InvalidConfig: Effect.die, UnstorableValue: Effect.die })

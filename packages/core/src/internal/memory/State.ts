@@ -566,7 +566,7 @@ export class State {
         this.schedulesByName.set(schedule.name, { schedule, paused: false, nextTick: first(), lastTick: null })
         return { name: schedule.name, outcome: "created" }
       }
-      if (JSON.stringify(stored.schedule) === JSON.stringify(schedule)) return { name: schedule.name, outcome: "unchanged" }
+      if (Schedules.sameDefinition(stored.schedule, schedule)) return { name: schedule.name, outcome: "unchanged" }
       const retimed = stored.schedule.cron !== schedule.cron || stored.schedule.timeZone !== schedule.timeZone
       stored.schedule = schedule
       if (retimed) stored.nextTick = first()
@@ -581,7 +581,12 @@ export class State {
     const fired: Array<Schedules.FiredTick> = []
     for (const entry of [...this.schedulesByName.values()].sort((a, b) => a.nextTick - b.nextTick)) {
       if (entry.paused || entry.nextTick > now) continue
-      const plan = Schedules.plan(entry.schedule, new Date(entry.nextTick), new Date(now))
+      let plan: Schedules.TickPlan
+      try {
+        plan = Schedules.plan(entry.schedule, new Date(entry.nextTick), new Date(now))
+      } catch {
+        continue // as the Postgres store: a schedule this process cannot plan holds up no other
+      }
       for (const { backfilled, tick } of plan.fire) {
         const request = Schedules.tickRequest(entry.schedule, tick, backfilled)
         const [enqueued] = this.enqueue([request], [payloadOf(request.payload)], now)
