@@ -101,9 +101,10 @@ describe("runtime plans", () => {
         Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(updates, (u) => u.upd >= before.upd + 1_200 ? u : undefined))
       )
       assert.strictEqual(after.upd - before.upd, 1_200)
-      // With an index on lease_expires_at (migration 0001's runs_leases) none of them is HOT. A
-      // page with no room left for the new version takes it elsewhere, non-HOT: about a quarter
-      // here, where 400 fresh runs share a few pages and nothing has pruned them yet.
-      assert.isAtLeast(after.hot - before.hot, 600, `HOT renewals: ${after.hot - before.hot} of 1200`)
+      // With an index on lease_expires_at (migration 0001's runs_leases) not one of them is HOT.
+      // Without it, how many are depends on room on the page: a version that does not fit goes
+      // elsewhere, non-HOT, and other sessions' snapshots can keep pages from being pruned (alone
+      // on the server about three in four were HOT; beside the whole suite on PostgreSQL 18, 559).
+      assert.isAbove(after.hot - before.hot, 0, `HOT renewals: ${after.hot - before.hot} of 1200`)
     }))
 })
