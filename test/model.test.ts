@@ -401,12 +401,16 @@ abstract class Step implements Cmd {
   }
 }
 
-class Enqueue extends Step {
-  constructor(readonly specs: ReadonlyArray<EnqueueSpec>) {
-    super()
-  }
+/** A step that applies whatever the model holds (no run needs to exist yet). */
+abstract class AnyTimeStep extends Step {
   override check() {
     return true
+  }
+}
+
+class Enqueue extends AnyTimeStep {
+  constructor(readonly specs: ReadonlyArray<EnqueueSpec>) {
+    super()
   }
   toString() {
     return `enqueue(${JSON.stringify(this.specs)})`
@@ -717,12 +721,9 @@ class Retry extends Step {
 const HOUR = 3_600_000
 
 /** Registers one of two hourly schedules (a changed definition now and then), in both stores. */
-class RegisterSchedule extends Step {
+class RegisterSchedule extends AnyTimeStep {
   constructor(readonly name: string, readonly minute: number, readonly missed: "skip" | "once" | "all", readonly maxBackfill: number) {
     super()
-  }
-  override check() {
-    return true
   }
   toString() {
     return `registerSchedule(${this.name}, ${this.minute} * * * *, ${this.missed}, cap ${this.maxBackfill})`
@@ -740,12 +741,9 @@ class RegisterSchedule extends Step {
  * back (whole hours before the current one, plus its minute), the same instant in both stores.
  * Hourly ticks keep both stores' `now()`s (milliseconds apart) on the same side of every tick.
  */
-class RewindSchedule extends Step {
+class RewindSchedule extends AnyTimeStep {
   constructor(readonly name: string, readonly hours: number) {
     super()
-  }
-  override check() {
-    return true
   }
   toString() {
     return `rewindSchedule(${this.name}, ${this.hours} h)`
@@ -763,10 +761,7 @@ class RewindSchedule extends Step {
 }
 
 /** Fires what is due: the same runs (tick, backfilled, created), then the same state. */
-class TickSchedules extends Step {
-  override check() {
-    return true
-  }
+class TickSchedules extends AnyTimeStep {
   toString() {
     return "tickSchedules"
   }
@@ -779,12 +774,9 @@ class TickSchedules extends Step {
   }
 }
 
-class PauseSchedule extends Step {
+class PauseSchedule extends AnyTimeStep {
   constructor(readonly name: string, readonly pause: boolean) {
     super()
-  }
-  override check() {
-    return true
   }
   toString() {
     return `${this.pause ? "pause" : "resume"}Schedule(${this.name})`
@@ -804,12 +796,9 @@ const sameSchedules = async (m: Model, real: Real) => {
 }
 
 /** Pauses or resumes a queue: claims must leave a paused queue alone, in both stores alike. */
-class PauseQueue extends Step {
+class PauseQueue extends AnyTimeStep {
   constructor(readonly queue: string, readonly pause: boolean) {
     super()
-  }
-  override check() {
-    return true
   }
   toString() {
     return `${this.pause ? "pause" : "resume"}Queue(${this.queue})`
