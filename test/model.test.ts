@@ -720,8 +720,19 @@ class Retry extends Step {
 
 const HOUR = 3_600_000
 
+/**
+ * Schedule steps stay clear of the hour's turn: the two stores' now()s may be a few hundred
+ * milliseconds apart, and an hourly tick between them would make them disagree for no fault.
+ */
+abstract class ScheduleStep extends Step {
+  override check() {
+    const intoHour = Date.now() % HOUR
+    return intoHour > 5_000 && intoHour < HOUR - 5_000
+  }
+}
+
 /** Registers one of two hourly schedules (a changed definition now and then), in both stores. */
-class RegisterSchedule extends AnyTimeStep {
+class RegisterSchedule extends ScheduleStep {
   constructor(readonly name: string, readonly minute: number, readonly missed: "skip" | "once" | "all", readonly maxBackfill: number) {
     super()
   }
@@ -741,7 +752,7 @@ class RegisterSchedule extends AnyTimeStep {
  * back (whole hours before the current one, plus its minute), the same instant in both stores.
  * Hourly ticks keep both stores' `now()`s (milliseconds apart) on the same side of every tick.
  */
-class RewindSchedule extends AnyTimeStep {
+class RewindSchedule extends ScheduleStep {
   constructor(readonly name: string, readonly hours: number) {
     super()
   }
@@ -761,7 +772,7 @@ class RewindSchedule extends AnyTimeStep {
 }
 
 /** Fires what is due: the same runs (tick, backfilled, created), then the same state. */
-class TickSchedules extends AnyTimeStep {
+class TickSchedules extends ScheduleStep {
   toString() {
     return "tickSchedules"
   }
@@ -774,7 +785,7 @@ class TickSchedules extends AnyTimeStep {
   }
 }
 
-class PauseSchedule extends AnyTimeStep {
+class PauseSchedule extends ScheduleStep {
   constructor(readonly name: string, readonly pause: boolean) {
     super()
   }
