@@ -177,7 +177,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       for (const definition of definitions) checked.push(yield* Schedules.check(definition))
       return yield* apply((now) => state.registerSchedules(checked, now))
     }),
-    tickSchedules: apply((now) => state.tickSchedules(now, (payload) => JSON.stringify(payload))),
+    tickSchedules: apply((now) => state.tickSchedules(now)),
     schedules: apply(() => state.schedules()),
     pauseSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, true, now)),
     resumeSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, false, now)),

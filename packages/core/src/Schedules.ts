@@ -200,6 +200,24 @@ const canonical = (value: unknown): unknown =>
 export const sameDefinition = (a: CheckedSchedule, b: CheckedSchedule): boolean =>
   JSON.stringify(canonical(a)) === JSON.stringify(canonical(b))
 
+/**
+ * What registering `schedule` does, given what the store holds under its name: a new schedule's
+ * first tick is the first after `now`; a changed cron or time zone counts from `now` too; any
+ * other change keeps the next tick. Both stores decide by this one rule.
+ *
+ * @category ticks
+ */
+export const registration = (
+  stored: { readonly schedule: CheckedSchedule; readonly nextTick: Date } | undefined,
+  schedule: CheckedSchedule,
+  now: Date
+): { readonly outcome: ScheduleRegistered["outcome"]; readonly nextTick: Date } => {
+  if (stored === undefined) return { outcome: "created", nextTick: nextTickAfter(schedule, now) }
+  if (sameDefinition(stored.schedule, schedule)) return { outcome: "unchanged", nextTick: stored.nextTick }
+  const retimed = stored.schedule.cron !== schedule.cron || stored.schedule.timeZone !== schedule.timeZone
+  return { outcome: "updated", nextTick: retimed ? nextTickAfter(schedule, now) : stored.nextTick }
+}
+
 /** The idempotency key of a tick's run: one run per schedule and instant. @category ticks */
 export const tickKey = (schedule: string, tick: Date): string => `schedule:${schedule}:${tick.toISOString()}`
 
@@ -249,5 +267,19 @@ export const plan = (schedule: CheckedSchedule, nextTick: Date, now: Date): Tick
     fire: [...missed.map((tick) => ({ tick, backfilled: true })), { tick: lastTick, backfilled: false }],
     lastTick,
     nextTick: following
+  }
+}
+
+/**
+ * `plan`, or undefined when this process cannot plan the schedule (a time zone its ICU lacks):
+ * a ticker skips such a schedule and goes on with the others.
+ *
+ * @category ticks
+ */
+export const planIfPossible = (schedule: CheckedSchedule, nextTick: Date, now: Date): TickPlan | undefined => {
+  try {
+    return plan(schedule, nextTick, now)
+  } catch {
+    return undefined
   }
 }

@@ -50,14 +50,6 @@ const infoOf = (row: ScheduleRow): Schedules.ScheduleInfo => ({
 
 const dbNow = (sql: SqlClient.SqlClient) => Effect.map(sql<{ now: Date | string }>`SELECT now() AS now`, (rows) => date(rows[0]!.now))
 
-const planOrSkip = (schedule: Schedules.CheckedSchedule, nextTick: Date, now: Date) => {
-  try {
-    return Schedules.plan(schedule, nextTick, now)
-  } catch {
-    return undefined
-  }
-}
-
 /** Registrations are serialized per store (a transaction-scoped advisory lock): they are rare. */
 export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: ReadonlyArray<Schedules.ScheduleDefinition>) =>
   Effect.gen(function*() {
@@ -71,29 +63,20 @@ export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: 
       for (const schedule of checked) {
         // Locked: a tick or a resume committing meanwhile would otherwise have its next tick overwritten.
         const [stored] = yield* sql<ScheduleRow>`SELECT * FROM ${s.schedules(sql)} WHERE name = ${schedule.name} FOR UPDATE`
-        const first = Schedules.nextTickAfter(schedule, now)
-        if (stored === undefined) {
-          yield* sql`
-            INSERT INTO ${s.schedules(sql)} (name, cron, time_zone, kind, queue, payload, missed, max_backfill, backfill_window_ms, next_tick)
-            VALUES (${schedule.name}, ${schedule.cron}, ${schedule.timeZone}, ${schedule.kind}, ${schedule.queue},
-              ${JSON.stringify(schedule.payload)}::jsonb, ${schedule.missed}, ${schedule.maxBackfill}, ${schedule.backfillWindowMs}, ${first})`
-          outcomes.push({ name: schedule.name, outcome: "created" })
-          continue
-        }
-        const before = checkedOf(stored)
-        if (Schedules.sameDefinition(before, schedule)) {
-          outcomes.push({ name: schedule.name, outcome: "unchanged" })
-          continue
-        }
-        // A new cron or time zone counts from now; anything else keeps the next tick.
-        const retimed = before.cron !== schedule.cron || before.timeZone !== schedule.timeZone
+        const { nextTick, outcome } = Schedules.registration(
+          stored === undefined ? undefined : { schedule: checkedOf(stored), nextTick: date(stored.next_tick) },
+          schedule,
+          now
+        )
+        outcomes.push({ name: schedule.name, outcome })
+        if (outcome === "unchanged") continue
         yield* sql`
-          UPDATE ${s.schedules(sql)} SET cron = ${schedule.cron}, time_zone = ${schedule.timeZone}, kind = ${schedule.kind},
-            queue = ${schedule.queue}, payload = ${JSON.stringify(schedule.payload)}::jsonb, missed = ${schedule.missed},
-            max_backfill = ${schedule.maxBackfill}, backfill_window_ms = ${schedule.backfillWindowMs},
-            next_tick = ${retimed ? first : date(stored.next_tick)}, updated_at = now()
-          WHERE name = ${schedule.name}`
-        outcomes.push({ name: schedule.name, outcome: "updated" })
+          INSERT INTO ${s.schedules(sql)} (name, cron, time_zone, kind, queue, payload, missed, max_backfill, backfill_window_ms, next_tick)
+          VALUES (${schedule.name}, ${schedule.cron}, ${schedule.timeZone}, ${schedule.kind}, ${schedule.queue},
+            ${JSON.stringify(schedule.payload)}::jsonb, ${schedule.missed}, ${schedule.maxBackfill}, ${schedule.backfillWindowMs}, ${nextTick})
+          ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, time_zone = excluded.time_zone, kind = excluded.kind,
+            queue = excluded.queue, payload = excluded.payload, missed = excluded.missed, max_backfill = excluded.max_backfill,
+            backfill_window_ms = excluded.backfill_window_ms, next_tick = excluded.next_tick, updated_at = now()`
       }
       // Tickers sleep until the next tick they know of: a new or changed schedule wakes them.
       if (outcomes.some((o) => o.outcome !== "unchanged")) yield* sql`SELECT pg_notify(${s.channel}, 's:')`
@@ -112,7 +95,7 @@ export const tick = (sql: SqlClient.SqlClient, s: StoreSchema) =>
       const schedule = checkedOf(row)
       // A row this process cannot plan (a time zone its ICU lacks) is left for a ticker that can;
       // it does not hold up the other schedules.
-      const plan = planOrSkip(schedule, date(row.next_tick), date(row.now))
+      const plan = Schedules.planIfPossible(schedule, date(row.next_tick), date(row.now))
       if (plan === undefined) {
         yield* Effect.logWarning(`schedule "${schedule.name}" could not be planned here; skipped`)
         continue

@@ -561,35 +561,35 @@ export class State {
   registerSchedules(checked: ReadonlyArray<Schedules.CheckedSchedule>, now: number): Array<Schedules.ScheduleRegistered> {
     const outcomes = checked.map((schedule): Schedules.ScheduleRegistered => {
       const stored = this.schedulesByName.get(schedule.name)
-      const first = () => Schedules.nextTickAfter(schedule, new Date(now)).getTime()
-      if (stored === undefined) {
-        this.schedulesByName.set(schedule.name, { schedule, paused: false, nextTick: first(), lastTick: null })
-        return { name: schedule.name, outcome: "created" }
+      const { nextTick, outcome } = Schedules.registration(
+        stored === undefined ? undefined : { schedule: stored.schedule, nextTick: new Date(stored.nextTick) },
+        schedule,
+        new Date(now)
+      )
+      if (outcome !== "unchanged") {
+        this.schedulesByName.set(schedule.name, {
+          schedule,
+          paused: stored?.paused ?? false,
+          nextTick: nextTick.getTime(),
+          lastTick: stored?.lastTick ?? null
+        })
       }
-      if (Schedules.sameDefinition(stored.schedule, schedule)) return { name: schedule.name, outcome: "unchanged" }
-      const retimed = stored.schedule.cron !== schedule.cron || stored.schedule.timeZone !== schedule.timeZone
-      stored.schedule = schedule
-      if (retimed) stored.nextTick = first()
-      return { name: schedule.name, outcome: "updated" }
+      return { name: schedule.name, outcome }
     })
     if (outcomes.some((o) => o.outcome !== "unchanged")) this.outbox.push({ _tag: "SchedulesChanged" })
     return outcomes
   }
 
-  /** `payloadOf` encodes a tick's payload as the enqueue statement would. */
-  tickSchedules(now: number, payloadOf: (payload: unknown) => string): Schedules.TickOutcome {
+  tickSchedules(now: number): Schedules.TickOutcome {
     const fired: Array<Schedules.FiredTick> = []
     for (const entry of [...this.schedulesByName.values()].sort((a, b) => a.nextTick - b.nextTick)) {
       if (entry.paused || entry.nextTick > now) continue
-      let plan: Schedules.TickPlan
-      try {
-        plan = Schedules.plan(entry.schedule, new Date(entry.nextTick), new Date(now))
-      } catch {
-        continue // as the Postgres store: a schedule this process cannot plan holds up no other
-      }
+      const plan = Schedules.planIfPossible(entry.schedule, new Date(entry.nextTick), new Date(now))
+      if (plan === undefined) continue
       for (const { backfilled, tick } of plan.fire) {
         const request = Schedules.tickRequest(entry.schedule, tick, backfilled)
-        const [enqueued] = this.enqueue([request], [payloadOf(request.payload)], now)
+        // The payload is a checked JSON object with the tick added: its text is plain JSON.
+        const [enqueued] = this.enqueue([request], [JSON.stringify(request.payload)], now)
         fired.push({ schedule: entry.schedule.name, tick, runId: enqueued!.id, backfilled, created: enqueued!.created })
       }
       entry.lastTick = plan.lastTick.getTime()
