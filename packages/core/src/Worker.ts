@@ -321,6 +321,7 @@ export const run = <R>(
       )
     }
     const scheduleWake = yield* Queue.sliding<void>(1)
+    const wakeTicker = Queue.offer(scheduleWake, undefined).pipe(Effect.asVoid)
     // Whatever goes wrong in one round (a store error, a defect) is reported and the next round
     // comes a second later: schedules keep ticking as long as the worker runs.
     const tickRound = store.tickSchedules.pipe(
@@ -339,9 +340,9 @@ export const run = <R>(
 
     const onNotification = (note: StoreNotification): Effect.Effect<void> => {
       // Listening again after a reconnect: a schedule change may have gone unheard meanwhile.
-      if (note._tag === "Subscribed") return Effect.andThen(Queue.offer(scheduleWake, undefined), events.emit({ _tag: "Listening", owner }))
+      if (note._tag === "Subscribed") return Effect.andThen(wakeTicker, events.emit({ _tag: "Listening", owner }))
       if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
-      if (note._tag === "SchedulesChanged") return Queue.offer(scheduleWake, undefined).pipe(Effect.asVoid)
+      if (note._tag === "SchedulesChanged") return wakeTicker
       return Effect.forEach(
         [...inFlight.values()].filter((entry) => entry.run.id === note.runId),
         (entry) => Heartbeat.loseLease(owner, entry, "cancelled"),

@@ -68,7 +68,8 @@ export const list = (runs: Iterable<StoredRun>, filter: ListFilter): Array<RunRe
     .slice(filter.offset, filter.offset + filter.limit)
     .map(toRecord)
 
-const order = (a: string, b: string) => a < b ? -1 : a > b ? 1 : 0
+/** Strings in byte order, as Postgres orders them `COLLATE "C"`. */
+export const order = (a: string, b: string) => a < b ? -1 : a > b ? 1 : 0
 
 export const stats = (runs: Iterable<StoredRun>, events: ReadonlyArray<StoredEvent>, now: number): Stats => {
   const counts = new Map<string, { queue: string; state: RunState; count: number }>()

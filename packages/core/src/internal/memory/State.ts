@@ -551,7 +551,7 @@ export class State {
   }
 
   pausedQueues(): Array<PausedQueue> {
-    return [...this.paused].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([queue, since]) => ({ queue, since: new Date(since) }))
+    return [...this.paused].sort(([a], [b]) => Read.order(a, b)).map(([queue, since]) => ({ queue, since: new Date(since) }))
   }
 
   // --- schedules.ts -----------------------------------------------------------------------------
@@ -601,7 +601,7 @@ export class State {
 
   schedules(): Array<Schedules.ScheduleInfo> {
     return [...this.schedulesByName.values()]
-      .sort((a, b) => (a.schedule.name < b.schedule.name ? -1 : a.schedule.name > b.schedule.name ? 1 : 0))
+      .sort((a, b) => Read.order(a.schedule.name, b.schedule.name))
       .map((e) => ({ ...e.schedule, paused: e.paused, nextTick: new Date(e.nextTick), lastTick: e.lastTick === null ? null : new Date(e.lastTick) }))
   }
 
