@@ -7,6 +7,7 @@ import { checkQueueName, type PausedQueue } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
+import { toDate } from "./rows.js"
 
 export const pause = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =>
   Effect.andThen(
@@ -32,5 +33,5 @@ export const resume = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) 
 export const paused = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.map(
     sql<{ queue: string; since: Date | string }>`SELECT queue, since FROM ${s.pausedQueues(sql)} ORDER BY queue COLLATE "C"`,
-    (rows) => rows.map((r): PausedQueue => ({ queue: r.queue, since: r.since instanceof Date ? r.since : new Date(r.since) }))
+    (rows) => rows.map((r): PausedQueue => ({ queue: r.queue, since: toDate(r.since) }))
   )

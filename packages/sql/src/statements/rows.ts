@@ -10,6 +10,9 @@ import { type ClaimedRun, type RunEvent, type RunRecord, RunState, type SignalOu
 /** JSON for a jsonb parameter; `undefined` becomes SQL null. */
 export const json = (value: unknown): string | null => value === undefined ? null : JSON.stringify(value)
 
+/** A timestamp column as the driver hands it back: a `Date`, or its text. */
+export const toDate = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
+
 export const num = (value: unknown): number => typeof value === "bigint" ? Number(value) : Number(value)
 
 export interface ClaimRow {

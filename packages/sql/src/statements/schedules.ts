@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { enqueue } from "./enqueue.js"
+import { toDate as date } from "./rows.js"
 
 interface ScheduleRow {
   readonly name: string
@@ -26,8 +27,6 @@ interface ScheduleRow {
   readonly next_tick: Date | string
   readonly last_tick: Date | string | null
 }
-
-const date = (value: Date | string): Date => (value instanceof Date ? value : new Date(value))
 
 const checkedOf = (row: ScheduleRow): Schedules.CheckedSchedule => ({
   name: row.name,
