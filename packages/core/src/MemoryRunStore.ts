@@ -22,6 +22,7 @@ import { Clock, Duration, Effect, Exit, Layer, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Json from "./Json.js"
+import * as KeyLimits from "./KeyLimits.js"
 import * as Schedules from "./Schedules.js"
 import { checkEnqueueRequest, checkQueueName, type EnqueueRequest, type LeaseKey } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
@@ -172,6 +173,13 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => state.pauseQueue(queue, now))),
     resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => state.resumeQueue(queue))),
     pausedQueues: apply(() => state.pausedQueues()),
+    setKeyLimits: Effect.fn("MemoryRunStore.setKeyLimits")(function*(limits) {
+      const checked: Array<KeyLimits.KeyLimit> = []
+      for (const limit of limits) checked.push(yield* KeyLimits.check(limit))
+      return yield* apply(() => state.setKeyLimits(checked))
+    }),
+    removeKeyLimit: (scope, name) => apply(() => state.removeKeyLimit(scope, name)),
+    keyLimits: apply((now) => state.keyLimits(now)),
     registerSchedules: Effect.fn("MemoryRunStore.registerSchedules")(function*(definitions) {
       const checked: Array<Schedules.CheckedSchedule> = []
       for (const definition of definitions) checked.push(yield* Schedules.check(definition))

@@ -6,6 +6,7 @@
  */
 import { Exit, Schema } from "effect"
 import { InvalidConfig } from "./Errors.js"
+import * as KeyLimits from "./KeyLimits.js"
 
 /** @category models */
 export const RunState = Schema.Literals(["pending", "running", "suspended", "completed", "failed", "cancelled"])
@@ -42,6 +43,8 @@ export interface RunRecord {
   readonly suspendDeadline: Date | null
   readonly signals: Readonly<Record<string, SignalOutcome>>
   readonly idempotencyKey: string | null
+  /** The run's concurrency key (`KeyLimits`), if it has one. */
+  readonly concurrencyKey: string | null
   readonly createdAt: Date
   readonly updatedAt: Date
   readonly finishedAt: Date | null
@@ -83,6 +86,11 @@ export interface EnqueueRequest {
   readonly maxAttempts?: number | undefined
   /** Enqueueing the same key twice yields one run. */
   readonly idempotencyKey?: string | undefined
+  /**
+   * The run's concurrency key: at most the limit its queue or kind declares (`KeyLimits`) of the
+   * runs with this key run at once, across every worker.
+   */
+  readonly concurrencyKey?: string | undefined
   /** The W3C `traceparent` of the span that enqueued it (see `Telemetry`). */
   readonly traceParent?: string | undefined
 }
@@ -114,7 +122,7 @@ export const checkEnqueueRequest = (request: EnqueueRequest): Exit.Exit<void, In
   if (request.idempotencyKey !== undefined && (typeof request.idempotencyKey !== "string" || request.idempotencyKey === "")) {
     return invalid("idempotencyKey", "must be a non-empty string")
   }
-  return Exit.void
+  return KeyLimits.checkKey(request.concurrencyKey)
 }
 
 /**

@@ -34,6 +34,7 @@ import type {
   SignalDelivery,
   SuspendOutcome
 } from "./RunRecord.js"
+import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
 import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
 
 /** A guarded write failed because the writer no longer holds the run. @category models */
@@ -233,6 +234,16 @@ export class RunStore extends Context.Service<RunStore, {
   readonly resumeQueue: (queue: string) => Effect.Effect<boolean, InvalidConfig | StoreError>
   /** The paused queues, by name. */
   readonly pausedQueues: Effect.Effect<ReadonlyArray<PausedQueue>, StoreError>
+  /**
+   * Declares per-key limits (`KeyLimits.check` first: one invalid limit writes nothing); a limit
+   * already declared for the same queue or kind is replaced. Claims apply it from the moment this
+   * commits; runs already running keep running.
+   */
+  readonly setKeyLimits: (limits: ReadonlyArray<KeyLimit>) => Effect.Effect<void, InvalidConfig | StoreError>
+  /** Removes the limit of a queue or kind; false when there was none. */
+  readonly removeKeyLimit: (scope: KeyLimitScope, name: string) => Effect.Effect<boolean, StoreError>
+  /** The declared limits, by scope and name, with how many keys run and how many keyed runs are due in each. */
+  readonly keyLimits: Effect.Effect<ReadonlyArray<KeyLimitInfo>, StoreError>
   /**
    * Registers schedules (`Schedules.check` first: one invalid definition writes nothing). A new
    * schedule's first tick is the first after now; a changed definition takes effect from now on,

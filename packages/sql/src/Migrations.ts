@@ -165,6 +165,53 @@ const schedules = (s: string): ReadonlyArray<string> => [
   `CREATE INDEX schedules_due ON "${s}".schedules (next_tick) WHERE NOT paused`
 ]
 
+// Per-key concurrency (issue 13, docs/adr/0014-per-key-concurrency.md): a run may carry a key; a
+// queue or a kind declares how many runs of one key may run at once. The claim admits a keyed run
+// through key_room(), which serializes the decision for a key with a transaction-scoped advisory
+// lock and then counts the key's running runs in a fresh snapshot (a VOLATILE function in READ
+// COMMITTED sees what committed before the lock was granted): exact, with no counter row.
+const keyConcurrency = (s: string): ReadonlyArray<string> => [
+  `ALTER TABLE "${s}".runs ADD COLUMN concurrency_key text`,
+  `CREATE INDEX runs_running_keys ON "${s}".runs (concurrency_key) WHERE state = 'running' AND concurrency_key IS NOT NULL`,
+  `CREATE TABLE "${s}".key_limits (
+    scope text NOT NULL CHECK (scope IN ('queue', 'kind')),
+    name text NOT NULL,
+    per_key integer NOT NULL CHECK (per_key >= 1),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, name)
+  )`,
+  // How many more runs of p_key may start now under the limits of its queue and kind: NULL when
+  // neither declares one; 0 when another claim is deciding for the key at this moment (its lock is
+  // taken), so this claim passes over the key instead of waiting.
+  `CREATE FUNCTION "${s}".key_room(p_queue text, p_kind text, p_key text) RETURNS integer
+  LANGUAGE plpgsql VOLATILE AS $fn$
+  DECLARE
+    queue_limit integer;
+    kind_limit integer;
+    in_queue bigint;
+    of_kind bigint;
+  BEGIN
+    SELECT max(per_key) FILTER (WHERE scope = 'queue'), max(per_key) FILTER (WHERE scope = 'kind')
+      INTO queue_limit, kind_limit
+      FROM "${s}".key_limits
+      WHERE (scope = 'queue' AND name = p_queue) OR (scope = 'kind' AND name = p_kind);
+    IF queue_limit IS NULL AND kind_limit IS NULL THEN
+      RETURN NULL;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtext('leasehold:key'), hashtext(p_key)) THEN
+      RETURN 0;
+    END IF;
+    SELECT count(*) FILTER (WHERE queue = p_queue), count(*) FILTER (WHERE kind = p_kind)
+      INTO in_queue, of_kind
+      FROM "${s}".runs
+      WHERE state = 'running' AND concurrency_key = p_key;
+    RETURN greatest(0, least(
+      coalesce(queue_limit - in_queue, kind_limit - of_kind),
+      coalesce(kind_limit - of_kind, queue_limit - in_queue)));
+  END
+  $fn$`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -200,7 +247,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0006_trace_context": statements(traceContext(store.schema)),
       "0007_hot_lease_renewal": statements(hotLeaseRenewal(store.schema)),
       "0008_paused_queues": statements(pausedQueues(store.schema)),
-      "0009_schedules": statements(schedules(store.schema))
+      "0009_schedules": statements(schedules(store.schema)),
+      "0010_key_concurrency": statements(keyConcurrency(store.schema))
     }))
   })
 })

@@ -14,6 +14,7 @@ import * as admin from "./statements/admin.js"
 import * as claimStatement from "./statements/claim.js"
 import * as enqueueStatement from "./statements/enqueue.js"
 import * as guarded from "./statements/guarded.js"
+import * as keys from "./statements/keys.js"
 import * as queues from "./statements/queues.js"
 import * as read from "./statements/read.js"
 import * as renewStatement from "./statements/renew.js"
@@ -133,6 +134,9 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     pauseQueue: (queue) => refail("pause queue")(queues.pause(sql, s, queue)),
     resumeQueue: (queue) => refail("resume queue")(queues.resume(sql, s, queue)),
     pausedQueues: refail("paused queues")(queues.paused(sql, s)),
+    setKeyLimits: (limits) => refail("set key limits")(keys.set(sql, s, limits)),
+    removeKeyLimit: (scope, name) => refail("remove key limit")(keys.remove(sql, s, scope, name)),
+    keyLimits: refail("key limits")(keys.list(sql, s)),
     registerSchedules: (definitions) => refail("register schedules")(schedules.register(sql, s, definitions)),
     tickSchedules: refail("tick schedules")(schedules.tick(sql, s)),
     schedules: refail("schedules")(schedules.list(sql, s)),

@@ -24,6 +24,7 @@ export interface StoreSchema {
   readonly pausedQueues: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Schedules: their definitions and next ticks. */
   readonly schedules: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly keyLimits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The whole history: stored rows plus what each run row records (current claim, completion). */
   readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
@@ -56,6 +57,7 @@ const derive = (schema: string): StoreSchema => {
     deliveries: (sql) => sql.literal(`"${schema}".signal_deliveries`),
     history: (sql) => sql.literal(`"${schema}".run_history`),
     pausedQueues: (sql) => sql.literal(`"${schema}".paused_queues`),
-    schedules: (sql) => sql.literal(`"${schema}".schedules`)
+    schedules: (sql) => sql.literal(`"${schema}".schedules`),
+    keyLimits: (sql) => sql.literal(`"${schema}".key_limits`)
   }
 }

@@ -25,20 +25,45 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
     WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
 
 /**
- * The due runs of a claim, locked, as `d` (id, priority, run_at, claimed_*), in claim order:
- * the FROM clause both claims share.
+ * How many more runs of the row's concurrency key may start (`key_room`, migration 0010): NULL for
+ * a run without a key or whose queue and kind declare no limit. Evaluated on rows this claim has
+ * already locked, so a key's advisory lock is only ever taken for a run this claim could take.
+ */
+const roomOf = (s: StoreSchema) =>
+  `CASE WHEN l.concurrency_key IS NULL THEN NULL ELSE "${s.schema}".key_room(l.queue, l.kind, l.concurrency_key) END`
+
+/**
+ * Keeps the rows of `source` (ordered by `order`) that their key admits: all of a run without a
+ * limit, and at most `room` runs of each key, the first ones in claim order. A key's room is read
+ * once per claim, so a claim must not take more of its runs than that at once.
+ */
+const admitted = (sql: SqlClient.SqlClient, source: string, order: string) =>
+  sql.literal(`SELECT * FROM (
+      SELECT a.*, row_number() OVER (PARTITION BY a.concurrency_key, a.room IS NULL ORDER BY ${order}) AS nth FROM ${source} a
+    ) n WHERE n.room IS NULL OR n.nth <= n.room`)
+
+/**
+ * The due runs of a claim, locked, as `d` (id, priority, run_at, claimed_*, concurrency_key, room),
+ * in claim order: the FROM clause both claims share.
  *
  * One index scan per queue with queue = q.name: runs_due (queue, priority DESC, run_at, id) then
  * yields rows already in claim order and stops at the limit. (With queue = ANY(...) Postgres reads
  * and sorts every due row on each claim: O(backlog) per claim.) Each queue contributes its first
- * unlocked rows up to the limit, so the overall first ones are among them.
+ * unlocked rows up to the limit, so the overall first ones are among them. Runs their key holds
+ * back are passed over, not counted against the limit, so they do not block the runs behind them.
  */
 const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   sql`FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
-          SELECT id, priority, run_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${s.runs(sql)}
-          WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
-          ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
-          FOR UPDATE SKIP LOCKED
+          SELECT * FROM (
+            SELECT l.*, ${sql.literal(roomOf(s))} AS room FROM (
+              SELECT id, queue, kind, priority, run_at, concurrency_key, claimed_by, claimed_at, claimed_fence, claimed_attempt
+              FROM ${s.runs(sql)}
+              WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
+              ORDER BY priority DESC, run_at, id
+              FOR UPDATE SKIP LOCKED
+            ) l
+          ) c WHERE c.room IS NULL OR c.room > 0
+          LIMIT ${request.limit}
         ) d
         ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${request.limit}`
 
@@ -53,29 +78,39 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     const ttlMs = Duration.toMillis(request.ttl)
     const rows = yield* sql<ClaimRow & { origin: number }>`
       WITH expired AS (
+        -- A reclaimed run keeps the key slot it already holds: no admission.
         SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
-          claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
+          claimed_by, claimed_at, claimed_fence, claimed_attempt, concurrency_key, NULL::integer AS room FROM ${runs}
         WHERE state = 'running' AND lease_expires_at <= now()
           AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
         ORDER BY lease_expires_at LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), timed_out AS (
-        SELECT id, 1 AS origin, 0 AS priority, suspend_deadline AS due_at,
-          claimed_by, claimed_at, claimed_fence, claimed_attempt FROM ${runs}
-        WHERE state = 'suspended' AND suspend_deadline <= now()
-          AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
-        ORDER BY suspend_deadline LIMIT ${limit}
-        FOR UPDATE SKIP LOCKED
+        -- A suspension that times out starts running again: its key must admit it, as a due run's.
+        SELECT * FROM (
+          SELECT l.id, 1 AS origin, 0 AS priority, l.suspend_deadline AS due_at,
+            l.claimed_by, l.claimed_at, l.claimed_fence, l.claimed_attempt, l.concurrency_key, ${sql.literal(roomOf(s))} AS room
+          FROM (
+            SELECT * FROM ${runs}
+            WHERE state = 'suspended' AND suspend_deadline <= now()
+              AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
+            ORDER BY suspend_deadline
+            FOR UPDATE SKIP LOCKED
+          ) l
+        ) c WHERE c.room IS NULL OR c.room > 0
+        LIMIT ${limit}
       ), due AS (
         SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
-          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
+          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.concurrency_key, d.room
         ${dueRows(sql, s, request)}
-      ), picked AS (
+      ), candidates AS (
         -- Each group's own order is carried into the cut, so which rows of the last group make
         -- the limit is stated, not left to how Postgres happens to concatenate the groups.
-        SELECT id, origin, due_at, claimed_by, claimed_at, claimed_fence, claimed_attempt FROM (
+        SELECT * FROM (
           SELECT * FROM expired UNION ALL SELECT * FROM timed_out UNION ALL SELECT * FROM due
         ) c ORDER BY origin, priority DESC, due_at, id LIMIT ${limit}
+      ), picked AS (
+        ${admitted(sql, "candidates", "a.origin, a.priority DESC, a.due_at, a.id")}
       ), claimed AS (
         UPDATE ${runs} r SET
           fence = r.fence + 1,
@@ -130,9 +165,11 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
     const rows = yield* sql<ClaimRow>`
-      WITH due AS (
-        SELECT d.id, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
+      WITH candidates AS (
+        SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.concurrency_key, d.room
         ${dueRows(sql, s, request)}
+      ), due AS (
+        ${admitted(sql, "candidates", "a.priority DESC, a.run_at, a.id")}
       ), claimed AS (
         UPDATE ${runs} r SET
           fence = r.fence + 1, state = 'running', attempt = r.attempt + 1,

@@ -20,8 +20,9 @@ const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyA
       ${requests.map((r) => r.delayMs ?? 0)}::float8[],
       ${requests.map((r) => r.maxAttempts ?? 5)}::int[],
       ${textArray(requests.map((r) => r.idempotencyKey ?? null))}::text[],
-      ${textArray(requests.map((r) => r.traceParent ?? null))}::text[]
-    ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, trace_parent, ord)`
+      ${textArray(requests.map((r) => r.traceParent ?? null))}::text[],
+      ${textArray(requests.map((r) => r.concurrencyKey ?? null))}::text[]
+    ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, trace_parent, concurrency_key, ord)`
 
 export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
   Effect.gen(function*() {
@@ -38,8 +39,9 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
       WITH input AS MATERIALIZED (
         ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
-        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent)
-        SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key, trace_parent
+        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key)
+        SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key, trace_parent,
+          concurrency_key
         FROM input ORDER BY ord
         ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING id, queue
@@ -76,8 +78,8 @@ const enqueueWithoutKeys = (
       WITH input AS MATERIALIZED (
         ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
-        INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent)
-        SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent
+        INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key)
+        SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent, concurrency_key
         FROM input ORDER BY ord
         RETURNING queue
       ), woken AS (

@@ -74,6 +74,7 @@ const RunRow = Schema.Struct({
   suspend_deadline: NullableTimestamp,
   signals: Schema.NullOr(Schema.Record(Schema.String, Schema.Unknown)),
   idempotency_key: Schema.NullOr(Schema.String),
+  concurrency_key: Schema.NullOr(Schema.String),
   created_at: Timestamp,
   updated_at: Timestamp,
   finished_at: NullableTimestamp
@@ -123,6 +124,7 @@ export const toRecords = (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyA
       suspendDeadline: row.suspend_deadline,
       signals: (row.signals ?? {}) as Record<string, SignalOutcome>,
       idempotencyKey: row.idempotency_key,
+      concurrencyKey: row.concurrency_key,
       createdAt: row.created_at,
       updatedAt: row.updated_at,
       finishedAt: row.finished_at

@@ -34,6 +34,7 @@ export const toRecord = (run: StoredRun): RunRecord => ({
   suspendDeadline: date(run.suspendDeadline),
   signals: parse(run.signals) as RunRecord["signals"],
   idempotencyKey: run.idempotencyKey,
+  concurrencyKey: run.concurrencyKey,
   createdAt: new Date(run.createdAt),
   updatedAt: new Date(run.updatedAt),
   finishedAt: date(run.finishedAt)

@@ -32,6 +32,7 @@ import type {
   SuspendOutcome
 } from "../../RunRecord.js"
 import { terminalStates } from "../../RunRecord.js"
+import * as KeyLimits from "../../KeyLimits.js"
 import * as Schedules from "../../Schedules.js"
 import * as Read from "./Read.js"
 import type {
@@ -57,6 +58,7 @@ export interface StoredRun {
   readonly priority: number
   readonly maxAttempts: number
   readonly idempotencyKey: string | null
+  readonly concurrencyKey: string | null
   readonly traceParent: string | null
   readonly createdAt: number
   runAt: number
@@ -147,6 +149,7 @@ export class State {
         priority: request.priority ?? 0,
         maxAttempts: request.maxAttempts ?? 5,
         idempotencyKey: key,
+        concurrencyKey: request.concurrencyKey ?? null,
         traceParent: request.traceParent ?? null,
         createdAt: now,
         runAt: now + (request.delayMs ?? 0),
@@ -192,17 +195,31 @@ export class State {
       ? all.filter((r) => r.state === "running" && r.leaseExpiresAt! <= now)
         .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || byId(a, b)).slice(0, limit)
       : []
+    // A key's room is read once per claim, before any of its runs is taken (`key_room`).
+    const rooms = new Map<string, number | undefined>()
+    const roomOf = (r: StoredRun) => {
+      if (r.concurrencyKey === null) return undefined
+      const at = `${r.queue}\u0000${r.kind}\u0000${r.concurrencyKey}`
+      if (!rooms.has(at)) rooms.set(at, this.keyRoom(r))
+      return rooms.get(at)
+    }
+    const admissible = (r: StoredRun) => {
+      const room = roomOf(r)
+      return room === undefined || room > 0
+    }
     const timedOut = sweep
-      ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now)
+      ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now && admissible(r))
         .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, limit)
       : []
-    const due = all.filter((r) => r.state === "pending" && r.runAt <= now)
+    const due = all.filter((r) => r.state === "pending" && r.runAt <= now && admissible(r))
       .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || byId(a, b)).slice(0, limit)
-    const picked = [
-      ...expired.map((run) => ({ run, origin: 0 })),
-      ...timedOut.map((run) => ({ run, origin: 1 })),
-      ...due.map((run) => ({ run, origin: 2 }))
+    const candidates = [
+      // A reclaimed run keeps the key slot it holds: no admission.
+      ...expired.map((run) => ({ run, origin: 0, key: run.concurrencyKey, room: undefined })),
+      ...timedOut.map((run) => ({ run, origin: 1, key: run.concurrencyKey, room: roomOf(run) })),
+      ...due.map((run) => ({ run, origin: 2, key: run.concurrencyKey, room: roomOf(run) }))
     ].slice(0, limit)
+    const picked = KeyLimits.admit(candidates)
     const claimed: Array<ClaimedRun> = []
     for (const { origin, run } of picked) {
       const dueAt = origin === 0 ? run.leaseExpiresAt! : origin === 1 ? run.suspendDeadline! : run.runAt
@@ -552,6 +569,52 @@ export class State {
 
   pausedQueues(): Array<PausedQueue> {
     return [...this.paused].sort(([a], [b]) => Read.order(a, b)).map(([queue, since]) => ({ queue, since: new Date(since) }))
+  }
+
+  // --- keys.ts ----------------------------------------------------------------------------------
+
+  /** Declared per-key limits by scope and name. */
+  private readonly keyLimitsByScope = new Map<string, KeyLimits.KeyLimit>()
+
+  setKeyLimits(limits: ReadonlyArray<KeyLimits.KeyLimit>): void {
+    for (const limit of limits) this.keyLimitsByScope.set(`${limit.scope}\u0000${limit.name}`, limit)
+  }
+
+  removeKeyLimit(scope: KeyLimits.KeyLimitScope, name: string): boolean {
+    return this.keyLimitsByScope.delete(`${scope}\u0000${name}`)
+  }
+
+  /** How many more runs of the run's key may start now (`KeyLimits.room`). */
+  private keyRoom(run: StoredRun): number | undefined {
+    const limits = {
+      queue: this.keyLimitsByScope.get(`queue\u0000${run.queue}`)?.perKey,
+      kind: this.keyLimitsByScope.get(`kind\u0000${run.kind}`)?.perKey
+    }
+    if (limits.queue === undefined && limits.kind === undefined) return undefined
+    let inQueue = 0
+    let ofKind = 0
+    for (const r of this.runs.values()) {
+      if (r.state !== "running" || r.concurrencyKey !== run.concurrencyKey) continue
+      if (r.queue === run.queue) inQueue += 1
+      if (r.kind === run.kind) ofKind += 1
+    }
+    return KeyLimits.room(limits, { inQueue, ofKind })
+  }
+
+  keyLimits(now: number): Array<KeyLimits.KeyLimitInfo> {
+    return [...this.keyLimitsByScope.values()]
+      .sort((a, b) => Read.order(a.scope, b.scope) || Read.order(a.name, b.name))
+      .map((limit) => {
+        const inScope = (r: StoredRun) => r.concurrencyKey !== null && (limit.scope === "queue" ? r.queue : r.kind) === limit.name
+        const keys = new Set<string>()
+        let keyedDue = 0
+        for (const r of this.runs.values()) {
+          if (!inScope(r)) continue
+          if (r.state === "running") keys.add(r.concurrencyKey!)
+          if (r.state === "pending" && r.runAt <= now) keyedDue += 1
+        }
+        return { ...limit, keysRunning: keys.size, keyedDue }
+      })
   }
 
   // --- schedules.ts -----------------------------------------------------------------------------
