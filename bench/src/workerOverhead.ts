@@ -23,7 +23,7 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
         const runs: Array<ClaimedRun> = []
         while (runs.length < request.limit && next < total) {
           const id = String(++next)
-          runs.push({ id, queue: "default", kind: "noop", payload: { i: next }, attempt: 1, maxAttempts: 5, fence: 1, checkpoint: null, signals: {}, via: "due", waitMs: 0, traceParent: null })
+          runs.push({ id, queue: "default", kind: "noop", payload: { i: next }, attempt: 1, maxAttempts: 5, fence: 1, checkpoint: null, signals: {}, concurrencyKey: null, via: "due", waitMs: 0, traceParent: null })
         }
         return runs
       }),

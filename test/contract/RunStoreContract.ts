@@ -7,7 +7,7 @@
  * its `now()` (PG: the stored times move back; memory: `TestClock.adjust`).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { type LeaseKey, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
+import { KeyLimits, type LeaseKey, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
 import { Duration, Effect, Exit, Fiber, type Scope, Stream } from "effect"
 
 /** A store under test and how time passes for it. */
@@ -588,6 +588,105 @@ export const runStoreContract = (target: ContractTarget): void => {
           for (let i = 0; i < 50 && !seen.some((n) => n._tag === "RunsAvailable"); i++) yield* settle
           assert.deepStrictEqual(seen.filter((n) => n._tag !== "Subscribed"), [{ _tag: "RunsAvailable", queue: "q3" }])
           yield* Fiber.interrupt(listener)
+        }))
+    })
+
+    describe("per-key concurrency", () => {
+      const keyed = (store: Store, keys: ReadonlyArray<string | undefined>, extra: { queue?: string; kind?: string } = {}) =>
+        Effect.map(
+          store.enqueue(keys.map((key, i) => ({ kind: extra.kind ?? "job", payload: { i }, queue: extra.queue, concurrencyKey: key }))),
+          (runs) => runs.map((r) => r.id)
+        )
+      const ids = (claimed: ReadonlyArray<{ readonly id: string }>) => claimed.map((c) => c.id)
+
+      test("a key at its limit is passed over, not waited on: the runs behind it are claimed, and it gets its turn when its run completes", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const [a1, a2, b1, free, a3] = yield* keyed(store, ["A", "A", "B", undefined, "A"])
+          const first = yield* claimFrom(store, "w1", { limit: 10 })
+          assert.deepStrictEqual(ids(first), [a1!, b1!, free!], "one run of A, the first; B and the unkeyed run behind it")
+          assert.isEmpty(yield* claimFrom(store, "w2", { limit: 10 }), "A is full; nothing else is due")
+          assert.isEmpty(yield* claimFrom(store, "w2", { limit: 10, dueOnly: true }))
+          assert.deepInclude(yield* store.get(a2!), { state: "pending", concurrencyKey: "A" })
+          assert.deepStrictEqual(yield* store.keyLimits, [{ scope: "kind", name: "job", perKey: 1, keysRunning: 2, keyedDue: 2 }])
+
+          yield* store.completeBatch([{ runId: a1!, fence: 1, result: null }])
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w2", { limit: 10, dueOnly: true })), [a2!], "the next of A, alone")
+          yield* store.fail({ runId: a2!, fence: 1, error: "boom", retryDelayMs: undefined })
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w2", { limit: 10 })), [a3!], "a failed run frees its slot")
+        }))
+
+      test("a limit above 1 admits that many runs of a key in one claim, the first ones; a queue's and a kind's limit both apply", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perQueue("q", 3), KeyLimits.perKind("mail", 1)])
+          const jobs = yield* keyed(store, ["K", "K", "K", "K"], { queue: "q" })
+          const mails = yield* keyed(store, ["K", "K"], { queue: "q", kind: "mail" })
+          const first = yield* claimFrom(store, "w1", { queues: ["q"], kinds: ["job", "mail"], limit: 10 })
+          // The queue admits 3 of K: the first three in claim order (both kinds count in the queue).
+          assert.deepStrictEqual(ids(first), [jobs[0]!, jobs[1]!, jobs[2]!])
+          yield* store.completeBatch(first.slice(0, 2).map((c) => ({ runId: c.id, fence: c.fence, result: null })))
+          // Two places in the queue, but mail's own limit admits one mail of K.
+          const second = yield* claimFrom(store, "w1", { queues: ["q"], kinds: ["mail"], limit: 10 })
+          assert.deepStrictEqual(ids(second), [mails[0]!])
+          const third = yield* claimFrom(store, "w1", { queues: ["q"], kinds: ["job", "mail"], limit: 10 })
+          assert.deepStrictEqual(ids(third), [jobs[3]!], "one place left in the queue; the second mail waits for the first")
+        }))
+
+      test("a suspended run holds no slot; a resumed or timed-out one waits for room; a reclaim keeps the slot it holds", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const [k1, k2, k3] = yield* keyed(store, ["K", "K", "K"])
+          const [first] = yield* claimFrom(store, "w1", { limit: 1 })
+          assert.strictEqual(first!.id, k1!)
+          yield* store.suspend({ runId: k1!, fence: 1, signal: "approve", token: "tok-k1", timeout: Duration.seconds(30) })
+          // Suspended: the key's slot is free for the next run.
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 10 })), [k2!])
+          // k1's deadline passes while k2 runs: the sweep does not take it.
+          yield* passTime("31 seconds")
+          assert.isEmpty(yield* claimFrom(store, "w1", { limit: 10 }))
+          assert.deepInclude(yield* store.get(k1!), { state: "suspended" })
+          // k2's lease expires: its reclaim keeps K's slot, and k1 and k3 still wait.
+          yield* passTime("61 seconds")
+          const reclaimed = yield* claimFrom(store, "w2", { limit: 10 })
+          assert.deepStrictEqual(reclaimed.map((c) => [c.id, c.via]), [[k2!, "expired"]])
+          yield* store.completeBatch([{ runId: k2!, fence: 2, result: null }])
+          const next = yield* claimFrom(store, "w2", { limit: 10 })
+          assert.deepStrictEqual(next.map((c) => [c.id, c.via]), [[k1!, "timed-out"]], "the timed-out run first, then k3 waits")
+          assert.deepInclude(yield* store.get(k3!), { state: "pending" })
+        }))
+
+      test("a key no limit covers is not limited; a limit replaced or removed applies from the next claim", ({ store }) =>
+        Effect.gen(function*() {
+          const runs = yield* keyed(store, ["K", "K", "K", "K"])
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 2 })), runs.slice(0, 2))
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 2)])
+          assert.isEmpty(yield* claimFrom(store, "w1", { limit: 10 }), "two of K run: the limit of 2 is reached")
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1), KeyLimits.perKind("job", 3)])
+          assert.deepStrictEqual((yield* store.keyLimits).map((l) => l.perKey), [3], "the last of a batch stands")
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 10 })), [runs[2]!])
+          assert.isTrue(yield* store.removeKeyLimit("kind", "job"))
+          assert.isFalse(yield* store.removeKeyLimit("kind", "job"))
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 10 })), [runs[3]!])
+          assert.isEmpty(yield* store.keyLimits)
+        }))
+
+      test("a limit of 0 or less, a fraction, an empty name or an unknown scope is refused with InvalidConfig, and nothing is written", ({ store }) =>
+        Effect.gen(function*() {
+          const bad: ReadonlyArray<[KeyLimits.KeyLimit, string]> = [
+            [KeyLimits.perKind("job", 0), "perKey"],
+            [KeyLimits.perQueue("q", -1), "perKey"],
+            [KeyLimits.perQueue("q", 1.5), "perKey"],
+            [KeyLimits.perKind("", 1), "kind"],
+            [{ scope: "tenant" as "kind", name: "x", perKey: 1 }, "scope"]
+          ]
+          for (const [limit, option] of bad) {
+            const error = yield* Effect.flip(store.setKeyLimits([KeyLimits.perKind("ok", 1), limit]))
+            assert.deepInclude(error, { _tag: "InvalidConfig", option })
+          }
+          assert.isEmpty(yield* store.keyLimits, "the valid limit beside each bad one was not written either")
+          const error = yield* Effect.flip(store.enqueue([{ kind: "job", payload: 1 }, { kind: "job", payload: 2, concurrencyKey: "" }]))
+          assert.deepInclude(error, { _tag: "InvalidConfig", option: "concurrencyKey" })
+          assert.isEmpty(yield* store.list({ limit: 10, offset: 0 }), "no run of the batch was enqueued")
         }))
     })
 

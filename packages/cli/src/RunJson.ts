@@ -25,6 +25,7 @@ export const run = (record: RunRecord) => ({
     : { name: record.signalName, token: record.signalToken, deadline: isoTime(record.suspendDeadline) },
   signals: record.signals,
   idempotencyKey: record.idempotencyKey,
+  concurrencyKey: record.concurrencyKey,
   payload: record.payload ?? null,
   checkpoint: record.checkpoint ?? null,
   result: record.result ?? null,

@@ -61,6 +61,8 @@ export interface ClaimedRun {
   readonly fence: number
   readonly checkpoint: unknown
   readonly signals: Readonly<Record<string, SignalOutcome>>
+  /** Its concurrency key (`KeyLimits`), if it has one. */
+  readonly concurrencyKey: string | null
   /** Why it was claimable: due, its lease expired (a reclaim), or its suspension timed out. */
   readonly via: "due" | "expired" | "timed-out"
   /** Milliseconds from when it became claimable to this claim, by the store's clock. */

@@ -26,6 +26,7 @@ import * as RunSpans from "./internal/RunSpans.js"
 import * as Settlement from "./internal/Settlement.js"
 import type { ClaimedRun } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
+import * as KeyLimits from "./KeyLimits.js"
 import type * as Schedules from "./Schedules.js"
 import * as WorkerEvents from "./WorkerEvents.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
@@ -79,6 +80,12 @@ export interface WorkerOptions<R> {
    * of workers (`Schedules`).
    */
   readonly schedules?: ReadonlyArray<Schedules.ScheduleDefinition> | undefined
+  /**
+   * Per-key limits this worker declares when it starts, before its first claim
+   * (`KeyLimits.perKind`, `KeyLimits.perQueue`): a limit already declared for the same queue or
+   * kind is replaced. The limit is the store's, so every worker enforces the last one declared.
+   */
+  readonly keyLimits?: ReadonlyArray<KeyLimits.KeyLimit> | undefined
 }
 
 /** @category models */
@@ -121,6 +128,7 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
     if (queues.length === 0 || queues.some((q) => q === "")) {
       return yield* new InvalidConfig({ option: "queues", issue: "name at least one queue, none empty" })
     }
+    for (const limit of options.keyLimits ?? []) yield* KeyLimits.check(limit)
     const retry = options.retry ?? Backoff.defaultPolicy
     yield* Options.duration("retry.base", retry.base)
     yield* Options.duration("retry.max", retry.max)
@@ -199,12 +207,13 @@ export const run = <R>(
       // A freed slot matters only when capacity is what stopped the last claim; otherwise the
       // queue was empty then, and new runs announce themselves (or the poll finds them). Waking
       // on every completion would send an empty claim per run, which delays the claim a
-      // notification asks for behind it.
+      // notification asks for behind it. A run with a concurrency key is the exception: its end
+      // can make room for runs of its key that claims passed over, and nothing else announces it.
       monotonicMillis: () => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n),
-      onSlotFreed: Effect.suspend(() => {
+      onSlotFreed: (run) => {
         if (inFlight.size === 0) Latch.openUnsafe(idle)
-        return atCapacity ? signalWake : Effect.void
-      })
+        return atCapacity || run.concurrencyKey !== null ? signalWake : Effect.void
+      }
     }
     yield* Effect.addFinalizer(() => reporting(drain(owner, inFlight, idle, config.shutdownGrace)))
 
@@ -310,6 +319,16 @@ export const run = <R>(
         yield* Effect.timeoutOption(Queue.take(wake), Duration.millis(untilSweep))
       }
     }))
+
+    // Key limits: declared before the first claim, so no run of this worker's kinds is claimed
+    // under an older limit by this worker.
+    if (options.keyLimits !== undefined && options.keyLimits.length > 0) {
+      yield* store.setKeyLimits(options.keyLimits).pipe(
+        Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "set key limits", error: String(error) })),
+        Effect.retry({ schedule: claimErrors, while: (error) => error._tag === "StoreError" }),
+        Effect.catchTag("StoreError", Effect.die)
+      )
+    }
 
     // Schedules: registered once at start; then tick, and sleep until the next tick by the store's
     // clock (at most a minute, in case a wake-up was missed), or until a schedule changes.

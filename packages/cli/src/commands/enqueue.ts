@@ -3,7 +3,7 @@
  * the payload must match the kind's schema; both are checked before the database is touched, so
  * bad input writes nothing (not even the schema).
  */
-import { Client, Handler } from "@leasehold/core"
+import { checkEnqueueRequest, Client, Handler } from "@leasehold/core"
 import { Duration, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
@@ -28,6 +28,10 @@ export const enqueue = Command.make("enqueue", {
     Flag.optional,
     Flag.withDescription("enqueueing the same key again yields the existing run")
   ),
+  concurrencyKey: Flag.String("concurrency-key").pipe(
+    Flag.optional,
+    Flag.withDescription("the run's concurrency key: its queue's or kind's per-key limit applies (leasehold limits)")
+  ),
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -40,8 +44,10 @@ export const enqueue = Command.make("enqueue", {
       priority: flags.priority,
       delayMs: Option.getOrUndefined(Option.map(flags.delay, Duration.toMillis)),
       maxAttempts: Option.getOrUndefined(flags.maxAttempts),
-      idempotencyKey: Option.getOrUndefined(flags.idempotencyKey)
+      idempotencyKey: Option.getOrUndefined(flags.idempotencyKey),
+      concurrencyKey: Option.getOrUndefined(flags.concurrencyKey)
     }
+    yield* checkEnqueueRequest({ kind: flags.kind, payload: input, ...options })
     const enqueued = yield* Connection.withStore(flags, Client.enqueueUnknown(registry, flags.kind, input, options))
     if (flags.json) return yield* Output.json({ id: enqueued.id, created: enqueued.created })
     yield* Output.line(

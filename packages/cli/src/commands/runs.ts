@@ -150,25 +150,37 @@ const show = Command.make("show", {
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
-    const { events, run } = yield* Connection.withStore(
+    const { events, limits, run } = yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
         const store = yield* RunStore
         const run = yield* store.get(flags.id)
         const events = yield* store.history(flags.id)
-        return { run, events }
+        const limits = run.concurrencyKey === null ? [] : yield* store.keyLimits
+        return { run, events, limits }
       }),
       { migrate: false }
     )
     const history = RunHistory.fromEvents(events)
+    // The limits its key is counted under: its queue's and its kind's.
+    const keyLimits = limits.filter((l) => l.name === (l.scope === "queue" ? run.queue : run.kind))
+      .map((l) => ({ scope: l.scope, name: l.name, perKey: l.perKey }))
     if (flags.json) {
-      return yield* Output.json({ run: RunJson.run(run), ...historyJson(history), events: events.map(RunJson.event) })
+      return yield* Output.json({ run: { ...RunJson.run(run), keyLimits }, ...historyJson(history), events: events.map(RunJson.event) })
     }
     yield* Output.lines(Output.fields([
       ["run", `${run.id} (${run.kind} on queue ${run.queue})`],
       ["state", run.state + (run.state === "suspended" ? `, awaiting "${run.signalName}" (token ${run.signalToken})` : "")],
       ["fence", String(run.fence)],
       ["attempt", `${run.attempt} of ${run.maxAttempts}`],
+      ...(run.concurrencyKey === null ? [] : [[
+        "key",
+        `${run.concurrencyKey} (${
+          keyLimits.length === 0
+            ? "no limit declared"
+            : keyLimits.map((l) => `at most ${l.perKey} running per key in ${l.scope} ${l.name}`).join("; ")
+        })`
+      ] as const]),
       ...(run.leaseOwner === null ? [] : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
       ["created", Output.time(run.createdAt)],
       ["finished", Output.time(run.finishedAt)],

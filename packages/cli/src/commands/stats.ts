@@ -1,9 +1,9 @@
 /**
  * `leasehold stats`: how many runs are in each state on each queue, how many leases are live, how
  * long the oldest due run has waited, and how often the fence rejected a stale write or a lease
- * expired and was reclaimed.
+ * expired and was reclaimed; and the per-key limits declared, with the keys they hold.
  */
-import { RunState, RunStore, type Stats } from "@leasehold/core"
+import { type KeyLimits, RunState, RunStore, type Stats } from "@leasehold/core"
 import { Effect } from "effect"
 import { Command } from "effect/cli"
 import * as Connection from "../Connection.js"
@@ -29,9 +29,20 @@ const countsTable = (stats: Stats) => {
   )
 }
 
+/** The declared per-key limits, with the keys running and the keyed runs due in each scope. */
+export const keyLimitsTable = (limits: ReadonlyArray<KeyLimits.KeyLimitInfo>) =>
+  Output.table(
+    ["KEY LIMIT", "PER KEY", "KEYS RUNNING", "KEYED DUE"],
+    limits.map((l) => [`${l.scope} ${l.name}`, String(l.perKey), String(l.keysRunning), String(l.keyedDue)])
+  )
+
 export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag }, (flags) =>
   Effect.gen(function*() {
-    const stats = yield* Connection.withStore(flags, RunStore.use((s) => s.stats), { migrate: false })
+    const [stats, keyLimits] = yield* Connection.withStore(
+      flags,
+      RunStore.use((s) => Effect.all([s.stats, s.keyLimits])),
+      { migrate: false }
+    )
     if (flags.json) {
       const byState = Object.fromEntries(
         states.map((state) => [state, stats.byStateAndQueue.filter((r) => r.state === state).reduce((n, r) => n + r.count, 0)])
@@ -42,7 +53,8 @@ export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag 
         liveLeases: stats.liveLeases,
         oldestPendingSeconds: stats.oldestPendingSeconds,
         fenceRejections: stats.fenceRejections,
-        reclaims: stats.reclaims
+        reclaims: stats.reclaims,
+        keyLimits
       })
     }
     yield* Output.lines(countsTable(stats))
@@ -53,4 +65,8 @@ export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag 
       ["fence rejections", String(stats.fenceRejections)],
       ["reclaims", String(stats.reclaims)]
     ]))
+    if (keyLimits.length > 0) {
+      yield* Output.line()
+      yield* Output.lines(keyLimitsTable(keyLimits))
+    }
   })).pipe(Command.withDescription("Counts by state and queue, live leases, oldest pending run, fence rejections, reclaims"))

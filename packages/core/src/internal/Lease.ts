@@ -14,7 +14,7 @@ import * as Backoff from "./Backoff.js"
 import * as Deadline from "./Deadline.js"
 import type { CompletionBatcher, CompletionExit } from "./CompletionBatcher.js"
 import type { InFlight, LeaseEntry } from "./InFlight.js"
-import type { LeaseKey } from "../RunRecord.js"
+import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
 import type { RunStore, StaleWrite } from "../RunStore.js"
 import * as WorkerEvents from "../WorkerEvents.js"
 
@@ -29,8 +29,8 @@ export interface LeaseContext {
   readonly retry: Backoff.RetryPolicy
   /** Bound on each final write, so a partition cannot hold a slot forever. */
   readonly finalizeTimeout: Duration.Duration
-  /** Called once the slot is free again. */
-  readonly onSlotFreed: Effect.Effect<void>
+  /** Called once the slot is free again (after the run's final write has answered). */
+  readonly onSlotFreed: (run: ClaimedRun) => Effect.Effect<void>
   /** The worker's monotonic clock in milliseconds (resolved once, read per settlement). */
   readonly monotonicMillis: () => number
 }
@@ -101,7 +101,7 @@ const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Set
     })).pipe(
     Effect.ensuring(Effect.suspend(() => {
       ctx.inFlight.delete(entry.key)
-      return ctx.onSlotFreed
+      return ctx.onSlotFreed(entry.run)
     }))
   )
 

@@ -135,7 +135,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         -- The ids as an explicit restriction: picked rows are reached by primary key, not by a
         -- hash join over a scan of the whole table (which the planner prefers on small tables).
         FROM picked p WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.id = p.id
-        RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
+        RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key,
           r.state, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms, r.trace_parent
       ), history AS (
         -- The claim this one supersedes moves from the row into the history, with its own time.
@@ -148,7 +148,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
           ${request.owner}, jsonb_build_object('attempt', attempt), now()
         FROM claimed WHERE origin <> 2
       )
-      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, state, origin, wait_ms,
+      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, origin, wait_ms,
         trace_parent
       FROM claimed`
     return rows.filter((row) => row.state === "running").map(toClaimed)
@@ -180,7 +180,7 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
           updated_at = now()
         -- By primary key (no join: the rows are locked and nothing else needs their old values).
         WHERE r.id = ANY(ARRAY(SELECT id FROM due))
-        RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.state,
+        RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key, r.state,
           (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms, r.trace_parent
       ), history AS (
         -- The claim this one supersedes (a retried or released run's) moves into the history.
@@ -188,7 +188,7 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
         FROM due WHERE claimed_at IS NOT NULL
       )
-      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, state, wait_ms, trace_parent
+      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, wait_ms, trace_parent
       FROM claimed`
     return rows.map(toClaimed)
   })

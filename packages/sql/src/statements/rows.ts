@@ -25,6 +25,7 @@ export interface ClaimRow {
   readonly fence: bigint
   readonly checkpoint: unknown
   readonly signals: Record<string, SignalOutcome>
+  readonly concurrency_key: string | null
   readonly state: RunState
   /** 0 expired lease, 1 passed suspension deadline, 2 due (the full claim's branches). */
   readonly origin?: number
@@ -42,6 +43,7 @@ export const toClaimed = (row: ClaimRow): ClaimedRun => ({
   fence: num(row.fence),
   checkpoint: row.checkpoint,
   signals: row.signals ?? {},
+  concurrencyKey: row.concurrency_key,
   via: row.origin === 0 ? "expired" : row.origin === 1 ? "timed-out" : "due",
   waitMs: Math.max(0, Number(row.wait_ms)),
   traceParent: row.trace_parent

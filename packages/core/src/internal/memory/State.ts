@@ -251,6 +251,7 @@ export class State {
           fence: run.fence,
           checkpoint: parse(run.checkpoint),
           signals: parse(run.signals) as ClaimedRun["signals"],
+          concurrencyKey: run.concurrencyKey,
           via: origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due",
           waitMs: Math.max(0, now - dueAt),
           traceParent: run.traceParent
