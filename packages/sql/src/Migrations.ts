@@ -172,7 +172,11 @@ const schedules = (s: string): ReadonlyArray<string> => [
 // COMMITTED sees what committed before the lock was granted): exact, with no counter row.
 const keyConcurrency = (s: string): ReadonlyArray<string> => [
   `ALTER TABLE "${s}".runs ADD COLUMN concurrency_key text`,
+  // The running runs of a key, counted under its lock; and the due runs of a key (per queue and
+  // kind) in claim order, so a claim takes a key's runs in order and only as many as it has room for.
   `CREATE INDEX runs_running_keys ON "${s}".runs (concurrency_key) WHERE state = 'running' AND concurrency_key IS NOT NULL`,
+  `CREATE INDEX runs_pending_keys ON "${s}".runs (concurrency_key, queue, kind, priority DESC, run_at, id)
+    WHERE state = 'pending' AND concurrency_key IS NOT NULL`,
   `CREATE TABLE "${s}".key_limits (
     scope text NOT NULL CHECK (scope IN ('queue', 'kind')),
     name text NOT NULL,
@@ -180,16 +184,21 @@ const keyConcurrency = (s: string): ReadonlyArray<string> => [
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (scope, name)
   )`,
-  // How many more runs of p_key may start now under the limits of its queue and kind: NULL when
-  // neither declares one; 0 when another claim is deciding for the key at this moment (its lock is
-  // taken), so this claim passes over the key instead of waiting.
-  `CREATE FUNCTION "${s}".key_room(p_queue text, p_kind text, p_key text) RETURNS integer
-  LANGUAGE plpgsql VOLATILE AS $fn$
+  // How many runs of p_key may be running at once after this one starts, if it may start now:
+  // NULL when neither its queue nor its kind declares a limit; 0 when it may not start (its key is
+  // full, runs of its key, queue and kind are ahead of it in the claim order for the room there is, or another
+  // claim is deciding for the key at this moment: its lock is taken, and this claim passes over
+  // the key instead of waiting). A run with no place in the due order (p_priority NULL: a
+  // suspension that timed out) has nothing ahead of it.
+  `CREATE FUNCTION "${s}".key_room(p_queue text, p_kind text, p_key text, p_priority integer, p_run_at timestamptz, p_id bigint)
+  RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
   DECLARE
     queue_limit integer;
     kind_limit integer;
+    ahead integer := 0;
     in_queue bigint;
     of_kind bigint;
+    room bigint;
   BEGIN
     SELECT max(per_key) FILTER (WHERE scope = 'queue'), max(per_key) FILTER (WHERE scope = 'kind')
       INTO queue_limit, kind_limit
@@ -198,6 +207,17 @@ const keyConcurrency = (s: string): ReadonlyArray<string> => [
     IF queue_limit IS NULL AND kind_limit IS NULL THEN
       RETURN NULL;
     END IF;
+    IF p_priority IS NOT NULL THEN
+      SELECT count(*) INTO ahead FROM (
+        SELECT 1 FROM "${s}".runs
+        WHERE state = 'pending' AND concurrency_key = p_key AND queue = p_queue AND kind = p_kind AND run_at <= now()
+          AND (priority > p_priority OR (priority = p_priority AND (run_at, id) < (p_run_at, p_id)))
+        LIMIT least(queue_limit, kind_limit)
+      ) a;
+      IF ahead >= least(queue_limit, kind_limit) THEN
+        RETURN 0;
+      END IF;
+    END IF;
     IF NOT pg_try_advisory_xact_lock(hashtext('leasehold:key'), hashtext(p_key)) THEN
       RETURN 0;
     END IF;
@@ -205,9 +225,8 @@ const keyConcurrency = (s: string): ReadonlyArray<string> => [
       INTO in_queue, of_kind
       FROM "${s}".runs
       WHERE state = 'running' AND concurrency_key = p_key;
-    RETURN greatest(0, least(
-      coalesce(queue_limit - in_queue, kind_limit - of_kind),
-      coalesce(kind_limit - of_kind, queue_limit - in_queue)));
+    room := least(coalesce(queue_limit - in_queue, kind_limit - of_kind), coalesce(kind_limit - of_kind, queue_limit - in_queue));
+    RETURN CASE WHEN ahead < room THEN room ELSE 0 END;
   END
   $fn$`
 ]

@@ -25,12 +25,14 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
     WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
 
 /**
- * How many more runs of the row's concurrency key may start (`key_room`, migration 0010): NULL for
- * a run without a key or whose queue and kind declare no limit. Evaluated on rows this claim has
- * already locked, so a key's advisory lock is only ever taken for a run this claim could take.
+ * How many runs of the row's concurrency key may be running once it starts, if it may start now
+ * (`key_room`, migration 0010), else 0: NULL for a run without a key or whose queue and kind
+ * declare no limit. Evaluated on rows this claim has already locked, so a key's advisory lock is
+ * only ever taken for a run this claim could take. `position` is the row's place in the due order
+ * (`NULL` for a suspension that timed out).
  */
-const roomOf = (s: StoreSchema) =>
-  `CASE WHEN l.concurrency_key IS NULL THEN NULL ELSE "${s.schema}".key_room(l.queue, l.kind, l.concurrency_key) END`
+const roomOf = (s: StoreSchema, position: string) =>
+  `CASE WHEN l.concurrency_key IS NULL THEN NULL ELSE "${s.schema}".key_room(l.queue, l.kind, l.concurrency_key, ${position}) END`
 
 /**
  * Keeps the rows of `source` (ordered by `order`) that their key admits: all of a run without a
@@ -55,7 +57,7 @@ const admitted = (sql: SqlClient.SqlClient, source: string, order: string) =>
 const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   sql`FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
           SELECT * FROM (
-            SELECT l.*, ${sql.literal(roomOf(s))} AS room FROM (
+            SELECT l.*, ${sql.literal(roomOf(s, "l.priority, l.run_at, l.id"))} AS room FROM (
               SELECT id, queue, kind, priority, run_at, concurrency_key, claimed_by, claimed_at, claimed_fence, claimed_attempt
               FROM ${s.runs(sql)}
               WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
@@ -89,7 +91,8 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         -- A suspension that times out starts running again: its key must admit it, as a due run's.
         SELECT * FROM (
           SELECT l.id, 1 AS origin, 0 AS priority, l.suspend_deadline AS due_at,
-            l.claimed_by, l.claimed_at, l.claimed_fence, l.claimed_attempt, l.concurrency_key, ${sql.literal(roomOf(s))} AS room
+            l.claimed_by, l.claimed_at, l.claimed_fence, l.claimed_attempt, l.concurrency_key,
+            ${sql.literal(roomOf(s, "NULL, NULL, NULL"))} AS room
           FROM (
             SELECT * FROM ${runs}
             WHERE state = 'suspended' AND suspend_deadline <= now()

@@ -195,29 +195,44 @@ export class State {
       ? all.filter((r) => r.state === "running" && r.leaseExpiresAt! <= now)
         .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || byId(a, b)).slice(0, limit)
       : []
-    // A key's room is read once per claim, before any of its runs is taken (`key_room`).
+    // A key's room is read once per claim, before any of its runs is taken; a due run may start
+    // if fewer due runs of its key (of its queue and kind) are ahead of it than there is room
+    // (`key_room`).
     const rooms = new Map<string, number | undefined>()
     const roomOf = (r: StoredRun) => {
-      if (r.concurrencyKey === null) return undefined
       const at = `${r.queue}\u0000${r.kind}\u0000${r.concurrencyKey}`
       if (!rooms.has(at)) rooms.set(at, this.keyRoom(r))
       return rooms.get(at)
     }
-    const admissible = (r: StoredRun) => {
+    const inClaimOrder = (a: StoredRun, b: StoredRun) => b.priority - a.priority || a.runAt - b.runAt || byId(a, b)
+    const roomFor = (r: StoredRun, inDueOrder: boolean): number | undefined => {
+      if (r.concurrencyKey === null) return undefined
       const room = roomOf(r)
+      if (room === undefined || !inDueOrder) return room
+      let ahead = 0
+      for (const other of this.runs.values()) {
+        if (
+          other.state === "pending" && other.concurrencyKey === r.concurrencyKey && other.queue === r.queue && other.kind === r.kind &&
+          other.runAt <= now && inClaimOrder(other, r) < 0
+        ) ahead += 1
+      }
+      return ahead < room ? room : 0
+    }
+    const admissible = (r: StoredRun, inDueOrder: boolean) => {
+      const room = roomFor(r, inDueOrder)
       return room === undefined || room > 0
     }
     const timedOut = sweep
-      ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now && admissible(r))
+      ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now && admissible(r, false))
         .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, limit)
       : []
-    const due = all.filter((r) => r.state === "pending" && r.runAt <= now && admissible(r))
-      .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || byId(a, b)).slice(0, limit)
+    const due = all.filter((r) => r.state === "pending" && r.runAt <= now && admissible(r, true))
+      .sort(inClaimOrder).slice(0, limit)
     const candidates = [
       // A reclaimed run keeps the key slot it holds: no admission.
       ...expired.map((run) => ({ run, origin: 0, key: run.concurrencyKey, room: undefined })),
-      ...timedOut.map((run) => ({ run, origin: 1, key: run.concurrencyKey, room: roomOf(run) })),
-      ...due.map((run) => ({ run, origin: 2, key: run.concurrencyKey, room: roomOf(run) }))
+      ...timedOut.map((run) => ({ run, origin: 1, key: run.concurrencyKey, room: roomFor(run, false) })),
+      ...due.map((run) => ({ run, origin: 2, key: run.concurrencyKey, room: roomFor(run, true) }))
     ].slice(0, limit)
     const picked = KeyLimits.admit(candidates)
     const claimed: Array<ClaimedRun> = []
