@@ -21,7 +21,8 @@ mkdir -p "$work/node_modules/@leasehold"
 for entry in "$repo"/node_modules/* "$repo"/node_modules/.bin; do
   [ "$(basename "$entry")" = "@leasehold" ] || ln -s "$entry" "$work/node_modules/$(basename "$entry")"
 done
-for p in core sql cli; do ln -s "$work/packages/$p" "$work/node_modules/@leasehold/$p"; done
+# Every workspace package, linked as npm links it (relative), so each resolves to the mutant's copy.
+for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" "$work/node_modules/@leasehold/$(basename "$entry")"; done
 
 if [ "$mutation" = "keys" ]; then
   migrations="$work/packages/sql/src/Migrations.ts"

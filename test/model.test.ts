@@ -31,7 +31,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { type ClaimedRun, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
+import { type ClaimedRun, KeyLimits, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
 import { PgRunStore } from "@leasehold/sql"
 import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result } from "effect"
 import { SqlClient } from "effect/sql"
@@ -91,6 +91,8 @@ interface EnqueueSpec {
   readonly maxAttempts: number
   /** Idempotency key: a key already used (earlier, or earlier in the same batch) yields that run. */
   readonly key: string | null
+  /** Concurrency key: the per-key limits of its queue and kind apply (`SetKeyLimit`). */
+  readonly concurrencyKey: string | null
 }
 
 type TimeColumn = "lease_expires_at" | "suspend_deadline" | "run_at"
@@ -423,7 +425,8 @@ class Enqueue extends AnyTimeStep {
       priority: spec.priority,
       delayMs: spec.delayed ? retryLater : 0,
       maxAttempts: spec.maxAttempts,
-      idempotencyKey: spec.key ?? undefined
+      idempotencyKey: spec.key ?? undefined,
+      concurrencyKey: spec.concurrencyKey ?? undefined
     }))
     const expectation = expected(m.store.enqueue(requests))
     const actual = await must(real.store.enqueue(requests))
@@ -452,9 +455,22 @@ class Claim extends Step {
       claimed
         .map((r) => ({ id: r.id, via: r.via, attempt: r.attempt, maxAttempts: r.maxAttempts, fence: r.fence, checkpoint: r.checkpoint, signals: r.signals }))
         .sort((a, b) => Number(a.id) - Number(b.id))
+    const claimed = await must(real.store.claim(request))
     const expectation = shape(expected(m.store.claim(request)))
-    const actual = shape(await must(real.store.claim(request)))
+    const actual = shape(claimed)
     same(m, this.toString(), actual, expectation)
+    // Checked on the database directly, whatever the model says: a run admitted under a key
+    // leaves its key at most at each declared limit of its queue and kind.
+    const admitted = claimed.filter((r) => r.concurrencyKey !== null && r.via !== "expired")
+    if (admitted.length > 0) {
+      const over = await must(real.sql<{ id: string }>`
+        SELECT r.id::text AS id FROM ${real.sql(real.schema)}.runs r
+        JOIN ${real.sql(real.schema)}.key_limits l ON (l.scope = 'queue' AND l.name = r.queue) OR (l.scope = 'kind' AND l.name = r.kind)
+        WHERE r.id = ANY(${admitted.map((r) => r.id)}::bigint[])
+          AND (SELECT count(*) FROM ${real.sql(real.schema)}.runs o WHERE o.state = 'running' AND o.concurrency_key = r.concurrency_key
+            AND (CASE l.scope WHEN 'queue' THEN o.queue ELSE o.kind END) = l.name) > l.per_key`)
+      expect(over, `${this.toString()} took runs over their key's limit; ${m.log.join("\n")}`).toEqual([])
+    }
     for (const run of expectation) {
       const lease = { runId: run.id, fence: run.fence }
       m.granted.push(lease)
@@ -806,6 +822,28 @@ const sameSchedules = async (m: Model, real: Real) => {
   same(m, "schedules", shape(await must(real.store.schedules)), shape(expected(m.store.schedules)))
 }
 
+/**
+ * Declares or removes a per-key limit on a queue or the kind: claims must admit keyed runs alike
+ * (how many of a key, which ones, with suspensions, timeouts and reclaims between), in both stores.
+ */
+class SetKeyLimit extends AnyTimeStep {
+  constructor(readonly scope: KeyLimits.KeyLimitScope, readonly name: string, readonly perKey: number | null) {
+    super()
+  }
+  toString() {
+    return this.perKey === null ? `removeKeyLimit(${this.scope} ${this.name})` : `setKeyLimit(${this.scope} ${this.name}: ${this.perKey})`
+  }
+  async step(m: Model, real: Real) {
+    const call = (store: RunStore["Service"]) =>
+      this.perKey === null
+        ? store.removeKeyLimit(this.scope, this.name)
+        : Effect.as(store.setKeyLimits([{ scope: this.scope, name: this.name, perKey: this.perKey }]), true)
+    const expectation = expected(call(m.store))
+    same(m, this.toString(), await must(call(real.store)), expectation)
+    same(m, "keyLimits", await must(real.store.keyLimits), expected(m.store.keyLimits))
+  }
+}
+
 /** Pauses or resumes a queue: claims must leave a paused queue alone, in both stores alike. */
 class PauseQueue extends AnyTimeStep {
   constructor(readonly queue: string, readonly pause: boolean) {
@@ -836,7 +874,8 @@ const commandsFor = (workers: number) =>
             priority: fc.integer({ min: 0, max: 2 }),
             delayed: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
             maxAttempts: fc.integer({ min: 1, max: 3 }),
-            key: fc.option(fc.constantFrom("k1", "k2", "k3"), { freq: 2 })
+            key: fc.option(fc.constantFrom("k1", "k2", "k3"), { freq: 2 }),
+            concurrencyKey: fc.option(fc.constantFrom("c1", "c2"), { freq: 2 })
           }),
           { minLength: 1, maxLength: 3 }
         ).map((specs): Cmd => new Enqueue(specs))
@@ -888,6 +927,13 @@ const commandsFor = (workers: number) =>
       },
       {
         weight: 1,
+        arbitrary: fc.tuple(
+          fc.constantFrom<[KeyLimits.KeyLimitScope, string]>(["kind", "job"], ["queue", "default"], ["queue", "other"]),
+          fc.option(fc.integer({ min: 1, max: 2 }), { freq: 4 })
+        ).map(([[scope, name], perKey]): Cmd => new SetKeyLimit(scope, name, perKey))
+      },
+      {
+        weight: 1,
         arbitrary: fc.tuple(fc.constantFrom("s1", "s2"), fc.constantFrom(0, 30), fc.constantFrom<"skip" | "once" | "all">("skip", "once", "all"), fc.integer({ min: 1, max: 3 }))
           .map(([name, minute, missed, cap]): Cmd => new RegisterSchedule(name, minute, missed, cap))
       },
@@ -925,7 +971,7 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
     Effect.gen(function*() {
       const real = yield* storeOnce
       const fresh = async () => {
-        await must(real.sql.unsafe(`TRUNCATE "${real.schema}".runs, "${real.schema}".run_events, "${real.schema}".app_rows, "${real.schema}".paused_queues, "${real.schema}".schedules RESTART IDENTITY`))
+        await must(real.sql.unsafe(`TRUNCATE "${real.schema}".runs, "${real.schema}".run_events, "${real.schema}".app_rows, "${real.schema}".paused_queues, "${real.schema}".schedules, "${real.schema}".key_limits RESTART IDENTITY`))
         return { model: newModel(), real }
       }
       yield* Effect.promise(() =>

@@ -5,7 +5,7 @@
  * server's own counters (pg_stat_user_tables), not from timings.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { RunStore } from "@leasehold/core"
+import { KeyLimits, RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { freshSchema, storeLayer } from "./support/db.js"
@@ -71,6 +71,49 @@ describe("runtime plans", () => {
         Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 30 ? s : undefined))
       )
       assert.strictEqual(after.seq - before.seq, 0, "a runtime statement scanned runs sequentially")
+    }))
+
+  it.live("keyed claims (their key_room lookups included) planned on a small store never scan runs sequentially once it holds a keyed backlog", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("plans_keys")
+      const context = yield* Layer.build(storeLayer(schema, 2))
+      const store = Context.get(context, RunStore)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1), KeyLimits.perQueue("default", 2)])
+      const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: 100, ttl: Duration.seconds(30) }
+      const keyed = (count: number, keys: number) =>
+        store.enqueue(Array.from({ length: count }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % keys}` })))
+      const round = (dueOnly: boolean) =>
+        Effect.gen(function*() {
+          const runs = yield* store.claim({ ...request, dueOnly })
+          const leases = runs.map((r) => ({ runId: r.id, fence: r.fence }))
+          yield* store.completeBatch(leases.map((l) => ({ ...l, result: null })))
+          return runs
+        })
+
+      // Plans made small (key_room's queries too: plpgsql keeps a generic plan per connection).
+      yield* keyed(600, 50)
+      for (let i = 0; i < 8; i++) yield* Effect.all([round(i % 2 === 1), round(i % 2 === 0)], { concurrency: 2 })
+      // A keyed backlog: 1,000 keys, and one key with 500 runs ahead of everything else (fewer than a claim looks past its limit: KeyLimits.scanPastLimit).
+      yield* store.enqueue(Array.from({ length: 500 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "hot" })))
+      yield* keyed(20_000, 1_000)
+      yield* sql`SELECT pg_stat_force_next_flush()`
+      const before = yield* eventually("counters readable", Effect.map(scans(sql, schema), (s) => s.idx >= 0 ? s : undefined))
+
+      let claimed = 0
+      for (let i = 0; i < 10; i++) {
+        const runs = yield* round(i % 2 === 1)
+        claimed += runs.length
+        // One run of a key at a time (the kind's limit of 1 is the tighter one).
+        assert.strictEqual(new Set(runs.map((r) => r.concurrencyKey)).size, runs.length)
+      }
+      assert.strictEqual(claimed, 1_000, "each claim filled its batch, one run per key, past the hot key's runs")
+
+      const after = yield* eventually(
+        "the claims' index scans counted",
+        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 10 ? s : undefined))
+      )
+      assert.strictEqual(after.seq - before.seq, 0, "a keyed claim scanned runs sequentially")
     }))
 
   it.live("a heartbeat renewal rewrites each lease in place (a HOT update): no index names the lease's expiry", () =>

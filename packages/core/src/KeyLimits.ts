@@ -94,6 +94,16 @@ export const admit = <A extends { readonly key: string | null; readonly room: nu
   })
 }
 
+/**
+ * How many due runs past its limit a claim looks at in each queue: runs their key holds back are
+ * passed over up to this many, so a claim that cannot fill its limit (its keys are full) does not
+ * read the whole backlog. More held-back runs than this at the head of a queue hold back the runs
+ * behind them until they drain.
+ *
+ * @category rules
+ */
+export const scanPastLimit = 1_000
+
 /** A declared limit as the store lists it. @category models */
 export interface KeyLimitInfo extends KeyLimit {
   /** Distinct keys with a running run in the limit's scope now. */

@@ -7,7 +7,7 @@
  * An abandoned run that has used all its attempts is failed here instead of claimed: expired
  * leases count as attempts, so a run that keeps killing its workers ends.
  */
-import type { ClaimRequest } from "@leasehold/core"
+import { type ClaimRequest, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
@@ -27,12 +27,14 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
 /**
  * How many runs of the row's concurrency key may be running once it starts, if it may start now
  * (`key_room`, migration 0010), else 0: NULL for a run without a key or whose queue and kind
- * declare no limit. Evaluated on rows this claim has already locked, so a key's advisory lock is
- * only ever taken for a run this claim could take. `position` is the row's place in the due order
- * (`NULL` for a suspension that timed out).
+ * declare no limit. `inDueOrder`: runs of the key ahead of the row in the due order count against
+ * its room (a due run's first look); otherwise only the running ones (a suspension that timed out,
+ * or a due run admitted already, read again for `admitted` under the key's lock this claim holds).
  */
-const roomOf = (s: StoreSchema, position: string) =>
-  `CASE WHEN l.concurrency_key IS NULL THEN NULL ELSE "${s.schema}".key_room(l.queue, l.kind, l.concurrency_key, ${position}) END`
+const roomOf = (s: StoreSchema, row: string, inDueOrder: boolean) =>
+  `CASE WHEN ${row}.concurrency_key IS NULL THEN NULL ELSE "${s.schema}".key_room(${row}.queue, ${row}.kind, ${row}.concurrency_key, ${
+    inDueOrder ? `${row}.priority, ${row}.run_at, ${row}.id` : "NULL, NULL, NULL"
+  }) END`
 
 /**
  * Keeps the rows of `source` (ordered by `order`) that their key admits: all of a run without a
@@ -51,21 +53,32 @@ const admitted = (sql: SqlClient.SqlClient, source: string, order: string) =>
  * One index scan per queue with queue = q.name: runs_due (queue, priority DESC, run_at, id) then
  * yields rows already in claim order and stops at the limit. (With queue = ANY(...) Postgres reads
  * and sorts every due row on each claim: O(backlog) per claim.) Each queue contributes its first
- * unlocked rows up to the limit, so the overall first ones are among them. Runs their key holds
- * back are passed over, not counted against the limit, so they do not block the runs behind them.
+ * unlocked rows up to the limit, so the overall first ones are among them.
+ *
+ * Runs their key holds back are passed over, not counted against the limit, so they do not block
+ * the runs behind them; they are filtered before they are locked (a row lock writes WAL), and a
+ * claim looks at no more than `KeyLimits.scanPastLimit` rows past its limit in each queue, so a
+ * claim that cannot fill its limit does not read the whole backlog. The window is read without
+ * locks and each of its rows is then locked by primary key, skipping rows other claims hold.
  */
 const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   sql`FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
-          SELECT * FROM (
-            SELECT l.*, ${sql.literal(roomOf(s, "l.priority, l.run_at, l.id"))} AS room FROM (
-              SELECT id, queue, kind, priority, run_at, concurrency_key, claimed_by, claimed_at, claimed_fence, claimed_attempt
-              FROM ${s.runs(sql)}
+          SELECT l.*, ${sql.literal(roomOf(s, "l", false))} AS room FROM (
+            SELECT r.id, r.queue, r.kind, r.priority, r.run_at, r.concurrency_key,
+              r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt
+            FROM (
+              SELECT id FROM ${s.runs(sql)}
               WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
               ORDER BY priority DESC, run_at, id
+              LIMIT ${request.limit + KeyLimits.scanPastLimit}
+            ) w CROSS JOIN LATERAL (
+              SELECT * FROM ${s.runs(sql)} r
+              WHERE r.id = w.id AND r.state = 'pending' AND r.run_at <= now()
+                AND coalesce(${sql.literal(roomOf(s, "r", true))}, 1) > 0
               FOR UPDATE SKIP LOCKED
-            ) l
-          ) c WHERE c.room IS NULL OR c.room > 0
-          LIMIT ${request.limit}
+            ) r
+            LIMIT ${request.limit}
+          ) l
         ) d
         ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${request.limit}`
 
@@ -92,12 +105,12 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         SELECT * FROM (
           SELECT l.id, 1 AS origin, 0 AS priority, l.suspend_deadline AS due_at,
             l.claimed_by, l.claimed_at, l.claimed_fence, l.claimed_attempt, l.concurrency_key,
-            ${sql.literal(roomOf(s, "NULL, NULL, NULL"))} AS room
+            ${sql.literal(roomOf(s, "l", false))} AS room
           FROM (
             SELECT * FROM ${runs}
             WHERE state = 'suspended' AND suspend_deadline <= now()
               AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
-            ORDER BY suspend_deadline
+            ORDER BY suspend_deadline LIMIT ${limit + KeyLimits.scanPastLimit}
             FOR UPDATE SKIP LOCKED
           ) l
         ) c WHERE c.room IS NULL OR c.room > 0

@@ -222,17 +222,23 @@ export class State {
       const room = roomFor(r, inDueOrder)
       return room === undefined || room > 0
     }
+    // Each class looks at no more than `scanPastLimit` runs past the limit (per queue, for due runs).
+    const window = limit + KeyLimits.scanPastLimit
     const timedOut = sweep
-      ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now && admissible(r, false))
-        .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, limit)
+      ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now)
+        .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, window)
+        .filter((r) => admissible(r, false)).slice(0, limit)
       : []
-    const due = all.filter((r) => r.state === "pending" && r.runAt <= now && admissible(r, true))
-      .sort(inClaimOrder).slice(0, limit)
+    const dueInQueue = (queue: string) =>
+      all.filter((r) => r.queue === queue && r.state === "pending" && r.runAt <= now).sort(inClaimOrder).slice(0, window)
+        .filter((r) => admissible(r, true)).slice(0, limit)
+    const due = [...new Set(request.queues)].flatMap(dueInQueue).sort(inClaimOrder).slice(0, limit)
     const candidates = [
-      // A reclaimed run keeps the key slot it holds: no admission.
+      // A reclaimed run keeps the key slot it holds: no admission. The others are admitted under
+      // their key's room as it stands (read again under the key's lock in Postgres).
       ...expired.map((run) => ({ run, origin: 0, key: run.concurrencyKey, room: undefined })),
       ...timedOut.map((run) => ({ run, origin: 1, key: run.concurrencyKey, room: roomFor(run, false) })),
-      ...due.map((run) => ({ run, origin: 2, key: run.concurrencyKey, room: roomFor(run, true) }))
+      ...due.map((run) => ({ run, origin: 2, key: run.concurrencyKey, room: roomFor(run, false) }))
     ].slice(0, limit)
     const picked = KeyLimits.admit(candidates)
     const claimed: Array<ClaimedRun> = []
