@@ -5,7 +5,7 @@
 import type { GraphileOptions } from "./systems/graphile.js"
 import { graphile } from "./systems/graphile.js"
 import type { LeaseholdOptions } from "./systems/leasehold.js"
-import { leasehold, leaseholdDeleting } from "./systems/leasehold.js"
+import { leasehold, leaseholdDeleting, leaseholdKeyed } from "./systems/leasehold.js"
 import type { PgBossOptions } from "./systems/pgboss.js"
 import { pgboss } from "./systems/pgboss.js"
 import type { System } from "./systems/system.js"
@@ -13,6 +13,7 @@ import type { System } from "./systems/system.js"
 export type VariantId =
   | "leasehold"
   | "leasehold-delete"
+  | "leasehold-keyed"
   | "leasehold-metrics"
   | "leasehold-traces"
   | "leasehold-traces-sampled"
@@ -81,6 +82,15 @@ export const variants: ReadonlyArray<Variant<any>> = [
     mode: "tuned",
     options: leaseholdOptions,
     source: "the same Worker.run options on a store built with completedRuns: \"delete\" (a completion deletes the run and its history in its guarded statement, as graphile-worker deletes finished jobs); leases, heartbeats and fences on"
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-keyed",
+    label: "Leasehold, 1,000 keys at 1 per key",
+    system: leaseholdKeyed,
+    mode: "tuned",
+    options: leaseholdOptions,
+    source: "the Leasehold options; run i carries concurrency key k(i mod 1000) and the kind declares at most 1 running run per key (issue 13's keyed drain)",
+    optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {
     id: "leasehold-metrics",

@@ -3,7 +3,7 @@
  * heartbeats and fences on (there is no way to turn them off). Two systems: completed runs kept
  * (the default, with results and history) and completed runs deleted (`completedRuns: "delete"`).
  */
-import { Handler, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { Handler, KeyLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, type Duration, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -50,16 +50,19 @@ export const openStore = async (
 
 const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
 
-const enqueueSession = async (url: string): Promise<EnqueueSession> => {
+/** Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none. */
+const enqueueSessionWith = (keys: number | undefined) => async (url: string): Promise<EnqueueSession> => {
   const { store, close } = await openStore(url, { maxConnections: 2, migrate: true })
+  const request = (i: number) => ({ kind: KIND, payload: { i }, concurrencyKey: keys === undefined ? undefined : `k${i % keys}` })
   return {
-    enqueueMany: (indices) => run(store.enqueue(indices.map((i) => ({ kind: KIND, payload: { i } })))).then(() => undefined),
-    enqueueOne: (i) => run(store.enqueue([{ kind: KIND, payload: { i } }])).then(() => undefined),
+    enqueueMany: (indices) => run(store.enqueue(indices.map(request))).then(() => undefined),
+    enqueueOne: (i) => run(store.enqueue([request(i)])).then(() => undefined),
     close
   }
 }
+const enqueueSession = enqueueSessionWith(undefined)
 
-const startWorker = (completedRuns: PgRunStore.CompletedRuns) =>
+const startWorker = (completedRuns: PgRunStore.CompletedRuns, keyLimits?: ReadonlyArray<KeyLimits.KeyLimit>) =>
 async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<WorkerHandle> => {
   const opened = await openStore(url, { maxConnections: options.maxConnections, migrate: false, completedRuns })
   const store = hooks.wrapStore === undefined ? opened.store : hooks.wrapStore(opened.store)
@@ -87,7 +90,8 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
           shutdownGrace: options.shutdownGrace as Duration.Input | undefined,
           metrics: options.metrics,
           traces: options.traces,
-          traceSampleRate: options.traceSampleRate
+          traceSampleRate: options.traceSampleRate,
+          keyLimits
         }).pipe(
           Effect.provideService(RunStore, store),
           Effect.provideService(WorkerEvents.WorkerEvents, sink)
@@ -134,5 +138,15 @@ const deleting: System<LeaseholdOptions> = {
       (SELECT count(*) FROM ${SCHEMA}.run_events)::int AS events`
 }
 
+/** Per-key concurrency: runs over `KEYS` keys, at most one running per key (a kind's limit). */
+export const KEYS = 1_000
+const keyed: System<LeaseholdOptions> = {
+  ...keeping,
+  name: `leasehold (${KEYS} keys, 1 running per key)`,
+  enqueueSession: enqueueSessionWith(KEYS),
+  startWorker: startWorker("keep", [KeyLimits.perKind(KIND, 1)])
+}
+
 export const leasehold = keeping
+export const leaseholdKeyed = keyed
 export const leaseholdDeleting = deleting

@@ -184,36 +184,39 @@ const keyConcurrency = (s: string): ReadonlyArray<string> => [
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (scope, name)
   )`,
-  // How many runs of p_key may be running at once after this one starts, if it may start now:
+  // How many runs of p_key may be running at once after run p_id starts, if it may start now:
   // NULL when neither its queue nor its kind declares a limit; 0 when it may not start (its key is
-  // full, runs of its key, queue and kind are ahead of it in the claim order for the room there is, or another
-  // claim is deciding for the key at this moment: its lock is taken, and this claim passes over
-  // the key instead of waiting). A run with no place in the due order (p_priority NULL: a
-  // suspension that timed out) has nothing ahead of it.
-  `CREATE FUNCTION "${s}".key_room(p_queue text, p_kind text, p_key text, p_priority integer, p_run_at timestamptz, p_id bigint)
+  // full; it is not among the key's first due runs of its queue and kind, as many as there is room
+  // for; or another claim is deciding for the key at this moment: its lock is taken, and this
+  // claim passes over the key instead of waiting). p_id NULL (a suspension that timed out, or a
+  // run read again under the lock): nothing is ahead of it.
+  `CREATE FUNCTION "${s}".key_room(p_queue text, p_kind text, p_key text, p_id bigint)
   RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
   DECLARE
     queue_limit integer;
     kind_limit integer;
+    head bigint[];
     ahead integer := 0;
     in_queue bigint;
     of_kind bigint;
     room bigint;
   BEGIN
-    SELECT max(per_key) FILTER (WHERE scope = 'queue'), max(per_key) FILTER (WHERE scope = 'kind')
-      INTO queue_limit, kind_limit
-      FROM "${s}".key_limits
-      WHERE (scope = 'queue' AND name = p_queue) OR (scope = 'kind' AND name = p_kind);
+    -- Two lookups by primary key (the runtime pool plans from plain index scans only).
+    SELECT per_key INTO queue_limit FROM "${s}".key_limits WHERE scope = 'queue' AND name = p_queue;
+    SELECT per_key INTO kind_limit FROM "${s}".key_limits WHERE scope = 'kind' AND name = p_kind;
     IF queue_limit IS NULL AND kind_limit IS NULL THEN
       RETURN NULL;
     END IF;
-    IF p_priority IS NOT NULL THEN
-      SELECT count(*) INTO ahead FROM (
-        SELECT 1 FROM "${s}".runs
+    IF p_id IS NOT NULL THEN
+      -- The key's first due runs in claim order (runs_pending_keys, read in its order): the run
+      -- may start only from among the first as many as there is room for.
+      SELECT array_agg(h.id) INTO head FROM (
+        SELECT id FROM "${s}".runs
         WHERE state = 'pending' AND concurrency_key = p_key AND queue = p_queue AND kind = p_kind AND run_at <= now()
-          AND (priority > p_priority OR (priority = p_priority AND (run_at, id) < (p_run_at, p_id)))
+        ORDER BY priority DESC, run_at, id
         LIMIT least(queue_limit, kind_limit)
-      ) a;
+      ) h;
+      ahead := coalesce(array_position(head, p_id) - 1, least(queue_limit, kind_limit));
       IF ahead >= least(queue_limit, kind_limit) THEN
         RETURN 0;
       END IF;

@@ -33,7 +33,7 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
  */
 const roomOf = (s: StoreSchema, row: string, inDueOrder: boolean) =>
   `CASE WHEN ${row}.concurrency_key IS NULL THEN NULL ELSE "${s.schema}".key_room(${row}.queue, ${row}.kind, ${row}.concurrency_key, ${
-    inDueOrder ? `${row}.priority, ${row}.run_at, ${row}.id` : "NULL, NULL, NULL"
+    inDueOrder ? `${row}.id` : "NULL"
   }) END`
 
 /**
