@@ -598,6 +598,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           (runs) => runs.map((r) => r.id)
         )
       const ids = (claimed: ReadonlyArray<{ readonly id: string }>) => claimed.map((c) => c.id)
+      const sortedIds = (claimed: ReadonlyArray<{ readonly id: string }>) => ids(claimed).sort((a, b) => Number(a) - Number(b))
 
       test("a key at its limit is passed over, not waited on: the runs behind it are claimed, and it gets its turn when its run completes", ({ store }) =>
         Effect.gen(function*() {
@@ -616,20 +617,19 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(ids(yield* claimFrom(store, "w2", { limit: 10 })), [a3!], "a failed run frees its slot")
         }))
 
-      test("a limit above 1 admits that many runs of a key in one claim, the first ones; a queue's and a kind's limit both apply", ({ store }) =>
+      test("a limit above 1 admits that many runs of a key in one claim, the first ones; a kind's limit governs its runs, its queue's the others", ({ store }) =>
         Effect.gen(function*() {
           yield* store.setKeyLimits([KeyLimits.perQueue("q", 3), KeyLimits.perKind("mail", 1)])
           const jobs = yield* keyed(store, ["K", "K", "K", "K"], { queue: "q" })
           const mails = yield* keyed(store, ["K", "K"], { queue: "q", kind: "mail" })
-          const first = yield* claimFrom(store, "w1", { queues: ["q"], kinds: ["job", "mail"], limit: 10 })
-          // The queue admits 3 of K: the first three in claim order (both kinds count in the queue).
-          assert.deepStrictEqual(ids(first), [jobs[0]!, jobs[1]!, jobs[2]!])
-          yield* store.completeBatch(first.slice(0, 2).map((c) => ({ runId: c.id, fence: c.fence, result: null })))
-          // Two places in the queue, but mail's own limit admits one mail of K.
-          const second = yield* claimFrom(store, "w1", { queues: ["q"], kinds: ["mail"], limit: 10 })
-          assert.deepStrictEqual(ids(second), [mails[0]!])
-          const third = yield* claimFrom(store, "w1", { queues: ["q"], kinds: ["job", "mail"], limit: 10 })
-          assert.deepStrictEqual(ids(third), [jobs[3]!], "one place left in the queue; the second mail waits for the first")
+          const claimAll = () => Effect.map(claimFrom(store, "w1", { queues: ["q"], kinds: ["job", "mail"], limit: 10 }), sortedIds)
+          // The queue's limit governs the jobs: the first three of K; mail's own limit its first mail.
+          const first = yield* claimAll()
+          assert.deepStrictEqual(first, [jobs[0]!, jobs[1]!, jobs[2]!, mails[0]!])
+          yield* store.completeBatch([jobs[0]!, jobs[1]!].map((runId) => ({ runId, fence: 1, result: null })))
+          assert.deepStrictEqual(yield* claimAll(), [jobs[3]!], "the mail still running holds mail's only slot for K")
+          yield* store.completeBatch([{ runId: mails[0]!, fence: 1, result: null }])
+          assert.deepStrictEqual(yield* claimAll(), [mails[1]!])
         }))
 
       test("a suspended run holds no slot; a resumed or timed-out one waits for room; a reclaim keeps the slot it holds", ({ passTime, store }) =>

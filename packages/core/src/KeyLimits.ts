@@ -9,9 +9,11 @@
  * still be running it), and the reclaim keeps it. A suspended run holds no lease and so no slot:
  * a resumed run is admitted again like any other.
  *
- * When both a run's queue and its kind declare a limit, both apply, each counting the key's
- * running runs in its own scope (of that queue, of that kind). A key no limit covers is not
- * limited.
+ * A run is governed by its kind's limit if its kind declares one, else by its queue's: the key's
+ * running runs are counted among the runs of that kind (in any queue) or of that queue (of any
+ * kind). A key no limit covers is not limited. Each running run governed by a limit holds one of
+ * its key's numbered slots below the limit; a unique index on the slots of running runs makes the
+ * limit exact across every worker, with no counter row.
  *
  * @since 0.1.0
  */
@@ -58,40 +60,34 @@ export const checkKey = (key: unknown): Exit.Exit<void, InvalidConfig> =>
     : Exit.fail(new InvalidConfig({ option: "concurrencyKey", issue: "must be a non-empty string" }))
 
 /**
- * How many more runs of a key may start, given the limits declared for the run's queue and kind
- * and the key's running runs in each scope: `undefined` when neither declares a limit. The rule
- * both stores apply (`key_room` in SQL).
+ * The limit that governs a keyed run: its kind's if the kind declares one, else its queue's;
+ * `undefined` when neither does (the key is then not limited). The rule both stores apply.
  *
  * @category rules
  */
-export const room = (
-  limits: { readonly queue: number | undefined; readonly kind: number | undefined },
-  running: { readonly inQueue: number; readonly ofKind: number }
-): number | undefined => {
-  if (limits.queue === undefined && limits.kind === undefined) return undefined
-  const rooms = [
-    limits.queue === undefined ? Infinity : limits.queue - running.inQueue,
-    limits.kind === undefined ? Infinity : limits.kind - running.ofKind
-  ]
-  return Math.max(0, Math.min(...rooms))
-}
+export const governing = (
+  declared: { readonly kind: number | undefined; readonly queue: number | undefined }
+): { readonly scope: KeyLimitScope; readonly perKey: number } | undefined =>
+  declared.kind !== undefined
+    ? { scope: "kind", perKey: declared.kind }
+    : declared.queue !== undefined
+    ? { scope: "queue", perKey: declared.queue }
+    : undefined
 
 /**
- * Of candidates in claim order, the ones their keys admit: every run without a limit (`room`
- * undefined), and the first `room` runs of each key. A key's room is read once per claim.
+ * The `nth` (from 1) slot below `perKey` that no running run of the key holds, if there is one:
+ * the slot the n-th run of a key admitted by one claim takes.
  *
  * @category rules
  */
-export const admit = <A extends { readonly key: string | null; readonly room: number | undefined }>(
-  candidates: ReadonlyArray<A>
-): Array<A> => {
-  const taken = new Map<string, number>()
-  return candidates.filter((c) => {
-    if (c.room === undefined || c.key === null) return true
-    const n = (taken.get(c.key) ?? 0) + 1
-    taken.set(c.key, n)
-    return n <= c.room
-  })
+export const freeSlot = (held: ReadonlySet<number>, perKey: number, nth: number): number | undefined => {
+  let seen = 0
+  for (let slot = 0; slot < perKey; slot++) {
+    if (held.has(slot)) continue
+    seen += 1
+    if (seen === nth) return slot
+  }
+  return undefined
 }
 
 /**

@@ -166,15 +166,21 @@ const schedules = (s: string): ReadonlyArray<string> => [
 ]
 
 // Per-key concurrency (issue 13, docs/adr/0014-per-key-concurrency.md): a run may carry a key; a
-// queue or a kind declares how many runs of one key may run at once. The claim admits a keyed run
-// through key_room(), which serializes the decision for a key with a transaction-scoped advisory
-// lock and then counts the key's running runs in a fresh snapshot (a VOLATILE function in READ
-// COMMITTED sees what committed before the lock was granted): exact, with no counter row.
+// kind or a queue declares how many runs of one key may run at once. A running keyed run holds a
+// numbered slot of its key, and a unique index over the running runs' slots makes the limit exact:
+// two claims that both saw a slot free cannot both commit it, whatever their snapshots. No row is
+// shared between runs (no counter), and the index only holds running runs.
 const keyConcurrency = (s: string): ReadonlyArray<string> => [
-  `ALTER TABLE "${s}".runs ADD COLUMN concurrency_key text`,
-  // The running runs of a key, counted under its lock; and the due runs of a key (per queue and
-  // kind) in claim order, so a claim takes a key's runs in order and only as many as it has room for.
+  `ALTER TABLE "${s}".runs ADD COLUMN concurrency_key text, ADD COLUMN key_scope text, ADD COLUMN key_slot integer`,
+  `CREATE UNIQUE INDEX runs_key_slots_kind ON "${s}".runs (kind, concurrency_key, key_slot)
+    WHERE state = 'running' AND key_scope = 'kind'`,
+  `CREATE UNIQUE INDEX runs_key_slots_queue ON "${s}".runs (queue, concurrency_key, key_slot)
+    WHERE state = 'running' AND key_scope = 'queue'`,
+  // A key's running runs, counted by claims (slots or not: runs that started before a limit was
+  // declared count against it).
   `CREATE INDEX runs_running_keys ON "${s}".runs (concurrency_key) WHERE state = 'running' AND concurrency_key IS NOT NULL`,
+  // A key's due runs in claim order (per queue and kind): a claim takes a key's runs in order, and
+  // only as many as it has slots for.
   `CREATE INDEX runs_pending_keys ON "${s}".runs (concurrency_key, queue, kind, priority DESC, run_at, id)
     WHERE state = 'pending' AND concurrency_key IS NOT NULL`,
   `CREATE TABLE "${s}".key_limits (
@@ -183,55 +189,7 @@ const keyConcurrency = (s: string): ReadonlyArray<string> => [
     per_key integer NOT NULL CHECK (per_key >= 1),
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (scope, name)
-  )`,
-  // How many runs of p_key may be running at once after run p_id starts, if it may start now:
-  // NULL when neither its queue nor its kind declares a limit; 0 when it may not start (its key is
-  // full; it is not among the key's first due runs of its queue and kind, as many as there is room
-  // for; or another claim is deciding for the key at this moment: its lock is taken, and this
-  // claim passes over the key instead of waiting). p_id NULL (a suspension that timed out, or a
-  // run read again under the lock): nothing is ahead of it.
-  `CREATE FUNCTION "${s}".key_room(p_queue text, p_kind text, p_key text, p_id bigint)
-  RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
-  DECLARE
-    queue_limit integer;
-    kind_limit integer;
-    head bigint[];
-    ahead integer := 0;
-    in_queue bigint;
-    of_kind bigint;
-    room bigint;
-  BEGIN
-    -- Two lookups by primary key (the runtime pool plans from plain index scans only).
-    SELECT per_key INTO queue_limit FROM "${s}".key_limits WHERE scope = 'queue' AND name = p_queue;
-    SELECT per_key INTO kind_limit FROM "${s}".key_limits WHERE scope = 'kind' AND name = p_kind;
-    IF queue_limit IS NULL AND kind_limit IS NULL THEN
-      RETURN NULL;
-    END IF;
-    IF p_id IS NOT NULL THEN
-      -- The key's first due runs in claim order (runs_pending_keys, read in its order): the run
-      -- may start only from among the first as many as there is room for.
-      SELECT array_agg(h.id) INTO head FROM (
-        SELECT id FROM "${s}".runs
-        WHERE state = 'pending' AND concurrency_key = p_key AND queue = p_queue AND kind = p_kind AND run_at <= now()
-        ORDER BY priority DESC, run_at, id
-        LIMIT least(queue_limit, kind_limit)
-      ) h;
-      ahead := coalesce(array_position(head, p_id) - 1, least(queue_limit, kind_limit));
-      IF ahead >= least(queue_limit, kind_limit) THEN
-        RETURN 0;
-      END IF;
-    END IF;
-    IF NOT pg_try_advisory_xact_lock(hashtext('leasehold:key'), hashtext(p_key)) THEN
-      RETURN 0;
-    END IF;
-    SELECT count(*) FILTER (WHERE queue = p_queue), count(*) FILTER (WHERE kind = p_kind)
-      INTO in_queue, of_kind
-      FROM "${s}".runs
-      WHERE state = 'running' AND concurrency_key = p_key;
-    room := least(coalesce(queue_limit - in_queue, kind_limit - of_kind), coalesce(kind_limit - of_kind, queue_limit - in_queue));
-    RETURN CASE WHEN ahead < room THEN room ELSE 0 END;
-  END
-  $fn$`
+  )`
 ]
 
 const statements = (list: ReadonlyArray<string>) =>

@@ -9,12 +9,23 @@
  */
 import { type ClaimRequest, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 
 export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
-  request.dueOnly === true ? claimDue(sql, s, request) : claimAll(sql, s, request)
+  (request.dueOnly === true ? claimDue(sql, s, request) : claimAll(sql, s, request)).pipe(
+    // Another claim committed a slot of one of this claim's keys after this claim's snapshot was
+    // taken: the unique index refused it, the statement wrote nothing, and the next attempt sees
+    // the slot taken. (Two claims of one key at the same moment: rare, as each passes over the
+    // runs the other has locked and the runs behind them.)
+    Effect.retry({ times: 10, while: slotTaken })
+  )
+
+const slotTaken = (error: unknown): boolean =>
+  (error as { _tag?: unknown })._tag === "SqlError" &&
+  (error as SqlError.SqlError).reason._tag === "UniqueViolation" &&
+  ["runs_key_slots_kind", "runs_key_slots_queue"].includes((error as { reason: { constraint?: string } }).reason.constraint ?? "")
 
 /**
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
@@ -25,60 +36,95 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
     WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
 
 /**
- * How many runs of the row's concurrency key may be running once it starts, if it may start now
- * (`key_room`, migration 0010), else 0: NULL for a run without a key or whose queue and kind
- * declare no limit. `inDueOrder`: runs of the key ahead of the row in the due order count against
- * its room (a due run's first look); otherwise only the running ones (a suspension that timed out,
- * or a due run admitted already, read again for `admitted` under the key's lock this claim holds).
+ * The key limit that governs a run (`k`: scope, per_key, running), for a row `row` of runs: its
+ * kind's limit if the kind declares one, else its queue's; and how many runs of its key are
+ * running in that scope now (those that started before the limit was declared too). No row for a
+ * run without a key or a limit. Read in the statement's snapshot: a stale count can only make a
+ * claim try a slot that is taken, which the unique index refuses (`slotted`).
  */
-const roomOf = (s: StoreSchema, row: string, inDueOrder: boolean) =>
-  `CASE WHEN ${row}.concurrency_key IS NULL THEN NULL ELSE "${s.schema}".key_room(${row}.queue, ${row}.kind, ${row}.concurrency_key, ${
-    inDueOrder ? `${row}.id` : "NULL"
-  }) END`
+const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
+  sql.literal(`LEFT JOIN LATERAL (
+      SELECT lim.scope, lim.per_key,
+        CASE lim.scope
+          WHEN 'kind' THEN (SELECT count(*) FROM "${s.schema}".runs o
+            WHERE o.state = 'running' AND o.concurrency_key = ${row}.concurrency_key AND o.kind = ${row}.kind)
+          ELSE (SELECT count(*) FROM "${s.schema}".runs o
+            WHERE o.state = 'running' AND o.concurrency_key = ${row}.concurrency_key AND o.queue = ${row}.queue)
+        END AS running
+      FROM (
+        SELECT CASE WHEN kind_limit IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope, coalesce(kind_limit, queue_limit) AS per_key
+        FROM (SELECT
+          (SELECT per_key FROM "${s.schema}".key_limits WHERE scope = 'kind' AND name = ${row}.kind) AS kind_limit,
+          (SELECT per_key FROM "${s.schema}".key_limits WHERE scope = 'queue' AND name = ${row}.queue) AS queue_limit) l
+        WHERE ${row}.concurrency_key IS NOT NULL AND coalesce(kind_limit, queue_limit) IS NOT NULL
+      ) lim
+    ) k ON true`)
 
 /**
- * Keeps the rows of `source` (ordered by `order`) that their key admits: all of a run without a
- * limit, and at most `room` runs of each key, the first ones in claim order. A key's room is read
- * once per claim, so a claim must not take more of its runs than that at once.
+ * Whether the due run `row` may start as far as its key goes: it has no limit, or it is among its
+ * key's first due runs (of its queue and kind, in claim order) for the slots its key has free. So
+ * a key's runs start in order, and a held-back run is passed over before it is locked.
  */
-const admitted = (sql: SqlClient.SqlClient, source: string, order: string) =>
-  sql.literal(`SELECT * FROM (
-      SELECT a.*, row_number() OVER (PARTITION BY a.concurrency_key, a.room IS NULL ORDER BY ${order}) AS nth FROM ${source} a
-    ) n WHERE n.room IS NULL OR n.nth <= n.room`)
+const keyAdmitsDue = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
+  sql.literal(`(k.scope IS NULL OR ${row}.id = ANY(ARRAY(
+      SELECT h.id FROM "${s.schema}".runs h
+      WHERE h.state = 'pending' AND h.concurrency_key = ${row}.concurrency_key AND h.queue = ${row}.queue AND h.kind = ${row}.kind
+        AND h.run_at <= now()
+      ORDER BY h.priority DESC, h.run_at, h.id
+      LIMIT greatest(k.per_key - k.running, 0))))`)
 
 /**
- * The due runs of a claim, locked, as `d` (id, priority, run_at, claimed_*, concurrency_key, room),
- * in claim order: the FROM clause both claims share.
+ * The candidates of `source` (ordered by `order`) with the slot each takes: the n-th candidate of
+ * a key takes the n-th slot free below its limit; one that finds none is left out (a run without
+ * a limit takes none). The slot is written with the claim, and the unique index on the running
+ * runs' slots (migration 0010) refuses a slot another claim took since this one's snapshot.
+ */
+const slotted = (s: StoreSchema, source: string, order: string) =>
+  `SELECT * FROM (
+      SELECT n.*, CASE WHEN n.scope IS NULL THEN NULL ELSE (
+        SELECT g.slot FROM generate_series(0, n.per_key - 1) AS g(slot)
+        WHERE NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'kind' AND o.state = 'running' AND o.key_scope = 'kind'
+            AND o.kind = n.kind AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
+          AND NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'queue' AND o.state = 'running' AND o.key_scope = 'queue'
+            AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
+        ORDER BY g.slot OFFSET n.nth - 1 LIMIT 1) END AS slot
+      FROM (
+        SELECT a.*, row_number() OVER (
+          PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key ORDER BY ${order}) AS nth
+        FROM ${source} a
+      ) n
+    ) x WHERE x.scope IS NULL OR x.slot IS NOT NULL`
+
+/**
+ * The due runs of a claim, locked, as `d` (id, queue, kind, priority, run_at, claimed_*,
+ * concurrency_key, scope, per_key), in claim order: the FROM clause both claims share.
  *
  * One index scan per queue with queue = q.name: runs_due (queue, priority DESC, run_at, id) then
  * yields rows already in claim order and stops at the limit. (With queue = ANY(...) Postgres reads
  * and sorts every due row on each claim: O(backlog) per claim.) Each queue contributes its first
  * unlocked rows up to the limit, so the overall first ones are among them.
  *
- * Runs their key holds back are passed over, not counted against the limit, so they do not block
- * the runs behind them; they are filtered before they are locked (a row lock writes WAL), and a
- * claim looks at no more than `KeyLimits.scanPastLimit` rows past its limit in each queue, so a
- * claim that cannot fill its limit does not read the whole backlog. The window is read without
- * locks and each of its rows is then locked by primary key, skipping rows other claims hold.
+ * Runs their key holds back are passed over before they are locked (a row lock writes WAL), not
+ * counted against the limit, so they do not block the runs behind them; and a claim looks at no
+ * more than `KeyLimits.scanPastLimit` rows past its limit in each queue, so a claim its keys
+ * cannot fill does not read the whole backlog. The window is read without locks, and each of its
+ * rows is then locked by primary key, skipping rows other claims hold.
  */
 const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   sql`FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
-          SELECT l.*, ${sql.literal(roomOf(s, "l", false))} AS room FROM (
+          SELECT x.* FROM (
+            SELECT id FROM ${s.runs(sql)}
+            WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
+            ORDER BY priority DESC, run_at, id
+            LIMIT ${request.limit + KeyLimits.scanPastLimit}
+          ) w CROSS JOIN LATERAL (
             SELECT r.id, r.queue, r.kind, r.priority, r.run_at, r.concurrency_key,
-              r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt
-            FROM (
-              SELECT id FROM ${s.runs(sql)}
-              WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
-              ORDER BY priority DESC, run_at, id
-              LIMIT ${request.limit + KeyLimits.scanPastLimit}
-            ) w CROSS JOIN LATERAL (
-              SELECT * FROM ${s.runs(sql)} r
-              WHERE r.id = w.id AND r.state = 'pending' AND r.run_at <= now()
-                AND coalesce(${sql.literal(roomOf(s, "r", true))}, 1) > 0
-              FOR UPDATE SKIP LOCKED
-            ) r
-            LIMIT ${request.limit}
-          ) l
+              r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, k.scope, k.per_key
+            FROM ${s.runs(sql)} r ${governingLimit(sql, s, "r")}
+            WHERE r.id = w.id AND r.state = 'pending' AND r.run_at <= now() AND ${keyAdmitsDue(sql, s, "r")}
+            FOR UPDATE OF r SKIP LOCKED
+          ) x
+          LIMIT ${request.limit}
         ) d
         ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${request.limit}`
 
@@ -95,29 +141,30 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
       WITH expired AS (
         -- A reclaimed run keeps the key slot it already holds: no admission.
         SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
-          claimed_by, claimed_at, claimed_fence, claimed_attempt, concurrency_key, NULL::integer AS room FROM ${runs}
+          claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key,
+          NULL::text AS scope, NULL::integer AS per_key FROM ${runs}
         WHERE state = 'running' AND lease_expires_at <= now()
           AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
         ORDER BY lease_expires_at LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), timed_out AS (
-        -- A suspension that times out starts running again: its key must admit it, as a due run's.
-        SELECT * FROM (
-          SELECT l.id, 1 AS origin, 0 AS priority, l.suspend_deadline AS due_at,
-            l.claimed_by, l.claimed_at, l.claimed_fence, l.claimed_attempt, l.concurrency_key,
-            ${sql.literal(roomOf(s, "l", false))} AS room
-          FROM (
-            SELECT * FROM ${runs}
-            WHERE state = 'suspended' AND suspend_deadline <= now()
-              AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
-            ORDER BY suspend_deadline LIMIT ${limit + KeyLimits.scanPastLimit}
-            FOR UPDATE SKIP LOCKED
-          ) l
-        ) c WHERE c.room IS NULL OR c.room > 0
+        -- A suspension that times out starts running again: it needs a slot of its key, as a due run.
+        SELECT x.* FROM (
+          SELECT id FROM ${runs}
+          WHERE state = 'suspended' AND suspend_deadline <= now()
+            AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
+          ORDER BY suspend_deadline LIMIT ${limit + KeyLimits.scanPastLimit}
+        ) w CROSS JOIN LATERAL (
+          SELECT r.id, 1 AS origin, 0 AS priority, r.suspend_deadline AS due_at,
+            r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, r.queue, r.kind, r.concurrency_key, k.scope, k.per_key
+          FROM ${runs} r ${governingLimit(sql, s, "r")}
+          WHERE r.id = w.id AND r.state = 'suspended' AND r.suspend_deadline <= now() AND (k.scope IS NULL OR k.running < k.per_key)
+          FOR UPDATE OF r SKIP LOCKED
+        ) x
         LIMIT ${limit}
       ), due AS (
         SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
-          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.concurrency_key, d.room
+          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.queue, d.kind, d.concurrency_key, d.scope, d.per_key
         ${dueRows(sql, s, request)}
       ), candidates AS (
         -- Each group's own order is carried into the cut, so which rows of the last group make
@@ -126,7 +173,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
           SELECT * FROM expired UNION ALL SELECT * FROM timed_out UNION ALL SELECT * FROM due
         ) c ORDER BY origin, priority DESC, due_at, id LIMIT ${limit}
       ), picked AS (
-        ${admitted(sql, "candidates", "a.origin, a.priority DESC, a.due_at, a.id")}
+        ${sql.literal(slotted(s, "candidates", "a.origin, a.priority DESC, a.due_at, a.id"))}
       ), claimed AS (
         UPDATE ${runs} r SET
           fence = r.fence + 1,
@@ -147,6 +194,8 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
           claimed_at = CASE WHEN p.origin = 2 THEN now() END,
           claimed_fence = CASE WHEN p.origin = 2 THEN r.fence + 1 END,
           claimed_attempt = CASE WHEN p.origin = 2 THEN r.attempt + 1 END,
+          key_scope = CASE WHEN p.origin = 0 THEN r.key_scope ELSE p.scope END,
+          key_slot = CASE WHEN p.origin = 0 THEN r.key_slot ELSE p.slot END,
           updated_at = now()
         -- The ids as an explicit restriction: picked rows are reached by primary key, not by a
         -- hash join over a scan of the whole table (which the planner prefers on small tables).
@@ -182,10 +231,11 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     const runs = s.runs(sql)
     const rows = yield* sql<ClaimRow>`
       WITH candidates AS (
-        SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.concurrency_key, d.room
+        SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt,
+          d.queue, d.kind, d.concurrency_key, d.scope, d.per_key
         ${dueRows(sql, s, request)}
       ), due AS (
-        ${admitted(sql, "candidates", "a.priority DESC, a.run_at, a.id")}
+        ${sql.literal(slotted(s, "candidates", "a.priority DESC, a.run_at, a.id"))}
       ), claimed AS (
         UPDATE ${runs} r SET
           fence = r.fence + 1, state = 'running', attempt = r.attempt + 1,
@@ -193,9 +243,10 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
           lease_expires_at = now() + ${Duration.toMillis(request.ttl)}::float8 * interval '1 millisecond',
           finished_at = NULL, signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
           claimed_by = ${request.owner}, claimed_at = now(), claimed_fence = r.fence + 1, claimed_attempt = r.attempt + 1,
+          key_scope = d.scope, key_slot = d.slot,
           updated_at = now()
-        -- By primary key (no join: the rows are locked and nothing else needs their old values).
-        WHERE r.id = ANY(ARRAY(SELECT id FROM due))
+        -- By primary key (the ids as an explicit restriction, as in the full claim).
+        FROM due d WHERE r.id = ANY(ARRAY(SELECT id FROM due)) AND r.id = d.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key, r.state,
           (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms, r.trace_parent
       ), history AS (

@@ -60,6 +60,9 @@ export interface StoredRun {
   readonly idempotencyKey: string | null
   readonly concurrencyKey: string | null
   readonly traceParent: string | null
+  /** The key slot a running run governed by a key limit holds (`KeyLimits`): its limit's scope and number. */
+  keyScope: KeyLimits.KeyLimitScope | null
+  keySlot: number | null
   readonly createdAt: number
   runAt: number
   state: RunState
@@ -150,6 +153,8 @@ export class State {
         maxAttempts: request.maxAttempts ?? 5,
         idempotencyKey: key,
         concurrencyKey: request.concurrencyKey ?? null,
+        keyScope: null,
+        keySlot: null,
         traceParent: request.traceParent ?? null,
         createdAt: now,
         runAt: now + (request.delayMs ?? 0),
@@ -195,54 +200,68 @@ export class State {
       ? all.filter((r) => r.state === "running" && r.leaseExpiresAt! <= now)
         .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || byId(a, b)).slice(0, limit)
       : []
-    // A key's room is read once per claim, before any of its runs is taken; a due run may start
-    // if fewer due runs of its key (of its queue and kind) are ahead of it than there is room
-    // (`key_room`).
-    const rooms = new Map<string, number | undefined>()
-    const roomOf = (r: StoredRun) => {
-      const at = `${r.queue}\u0000${r.kind}\u0000${r.concurrencyKey}`
-      if (!rooms.has(at)) rooms.set(at, this.keyRoom(r))
-      return rooms.get(at)
-    }
     const inClaimOrder = (a: StoredRun, b: StoredRun) => b.priority - a.priority || a.runAt - b.runAt || byId(a, b)
-    const roomFor = (r: StoredRun, inDueOrder: boolean): number | undefined => {
-      if (r.concurrencyKey === null) return undefined
-      const room = roomOf(r)
-      if (room === undefined || !inDueOrder) return room
-      let ahead = 0
-      for (const other of this.runs.values()) {
-        if (
-          other.state === "pending" && other.concurrencyKey === r.concurrencyKey && other.queue === r.queue && other.kind === r.kind &&
-          other.runAt <= now && inClaimOrder(other, r) < 0
-        ) ahead += 1
-      }
-      return ahead < room ? room : 0
+    // The limit governing each keyed run, the key's runs running now (slots or not: those that
+    // started before the limit count against it) and the slots they hold (`governingLimit`).
+    const limitOf = (r: StoredRun) => r.concurrencyKey === null ? undefined : this.governingLimit(r)
+    const sameKey = (r: StoredRun, scope: KeyLimits.KeyLimitScope) => (o: StoredRun) =>
+      o.concurrencyKey === r.concurrencyKey && (scope === "kind" ? o.kind === r.kind : o.queue === r.queue)
+    const runningOfKey = (r: StoredRun, scope: KeyLimits.KeyLimitScope) =>
+      [...this.runs.values()].filter((o) => o.state === "running" && sameKey(r, scope)(o))
+    const heldSlots = (r: StoredRun, scope: KeyLimits.KeyLimitScope) => runningOfKey(r, scope).filter((o) => o.keyScope === scope)
+    // A due run may start if it is among its key's first due runs (of its queue and kind) for the
+    // slots free (`keyAdmitsDue`); a timed-out suspension if a slot is free.
+    const admitsDue = (r: StoredRun) => {
+      const limit = limitOf(r)
+      if (limit === undefined) return true
+      const free = Math.max(0, limit.perKey - runningOfKey(r, limit.scope).length)
+      const head = [...this.runs.values()]
+        .filter((o) => o.state === "pending" && o.concurrencyKey === r.concurrencyKey && o.queue === r.queue && o.kind === r.kind && o.runAt <= now)
+        .sort(inClaimOrder).slice(0, free)
+      return head.includes(r)
     }
-    const admissible = (r: StoredRun, inDueOrder: boolean) => {
-      const room = roomFor(r, inDueOrder)
-      return room === undefined || room > 0
+    const admitsTimedOut = (r: StoredRun) => {
+      const limit = limitOf(r)
+      return limit === undefined || runningOfKey(r, limit.scope).length < limit.perKey
     }
     // Each class looks at no more than `scanPastLimit` runs past the limit (per queue, for due runs).
     const window = limit + KeyLimits.scanPastLimit
     const timedOut = sweep
       ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now)
         .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, window)
-        .filter((r) => admissible(r, false)).slice(0, limit)
+        .filter(admitsTimedOut).slice(0, limit)
       : []
     const dueInQueue = (queue: string) =>
       all.filter((r) => r.queue === queue && r.state === "pending" && r.runAt <= now).sort(inClaimOrder).slice(0, window)
-        .filter((r) => admissible(r, true)).slice(0, limit)
+        .filter(admitsDue).slice(0, limit)
     const due = [...new Set(request.queues)].flatMap(dueInQueue).sort(inClaimOrder).slice(0, limit)
     const candidates = [
-      // A reclaimed run keeps the key slot it holds: no admission. The others are admitted under
-      // their key's room as it stands (read again under the key's lock in Postgres).
-      ...expired.map((run) => ({ run, origin: 0, key: run.concurrencyKey, room: undefined })),
-      ...timedOut.map((run) => ({ run, origin: 1, key: run.concurrencyKey, room: roomFor(run, false) })),
-      ...due.map((run) => ({ run, origin: 2, key: run.concurrencyKey, room: roomFor(run, false) }))
+      ...expired.map((run) => ({ run, origin: 0 })),
+      ...timedOut.map((run) => ({ run, origin: 1 })),
+      ...due.map((run) => ({ run, origin: 2 }))
     ].slice(0, limit)
-    const picked = KeyLimits.admit(candidates)
+    // Slots (`slotted`): the n-th candidate of a key takes the n-th free slot; none left, left out.
+    // A reclaimed run keeps the slot it holds.
+    const taken = new Map<string, number>()
+    const picked: Array<{ run: StoredRun; origin: number; slot: { scope: KeyLimits.KeyLimitScope; slot: number } | null }> = []
+    for (const { origin, run } of candidates) {
+      const limit = origin === 0 ? undefined : limitOf(run)
+      if (limit === undefined) {
+        picked.push({ run, origin, slot: null })
+        continue
+      }
+      const group = `${limit.scope}\u0000${limit.scope === "kind" ? run.kind : run.queue}\u0000${run.concurrencyKey}`
+      const nth = (taken.get(group) ?? 0) + 1
+      taken.set(group, nth)
+      const slot = KeyLimits.freeSlot(new Set(heldSlots(run, limit.scope).map((o) => o.keySlot!)), limit.perKey, nth)
+      if (slot !== undefined) picked.push({ run, origin, slot: { scope: limit.scope, slot } })
+    }
     const claimed: Array<ClaimedRun> = []
-    for (const { origin, run } of picked) {
+    for (const { origin, run, slot } of picked) {
+      if (origin !== 0) {
+        run.keyScope = slot?.scope ?? null
+        run.keySlot = slot?.slot ?? null
+      }
       const dueAt = origin === 0 ? run.leaseExpiresAt! : origin === 1 ? run.suspendDeadline! : run.runAt
       run.fence += 1
       run.updatedAt = now
@@ -606,21 +625,12 @@ export class State {
     return this.keyLimitsByScope.delete(`${scope}\u0000${name}`)
   }
 
-  /** How many more runs of the run's key may start now (`KeyLimits.room`). */
-  private keyRoom(run: StoredRun): number | undefined {
-    const limits = {
-      queue: this.keyLimitsByScope.get(`queue\u0000${run.queue}`)?.perKey,
-      kind: this.keyLimitsByScope.get(`kind\u0000${run.kind}`)?.perKey
-    }
-    if (limits.queue === undefined && limits.kind === undefined) return undefined
-    let inQueue = 0
-    let ofKind = 0
-    for (const r of this.runs.values()) {
-      if (r.state !== "running" || r.concurrencyKey !== run.concurrencyKey) continue
-      if (r.queue === run.queue) inQueue += 1
-      if (r.kind === run.kind) ofKind += 1
-    }
-    return KeyLimits.room(limits, { inQueue, ofKind })
+  /** The limit governing a keyed run: its kind's, else its queue's (`KeyLimits.governing`). */
+  private governingLimit(run: StoredRun) {
+    return KeyLimits.governing({
+      kind: this.keyLimitsByScope.get(`kind\u0000${run.kind}`)?.perKey,
+      queue: this.keyLimitsByScope.get(`queue\u0000${run.queue}`)?.perKey
+    })
   }
 
   keyLimits(now: number): Array<KeyLimits.KeyLimitInfo> {
