@@ -178,7 +178,7 @@ const keyConcurrency = (s: string): ReadonlyArray<string> => [
     WHERE state = 'running' AND key_scope = 'queue'`,
   // A key's running runs, counted by claims (slots or not: runs that started before a limit was
   // declared count against it).
-  `CREATE INDEX runs_running_keys ON "${s}".runs (concurrency_key) WHERE state = 'running' AND concurrency_key IS NOT NULL`,
+  `CREATE INDEX runs_running_keys ON "${s}".runs (concurrency_key, kind, queue) WHERE state = 'running' AND concurrency_key IS NOT NULL`,
   // A key's due runs in claim order (per queue and kind): a claim takes a key's runs in order, and
   // only as many as it has slots for.
   `CREATE INDEX runs_pending_keys ON "${s}".runs (concurrency_key, queue, kind, priority DESC, run_at, id)

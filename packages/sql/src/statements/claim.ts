@@ -44,20 +44,25 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
  */
 const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
   sql.literal(`LEFT JOIN LATERAL (
-      SELECT lim.scope, lim.per_key,
-        CASE lim.scope
+      SELECT l.scope, l.per_key,
+        CASE l.scope
           WHEN 'kind' THEN (SELECT count(*) FROM "${s.schema}".runs o
             WHERE o.state = 'running' AND o.concurrency_key = ${row}.concurrency_key AND o.kind = ${row}.kind)
           ELSE (SELECT count(*) FROM "${s.schema}".runs o
             WHERE o.state = 'running' AND o.concurrency_key = ${row}.concurrency_key AND o.queue = ${row}.queue)
         END AS running
       FROM (
-        SELECT CASE WHEN kind_limit IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope, coalesce(kind_limit, queue_limit) AS per_key
-        FROM (SELECT
-          (SELECT per_key FROM "${s.schema}".key_limits WHERE scope = 'kind' AND name = ${row}.kind) AS kind_limit,
-          (SELECT per_key FROM "${s.schema}".key_limits WHERE scope = 'queue' AND name = ${row}.queue) AS queue_limit) l
-        WHERE ${row}.concurrency_key IS NOT NULL AND coalesce(kind_limit, queue_limit) IS NOT NULL
-      ) lim
+        SELECT CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope, coalesce(kl.per_key, ql.per_key) AS per_key
+        FROM (SELECT 1) AS one
+        LEFT JOIN "${s.schema}".key_limits kl ON kl.scope = 'kind' AND kl.name = ${row}.kind
+        LEFT JOIN "${s.schema}".key_limits ql ON ql.scope = 'queue' AND ql.name = ${row}.queue
+        -- Only the outer row in this condition: a run without a key skips the lookups altogether.
+        WHERE ${row}.concurrency_key IS NOT NULL
+      ) l
+      WHERE l.per_key IS NOT NULL
+      -- Kept a subquery (not pulled up into the claim), so each of its values is computed once
+      -- per row however often the claim refers to it.
+      OFFSET 0
     ) k ON true`)
 
 /**
@@ -66,7 +71,7 @@ const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =
  * a key's runs start in order, and a held-back run is passed over before it is locked.
  */
 const keyAdmitsDue = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
-  sql.literal(`(k.scope IS NULL OR ${row}.id = ANY(ARRAY(
+  sql.literal(`(k.scope IS NULL OR k.running < k.per_key AND ${row}.id = ANY(ARRAY(
       SELECT h.id FROM "${s.schema}".runs h
       WHERE h.state = 'pending' AND h.concurrency_key = ${row}.concurrency_key AND h.queue = ${row}.queue AND h.kind = ${row}.kind
         AND h.run_at <= now()
