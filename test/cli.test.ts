@@ -584,6 +584,56 @@ describe("leasehold queues", () => {
     }))
 })
 
+describe("leasehold limits", () => {
+  it.live("set, list, enqueue with a key, runs show and stats name key and limit; remove; a bad limit or scope is exit 2 and writes nothing", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql, store } = yield* openStore(schema)
+      const set = yield* leasehold(["limits", "set", "--kind", "resize-image", "--per-key", "1", ...connection(schema)])
+      assertOk(set)
+      assert.strictEqual(set.stdout, `at most 1 running per key in kind "resize-image"\n`)
+      const first = parse(yield* leasehold(["enqueue", "resize-image", "--payload", '{"image":"a.png","width":1}', "--concurrency-key", "customer-7", "--json", ...connection(schema)]))
+      const second = parse(yield* leasehold(["enqueue", "resize-image", "--payload", '{"image":"b.png","width":1}', "--concurrency-key", "customer-7", "--json", ...connection(schema)]))
+      // One of customer-7's runs at a time: the second waits for the first.
+      const claimed = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["resize-image"], limit: 10, ttl: Duration.seconds(30) })
+      assert.deepStrictEqual(claimed.map((c) => c.id), [first.id])
+
+      const listed = parse(yield* leasehold(["limits", "list", "--json", ...connection(schema)]))
+      assert.deepStrictEqual(listed, [{ scope: "kind", name: "resize-image", perKey: 1, keysRunning: 1, keyedDue: 1 }])
+      const text = yield* leasehold(["limits", "list", ...connection(schema)])
+      assert.match(text.stdout, /^KEY LIMIT\s+PER KEY\s+KEYS RUNNING\s+KEYED DUE$/m)
+      assert.match(text.stdout, /^kind resize-image\s+1\s+1\s+1$/m)
+      const show = yield* leasehold(["runs", "show", second.id, ...connection(schema)])
+      assert.match(show.stdout, /^key\s+customer-7 \(at most 1 running per key in kind resize-image\)$/m)
+      assert.deepInclude(parse(yield* leasehold(["runs", "show", second.id, "--json", ...connection(schema)])).run, {
+        concurrencyKey: "customer-7",
+        keyLimits: [{ scope: "kind", name: "resize-image", perKey: 1 }]
+      })
+      assert.match((yield* leasehold(["stats", ...connection(schema)])).stdout, /^kind resize-image\s+1\s+1\s+1$/m)
+
+      // Bad input: one line, exit 2, and the limits are unchanged.
+      assertRejected(yield* leasehold(["limits", "set", "--kind", "resize-image", "--per-key", "0", ...connection(schema)]), 2, /perKey: 0 is not a whole number of at least 1/)
+      assertRejected(yield* leasehold(["limits", "set", "--kind", "a", "--queue", "b", "--per-key", "2", ...connection(schema)]), 2, /exactly one of --queue and --kind/)
+      assertRejected(yield* leasehold(["limits", "set", "--per-key", "2", ...connection(schema)]), 2, /exactly one of --queue and --kind/)
+      assertRejected(
+        yield* leasehold(["enqueue", "resize-image", "--payload", '{"image":"c.png","width":1}', "--concurrency-key", "", ...connection(schema)]),
+        2,
+        /concurrencyKey: must be a non-empty string/
+      )
+      const stored = yield* sql.unsafe<{ scope: string; name: string; per_key: number }>(`SELECT scope, name, per_key FROM "${schema}".key_limits`)
+      assert.deepStrictEqual(stored, [{ scope: "kind", name: "resize-image", per_key: 1 }])
+      assert.strictEqual((yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs`))[0]!.n, 2, "the bad enqueue wrote nothing")
+
+      assert.deepStrictEqual(parse(yield* leasehold(["limits", "remove", "--kind", "resize-image", "--json", ...connection(schema)])), {
+        scope: "kind",
+        name: "resize-image",
+        removed: true
+      })
+      assert.match((yield* leasehold(["limits", "remove", "--kind", "resize-image", ...connection(schema)])).stdout, /had no per-key limit/)
+      assert.strictEqual((yield* leasehold(["limits", "list", ...connection(schema)])).stdout, "no per-key limits declared\n")
+    }))
+})
+
 describe("leasehold schedules", () => {
   it.live("set registers once (again: unchanged), list shows the next ticks, pause and resume; a bad cron or time zone is exit 2 and writes nothing", () =>
     Effect.gen(function*() {
