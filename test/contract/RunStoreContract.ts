@@ -655,18 +655,21 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(k3!), { state: "pending" })
         }))
 
-      test("a key no limit covers is not limited; a limit replaced or removed applies from the next claim", ({ store }) =>
+      test("a key no limit covers is not limited; a limit counts the runs that start under it; replaced or removed, from the next claim", ({ store }) =>
         Effect.gen(function*() {
-          const runs = yield* keyed(store, ["K", "K", "K", "K"])
-          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 2 })), runs.slice(0, 2))
-          yield* store.setKeyLimits([KeyLimits.perKind("job", 2)])
-          assert.isEmpty(yield* claimFrom(store, "w1", { limit: 10 }), "two of K run: the limit of 2 is reached")
+          const runs = yield* keyed(store, ["K", "K", "K", "K", "K", "K"])
+          const claim = () => Effect.map(claimFrom(store, "w1", { limit: 10 }), sortedIds)
+          assert.deepStrictEqual(sortedIds(yield* claimFrom(store, "w1", { limit: 2 })), runs.slice(0, 2))
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          // The two running since before the limit hold no slot of it.
+          assert.deepStrictEqual(yield* claim(), [runs[2]!])
+          assert.isEmpty(yield* claim(), "K's one slot is held")
           yield* store.setKeyLimits([KeyLimits.perKind("job", 1), KeyLimits.perKind("job", 3)])
           assert.deepStrictEqual((yield* store.keyLimits).map((l) => l.perKey), [3], "the last of a batch stands")
-          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 10 })), [runs[2]!])
+          assert.deepStrictEqual(yield* claim(), [runs[3]!, runs[4]!])
           assert.isTrue(yield* store.removeKeyLimit("kind", "job"))
           assert.isFalse(yield* store.removeKeyLimit("kind", "job"))
-          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 10 })), [runs[3]!])
+          assert.deepStrictEqual(yield* claim(), [runs[5]!])
           assert.isEmpty(yield* store.keyLimits)
         }))
 

@@ -37,19 +37,20 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
 
 /**
  * The key limit that governs a run (`k`: scope, per_key, running), for a row `row` of runs: its
- * kind's limit if the kind declares one, else its queue's; and how many runs of its key are
- * running in that scope now (those that started before the limit was declared too). No row for a
- * run without a key or a limit. Read in the statement's snapshot: a stale count can only make a
- * claim try a slot that is taken, which the unique index refuses (`slotted`).
+ * kind's limit if the kind declares one, else its queue's; and how many slots of its key in that
+ * scope are held now (by running runs: a run gives its slot back as it stops running, migration
+ * 0010's trigger). No row for a run without a key or a limit. Read in the statement's snapshot: a
+ * stale count can only make a claim try a slot that is taken, which the unique index refuses
+ * (`slotted`). Only the slot indexes can answer these lookups, whatever the statistics say.
  */
 const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
   sql.literal(`LEFT JOIN LATERAL (
       SELECT l.scope, l.per_key,
         CASE l.scope
           WHEN 'kind' THEN (SELECT count(*) FROM "${s.schema}".runs o
-            WHERE o.state = 'running' AND o.concurrency_key = ${row}.concurrency_key AND o.kind = ${row}.kind)
+            WHERE o.key_scope = 'kind' AND o.kind = ${row}.kind AND o.concurrency_key = ${row}.concurrency_key AND o.key_slot IS NOT NULL)
           ELSE (SELECT count(*) FROM "${s.schema}".runs o
-            WHERE o.state = 'running' AND o.concurrency_key = ${row}.concurrency_key AND o.queue = ${row}.queue)
+            WHERE o.key_scope = 'queue' AND o.queue = ${row}.queue AND o.concurrency_key = ${row}.concurrency_key AND o.key_slot IS NOT NULL)
         END AS running
       FROM (
         SELECT CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope, coalesce(kl.per_key, ql.per_key) AS per_key
@@ -88,9 +89,9 @@ const slotted = (s: StoreSchema, source: string, order: string) =>
   `SELECT * FROM (
       SELECT n.*, CASE WHEN n.scope IS NULL THEN NULL ELSE (
         SELECT g.slot FROM generate_series(0, n.per_key - 1) AS g(slot)
-        WHERE NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'kind' AND o.state = 'running' AND o.key_scope = 'kind'
+        WHERE NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'kind' AND o.key_scope = 'kind'
             AND o.kind = n.kind AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
-          AND NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'queue' AND o.state = 'running' AND o.key_scope = 'queue'
+          AND NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'queue' AND o.key_scope = 'queue'
             AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
         ORDER BY g.slot OFFSET n.nth - 1 LIMIT 1) END AS slot
       FROM (

@@ -201,20 +201,19 @@ export class State {
         .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || byId(a, b)).slice(0, limit)
       : []
     const inClaimOrder = (a: StoredRun, b: StoredRun) => b.priority - a.priority || a.runAt - b.runAt || byId(a, b)
-    // The limit governing each keyed run, the key's runs running now (slots or not: those that
-    // started before the limit count against it) and the slots they hold (`governingLimit`).
+    // The limit governing each keyed run, and the slots of its key held now: by running runs only
+    // (`governingLimit`; Postgres gives a slot back as its run stops running).
     const limitOf = (r: StoredRun) => r.concurrencyKey === null ? undefined : this.governingLimit(r)
     const sameKey = (r: StoredRun, scope: KeyLimits.KeyLimitScope) => (o: StoredRun) =>
       o.concurrencyKey === r.concurrencyKey && (scope === "kind" ? o.kind === r.kind : o.queue === r.queue)
-    const runningOfKey = (r: StoredRun, scope: KeyLimits.KeyLimitScope) =>
-      [...this.runs.values()].filter((o) => o.state === "running" && sameKey(r, scope)(o))
-    const heldSlots = (r: StoredRun, scope: KeyLimits.KeyLimitScope) => runningOfKey(r, scope).filter((o) => o.keyScope === scope)
+    const heldSlots = (r: StoredRun, scope: KeyLimits.KeyLimitScope) =>
+      [...this.runs.values()].filter((o) => o.state === "running" && o.keyScope === scope && sameKey(r, scope)(o))
     // A due run may start if it is among its key's first due runs (of its queue and kind) for the
     // slots free (`keyAdmitsDue`); a timed-out suspension if a slot is free.
     const admitsDue = (r: StoredRun) => {
       const limit = limitOf(r)
       if (limit === undefined) return true
-      const free = Math.max(0, limit.perKey - runningOfKey(r, limit.scope).length)
+      const free = Math.max(0, limit.perKey - heldSlots(r, limit.scope).length)
       const head = [...this.runs.values()]
         .filter((o) => o.state === "pending" && o.concurrencyKey === r.concurrencyKey && o.queue === r.queue && o.kind === r.kind && o.runAt <= now)
         .sort(inClaimOrder).slice(0, free)
@@ -222,7 +221,7 @@ export class State {
     }
     const admitsTimedOut = (r: StoredRun) => {
       const limit = limitOf(r)
-      return limit === undefined || runningOfKey(r, limit.scope).length < limit.perKey
+      return limit === undefined || heldSlots(r, limit.scope).length < limit.perKey
     }
     // Each class looks at no more than `scanPastLimit` runs past the limit (per queue, for due runs).
     const window = limit + KeyLimits.scanPastLimit
