@@ -459,16 +459,24 @@ class Claim extends Step {
     const expectation = shape(expected(m.store.claim(request)))
     const actual = shape(claimed)
     same(m, this.toString(), actual, expectation)
-    // Checked on the database directly, whatever the model says: a run admitted under a key
-    // leaves its key at most at each declared limit of its queue and kind.
+    // Checked on the database directly, whatever the model says: a run admitted under a key limit
+    // (its kind's, else its queue's) holds a slot below it, and no more runs of its key than the
+    // limit hold slots in that scope.
     const admitted = claimed.filter((r) => r.concurrencyKey !== null && r.via !== "expired")
     if (admitted.length > 0) {
+      const runs = real.sql(real.schema)
       const over = await must(real.sql<{ id: string }>`
-        SELECT r.id::text AS id FROM ${real.sql(real.schema)}.runs r
-        JOIN ${real.sql(real.schema)}.key_limits l ON (l.scope = 'queue' AND l.name = r.queue) OR (l.scope = 'kind' AND l.name = r.kind)
-        WHERE r.id = ANY(${admitted.map((r) => r.id)}::bigint[])
-          AND (SELECT count(*) FROM ${real.sql(real.schema)}.runs o WHERE o.state = 'running' AND o.concurrency_key = r.concurrency_key
-            AND (CASE l.scope WHEN 'queue' THEN o.queue ELSE o.kind END) = l.name) > l.per_key`)
+        SELECT r.id::text AS id FROM ${runs}.runs r
+        CROSS JOIN LATERAL (
+          SELECT CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope, coalesce(kl.per_key, ql.per_key) AS per_key
+          FROM (SELECT 1) AS one
+          LEFT JOIN ${runs}.key_limits kl ON kl.scope = 'kind' AND kl.name = r.kind
+          LEFT JOIN ${runs}.key_limits ql ON ql.scope = 'queue' AND ql.name = r.queue
+        ) g
+        WHERE r.id = ANY(${admitted.map((r) => r.id)}::bigint[]) AND g.per_key IS NOT NULL
+          AND (r.key_slot IS NULL OR r.key_scope <> g.scope OR r.key_slot >= g.per_key
+            OR (SELECT count(*) FROM ${runs}.runs o WHERE o.state = 'running' AND o.key_scope = g.scope
+              AND o.concurrency_key = r.concurrency_key AND (CASE g.scope WHEN 'kind' THEN o.kind = r.kind ELSE o.queue = r.queue END)) > g.per_key)`)
       expect(over, `${this.toString()} took runs over their key's limit; ${m.log.join("\n")}`).toEqual([])
     }
     for (const run of expectation) {
