@@ -17,15 +17,19 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
   (request.dueOnly === true ? claimDue(sql, s, request) : claimAll(sql, s, request)).pipe(
     // Another claim committed a slot of one of this claim's keys after this claim's snapshot was
     // taken: the unique index refused it, the statement wrote nothing, and the next attempt sees
-    // the slot taken. (Two claims of one key at the same moment: rare, as each passes over the
-    // runs the other has locked and the runs behind them.)
-    Effect.retry({ times: 10, while: slotTaken })
+    // the slot taken. Two claims each waiting on a slot the other is writing are a deadlock
+    // Postgres breaks by failing one: retried alike. (Both are rare: a claim passes over the runs
+    // another claim has locked and the runs of their keys behind them; only runs of one key in
+    // different queues or kinds can meet.)
+    Effect.retry({ times: 10, while: slotCollision })
   )
 
-const slotTaken = (error: unknown): boolean =>
-  (error as { _tag?: unknown })._tag === "SqlError" &&
-  (error as SqlError.SqlError).reason._tag === "UniqueViolation" &&
-  ["runs_key_slots_kind", "runs_key_slots_queue"].includes((error as { reason: { constraint?: string } }).reason.constraint ?? "")
+const slotCollision = (error: unknown): boolean => {
+  if ((error as { _tag?: unknown })._tag !== "SqlError") return false
+  const reason = (error as SqlError.SqlError).reason
+  return reason._tag === "DeadlockError" ||
+    (reason._tag === "UniqueViolation" && ["runs_key_slots_kind", "runs_key_slots_queue"].includes(reason.constraint ?? ""))
+}
 
 /**
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
