@@ -937,7 +937,7 @@ const commandsFor = (workers: number) =>
         weight: 1,
         arbitrary: fc.tuple(
           fc.constantFrom<[KeyLimits.KeyLimitScope, string]>(["kind", "job"], ["queue", "default"], ["queue", "other"]),
-          fc.option(fc.integer({ min: 1, max: 2 }), { freq: 4 })
+          fc.option(fc.integer({ min: 1, max: 3 }), { freq: 4 })
         ).map(([[scope, name], perKey]): Cmd => new SetKeyLimit(scope, name, perKey))
       },
       {

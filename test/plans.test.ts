@@ -73,7 +73,7 @@ describe("runtime plans", () => {
       assert.strictEqual(after.seq - before.seq, 0, "a runtime statement scanned runs sequentially")
     }))
 
-  it.live("keyed claims (their key_room lookups included) planned on a small store never scan runs sequentially once it holds a keyed backlog", () =>
+  it.live("keyed claims (their limit, slot and head lookups included) planned on a small store never scan runs sequentially once it holds a keyed backlog", () =>
     Effect.gen(function*() {
       const schema = freshSchema("plans_keys")
       const context = yield* Layer.build(storeLayer(schema, 2))

@@ -36,7 +36,7 @@ const slotCollision = (error: unknown): boolean => {
  * statement, so every branch still reaches its runs by index.
  */
 const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
-  sql`ARRAY(SELECT u.name FROM unnest(${request.queues as Array<string>}::text[]) AS u(name)
+  sql`ARRAY(SELECT DISTINCT u.name FROM unnest(${request.queues as Array<string>}::text[]) AS u(name)
     WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
 
 /**
@@ -71,37 +71,53 @@ const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =
     ) k ON true`)
 
 /**
- * Whether the due run `row` may start as far as its key goes: it has no limit, or it is among its
- * key's first due runs (of its queue and kind, in claim order) for the slots its key has free. So
- * a key's runs start in order, and a held-back run is passed over before it is locked.
+ * Where the due run `row` stands among its key's first due runs (of its queue and kind, in claim
+ * order), as many as its key has free slots (`p.place`, from 1); NULL when it is not among them or
+ * has no limit. A run may start only from there: a key's runs start in order, and a held-back run
+ * is passed over before it is locked.
  */
-const keyAdmitsDue = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
-  sql.literal(`(k.scope IS NULL OR k.running < k.per_key AND ${row}.id = ANY(ARRAY(
-      SELECT h.id FROM "${s.schema}".runs h
-      WHERE h.state = 'pending' AND h.concurrency_key = ${row}.concurrency_key AND h.queue = ${row}.queue AND h.kind = ${row}.kind
-        AND h.run_at <= now()
-      ORDER BY h.priority DESC, h.run_at, h.id
-      LIMIT greatest(k.per_key - k.running, 0))))`)
+const placeAmongDue = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
+  sql.literal(`LEFT JOIN LATERAL (
+      SELECT array_position(ARRAY(
+        SELECT h.id FROM "${s.schema}".runs h
+        WHERE h.state = 'pending' AND h.concurrency_key = ${row}.concurrency_key AND h.queue = ${row}.queue AND h.kind = ${row}.kind
+          AND h.run_at <= now()
+        ORDER BY h.priority DESC, h.run_at, h.id
+        LIMIT k.per_key - k.running), ${row}.id) AS place
+      -- Only the outer row here: nothing is read for a run without a limit or a full key.
+      WHERE k.scope IS NOT NULL AND k.running < k.per_key
+      OFFSET 0
+    ) p ON true`)
 
 /**
- * The candidates of `source` (ordered by `order`) with the slot each takes: the n-th candidate of
- * a key takes the n-th slot free below its limit; one that finds none is left out (a run without
- * a limit takes none). The slot is written with the claim, and the unique index on the running
- * runs' slots (migration 0010) refuses a slot another claim took since this one's snapshot.
+ * The candidates of `source` (ordered by `order`) with the slot each takes, those that find none
+ * left out (a run without a limit takes none). A key's slots are the numbers below its limit, less
+ * as many as runs still hold above it (a lowered limit), so that however many claims take them at
+ * once no more runs than the limit hold slots. A claim's runs of one key take the free slots from
+ * the place its first run holds among the key's due runs: claims that split a key's runs between
+ * them take different slots instead of colliding. The unique index on held slots (migration
+ * 0010) refuses a slot another claim took since this one's snapshot.
  */
 const slotted = (s: StoreSchema, source: string, order: string) =>
   `SELECT * FROM (
       SELECT n.*, CASE WHEN n.scope IS NULL THEN NULL ELSE (
-        SELECT g.slot FROM generate_series(0, n.per_key - 1) AS g(slot)
+        SELECT g.slot FROM generate_series(0, n.per_key - 1 - (CASE n.scope
+            WHEN 'kind' THEN (SELECT count(*) FROM "${s.schema}".runs o WHERE o.key_scope = 'kind'
+              AND o.kind = n.kind AND o.concurrency_key = n.concurrency_key AND o.key_slot >= n.per_key)
+            ELSE (SELECT count(*) FROM "${s.schema}".runs o WHERE o.key_scope = 'queue'
+              AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot >= n.per_key)
+          END)::integer) AS g(slot)
         WHERE NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'kind' AND o.key_scope = 'kind'
             AND o.kind = n.kind AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
           AND NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'queue' AND o.key_scope = 'queue'
             AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
-        ORDER BY g.slot OFFSET n.nth - 1 LIMIT 1) END AS slot
+        ORDER BY g.slot OFFSET n.nth + n.first_place - 2 LIMIT 1) END AS slot
       FROM (
-        SELECT a.*, row_number() OVER (
-          PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key ORDER BY ${order}) AS nth
+        SELECT a.*,
+          row_number() OVER key_runs AS nth,
+          min(a.place) OVER (PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key) AS first_place
         FROM ${source} a
+        WINDOW key_runs AS (PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key ORDER BY ${order})
       ) n
     ) x WHERE x.scope IS NULL OR x.slot IS NOT NULL`
 
@@ -129,9 +145,9 @@ const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest
             LIMIT ${request.limit + KeyLimits.scanPastLimit}
           ) w CROSS JOIN LATERAL (
             SELECT r.id, r.queue, r.kind, r.priority, r.run_at, r.concurrency_key,
-              r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, k.scope, k.per_key
-            FROM ${s.runs(sql)} r ${governingLimit(sql, s, "r")}
-            WHERE r.id = w.id AND r.state = 'pending' AND r.run_at <= now() AND ${keyAdmitsDue(sql, s, "r")}
+              r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, k.scope, k.per_key, p.place
+            FROM ${s.runs(sql)} r ${governingLimit(sql, s, "r")} ${placeAmongDue(sql, s, "r")}
+            WHERE r.id = w.id AND r.state = 'pending' AND r.run_at <= now() AND (k.scope IS NULL OR p.place IS NOT NULL)
             FOR UPDATE OF r SKIP LOCKED
           ) x
           LIMIT ${request.limit}
@@ -152,10 +168,10 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         -- A reclaimed run keeps the key slot it already holds: no admission.
         SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
           claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key,
-          NULL::text AS scope, NULL::integer AS per_key FROM ${runs}
+          NULL::text AS scope, NULL::integer AS per_key, NULL::integer AS place FROM ${runs}
         WHERE state = 'running' AND lease_expires_at <= now()
           AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
-        ORDER BY lease_expires_at LIMIT ${limit}
+        ORDER BY lease_expires_at, id LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), timed_out AS (
         -- A suspension that times out starts running again: it needs a slot of its key, as a due run.
@@ -163,10 +179,12 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
           SELECT id FROM ${runs}
           WHERE state = 'suspended' AND suspend_deadline <= now()
             AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
-          ORDER BY suspend_deadline LIMIT ${limit + KeyLimits.scanPastLimit}
+          ORDER BY suspend_deadline, id LIMIT ${limit + KeyLimits.scanPastLimit}
         ) w CROSS JOIN LATERAL (
           SELECT r.id, 1 AS origin, 0 AS priority, r.suspend_deadline AS due_at,
-            r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, r.queue, r.kind, r.concurrency_key, k.scope, k.per_key
+            r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, r.queue, r.kind, r.concurrency_key, k.scope, k.per_key,
+            -- No place in the due order: a timed-out suspension takes the first free slot.
+            1 AS place
           FROM ${runs} r ${governingLimit(sql, s, "r")}
           WHERE r.id = w.id AND r.state = 'suspended' AND r.suspend_deadline <= now() AND (k.scope IS NULL OR k.running < k.per_key)
           FOR UPDATE OF r SKIP LOCKED
@@ -174,7 +192,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         LIMIT ${limit}
       ), due AS (
         SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
-          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.queue, d.kind, d.concurrency_key, d.scope, d.per_key
+          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.queue, d.kind, d.concurrency_key, d.scope, d.per_key, d.place
         ${dueRows(sql, s, request)}
       ), candidates AS (
         -- Each group's own order is carried into the cut, so which rows of the last group make
@@ -242,7 +260,7 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     const rows = yield* sql<ClaimRow>`
       WITH candidates AS (
         SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt,
-          d.queue, d.kind, d.concurrency_key, d.scope, d.per_key
+          d.queue, d.kind, d.concurrency_key, d.scope, d.per_key, d.place
         ${dueRows(sql, s, request)}
       ), due AS (
         ${sql.literal(slotted(s, "candidates", "a.priority DESC, a.run_at, a.id"))}

@@ -210,15 +210,18 @@ export class State {
       [...this.runs.values()].filter((o) => o.state === "running" && o.keyScope === scope && sameKey(r, scope)(o))
     // A due run may start if it is among its key's first due runs (of its queue and kind) for the
     // slots free (`keyAdmitsDue`); a timed-out suspension if a slot is free.
-    const admitsDue = (r: StoredRun) => {
-      const limit = limitOf(r)
-      if (limit === undefined) return true
+    // Where a due run stands among its key's first due runs (of its queue and kind), as many as
+    // its key has free slots, from 1; undefined when it is not among them (`placeAmongDue`).
+    const placeAmongDue = (r: StoredRun): number | undefined => {
+      const limit = limitOf(r)!
       const free = Math.max(0, limit.perKey - heldSlots(r, limit.scope).length)
       const head = [...this.runs.values()]
         .filter((o) => o.state === "pending" && o.concurrencyKey === r.concurrencyKey && o.queue === r.queue && o.kind === r.kind && o.runAt <= now)
         .sort(inClaimOrder).slice(0, free)
-      return head.includes(r)
+      const place = head.indexOf(r)
+      return place < 0 ? undefined : place + 1
     }
+    const admitsDue = (r: StoredRun) => limitOf(r) === undefined || placeAmongDue(r) !== undefined
     const admitsTimedOut = (r: StoredRun) => {
       const limit = limitOf(r)
       return limit === undefined || heldSlots(r, limit.scope).length < limit.perKey
@@ -235,25 +238,39 @@ export class State {
         .filter(admitsDue).slice(0, limit)
     const due = [...new Set(request.queues)].flatMap(dueInQueue).sort(inClaimOrder).slice(0, limit)
     const candidates = [
-      ...expired.map((run) => ({ run, origin: 0 })),
-      ...timedOut.map((run) => ({ run, origin: 1 })),
-      ...due.map((run) => ({ run, origin: 2 }))
+      ...expired.map((run) => ({ run, origin: 0, place: undefined })),
+      // No place in the due order: a timed-out suspension takes the first free slot.
+      ...timedOut.map((run) => ({ run, origin: 1, place: 1 })),
+      ...due.map((run) => ({ run, origin: 2, place: limitOf(run) === undefined ? undefined : placeAmongDue(run) }))
     ].slice(0, limit)
-    // Slots (`slotted`): the n-th candidate of a key takes the n-th free slot; none left, left out.
-    // A reclaimed run keeps the slot it holds.
+    // Slots (`slotted`): a key's slots are the numbers below its limit less as many as runs hold
+    // above it (a lowered limit); a claim's runs of a key take the free ones from the place its
+    // first run holds among the key's due runs; one that finds none is left out. A reclaimed run
+    // keeps the slot it holds.
+    const groupOf = (run: StoredRun, scope: KeyLimits.KeyLimitScope) =>
+      `${scope}\u0000${scope === "kind" ? run.kind : run.queue}\u0000${run.concurrencyKey}`
+    const firstPlace = new Map<string, number>()
+    for (const { origin, place, run } of candidates) {
+      const governing = origin === 0 ? undefined : limitOf(run)
+      if (governing === undefined || place === undefined) continue
+      const group = groupOf(run, governing.scope)
+      firstPlace.set(group, Math.min(firstPlace.get(group) ?? place, place))
+    }
     const taken = new Map<string, number>()
     const picked: Array<{ run: StoredRun; origin: number; slot: { scope: KeyLimits.KeyLimitScope; slot: number } | null }> = []
     for (const { origin, run } of candidates) {
-      const limit = origin === 0 ? undefined : limitOf(run)
-      if (limit === undefined) {
+      const governing = origin === 0 ? undefined : limitOf(run)
+      if (governing === undefined) {
         picked.push({ run, origin, slot: null })
         continue
       }
-      const group = `${limit.scope}\u0000${limit.scope === "kind" ? run.kind : run.queue}\u0000${run.concurrencyKey}`
+      const group = groupOf(run, governing.scope)
       const nth = (taken.get(group) ?? 0) + 1
       taken.set(group, nth)
-      const slot = KeyLimits.freeSlot(new Set(heldSlots(run, limit.scope).map((o) => o.keySlot!)), limit.perKey, nth)
-      if (slot !== undefined) picked.push({ run, origin, slot: { scope: limit.scope, slot } })
+      const held = heldSlots(run, governing.scope).map((o) => o.keySlot!)
+      const above = held.filter((slot) => slot >= governing.perKey).length
+      const slot = KeyLimits.freeSlot(new Set(held), governing.perKey - above, nth + firstPlace.get(group)! - 1)
+      if (slot !== undefined) picked.push({ run, origin, slot: { scope: governing.scope, slot } })
     }
     const claimed: Array<ClaimedRun> = []
     for (const { origin, run, slot } of picked) {
