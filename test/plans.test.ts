@@ -91,7 +91,7 @@ describe("runtime plans", () => {
           return runs
         })
 
-      // Plans made small (key_room's queries too: plpgsql keeps a generic plan per connection).
+      // Plans made small (the runtime keeps one generic plan per statement and connection).
       yield* keyed(600, 50)
       for (let i = 0; i < 8; i++) yield* Effect.all([round(i % 2 === 1), round(i % 2 === 0)], { concurrency: 2 })
       // A keyed backlog: 1,000 keys, and one key with 500 runs ahead of everything else (fewer than a claim looks past its limit: KeyLimits.scanPastLimit).

@@ -9,11 +9,14 @@
  * still be running it), and the reclaim keeps it. A suspended run holds no lease and so no slot:
  * a resumed run is admitted again like any other.
  *
- * A run is governed by its kind's limit if its kind declares one, else by its queue's: the key's
- * running runs are counted among the runs of that kind (in any queue) or of that queue (of any
- * kind). A key no limit covers is not limited. Each running run governed by a limit holds one of
- * its key's numbered slots below the limit; a unique index on the slots of running runs makes the
- * limit exact across every worker, with no counter row.
+ * A run is governed by its kind's limit if its kind declares one, else by its queue's. A run that
+ * starts under a limit takes one of its key's numbered slots in that scope (of that kind in any
+ * queue, or of that queue among the kinds without a limit of their own) and gives it back as it
+ * stops running; a unique index on the held slots makes the limit exact across every worker, with
+ * no counter row. A key no limit covers is not limited. Limits count the runs that start under
+ * them: a run already running when a limit is declared holds none of its slots, and a reclaimed
+ * run keeps the slot it had (or none). When a limit is lowered, the runs above it finish and no
+ * run starts until the key is below the new limit.
  *
  * @since 0.1.0
  */

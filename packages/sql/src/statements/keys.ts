@@ -1,6 +1,6 @@
 /**
  * Per-key concurrency limits (`KeyLimits`): one row per queue or kind that declares one. The
- * claim reads them through `key_room` (migration 0010) for each keyed run it is about to take.
+ * claim reads them by primary key for each keyed run it looks at (`claim.ts` › `governingLimit`).
  */
 import { KeyLimits } from "@leasehold/core"
 import { Effect } from "effect"
