@@ -130,29 +130,50 @@ const slotted = (s: StoreSchema, source: string, order: string) =>
  * and sorts every due row on each claim: O(backlog) per claim.) Each queue contributes its first
  * unlocked rows up to the limit, so the overall first ones are among them.
  *
- * Runs their key holds back are passed over before they are locked (a row lock writes WAL), not
- * counted against the limit, so they do not block the runs behind them; and a claim looks at no
- * more than `KeyLimits.scanPastLimit` rows past its limit in each queue, so a claim its keys
- * cannot fill does not read the whole backlog. The window is read without locks, and each of its
- * rows is then locked by primary key, skipping rows other claims hold.
+ * When a key limit is declared for one of the claim's kinds or queues, runs their key holds back
+ * are passed over before they are locked (a row lock writes WAL), not counted against the limit,
+ * so they do not block the runs behind them; and a claim looks at no more than
+ * `KeyLimits.scanPastLimit` rows past its limit in each queue, so a claim its keys cannot fill
+ * does not read the whole backlog. That window is read without locks, and each of its rows is then
+ * locked by primary key, skipping rows other claims hold. When no limit is declared, none of this
+ * runs: the claim is the plain scan (measured: the keyed machinery cost unkeyed drains a third).
  */
-const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
-  sql`FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
-          SELECT x.* FROM (
-            SELECT id FROM ${s.runs(sql)}
-            WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
-            ORDER BY priority DESC, run_at, id
-            LIMIT ${request.limit + KeyLimits.scanPastLimit}
-          ) w CROSS JOIN LATERAL (
-            SELECT r.id, r.queue, r.kind, r.priority, r.run_at, r.concurrency_key,
-              r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, k.scope, k.per_key, p.place
-            FROM ${s.runs(sql)} r ${governingLimit(sql, s, "r")} ${placeAmongDue(sql, s, "r")}
-            WHERE r.id = w.id AND r.state = 'pending' AND r.run_at <= now() AND (k.scope IS NULL OR p.place IS NOT NULL)
-            FOR UPDATE OF r SKIP LOCKED
+const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) => {
+  const kinds = request.kinds as Array<string>
+  // Whether a key limit is declared for any of the claim's kinds or queues: an init plan, read
+  // once per statement, that switches between the two branches below (the other is not run).
+  const keyed = sql`(EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'kind' AND name = ANY(${kinds}::text[]))
+    OR EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[])))`
+  return sql`FROM (
+          -- No limit applies: one index scan per queue, locking as it goes (the claim before keys).
+          SELECT d.*, NULL::text AS scope, NULL::integer AS per_key, NULL::integer AS place
+          FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
+            SELECT id, queue, kind, priority, run_at, concurrency_key, claimed_by, claimed_at, claimed_fence, claimed_attempt
+            FROM ${s.runs(sql)}
+            WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${kinds}::text[]) AND NOT ${keyed}
+            ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
+            FOR UPDATE SKIP LOCKED
+          ) d
+          UNION ALL
+          -- A limit applies: keyed runs are admitted before they are locked, within a window.
+          SELECT x.* FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
+            SELECT x.* FROM (
+              SELECT id FROM ${s.runs(sql)}
+              WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${kinds}::text[]) AND ${keyed}
+              ORDER BY priority DESC, run_at, id
+              LIMIT ${request.limit + KeyLimits.scanPastLimit}
+            ) w CROSS JOIN LATERAL (
+              SELECT r.id, r.queue, r.kind, r.priority, r.run_at, r.concurrency_key,
+                r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, k.scope, k.per_key, p.place
+              FROM ${s.runs(sql)} r ${governingLimit(sql, s, "r")} ${placeAmongDue(sql, s, "r")}
+              WHERE r.id = w.id AND r.state = 'pending' AND r.run_at <= now() AND (k.scope IS NULL OR p.place IS NOT NULL)
+              FOR UPDATE OF r SKIP LOCKED
+            ) x
+            LIMIT ${request.limit}
           ) x
-          LIMIT ${request.limit}
         ) d
         ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${request.limit}`
+}
 
 /** Due, abandoned and timed-out runs, in that statement's order: expired leases first. */
 const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
