@@ -18,9 +18,9 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
     // Another claim committed a slot of one of this claim's keys after this claim's snapshot was
     // taken: the unique index refused it, the statement wrote nothing, and the next attempt sees
     // the slot taken. Two claims each waiting on a slot the other is writing are a deadlock
-    // Postgres breaks by failing one: retried alike. (Both are rare: a claim passes over the runs
-    // another claim has locked and the runs of their keys behind them; only runs of one key in
-    // different queues or kinds can meet.)
+    // Postgres breaks by failing one (after deadlock_timeout): retried alike. Claims that split a
+    // key's runs take different slots (`slotted`); they still meet on runs of one key in
+    // different queues or kinds, or when a run ahead was claimed between their snapshots.
     Effect.retry({ times: 10, while: slotCollision })
   )
 
@@ -123,7 +123,8 @@ const slotted = (s: StoreSchema, source: string, order: string) =>
 
 /**
  * The due runs of a claim, locked, as `d` (id, queue, kind, priority, run_at, claimed_*,
- * concurrency_key, scope, per_key), in claim order: the FROM clause both claims share.
+ * concurrency_key, and for a run under a key limit its scope, per_key and place), in claim order:
+ * the FROM clause both claims share.
  *
  * One index scan per queue with queue = q.name: runs_due (queue, priority DESC, run_at, id) then
  * yields rows already in claim order and stops at the limit. (With queue = ANY(...) Postgres reads
