@@ -2,7 +2,7 @@
  * `leasehold runs list` and `leasehold runs show <id>`: what is in the store, newest first, and one
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
-import { RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
+import { KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
@@ -162,9 +162,13 @@ const show = Command.make("show", {
       { migrate: false }
     )
     const history = RunHistory.fromEvents(events)
-    // The limits its key is counted under: its queue's and its kind's.
-    const keyLimits = limits.filter((l) => l.name === (l.scope === "queue" ? run.queue : run.kind))
-      .map((l) => ({ scope: l.scope, name: l.name, perKey: l.perKey }))
+    // The limit its key is counted under (`KeyLimits.governing`: its kind's, else its queue's).
+    const declared = (scope: KeyLimits.KeyLimitScope) =>
+      limits.find((l) => l.scope === scope && l.name === (scope === "queue" ? run.queue : run.kind))?.perKey
+    const governing = KeyLimits.governing({ kind: declared("kind"), queue: declared("queue") })
+    const keyLimits = governing === undefined
+      ? []
+      : [{ scope: governing.scope, name: governing.scope === "queue" ? run.queue : run.kind, perKey: governing.perKey }]
     if (flags.json) {
       return yield* Output.json({ run: { ...RunJson.run(run), keyLimits }, ...historyJson(history), events: events.map(RunJson.event) })
     }
@@ -176,9 +180,9 @@ const show = Command.make("show", {
       ...(run.concurrencyKey === null ? [] : [[
         "key",
         `${run.concurrencyKey} (${
-          keyLimits.length === 0
+          keyLimits[0] === undefined
             ? "no limit declared"
-            : keyLimits.map((l) => `at most ${l.perKey} running per key in ${l.scope} ${l.name}`).join("; ")
+            : `at most ${keyLimits[0].perKey} running per key in ${keyLimits[0].scope} ${keyLimits[0].name}`
         })`
       ] as const]),
       ...(run.leaseOwner === null ? [] : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),

@@ -113,11 +113,9 @@ const slotted = (s: StoreSchema, source: string, order: string) =>
             AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
         ORDER BY g.slot OFFSET n.nth + n.first_place - 2 LIMIT 1) END AS slot
       FROM (
-        SELECT a.*,
-          row_number() OVER key_runs AS nth,
-          min(a.place) OVER (PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key) AS first_place
+        SELECT a.*, row_number() OVER (key_runs ORDER BY ${order}) AS nth, min(a.place) OVER key_runs AS first_place
         FROM ${source} a
-        WINDOW key_runs AS (PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key ORDER BY ${order})
+        WINDOW key_runs AS (PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key)
       ) n
     ) x WHERE x.scope IS NULL OR x.slot IS NOT NULL`
 

@@ -221,7 +221,6 @@ export class State {
       const place = head.indexOf(r)
       return place < 0 ? undefined : place + 1
     }
-    const admitsDue = (r: StoredRun) => limitOf(r) === undefined || placeAmongDue(r) !== undefined
     const admitsTimedOut = (r: StoredRun) => {
       const limit = limitOf(r)
       return limit === undefined || heldSlots(r, limit.scope).length < limit.perKey
@@ -233,15 +232,17 @@ export class State {
         .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, window)
         .filter(admitsTimedOut).slice(0, limit)
       : []
+    // Each due run with its place (none without a limit); one under a limit without a place waits.
     const dueInQueue = (queue: string) =>
       all.filter((r) => r.queue === queue && r.state === "pending" && r.runAt <= now).sort(inClaimOrder).slice(0, window)
-        .filter(admitsDue).slice(0, limit)
-    const due = [...new Set(request.queues)].flatMap(dueInQueue).sort(inClaimOrder).slice(0, limit)
+        .map((run) => ({ run, place: limitOf(run) === undefined ? undefined : placeAmongDue(run) }))
+        .filter(({ place, run }) => place !== undefined || limitOf(run) === undefined).slice(0, limit)
+    const due = [...new Set(request.queues)].flatMap(dueInQueue).sort((a, b) => inClaimOrder(a.run, b.run)).slice(0, limit)
     const candidates = [
       ...expired.map((run) => ({ run, origin: 0, place: undefined })),
       // No place in the due order: a timed-out suspension takes the first free slot.
       ...timedOut.map((run) => ({ run, origin: 1, place: 1 })),
-      ...due.map((run) => ({ run, origin: 2, place: limitOf(run) === undefined ? undefined : placeAmongDue(run) }))
+      ...due.map(({ place, run }) => ({ run, origin: 2, place }))
     ].slice(0, limit)
     // Slots (`slotted`): a key's slots are the numbers below its limit less as many as runs hold
     // above it (a lowered limit); a claim's runs of a key take the free ones from the place its
