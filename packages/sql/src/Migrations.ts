@@ -202,6 +202,35 @@ const keyConcurrency = (s: string): ReadonlyArray<string> => [
   )`
 ]
 
+// Durable Effect workflows (issue 14, docs/adr/0015-workflow-engine.md): a workflow execution is
+// a run (its idempotency key names the execution); what its replays must find again lives beside
+// it, keyed by that same execution key, so a deferred can be completed before its run exists.
+// Activity results are written under the holder's fence; deferreds and clocks are first-write-wins.
+const workflows = (s: string): ReadonlyArray<string> => [
+  `CREATE TABLE "${s}".workflow_activities (
+    execution text NOT NULL,
+    activity text NOT NULL,
+    attempt integer NOT NULL,
+    fence bigint NOT NULL,
+    exit jsonb NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (execution, activity, attempt)
+  )`,
+  `CREATE TABLE "${s}".workflow_deferreds (
+    execution text NOT NULL,
+    name text NOT NULL,
+    exit jsonb NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (execution, name)
+  )`,
+  `CREATE TABLE "${s}".workflow_clocks (
+    execution text NOT NULL,
+    deferred text NOT NULL,
+    wake_at timestamptz NOT NULL,
+    PRIMARY KEY (execution, deferred)
+  )`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -238,7 +267,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0007_hot_lease_renewal": statements(hotLeaseRenewal(store.schema)),
       "0008_paused_queues": statements(pausedQueues(store.schema)),
       "0009_schedules": statements(schedules(store.schema)),
-      "0010_key_concurrency": statements(keyConcurrency(store.schema))
+      "0010_key_concurrency": statements(keyConcurrency(store.schema)),
+      "0011_workflows": statements(workflows(store.schema))
     }))
   })
 })

@@ -25,6 +25,10 @@ export interface StoreSchema {
   /** Schedules: their definitions and next ticks. */
   readonly schedules: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly keyLimits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Workflow journals: activity results, deferred outcomes and durable clocks, by execution. */
+  readonly workflowActivities: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly workflowDeferreds: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly workflowClocks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The whole history: stored rows plus what each run row records (current claim, completion). */
   readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
@@ -58,6 +62,9 @@ const derive = (schema: string): StoreSchema => {
     history: (sql) => sql.literal(`"${schema}".run_history`),
     pausedQueues: (sql) => sql.literal(`"${schema}".paused_queues`),
     schedules: (sql) => sql.literal(`"${schema}".schedules`),
-    keyLimits: (sql) => sql.literal(`"${schema}".key_limits`)
+    keyLimits: (sql) => sql.literal(`"${schema}".key_limits`),
+    workflowActivities: (sql) => sql.literal(`"${schema}".workflow_activities`),
+    workflowDeferreds: (sql) => sql.literal(`"${schema}".workflow_deferreds`),
+    workflowClocks: (sql) => sql.literal(`"${schema}".workflow_clocks`)
   }
 }

@@ -1,0 +1,84 @@
+/**
+ * The Postgres journal behind `@leasehold/workflow`'s engine: activity results under the holder's
+ * fence, deferred outcomes and durable clocks, and the wake that resumes a suspended execution.
+ * It lives in the store's schema (migration `0011_workflows`); build it beside `PgRunStore`.
+ *
+ * @since 0.1.0
+ */
+import type { FenceRejected, LeaseKey, LeaseNotHeld, RunNotFound, StoreError } from "@leasehold/core"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, type Option } from "effect"
+import * as StoreErrors from "./StoreErrors.js"
+import * as StoreSchema from "./StoreSchema.js"
+import * as statements from "./statements/workflow.js"
+
+/** @category models */
+export type ExecutionRun = statements.ExecutionRun
+
+/** What a wake did: resumed a suspended run, left a signal for a running one, or nothing. @category models */
+export type Wake = statements.Wake
+
+/** The signal a holder of `fence` suspends on, and a wake leaves for it. @category naming */
+export const wakeSignal = statements.wakeSignal
+
+/** @category services */
+export class WorkflowJournal extends Context.Service<WorkflowJournal, {
+  /** The run of an execution (by its key), if it was ever started. */
+  readonly execution: (execution: string) => Effect.Effect<Option.Option<ExecutionRun>, StoreError>
+  readonly activityResult: (execution: string, activity: string, attempt: number) => Effect.Effect<Option.Option<unknown>, StoreError>
+  /**
+   * Records an activity's result (an encoded `Exit`) under the holder's fence and returns the
+   * result that stands: this one, or the one an earlier holder recorded first.
+   */
+  readonly recordActivity: (
+    lease: LeaseKey,
+    execution: string,
+    activity: string,
+    attempt: number,
+    exit: unknown
+  ) => Effect.Effect<unknown, FenceRejected | LeaseNotHeld | RunNotFound | StoreError>
+  /** A deferred's outcome, or `"clockDue"` when it is a durable clock whose deadline has passed. */
+  readonly deferredResult: (
+    execution: string,
+    name: string
+  ) => Effect.Effect<Option.Option<{ readonly exit: unknown } | "clockDue">, StoreError>
+  /** Records a deferred's outcome (the first stands) and wakes its execution; false when done already. */
+  readonly deferredDone: (execution: string, name: string, exit: unknown) => Effect.Effect<boolean, StoreError>
+  /** Wakes an execution: resumes its run if suspended, or makes its holder's next suspension return. */
+  readonly wake: (execution: string, reason: string) => Effect.Effect<Wake, StoreError>
+  /** Takes the wake left for this holder (see `wake`). */
+  readonly consumeWake: (lease: LeaseKey) => Effect.Effect<void, FenceRejected | LeaseNotHeld | RunNotFound | StoreError>
+  readonly scheduleClock: (execution: string, deferred: string, durationMs: number) => Effect.Effect<void, StoreError>
+  /** Milliseconds to the earliest clock of the execution that has not fired, by the database's clock. */
+  readonly nextClock: (execution: string) => Effect.Effect<Option.Option<number>, StoreError>
+}>()("@leasehold/sql/WorkflowJournal") {}
+
+/** @category models */
+export interface WorkflowJournalOptions {
+  /** The store's Postgres schema. Default `leasehold`. */
+  readonly schema?: string | undefined
+}
+
+/** Builds the journal over the PgClient in context. @category constructors */
+export const make = Effect.fnUntraced(function*(options: WorkflowJournalOptions = {}) {
+  const sql = yield* PgClient.PgClient
+  const s = yield* Effect.fromResult(StoreSchema.validate(options.schema))
+  const refail = StoreErrors.refail
+  return WorkflowJournal.of({
+    execution: (execution) => refail("workflow execution")(statements.executionRun(sql, s, execution)),
+    activityResult: (execution, activity, attempt) =>
+      refail("activity result")(statements.activityResult(sql, s, execution, activity, attempt)),
+    recordActivity: (lease, execution, activity, attempt, exit) =>
+      refail("record activity")(statements.recordActivity(sql, s, lease, execution, activity, attempt, exit)),
+    deferredResult: (execution, name) => refail("deferred result")(statements.deferredResult(sql, s, execution, name)),
+    deferredDone: (execution, name, exit) => refail("deferred done")(statements.deferredDone(sql, s, execution, name, exit)),
+    wake: (execution, reason) => refail("wake")(statements.wake(sql, s, execution, reason)),
+    consumeWake: (lease) => refail("wake")(statements.consumeWake(sql, s, lease)),
+    scheduleClock: (execution, deferred, durationMs) =>
+      refail("schedule clock")(statements.scheduleClock(sql, s, execution, deferred, durationMs)),
+    nextClock: (execution) => refail("next clock")(statements.nextClock(sql, s, execution))
+  })
+})
+
+/** @category layers */
+export const layer = (options: WorkflowJournalOptions = {}) => Layer.effect(WorkflowJournal, make(options))

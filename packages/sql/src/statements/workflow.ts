@@ -1,0 +1,174 @@
+/**
+ * The workflow journal (docs/adr/0015-workflow-engine.md): what a workflow's replays find again.
+ * An execution is a run, named by its idempotency key (`execution` below). Activity results are
+ * written under the holder's fence; deferred outcomes and clock deadlines are first-write-wins.
+ * A wake resumes the execution's run when it is suspended, and otherwise leaves a signal its
+ * holder's next suspension finds, in one transaction holding the run's row.
+ */
+import type { LeaseKey, RunState } from "@leasehold/core"
+import { Effect, Option } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { StoreSchema } from "../StoreSchema.js"
+import { resumeWhere } from "./admin.js"
+import { diagnose, toError } from "./guarded.js"
+
+/** The run of an execution, as a poll or a wake sees it. */
+export interface ExecutionRun {
+  readonly runId: string
+  readonly state: RunState
+  readonly fence: number
+  readonly result: unknown
+  readonly error: unknown
+}
+
+/** What a wake did to the execution's run. */
+export type Wake = "resumed" | "signalled" | "none"
+
+/** The name of the signal a holder of `fence` suspends on, and a wake leaves for it. */
+export const wakeSignal = (fence: number) => `wake/${fence}`
+
+export const executionRun = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
+  Effect.map(
+    sql<{ id: string; state: RunState; fence: string; result: unknown; error: unknown }>`
+      SELECT id::text AS id, state, fence::text AS fence, result, error FROM ${s.runs(sql)}
+      WHERE idempotency_key = ${execution}`,
+    (rows) =>
+      Option.map(Option.fromNullishOr(rows[0]), (row): ExecutionRun => ({
+        runId: row.id,
+        state: row.state,
+        fence: Number(row.fence),
+        result: row.result,
+        error: row.error
+      }))
+  )
+
+export const activityResult = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, activity: string, attempt: number) =>
+  Effect.map(
+    sql<{ exit: unknown }>`
+      SELECT exit FROM ${s.workflowActivities(sql)}
+      WHERE execution = ${execution} AND activity = ${activity} AND attempt = ${attempt}`,
+    (rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => row.exit)
+  )
+
+/**
+ * Records an activity's result under the holder's fence and returns the result that stands: this
+ * one, or one an earlier holder recorded first. The holder's row is locked in share mode, so a
+ * claim that would supersede it waits for this transaction, and a holder superseded first records
+ * nothing (`FenceRejected`).
+ */
+export const recordActivity = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  lease: LeaseKey,
+  execution: string,
+  activity: string,
+  attempt: number,
+  exit: unknown
+) =>
+  Effect.gen(function*() {
+    const rows = yield* sql<{ exit: unknown }>`
+      WITH holder AS (
+        SELECT id FROM ${s.runs(sql)}
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
+        FOR SHARE
+      ), recorded AS (
+        INSERT INTO ${s.workflowActivities(sql)} (execution, activity, attempt, fence, exit)
+        SELECT ${execution}, ${activity}, ${attempt}, ${lease.fence}::bigint, ${JSON.stringify(exit)}::jsonb FROM holder
+        ON CONFLICT (execution, activity, attempt) DO NOTHING
+        RETURNING exit
+      )
+      SELECT exit FROM recorded
+      UNION ALL
+      SELECT a.exit FROM ${s.workflowActivities(sql)} a, holder
+      WHERE a.execution = ${execution} AND a.activity = ${activity} AND a.attempt = ${attempt}`
+    if (rows.length > 0) return rows[0]!.exit
+    // Not the holder, or a result recorded by a transaction this statement's snapshot predates.
+    const stored = yield* activityResult(sql, s, execution, activity, attempt)
+    const [diagnosis] = yield* diagnose(sql, s, "activity", [lease])
+    if (diagnosis!.stored === diagnosis!.presented && diagnosis!.state === "running" && Option.isSome(stored)) return stored.value
+    return yield* Effect.fail(toError("activity", diagnosis!))
+  })
+
+/**
+ * A deferred's outcome, or a clock's deadline passed by the database's clock (`clockDue`: the
+ * clock's deferred is done without anyone completing it).
+ */
+export const deferredResult = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, name: string) =>
+  Effect.map(
+    sql<{ exit: unknown; clock_due: boolean }>`
+      SELECT exit, false AS clock_due FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ${name}
+      UNION ALL
+      SELECT NULL, true FROM ${s.workflowClocks(sql)}
+      WHERE execution = ${execution} AND deferred = ${name} AND wake_at <= now()
+      LIMIT 1`,
+    (rows): Option.Option<{ readonly exit: unknown } | "clockDue"> =>
+      rows.length === 0 ? Option.none() : Option.some(rows[0]!.clock_due ? "clockDue" : { exit: rows[0]!.exit })
+  )
+
+/**
+ * Wakes the execution's run, holding its row: resumed when suspended; when running, a signal
+ * `wake/<fence>` is left that makes its holder's next suspension return at once. A pending run
+ * needs nothing (its next claim replays), nor does a finished one.
+ */
+const wakeLocked = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, reason: string) =>
+  Effect.gen(function*() {
+    const [run] = yield* sql<{ id: string; state: RunState; fence: string }>`
+      SELECT id::text AS id, state, fence::text AS fence FROM ${s.runs(sql)} WHERE idempotency_key = ${execution} FOR UPDATE`
+    if (run === undefined) return "none" satisfies Wake as Wake
+    const payload = JSON.stringify({ wake: reason })
+    if (run.state === "suspended") {
+      yield* resumeWhere(sql, s, sql`id = ${run.id}::bigint`, payload)
+      return "resumed" satisfies Wake as Wake
+    }
+    if (run.state !== "running") return "none" satisfies Wake as Wake
+    const signal = wakeSignal(Number(run.fence))
+    yield* sql`
+      UPDATE ${s.runs(sql)} SET signals = signals || jsonb_build_object(${signal}::text,
+        jsonb_build_object('_tag', 'Signalled', 'payload', ${payload}::jsonb)), updated_at = now()
+      WHERE id = ${run.id}::bigint`
+    return "signalled" satisfies Wake as Wake
+  })
+
+export const wake = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, reason: string) =>
+  sql.withTransaction(wakeLocked(sql, s, execution, reason))
+
+/** Records a deferred's outcome (the first stands) and wakes its run; false when it was done already. */
+export const deferredDone = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, name: string, exit: unknown) =>
+  sql.withTransaction(Effect.gen(function*() {
+    const inserted = yield* sql`
+      INSERT INTO ${s.workflowDeferreds(sql)} (execution, name, exit) VALUES (${execution}, ${name}, ${JSON.stringify(exit)}::jsonb)
+      ON CONFLICT (execution, name) DO NOTHING RETURNING name`
+    if (inserted.length === 0) return false
+    yield* wakeLocked(sql, s, execution, name)
+    return true
+  }))
+
+/** Takes a wake left for this holder, under its fence, so its next suspension waits again. */
+export const consumeWake = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey) =>
+  Effect.gen(function*() {
+    const rows = yield* sql`
+      UPDATE ${s.runs(sql)} SET signals = signals - ${wakeSignal(lease.fence)}::text, updated_at = now()
+      WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
+      RETURNING id`
+    if (rows.length > 0) return
+    const [diagnosis] = yield* diagnose(sql, s, "wake", [lease])
+    return yield* Effect.fail(toError("wake", diagnosis!))
+  })
+
+/** A clock's deadline, counted by the database from now; the first schedule of a clock stands. */
+export const scheduleClock = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, deferred: string, durationMs: number) =>
+  sql`
+    INSERT INTO ${s.workflowClocks(sql)} (execution, deferred, wake_at)
+    VALUES (${execution}, ${deferred}, now() + ${durationMs}::float8 * interval '1 millisecond')
+    ON CONFLICT (execution, deferred) DO NOTHING`.pipe(Effect.asVoid)
+
+/** Milliseconds until the execution's earliest clock whose deferred is not done, by the database's clock. */
+export const nextClock = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
+  Effect.map(
+    sql<{ ms: number | null }>`
+      SELECT (extract(epoch FROM min(c.wake_at) - now()) * 1000)::float8 AS ms
+      FROM ${s.workflowClocks(sql)} c
+      WHERE c.execution = ${execution} AND NOT EXISTS (
+        SELECT 1 FROM ${s.workflowDeferreds(sql)} d WHERE d.execution = c.execution AND d.name = c.deferred)`,
+    (rows) => Option.fromNullishOr(rows[0]?.ms ?? null)
+  )

@@ -1,0 +1,343 @@
+/**
+ * A `WorkflowEngine` (Effect's `effect/workflow`) whose executions are Leasehold runs
+ * (docs/adr/0015-workflow-engine.md):
+ * - an execution is a run of kind `workflow/<name>`, idempotent by its execution id, claimed,
+ *   heartbeated and fenced like any other run, by the same `Worker.run`;
+ * - an activity's result is recorded under the holder's fence; later replays read it back, and a
+ *   superseded holder's result is refused (`FenceRejected`), never stored;
+ * - a workflow that waits (a deferred, a durable clock, a child workflow) suspends its run: no
+ *   lease, no heartbeat, no worker slot. Completing the deferred, the clock's deadline by the
+ *   database's clock, or the child's completion resumes it under a higher fence, and it replays.
+ *
+ * @since 0.1.0
+ */
+import {
+  Fence,
+  FenceRejected,
+  Handler,
+  InvalidPayload,
+  LeaseNotHeld,
+  leaseKey,
+  Run,
+  RunNotFound,
+  RunStore,
+  StoreError,
+  Worker
+} from "@leasehold/core"
+import { WorkflowJournal } from "@leasehold/sql"
+import { Cause, Context, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
+import { ClusterSchema } from "effect/cluster"
+import { SqlClient } from "effect/sql"
+import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
+
+/** The run kind of a workflow's executions. @category naming */
+export const kindOf = (workflowName: string): string => `workflow/${workflowName}`
+
+/** The key naming an execution: its run's idempotency key, and its journal's key. @category naming */
+export const executionKey = (workflowName: string, executionId: string): string => `workflow/${workflowName}/${executionId}`
+
+/** The deferred an `interrupt` completes (the name Effect's cluster engine uses). @category naming */
+export const InterruptSignal = DurableDeferred.make("Workflow/InterruptSignal")
+
+/** @category models */
+export interface LeaseholdWorkflowsOptions {
+  /** The queue executions are enqueued on. Default `default`. */
+  readonly queue?: string | undefined
+  /** The store's Postgres schema (for the journal). Default `leasehold`. */
+  readonly schema?: string | undefined
+  /** Attempts an execution may crash through (suspensions do not count). Default the store's (5). */
+  readonly maxAttempts?: number | undefined
+}
+
+/** The registered workflows, as handlers for `Worker.run`. @category services */
+export class WorkflowHandlers extends Context.Service<WorkflowHandlers, {
+  /** One handler per workflow registered so far (registration happens as layers build). */
+  readonly handlers: () => ReadonlyArray<Handler.Handler>
+  readonly queue: string
+}>()("@leasehold/workflow/WorkflowHandlers") {}
+
+// The run's payload: the workflow's payload as JSON, and the parent execution a child wakes.
+const ExecutionPayload = Schema.Struct({
+  executionId: Schema.String,
+  payload: Schema.Unknown,
+  parent: Schema.optional(Schema.String)
+})
+type ExecutionPayload = typeof ExecutionPayload.Type
+
+// Exits whose values are already encoded (activities, deferreds) as JSON.
+const EncodedExit = Schema.toCodecJson(
+  Schema.Exit(Schema.Union([Schema.Undefined, Schema.Any]), Schema.Union([Schema.Undefined, Schema.Any]), Schema.Defect())
+)
+const encodeExit = Schema.encodeSync(EncodedExit) as (exit: Exit.Exit<unknown, unknown>) => unknown
+const decodeExit = Schema.decodeUnknownSync(EncodedExit) as (json: unknown) => Exit.Exit<unknown, unknown>
+
+const resultCodec = (workflow: Workflow.Any) =>
+  Schema.toCodecJson(Workflow.Result({
+    success: (workflow as Workflow.AnyWithProps).successSchema,
+    error: (workflow as Workflow.AnyWithProps).errorSchema
+  })) as unknown as Schema.Codec<Workflow.Result<unknown, unknown>, unknown>
+
+/** A fault of the store or the lease inside a replay: the run's, never the workflow's outcome. */
+type RunFault = FenceRejected | LeaseNotHeld | RunNotFound | StoreError
+const isRunFault = (u: unknown): u is RunFault =>
+  u instanceof FenceRejected || u instanceof LeaseNotHeld || u instanceof RunNotFound || u instanceof StoreError
+const runFaultOf = (cause: Cause.Cause<unknown>): RunFault | undefined => {
+  for (const reason of cause.reasons) {
+    if (reason._tag === "Die" && isRunFault(reason.defect)) return reason.defect
+    if (reason._tag === "Fail" && isRunFault(reason.error)) return reason.error
+  }
+  return undefined
+}
+// Inside the engine's never-failing operations a store or lease fault becomes a defect the run's
+// handler recognizes (`runFaultOf`) and fails with, so it never becomes the workflow's result.
+const orFault = <A, R>(effect: Effect.Effect<A, RunFault, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
+
+type Registered = {
+  readonly workflow: Workflow.Any
+  readonly execute: (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
+}
+
+/** Builds the engine over the `RunStore` and PgClient in context. @category constructors */
+export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptions = {}) {
+  const store = yield* RunStore
+  const journal = yield* WorkflowJournal.make({ schema: options.schema })
+  const queue = options.queue ?? "default"
+  const registered = new Map<string, Registered>()
+
+  /** The execution's outcome as the store has it: none while it has not finished or suspended. */
+  const currentResult = (workflow: Workflow.Any, key: string) =>
+    Effect.gen(function*() {
+      const run = yield* orFault(journal.execution(key))
+      if (Option.isNone(run)) return Option.none<Workflow.Result<unknown, unknown>>()
+      const { state, result, error } = run.value
+      switch (state) {
+        case "completed":
+          return Option.some(
+            yield* Effect.orDie(Schema.decodeUnknownEffect(resultCodec(workflow))(result) as Effect.Effect<Workflow.Result<unknown, unknown>, Schema.SchemaError>)
+          )
+        case "failed":
+          return Option.some(new Workflow.Complete({ exit: Exit.die(error) }) as Workflow.Result<unknown, unknown>)
+        case "cancelled":
+          return Option.some(new Workflow.Complete({ exit: Exit.interrupt() }) as Workflow.Result<unknown, unknown>)
+        case "suspended":
+          return Option.some(new Workflow.Suspended({}) as Workflow.Result<unknown, unknown>)
+        default:
+          return Option.none<Workflow.Result<unknown, unknown>>()
+      }
+    })
+
+  const untilSettled = <A>(check: Effect.Effect<Option.Option<A>>) =>
+    Effect.gen(function*() {
+      let delayMs = 20
+      while (true) {
+        const settled = yield* check
+        if (Option.isSome(settled)) return settled.value
+        yield* Effect.sleep(Duration.millis(delayMs))
+        delayMs = Math.min(delayMs * 2, 500)
+      }
+    })
+
+  const interruptPending = (key: string) =>
+    Effect.map(orFault(journal.deferredResult(key, InterruptSignal.name)), Option.isSome)
+
+  const engine: WorkflowEngine.WorkflowEngine["Service"] = WorkflowEngine.makeUnsafe({
+    register: (workflow, execute) => Effect.sync(() => void registered.set(workflow._tag, { workflow, execute })),
+
+    execute: Effect.fnUntraced(function*(workflow, request) {
+      const key = executionKey(workflow._tag, request.executionId)
+      const payload = yield* Effect.orDie(
+        Schema.encodeUnknownEffect(Schema.toCodecJson(workflow.payloadSchema))(request.payload) as Effect.Effect<unknown, Schema.SchemaError>
+      )
+      const parent = request.parent !== undefined && request.detached !== true
+        ? executionKey(request.parent.workflow._tag, request.parent.executionId)
+        : undefined
+      yield* Effect.orDie(store.enqueue([{
+        kind: kindOf(workflow._tag),
+        queue,
+        idempotencyKey: key,
+        maxAttempts: options.maxAttempts,
+        payload: { executionId: request.executionId, payload, ...(parent === undefined ? {} : { parent }) }
+      }]))
+      if (request.discard) return undefined as any
+      // A parent replays rather than waits: the child's completion wakes it.
+      if (request.parent !== undefined) {
+        return Option.getOrElse(yield* currentResult(workflow, key), () => new Workflow.Suspended({})) as any
+      }
+      return (yield* untilSettled(currentResult(workflow, key))) as any
+    }),
+
+    awaitComplete: (workflow, executionId) =>
+      untilSettled(Effect.map(
+        currentResult(workflow, executionKey(workflow._tag, executionId)),
+        Option.filter((result) => result._tag === "Complete")
+      )).pipe(Effect.asVoid),
+
+    poll: (workflow, executionId) => currentResult(workflow, executionKey(workflow._tag, executionId)),
+
+    interrupt: (workflow, executionId) =>
+      Effect.gen(function*() {
+        const key = executionKey(workflow._tag, executionId)
+        const run = yield* orFault(journal.execution(key))
+        if (Option.isNone(run) || ["completed", "failed", "cancelled"].includes(run.value.state)) return
+        yield* orFault(journal.deferredDone(key, InterruptSignal.name, encodeExit(Exit.void)))
+      }),
+
+    interruptUnsafe: (workflow, executionId) =>
+      Effect.gen(function*() {
+        const run = yield* orFault(journal.execution(executionKey(workflow._tag, executionId)))
+        if (Option.isNone(run)) return
+        // Cancelling advances the fence: a holder's writes from now on are refused.
+        yield* store.cancel(run.value.runId).pipe(Effect.catchTag("InvalidTransition", () => Effect.void), Effect.orDie)
+      }),
+
+    resume: (workflow, executionId) => Effect.asVoid(orFault(journal.wake(executionKey(workflow._tag, executionId), "resume"))),
+
+    activityExecute: Effect.fnUntraced(function*(activity, attempt) {
+      const instance = yield* WorkflowEngine.WorkflowInstance
+      const key = executionKey(instance.workflow._tag, instance.executionId)
+      const stored = yield* orFault(journal.activityResult(key, activity.name, attempt))
+      if (Option.isSome(stored)) return new Workflow.Complete({ exit: decodeExit(stored.value) })
+      // A pending interrupt replays only to rebuild compensations: no new activity starts.
+      if (!instance.interrupted && (yield* interruptPending(key))) return new Workflow.Suspended({})
+      const fence = yield* Effect.serviceOption(Fence)
+      if (Option.isNone(fence)) {
+        return yield* Effect.die(new Error(`activity ${activity.name} ran outside a Leasehold run: no Fence`))
+      }
+      const lease = leaseKey(fence.value)
+      const activityInstance = WorkflowEngine.WorkflowInstance.initial(instance.workflow, instance.executionId)
+      activityInstance.interrupted = instance.interrupted
+      const runAndRecord = Effect.gen(function*() {
+        const result = yield* activity.executeEncoded.pipe(
+          Workflow.intoResult,
+          Effect.provideService(WorkflowEngine.WorkflowInstance, activityInstance),
+          Effect.provideService(Activity.CurrentAttempt, attempt)
+        )
+        // Only completed results are kept: a suspended activity runs again on the next replay.
+        if (result._tag === "Suspended") return result
+        const recorded = yield* journal.recordActivity(lease, key, activity.name, attempt, encodeExit(result.exit))
+        return new Workflow.Complete({ exit: decodeExit(recorded) }) as Workflow.Result<unknown, unknown>
+      })
+      // An activity annotated `WithTransaction` commits its own SQL writes and its result together.
+      if (Context.get(activity.annotations, ClusterSchema.WithTransaction)) {
+        const sql = yield* SqlClient.SqlClient
+        return yield* orFault(Effect.mapError(sql.withTransaction(runAndRecord), toRunFault))
+      }
+      return yield* orFault(runAndRecord)
+    }),
+
+    deferredResult: Effect.fnUntraced(function*(deferred) {
+      const instance = yield* WorkflowEngine.WorkflowInstance
+      const found = yield* orFault(journal.deferredResult(executionKey(instance.workflow._tag, instance.executionId), deferred.name))
+      if (Option.isNone(found)) return Option.none()
+      return Option.some(found.value === "clockDue" ? Exit.void : decodeExit(found.value.exit))
+    }),
+
+    deferredDone: (request) =>
+      Effect.asVoid(orFault(journal.deferredDone(executionKey(request.workflowName, request.executionId), request.deferredName, encodeExit(request.exit)))),
+
+    scheduleClock: (workflow, request) =>
+      orFault(journal.scheduleClock(
+        executionKey(workflow._tag, request.executionId),
+        request.clock.deferred.name,
+        Duration.toMillis(request.clock.duration)
+      ))
+  })
+
+  /** One replay after another until the workflow completes or its run suspends. */
+  const runExecution = (entry: Registered, input: ExecutionPayload) =>
+    Effect.gen(function*() {
+      const { workflow } = entry
+      const fence = yield* Fence
+      const key = executionKey(workflow._tag, input.executionId)
+      const payload = yield* Schema.decodeUnknownEffect(Schema.toCodecJson(workflow.payloadSchema))(input.payload).pipe(
+        Effect.mapError((error) => new InvalidPayload({ kind: kindOf(workflow._tag), issue: String(error) }))
+      )
+      while (true) {
+        const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId)
+        const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
+          Effect.onExit((exit) => applyInterrupt(instance, key, exit)),
+          Workflow.intoResult,
+          Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
+          Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
+          Effect.exit
+        )
+        const fault = Exit.isFailure(outcome)
+          ? runFaultOf(outcome.cause)
+          : outcome.value._tag === "Complete" && Exit.isFailure(outcome.value.exit)
+          ? runFaultOf(outcome.value.exit.cause)
+          : undefined
+        if (fault !== undefined) return yield* Effect.fail(fault)
+        const result = yield* outcome
+        if (result._tag === "Complete") {
+          const encoded = yield* Effect.orDie(Schema.encodeUnknownEffect(resultCodec(workflow))(result))
+          if (input.parent === undefined) return encoded
+          // The parent is woken in the transaction that completes the child: it cannot replay
+          // before the child's result is there to read.
+          return yield* Run.transaction(Effect.as(journal.wake(input.parent, `child ${key}`), encoded))
+        }
+        // Suspended. Its scope's finalizers saw no failure, so its compensations do not run.
+        yield* Scope.close(instance.scope, Exit.void)
+        const clock = result.failed === true ? Option.none<number>() : yield* journal.nextClock(key)
+        if (Option.isSome(clock) && clock.value <= 0) continue
+        yield* Run.awaitSignal(WorkflowJournal.wakeSignal(fence.fence), {
+          timeout: Option.isSome(clock) ? Duration.millis(Math.ceil(clock.value)) : undefined
+        })
+        // Woken while it was still running: take the wake and replay at once.
+        yield* journal.consumeWake(leaseKey(fence))
+      }
+    })
+
+  // As Effect's engines do: an interrupt takes effect when the run would suspend; the replay is
+  // interrupted so the workflow's scope closes with the interruption and its compensations run.
+  const applyInterrupt = (instance: WorkflowEngine.WorkflowInstance["Service"], key: string, exit: Exit.Exit<unknown, unknown>) => {
+    const suspendOnFailure = Context.get(instance.workflow.annotations, Workflow.SuspendOnFailure)
+    if (!instance.suspended && !(suspendOnFailure && Exit.isFailure(exit))) return Effect.void
+    return Effect.flatMap(interruptPending(key), (pending) => {
+      if (!pending) return Effect.void
+      instance.suspended = false
+      instance.interrupted = true
+      return Effect.withFiber<void>((fiber) => Effect.interruptible(Fiber.interrupt(fiber)))
+    })
+  }
+
+  const handlers = WorkflowHandlers.of({
+    queue,
+    handlers: () =>
+      [...registered.values()].map((entry) =>
+        Handler.make({
+          kind: kindOf(entry.workflow._tag),
+          payload: ExecutionPayload,
+          handle: (input: ExecutionPayload) => runExecution(entry, input),
+          maxAttempts: options.maxAttempts
+        })
+      )
+  })
+
+  return Context.make(WorkflowEngine.WorkflowEngine, engine).pipe(Context.add(WorkflowHandlers, handlers))
+})
+
+const toRunFault = (error: unknown): RunFault =>
+  isRunFault(error) ? error : new StoreError({ operation: "activity transaction", reason: "SqlError", cause: error })
+
+/**
+ * The `WorkflowEngine` and the handlers of the workflows registered with it. Needs the `RunStore`
+ * and the PgClient it runs on (`PgRunStore.layer` over `Database.clientLayer`).
+ *
+ * @category layers
+ */
+export const layer = (options: LeaseholdWorkflowsOptions = {}) => Layer.effectContext(make(options))
+
+/**
+ * `Worker.run` serving the registered workflows beside `options.handlers`.
+ *
+ * @category workers
+ */
+export const worker = <R>(options: Omit<Worker.WorkerOptions<R>, "handlers"> & { readonly handlers?: Worker.WorkerOptions<R>["handlers"] }) =>
+  Effect.gen(function*() {
+    const registry = yield* WorkflowHandlers
+    return yield* Worker.run({
+      ...options,
+      queues: options.queues ?? [registry.queue],
+      handlers: [...registry.handlers(), ...(options.handlers ?? [])]
+    })
+  })
