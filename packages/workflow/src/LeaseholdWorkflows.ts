@@ -39,6 +39,21 @@ export const executionKey = (workflowName: string, executionId: string): string 
 /** The deferred an `interrupt` completes (the name Effect's cluster engine uses). @category naming */
 export const InterruptSignal = DurableDeferred.make("Workflow/InterruptSignal")
 
+/**
+ * The fence of the run executing the current workflow. Workflow layers are built before any run
+ * exists, so activities reach the fence through this rather than by requiring `Fence`; outside a
+ * Leasehold run it is a defect.
+ *
+ * @category accessors
+ */
+export const currentFence: Effect.Effect<Fence["Service"]> = Effect.flatMap(
+  Effect.serviceOption(Fence),
+  Option.match({
+    onNone: () => Effect.die(new Error("no Fence: this workflow code is not running inside a Leasehold run")),
+    onSome: Effect.succeed
+  })
+)
+
 /** @category models */
 export interface LeaseholdWorkflowsOptions {
   /** The queue executions are enqueued on. Default `default`. */
