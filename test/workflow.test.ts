@@ -5,17 +5,15 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { CurrentRun, Fence, FenceRejected, RunStore } from "@leasehold/core"
-import { Database, PgRunStore } from "@leasehold/sql"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
 import { Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { DurableDeferred, type Workflow } from "effect/workflow"
 import {
-  allWorkflows,
+  appLayer,
   Approved,
   createLedger,
   ledger,
-  LedgerConfig,
   Nap,
   Refund,
   Shipment,
@@ -26,19 +24,10 @@ import { eventually } from "./support/workers.js"
 
 const fast = { ttl: "2 seconds", heartbeat: "300 millis", pollInterval: "50 millis", shutdownGrace: "300 millis" } as const
 
-/** The application: a client, the store, the engine and the workflows registered with it. */
-const appLayer = (schema: string, chargeMillis = 0) =>
-  allWorkflows.pipe(
-    Layer.provideMerge(LeaseholdWorkflows.layer({ schema })),
-    Layer.provideMerge(PgRunStore.layer({ schema })),
-    Layer.provideMerge(Layer.succeed(LedgerConfig, { schema, chargeMillis })),
-    Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 8 }))
-  )
-
 const setUp = (prefix: string) =>
   Effect.gen(function*() {
     const schema = freshSchema(prefix)
-    const context = yield* Layer.build(appLayer(schema))
+    const context = yield* Layer.build(appLayer(databaseUrl(), schema, 0, 8))
     const sql = Context.get(context, SqlClient.SqlClient)
     yield* createLedger(sql, schema)
     return { schema, context, sql, store: Context.get(context, RunStore) }
