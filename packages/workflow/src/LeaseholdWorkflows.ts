@@ -25,7 +25,7 @@ import {
   Worker
 } from "@leasehold/core"
 import { WorkflowJournal } from "@leasehold/sql"
-import { Cause, Context, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Fiber, FiberHandle, Layer, Option, Schema, Scope } from "effect"
 import { ClusterSchema } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
@@ -62,6 +62,13 @@ export interface LeaseholdWorkflowsOptions {
   readonly schema?: string | undefined
   /** Attempts an execution may crash through (suspensions do not count). Default the store's (5). */
   readonly maxAttempts?: number | undefined
+  /**
+   * Serve the registered workflows from this layer: a `Worker.run` with these options, started in
+   * the layer's scope and restarted with the new set of handlers each time a workflow registers
+   * (registration happens as the workflow layers build, before any work). Without it, run
+   * `LeaseholdWorkflows.worker` yourself.
+   */
+  readonly serve?: Omit<Worker.WorkerOptions<never>, "handlers"> | undefined
 }
 
 /** The registered workflows, as handlers for `Worker.run`. @category services */
@@ -118,6 +125,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
   const journal = yield* WorkflowJournal.make({ schema: options.schema })
   const queue = options.queue ?? "default"
   const registered = new Map<string, Registered>()
+  const served = yield* FiberHandle.make<never, unknown>()
 
   /** The execution's outcome as the store has it: none while it has not finished or suspended. */
   const currentResult = (workflow: Workflow.Any, key: string) =>
@@ -156,7 +164,14 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     Effect.map(orFault(journal.deferredResult(key, InterruptSignal.name)), Option.isSome)
 
   const engine: WorkflowEngine.WorkflowEngine["Service"] = WorkflowEngine.makeUnsafe({
-    register: (workflow, execute) => Effect.sync(() => void registered.set(workflow._tag, { workflow, execute })),
+    register: (workflow, execute) =>
+      Effect.gen(function*() {
+        registered.set(workflow._tag, { workflow, execute })
+        if (options.serve === undefined) return
+        // Restarted with every workflow registered so far; the previous worker shuts down first.
+        const context = yield* Effect.context<never>()
+        yield* FiberHandle.run(served, serveWith(options.serve).pipe(Effect.provideContext(context)))
+      }),
 
     execute: Effect.fnUntraced(function*(workflow, request) {
       const key = executionKey(workflow._tag, request.executionId)
@@ -327,6 +342,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         })
       )
   })
+
+  const serveWith = (serve: Omit<Worker.WorkerOptions<never>, "handlers">) =>
+    Worker.run({ ...serve, queues: serve.queues ?? [queue], handlers: handlers.handlers() }) as Effect.Effect<never, unknown>
 
   return Context.make(WorkflowEngine.WorkflowEngine, engine).pipe(Context.add(WorkflowHandlers, handlers))
 })
