@@ -9,6 +9,7 @@ import { LeaseholdWorkflows } from "@leasehold/workflow"
 import { Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { DurableDeferred, type Workflow } from "effect/workflow"
+import { WorkflowEngine } from "effect/workflow/WorkflowEngine"
 import {
   appLayer,
   Approved,
@@ -146,6 +147,24 @@ describe("workflows on Leasehold", () => {
       // Interrupting a finished execution changes nothing.
       yield* Trip.interrupt(executionId).pipe(Effect.provideContext(context))
       assert.strictEqual((yield* ledger(sql, schema)).length, 2)
+    }))
+
+  it.live("interruptUnsafe cancels the run: no compensation runs, and the execution reads as interrupted", () =>
+    Effect.gen(function*() {
+      const { context, schema, sql } = yield* setUp("wfcancel")
+      yield* startWorker(context, yield* Effect.scope, "w1")
+      const executionId = yield* Trip.executionId({ id: "trip-2" })
+      yield* Trip.execute({ id: "trip-2" }, { discard: true }).pipe(Effect.provideContext(context))
+      yield* eventually("the trip suspends", Effect.map(runOf(sql, schema, Trip, executionId), (run) => run?.state === "suspended"))
+      const engine = Context.get(context, WorkflowEngine)
+      yield* engine.interruptUnsafe(Trip, executionId)
+      const run = (yield* runOf(sql, schema, Trip, executionId))!
+      // Cancelling advances the fence, so a holder's writes would be refused from here on.
+      assert.deepInclude(run, { state: "cancelled", fence: 2 })
+      yield* Effect.sleep("300 millis")
+      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => l.step), ["book"])
+      const polled = yield* Trip.poll(executionId).pipe(Effect.provideContext(context))
+      assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.hasInterrupts(polled.value.exit))
     }))
 
   it.live("a superseded holder's activity result is refused by the fence: its transaction rolls back and nothing is recorded", () =>
