@@ -49,8 +49,13 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
   /** Takes the wake left for this holder (see `wake`). */
   readonly consumeWake: (lease: LeaseKey) => Effect.Effect<void, FenceRejected | LeaseNotHeld | RunNotFound | StoreError>
   readonly scheduleClock: (execution: string, deferred: string, durationMs: number) => Effect.Effect<void, StoreError>
-  /** Milliseconds to the earliest clock of the execution that has not fired, by the database's clock. */
-  readonly nextClock: (execution: string) => Effect.Effect<Option.Option<number>, StoreError>
+  /** The database's clock now (an opaque instant for `nextClock`). */
+  readonly now: Effect.Effect<string, StoreError>
+  /**
+   * Milliseconds to the earliest clock of the execution that had not fired at `since` and whose
+   * deferred is not done, by the database's clock (negative: it fired since).
+   */
+  readonly nextClock: (execution: string, since: string) => Effect.Effect<Option.Option<number>, StoreError>
 }>()("@leasehold/sql/WorkflowJournal") {}
 
 /** @category models */
@@ -76,7 +81,8 @@ export const make = Effect.fnUntraced(function*(options: WorkflowJournalOptions 
     consumeWake: (lease) => refail("wake")(statements.consumeWake(sql, s, lease)),
     scheduleClock: (execution, deferred, durationMs) =>
       refail("schedule clock")(statements.scheduleClock(sql, s, execution, deferred, durationMs)),
-    nextClock: (execution) => refail("next clock")(statements.nextClock(sql, s, execution))
+    now: refail("now")(statements.now(sql)),
+    nextClock: (execution, since) => refail("next clock")(statements.nextClock(sql, s, execution, since))
   })
 })
 

@@ -110,9 +110,31 @@ const runFaultOf = (cause: Cause.Cause<unknown>): RunFault | undefined => {
   }
   return undefined
 }
-// Inside the engine's never-failing operations a store or lease fault becomes a defect the run's
-// handler recognizes (`runFaultOf`) and fails with, so it never becomes the workflow's result.
-const orFault = <A, R>(effect: Effect.Effect<A, RunFault, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
+/**
+ * The replay a handler is running: the workflow's instance, and the fault (store, lease) that
+ * ended it, if one did. Provided to the workflow's body, activities included.
+ */
+class Replay extends Context.Service<Replay, {
+  readonly instance: WorkflowEngine.WorkflowInstance["Service"]
+  fault: RunFault | undefined
+}>()("@leasehold/workflow/Replay") {}
+
+// A store or lease fault inside a replay belongs to the run, never to the workflow: the replay is
+// abandoned (so `withCompensation` and `Workflow.addFinalizer` callbacks do not run, as in Effect's
+// cluster engine when a runner loses an entity), interrupted where no workflow code can catch
+// it, and the handler fails with the fault (`runExecution`). Outside a replay it is a defect.
+const abandonWith = (fault: RunFault): Effect.Effect<never> =>
+  Effect.flatMap(Effect.serviceOption(Replay), (replay) => {
+    if (Option.isNone(replay)) return Effect.die(fault)
+    replay.value.fault ??= fault
+    replay.value.instance.abandoned = true
+    return Effect.interruptible(Effect.callback<never>(() => {
+      const fiber = Fiber.getCurrent()!
+      fiber.interruptUnsafe(fiber.id)
+    }))
+  })
+const orFault = <A, R>(effect: Effect.Effect<A, RunFault, R>): Effect.Effect<A, never, R> =>
+  Effect.catch(effect, abandonWith)
 
 type Registered = {
   readonly workflow: Workflow.Any
@@ -218,6 +240,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         if (Option.isNone(run)) return
         // Cancelling advances the fence: a holder's writes from now on are refused.
         yield* store.cancel(run.value.runId).pipe(Effect.catchTag("InvalidTransition", () => Effect.void), Effect.orDie)
+        // A parent waiting on this child replays and reads it as interrupted.
+        const record = yield* Effect.orDie(store.get(run.value.runId))
+        const parent = (record.payload as { parent?: unknown } | null)?.parent
+        if (typeof parent === "string") yield* Effect.orDie(journal.wake(parent, `child ${executionKey(workflow._tag, executionId)} cancelled`))
       }),
 
     resume: (workflow, executionId) => Effect.asVoid(orFault(journal.wake(executionKey(workflow._tag, executionId), "resume"))),
@@ -236,22 +262,26 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       const lease = leaseKey(fence.value)
       const activityInstance = WorkflowEngine.WorkflowInstance.initial(instance.workflow, instance.executionId)
       activityInstance.interrupted = instance.interrupted
+      const transactional = Context.get(activity.annotations, ClusterSchema.WithTransaction)
+      const sql = transactional ? yield* SqlClient.SqlClient : undefined
       const runAndRecord = Effect.gen(function*() {
         const result = yield* activity.executeEncoded.pipe(
+          // Its own writes in a savepoint: a failing activity's writes roll back, its failure is recorded.
+          (body) => sql === undefined ? body : sql.withTransaction(body),
           Workflow.intoResult,
           Effect.provideService(WorkflowEngine.WorkflowInstance, activityInstance),
           Effect.provideService(Activity.CurrentAttempt, attempt)
         )
         // Only completed results are kept: a suspended activity runs again on the next replay.
         if (result._tag === "Suspended") return result
+        // A fault met inside the activity (a clock or deferred it awaits) is the run's, not its result.
+        const fault = Exit.isFailure(result.exit) ? runFaultOf(result.exit.cause) : undefined
+        if (fault !== undefined) return yield* abandonWith(fault)
         const recorded = yield* journal.recordActivity(lease, key, activity.name, attempt, encodeExit(result.exit))
         return new Workflow.Complete({ exit: decodeExit(recorded) }) as Workflow.Result<unknown, unknown>
       })
       // An activity annotated `WithTransaction` commits its own SQL writes and its result together.
-      if (Context.get(activity.annotations, ClusterSchema.WithTransaction)) {
-        const sql = yield* SqlClient.SqlClient
-        return yield* orFault(Effect.mapError(sql.withTransaction(runAndRecord), toRunFault))
-      }
+      if (sql !== undefined) return yield* orFault(Effect.mapError(sql.withTransaction(runAndRecord), toRunFault))
       return yield* orFault(runAndRecord)
     }),
 
@@ -283,19 +313,28 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         Effect.mapError((error) => new InvalidPayload({ kind: kindOf(workflow._tag), issue: String(error) }))
       )
       while (true) {
+        // Clocks due before the replay starts read as fired during it (`nextClock` skips them).
+        const startedAt = yield* journal.now
         const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId)
+        const replay = Replay.of({ instance, fault: undefined })
         const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
           Effect.onExit((exit) => applyInterrupt(instance, key, exit)),
+          // Stopped from outside (lease lost, shutdown): the replay is abandoned, not failed, so its
+          // compensations do not run; the next holder replays.
+          Effect.onInterrupt(() => Effect.sync(() => {
+            if (!instance.suspended && !instance.interrupted) instance.abandoned = true
+          })),
           Workflow.intoResult,
           Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
           Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
+          Effect.provideService(Replay, replay),
           Effect.exit
         )
-        const fault = Exit.isFailure(outcome)
+        const fault = replay.fault ?? (Exit.isFailure(outcome)
           ? runFaultOf(outcome.cause)
           : outcome.value._tag === "Complete" && Exit.isFailure(outcome.value.exit)
           ? runFaultOf(outcome.value.exit.cause)
-          : undefined
+          : undefined)
         if (fault !== undefined) return yield* Effect.fail(fault)
         const result = yield* outcome
         if (result._tag === "Complete") {
@@ -305,9 +344,11 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
           // before the child's result is there to read.
           return yield* Run.transaction(Effect.as(journal.wake(input.parent, `child ${key}`), encoded))
         }
-        // Suspended. Its scope's finalizers saw no failure, so its compensations do not run.
+        // Suspended: this replay's scope is released without its workflow finalizers (they run
+        // once, in the replay that completes the workflow).
+        instance.abandoned = true
         yield* Scope.close(instance.scope, Exit.void)
-        const clock = result.failed === true ? Option.none<number>() : yield* journal.nextClock(key)
+        const clock = result.failed === true ? Option.none<number>() : yield* journal.nextClock(key, startedAt)
         if (Option.isSome(clock) && clock.value <= 0) continue
         yield* Run.awaitSignal(WorkflowJournal.wakeSignal(fence.fence), {
           timeout: Option.isSome(clock) ? Duration.millis(Math.ceil(clock.value)) : undefined

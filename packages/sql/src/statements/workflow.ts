@@ -100,6 +100,7 @@ export const deferredResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
       UNION ALL
       SELECT NULL, true FROM ${s.workflowClocks(sql)}
       WHERE execution = ${execution} AND deferred = ${name} AND wake_at <= now()
+      ORDER BY clock_due
       LIMIT 1`,
     (rows): Option.Option<{ readonly exit: unknown } | "clockDue"> =>
       rows.length === 0 ? Option.none() : Option.some(rows[0]!.clock_due ? "clockDue" : { exit: rows[0]!.exit })
@@ -162,13 +163,21 @@ export const scheduleClock = (sql: SqlClient.SqlClient, s: StoreSchema, executio
     VALUES (${execution}, ${deferred}, now() + ${durationMs}::float8 * interval '1 millisecond')
     ON CONFLICT (execution, deferred) DO NOTHING`.pipe(Effect.asVoid)
 
-/** Milliseconds until the execution's earliest clock whose deferred is not done, by the database's clock. */
-export const nextClock = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
+/** The database's clock, as an instant a later `nextClock` can be asked from. */
+export const now = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ at: string }>`SELECT clock_timestamp()::text AS at`, (rows) => rows[0]!.at)
+
+/**
+ * Milliseconds until the execution's earliest clock whose deferred is not done and that had not
+ * fired at `since` (a replay's start: one that had fired read as done during the replay), by the
+ * database's clock. Negative when it fired since.
+ */
+export const nextClock = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, since: string) =>
   Effect.map(
     sql<{ ms: number | null }>`
       SELECT (extract(epoch FROM min(c.wake_at) - now()) * 1000)::float8 AS ms
       FROM ${s.workflowClocks(sql)} c
-      WHERE c.execution = ${execution} AND NOT EXISTS (
+      WHERE c.execution = ${execution} AND c.wake_at > ${since}::timestamptz AND NOT EXISTS (
         SELECT 1 FROM ${s.workflowDeferreds(sql)} d WHERE d.execution = c.execution AND d.name = c.deferred)`,
     (rows) => Option.fromNullishOr(rows[0]?.ms ?? null)
   )
