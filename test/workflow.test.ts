@@ -6,13 +6,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { CurrentRun, Fence, FenceRejected, RunStore } from "@leasehold/core"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
-import { Context, Effect, Exit, Layer, Option, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { DurableDeferred, type Workflow } from "effect/workflow"
 import { WorkflowEngine } from "effect/workflow/WorkflowEngine"
 import {
   appLayer,
   Approved,
+  Booking,
+  EarlyBird,
+  Gate,
+  NapThenApproval,
   createLedger,
   ledger,
   Nap,
@@ -165,6 +169,69 @@ describe("workflows on Leasehold", () => {
       assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => l.step), ["book"])
       const polled = yield* Trip.poll(executionId).pipe(Effect.provideContext(context))
       assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.hasInterrupts(polled.value.exit))
+    }))
+
+  it.live("after a durable clock fires, the workflow's next wait suspends the run again (it does not replay in a loop)", () =>
+    Effect.gen(function*() {
+      const { context, schema, sql } = yield* setUp("wfclock")
+      yield* startWorker(context, yield* Effect.scope, "w1")
+      const executionId = yield* NapThenApproval.executionId({ id: "n-1" })
+      yield* NapThenApproval.execute({ id: "n-1" }, { discard: true }).pipe(Effect.provideContext(context))
+      const waiting = yield* eventually(
+        "suspended on the approval, after the clock",
+        Effect.map(runOf(sql, schema, NapThenApproval, executionId), (run) => run?.state === "suspended" && run.fence === 2 && run),
+        "10 seconds"
+      )
+      // Waiting on the deferred alone: no deadline.
+      assert.isNull(waiting.suspend_deadline)
+      yield* Effect.sleep("300 millis")
+      assert.deepInclude(yield* runOf(sql, schema, NapThenApproval, executionId), { state: "suspended", fence: 2 })
+      const token = DurableDeferred.tokenFromExecutionId(Approved, { workflow: NapThenApproval, executionId })
+      yield* DurableDeferred.succeed(Approved, { token, value: { by: "sam" } }).pipe(Effect.provideContext(context))
+      assert.strictEqual(yield* NapThenApproval.execute({ id: "n-1" }).pipe(Effect.provideContext(context)), "sam")
+    }))
+
+  it.live("a deferred completed after the replay read it and before the run suspends wakes it: the run never suspends", () =>
+    Effect.gen(function*() {
+      const { context, schema, sql, store } = yield* setUp("wfearly")
+      yield* startWorker(context, yield* Effect.scope, "w1")
+      const result = yield* EarlyBird.execute({ id: "e-1" }).pipe(Effect.provideContext(context))
+      assert.strictEqual(result, "early@example.com")
+      const executionId = yield* EarlyBird.executionId({ id: "e-1" })
+      const run = (yield* runOf(sql, schema, EarlyBird, executionId))!
+      const history = (yield* store.history(run.id)).map((e) => [e.kind, e.fence])
+      assert.deepStrictEqual(history, [["claimed", 1], ["completed", 1]])
+      // The wake the replay consumed is gone from the run's signals.
+      const [signals] = yield* sql.unsafe<{ signals: Record<string, unknown> }>(`SELECT signals FROM "${schema}".runs WHERE id = ${Number(run.id)}`)
+      assert.deepStrictEqual(Object.keys(signals!.signals), [])
+    }))
+
+  it.live("a fence rejection inside a replay abandons it: the holder stops with FenceRejected and no compensation runs", () =>
+    Effect.gen(function*() {
+      const { context, schema, sql, store } = yield* setUp("wfabandon")
+      const executionId = yield* Booking.executionId({ id: "b-1" })
+      yield* Booking.execute({ id: "b-1" }, { discard: true }).pipe(Effect.provideContext(context))
+      const claim = (owner: string) => store.claim({ owner, queues: ["default"], kinds: ["workflow/Booking"], limit: 1, ttl: "1 minute" as any })
+      const [first] = yield* claim("a")
+      const handler = Context.get(context, LeaseholdWorkflows.WorkflowHandlers).handlers().find((h) => h.kind === "workflow/Booking")!
+      const holderA = yield* handler.handle({ executionId, payload: { id: "b-1" } }).pipe(
+        Effect.provideService(Fence, { runId: first!.id, fence: 1, owner: "a" }),
+        Effect.provideService(CurrentRun, { kind: "workflow/Booking", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }),
+        Effect.provideContext(context),
+        Effect.flip,
+        Effect.forkScoped
+      )
+      yield* eventually("A has booked", Effect.map(ledger(sql, schema), (lines) => lines.length === 1))
+      // B takes the run over while A waits to confirm; then A confirms.
+      yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(first!.id)}`)
+      const [second] = yield* claim("b")
+      assert.strictEqual(second!.fence, 2)
+      yield* Deferred.succeed(Context.get(context, Gate), void 0)
+      const rejected = yield* Fiber.join(holderA)
+      assert.instanceOf(rejected, FenceRejected)
+      assert.deepInclude(rejected, { presentedFence: 1, storedFence: 2, operation: "activity" })
+      // The booking stands (B replays it); A's confirmation rolled back and its compensation never ran.
+      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["book", 1]])
     }))
 
   it.live("a superseded holder's activity result is refused by the fence: its transaction rolls back and nothing is recorded", () =>
