@@ -18,7 +18,7 @@ import { freshSchema } from "./support/db.js"
 
 const repo = fileURLToPath(new URL("..", import.meta.url))
 const fixture = fileURLToPath(new URL("./fixtures/consumer", import.meta.url))
-const packages = ["core", "sql", "http", "cli"] as const
+const packages = ["core", "sql", "http", "cli", "workflow"] as const
 
 interface Result {
   readonly code: number | null

@@ -234,6 +234,25 @@ describe("workflows on Leasehold", () => {
       assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["book", 1]])
     }))
 
+  it.live("an execution whose payload its schema refuses ends with an InvalidPayload defect, runs nothing and is not retried", () =>
+    Effect.gen(function*() {
+      const { context, schema, sql, store } = yield* setUp("wfbad")
+      yield* startWorker(context, yield* Effect.scope, "w1")
+      const [run] = yield* store.enqueue([{
+        kind: "workflow/Shipment",
+        payload: { executionId: "bad-1", payload: { order: 42 } },
+        idempotencyKey: LeaseholdWorkflows.executionKey("Shipment", "bad-1")
+      }])
+      const done = yield* eventually("the run ends", Effect.map(store.get(run!.id), (r) => r.state === "completed" && r))
+      assert.strictEqual(done.attempt, 1)
+      const polled = yield* Shipment.poll("bad-1").pipe(Effect.provideContext(context))
+      assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.isFailure(polled.value.exit))
+      const exit = (polled as Option.Some<any>).value.exit
+      assert.include(JSON.stringify(exit.cause), "InvalidPayload")
+      assert.deepStrictEqual(yield* ledger(sql, schema), [])
+      assert.strictEqual((yield* sql.unsafe(`SELECT 1 FROM "${schema}".workflow_activities`)).length, 0)
+    }))
+
   it.live("a superseded holder's activity result is refused by the fence: its transaction rolls back and nothing is recorded", () =>
     Effect.gen(function*() {
       const { context, schema, sql, store } = yield* setUp("wfstale")

@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import {
+  CurrentRun,
   Fence,
   FenceRejected,
   Handler,
@@ -337,13 +338,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
           : undefined)
         if (fault !== undefined) return yield* Effect.fail(fault)
         const result = yield* outcome
-        if (result._tag === "Complete") {
-          const encoded = yield* Effect.orDie(Schema.encodeUnknownEffect(resultCodec(workflow))(result))
-          if (input.parent === undefined) return encoded
-          // The parent is woken in the transaction that completes the child: it cannot replay
-          // before the child's result is there to read.
-          return yield* Run.transaction(Effect.as(journal.wake(input.parent, `child ${key}`), encoded))
-        }
+        if (result._tag === "Complete") return yield* finish(entry, input, result)
         // Suspended: this replay's scope is released without its workflow finalizers (they run
         // once, in the replay that completes the workflow).
         instance.abandoned = true
@@ -356,6 +351,31 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         // Woken while it was still running: take the wake and replay at once.
         yield* journal.consumeWake(leaseKey(fence))
       }
+    })
+
+  /** The run's result, and the wake of a waiting parent in the transaction that completes it. */
+  const finish = (entry: Registered, input: ExecutionPayload, result: Workflow.Result<unknown, unknown>) =>
+    Effect.gen(function*() {
+      const encoded = yield* Effect.orDie(Schema.encodeUnknownEffect(resultCodec(entry.workflow))(result))
+      if (input.parent === undefined) return encoded
+      // The parent cannot replay before the child's result is there to read.
+      const key = executionKey(entry.workflow._tag, input.executionId)
+      return yield* Run.transaction(Effect.as(journal.wake(input.parent, `child ${key}`), encoded))
+    })
+
+  /**
+   * An execution that cannot go on ends with a defect as its outcome rather than as a failed run,
+   * so a parent waiting on it is woken: a payload its schema refuses, or a store fault on its
+   * last attempt. A stale holder's fault ends nothing: the run is someone else's.
+   */
+  const settle = (entry: Registered, input: ExecutionPayload) => <E extends { readonly _tag: string }>(error: E) =>
+    Effect.gen(function*() {
+      const run = yield* CurrentRun
+      const final = error._tag === "InvalidPayload" || (error._tag === "StoreError" && run.attempt >= run.maxAttempts)
+      if (!final) return yield* Effect.fail(error)
+      return yield* finish(entry, input, new Workflow.Complete({ exit: Exit.die(error) })).pipe(
+        Effect.catch(() => Effect.fail(error))
+      )
     })
 
   // As Effect's engines do: an interrupt takes effect when the run would suspend; the replay is
@@ -378,7 +398,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         Handler.make({
           kind: kindOf(entry.workflow._tag),
           payload: ExecutionPayload,
-          handle: (input: ExecutionPayload) => runExecution(entry, input),
+          handle: (input: ExecutionPayload) => runExecution(entry, input).pipe(Effect.catch(settle(entry, input))),
           maxAttempts: options.maxAttempts
         })
       )
