@@ -17,6 +17,7 @@ import {
   EarlyBird,
   Gate,
   NapThenApproval,
+  RacingBooking,
   createLedger,
   ledger,
   Nap,
@@ -231,6 +232,32 @@ describe("workflows on Leasehold", () => {
       assert.instanceOf(rejected, FenceRejected)
       assert.deepInclude(rejected, { presentedFence: 1, storedFence: 2, operation: "activity" })
       // The booking stands (B replays it); A's confirmation rolled back and its compensation never ran.
+      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["book", 1]])
+    }))
+
+  it.live("a fence rejection met in a race branch stops the whole replay: no other branch, no catchCause fallback, no compensation", () =>
+    Effect.gen(function*() {
+      const { context, schema, sql, store } = yield* setUp("wfrace")
+      const executionId = yield* RacingBooking.executionId({ id: "rb-1" })
+      yield* RacingBooking.execute({ id: "rb-1" }, { discard: true }).pipe(Effect.provideContext(context))
+      const claim = (owner: string) => store.claim({ owner, queues: ["default"], kinds: ["workflow/RacingBooking"], limit: 1, ttl: "1 minute" as any })
+      const [first] = yield* claim("a")
+      const handler = Context.get(context, LeaseholdWorkflows.WorkflowHandlers).handlers().find((h) => h.kind === "workflow/RacingBooking")!
+      const holderA = yield* handler.handle({ executionId, payload: { id: "rb-1" } }).pipe(
+        Effect.provideService(Fence, { runId: first!.id, fence: 1, owner: "a" }),
+        Effect.provideService(CurrentRun, { kind: "workflow/RacingBooking", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }),
+        Effect.provideContext(context),
+        Effect.flip,
+        Effect.forkScoped
+      )
+      yield* eventually("A has booked", Effect.map(ledger(sql, schema), (lines) => lines.length === 1))
+      yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(first!.id)}`)
+      assert.strictEqual((yield* claim("b"))[0]!.fence, 2)
+      yield* Deferred.succeed(Context.get(context, Gate), void 0)
+      const rejected = yield* Fiber.join(holderA)
+      assert.deepInclude(rejected, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2, operation: "activity" })
+      // Past the slow branch's time: it was stopped with the replay, and nothing else ran.
+      yield* Effect.sleep("1700 millis")
       assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["book", 1]])
     }))
 

@@ -49,7 +49,7 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
   /** Takes the wake left for this holder (see `wake`). */
   readonly consumeWake: (lease: LeaseKey) => Effect.Effect<void, FenceRejected | LeaseNotHeld | RunNotFound | StoreError>
   readonly scheduleClock: (execution: string, deferred: string, durationMs: number) => Effect.Effect<void, StoreError>
-  /** The database's clock now (an opaque instant for `nextClock`). */
+  /** The database's clock now, in microseconds since the epoch (for `nextClock`). */
   readonly now: Effect.Effect<string, StoreError>
   /**
    * Milliseconds to the earliest clock of the execution that had not fired at `since` and whose

@@ -26,6 +26,7 @@ import {
   Worker
 } from "@leasehold/core"
 import { WorkflowJournal } from "@leasehold/sql"
+import { PgClient } from "@effect/sql-pg"
 import { Cause, Context, Duration, Effect, Exit, Fiber, FiberHandle, Layer, Option, Schema, Scope } from "effect"
 import { ClusterSchema } from "effect/cluster"
 import { SqlClient } from "effect/sql"
@@ -112,30 +113,45 @@ const runFaultOf = (cause: Cause.Cause<unknown>): RunFault | undefined => {
   return undefined
 }
 /**
- * The replay a handler is running: the workflow's instance, and the fault (store, lease) that
- * ended it, if one did. Provided to the workflow's body, activities included.
+ * The replay a handler is running: the workflow's instance, the fiber running its body, and the
+ * fault (store, lease) that ended it, if one did. Provided to the workflow's body, activities
+ * included.
  */
 class Replay extends Context.Service<Replay, {
   readonly instance: WorkflowEngine.WorkflowInstance["Service"]
   fault: RunFault | undefined
+  body: Fiber.Fiber<unknown, unknown> | undefined
 }>()("@leasehold/workflow/Replay") {}
 
 // A store or lease fault inside a replay belongs to the run, never to the workflow: the replay is
 // abandoned (so `withCompensation` and `Workflow.addFinalizer` callbacks do not run, as in Effect's
-// cluster engine when a runner loses an entity), interrupted where no workflow code can catch
-// it, and the handler fails with the fault (`runExecution`). Outside a replay it is a defect.
+// cluster engine when a runner loses an entity), its body's fiber is interrupted from outside
+// (which no workflow code can catch, whichever fiber met the fault: the body's, an activity's or
+// a race branch's), and the handler fails with the fault (`runExecution`). Every engine
+// operation of an abandoned replay ends the same way (`unlessAbandoned`). Outside a replay a
+// fault is a defect.
 const abandonWith = (fault: RunFault): Effect.Effect<never> =>
-  Effect.flatMap(Effect.serviceOption(Replay), (replay) => {
-    if (Option.isNone(replay)) return Effect.die(fault)
-    replay.value.fault ??= fault
-    replay.value.instance.abandoned = true
-    return Effect.interruptible(Effect.callback<never>(() => {
-      const fiber = Fiber.getCurrent()!
-      fiber.interruptUnsafe(fiber.id)
-    }))
+  Effect.flatMap(Effect.serviceOption(Replay), (found) => {
+    if (Option.isNone(found)) return Effect.die(fault)
+    const replay = found.value
+    replay.fault ??= fault
+    replay.instance.abandoned = true
+    return Effect.withFiber<never>((current) => {
+      const body = replay.body
+      if (body === current) {
+        return Effect.interruptible(Effect.callback<never>(() => current.interruptUnsafe(current.id)))
+      }
+      if (body !== undefined && body.pollUnsafe() === undefined) body.interruptUnsafe(current.id)
+      // Off the body's fiber (an activity's own, a race branch, a finalizer run as the body
+      // ended): this effect ends as an interruption; the handler still reads the fault.
+      return Effect.failCause(Cause.interrupt(current.id))
+    })
   })
 const orFault = <A, R>(effect: Effect.Effect<A, RunFault, R>): Effect.Effect<A, never, R> =>
   Effect.catch(effect, abandonWith)
+/** Ends an engine operation of a replay already abandoned by a fault, before it does anything. */
+const unlessAbandoned: Effect.Effect<void> = Effect.flatMap(Effect.serviceOption(Replay), (replay) =>
+  Option.isSome(replay) && replay.value.fault !== undefined ? abandonWith(replay.value.fault) : Effect.void)
 
 type Registered = {
   readonly workflow: Workflow.Any
@@ -145,6 +161,7 @@ type Registered = {
 /** Builds the engine over the `RunStore` and PgClient in context. @category constructors */
 export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptions = {}) {
   const store = yield* RunStore
+  const client = yield* PgClient.PgClient
   const journal = yield* WorkflowJournal.make({ schema: options.schema })
   const queue = options.queue ?? "default"
   const registered = new Map<string, Registered>()
@@ -250,6 +267,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     resume: (workflow, executionId) => Effect.asVoid(orFault(journal.wake(executionKey(workflow._tag, executionId), "resume"))),
 
     activityExecute: Effect.fnUntraced(function*(activity, attempt) {
+      yield* unlessAbandoned
       const instance = yield* WorkflowEngine.WorkflowInstance
       const key = executionKey(instance.workflow._tag, instance.executionId)
       const stored = yield* orFault(journal.activityResult(key, activity.name, attempt))
@@ -265,6 +283,12 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       activityInstance.interrupted = instance.interrupted
       const transactional = Context.get(activity.annotations, ClusterSchema.WithTransaction)
       const sql = transactional ? yield* SqlClient.SqlClient : undefined
+      // One transaction holds the activity's writes and its result only on one client.
+      if (sql !== undefined && sql !== client) {
+        return yield* Effect.die(
+          new Error(`activity ${activity.name} is WithTransaction, but its SqlClient is not the PgClient the workflow engine was built on`)
+        )
+      }
       const runAndRecord = Effect.gen(function*() {
         const result = yield* activity.executeEncoded.pipe(
           // Its own writes in a savepoint: a failing activity's writes roll back, its failure is recorded.
@@ -278,6 +302,8 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         // A fault met inside the activity (a clock or deferred it awaits) is the run's, not its result.
         const fault = Exit.isFailure(result.exit) ? runFaultOf(result.exit.cause) : undefined
         if (fault !== undefined) return yield* abandonWith(fault)
+        // Nor is a result reached after the replay was abandoned (a fault in another branch).
+        yield* unlessAbandoned
         const recorded = yield* journal.recordActivity(lease, key, activity.name, attempt, encodeExit(result.exit))
         return new Workflow.Complete({ exit: decodeExit(recorded) }) as Workflow.Result<unknown, unknown>
       })
@@ -287,6 +313,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     }),
 
     deferredResult: Effect.fnUntraced(function*(deferred) {
+      yield* unlessAbandoned
       const instance = yield* WorkflowEngine.WorkflowInstance
       const found = yield* orFault(journal.deferredResult(executionKey(instance.workflow._tag, instance.executionId), deferred.name))
       if (Option.isNone(found)) return Option.none()
@@ -294,14 +321,19 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     }),
 
     deferredDone: (request) =>
-      Effect.asVoid(orFault(journal.deferredDone(executionKey(request.workflowName, request.executionId), request.deferredName, encodeExit(request.exit)))),
+      Effect.andThen(
+        unlessAbandoned,
+        Effect.asVoid(orFault(
+          journal.deferredDone(executionKey(request.workflowName, request.executionId), request.deferredName, encodeExit(request.exit))
+        ))
+      ),
 
     scheduleClock: (workflow, request) =>
-      orFault(journal.scheduleClock(
+      Effect.andThen(unlessAbandoned, orFault(journal.scheduleClock(
         executionKey(workflow._tag, request.executionId),
         request.clock.deferred.name,
         Duration.toMillis(request.clock.duration)
-      ))
+      )))
   })
 
   /** One replay after another until the workflow completes or its run suspends. */
@@ -317,14 +349,19 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         // Clocks due before the replay starts read as fired during it (`nextClock` skips them).
         const startedAt = yield* journal.now
         const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId)
-        const replay = Replay.of({ instance, fault: undefined })
+        const replay = Replay.of({ instance, fault: undefined, body: undefined })
         const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
-          Effect.onExit((exit) => applyInterrupt(instance, key, exit)),
+          Effect.onExit((exit) => applyInterrupt(replay, key, exit)),
           // Stopped from outside (lease lost, shutdown): the replay is abandoned, not failed, so its
           // compensations do not run; the next holder replays.
           Effect.onInterrupt(() => Effect.sync(() => {
             if (!instance.suspended && !instance.interrupted) instance.abandoned = true
           })),
+          // The fiber `intoResult` runs the body on: a fault met anywhere interrupts it.
+          (body) => Effect.withFiber((fiber) => {
+            replay.body = fiber
+            return body
+          }),
           Workflow.intoResult,
           Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
           Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
@@ -380,7 +417,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
 
   // As Effect's engines do: an interrupt takes effect when the run would suspend; the replay is
   // interrupted so the workflow's scope closes with the interruption and its compensations run.
-  const applyInterrupt = (instance: WorkflowEngine.WorkflowInstance["Service"], key: string, exit: Exit.Exit<unknown, unknown>) => {
+  // A replay abandoned by a fault or stopped from outside is not one that would suspend.
+  const applyInterrupt = (replay: Replay["Service"], key: string, exit: Exit.Exit<unknown, unknown>) => {
+    const { instance } = replay
+    if (instance.abandoned || replay.fault !== undefined) return Effect.void
     const suspendOnFailure = Context.get(instance.workflow.annotations, Workflow.SuspendOnFailure)
     if (!instance.suspended && !(suspendOnFailure && Exit.isFailure(exit))) return Effect.void
     return Effect.flatMap(interruptPending(key), (pending) => {

@@ -165,7 +165,10 @@ export const scheduleClock = (sql: SqlClient.SqlClient, s: StoreSchema, executio
 
 /** The database's clock, as an instant a later `nextClock` can be asked from. */
 export const now = (sql: SqlClient.SqlClient) =>
-  Effect.map(sql<{ at: string }>`SELECT clock_timestamp()::text AS at`, (rows) => rows[0]!.at)
+  Effect.map(
+    sql<{ at: string }>`SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text AS at`,
+    (rows) => rows[0]!.at
+  )
 
 /**
  * Milliseconds until the execution's earliest clock whose deferred is not done and that had not
@@ -177,7 +180,7 @@ export const nextClock = (sql: SqlClient.SqlClient, s: StoreSchema, execution: s
     sql<{ ms: number | null }>`
       SELECT (extract(epoch FROM min(c.wake_at) - now()) * 1000)::float8 AS ms
       FROM ${s.workflowClocks(sql)} c
-      WHERE c.execution = ${execution} AND c.wake_at > ${since}::timestamptz AND NOT EXISTS (
+      WHERE c.execution = ${execution} AND c.wake_at > timestamptz 'epoch' + ${since}::bigint * interval '1 microsecond' AND NOT EXISTS (
         SELECT 1 FROM ${s.workflowDeferreds(sql)} d WHERE d.execution = c.execution AND d.name = c.deferred)`,
     (rows) => Option.fromNullishOr(rows[0]?.ms ?? null)
   )
