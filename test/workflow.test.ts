@@ -52,6 +52,37 @@ const runOf = (sql: SqlClient.SqlClient, schema: string, workflow: Workflow.Any,
     (rows) => rows[0] === undefined ? undefined : { ...rows[0], fence: Number(rows[0].fence) }
   )
 
+/**
+ * Holder A (fence 1) runs `workflow` until it has booked and waits at the gate; B takes the run
+ * over (fence 2); the gate opens. Returns what A's handler failed with.
+ */
+const supersededWhileBooking = (
+  setup: Effect.Success<ReturnType<typeof setUp>>,
+  workflow: Workflow.Any,
+  id: string
+) =>
+  Effect.gen(function*() {
+    const { context, schema, sql, store } = setup
+    const kind = LeaseholdWorkflows.kindOf(workflow._tag)
+    const executionId = yield* (workflow as typeof Booking).executionId({ id })
+    yield* (workflow as typeof Booking).execute({ id }, { discard: true }).pipe(Effect.provideContext(context))
+    const claim = (owner: string) => store.claim({ owner, queues: ["default"], kinds: [kind], limit: 1, ttl: "1 minute" as any })
+    const [first] = yield* claim("a")
+    const handler = Context.get(context, LeaseholdWorkflows.WorkflowHandlers).handlers().find((h) => h.kind === kind)!
+    const holderA = yield* handler.handle({ executionId, payload: { id } }).pipe(
+      Effect.provideService(Fence, { runId: first!.id, fence: 1, owner: "a" }),
+      Effect.provideService(CurrentRun, { kind, queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }),
+      Effect.provideContext(context),
+      Effect.flip,
+      Effect.forkScoped
+    )
+    yield* eventually("A has booked", Effect.map(ledger(sql, schema), (lines) => lines.length === 1))
+    yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(first!.id)}`)
+    assert.strictEqual((yield* claim("b"))[0]!.fence, 2)
+    yield* Deferred.succeed(Context.get(context, Gate), void 0)
+    return yield* Fiber.join(holderA)
+  })
+
 describe("workflows on Leasehold", () => {
   it.live("three activities run once each, and executing the same id again yields the one execution's result", () =>
     Effect.gen(function*() {
@@ -209,56 +240,22 @@ describe("workflows on Leasehold", () => {
 
   it.live("a fence rejection inside a replay abandons it: the holder stops with FenceRejected and no compensation runs", () =>
     Effect.gen(function*() {
-      const { context, schema, sql, store } = yield* setUp("wfabandon")
-      const executionId = yield* Booking.executionId({ id: "b-1" })
-      yield* Booking.execute({ id: "b-1" }, { discard: true }).pipe(Effect.provideContext(context))
-      const claim = (owner: string) => store.claim({ owner, queues: ["default"], kinds: ["workflow/Booking"], limit: 1, ttl: "1 minute" as any })
-      const [first] = yield* claim("a")
-      const handler = Context.get(context, LeaseholdWorkflows.WorkflowHandlers).handlers().find((h) => h.kind === "workflow/Booking")!
-      const holderA = yield* handler.handle({ executionId, payload: { id: "b-1" } }).pipe(
-        Effect.provideService(Fence, { runId: first!.id, fence: 1, owner: "a" }),
-        Effect.provideService(CurrentRun, { kind: "workflow/Booking", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }),
-        Effect.provideContext(context),
-        Effect.flip,
-        Effect.forkScoped
-      )
-      yield* eventually("A has booked", Effect.map(ledger(sql, schema), (lines) => lines.length === 1))
-      // B takes the run over while A waits to confirm; then A confirms.
-      yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(first!.id)}`)
-      const [second] = yield* claim("b")
-      assert.strictEqual(second!.fence, 2)
-      yield* Deferred.succeed(Context.get(context, Gate), void 0)
-      const rejected = yield* Fiber.join(holderA)
+      const setup = yield* setUp("wfabandon")
+      const rejected = yield* supersededWhileBooking(setup, Booking, "b-1")
       assert.instanceOf(rejected, FenceRejected)
       assert.deepInclude(rejected, { presentedFence: 1, storedFence: 2, operation: "activity" })
       // The booking stands (B replays it); A's confirmation rolled back and its compensation never ran.
-      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["book", 1]])
+      assert.deepStrictEqual((yield* ledger(setup.sql, setup.schema)).map((l) => [l.step, l.fence]), [["book", 1]])
     }))
 
   it.live("a fence rejection met in a race branch stops the whole replay: no other branch, no catchCause fallback, no compensation", () =>
     Effect.gen(function*() {
-      const { context, schema, sql, store } = yield* setUp("wfrace")
-      const executionId = yield* RacingBooking.executionId({ id: "rb-1" })
-      yield* RacingBooking.execute({ id: "rb-1" }, { discard: true }).pipe(Effect.provideContext(context))
-      const claim = (owner: string) => store.claim({ owner, queues: ["default"], kinds: ["workflow/RacingBooking"], limit: 1, ttl: "1 minute" as any })
-      const [first] = yield* claim("a")
-      const handler = Context.get(context, LeaseholdWorkflows.WorkflowHandlers).handlers().find((h) => h.kind === "workflow/RacingBooking")!
-      const holderA = yield* handler.handle({ executionId, payload: { id: "rb-1" } }).pipe(
-        Effect.provideService(Fence, { runId: first!.id, fence: 1, owner: "a" }),
-        Effect.provideService(CurrentRun, { kind: "workflow/RacingBooking", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }),
-        Effect.provideContext(context),
-        Effect.flip,
-        Effect.forkScoped
-      )
-      yield* eventually("A has booked", Effect.map(ledger(sql, schema), (lines) => lines.length === 1))
-      yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(first!.id)}`)
-      assert.strictEqual((yield* claim("b"))[0]!.fence, 2)
-      yield* Deferred.succeed(Context.get(context, Gate), void 0)
-      const rejected = yield* Fiber.join(holderA)
+      const setup = yield* setUp("wfrace")
+      const rejected = yield* supersededWhileBooking(setup, RacingBooking, "rb-1")
       assert.deepInclude(rejected, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2, operation: "activity" })
       // Past the slow branch's time: it was stopped with the replay, and nothing else ran.
       yield* Effect.sleep("1700 millis")
-      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["book", 1]])
+      assert.deepStrictEqual((yield* ledger(setup.sql, setup.schema)).map((l) => [l.step, l.fence]), [["book", 1]])
     }))
 
   it.live("an execution whose payload its schema refuses ends with an InvalidPayload defect, runs nothing and is not retried", () =>

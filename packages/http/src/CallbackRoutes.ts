@@ -19,10 +19,10 @@
  */
 import { Handler, RunStore } from "@leasehold/core"
 import { Clock, Effect, Option } from "effect"
-import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Callbacks } from "./Callbacks.js"
 import { Handlers } from "./Handlers.js"
-import { bodyFailureResponse, json, parseJson, problem, readBody, secure } from "./internal/Http.js"
+import { bodyFailureResponse, json, parseJson, postOnly, problem, readBody, secure } from "./internal/Http.js"
 
 /** @category models */
 export interface CallbackRoutesOptions {
@@ -112,10 +112,6 @@ const deliver = (options: CallbackRoutesOptions) =>
     Effect.map(secure)
   )
 
-const notAllowed: HttpServerResponse.HttpServerResponse = secure(
-  problem(405, "method-not-allowed", "callbacks are delivered with POST", { allow: "POST" })
-)
-
 /**
  * The callback route, added to the application's `HttpRouter`. Requires `Callbacks` and
  * `RunStore`; checks bodies against `Handlers` when that is provided.
@@ -123,10 +119,5 @@ const notAllowed: HttpServerResponse.HttpServerResponse = secure(
  * @category layers
  */
 export const layer = (options: CallbackRoutesOptions = {}) =>
-  HttpRouter.addAll(Effect.succeed([
-    HttpRouter.route("POST", path, deliver(options)),
-    ...(["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"] as const).map((method) =>
-      HttpRouter.route(method, path, Effect.succeed(notAllowed))
-    )
-  ]), options.prefix === undefined ? undefined : { prefix: options.prefix })
+  postOnly(path, deliver(options), "callbacks", options.prefix)
 

@@ -21,11 +21,11 @@
  */
 import { InvalidConfig } from "@leasehold/core"
 import { Cause, Clock, Duration, Effect, Exit, Option, Schema } from "effect"
-import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServerRequest } from "effect/http"
 import type { DurableDeferred } from "effect/workflow"
 import { WorkflowEngine, WorkflowInstance } from "effect/workflow/WorkflowEngine"
 import { Callbacks } from "./Callbacks.js"
-import { bodyFailureResponse, json, parseJson, problem, readBody, secure } from "./internal/Http.js"
+import { bodyFailureResponse, json, parseJson, postOnly, problem, readBody, secure } from "./internal/Http.js"
 
 /** The path the route answers on. @category constants */
 export const path = "/workflow-callbacks/:workflow/:execution/:deferred" as const
@@ -117,10 +117,6 @@ const complete = (options: DeferredCallbackRoutesOptions) =>
     return json(202, { status: "accepted", workflow, executionId, deferred: name })
   }).pipe(Effect.map(secure))
 
-const notAllowed: HttpServerResponse.HttpServerResponse = secure(
-  problem(405, "method-not-allowed", "deferred callbacks are delivered with POST", { allow: "POST" })
-)
-
 /**
  * The route, added to the application's `HttpRouter`. Requires `Callbacks` and the
  * `WorkflowEngine` per request.
@@ -128,9 +124,4 @@ const notAllowed: HttpServerResponse.HttpServerResponse = secure(
  * @category layers
  */
 export const layer = (options: DeferredCallbackRoutesOptions) =>
-  HttpRouter.addAll(Effect.succeed([
-    HttpRouter.route("POST", path, complete(options)),
-    ...(["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"] as const).map((method) =>
-      HttpRouter.route(method, path, Effect.succeed(notAllowed))
-    )
-  ]), options.prefix === undefined ? undefined : { prefix: options.prefix })
+  postOnly(path, complete(options), "deferred callbacks", options.prefix)

@@ -1,6 +1,6 @@
 /** Responses, body reading and headers shared by the routes. */
 import { ByteSize, Effect } from "effect"
-import { HttpIncomingMessage, type HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 
 /** A JSON response; the values routes answer with are plain data, always encodable. */
 export const json = (status: number, body: unknown, headers?: Record<string, string>): HttpServerResponse.HttpServerResponse =>
@@ -70,3 +70,22 @@ export const securityHeaders: Readonly<Record<string, string>> = {
 
 export const secure = (response: HttpServerResponse.HttpServerResponse) =>
   HttpServerResponse.setHeaders(response, securityHeaders)
+
+/**
+ * A route that takes POST only: `deliver` on POST, and 405 naming POST (with `allow`) on every
+ * other method, under `prefix` if given.
+ */
+export const postOnly = <E, R>(
+  path: HttpRouter.PathInput,
+  deliver: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+  what: string,
+  prefix: string | undefined
+) => {
+  const notAllowed = secure(problem(405, "method-not-allowed", `${what} are delivered with POST`, { allow: "POST" }))
+  return HttpRouter.addAll(Effect.succeed([
+    HttpRouter.route("POST", path, deliver),
+    ...(["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"] as const).map((method) =>
+      HttpRouter.route(method, path, Effect.succeed(notAllowed))
+    )
+  ]), prefix === undefined ? undefined : { prefix })
+}
