@@ -95,11 +95,27 @@ const EncodedExit = Schema.toCodecJson(
 const encodeExit = Schema.encodeSync(EncodedExit) as (exit: Exit.Exit<unknown, unknown>) => unknown
 const decodeExit = Schema.decodeUnknownSync(EncodedExit) as (json: unknown) => Exit.Exit<unknown, unknown>
 
-const resultCodec = (workflow: Workflow.Any) =>
-  Schema.toCodecJson(Workflow.Result({
-    success: (workflow as Workflow.AnyWithProps).successSchema,
-    error: (workflow as Workflow.AnyWithProps).errorSchema
-  })) as unknown as Schema.Codec<Workflow.Result<unknown, unknown>, unknown>
+/** A workflow's codecs, made once per workflow (making a schema's JSON codec is not cheap). */
+interface Codecs {
+  readonly payload: Schema.Codec<unknown, unknown>
+  readonly result: Schema.Codec<Workflow.Result<unknown, unknown>, unknown>
+}
+const codecsByWorkflow = new WeakMap<Workflow.Any, Codecs>()
+const codecsOf = (workflow: Workflow.Any): Codecs => {
+  let codecs = codecsByWorkflow.get(workflow)
+  if (codecs === undefined) {
+    const { errorSchema, payloadSchema, successSchema } = workflow as Workflow.AnyWithProps
+    codecs = {
+      payload: Schema.toCodecJson(payloadSchema) as unknown as Schema.Codec<unknown, unknown>,
+      result: Schema.toCodecJson(Workflow.Result({ success: successSchema, error: errorSchema })) as unknown as Schema.Codec<
+        Workflow.Result<unknown, unknown>,
+        unknown
+      >
+    }
+    codecsByWorkflow.set(workflow, codecs)
+  }
+  return codecs
+}
 
 /** A fault of the store or the lease inside a replay: the run's, never the workflow's outcome. */
 type RunFault = FenceRejected | LeaseNotHeld | RunNotFound | StoreError
@@ -176,7 +192,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       switch (state) {
         case "completed":
           return Option.some(
-            yield* Effect.orDie(Schema.decodeUnknownEffect(resultCodec(workflow))(result) as Effect.Effect<Workflow.Result<unknown, unknown>, Schema.SchemaError>)
+            yield* Effect.orDie(Schema.decodeUnknownEffect(codecsOf(workflow).result)(result) as Effect.Effect<Workflow.Result<unknown, unknown>, Schema.SchemaError>)
           )
         case "failed":
           return Option.some(new Workflow.Complete({ exit: Exit.die(error) }) as Workflow.Result<unknown, unknown>)
@@ -216,7 +232,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     execute: Effect.fnUntraced(function*(workflow, request) {
       const key = executionKey(workflow._tag, request.executionId)
       const payload = yield* Effect.orDie(
-        Schema.encodeUnknownEffect(Schema.toCodecJson(workflow.payloadSchema))(request.payload) as Effect.Effect<unknown, Schema.SchemaError>
+        Schema.encodeUnknownEffect(codecsOf(workflow).payload)(request.payload) as Effect.Effect<unknown, Schema.SchemaError>
       )
       const parent = request.parent !== undefined && request.detached !== true
         ? executionKey(request.parent.workflow._tag, request.parent.executionId)
@@ -342,7 +358,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       const { workflow } = entry
       const fence = yield* Fence
       const key = executionKey(workflow._tag, input.executionId)
-      const payload = yield* Schema.decodeUnknownEffect(Schema.toCodecJson(workflow.payloadSchema))(input.payload).pipe(
+      const payload = yield* Schema.decodeUnknownEffect(codecsOf(workflow).payload)(input.payload).pipe(
         Effect.mapError((error) => new InvalidPayload({ kind: kindOf(workflow._tag), issue: String(error) }))
       )
       while (true) {
@@ -393,7 +409,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
   /** The run's result, and the wake of a waiting parent in the transaction that completes it. */
   const finish = (entry: Registered, input: ExecutionPayload, result: Workflow.Result<unknown, unknown>) =>
     Effect.gen(function*() {
-      const encoded = yield* Effect.orDie(Schema.encodeUnknownEffect(resultCodec(entry.workflow))(result))
+      const encoded = yield* Effect.orDie(Schema.encodeUnknownEffect(codecsOf(entry.workflow).result)(result))
       if (input.parent === undefined) return encoded
       // The parent cannot replay before the child's result is there to read.
       const key = executionKey(entry.workflow._tag, input.executionId)
