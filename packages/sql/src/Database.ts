@@ -16,6 +16,12 @@ export interface DatabaseOptions {
   readonly embeddedDataDir?: string | undefined
   readonly maxConnections?: number | undefined
   readonly applicationName?: string | undefined
+  /**
+   * The URL leads to a pooler in transaction mode (PgBouncer's `pool_mode = transaction`): no
+   * named prepared statements, which would outlive the transaction on a server connection another
+   * client gets next. Give the store the same (`PgRunStore` `pooler`). Default: a direct connection.
+   */
+  readonly pooler?: "transaction" | undefined
 }
 
 /**
@@ -44,5 +50,6 @@ export const clientLayer = (url: string, options: Omit<DatabaseOptions, "url"> =
     url: Redacted.make(url),
     maxConnections: options.maxConnections ?? 10,
     connectTimeout: "5 seconds",
-    applicationName: options.applicationName ?? "leasehold"
+    applicationName: options.applicationName ?? "leasehold",
+    ...(options.pooler === "transaction" ? { prepare: false } : {})
   })

@@ -6,7 +6,7 @@
  */
 import { InvalidConfig, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Redacted, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Migrations from "./Migrations.js"
@@ -44,6 +44,19 @@ export interface PgRunStoreOptions {
    * drain writes less). Failed and cancelled runs are kept either way.
    */
   readonly completedRuns?: CompletedRuns | undefined
+  /**
+   * The client reaches PostgreSQL through a pooler in transaction mode (docs/DEPLOYMENT.md). The
+   * runtime pool then sends no session settings (they would stay with a server connection other
+   * clients get) and prepares no named statements; workers are woken by LISTEN on `listenUrl`, a
+   * direct (session) connection to the server, or, without one, find work by polling alone.
+   */
+  readonly pooler?: PoolerOptions | undefined
+}
+
+/** @category models */
+export interface PoolerOptions {
+  /** A URL straight to PostgreSQL (not through the pooler) for the one LISTEN connection. */
+  readonly listenUrl?: string | undefined
 }
 
 const parseNotification = (payload: string): StoreNotification | undefined =>
@@ -91,13 +104,23 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     maxConnections: runtimeConnections,
     minConnections: 0,
     applicationName: `${sql.config.applicationName ?? "leasehold"} (runtime)`,
-    startupParameters: { ...sql.config.startupParameters, ...runtimeSettings }
+    ...(options.pooler === undefined
+      ? { startupParameters: { ...sql.config.startupParameters, ...runtimeSettings } }
+      : { prepare: false })
   }).pipe(Effect.provide(Reactivity.layer))
 
-  // A listener holds its connection: one of its own, outside both pools (docs/adr/0002).
-  const notifications: Stream.Stream<StoreNotification, StoreError> = Stream.unwrap(
+  // A listener holds its connection: one of its own, outside both pools (docs/adr/0002). Through
+  // a transaction pooler it needs a direct URL; without one, nothing is pushed and workers poll.
+  const listenConfig = options.pooler === undefined
+    ? sql.config
+    : options.pooler.listenUrl === undefined
+    ? undefined
+    : { ...sql.config, url: Redacted.make(options.pooler.listenUrl), prepare: true }
+  const notifications: Stream.Stream<StoreNotification, StoreError> = listenConfig === undefined
+    ? Stream.never
+    : Stream.unwrap(
     Effect.gen(function*() {
-      const connection = yield* PgConnection.make(sql.config)
+      const connection = yield* PgConnection.make(listenConfig)
       const source = yield* connection.listen(s.channel)
       // LISTEN has been acknowledged: what is sent from now on arrives.
       return Stream.concat(
