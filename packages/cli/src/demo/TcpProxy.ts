@@ -20,12 +20,15 @@ export interface TcpProxy {
   readonly partition: () => void
   readonly heal: () => void
   readonly reset: () => void
+  /** Points new connections at another server (a promoted standby), closing every open one. */
+  readonly retarget: (target: { host: string; port: number }) => void
   readonly isPartitioned: () => boolean
   readonly close: () => Promise<void>
 }
 
-export const start = (target: { host: string; port: number }): Promise<TcpProxy> =>
+export const start = (initial: { host: string; port: number }): Promise<TcpProxy> =>
   new Promise((resolve, reject) => {
+    let target = initial
     const pipes = new Set<Pipe>()
     let partitioned = false
 
@@ -97,6 +100,10 @@ export const start = (target: { host: string; port: number }): Promise<TcpProxy>
           for (const pipe of [...pipes]) flush(pipe)
         },
         reset: () => {
+          for (const pipe of [...pipes]) destroy(pipe)
+        },
+        retarget: (next) => {
+          target = next
           for (const pipe of [...pipes]) destroy(pipe)
         },
         isPartitioned: () => partitioned,
