@@ -8,7 +8,9 @@
 #                                     0010), against test/keys-process.test.ts, run up to three
 #                                     times (a race: it shows in most runs, not in every one);
 #   scripts/mutation-check.sh workflow  the holder check of a workflow activity's recorded result
-#                                     (statements/workflow.ts), against the workflow tests.
+#                                     (statements/workflow.ts), against the workflow tests;
+#   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (statements/claim.ts),
+#                                     against test/failover.test.ts (asynchronous failover).
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -33,6 +35,13 @@ if [ "$mutation" = "keys" ]; then
   echo "mutation: the running runs' key slots are no longer unique ($migrations)"
   tests=(test/keys-process.test.ts)
   attempts=3
+elif [ "$mutation" = "epoch" ]; then
+  claim="$work/packages/sql/src/statements/claim.ts"
+  sed -i 's/greatest(r\.fence + 1, f\.floor)/r.fence + 1/g' "$claim"
+  grep -q "f\.floor)" "$claim" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: claims raise the fence by 1 whatever the server's timeline ($claim)"
+  tests=(test/failover.test.ts)
+  attempts=1
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/statements/workflow.ts"
   # The holder is any run with that id, whatever its fence and state.

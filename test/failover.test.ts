@@ -5,11 +5,11 @@
  * drain the primary is stopped at once, the standby promoted and the proxy pointed at it. Nothing
  * committed is lost, so every run completes exactly once and no (run, fence) is granted twice.
  */
-import { RunStore } from "@leasehold/core"
+import { CurrentRun, Fence, FenceRejected, Run, RunStore } from "@leasehold/core"
 import * as TcpProxy from "@leasehold/cli/demo/TcpProxy"
 import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
 import { Database, PgRunStore } from "@leasehold/sql"
-import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Schedule, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterEach, assert, describe, it } from "vitest"
 import * as Replication from "./support/replication.js"
@@ -99,4 +99,65 @@ describe.skipIf(!Replication.available)("failover", () => {
       `failover: primary lost → promoted in ${promotedAt - lostAt} ms; first claim on the new primary ${firstClaimAfter - lostAt} ms after the loss; ${reclaimed[0]!.n} runs reclaimed`
     )
   }, 180_000)
+
+  it("asynchronous replication: a claim the promoted standby never received is not granted again; its holder is refused by the fence", async () => {
+    const scope = Effect.runSync(Scope.make())
+    cleanup.push(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+    const pair = await Effect.runPromise(Replication.start({ sync: false }).pipe(Scope.provide(scope)))
+    const proxy = await TcpProxy.start({ host: "127.0.0.1", port: pair.primaryPort })
+    cleanup.push(() => proxy.close())
+    const url = `postgres://postgres@127.0.0.1:${proxy.port}/postgres`
+    const schema = "failover_async"
+    // Two workers' stores (each its own pools), through the switched proxy.
+    const storeOf = () =>
+      Effect.runPromise(Layer.build(
+        PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(url, { maxConnections: 2 })))
+      ).pipe(Scope.provide(scope))).then((context) => ({ store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }))
+    const a = await storeOf()
+    const b = await storeOf()
+    // Connections cut by the switch fail once; the next attempt reconnects.
+    const retried = <A, E>(effect: Effect.Effect<A, E>) =>
+      Effect.runPromise(Effect.retry(effect, { times: 20, schedule: Schedule.spaced("100 millis") }))
+    await retried(a.sql.unsafe(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL)`))
+    const [run] = await retried(a.store.enqueue([{ kind: "job", payload: null }]))
+    await until("the standby has the run", async () => pair.caughtUp())
+
+    // The standby falls behind; A's claim commits on the primary alone (asynchronous: no wait).
+    pair.replication.partition()
+    const claim = (store: RunStore["Service"], owner: string) =>
+      store.claim({ owner, queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+    const [held] = await retried(claim(a.store, "a"))
+    assert.strictEqual(held!.fence, 1)
+
+    // The primary is lost with that claim; the standby is promoted; the proxy now reaches it.
+    pair.stopPrimary()
+    pair.promote()
+    proxy.retarget({ host: "127.0.0.1", port: pair.standbyPort })
+
+    // B claims the run on the new primary: the run is pending there (A's claim never arrived), and
+    // B's fence is above anything the old primary can have granted, so no (run, fence) is granted twice.
+    const [taken] = await retried(claim(b.store, "b"))
+    assert.strictEqual(taken!.id, run!.id)
+    assert.notStrictEqual(taken!.fence, held!.fence, "the same (run, fence) granted twice")
+    assert.isAtLeast(taken!.fence, 2 ** 32)
+
+    // A, still holding fence 1, is refused: its completion and its fenced transaction name both fences.
+    const [completion] = await retried(a.store.completeBatch([{ runId: run!.id, fence: 1, result: "1" }]))
+    assert.deepInclude(completion, { _tag: "Rejected", fence: 1, storedFence: taken!.fence })
+    const stale = await Effect.runPromise(Effect.flip(Run.transaction(
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`INSERT INTO "${schema}".ledger VALUES (${Number(run!.id)}, 1)`))
+    ).pipe(
+      Effect.provideService(Fence, { runId: run!.id, fence: 1, owner: "a" }),
+      Effect.provideService(CurrentRun, { kind: "job", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }),
+      Effect.provideService(RunStore, a.store),
+      Effect.provideService(SqlClient.SqlClient, a.sql)
+    )))
+    assert.instanceOf(stale, FenceRejected)
+    assert.deepInclude(stale, { presentedFence: 1, storedFence: taken!.fence, operation: "transaction" })
+    assert.strictEqual((await Effect.runPromise(a.sql.unsafe(`SELECT 1 FROM "${schema}".ledger`))).length, 0)
+
+    // B's completion under its own fence lands.
+    const [done] = await retried(b.store.completeBatch([{ runId: run!.id, fence: taken!.fence, result: "2" }]))
+    assert.strictEqual(done!._tag, "Finalized")
+  }, 120_000)
 })

@@ -4,6 +4,7 @@
  * test's scope. Synchronous (the standby confirms every commit before it returns) or asynchronous.
  * As root the servers run as the `postgres` OS user (PostgreSQL refuses root).
  */
+import * as TcpProxy from "@leasehold/cli/demo/TcpProxy"
 import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -51,8 +52,10 @@ export interface ReplicatedPair {
   readonly stopPrimary: () => void
   /** Promotes the standby and waits until it accepts writes. */
   readonly promote: () => void
-  /** Pauses the standby's replay (WAL still arrives, it is not applied). */
-  readonly pauseReplay: () => void
+  /** The standby's replication link, through a proxy: `partition()` it and the standby falls behind. */
+  readonly replication: TcpProxy.TcpProxy
+  /** Whether the standby has replayed everything the primary has written so far. */
+  readonly caughtUp: () => boolean
 }
 
 /** Scoped: a primary and a streaming standby, `sync` or not, both stopped when the scope closes. */
@@ -82,13 +85,15 @@ export const start = (options: { readonly sync: boolean }) =>
       )
       fs.appendFileSync(path.join(primary, "pg_hba.conf"), "host replication all 127.0.0.1/32 trust\n")
       run("pg_ctl", ["-D", primary, "-l", path.join(dir, "primary.log"), "-w", "start"])
+      // The standby streams through a proxy the test can cut, as a network failure would.
+      const replication = await TcpProxy.start({ host: "127.0.0.1", port: primaryPort })
       run("pg_basebackup", ["-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", standby, "-X", "stream", "-c", "fast"])
       fs.writeFileSync(path.join(standby, "standby.signal"), "")
       fs.appendFileSync(
         path.join(standby, "postgresql.conf"),
         [
           `port = ${standbyPort}`,
-          `primary_conninfo = 'host=127.0.0.1 port=${primaryPort} user=postgres application_name=standby1'`,
+          `primary_conninfo = 'host=127.0.0.1 port=${replication.port} user=postgres application_name=standby1'`,
           "synchronous_standby_names = ''"
         ].join("\n") + "\n"
       )
@@ -107,12 +112,17 @@ export const start = (options: { readonly sync: boolean }) =>
         url: (port) => `postgres://postgres@127.0.0.1:${port}/postgres`,
         stopPrimary: () => void run("pg_ctl", ["-D", primary, "-m", "immediate", "-w", "stop"]),
         promote: () => void run("pg_ctl", ["-D", standby, "-w", "promote"]),
-        pauseReplay: () => void psql(standbyPort, "SELECT pg_wal_replay_pause()")
+        replication,
+        caughtUp: () => {
+          const written = psql(primaryPort, "SELECT pg_current_wal_lsn()")
+          return psql(standbyPort, `SELECT pg_last_wal_replay_lsn() >= '${written}'::pg_lsn`) === "t"
+        }
       }
-      return { dir, primary, standby, pair }
+      return { dir, primary, standby, pair, replication }
     }),
-    ({ dir, primary, standby }) =>
-      Effect.sync(() => {
+    ({ dir, primary, replication, standby }) =>
+      Effect.promise(async () => {
+        await replication.close()
         for (const data of [primary, standby]) {
           try {
             run("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"])

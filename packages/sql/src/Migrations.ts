@@ -231,6 +231,18 @@ const workflows = (s: string): ReadonlyArray<string> => [
   )`
 ]
 
+// Failover-safe fences (issue 16, docs/adr/0016-failover-safe-fences.md): a claim's fence is at
+// least the floor of the server's timeline, (timeline - 1) << 32. A promotion starts a new
+// timeline, so a standby promoted after losing the old primary's last claims (asynchronous
+// replication) grants every run a fence above any the old primary can have granted, and a holder
+// from before the failover is refused by the fence. 0 on the first timeline: nothing changes for
+// a store that never failed over.
+const fenceEpoch = (s: string): ReadonlyArray<string> => [
+  `CREATE FUNCTION "${s}".fence_floor() RETURNS bigint LANGUAGE sql STABLE AS $fn$
+    SELECT (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 32
+  $fn$`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -268,7 +280,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0008_paused_queues": statements(pausedQueues(store.schema)),
       "0009_schedules": statements(schedules(store.schema)),
       "0010_key_concurrency": statements(keyConcurrency(store.schema)),
-      "0011_workflows": statements(workflows(store.schema))
+      "0011_workflows": statements(workflows(store.schema)),
+      "0012_fence_epoch": statements(fenceEpoch(store.schema))
     }))
   })
 })

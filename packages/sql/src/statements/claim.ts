@@ -1,8 +1,9 @@
 /**
  * Claim: one atomic statement takes up to `limit` runs that are due (pending and `run_at` passed),
  * abandoned (running with an expired lease) or past a suspension deadline, skipping rows other
- * workers hold locked. Every claim raises the run's fence by exactly 1. Time is the database's
- * `now()` only.
+ * workers hold locked. Every claim raises the run's fence by exactly 1, or, on the first claim
+ * after a promotion, to the new timeline's floor (`fenceFloor`). Time is the database's `now()`
+ * only.
  *
  * An abandoned run that has used all its attempts is failed here instead of claimed: expired
  * leases count as attempts, so a run that keeps killing its workers ends.
@@ -12,6 +13,14 @@ import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
+
+/**
+ * The lowest fence a claim may grant on this server's timeline (`fence_floor()`, migration
+ * `0012_fence_epoch`): read once per statement. After a promotion every claim jumps above what the
+ * old primary granted, lost claims included (docs/adr/0016-failover-safe-fences.md).
+ */
+const fenceFloor = (sql: SqlClient.SqlClient, s: StoreSchema) =>
+  sql`fence_floor AS MATERIALIZED (SELECT ${sql.literal(`"${s.schema}".fence_floor()`)} AS floor)`
 
 export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   (request.dueOnly === true ? claimDue(sql, s, request) : claimAll(sql, s, request)).pipe(
@@ -184,7 +193,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     const limit = request.limit
     const ttlMs = Duration.toMillis(request.ttl)
     const rows = yield* sql<ClaimRow & { origin: number }>`
-      WITH expired AS (
+      WITH ${fenceFloor(sql, s)}, expired AS (
         -- A reclaimed run keeps the key slot it already holds: no admission.
         SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
           claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key,
@@ -224,7 +233,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         ${sql.literal(slotted(s, "candidates", "a.origin, a.priority DESC, a.due_at, a.id"))}
       ), claimed AS (
         UPDATE ${runs} r SET
-          fence = r.fence + 1,
+          fence = greatest(r.fence + 1, f.floor),
           state = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN 'failed' ELSE 'running' END,
           attempt = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN r.attempt ELSE r.attempt + 1 END,
           lease_owner = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN NULL ELSE ${request.owner} END,
@@ -240,14 +249,14 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
           -- are exceptional and get a history row at once.
           claimed_by = CASE WHEN p.origin = 2 THEN ${request.owner} END,
           claimed_at = CASE WHEN p.origin = 2 THEN now() END,
-          claimed_fence = CASE WHEN p.origin = 2 THEN r.fence + 1 END,
+          claimed_fence = CASE WHEN p.origin = 2 THEN greatest(r.fence + 1, f.floor) END,
           claimed_attempt = CASE WHEN p.origin = 2 THEN r.attempt + 1 END,
           key_scope = CASE WHEN p.origin = 0 THEN r.key_scope ELSE p.scope END,
           key_slot = CASE WHEN p.origin = 0 THEN r.key_slot ELSE p.slot END,
           updated_at = now()
         -- The ids as an explicit restriction: picked rows are reached by primary key, not by a
         -- hash join over a scan of the whole table (which the planner prefers on small tables).
-        FROM picked p WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.id = p.id
+        FROM picked p, fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.id = p.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key,
           r.state, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms, r.trace_parent
       ), history AS (
@@ -278,7 +287,7 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
     const rows = yield* sql<ClaimRow>`
-      WITH candidates AS (
+      WITH ${fenceFloor(sql, s)}, candidates AS (
         SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt,
           d.queue, d.kind, d.concurrency_key, d.scope, d.per_key, d.place
         ${dueRows(sql, s, request)}
@@ -286,15 +295,15 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         ${sql.literal(slotted(s, "candidates", "a.priority DESC, a.run_at, a.id"))}
       ), claimed AS (
         UPDATE ${runs} r SET
-          fence = r.fence + 1, state = 'running', attempt = r.attempt + 1,
+          fence = greatest(r.fence + 1, f.floor), state = 'running', attempt = r.attempt + 1,
           lease_owner = ${request.owner},
           lease_expires_at = now() + ${Duration.toMillis(request.ttl)}::float8 * interval '1 millisecond',
           finished_at = NULL, signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
-          claimed_by = ${request.owner}, claimed_at = now(), claimed_fence = r.fence + 1, claimed_attempt = r.attempt + 1,
+          claimed_by = ${request.owner}, claimed_at = now(), claimed_fence = greatest(r.fence + 1, f.floor), claimed_attempt = r.attempt + 1,
           key_scope = d.scope, key_slot = d.slot,
           updated_at = now()
         -- By primary key (the ids as an explicit restriction, as in the full claim).
-        FROM due d WHERE r.id = ANY(ARRAY(SELECT id FROM due)) AND r.id = d.id
+        FROM due d, fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM due)) AND r.id = d.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key, r.state,
           (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms, r.trace_parent
       ), history AS (
