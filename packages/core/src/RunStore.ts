@@ -154,7 +154,10 @@ export class RunStore extends Context.Service<RunStore, {
   readonly enqueue: (
     requests: ReadonlyArray<EnqueueRequest>
   ) => Effect.Effect<ReadonlyArray<Enqueued>, InvalidConfig | UnstorableValue | StoreError>
-  /** Claims up to `limit` runs in one statement; each claim raises the run's fence by exactly 1. */
+  /**
+   * Claims up to `limit` runs in one statement; each claim raises the run's fence by exactly 1 (a
+   * store on a promoted server may raise it further, never by less: `PgRunStore`'s timeline floor).
+   */
   readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<ClaimedRun>, StoreError>
   /** Renews every listed lease in one statement; returns exactly the leases still held. */
   readonly renew: (
