@@ -19,6 +19,10 @@ const scans = (sql: SqlClient.SqlClient, schema: string) =>
     (rows) => ({ seq: Number(rows[0]!.seq), idx: Number(rows[0]!.idx) })
   )
 
+// A backend that reported its counters less than a second ago keeps new ones pending until it has
+// been idle for 10 s (PostgreSQL 15+, PGSTAT_IDLE_INTERVAL): waiting on them needs more than that.
+const statsFlush = "30 seconds"
+
 describe("runtime plans", () => {
   it.live("claims, renewals and completions planned on a small store never scan runs sequentially once it holds a backlog", () =>
     Effect.gen(function*() {
@@ -68,7 +72,8 @@ describe("runtime plans", () => {
       // the index scans of those 30 statements show, so that an unchanged seq_scan means something.
       const after = yield* eventually(
         "the runtime's index scans counted",
-        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 30 ? s : undefined))
+        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 30 ? s : undefined)),
+        statsFlush
       )
       assert.strictEqual(after.seq - before.seq, 0, "a runtime statement scanned runs sequentially")
     }))
@@ -111,7 +116,8 @@ describe("runtime plans", () => {
 
       const after = yield* eventually(
         "the claims' index scans counted",
-        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 10 ? s : undefined))
+        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 10 ? s : undefined)),
+        statsFlush
       )
       assert.strictEqual(after.seq - before.seq, 0, "a keyed claim scanned runs sequentially")
     }))
@@ -134,14 +140,16 @@ describe("runtime plans", () => {
       // The claims' updates are counted first, so the difference below is the renewals' alone.
       const before = yield* eventually(
         "the claims counted",
-        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(updates, (u) => u.upd >= 400 ? u : undefined))
+        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(updates, (u) => u.upd >= 400 ? u : undefined)),
+        statsFlush
       )
       for (let round = 0; round < 3; round++) {
         assert.strictEqual((yield* store.renew("w", leases, Duration.seconds(30))).length, 400)
       }
       const after = yield* eventually(
         "the renewals counted",
-        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(updates, (u) => u.upd >= before.upd + 1_200 ? u : undefined))
+        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(updates, (u) => u.upd >= before.upd + 1_200 ? u : undefined)),
+        statsFlush
       )
       assert.strictEqual(after.upd - before.upd, 1_200)
       // With an index on lease_expires_at (migration 0001's runs_leases) not one of them is HOT.
