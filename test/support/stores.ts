@@ -15,10 +15,10 @@ export interface Stores {
   readonly sql: SqlClient.SqlClient
 }
 
-const storeOn = (schema: string, options: PgRunStore.PgRunStoreOptions) =>
+const storeOn = (schema: string, options: PgRunStore.PgRunStoreOptions, url = databaseUrl(), client: Database.DatabaseOptions = {}) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
-      PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 4 })))
+      PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.clientLayer(url, { maxConnections: 4, ...client })))
     )
     return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
   })
@@ -29,6 +29,15 @@ export const twoStoresWith = (options: PgRunStore.PgRunStoreOptions) =>
     const schema = freshSchema()
     const first = yield* storeOn(schema, options)
     const second = yield* storeOn(schema, options)
+    return { schema, a: first.store, b: second.store, sql: first.sql } satisfies Stores
+  })
+
+/** Scoped: two stores on a fresh schema, reached at `url` (a pooler's, say) with these client options. */
+export const twoStoresAt = (url: string, options: PgRunStore.PgRunStoreOptions, client: Database.DatabaseOptions) =>
+  Effect.gen(function*() {
+    const schema = freshSchema()
+    const first = yield* storeOn(schema, options, url, client)
+    const second = yield* storeOn(schema, options, url, client)
     return { schema, a: first.store, b: second.store, sql: first.sql } satisfies Stores
   })
 
