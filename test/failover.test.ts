@@ -57,8 +57,10 @@ describe.skipIf(!Replication.available)("failover", () => {
     const completed = async () => Number((await query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".runs WHERE state = 'completed'`))[0]!.n)
     await until("a third of the runs complete", async () => (await completed()) >= total / 3)
 
-    // The primary's loss: stopped at once; the standby promoted; the proxy switched to it.
+    // The primary's loss: stopped at once; the standby promoted; the proxy switched to it. Worker B
+    // dies with it (kill -9): the runs it held must be reclaimed by A on the new primary.
     const lostAt = Date.now()
+    await workers[1]!.kill()
     pair.stopPrimary()
     pair.promote()
     proxy.retarget({ host: "127.0.0.1", port: pair.standbyPort })
@@ -88,15 +90,20 @@ describe.skipIf(!Replication.available)("failover", () => {
       assert.isTrue(fences.every((fence, i) => i === 0 || fence > fences[i - 1]!), `run ${run.run_id}: ${fences.join(", ")}`)
     }
 
-    // The workers came through: neither crashed, and both claim on the new primary.
-    for (const worker of workers) {
-      assert.isUndefined(worker.reports.find((r) => r.type === "crashed"), worker.owner)
-      assert.isTrue(WorkerProcess.events(worker, "Claimed").some((e) => e.receivedAt > promotedAt), `${worker.owner} claimed after the promotion`)
-    }
-    const firstClaimAfter = Math.min(...workers.flatMap((w) => WorkerProcess.events(w, "Claimed").filter((e) => e.receivedAt > lostAt).map((e) => e.receivedAt)))
-    const reclaimed = await query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".run_history WHERE kind = 'reclaimed'`)
+    // Worker A came through: it did not crash, and it claims on the new primary, B's held runs too.
+    const [a] = workers
+    assert.isUndefined(a!.reports.find((r) => r.type === "crashed"))
+    const claimsAfter = WorkerProcess.events(a!, "Claimed").filter((e) => e.receivedAt > promotedAt)
+    assert.isAbove(claimsAfter.length, 0, "A claimed after the promotion")
+    const heldByB = await query<{ run_id: string }>(
+      `SELECT DISTINCT run_id::text FROM "${schema}".run_history WHERE kind = 'reclaimed'`
+    )
+    assert.isAbove(heldByB.length, 0, "the runs B held were reclaimed")
+    const reclaimedAt = claimsAfter.filter((e) => heldByB.some((r) => r.run_id === e.runId)).map((e) => e.receivedAt)
+    const firstClaimAfter = Math.min(...claimsAfter.map((e) => e.receivedAt))
     console.log(
-      `failover: primary lost → promoted in ${promotedAt - lostAt} ms; first claim on the new primary ${firstClaimAfter - lostAt} ms after the loss; ${reclaimed[0]!.n} runs reclaimed`
+      `failover: primary lost → promoted in ${promotedAt - lostAt} ms; first claim on the new primary ${firstClaimAfter - lostAt} ms after the loss; ` +
+        `${heldByB.length} runs held by the killed worker reclaimed, the last ${Math.max(...reclaimedAt) - lostAt} ms after the loss (TTL 2 s)`
     )
   }, 180_000)
 
