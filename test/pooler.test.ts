@@ -24,6 +24,17 @@ const pooledStore = (pooler: PgBouncer.Pooler, schema: string, listenUrl?: strin
     (context) => ({ store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) })
   )
 
+/** A PgBouncer with `poolSize` server connections, a fresh schema with its ledger, two stores through it. */
+const twoWorkersThrough = (poolSize: number, prefix: string) =>
+  Effect.gen(function*() {
+    const pooler = yield* PgBouncer.start(databaseUrl(), poolSize)
+    const schema = freshSchema(prefix)
+    const a = yield* pooledStore(pooler, schema)
+    const b = yield* pooledStore(pooler, schema)
+    yield* a.sql.unsafe(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, n int NOT NULL)`)
+    return { pooler, schema, a, b }
+  })
+
 const ledgered = (schema: string) =>
   Handler.make({
     kind: "ledgered",
@@ -40,11 +51,7 @@ const ledgered = (schema: string) =>
 describe.skipIf(!PgBouncer.available)("through PgBouncer in transaction mode", () => {
   it.live("a drain of 2,000 runs by two workers: each completes once, its ledger row in its fenced transaction", () =>
     Effect.gen(function*() {
-      const pooler = yield* PgBouncer.start(databaseUrl(), 4)
-      const schema = freshSchema("pool")
-      const a = yield* pooledStore(pooler, schema)
-      const b = yield* pooledStore(pooler, schema)
-      yield* a.sql.unsafe(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, n int NOT NULL)`)
+      const { a, b, schema } = yield* twoWorkersThrough(4, "pool")
       const total = 2_000
       yield* a.store.enqueue(Array.from({ length: total }, (_, n) => ({ kind: "ledgered", payload: { n } })))
       const options = { handlers: [ledgered(schema)], concurrency: 20, pollInterval: "50 millis", ttl: "10 seconds" } as const
@@ -67,11 +74,7 @@ describe.skipIf(!PgBouncer.available)("through PgBouncer in transaction mode", (
 
   it.live("a superseded holder's writes through the pooler are refused by the fence, its transaction rolled back", () =>
     Effect.gen(function*() {
-      const pooler = yield* PgBouncer.start(databaseUrl(), 2)
-      const schema = freshSchema("poolfence")
-      const a = yield* pooledStore(pooler, schema)
-      const b = yield* pooledStore(pooler, schema)
-      yield* a.sql.unsafe(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, n int NOT NULL)`)
+      const { a, b, schema } = yield* twoWorkersThrough(2, "poolfence")
       const [run] = yield* a.store.enqueue([{ kind: "ledgered", payload: { n: 1 } }])
       const claim = (store: RunStore["Service"], owner: string) =>
         store.claim({ owner, queues: ["default"], kinds: ["ledgered"], limit: 1, ttl: Duration.minutes(1) })

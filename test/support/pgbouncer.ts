@@ -10,21 +10,12 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import { freePort } from "./ports.js"
 
 const binary = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"].find((candidate) => fs.existsSync(candidate))
 
 /** Whether PgBouncer is installed (`apt-get install -y pgbouncer`; `.ci/run` installs it). */
 export const available = binary !== undefined
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as net.AddressInfo).port
-      server.close(() => resolve(port))
-    })
-  })
 
 const reachable = (port: number) =>
   new Promise<boolean>((resolve) => {

@@ -8,9 +8,9 @@ import * as TcpProxy from "@leasehold/cli/demo/TcpProxy"
 import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import { freePort } from "./ports.js"
 
 const binDir = (() => {
   const root = "/usr/lib/postgresql"
@@ -33,16 +33,6 @@ const serverUser = (() => {
 
 const run = (command: string, args: ReadonlyArray<string>) =>
   execFileSync(path.join(binDir!, command), args, { encoding: "utf8", stdio: "pipe", ...(serverUser ?? {}) })
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as net.AddressInfo).port
-      server.close(() => resolve(port))
-    })
-  })
 
 export interface ReplicatedPair {
   readonly primaryPort: number
