@@ -95,8 +95,11 @@ describe.skipIf(!Replication.available)("failover", () => {
     assert.isUndefined(a!.reports.find((r) => r.type === "crashed"))
     const claimsAfter = WorkerProcess.events(a!, "Claimed").filter((e) => e.receivedAt > promotedAt)
     assert.isAbove(claimsAfter.length, 0, "A claimed after the promotion")
+    // The runs B held when it died: claimed by B, then reclaimed (by A).
     const heldByB = await query<{ run_id: string }>(
-      `SELECT DISTINCT run_id::text FROM "${schema}".run_history WHERE kind = 'reclaimed'`
+      `SELECT DISTINCT h.run_id::text FROM "${schema}".run_history h
+       WHERE h.kind = 'reclaimed' AND h.owner = 'worker-a' AND EXISTS (
+         SELECT 1 FROM "${schema}".run_history c WHERE c.run_id = h.run_id AND c.kind = 'claimed' AND c.owner = 'worker-b')`
     )
     assert.isAbove(heldByB.length, 0, "the runs B held were reclaimed")
     const reclaimedAt = claimsAfter.filter((e) => heldByB.some((r) => r.run_id === e.runId)).map((e) => e.receivedAt)

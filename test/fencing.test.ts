@@ -85,6 +85,27 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         assert.deepStrictEqual(swept.find((r) => r.id === waiting!.id)!.signals, { approval: { _tag: "TimedOut" } })
       }))
 
+    it.live("fences past 2^32 (a promoted server's) and small ones renew, complete and diagnose together in one statement", () =>
+      Effect.gen(function*() {
+        const stores = yield* twoStores
+        yield* enqueueJobs(stores, 3)
+        const held = yield* claimOne(stores.a, "worker-a", 3)
+        // One lease as a promoted server would grant it (ADR 0016); the others as before.
+        yield* stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET fence = 4294967296 WHERE id = ${Number(held[1]!.id)}`)
+        const leases = held.map((r, i) => ({ runId: r.id, fence: i === 1 ? 2 ** 32 : r.fence }))
+        assert.deepStrictEqual((yield* stores.a.renew("worker-a", leases, ttl)).map((l) => l.fence).sort(), [1, 1, 2 ** 32].sort())
+        // A stale small fence beside a large one is still diagnosed, with both fences.
+        const outcomes = yield* stores.a.completeBatch([
+          { ...leases[0]!, result: "1" },
+          { runId: held[1]!.id, fence: 1, result: "0" },
+          { ...leases[2]!, result: "3" }
+        ])
+        assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Rejected", "Finalized"])
+        assert.deepInclude(outcomes[1], { fence: 1, storedFence: 2 ** 32 })
+        const [done] = yield* stores.a.completeBatch([{ ...leases[1]!, result: "2" }])
+        assert.deepInclude(done, { _tag: "Finalized", fence: 2 ** 32 })
+      }))
+
     it.live("the database refuses to lower a fence, whatever statement tries", () =>
       Effect.gen(function*() {
         const stores = yield* twoStores

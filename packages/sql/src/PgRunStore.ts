@@ -115,7 +115,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     ? sql.config
     : options.pooler.listenUrl === undefined
     ? undefined
-    : { ...sql.config, url: Redacted.make(options.pooler.listenUrl), prepare: true }
+    // The URL alone says where: explicit fields would win over it.
+    : { ...sql.config, url: Redacted.make(options.pooler.listenUrl), host: undefined, port: undefined, path: undefined, stream: undefined }
   const notifications: Stream.Stream<StoreNotification, StoreError> = listenConfig === undefined
     ? Stream.never
     : Stream.unwrap(

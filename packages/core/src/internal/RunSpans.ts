@@ -12,7 +12,9 @@ import type { LeaseEntry } from "./InFlight.js"
 export const consumer = <A, E, R>(entry: LeaseEntry, owner: string, attempt: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
   const run = entry.run
   const enqueued = Telemetry.spanOf(run.traceParent)
-  const first = run.fence === 1
+  // The first claim of a run: fence 1, or a promoted server's floor (a multiple of 2^32, ADR 0016),
+  // which also makes the first claim on a new timeline a child of the enqueue span.
+  const first = run.fence === 1 || run.fence % 2 ** 32 === 0
   return Effect.withSpan(
     Effect.andThen(
       Effect.tap(Effect.option(Effect.currentSpan), (span) => Effect.sync(() => void (entry.span = Option.getOrUndefined(span)))),

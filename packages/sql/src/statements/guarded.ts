@@ -44,7 +44,7 @@ export const diagnose = (sql: SqlClient.SqlClient, s: StoreSchema, operation: st
   Effect.gen(function*() {
     const rows = yield* sql<{ id: string; presented: bigint; stored: bigint | null; state: RunState | null }>`
       WITH input AS (
-        SELECT * FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => l.fence)}::bigint[]) AS t(id, fence)
+        SELECT * FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[]) AS t(id, fence)
       ), current AS (
         SELECT i.id, i.fence AS presented, r.fence AS stored, r.state
         FROM input i LEFT JOIN ${s.runs(sql)} r ON r.id = i.id
@@ -144,7 +144,7 @@ export const completeBatch = (
         -- A null results array pads every row's result with SQL null: stored as JSON null.
         SELECT t.*, 'running'::text AS held FROM unnest(
           ${ids}::bigint[],
-          ${items.map((i) => i.fence)}::bigint[],
+          ${items.map((i) => String(i.fence))}::bigint[],
           ${results}::jsonb[]
         ) WITH ORDINALITY AS t(id, fence, result, ord)
       ), ${writes}

@@ -26,7 +26,7 @@ export const renew = (
     const lost = yield* sql<{ ord: string }>`
       WITH held AS MATERIALIZED (
         SELECT h.*, 'running'::text AS state, ${owner}::text AS owner
-        FROM unnest(${ids}::bigint[], ${leases.map((l) => l.fence)}::bigint[]) WITH ORDINALITY AS h(id, fence, ord)
+        FROM unnest(${ids}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[]) WITH ORDINALITY AS h(id, fence, ord)
       ), renewed AS (
         UPDATE ${s.runs(sql)} r
         SET lease_expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
