@@ -28,22 +28,31 @@ const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 60
   }
 }
 
+/**
+ * A replicated pair (`sync` or not) whose primary is reached through a proxy the test switches, and
+ * stores on `schema` through that proxy (each its own pools, as each worker has), all closed with
+ * the test.
+ */
+const throughSwitchedProxy = async (sync: boolean, schema: string) => {
+  const scope = Effect.runSync(Scope.make())
+  cleanup.push(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+  const pair = await Effect.runPromise(Replication.start({ sync }).pipe(Scope.provide(scope)))
+  const proxy = await TcpProxy.start({ host: "127.0.0.1", port: pair.primaryPort })
+  cleanup.push(() => proxy.close())
+  const url = `postgres://postgres@127.0.0.1:${proxy.port}/postgres`
+  const storeOf = () =>
+    Effect.runPromise(Layer.build(
+      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(url, { maxConnections: 2 })))
+    ).pipe(Scope.provide(scope))).then((context) => ({ store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }))
+  return { pair, proxy, url, storeOf }
+}
+
 describe.skipIf(!Replication.available)("failover", () => {
   it("synchronous replication: the standby promoted mid-drain loses nothing; every run completes once, no fence is granted twice", async () => {
-    const scope = Effect.runSync(Scope.make())
-    cleanup.push(() => Effect.runPromise(Scope.close(scope, Exit.void)))
-    const pair = await Effect.runPromise(Replication.start({ sync: true }).pipe(Scope.provide(scope)))
-    const proxy = await TcpProxy.start({ host: "127.0.0.1", port: pair.primaryPort })
-    cleanup.push(() => proxy.close())
-    const url = `postgres://postgres@127.0.0.1:${proxy.port}/postgres`
     const schema = "failover"
-
+    const { pair, proxy, storeOf, url } = await throughSwitchedProxy(true, schema)
     // The test's own client, through the same proxy: it follows the switch like the workers.
-    const context = await Effect.runPromise(Layer.build(
-      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(url, { maxConnections: 2 })))
-    ).pipe(Scope.provide(scope)))
-    const sql = Context.get(context, SqlClient.SqlClient)
-    const store = Context.get(context, RunStore)
+    const { sql, store } = await storeOf()
     const query = <A extends object>(text: string) => Effect.runPromise(sql.unsafe<A>(text))
     await query(WorkerProcess.createLedgerTable(`"${schema}".ledger`))
     const total = 300
@@ -111,18 +120,9 @@ describe.skipIf(!Replication.available)("failover", () => {
   }, 180_000)
 
   it("asynchronous replication: a claim the promoted standby never received is not granted again; its holder is refused by the fence", async () => {
-    const scope = Effect.runSync(Scope.make())
-    cleanup.push(() => Effect.runPromise(Scope.close(scope, Exit.void)))
-    const pair = await Effect.runPromise(Replication.start({ sync: false }).pipe(Scope.provide(scope)))
-    const proxy = await TcpProxy.start({ host: "127.0.0.1", port: pair.primaryPort })
-    cleanup.push(() => proxy.close())
-    const url = `postgres://postgres@127.0.0.1:${proxy.port}/postgres`
     const schema = "failover_async"
-    // Two workers' stores (each its own pools), through the switched proxy.
-    const storeOf = () =>
-      Effect.runPromise(Layer.build(
-        PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(url, { maxConnections: 2 })))
-      ).pipe(Scope.provide(scope))).then((context) => ({ store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }))
+    // Two workers' stores, through the switched proxy.
+    const { pair, proxy, storeOf } = await throughSwitchedProxy(false, schema)
     const a = await storeOf()
     const b = await storeOf()
     // Connections cut by the switch fail once; the next attempt reconnects.

@@ -42,6 +42,11 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
     execution: string,
     name: string
   ) => Effect.Effect<Option.Option<{ readonly exit: unknown } | "clockDue">, StoreError>
+  /**
+   * Runs `effect` in one transaction on the journal's client (a `WithTransaction` activity and the
+   * recording of its result); the transaction's own statements failing is a `StoreError`.
+   */
+  readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreError, R>
   /** Records a deferred's outcome (the first stands) and wakes its execution; false when done already. */
   readonly deferredDone: (execution: string, name: string, exit: unknown) => Effect.Effect<boolean, StoreError>
   /** Wakes an execution: resumes its run if suspended, or makes its holder's next suspension return. */
@@ -76,6 +81,7 @@ export const make = Effect.fnUntraced(function*(options: WorkflowJournalOptions 
     recordActivity: (lease, execution, activity, attempt, exit) =>
       refail("record activity")(statements.recordActivity(sql, s, lease, execution, activity, attempt, exit)),
     deferredResult: (execution, name) => refail("deferred result")(statements.deferredResult(sql, s, execution, name)),
+    transaction: (effect) => refail("activity transaction")(sql.withTransaction(effect)),
     deferredDone: (execution, name, exit) => refail("deferred done")(statements.deferredDone(sql, s, execution, name, exit)),
     wake: (execution, reason) => refail("wake")(statements.wake(sql, s, execution, reason)),
     consumeWake: (lease) => refail("wake")(statements.consumeWake(sql, s, lease)),

@@ -23,6 +23,7 @@ import {
   RunNotFound,
   RunStore,
   StoreError,
+  terminalStates,
   Worker
 } from "@leasehold/core"
 import { WorkflowJournal } from "@leasehold/sql"
@@ -264,7 +265,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       Effect.gen(function*() {
         const key = executionKey(workflow._tag, executionId)
         const run = yield* orFault(journal.execution(key))
-        if (Option.isNone(run) || ["completed", "failed", "cancelled"].includes(run.value.state)) return
+        if (Option.isNone(run) || terminalStates.includes(run.value.state)) return
         yield* orFault(journal.deferredDone(key, InterruptSignal.name, encodeExit(Exit.void)))
       }),
 
@@ -324,8 +325,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         return new Workflow.Complete({ exit: decodeExit(recorded) }) as Workflow.Result<unknown, unknown>
       })
       // An activity annotated `WithTransaction` commits its own SQL writes and its result together.
-      if (sql !== undefined) return yield* orFault(Effect.mapError(sql.withTransaction(runAndRecord), toRunFault))
-      return yield* orFault(runAndRecord)
+      return yield* orFault(sql === undefined ? runAndRecord : journal.transaction(runAndRecord))
     }),
 
     deferredResult: Effect.fnUntraced(function*(deferred) {
@@ -461,13 +461,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
   })
 
   const serveWith = (serve: Omit<Worker.WorkerOptions<never>, "handlers">) =>
-    Worker.run({ ...serve, queues: serve.queues ?? [queue], handlers: handlers.handlers() }) as Effect.Effect<never, unknown>
+    worker(serve).pipe(Effect.provideService(WorkflowHandlers, handlers)) as Effect.Effect<never, unknown>
 
   return Context.make(WorkflowEngine.WorkflowEngine, engine).pipe(Context.add(WorkflowHandlers, handlers))
 })
-
-const toRunFault = (error: unknown): RunFault =>
-  isRunFault(error) ? error : new StoreError({ operation: "activity transaction", reason: "SqlError", cause: error })
 
 /**
  * The `WorkflowEngine` and the handlers of the workflows registered with it. Needs the `RunStore`
