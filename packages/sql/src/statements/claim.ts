@@ -80,25 +80,6 @@ const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =
     ) k ON true`)
 
 /**
- * Where the due run `row` stands among its key's first due runs (of its queue and kind, in claim
- * order), as many as its key has free slots (`p.place`, from 1); NULL when it is not among them or
- * has no limit. A run may start only from there: a key's runs start in order, and a held-back run
- * is passed over before it is locked.
- */
-const placeAmongDue = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
-  sql.literal(`LEFT JOIN LATERAL (
-      SELECT array_position(ARRAY(
-        SELECT h.id FROM "${s.schema}".runs h
-        WHERE h.state = 'pending' AND h.concurrency_key = ${row}.concurrency_key AND h.queue = ${row}.queue AND h.kind = ${row}.kind
-          AND h.run_at <= now()
-        ORDER BY h.priority DESC, h.run_at, h.id
-        LIMIT k.per_key - k.running), ${row}.id) AS place
-      -- Only the outer row here: nothing is read for a run without a limit or a full key.
-      WHERE k.scope IS NOT NULL AND k.running < k.per_key
-      OFFSET 0
-    ) p ON true`)
-
-/**
  * The candidates of `source` (ordered by `order`) with the slot each takes, those that find none
  * left out (a run without a limit takes none). A key's slots are the numbers below its limit, less
  * as many as runs still hold above it (a lowered limit), so that however many claims take them at
@@ -110,23 +91,95 @@ const placeAmongDue = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
 const slotted = (s: StoreSchema, source: string, order: string) =>
   `SELECT * FROM (
       SELECT n.*, CASE WHEN n.scope IS NULL THEN NULL ELSE (
-        SELECT g.slot FROM generate_series(0, n.per_key - 1 - (CASE n.scope
-            WHEN 'kind' THEN (SELECT count(*) FROM "${s.schema}".runs o WHERE o.key_scope = 'kind'
-              AND o.kind = n.kind AND o.concurrency_key = n.concurrency_key AND o.key_slot >= n.per_key)
-            ELSE (SELECT count(*) FROM "${s.schema}".runs o WHERE o.key_scope = 'queue'
-              AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot >= n.per_key)
-          END)::integer) AS g(slot)
-        WHERE NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'kind' AND o.key_scope = 'kind'
-            AND o.kind = n.kind AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
-          AND NOT EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE n.scope = 'queue' AND o.key_scope = 'queue'
-            AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot = g.slot)
+        SELECT g.slot FROM (
+          -- The key's held slots, read once (one probe of its slot index).
+          SELECT CASE n.scope
+            WHEN 'kind' THEN ARRAY(SELECT o.key_slot FROM "${s.schema}".runs o WHERE o.key_scope = 'kind'
+              AND o.kind = n.kind AND o.concurrency_key = n.concurrency_key AND o.key_slot IS NOT NULL)
+            ELSE ARRAY(SELECT o.key_slot FROM "${s.schema}".runs o WHERE o.key_scope = 'queue'
+              AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot IS NOT NULL)
+          END AS held
+        ) h CROSS JOIN LATERAL generate_series(0,
+          n.per_key - 1 - (SELECT count(*) FROM unnest(h.held) AS above(slot) WHERE above.slot >= n.per_key)::integer) AS g(slot)
+        WHERE g.slot <> ALL (h.held)
         ORDER BY g.slot OFFSET n.nth + n.first_place - 2 LIMIT 1) END AS slot
       FROM (
         SELECT a.*, row_number() OVER (key_runs ORDER BY ${order}) AS nth, min(a.place) OVER key_runs AS first_place
         FROM ${source} a
         WINDOW key_runs AS (PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key)
       ) n
+      -- Kept apart from the filter below, so each row's slot is looked up once.
+      OFFSET 0
     ) x WHERE x.scope IS NULL OR x.slot IS NOT NULL`
+
+/**
+ * Whether a key limit is declared for any of the claim's kinds or queues: an init plan, read once
+ * per statement, that switches between the two branches of `dueRows` (the other is not run).
+ */
+const keyLimitDeclared = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  sql`(EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'kind' AND name = ANY(${request.kinds as Array<string>}::text[]))
+    OR EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[])))`
+
+/**
+ * The keyed branch of `dueRows`: a window of each queue's first `limit + scanPastLimit` due runs
+ * in claim order, read once without locks (`w`, each row's place among its key's runs there);
+ * the governing limit and the slots held, looked up once per distinct key of the window (`room`),
+ * not once per row; the rows whose place is within their key's free slots (or that no limit
+ * covers), locked by primary key in claim order, skipping rows other claims hold. The window is a
+ * prefix of the queue's due order, so a row's place there is its place among its key's due runs
+ * (of its queue and kind). Held-back rows at the head are examined by every claim; what each
+ * costs is a window row, not a lookup of its limit and its key's slots (ADR 0014).
+ */
+const keyedDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  sql`WITH w AS MATERIALIZED (
+      -- Keys compared bytewise: this step groups and joins them, it orders them for no one, and
+      -- sorts in the database's collation (strcoll) were most of the claim's time.
+      SELECT r.id, r.queue COLLATE "C" AS queue, r.kind COLLATE "C" AS kind, r.priority, r.run_at,
+        r.concurrency_key COLLATE "C" AS concurrency_key,
+        row_number() OVER (PARTITION BY r.queue COLLATE "C", r.kind COLLATE "C", r.concurrency_key COLLATE "C"
+          ORDER BY r.priority DESC, r.run_at, r.id) AS place
+      FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
+        SELECT id, queue, kind, priority, run_at, concurrency_key FROM ${s.runs(sql)}
+        WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[]) AND ${keyLimitDeclared(sql, s, request)}
+        ORDER BY priority DESC, run_at, id
+        LIMIT ${request.limit + KeyLimits.scanPastLimit}
+      ) r
+    ), limits AS MATERIALIZED (
+      -- The governing limit of each queue and kind in the window: its kind's, else its queue's.
+      SELECT p.queue, p.kind, CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope,
+        coalesce(kl.per_key, ql.per_key) AS per_key
+      FROM (SELECT DISTINCT queue, kind FROM w WHERE concurrency_key IS NOT NULL) p
+      LEFT JOIN ${s.keyLimits(sql)} kl ON kl.scope = 'kind' AND kl.name = p.kind COLLATE "default"
+      LEFT JOIN ${s.keyLimits(sql)} ql ON ql.scope = 'queue' AND ql.name = p.queue COLLATE "default"
+      WHERE coalesce(kl.per_key, ql.per_key) IS NOT NULL
+    ), room AS MATERIALIZED (
+      -- Each limited key of the window with the slots it holds (running runs: a run gives its slot
+      -- back as it stops, migration 0010's trigger), counted in the columns' own collation so the
+      -- slot indexes answer. Read in the statement's snapshot: a stale count can only make the
+      -- claim try a slot that is taken, which the unique index refuses (see slotted).
+      SELECT c.queue, c.kind, c.concurrency_key, l.scope, l.per_key,
+        CASE l.scope
+          WHEN 'kind' THEN (SELECT count(*) FROM ${s.runs(sql)} o WHERE o.key_scope = 'kind'
+            AND o.kind = c.kind COLLATE "default" AND o.concurrency_key = c.concurrency_key COLLATE "default" AND o.key_slot IS NOT NULL)
+          ELSE (SELECT count(*) FROM ${s.runs(sql)} o WHERE o.key_scope = 'queue'
+            AND o.queue = c.queue COLLATE "default" AND o.concurrency_key = c.concurrency_key COLLATE "default" AND o.key_slot IS NOT NULL)
+        END AS running
+      FROM (SELECT DISTINCT queue, kind, concurrency_key FROM w WHERE concurrency_key IS NOT NULL) c
+      JOIN limits l ON l.queue = c.queue AND l.kind = c.kind
+    )
+    SELECT x.* FROM (
+      SELECT w.id, w.place, rm.scope, rm.per_key FROM w
+      LEFT JOIN room rm ON rm.queue = w.queue AND rm.kind = w.kind AND rm.concurrency_key = w.concurrency_key
+      WHERE rm.scope IS NULL OR w.place <= rm.per_key - rm.running
+      ORDER BY w.priority DESC, w.run_at, w.id
+    ) a CROSS JOIN LATERAL (
+      SELECT r.id, r.queue, r.kind, r.priority, r.run_at, r.concurrency_key,
+        r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, a.scope, a.per_key, a.place::integer AS place
+      FROM ${s.runs(sql)} r
+      WHERE r.id = a.id AND r.state = 'pending' AND r.run_at <= now()
+      FOR UPDATE OF r SKIP LOCKED
+    ) x
+    LIMIT ${request.limit}`
 
 /**
  * The due runs of a claim, locked, as `d` (id, queue, kind, priority, run_at, claimed_*,
@@ -148,10 +201,7 @@ const slotted = (s: StoreSchema, source: string, order: string) =>
  */
 const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) => {
   const kinds = request.kinds as Array<string>
-  // Whether a key limit is declared for any of the claim's kinds or queues: an init plan, read
-  // once per statement, that switches between the two branches below (the other is not run).
-  const keyed = sql`(EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'kind' AND name = ANY(${kinds}::text[]))
-    OR EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[])))`
+  const keyed = keyLimitDeclared(sql, s, request)
   return sql`FROM (
           -- No limit applies: one index scan per queue, locking as it goes (the claim before keys).
           SELECT d.*, NULL::text AS scope, NULL::integer AS per_key, NULL::integer AS place
@@ -164,21 +214,7 @@ const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest
           ) d
           UNION ALL
           -- A limit applies: keyed runs are admitted before they are locked, within a window.
-          SELECT x.* FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
-            SELECT x.* FROM (
-              SELECT id FROM ${s.runs(sql)}
-              WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${kinds}::text[]) AND ${keyed}
-              ORDER BY priority DESC, run_at, id
-              LIMIT ${request.limit + KeyLimits.scanPastLimit}
-            ) w CROSS JOIN LATERAL (
-              SELECT r.id, r.queue, r.kind, r.priority, r.run_at, r.concurrency_key,
-                r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, k.scope, k.per_key, p.place
-              FROM ${s.runs(sql)} r ${governingLimit(sql, s, "r")} ${placeAmongDue(sql, s, "r")}
-              WHERE r.id = w.id AND r.state = 'pending' AND r.run_at <= now() AND (k.scope IS NULL OR p.place IS NOT NULL)
-              FOR UPDATE OF r SKIP LOCKED
-            ) x
-            LIMIT ${request.limit}
-          ) x
+          SELECT x.* FROM (${keyedDue(sql, s, request)}) x
         ) d
         ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${request.limit}`
 }
