@@ -10,7 +10,11 @@
 #   scripts/mutation-check.sh workflow  the holder check of a workflow activity's recorded result
 #                                     (statements/workflow.ts), against the workflow tests;
 #   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (statements/claim.ts),
-#                                     against test/failover.test.ts (asynchronous failover).
+#                                     against test/failover.test.ts (asynchronous failover);
+#   scripts/mutation-check.sh position  the claim position of due-only claims (statements/claim.ts
+#                                     reads every queue from its head), against the model test:
+#                                     the memory store keeps the position, so the two disagree
+#                                     (run up to three times: random sequences);
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,6 +46,14 @@ elif [ "$mutation" = "epoch" ]; then
   echo "mutation: claims raise the fence by 1 whatever the server's timeline ($claim)"
   tests=(test/failover.test.ts)
   attempts=1
+elif [ "$mutation" = "position" ]; then
+  claim="$work/packages/sql/src/statements/claim.ts"
+  sed -i 's/dueRows(sql, s, request, positions\.of(request\.queues, request\.kinds))/dueRows(sql, s, request, new Map())/' "$claim"
+  grep -q "positions\.of(request" "$claim" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: due-only claims read every queue from its head, ignoring the claim position ($claim)"
+  tests=(test/model.test.ts)
+  # Random sequences: most runs of 500 find a run backdated behind a position, not every one.
+  attempts=3
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/statements/workflow.ts"
   # The holder is any run with that id, whatever its fence and state.

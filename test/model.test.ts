@@ -33,7 +33,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { type ClaimedRun, KeyLimits, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
 import { PgRunStore } from "@leasehold/sql"
-import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import fc from "fast-check"
 import { databaseUrl, freshSchema } from "./support/db.js"
@@ -542,6 +542,30 @@ class Advance extends Step {
   }
 }
 
+/**
+ * A pending run's run_at moves to a fresh past instant, in both stores: a run made due behind the
+ * queues' claim positions (ClaimPosition), as one enqueued by a transaction that began long ago
+ * is. Due-only claims must pass it over alike; sweeps take it.
+ */
+class Backdate extends Step {
+  constructor(readonly target: number) {
+    super()
+  }
+  toString() {
+    return `backdate(pending #${this.target})`
+  }
+  async step(m: Model, real: Real) {
+    const run = pick(m.runList().filter((r) => r.state === "pending"), this.target)
+    if (run === undefined) return
+    const stamp = m.nextPast()
+    expected(m.memory.moveTime(run.id, "runAt", new Date(pastEpoch + stamp * 1000)))
+    await must(real.sql.unsafe(
+      `UPDATE "${real.schema}".runs SET run_at = timestamptz '2000-01-01 00:00:00+00' + ${stamp} * interval '1 second' WHERE id = ${Number(run.id)}`
+    ))
+    m.log.push(`backdate ${run.id}.run_at=past${stamp}`)
+  }
+}
+
 class Complete extends Step {
   constructor(readonly refs: ReadonlyArray<LeaseRef>) {
     super()
@@ -905,6 +929,7 @@ const commandsFor = (workers: number) =>
         arbitrary: fc.tuple(fc.nat(8), fc.option(leaseRef, { freq: 3 })).map(([w, intruder]): Cmd => new Heartbeat(workers, w, intruder))
       },
       { weight: 4, arbitrary: fc.option(fc.nat(64), { freq: 3 }).map((target): Cmd => new Advance(target)) },
+      { weight: 2, arbitrary: fc.nat(64).map((target): Cmd => new Backdate(target)) },
       { weight: 3, arbitrary: fc.array(leaseRef, { minLength: 1, maxLength: 3 }).map((refs): Cmd => new Complete(refs)) },
       {
         weight: 2,
@@ -964,9 +989,10 @@ const storeOnce = Effect.gen(function*() {
     })))
   )
   const sql = Context.get(context, SqlClient.SqlClient)
+  const client = Context.get(context, PgClient.PgClient)
   // The application's own table, written inside fenced transactions.
   yield* sql.unsafe(`CREATE TABLE "${schema}".app_rows (id bigint GENERATED ALWAYS AS IDENTITY, run_id bigint, fence bigint)`)
-  return { schema, store: Context.get(context, RunStore), sql } satisfies Real
+  return { schema, store: Context.get(context, RunStore), sql, client }
 })
 
 const numRuns = Number(process.env.MODEL_RUNS ?? 500)
@@ -977,10 +1003,22 @@ const replay: Pick<fc.Parameters<unknown>, "seed" | "path"> = process.env.MODEL_
 describe("run state machine: Postgres store vs MemoryRunStore", () => {
   it.live("random command sequences agree on every result and on every run's state after each step", () =>
     Effect.gen(function*() {
-      const real = yield* storeOnce
+      const once = yield* storeOnce
+      // A new store per sequence on the same schema and client: a store keeps its claim positions
+      // (ClaimPosition) in memory, and the model starts each sequence without any.
+      let scope: Scope.Closeable | undefined
       const fresh = async () => {
-        await must(real.sql.unsafe(`TRUNCATE "${real.schema}".runs, "${real.schema}".run_events, "${real.schema}".app_rows, "${real.schema}".paused_queues, "${real.schema}".schedules, "${real.schema}".key_limits RESTART IDENTITY`))
-        return { model: newModel(), real }
+        if (scope !== undefined) await must(Scope.close(scope, Exit.void))
+        scope = await must(Scope.make())
+        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits RESTART IDENTITY`))
+        const store = await must(
+          PgRunStore.make({ schema: once.schema, migrate: false, runtimeConnections: 1 }).pipe(
+            Scope.provide(scope),
+            Effect.provideService(PgClient.PgClient, once.client),
+            Effect.provideService(SqlClient.SqlClient, once.sql)
+          )
+        )
+        return { model: newModel(), real: { ...once, store } satisfies Real }
       }
       yield* Effect.promise(() =>
         fc.assert(

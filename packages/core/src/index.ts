@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+export * as ClaimPosition from "./ClaimPosition.js"
 export * as Client from "./Client.js"
 export * from "./CurrentRun.js"
 export * from "./Errors.js"

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { InvalidConfig, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
+import { ClaimPosition, InvalidConfig, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Stream } from "effect"
 import type { SqlError } from "effect/sql"
@@ -135,9 +135,12 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   ).pipe(Stream.mapError((error) => StoreErrors.fromSql("listen", error as SqlError.SqlError)))
 
   const refail = StoreErrors.refail
+  // Where this store's due-only claims stand in each queue: in this process's memory, never in a
+  // row (ClaimPosition, docs/adr/0013).
+  const positions = new ClaimPosition.Positions()
   return RunStore.of({
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
-    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, request)),
+    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, positions, request)),
     renew: (owner, leases, ttl) => refail("renew")(renewStatement.renew(runtime, s, owner, leases, ttl)),
     completeBatch: (items) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request)),

@@ -8,9 +8,9 @@
  * An abandoned run that has used all its attempts is failed here instead of claimed: expired
  * leases count as attempts, so a run that keeps killing its workers ends.
  */
-import { type ClaimRequest, KeyLimits } from "@leasehold/core"
+import { ClaimPosition, type ClaimRequest, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
-import type { SqlClient, SqlError } from "effect/sql"
+import type { SqlClient, SqlError, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 
@@ -22,8 +22,8 @@ import { type ClaimRow, toClaimed } from "./rows.js"
 const fenceFloor = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql`fence_floor AS MATERIALIZED (SELECT ${sql.literal(`"${s.schema}".fence_floor()`)} AS floor)`
 
-export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
-  (request.dueOnly === true ? claimDue(sql, s, request) : claimAll(sql, s, request)).pipe(
+export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
+  (request.dueOnly === true ? claimDue(sql, s, positions, request) : claimAll(sql, s, request)).pipe(
     // Another claim committed a slot of one of this claim's keys after this claim's snapshot was
     // taken: the unique index refused it, the statement wrote nothing, and the next attempt sees
     // the slot taken. Two claims each waiting on a slot the other is writing are a deadlock
@@ -182,6 +182,40 @@ const keyedDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     LIMIT ${request.limit}`
 
 /**
+ * One queue's unkeyed due runs in claim order, locked as they are read, from the queue's claim
+ * position `pos` (ClaimPosition): the lanes of higher priority from their heads, the position's
+ * lane from its `run_at` less the margin, the lanes of lower priority from their heads. Without a
+ * position the three are the whole queue from its head (the lanes above the lowest integer, then
+ * that lane). Each part is one range of runs_due (queue, priority DESC, run_at, id), read only as
+ * far as the parts before it left the limit unfilled, so the dead entries a held snapshot keeps
+ * at the head of the position's lane are never read (docs/adr/0013).
+ */
+const unkeyedLanes = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: ClaimRequest,
+  keyed: Statement.Fragment
+) => {
+  const lowest = -2147483648
+  const part = (range: Statement.Fragment) =>
+    sql`SELECT * FROM (
+      SELECT id, queue, kind, priority, run_at, concurrency_key, claimed_by, claimed_at, claimed_fence, claimed_attempt
+      FROM ${s.runs(sql)}
+      WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
+        AND NOT ${keyed} AND ${range}
+      ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
+      FOR UPDATE SKIP LOCKED
+    )`
+  return sql`${part(sql`priority > coalesce(pos.priority, ${lowest})`)} above
+    UNION ALL
+    ${part(sql`priority = coalesce(pos.priority, ${lowest})
+        AND run_at >= coalesce(to_timestamp(pos.from_ms / 1000.0), '-infinity'::timestamptz)`)} lane
+    UNION ALL
+    ${part(sql`priority < coalesce(pos.priority, ${lowest})`)} below
+    LIMIT ${request.limit}`
+}
+
+/**
  * The due runs of a claim, locked, as `d` (id, queue, kind, priority, run_at, claimed_*,
  * concurrency_key, and for a run under a key limit its scope, per_key and place), in claim order:
  * the FROM clause both claims share.
@@ -199,18 +233,22 @@ const keyedDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
  * locked by primary key, skipping rows other claims hold. When no limit is declared, none of this
  * runs: the claim is the plain scan (measured: the keyed machinery cost unkeyed drains a third).
  */
-const dueRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) => {
-  const kinds = request.kinds as Array<string>
+const dueRows = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: ClaimRequest,
+  positions: ReadonlyMap<string, ClaimPosition.ClaimPosition> = new Map()
+) => {
   const keyed = keyLimitDeclared(sql, s, request)
   return sql`FROM (
-          -- No limit applies: one index scan per queue, locking as it goes (the claim before keys).
+          -- No limit applies: index scans per queue, locking as they go (the claim before keys).
           SELECT d.*, NULL::text AS scope, NULL::integer AS per_key, NULL::integer AS place
-          FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
-            SELECT id, queue, kind, priority, run_at, concurrency_key, claimed_by, claimed_at, claimed_fence, claimed_attempt
-            FROM ${s.runs(sql)}
-            WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${kinds}::text[]) AND NOT ${keyed}
-            ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
-            FOR UPDATE SKIP LOCKED
+          FROM unnest(${activeQueues(sql, s, request)}) AS q(name)
+          LEFT JOIN unnest(${[...positions.keys()]}::text[], ${[...positions.values()].map((p) => p.priority)}::integer[],
+            ${[...positions.values()].map((p) => String(p.runAtMs - ClaimPosition.marginMs))}::float8[]) AS pos(queue, priority, from_ms)
+            ON pos.queue = q.name
+          CROSS JOIN LATERAL (
+            ${unkeyedLanes(sql, s, request, keyed)}
           ) d
           UNION ALL
           -- A limit applies: keyed runs are admitted before they are locked, within a window.
@@ -318,15 +356,15 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
  * interval, and with them the union and re-sort of three branches: the statement the drain sends
  * hundreds of times a second is one index scan and one update (docs/adr/0004).
  */
-const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
-    const rows = yield* sql<ClaimRow>`
+    const rows = yield* sql<ClaimRow & { priority: number; run_at_ms: number }>`
       WITH ${fenceFloor(sql, s)}, candidates AS (
         SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt,
           d.queue, d.kind, d.concurrency_key, d.scope, d.per_key, d.place
-        ${dueRows(sql, s, request)}
+        ${dueRows(sql, s, request, positions.of(request.queues, request.kinds))}
       ), due AS (
         ${sql.literal(slotted(s, "candidates", "a.priority DESC, a.run_at, a.id"))}
       ), claimed AS (
@@ -341,14 +379,20 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         -- By primary key (the ids as an explicit restriction, as in the full claim).
         FROM due d, fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM due)) AND r.id = d.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key, r.state,
-          (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms, r.trace_parent
+          (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms, r.trace_parent,
+          r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms
       ), history AS (
         -- The claim this one supersedes (a retried or released run's) moves into the history.
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
         SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
         FROM due WHERE claimed_at IS NOT NULL
       )
-      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, wait_ms, trace_parent
+      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, wait_ms, trace_parent,
+        priority, run_at_ms
       FROM claimed`
+    positions.advance(
+      request.kinds,
+      rows.map((row) => ({ queue: row.queue, priority: row.priority, runAtMs: Number(row.run_at_ms), id: row.id }))
+    )
     return rows.map(toClaimed)
   })

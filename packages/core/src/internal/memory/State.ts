@@ -32,6 +32,7 @@ import type {
   SuspendOutcome
 } from "../../RunRecord.js"
 import { terminalStates } from "../../RunRecord.js"
+import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
 import * as Schedules from "../../Schedules.js"
 import * as Read from "./Read.js"
@@ -233,11 +234,19 @@ export class State {
         .filter(admitsTimedOut).slice(0, limit)
       : []
     // Each due run with its place (none without a limit); one under a limit without a place waits.
+    // A due-only claim without a key limit starts each queue at its claim position (ClaimPosition).
+    const keyed = request.kinds.some((kind) => this.keyLimitsByScope.has(`kind\u0000${kind}`)) ||
+      request.queues.some((queue) => this.keyLimitsByScope.has(`queue\u0000${queue}`))
+    const positions = sweep || keyed ? new Map<string, ClaimPosition.ClaimPosition>() : this.positions.of(request.queues, request.kinds)
     const dueInQueue = (queue: string) =>
-      all.filter((r) => r.queue === queue && r.state === "pending" && r.runAt <= now).sort(inClaimOrder).slice(0, window)
+      all.filter((r) => r.queue === queue && r.state === "pending" && r.runAt <= now && ClaimPosition.reaches(positions.get(queue), { priority: r.priority, runAtMs: r.runAt }))
+        .sort(inClaimOrder).slice(0, window)
         .map((run) => ({ run, place: limitOf(run) === undefined ? undefined : placeAmongDue(run) }))
         .filter(({ place, run }) => place !== undefined || limitOf(run) === undefined).slice(0, limit)
     const due = [...new Set(request.queues)].flatMap(dueInQueue).sort((a, b) => inClaimOrder(a.run, b.run)).slice(0, limit)
+    if (!sweep) {
+      this.positions.advance(request.kinds, due.map(({ run }) => ({ queue: run.queue, priority: run.priority, runAtMs: run.runAt, id: run.id })))
+    }
     const candidates = [
       ...expired.map((run) => ({ run, origin: 0, place: undefined })),
       // No place in the due order: a timed-out suspension takes the first free slot.
@@ -633,6 +642,8 @@ export class State {
 
   /** Declared per-key limits by scope and name. */
   private readonly keyLimitsByScope = new Map<string, KeyLimits.KeyLimit>()
+  /** Where due-only claims stand in each queue (ClaimPosition), as `PgRunStore` keeps them. */
+  private readonly positions = new ClaimPosition.Positions()
 
   setKeyLimits(limits: ReadonlyArray<KeyLimits.KeyLimit>): void {
     for (const limit of limits) this.keyLimitsByScope.set(`${limit.scope}\u0000${limit.name}`, limit)
