@@ -207,6 +207,34 @@ describe("heartbeat", () => {
 })
 
 describe("claims", () => {
+  it.effect("a run made due behind the queue's claim position is passed over by due-only claims and taken by the next sweep", () =>
+    Effect.gen(function*() {
+      const controlled = yield* MemoryRunStore.makeControlled
+      const store = controlled.store
+      const quick = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const { events, stop } = yield* startWorker(store, { ...timing, concurrency: 4, handlers: [quick] })
+      // A due-only claim takes a run: the queue's position is now that run's run_at.
+      yield* TestClock.adjust("1500 millis")
+      yield* store.enqueue(jobs(1))
+      yield* settle
+      // A run made due 10 s before that position (as one enqueued by a transaction that began long
+      // ago), then a new run whose notification wakes a due-only claim.
+      const [behind] = yield* store.enqueue([{ kind: "job", payload: { n: 1 }, delayMs: 3_600_000 }])
+      yield* controlled.moveTime(behind!.id, "runAt", new Date((yield* now) - 10_000))
+      const [ahead] = yield* store.enqueue([{ kind: "job", payload: { n: 2 } }])
+      yield* settle
+      const claimedAt = () => new Map(of(events, "Claimed").map((c) => [c.runId, c]))
+      assert.isTrue(claimedAt().has(ahead!.id), "the new run was taken at once")
+      assert.isFalse(claimedAt().has(behind!.id), "the run behind the position waits for a sweep")
+      const batchesBefore = of(events, "ClaimBatch").length
+      // The next sweep (the last was at 1 s, the interval is 1 s) reads the queue from its head.
+      yield* TestClock.adjust("1000 millis")
+      assert.isTrue(claimedAt().has(behind!.id), "the sweep took it")
+      const sweep = of(events, "ClaimBatch").slice(batchesBefore).find((b) => b.count > 0)
+      assert.deepInclude(sweep, { sweep: true, count: 1 })
+      yield* stop
+    }))
+
   it.effect("expired leases are swept once per poll interval while the claims between are due-only", () =>
     Effect.gen(function*() {
       const store = yield* MemoryRunStore.make
