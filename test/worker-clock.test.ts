@@ -235,6 +235,30 @@ describe("claims", () => {
       yield* stop
     }))
 
+  it.effect("a backlog made due behind the position is read from the head after the sweep that meets it, not one sweep at a time", () =>
+    Effect.gen(function*() {
+      const controlled = yield* MemoryRunStore.makeControlled
+      const store = controlled.store
+      const quick = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const { events, stop } = yield* startWorker(store, { ...timing, concurrency: 2, handlers: [quick] })
+      yield* TestClock.adjust("1500 millis")
+      yield* store.enqueue(jobs(1))
+      yield* settle
+      // Six runs made due 10 s behind the position (a batch whose enqueue began long ago).
+      const backlog = yield* store.enqueue(Array.from({ length: 6 }, (_, n) => ({ kind: "job", payload: { n }, delayMs: 3_600_000 })))
+      const at = (yield* now) - 10_000
+      for (const run of backlog) yield* controlled.moveTime(run.id, "runAt", new Date(at))
+      const sweepsBefore = of(events, "ClaimBatch").filter((b) => b.sweep).length
+      // One sweep (concurrency 2 lets it take two); the due-only claims their completions ask for
+      // then read the queue from its head and take the other four before the next sweep.
+      yield* TestClock.adjust("1000 millis")
+      yield* settle
+      const claimed = new Set(of(events, "Claimed").map((c) => c.runId))
+      assert.deepStrictEqual(backlog.filter((r) => !claimed.has(r.id)).map((r) => r.id), [])
+      assert.strictEqual(of(events, "ClaimBatch").filter((b) => b.sweep).length - sweepsBefore, 1, "one sweep")
+      yield* stop
+    }))
+
   it.effect("expired leases are swept once per poll interval while the claims between are due-only", () =>
     Effect.gen(function*() {
       const store = yield* MemoryRunStore.make

@@ -11,8 +11,11 @@
  *
  * A run made due behind that point (enqueued with a `run_at` in the past, or by a transaction that
  * began more than the margin ago) is not seen by due-only claims: the worker's sweep, which reads
- * every queue from its head at least once per poll interval, takes it. Releases, retries and
- * resumes make a run due at the database's `now()`, ahead of every position.
+ * every queue from its head at least once per poll interval, takes it, and a sweep that takes
+ * such a run clears that queue's position, so the due-only claims that follow read from the head
+ * and take the rest of any backlog there. Releases, retries and resumes make a run due at the
+ * database's `now()`, ahead of every position. Claims under a key limit read from the head and
+ * move no position.
  *
  * A position lives in the store's memory (one per process), never in a row: a row updated by every
  * claim is what a held snapshot makes bloat. Both stores keep them by the same rule, so the model
@@ -73,7 +76,23 @@ export class Positions {
     return out
   }
 
-  /** After a due-only claim: each queue it took runs from moves to the last of them in claim order. */
+  /**
+   * After a sweep: a queue it took a due run from that lies behind that queue's position starts
+   * again from its head, so a backlog made due behind the position is read at the rate of due-only
+   * claims, not one sweep's worth per poll interval.
+   */
+  rewind(kinds: ReadonlyArray<string>, takenDue: ReadonlyArray<Placed>): void {
+    for (const run of takenDue) {
+      const key = Positions.key(run.queue, kinds)
+      if (!reaches(this.byKey.get(key), run)) this.byKey.delete(key)
+    }
+  }
+
+  /**
+   * After a due-only claim without key limits: each queue it took runs from moves to the last of
+   * them in claim order. (A keyed claim reads from the head and passes held-back runs over, so
+   * what it took says nothing of where the queue's unclaimed runs begin.)
+   */
   advance(kinds: ReadonlyArray<string>, taken: ReadonlyArray<Placed>): void {
     const last = new Map<string, Placed>()
     for (const run of taken) {

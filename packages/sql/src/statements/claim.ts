@@ -23,7 +23,7 @@ const fenceFloor = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql`fence_floor AS MATERIALIZED (SELECT ${sql.literal(`"${s.schema}".fence_floor()`)} AS floor)`
 
 export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
-  (request.dueOnly === true ? claimDue(sql, s, positions, request) : claimAll(sql, s, request)).pipe(
+  (request.dueOnly === true ? claimDue(sql, s, positions, request) : claimAll(sql, s, positions, request)).pipe(
     // Another claim committed a slot of one of this claim's keys after this claim's snapshot was
     // taken: the unique index refused it, the statement wrote nothing, and the next attempt sees
     // the slot taken. Two claims each waiting on a slot the other is writing are a deadlock
@@ -206,6 +206,10 @@ const unkeyedLanes = (
       ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
       FOR UPDATE SKIP LOCKED
     )`
+  // The three parts are an Append read in order under the LIMIT (no ORDER BY over the union: a
+  // MergeAppend would read the head of every part first). Postgres reads a non-parallel Append in
+  // order, and FOR UPDATE rules out a parallel plan; the claim's outer ORDER BY fixes the order of
+  // what is returned, this fixes which runs are locked.
   return sql`${part(sql`priority > coalesce(pos.priority, ${lowest})`)} above
     UNION ALL
     ${part(sql`priority = coalesce(pos.priority, ${lowest})
@@ -257,8 +261,23 @@ const dueRows = (
         ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${request.limit}`
 }
 
+/** What a claim returns of each run for its queue's claim position. */
+interface PlacedRow {
+  readonly queue: string
+  readonly id: string
+  readonly priority: number
+  readonly run_at_ms: number
+}
+
+const placed = (row: PlacedRow): ClaimPosition.Placed => ({
+  queue: row.queue,
+  priority: row.priority,
+  runAtMs: Number(row.run_at_ms),
+  id: row.id
+})
+
 /** Due, abandoned and timed-out runs, in that statement's order: expired leases first. */
-const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
@@ -266,7 +285,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
     const kinds = request.kinds as Array<string>
     const limit = request.limit
     const ttlMs = Duration.toMillis(request.ttl)
-    const rows = yield* sql<ClaimRow & { origin: number }>`
+    const rows = yield* sql<ClaimRow & PlacedRow & { origin: number }>`
       WITH ${fenceFloor(sql, s)}, expired AS (
         -- A reclaimed run keeps the key slot it already holds: no admission.
         SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
@@ -332,7 +351,8 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         -- hash join over a scan of the whole table (which the planner prefers on small tables).
         FROM picked p, fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.id = p.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key,
-          r.state, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms, r.trace_parent
+          r.state, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms, r.trace_parent,
+          r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms
       ), history AS (
         -- The claim this one supersedes moves from the row into the history, with its own time.
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
@@ -345,8 +365,10 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
         FROM claimed WHERE origin <> 2
       )
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, origin, wait_ms,
-        trace_parent
+        trace_parent, priority, run_at_ms
       FROM claimed`
+    // A due run this sweep took from behind a queue's position: that queue starts from its head again.
+    positions.rewind(request.kinds, rows.filter((row) => row.origin === 2).map(placed))
     return rows.filter((row) => row.state === "running").map(toClaimed)
   })
 
@@ -360,7 +382,7 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
-    const rows = yield* sql<ClaimRow & { priority: number; run_at_ms: number }>`
+    const rows = yield* sql<ClaimRow & PlacedRow & { keyed: boolean }>`
       WITH ${fenceFloor(sql, s)}, candidates AS (
         SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt,
           d.queue, d.kind, d.concurrency_key, d.scope, d.per_key, d.place
@@ -388,11 +410,9 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
         FROM due WHERE claimed_at IS NOT NULL
       )
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, wait_ms, trace_parent,
-        priority, run_at_ms
+        priority, run_at_ms, ${keyLimitDeclared(sql, s, request)} AS keyed
       FROM claimed`
-    positions.advance(
-      request.kinds,
-      rows.map((row) => ({ queue: row.queue, priority: row.priority, runAtMs: Number(row.run_at_ms), id: row.id }))
-    )
+    // A keyed claim read from the head and passed held-back runs over: it moves no position.
+    if (rows.length > 0 && rows[0]!.keyed !== true) positions.advance(request.kinds, rows.map(placed))
     return rows.map(toClaimed)
   })

@@ -244,9 +244,7 @@ export class State {
         .map((run) => ({ run, place: limitOf(run) === undefined ? undefined : placeAmongDue(run) }))
         .filter(({ place, run }) => place !== undefined || limitOf(run) === undefined).slice(0, limit)
     const due = [...new Set(request.queues)].flatMap(dueInQueue).sort((a, b) => inClaimOrder(a.run, b.run)).slice(0, limit)
-    if (!sweep) {
-      this.positions.advance(request.kinds, due.map(({ run }) => ({ queue: run.queue, priority: run.priority, runAtMs: run.runAt, id: run.id })))
-    }
+    const placed = due.map(({ run }) => ({ queue: run.queue, priority: run.priority, runAtMs: run.runAt, id: run.id }))
     const candidates = [
       ...expired.map((run) => ({ run, origin: 0, place: undefined })),
       // No place in the due order: a timed-out suspension takes the first free slot.
@@ -282,6 +280,12 @@ export class State {
       const slot = KeyLimits.freeSlot(new Set(held), governing.perKey - above, nth + firstPlace.get(group)! - 1)
       if (slot !== undefined) picked.push({ run, origin, slot: { scope: governing.scope, slot } })
     }
+    // Positions move by what was claimed (`claimDue`), and a sweep that took a run behind one
+    // rewinds it (`claimAll`).
+    const pickedDue = new Set(picked.filter((p) => p.origin === 2).map((p) => p.run.id))
+    const tookDue = placed.filter((p) => pickedDue.has(p.id))
+    if (sweep) this.positions.rewind(request.kinds, tookDue)
+    else if (!keyed) this.positions.advance(request.kinds, tookDue)
     const claimed: Array<ClaimedRun> = []
     for (const { origin, run, slot } of picked) {
       if (origin !== 0) {
