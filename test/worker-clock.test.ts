@@ -206,21 +206,37 @@ describe("heartbeat", () => {
     }))
 })
 
+/**
+ * A worker on a controlled memory store whose queue has a claim position: a due-only claim has
+ * taken one run, at 1.5 s. `behind(count)` enqueues runs made due 10 s before that position (as
+ * runs enqueued by a transaction that began long ago are).
+ */
+const positionedWorker = (concurrency: number) =>
+  Effect.gen(function*() {
+    const controlled = yield* MemoryRunStore.makeControlled
+    const store = controlled.store
+    const quick = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+    const { events, stop } = yield* startWorker(store, { ...timing, concurrency, handlers: [quick] })
+    yield* TestClock.adjust("1500 millis")
+    yield* store.enqueue(jobs(1))
+    yield* settle
+    const behind = (count: number) =>
+      Effect.gen(function*() {
+        const runs = yield* store.enqueue(Array.from({ length: count }, (_, n) => ({ kind: "job", payload: { n }, delayMs: 3_600_000 })))
+        const at = new Date((yield* now) - 10_000)
+        for (const run of runs) yield* controlled.moveTime(run.id, "runAt", at)
+        return runs
+      })
+    return { store, events, stop, behind }
+  })
+
 describe("claims", () => {
   it.effect("a run made due behind the queue's claim position is passed over by due-only claims and taken by the next sweep", () =>
     Effect.gen(function*() {
-      const controlled = yield* MemoryRunStore.makeControlled
-      const store = controlled.store
-      const quick = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
-      const { events, stop } = yield* startWorker(store, { ...timing, concurrency: 4, handlers: [quick] })
-      // A due-only claim takes a run: the queue's position is now that run's run_at.
-      yield* TestClock.adjust("1500 millis")
-      yield* store.enqueue(jobs(1))
-      yield* settle
-      // A run made due 10 s before that position (as one enqueued by a transaction that began long
-      // ago), then a new run whose notification wakes a due-only claim.
-      const [behind] = yield* store.enqueue([{ kind: "job", payload: { n: 1 }, delayMs: 3_600_000 }])
-      yield* controlled.moveTime(behind!.id, "runAt", new Date((yield* now) - 10_000))
+      const { behind: makeBehind, events, stop, store } = yield* positionedWorker(4)
+      // A run made due behind the queue's position, then a new run whose notification wakes a
+      // due-only claim.
+      const [behind] = yield* makeBehind(1)
       const [ahead] = yield* store.enqueue([{ kind: "job", payload: { n: 2 } }])
       yield* settle
       const claimedAt = () => new Map(of(events, "Claimed").map((c) => [c.runId, c]))
@@ -237,17 +253,9 @@ describe("claims", () => {
 
   it.effect("a backlog made due behind the position is read from the head after the sweep that meets it, not one sweep at a time", () =>
     Effect.gen(function*() {
-      const controlled = yield* MemoryRunStore.makeControlled
-      const store = controlled.store
-      const quick = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
-      const { events, stop } = yield* startWorker(store, { ...timing, concurrency: 2, handlers: [quick] })
-      yield* TestClock.adjust("1500 millis")
-      yield* store.enqueue(jobs(1))
-      yield* settle
-      // Six runs made due 10 s behind the position (a batch whose enqueue began long ago).
-      const backlog = yield* store.enqueue(Array.from({ length: 6 }, (_, n) => ({ kind: "job", payload: { n }, delayMs: 3_600_000 })))
-      const at = (yield* now) - 10_000
-      for (const run of backlog) yield* controlled.moveTime(run.id, "runAt", new Date(at))
+      const { behind, events, stop } = yield* positionedWorker(2)
+      // Six runs made due behind the position (a batch whose enqueue began long ago).
+      const backlog = yield* behind(6)
       const sweepsBefore = of(events, "ClaimBatch").filter((b) => b.sweep).length
       // One sweep (concurrency 2 lets it take two); the due-only claims their completions ask for
       // then read the queue from its head and take the other four before the next sweep.
