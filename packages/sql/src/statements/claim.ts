@@ -49,6 +49,38 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
     WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
 
 /**
+ * The slots a key holds in the scope that governs it (`scope`, an expression: 'kind' or 'queue'),
+ * as a count or as an array of slot numbers: one probe of that scope's slot index. The key is
+ * named by SQL expressions for its queue, kind and concurrency key, which must be in the columns'
+ * own collation for the index to answer.
+ */
+const heldSlots = (
+  s: StoreSchema,
+  scope: string,
+  form: "count" | "array",
+  key: { readonly queue: string; readonly kind: string; readonly concurrencyKey: string }
+) => {
+  const of = (column: "kind" | "queue", value: string) => {
+    const query = `SELECT ${form === "count" ? "count(*)" : "o.key_slot"} FROM "${s.schema}".runs o WHERE o.key_scope = '${column}'
+      AND o.${column} = ${value} AND o.concurrency_key = ${key.concurrencyKey} AND o.key_slot IS NOT NULL`
+    return form === "count" ? `(${query})` : `ARRAY(${query})`
+  }
+  return `CASE ${scope} WHEN 'kind' THEN ${of("kind", key.kind)} ELSE ${of("queue", key.queue)} END`
+}
+
+/**
+ * The limit that governs runs of `kind` in `queue` (expressions): its kind's if the kind declares
+ * one, else its queue's. `joins` reads the two candidate rows of key_limits as `kl` and `ql`;
+ * `scope` and `perKey` are what they decide (`perKey` NULL when neither declares a limit).
+ */
+const governing = (s: StoreSchema, queue: string, kind: string) => ({
+  joins: `LEFT JOIN "${s.schema}".key_limits kl ON kl.scope = 'kind' AND kl.name = ${kind}
+        LEFT JOIN "${s.schema}".key_limits ql ON ql.scope = 'queue' AND ql.name = ${queue}`,
+  scope: "CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END",
+  perKey: "coalesce(kl.per_key, ql.per_key)"
+})
+
+/**
  * The key limit that governs a run (`k`: scope, per_key, running), for a row `row` of runs: its
  * kind's limit if the kind declares one, else its queue's; and how many slots of its key in that
  * scope are held now (by running runs: a run gives its slot back as it stops running, migration
@@ -56,20 +88,15 @@ const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
  * stale count can only make a claim try a slot that is taken, which the unique index refuses
  * (`slotted`). Only the slot indexes can answer these lookups, whatever the statistics say.
  */
-const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
-  sql.literal(`LEFT JOIN LATERAL (
-      SELECT l.scope, l.per_key,
-        CASE l.scope
-          WHEN 'kind' THEN (SELECT count(*) FROM "${s.schema}".runs o
-            WHERE o.key_scope = 'kind' AND o.kind = ${row}.kind AND o.concurrency_key = ${row}.concurrency_key AND o.key_slot IS NOT NULL)
-          ELSE (SELECT count(*) FROM "${s.schema}".runs o
-            WHERE o.key_scope = 'queue' AND o.queue = ${row}.queue AND o.concurrency_key = ${row}.concurrency_key AND o.key_slot IS NOT NULL)
-        END AS running
+const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) => {
+  const limit = governing(s, `${row}.queue`, `${row}.kind`)
+  const key = { queue: `${row}.queue`, kind: `${row}.kind`, concurrencyKey: `${row}.concurrency_key` }
+  return sql.literal(`LEFT JOIN LATERAL (
+      SELECT l.scope, l.per_key, ${heldSlots(s, "l.scope", "count", key)} AS running
       FROM (
-        SELECT CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope, coalesce(kl.per_key, ql.per_key) AS per_key
+        SELECT ${limit.scope} AS scope, ${limit.perKey} AS per_key
         FROM (SELECT 1) AS one
-        LEFT JOIN "${s.schema}".key_limits kl ON kl.scope = 'kind' AND kl.name = ${row}.kind
-        LEFT JOIN "${s.schema}".key_limits ql ON ql.scope = 'queue' AND ql.name = ${row}.queue
+        ${limit.joins}
         -- Only the outer row in this condition: a run without a key skips the lookups altogether.
         WHERE ${row}.concurrency_key IS NOT NULL
       ) l
@@ -78,6 +105,7 @@ const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =
       -- per row however often the claim refers to it.
       OFFSET 0
     ) k ON true`)
+}
 
 /**
  * The candidates of `source` (ordered by `order`) with the slot each takes, those that find none
@@ -93,12 +121,7 @@ const slotted = (s: StoreSchema, source: string, order: string) =>
       SELECT n.*, CASE WHEN n.scope IS NULL THEN NULL ELSE (
         SELECT g.slot FROM (
           -- The key's held slots, read once (one probe of its slot index).
-          SELECT CASE n.scope
-            WHEN 'kind' THEN ARRAY(SELECT o.key_slot FROM "${s.schema}".runs o WHERE o.key_scope = 'kind'
-              AND o.kind = n.kind AND o.concurrency_key = n.concurrency_key AND o.key_slot IS NOT NULL)
-            ELSE ARRAY(SELECT o.key_slot FROM "${s.schema}".runs o WHERE o.key_scope = 'queue'
-              AND o.queue = n.queue AND o.concurrency_key = n.concurrency_key AND o.key_slot IS NOT NULL)
-          END AS held
+          SELECT ${heldSlots(s, "n.scope", "array", { queue: "n.queue", kind: "n.kind", concurrencyKey: "n.concurrency_key" })} AS held
         ) h CROSS JOIN LATERAL generate_series(0,
           n.per_key - 1 - (SELECT count(*) FROM unnest(h.held) AS above(slot) WHERE above.slot >= n.per_key)::integer) AS g(slot)
         WHERE g.slot <> ALL (h.held)
@@ -130,8 +153,17 @@ const keyLimitDeclared = (sql: SqlClient.SqlClient, s: StoreSchema, request: Cla
  * (of its queue and kind). Held-back rows at the head are examined by every claim; what each
  * costs is a window row, not a lookup of its limit and its key's slots (ADR 0014).
  */
-const keyedDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
-  sql`WITH w AS MATERIALIZED (
+const keyedDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) => {
+  // The window's keys are compared bytewise; lookups through an index go back to the columns'
+  // own collation, so the index answers them.
+  const inOwnCollation = (row: string) => ({
+    queue: `${row}.queue COLLATE "default"`,
+    kind: `${row}.kind COLLATE "default"`,
+    concurrencyKey: `${row}.concurrency_key COLLATE "default"`
+  })
+  const p = inOwnCollation("p")
+  const limit = governing(s, p.queue, p.kind)
+  return sql`WITH w AS MATERIALIZED (
       -- Keys compared bytewise: this step groups and joins them, it orders them for no one, and
       -- sorts in the database's collation (strcoll) were most of the claim's time.
       SELECT r.id, r.queue COLLATE "C" AS queue, r.kind COLLATE "C" AS kind, r.priority, r.run_at,
@@ -146,24 +178,16 @@ const keyedDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
       ) r
     ), limits AS MATERIALIZED (
       -- The governing limit of each queue and kind in the window: its kind's, else its queue's.
-      SELECT p.queue, p.kind, CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope,
-        coalesce(kl.per_key, ql.per_key) AS per_key
+      SELECT p.queue, p.kind, ${sql.literal(limit.scope)} AS scope, ${sql.literal(limit.perKey)} AS per_key
       FROM (SELECT DISTINCT queue, kind FROM w WHERE concurrency_key IS NOT NULL) p
-      LEFT JOIN ${s.keyLimits(sql)} kl ON kl.scope = 'kind' AND kl.name = p.kind COLLATE "default"
-      LEFT JOIN ${s.keyLimits(sql)} ql ON ql.scope = 'queue' AND ql.name = p.queue COLLATE "default"
-      WHERE coalesce(kl.per_key, ql.per_key) IS NOT NULL
+      ${sql.literal(limit.joins)}
+      WHERE ${sql.literal(limit.perKey)} IS NOT NULL
     ), room AS MATERIALIZED (
       -- Each limited key of the window with the slots it holds (running runs: a run gives its slot
-      -- back as it stops, migration 0010's trigger), counted in the columns' own collation so the
-      -- slot indexes answer. Read in the statement's snapshot: a stale count can only make the
-      -- claim try a slot that is taken, which the unique index refuses (see slotted).
-      SELECT c.queue, c.kind, c.concurrency_key, l.scope, l.per_key,
-        CASE l.scope
-          WHEN 'kind' THEN (SELECT count(*) FROM ${s.runs(sql)} o WHERE o.key_scope = 'kind'
-            AND o.kind = c.kind COLLATE "default" AND o.concurrency_key = c.concurrency_key COLLATE "default" AND o.key_slot IS NOT NULL)
-          ELSE (SELECT count(*) FROM ${s.runs(sql)} o WHERE o.key_scope = 'queue'
-            AND o.queue = c.queue COLLATE "default" AND o.concurrency_key = c.concurrency_key COLLATE "default" AND o.key_slot IS NOT NULL)
-        END AS running
+      -- back as it stops, migration 0010's trigger). Read in the statement's snapshot: a stale
+      -- count can only make the claim try a slot that is taken, which the unique index refuses
+      -- (see slotted).
+      SELECT c.queue, c.kind, c.concurrency_key, l.scope, l.per_key, ${sql.literal(heldSlots(s, "l.scope", "count", inOwnCollation("c")))} AS running
       FROM (SELECT DISTINCT queue, kind, concurrency_key FROM w WHERE concurrency_key IS NOT NULL) c
       JOIN limits l ON l.queue = c.queue AND l.kind = c.kind
     )
@@ -180,6 +204,7 @@ const keyedDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimReques
       FOR UPDATE OF r SKIP LOCKED
     ) x
     LIMIT ${request.limit}`
+}
 
 /**
  * One queue's unkeyed due runs in claim order, locked as they are read, from the queue's claim
