@@ -64,12 +64,23 @@ describe("per-key concurrency across worker processes", () => {
         const workers = [yield* worker(), yield* worker(), yield* worker()]
         yield* eventually("a third of the runs complete", Effect.map(completed, (n) => n >= 100), "30 seconds")
         // Killed with runs in hand (a worker's owner name carries its pid): their leases expire and
-        // are reclaimed, keeping their keys' slots meanwhile.
-        const doomed = yield* eventually(
-          "a worker holding leases",
-          Effect.map(store.leases, (leases) => workers.find((w) => leases.some((l) => l.owner.split(":")[1] === String(w.child.pid)))),
-          "10 seconds"
-        )
+        // are reclaimed, keeping their keys' slots meanwhile. Runs end fast, so a worker seen
+        // holding leases may have finished them before a kill lands: each candidate is frozen
+        // first (SIGSTOP), its statements already sent are given time to answer, and it is killed
+        // only if it still holds leases then; otherwise it goes on and another look is taken.
+        const holds = (pid: number | undefined) =>
+          Effect.map(store.leases, (leases) => leases.some((l) => l.owner.split(":")[1] === String(pid)))
+        const frozenHolder = Effect.gen(function*() {
+          for (const w of workers) {
+            if (!(yield* holds(w.child.pid))) continue
+            w.child.kill("SIGSTOP")
+            yield* Effect.sleep("200 millis")
+            if (yield* holds(w.child.pid)) return w
+            w.child.kill("SIGCONT")
+          }
+          return undefined
+        })
+        const doomed = yield* eventually("a worker frozen while holding leases", frozenHolder, "10 seconds")
         yield* Effect.promise(() => (doomed.child.kill("SIGKILL"), doomed.exited))
         yield* worker()
         yield* eventually("every run completes", Effect.map(completed, (n) => n === keys.length * perKey), "60 seconds")
