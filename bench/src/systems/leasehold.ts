@@ -50,9 +50,15 @@ export const openStore = async (
 
 const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
 
+/** The keyed variant's limit: at most one running run per key of the bench's kind. */
+const keyLimits = [KeyLimits.perKind(KIND, 1)]
+
 /** Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none. */
 const enqueueSessionWith = (keys: number | undefined) => async (url: string): Promise<EnqueueSession> => {
   const { store, close } = await openStore(url, { maxConnections: 2, migrate: true })
+  // The limit is declared before the runs, as an application declares it: each run is admitted
+  // or left waiting as it is enqueued (the workers declare the same limit again, which changes nothing).
+  if (keys !== undefined) await run(store.setKeyLimits(keyLimits))
   const request = (i: number) => ({ kind: KIND, payload: { i }, concurrencyKey: keys === undefined ? undefined : `k${i % keys}` })
   return {
     enqueueMany: (indices) => run(store.enqueue(indices.map(request))).then(() => undefined),
@@ -144,7 +150,7 @@ const keyed: System<LeaseholdOptions> = {
   ...keeping,
   name: `leasehold (${KEYS} keys, 1 running per key)`,
   enqueueSession: enqueueSessionWith(KEYS),
-  startWorker: startWorker("keep", [KeyLimits.perKind(KIND, 1)])
+  startWorker: startWorker("keep", keyLimits)
 }
 
 export const leasehold = keeping

@@ -60,6 +60,11 @@ export interface ClaimRequest {
 export interface CompleteItem extends LeaseKey {
   /** The result as JSON text, encoded per run before it joins a batch; `null` stores JSON null. */
   readonly result: string | null
+  /**
+   * The run carries a concurrency key, so its completion may give a key slot back: the store
+   * then hands the slot on in the same statement. Unset, a freed slot waits for the next sweep.
+   */
+  readonly keyed?: boolean | undefined
 }
 
 /** @category models */

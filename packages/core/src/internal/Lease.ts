@@ -74,7 +74,7 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
     // settlement runs on the flushing fiber. No fiber per run waits for its batch.
     return Effect.sync(() =>
       ctx.batcher.submit(
-        { runId: entry.run.id, fence: entry.run.fence, result: result.value },
+        { runId: entry.run.id, fence: entry.run.fence, result: result.value, keyed: entry.run.concurrencyKey !== null },
         (answer) => settled(ctx, entry, completionSettlement(ctx, entry, answer))
       )
     )

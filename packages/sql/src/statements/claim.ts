@@ -10,9 +10,11 @@
  */
 import { ClaimPosition, type ClaimRequest, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
-import type { SqlClient, SqlError, Statement } from "effect/sql"
+import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
+import { admit, admitted, slotCollision } from "./admit.js"
+import { governing, heldSlots } from "./slots.js"
 
 /**
  * The lowest fence a claim may grant on this server's timeline (`fence_floor()`, migration
@@ -33,13 +35,6 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, positions: Claim
     Effect.retry({ times: 10, while: slotCollision })
   )
 
-const slotCollision = (error: unknown): boolean => {
-  if ((error as { _tag?: unknown })._tag !== "SqlError") return false
-  const reason = (error as SqlError.SqlError).reason
-  return reason._tag === "DeadlockError" ||
-    (reason._tag === "UniqueViolation" && ["runs_key_slots_kind", "runs_key_slots_queue"].includes(reason.constraint ?? ""))
-}
-
 /**
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
  * statement, so every branch still reaches its runs by index.
@@ -47,38 +42,6 @@ const slotCollision = (error: unknown): boolean => {
 const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   sql`ARRAY(SELECT DISTINCT u.name FROM unnest(${request.queues as Array<string>}::text[]) AS u(name)
     WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
-
-/**
- * The slots a key holds in the scope that governs it (`scope`, an expression: 'kind' or 'queue'),
- * as a count or as an array of slot numbers: one probe of that scope's slot index. The key is
- * named by SQL expressions for its queue, kind and concurrency key, which must be in the columns'
- * own collation for the index to answer.
- */
-const heldSlots = (
-  s: StoreSchema,
-  scope: string,
-  form: "count" | "array",
-  key: { readonly queue: string; readonly kind: string; readonly concurrencyKey: string }
-) => {
-  const of = (column: "kind" | "queue", value: string) => {
-    const query = `SELECT ${form === "count" ? "count(*)" : "o.key_slot"} FROM "${s.schema}".runs o WHERE o.key_scope = '${column}'
-      AND o.${column} = ${value} AND o.concurrency_key = ${key.concurrencyKey} AND o.key_slot IS NOT NULL`
-    return form === "count" ? `(${query})` : `ARRAY(${query})`
-  }
-  return `CASE ${scope} WHEN 'kind' THEN ${of("kind", key.kind)} ELSE ${of("queue", key.queue)} END`
-}
-
-/**
- * The limit that governs runs of `kind` in `queue` (expressions): its kind's if the kind declares
- * one, else its queue's. `joins` reads the two candidate rows of key_limits as `kl` and `ql`;
- * `scope` and `perKey` are what they decide (`perKey` NULL when neither declares a limit).
- */
-const governing = (s: StoreSchema, queue: string, kind: string) => ({
-  joins: `LEFT JOIN "${s.schema}".key_limits kl ON kl.scope = 'kind' AND kl.name = ${kind}
-        LEFT JOIN "${s.schema}".key_limits ql ON ql.scope = 'queue' AND ql.name = ${queue}`,
-  scope: "CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END",
-  perKey: "coalesce(kl.per_key, ql.per_key)"
-})
 
 /**
  * The key limit that governs a run (`k`: scope, per_key, running), for a row `row` of runs: its
@@ -137,97 +100,31 @@ const slotted = (s: StoreSchema, source: string, order: string) =>
 
 /**
  * Whether a key limit is declared for any of the claim's kinds or queues: an init plan, read once
- * per statement, that switches between the two branches of `dueRows` (the other is not run).
+ * per statement. Such a claim reads each queue from its head and moves no claim position: the
+ * hand-off makes a key's next run due long after it was enqueued, behind any position.
  */
 const keyLimitDeclared = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   sql`(EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'kind' AND name = ANY(${request.kinds as Array<string>}::text[]))
     OR EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[])))`
 
 /**
- * The keyed branch of `dueRows`: a window of each queue's first `limit + scanPastLimit` due runs
- * in claim order, read once without locks (`w`, each row's place among its key's runs there);
- * the governing limit and the slots held, looked up once per distinct key of the window (`room`),
- * not once per row; the rows whose place is within their key's free slots (or that no limit
- * covers), locked by primary key in claim order, skipping rows other claims hold. The window is a
- * prefix of the queue's due order, so a row's place there is its place among its key's due runs
- * (of its queue and kind). Held-back rows at the head are examined by every claim; what each
- * costs is a window row, not a lookup of its limit and its key's slots (ADR 0014).
+ * One queue's due runs in claim order, locked as they are read, from the queue's claim position
+ * `pos` (ClaimPosition): the lanes of higher priority from their heads, the position's lane from
+ * its `run_at` less the margin, the lanes of lower priority from their heads. Without a position
+ * the three are the whole queue from its head (the lanes above the lowest integer, then that
+ * lane). Each part is one range of runs_due (queue, priority DESC, run_at, id), read only as far
+ * as the parts before it left the limit unfilled, so the dead entries a held snapshot keeps at the
+ * head of the position's lane are never read (docs/adr/0013). A keyed run is in runs_due only once
+ * admitted (it holds its key's slot, migration 0013): its key's limit was decided before.
  */
-const keyedDue = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) => {
-  // The window's keys are compared bytewise; lookups through an index go back to the columns'
-  // own collation, so the index answers them.
-  const inOwnCollation = (row: string) => ({
-    queue: `${row}.queue COLLATE "default"`,
-    kind: `${row}.kind COLLATE "default"`,
-    concurrencyKey: `${row}.concurrency_key COLLATE "default"`
-  })
-  const p = inOwnCollation("p")
-  const limit = governing(s, p.queue, p.kind)
-  return sql`WITH w AS MATERIALIZED (
-      -- Keys compared bytewise: this step groups and joins them, it orders them for no one, and
-      -- sorts in the database's collation (strcoll) were most of the claim's time.
-      SELECT r.id, r.queue COLLATE "C" AS queue, r.kind COLLATE "C" AS kind, r.priority, r.run_at,
-        r.concurrency_key COLLATE "C" AS concurrency_key,
-        row_number() OVER (PARTITION BY r.queue COLLATE "C", r.kind COLLATE "C", r.concurrency_key COLLATE "C"
-          ORDER BY r.priority DESC, r.run_at, r.id) AS place
-      FROM unnest(${activeQueues(sql, s, request)}) AS q(name) CROSS JOIN LATERAL (
-        SELECT id, queue, kind, priority, run_at, concurrency_key FROM ${s.runs(sql)}
-        WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[]) AND ${keyLimitDeclared(sql, s, request)}
-        ORDER BY priority DESC, run_at, id
-        LIMIT ${request.limit + KeyLimits.scanPastLimit}
-      ) r
-    ), limits AS MATERIALIZED (
-      -- The governing limit of each queue and kind in the window: its kind's, else its queue's.
-      SELECT p.queue, p.kind, ${sql.literal(limit.scope)} AS scope, ${sql.literal(limit.perKey)} AS per_key
-      FROM (SELECT DISTINCT queue, kind FROM w WHERE concurrency_key IS NOT NULL) p
-      ${sql.literal(limit.joins)}
-      WHERE ${sql.literal(limit.perKey)} IS NOT NULL
-    ), room AS MATERIALIZED (
-      -- Each limited key of the window with the slots it holds (running runs: a run gives its slot
-      -- back as it stops, migration 0010's trigger). Read in the statement's snapshot: a stale
-      -- count can only make the claim try a slot that is taken, which the unique index refuses
-      -- (see slotted).
-      SELECT c.queue, c.kind, c.concurrency_key, l.scope, l.per_key, ${sql.literal(heldSlots(s, "l.scope", "count", inOwnCollation("c")))} AS running
-      FROM (SELECT DISTINCT queue, kind, concurrency_key FROM w WHERE concurrency_key IS NOT NULL) c
-      JOIN limits l ON l.queue = c.queue AND l.kind = c.kind
-    )
-    SELECT x.* FROM (
-      SELECT w.id, w.place, rm.scope, rm.per_key FROM w
-      LEFT JOIN room rm ON rm.queue = w.queue AND rm.kind = w.kind AND rm.concurrency_key = w.concurrency_key
-      WHERE rm.scope IS NULL OR w.place <= rm.per_key - rm.running
-      ORDER BY w.priority DESC, w.run_at, w.id
-    ) a CROSS JOIN LATERAL (
-      SELECT r.id, r.queue, r.kind, r.priority, r.run_at, r.concurrency_key,
-        r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, a.scope, a.per_key, a.place::integer AS place
-      FROM ${s.runs(sql)} r
-      WHERE r.id = a.id AND r.state = 'pending' AND r.run_at <= now()
-      FOR UPDATE OF r SKIP LOCKED
-    ) x
-    LIMIT ${request.limit}`
-}
-
-/**
- * One queue's unkeyed due runs in claim order, locked as they are read, from the queue's claim
- * position `pos` (ClaimPosition): the lanes of higher priority from their heads, the position's
- * lane from its `run_at` less the margin, the lanes of lower priority from their heads. Without a
- * position the three are the whole queue from its head (the lanes above the lowest integer, then
- * that lane). Each part is one range of runs_due (queue, priority DESC, run_at, id), read only as
- * far as the parts before it left the limit unfilled, so the dead entries a held snapshot keeps
- * at the head of the position's lane are never read (docs/adr/0013).
- */
-const unkeyedLanes = (
-  sql: SqlClient.SqlClient,
-  s: StoreSchema,
-  request: ClaimRequest,
-  keyed: Statement.Fragment
-) => {
+const lanes = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) => {
   const lowest = -2147483648
   const part = (range: Statement.Fragment) =>
     sql`SELECT * FROM (
       SELECT id, queue, kind, priority, run_at, concurrency_key, claimed_by, claimed_at, claimed_fence, claimed_attempt
       FROM ${s.runs(sql)}
-      WHERE state = 'pending' AND run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[])
-        AND NOT ${keyed} AND ${range}
+      WHERE state = 'pending' AND (key_scope IS NULL OR key_slot IS NOT NULL) AND run_at <= now() AND queue = q.name
+        AND kind = ANY(${request.kinds as Array<string>}::text[]) AND ${range}
       ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
       FOR UPDATE SKIP LOCKED
     )`
@@ -246,45 +143,29 @@ const unkeyedLanes = (
 
 /**
  * The due runs of a claim, locked, as `d` (id, queue, kind, priority, run_at, claimed_*,
- * concurrency_key, and for a run under a key limit its scope, per_key and place), in claim order:
- * the FROM clause both claims share.
+ * concurrency_key), in claim order: the FROM clause both claims share.
  *
  * One index scan per queue with queue = q.name: runs_due (queue, priority DESC, run_at, id) then
  * yields rows already in claim order and stops at the limit. (With queue = ANY(...) Postgres reads
  * and sorts every due row on each claim: O(backlog) per claim.) Each queue contributes its first
- * unlocked rows up to the limit, so the overall first ones are among them.
- *
- * When a key limit is declared for one of the claim's kinds or queues, runs their key holds back
- * are passed over before they are locked (a row lock writes WAL), not counted against the limit,
- * so they do not block the runs behind them; and a claim looks at no more than
- * `KeyLimits.scanPastLimit` rows past its limit in each queue, so a claim its keys cannot fill
- * does not read the whole backlog. That window is read without locks, and each of its rows is then
- * locked by primary key, skipping rows other claims hold. When no limit is declared, none of this
- * runs: the claim is the plain scan (measured: the keyed machinery cost unkeyed drains a third).
+ * unlocked rows up to the limit, so the overall first ones are among them. Runs their key holds
+ * back wait outside runs_due (admit.ts), so they neither block the runs behind them nor cost a
+ * claim anything.
  */
 const dueRows = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   request: ClaimRequest,
   positions: ReadonlyMap<string, ClaimPosition.ClaimPosition> = new Map()
-) => {
-  const keyed = keyLimitDeclared(sql, s, request)
-  return sql`FROM (
-          -- No limit applies: index scans per queue, locking as they go (the claim before keys).
-          SELECT d.*, NULL::text AS scope, NULL::integer AS per_key, NULL::integer AS place
-          FROM unnest(${activeQueues(sql, s, request)}) AS q(name)
-          LEFT JOIN unnest(${[...positions.keys()]}::text[], ${[...positions.values()].map((p) => p.priority)}::integer[],
-            ${[...positions.values()].map((p) => String(p.runAtMs - ClaimPosition.marginMs))}::float8[]) AS pos(queue, priority, from_ms)
-            ON pos.queue = q.name
-          CROSS JOIN LATERAL (
-            ${unkeyedLanes(sql, s, request, keyed)}
-          ) d
-          UNION ALL
-          -- A limit applies: keyed runs are admitted before they are locked, within a window.
-          SELECT x.* FROM (${keyedDue(sql, s, request)}) x
+) =>
+  sql`FROM unnest(${activeQueues(sql, s, request)}) AS q(name)
+        LEFT JOIN unnest(${[...positions.keys()]}::text[], ${[...positions.values()].map((p) => p.priority)}::integer[],
+          ${[...positions.values()].map((p) => String(p.runAtMs - ClaimPosition.marginMs))}::float8[]) AS pos(queue, priority, from_ms)
+          ON pos.queue = q.name AND NOT ${keyLimitDeclared(sql, s, request)}
+        CROSS JOIN LATERAL (
+          ${lanes(sql, s, request)}
         ) d
         ORDER BY d.priority DESC, d.run_at, d.id LIMIT ${request.limit}`
-}
 
 /** What a claim returns of each run for its queue's claim position. */
 interface PlacedRow {
@@ -310,6 +191,9 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
     const kinds = request.kinds as Array<string>
     const limit = request.limit
     const ttlMs = Duration.toMillis(request.ttl)
+    // Keyed runs left waiting with room for them (a limit raised, a run that became due, a race
+    // between an enqueue and a completion) are admitted first, so this claim can take them.
+    yield* admitted(admit(sql, s, { kinds: request.kinds, queues: request.queues }))
     const rows = yield* sql<ClaimRow & PlacedRow & { origin: number }>`
       WITH ${fenceFloor(sql, s)}, expired AS (
         -- A reclaimed run keeps the key slot it already holds: no admission.
@@ -339,7 +223,9 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
         LIMIT ${limit}
       ), due AS (
         SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
-          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.queue, d.kind, d.concurrency_key, d.scope, d.per_key, d.place
+          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.queue, d.kind, d.concurrency_key,
+          -- A due keyed run was admitted before: it holds its slot already.
+          NULL::text AS scope, NULL::integer AS per_key, NULL::integer AS place
         ${dueRows(sql, s, request)}
       ), candidates AS (
         -- Each group's own order is carried into the cut, so which rows of the last group make
@@ -369,8 +255,8 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
           claimed_at = CASE WHEN p.origin = 2 THEN now() END,
           claimed_fence = CASE WHEN p.origin = 2 THEN greatest(r.fence + 1, f.floor) END,
           claimed_attempt = CASE WHEN p.origin = 2 THEN r.attempt + 1 END,
-          key_scope = CASE WHEN p.origin = 0 THEN r.key_scope ELSE p.scope END,
-          key_slot = CASE WHEN p.origin = 0 THEN r.key_slot ELSE p.slot END,
+          key_scope = CASE WHEN p.origin = 1 THEN p.scope ELSE r.key_scope END,
+          key_slot = CASE WHEN p.origin = 1 THEN p.slot ELSE r.key_slot END,
           updated_at = now()
         -- The ids as an explicit restriction: picked rows are reached by primary key, not by a
         -- hash join over a scan of the whole table (which the planner prefers on small tables).
@@ -408,12 +294,9 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
     const rows = yield* sql<ClaimRow & PlacedRow & { keyed: boolean }>`
-      WITH ${fenceFloor(sql, s)}, candidates AS (
-        SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt,
-          d.queue, d.kind, d.concurrency_key, d.scope, d.per_key, d.place
+      WITH ${fenceFloor(sql, s)}, due AS (
+        SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
         ${dueRows(sql, s, request, positions.of(request.queues, request.kinds))}
-      ), due AS (
-        ${sql.literal(slotted(s, "candidates", "a.priority DESC, a.run_at, a.id"))}
       ), claimed AS (
         UPDATE ${runs} r SET
           fence = greatest(r.fence + 1, f.floor), state = 'running', attempt = r.attempt + 1,
@@ -421,7 +304,6 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
           lease_expires_at = now() + ${Duration.toMillis(request.ttl)}::float8 * interval '1 millisecond',
           finished_at = NULL, signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
           claimed_by = ${request.owner}, claimed_at = now(), claimed_fence = greatest(r.fence + 1, f.floor), claimed_attempt = r.attempt + 1,
-          key_scope = d.scope, key_slot = d.slot,
           updated_at = now()
         -- By primary key (the ids as an explicit restriction, as in the full claim).
         FROM due d, fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM due)) AND r.id = d.id

@@ -6,6 +6,7 @@ import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json } from "@
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
+import { admit, admitted } from "./admit.js"
 import { textArray } from "./rows.js"
 
 /** The requests as rows, each with an id drawn from the sequence up front, so each result maps back to its request exactly. */
@@ -33,7 +34,26 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
       yield* checkEnqueueRequest(request)
       payloads.push(yield* Json.encode(request.payload ?? null, "payload"))
     }
-    if (requests.every((r) => r.idempotencyKey === undefined)) return yield* enqueueWithoutKeys(sql, s, requests, payloads)
+    const insert = requests.every((r) => r.idempotencyKey === undefined)
+      ? enqueueWithoutKeys(sql, s, requests, payloads)
+      : enqueueWithKeys(sql, s, requests, payloads)
+    const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
+    if (keys.length === 0) return yield* insert
+    // A keyed run under a limit is inserted waiting (migration 0013's key_slot_rules); in the same
+    // transaction its key's free slots go to its waiting due runs in claim order, so the run is
+    // due at once if its key has room and no older run of the key waits.
+    const scope = { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }
+    return yield* sql.withTransaction(Effect.tap(insert, () => admitted(sql.withTransaction(admit(sql, s, scope)))))
+  })
+
+/** A batch with idempotency keys: a repeated key yields the existing run. */
+const enqueueWithKeys = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  requests: ReadonlyArray<EnqueueRequest>,
+  payloads: ReadonlyArray<string>
+) =>
+  Effect.gen(function*() {
     const runs = s.runs(sql)
     const rows = yield* sql<{ id: string; created: boolean; key: string | null }>`
       WITH input AS MATERIALIZED (

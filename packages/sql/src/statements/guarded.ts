@@ -30,6 +30,7 @@ import { Duration, Effect, type Exit } from "effect"
 import type { SqlClient, SqlError, Statement } from "effect/sql"
 import * as StoreErrors from "../StoreErrors.js"
 import type { StoreSchema } from "../StoreSchema.js"
+import { handOff, releasedFrom } from "./admit.js"
 import { json, num } from "./rows.js"
 
 interface Diagnosis {
@@ -139,15 +140,20 @@ export const completeBatch = (
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
         RETURNING r.id, r.fence
       )`
+    // Runs with a concurrency key may hold a key slot: read theirs before the write, and hand the
+    // freed ones on in the same statement (admit.ts › handOff). Nothing of this for unkeyed runs.
+    const keyed = items.filter((i) => i.keyed === true).map((i) => i.runId)
+    const released = keyed.length === 0 ? sql`` : sql`${releasedFrom(sql, s, keyed)},`
+    const handing = keyed.length === 0 ? sql`` : sql`, ${sql.literal(handOff(s, s.channel))}`
     const missed = yield* sql<{ ord: string; id: string; fence: bigint }>`
-      WITH input AS MATERIALIZED (
+      WITH ${released} input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null.
         SELECT t.*, 'running'::text AS held FROM unnest(
           ${ids}::bigint[],
           ${items.map((i) => String(i.fence))}::bigint[],
           ${results}::jsonb[]
         ) WITH ORDINALITY AS t(id, fence, result, ord)
-      ), ${writes}
+      ), ${writes}${handing}
       -- No history row: run_history reads the completion off the run row.
       SELECT i.ord::int - 1 AS ord, i.id::text AS id, i.fence FROM input i
       WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)`

@@ -6,7 +6,9 @@ import { KeyLimits } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
+import { admit, admitted } from "./admit.js"
 import { num } from "./rows.js"
+import { governing } from "./slots.js"
 
 /** Checks every limit, then upserts them all in one statement: one invalid limit writes nothing. */
 export const set = (sql: SqlClient.SqlClient, s: StoreSchema, limits: ReadonlyArray<KeyLimits.KeyLimit>) =>
@@ -14,21 +16,56 @@ export const set = (sql: SqlClient.SqlClient, s: StoreSchema, limits: ReadonlyAr
     const checked: Array<KeyLimits.KeyLimit> = []
     for (const limit of limits) checked.push(yield* KeyLimits.check(limit))
     if (checked.length === 0) return
-    yield* sql`
-      INSERT INTO ${s.keyLimits(sql)} (scope, name, per_key)
-      SELECT DISTINCT ON (scope, name) scope, name, per_key
-      FROM unnest(${checked.map((l) => l.scope)}::text[], ${checked.map((l) => l.name)}::text[], ${checked.map((l) => l.perKey)}::int[])
-        WITH ORDINALITY AS t(scope, name, per_key, ord)
-      ORDER BY scope, name, ord DESC
-      ON CONFLICT (scope, name) DO UPDATE SET per_key = excluded.per_key, updated_at = now()
-      WHERE ${s.keyLimits(sql)}.per_key <> excluded.per_key`
+    yield* sql.withTransaction(Effect.gen(function*() {
+      const changed = yield* sql<{ scope: KeyLimits.KeyLimitScope; name: string }>`
+        INSERT INTO ${s.keyLimits(sql)} (scope, name, per_key)
+        SELECT DISTINCT ON (scope, name) scope, name, per_key
+        FROM unnest(${checked.map((l) => l.scope)}::text[], ${checked.map((l) => l.name)}::text[], ${checked.map((l) => l.perKey)}::int[])
+          WITH ORDINALITY AS t(scope, name, per_key, ord)
+        ORDER BY scope, name, ord DESC
+        ON CONFLICT (scope, name) DO UPDATE SET per_key = excluded.per_key, updated_at = now()
+        WHERE ${s.keyLimits(sql)}.per_key <> excluded.per_key
+        RETURNING scope, name`
+      yield* regovern(sql, s, changed)
+    }))
   })
 
 export const remove = (sql: SqlClient.SqlClient, s: StoreSchema, scope: KeyLimits.KeyLimitScope, name: string) =>
-  Effect.map(
-    sql`DELETE FROM ${s.keyLimits(sql)} WHERE scope = ${scope} AND name = ${name} RETURNING name`,
-    (rows) => rows.length > 0
-  )
+  sql.withTransaction(Effect.gen(function*() {
+    const removed = yield* sql<{ scope: KeyLimits.KeyLimitScope; name: string }>`
+      DELETE FROM ${s.keyLimits(sql)} WHERE scope = ${scope} AND name = ${name} RETURNING scope, name`
+    yield* regovern(sql, s, removed)
+    return removed.length > 0
+  }))
+
+/**
+ * After limits changed: the pending keyed runs of the changed kinds and queues are governed by the
+ * limits as they are now (their kind's, else their queue's). A run whose scope changed, or that
+ * holds a slot at or above its new limit, gives the slot back and waits (a pending run has not
+ * started, so nothing runs over the limit); then the keys' free slots are handed out again.
+ */
+const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, changed: ReadonlyArray<{ scope: KeyLimits.KeyLimitScope; name: string }>) =>
+  Effect.gen(function*() {
+    if (changed.length === 0) return
+    const kinds = changed.filter((c) => c.scope === "kind").map((c) => c.name)
+    const queues = changed.filter((c) => c.scope === "queue").map((c) => c.name)
+    const limit = governing(s, "o.queue", "o.kind")
+    yield* sql`
+      UPDATE ${s.runs(sql)} r SET key_scope = g.scope, key_slot = NULL
+      FROM (
+        SELECT o.id, o.key_scope, o.key_slot, CASE WHEN ${sql.literal(limit.perKey)} IS NOT NULL THEN ${sql.literal(limit.scope)} END AS scope,
+          ${sql.literal(limit.perKey)} AS per_key
+        FROM ${s.runs(sql)} o ${sql.literal(limit.joins)}
+        WHERE o.state = 'pending' AND o.concurrency_key IS NOT NULL
+          AND (o.kind = ANY(${kinds}::text[]) OR o.queue = ANY(${queues}::text[]))
+      ) g
+      WHERE r.id = g.id AND r.state = 'pending' AND (g.scope IS DISTINCT FROM g.key_scope OR g.key_slot >= g.per_key)`
+    const declared = yield* sql<{ scope: KeyLimits.KeyLimitScope; name: string }>`SELECT scope, name FROM ${s.keyLimits(sql)}`
+    yield* admitted(sql.withTransaction(admit(sql, s, {
+      kinds,
+      queues: declared.filter((d) => d.scope === "queue").map((d) => d.name)
+    })))
+  })
 
 /** The declared limits with, in each scope, the keys running now and the keyed runs that are due. */
 export const list = (sql: SqlClient.SqlClient, s: StoreSchema) =>

@@ -1,0 +1,158 @@
+/**
+ * Admission: a keyed run under a limit waits (pending, `key_scope` set, no slot, outside the due
+ * index) until it is given a free slot of its key. The update that frees a slot hands it on itself
+ * (migration 0013's `key_slot_hand_off`); this statement admits the rest: runs enqueued while
+ * their key has room, keys whose limit was raised or declared, and runs that became due or were
+ * left waiting by a race (an enqueue and a completion of one key at once). A key's waiting due
+ * runs take its free slots in claim order, so a run never overtakes an older one of its key.
+ * (docs/adr/0014-per-key-concurrency.md, "Admission at the hand-off".)
+ */
+import { KeyLimits } from "@leasehold/core"
+import { Effect } from "effect"
+import type { SqlClient, SqlError } from "effect/sql"
+import type { StoreSchema } from "../StoreSchema.js"
+import { heldSlots } from "./slots.js"
+
+/** Which keys to admit: every key of the named kinds and queues, or only the named keys. */
+export interface AdmitScope {
+  readonly kinds: ReadonlyArray<string>
+  readonly queues: ReadonlyArray<string>
+  readonly keys?: ReadonlyArray<string> | undefined
+}
+
+/** The waiting runs of scope `scope` ('kind' or 'queue', a constant) in the row's own column. */
+const waitingOf = (s: StoreSchema, scope: "kind" | "queue", group: string) =>
+  `"${s.schema}".runs w WHERE w.state = 'pending' AND w.key_scope = '${scope}' AND w.key_slot IS NULL AND w.${scope} = ${group}.name`
+
+/**
+ * The distinct keys with waiting runs in a group `g` (scope, name), read as a loose index scan of
+ * its waiting index (one descent per key, not one row per waiting run), at most
+ * `KeyLimits.scanPastLimit` of them per statement.
+ */
+const waitingKeys = (s: StoreSchema, scope: "kind" | "queue") =>
+  `SELECT t.key FROM (
+      WITH RECURSIVE t(key) AS (
+        (SELECT w.concurrency_key FROM ${waitingOf(s, scope, "g")} ORDER BY w.concurrency_key LIMIT 1)
+        UNION ALL
+        SELECT (SELECT w.concurrency_key FROM ${waitingOf(s, scope, "g")} AND w.concurrency_key > t.key
+          ORDER BY w.concurrency_key LIMIT 1)
+        FROM t WHERE t.key IS NOT NULL
+      ) SELECT key FROM t WHERE key IS NOT NULL LIMIT ${KeyLimits.scanPastLimit}
+    ) t WHERE g.scope = '${scope}'`
+
+/** A key's first `n` waiting due runs in claim order, locked, skipping rows others hold. */
+const firstWaiting = (s: StoreSchema, scope: "kind" | "queue") =>
+  `SELECT * FROM (
+      SELECT w.id, w.queue, w.priority, w.run_at FROM ${waitingOf(s, scope, "k")} AND w.concurrency_key = k.key AND w.run_at <= now()
+        AND k.scope = '${scope}'
+      ORDER BY w.priority DESC, w.run_at, w.id LIMIT k.free
+      FOR UPDATE OF w SKIP LOCKED
+    ) ${scope}_runs`
+
+export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScope) => {
+  const keyed = { queue: "k.name", kind: "k.name", concurrencyKey: "k.key" }
+  return sql<{ admitted: number }>`
+    WITH groups AS MATERIALIZED (
+      SELECT scope, name, per_key FROM ${s.keyLimits(sql)}
+      WHERE (scope = 'kind' AND name = ANY(${scope.kinds as Array<string>}::text[]))
+        OR (scope = 'queue' AND name = ANY(${scope.queues as Array<string>}::text[]))
+    ), keyed AS MATERIALIZED (
+      SELECT g.scope, g.name, g.per_key, k.key FROM groups g CROSS JOIN LATERAL (
+        ${
+    scope.keys === undefined
+      ? sql.literal(`${waitingKeys(s, "kind")} UNION ALL ${waitingKeys(s, "queue")}`)
+      : sql`SELECT DISTINCT u.key FROM unnest(${scope.keys as Array<string>}::text[]) AS u(key)`
+  }
+      ) k
+    ), held AS MATERIALIZED (
+      -- The key's held slots, one probe of its scope's slot index.
+      SELECT k.*, ${sql.literal(heldSlots(s, "k.scope", "array", keyed))} AS slots FROM keyed k
+    ), free AS MATERIALIZED (
+      -- The numbers below the limit no run holds, less as many as runs hold above it (a lowered
+      -- limit), in order: the key's n-th waiting run takes the n-th.
+      SELECT h.scope, h.name, h.key, f.slots, cardinality(f.slots) AS free
+      FROM held h CROSS JOIN LATERAL (
+        SELECT ARRAY(SELECT g.slot FROM generate_series(0,
+          h.per_key - 1 - (SELECT count(*) FROM unnest(h.slots) AS above(slot) WHERE above.slot >= h.per_key)::integer) AS g(slot)
+          WHERE g.slot <> ALL (h.slots) ORDER BY g.slot) AS slots
+      ) f
+      WHERE cardinality(f.slots) > 0
+    ), waiting AS MATERIALIZED (
+      SELECT r.id, k.slots[row_number() OVER (PARTITION BY k.scope, k.name, k.key ORDER BY r.priority DESC, r.run_at, r.id)] AS slot
+      FROM free k CROSS JOIN LATERAL (
+        ${sql.literal(`${firstWaiting(s, "kind")} UNION ALL SELECT * FROM (${firstWaiting(s, "queue")}) q`)}
+      ) r
+    ), admitted AS (
+      UPDATE ${s.runs(sql)} r SET key_slot = w.slot
+      FROM waiting w WHERE r.id = w.id
+      RETURNING r.queue
+    ), woken AS (
+      SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM admitted) q
+    )
+    SELECT (SELECT count(*) FROM admitted)::int AS admitted, (SELECT count(*) FROM woken) AS woken`
+}
+
+/**
+ * An admission that meets another's: two statements that both saw a slot free cannot both take it
+ * (the unique slot index refuses the second, which then writes nothing); it is tried again, with a
+ * fresh snapshot that sees the slot taken. Inside a transaction, give it a savepoint
+ * (`sql.withTransaction`) so a refused attempt does not abort the transaction.
+ */
+export const admitted = <E, R>(statement: Effect.Effect<ReadonlyArray<{ admitted: number }>, E, R>) =>
+  statement.pipe(
+    Effect.retry({ times: 10, while: slotCollision }),
+    Effect.map((rows) => rows[0]?.admitted ?? 0)
+  )
+
+export const slotCollision = (error: unknown): boolean => {
+  if ((error as { _tag?: unknown })._tag !== "SqlError") return false
+  const reason = (error as SqlError.SqlError).reason
+  return reason._tag === "DeadlockError" ||
+    (reason._tag === "UniqueViolation" && ["runs_key_slots_kind", "runs_key_slots_queue"].includes(reason.constraint ?? ""))
+}
+
+/**
+ * The slots a statement's completions gave back, read before it wrote (`released`, by primary
+ * key: id, key_scope, kind, queue, concurrency_key, key_slot of the runs that held one), handed to
+ * their keys' next waiting due runs in the same statement, set-based: as the row trigger
+ * `key_slot_hand_off` does for the other ways a run stops, which leaves completions to this (one
+ * statement per completed row cost a completion four times its own write, mostly the executor
+ * opening every index of runs again). `done` names the CTE of the runs the statement completed.
+ * Each key's freed slots go to its first waiting due runs in claim order; a slot at or above a
+ * lowered limit is not handed on, nor any while the key holds one there. Only the slots this
+ * statement freed are handed out, and nobody else sees them free before it commits, so the
+ * hand-off never meets another writer on the slot index.
+ */
+export const handOff = (s: StoreSchema, channel: string) => {
+  const keyed = { queue: "f.name", kind: "f.name", concurrencyKey: "f.key" }
+  return `freed AS MATERIALIZED (
+      SELECT r.key_scope AS scope, CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END AS name, r.concurrency_key AS key,
+        r.key_slot AS slot, l.per_key
+      FROM released r JOIN done d ON d.id = r.id
+      JOIN "${s.schema}".key_limits l ON l.scope = r.key_scope AND l.name = CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END
+      WHERE r.key_slot < l.per_key
+    ), handing AS MATERIALIZED (
+      -- Each key's freed slots, in order; the n-th successor takes the n-th.
+      SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, count(*) AS free
+      FROM freed f
+      -- A key that still holds a slot above a lowered limit gets none back until it holds none there.
+      WHERE NOT EXISTS (SELECT 1 FROM unnest(${heldSlots(s, "f.scope", "array", keyed)}) AS above(slot) WHERE above.slot >= f.per_key)
+      GROUP BY f.scope, f.name, f.key
+    ), successors AS MATERIALIZED (
+      SELECT r.id, k.slots[row_number() OVER (PARTITION BY k.scope, k.name, k.key ORDER BY r.priority DESC, r.run_at, r.id)] AS slot
+      FROM handing k CROSS JOIN LATERAL (
+        ${firstWaiting(s, "kind")} UNION ALL SELECT * FROM (${firstWaiting(s, "queue")}) q
+      ) r
+    ), handed AS (
+      UPDATE "${s.schema}".runs r SET key_slot = sc.slot
+      FROM successors sc WHERE r.id = sc.id
+      RETURNING r.queue
+    )`
+}
+
+/** The pre-read `handOff` needs: the slots held by the runs `ids`, as the CTE `released`. */
+export const releasedFrom = (sql: SqlClient.SqlClient, s: StoreSchema, ids: ReadonlyArray<string>) =>
+  sql`released AS MATERIALIZED (
+      SELECT id, key_scope, kind, queue, concurrency_key, key_slot FROM ${s.runs(sql)}
+      WHERE id = ANY(${ids as Array<string>}::bigint[]) AND key_slot IS NOT NULL
+    )`
