@@ -3,7 +3,8 @@
  * over 10 concurrency keys whose kind declares a limit of 1 per key (set with `leasehold limits`).
  * The runs are enqueued key by key (all of the first key's, then the second's...), so a claim that
  * waited on a full key instead of passing over it would run one key at a time. One worker is
- * killed partway and its leases expire and are reclaimed.
+ * killed partway and its leases expire and are reclaimed. Then, with every key idle, a second
+ * wave of runs is enqueued several per key at once, so admissions of one key race.
  *
  * The database records every state change of a keyed run as it executes (a trigger, numbered by a
  * sequence): a claim's change is recorded after the completion it depends on committed, so
@@ -21,14 +22,17 @@ import { eventually } from "./support/workers.js"
 const tasks = fileURLToPath(new URL("./fixtures/keyed-tasks.ts", import.meta.url))
 const keys = Array.from({ length: 10 }, (_, i) => `customer-${i}`)
 const perKey = 30
+/** The second wave's runs per key, enqueued at once. */
+const racers = 4
+const total = perKey + racers
 
 describe("per-key concurrency across worker processes", () => {
   it.live(
-    "3 workers × concurrency 20, 300 runs over 10 keys at limit 1, one worker killed: never two runs of a key at once, all complete, every key progresses",
+    "3 workers × concurrency 20, 300 runs over 10 keys at limit 1, one worker killed, then 4 runs per idle key enqueued at once: never two runs of a key at once, all complete, every key progresses",
     () =>
       Effect.gen(function*() {
         const schema = freshSchema("keyproc")
-        const context = yield* Layer.build(storeLayer(schema, 2))
+        const context = yield* Layer.build(storeLayer(schema, racers * 2))
         const sql = Context.get(context, SqlClient.SqlClient)
         const store = Context.get(context, RunStore)
 
@@ -84,6 +88,17 @@ describe("per-key concurrency across worker processes", () => {
         yield* Effect.promise(() => (doomed.child.kill("SIGKILL"), doomed.exited))
         yield* worker()
         yield* eventually("every run completes", Effect.map(completed, (n) => n === keys.length * perKey), "60 seconds")
+        // A second wave while every key is idle: for each key, racers enqueue one run each at once,
+        // each in its own transaction, and each sees the key's slot free. The unique slot index
+        // lets one admission through; the others are refused, tried again, and wait (admit.ts).
+        yield* Effect.all(
+          keys.flatMap((key) =>
+            Array.from({ length: racers }, (_, n) =>
+              store.enqueue([{ kind: "keyed-step", queue: "keys-a", payload: { key, n: perKey + n }, concurrencyKey: key }]))
+          ),
+          { concurrency: racers }
+        )
+        yield* eventually("the second wave completes", Effect.map(completed, (n) => n === keys.length * total), "60 seconds")
 
         const log = yield* sql.unsafe<{ seq: string; run_id: string; key: string; from_state: string; to_state: string }>(
           `SELECT l.seq::text AS seq, run_id::text, key, from_state, to_state FROM "${schema}".key_log l ORDER BY l.seq`
@@ -101,8 +116,8 @@ describe("per-key concurrency across worker processes", () => {
         assert.strictEqual(most, 1)
         console.log(`first 90 completions by key: ${JSON.stringify(countBy(log.filter((c) => c.to_state === "completed").slice(0, 90)))}`)
         const claims = log.filter((c) => c.to_state === "running")
-        assert.strictEqual(log.filter((c) => c.to_state === "completed").length, keys.length * perKey)
-        assert.isAtLeast(claims.length, keys.length * perKey)
+        assert.strictEqual(log.filter((c) => c.to_state === "completed").length, keys.length * total)
+        assert.isAtLeast(claims.length, keys.length * total)
 
         // No key waited for the keys enqueued before it: among the first 90 completions (before
         // the kill), every key has a share (9 each if even; a claim that waited on its first full

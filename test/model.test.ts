@@ -81,6 +81,9 @@ interface RunSnapshot {
   readonly error: unknown
   readonly finished: boolean
   readonly signals: Record<string, SignalOutcome>
+  /** The key slot it holds (admitted or running), and whether it waits for one. */
+  readonly keySlot: number | null
+  readonly waitingForKey: boolean
   readonly events: ReadonlyArray<string>
 }
 
@@ -222,6 +225,8 @@ class Model {
       error: run.error,
       finished: run.finishedAt !== null,
       signals: { ...run.signals },
+      keySlot: run.keySlot,
+      waitingForKey: run.waitingForKey,
       events: expected(this.store.history(run.id)).map((e) => `${e.kind}@${e.fence}`)
     }))
   }
@@ -249,6 +254,8 @@ interface Row {
   readonly error: unknown
   readonly finished: boolean
   readonly signals: RunSnapshot["signals"] | null
+  readonly key_slot: number | null
+  readonly waiting_for_key: boolean
   readonly events: string | null
 }
 
@@ -260,7 +267,8 @@ const readState = (real: Real): Promise<Array<RunSnapshot>> =>
       r.signal_name, r.signal_token,
       CASE WHEN r.suspend_deadline IS NULL THEN NULL WHEN r.suspend_deadline <= now() THEN 'past' ELSE 'future' END AS deadline,
       CASE WHEN r.state = 'pending' THEN r.run_at <= now() END AS due,
-      r.checkpoint, r.result, r.error, r.finished_at IS NOT NULL AS finished, r.signals,
+      r.checkpoint, r.result, r.error, r.finished_at IS NOT NULL AS finished, r.signals, r.key_slot,
+      (r.state = 'pending' AND r.key_scope IS NOT NULL AND r.key_slot IS NULL) AS waiting_for_key,
       (SELECT string_agg(e.kind || '@' || e.fence, ' ' ORDER BY e.at, e.seq NULLS LAST) FROM "${real.schema}".run_history e
         WHERE e.run_id = r.id) AS events
     FROM "${real.schema}".runs r ORDER BY r.id`)).then((rows) =>
@@ -281,6 +289,8 @@ const readState = (real: Real): Promise<Array<RunSnapshot>> =>
       error: row.error,
       finished: row.finished,
       signals: row.signals ?? {},
+      keySlot: row.key_slot,
+      waitingForKey: row.waiting_for_key,
       events: row.events === null ? [] : row.events.split(" ")
     }))
   )
@@ -567,21 +577,22 @@ class Backdate extends Step {
 }
 
 class Complete extends Step {
-  constructor(readonly refs: ReadonlyArray<LeaseRef>) {
+  /** `keyed`: the items say their runs carry a key, so the store hands freed key slots on. */
+  constructor(readonly refs: ReadonlyArray<LeaseRef>, readonly keyed: boolean) {
     super()
   }
   override check(m: Readonly<Model>) {
     return this.refs.some((ref) => canName(m, ref))
   }
   toString() {
-    return `completeBatch(${JSON.stringify(this.refs)})`
+    return `completeBatch(${JSON.stringify(this.refs)}${this.keyed ? ", keyed" : ""})`
   }
   async step(m: Model, real: Real) {
     // One item per run: a batch never carries the same run twice.
-    const items: Array<LeaseKey & { result: string }> = []
+    const items: Array<LeaseKey & { result: string; keyed: boolean }> = []
     for (const ref of this.refs) {
       const lease = resolveLease(m, ref)
-      if (!items.some((i) => i.runId === lease.runId)) items.push({ ...lease, result: JSON.stringify({ by: show(lease) }) })
+      if (!items.some((i) => i.runId === lease.runId)) items.push({ ...lease, result: JSON.stringify({ by: show(lease) }), keyed: this.keyed })
     }
     const expectation = expected(m.store.completeBatch(items))
     const actual = await must(real.store.completeBatch(items))
@@ -930,7 +941,7 @@ const commandsFor = (workers: number) =>
       },
       { weight: 4, arbitrary: fc.option(fc.nat(64), { freq: 3 }).map((target): Cmd => new Advance(target)) },
       { weight: 2, arbitrary: fc.nat(64).map((target): Cmd => new Backdate(target)) },
-      { weight: 3, arbitrary: fc.array(leaseRef, { minLength: 1, maxLength: 3 }).map((refs): Cmd => new Complete(refs)) },
+      { weight: 3, arbitrary: fc.tuple(fc.array(leaseRef, { minLength: 1, maxLength: 3 }), fc.nat(3)).map(([refs, n]): Cmd => new Complete(refs, n > 0)) },
       {
         weight: 2,
         arbitrary: fc.tuple(leaseRef, fc.constantFrom<number | undefined>(undefined, 0, retryLater)).map(([ref, delay]): Cmd =>

@@ -26,6 +26,8 @@ export const run = (record: RunRecord) => ({
   signals: record.signals,
   idempotencyKey: record.idempotencyKey,
   concurrencyKey: record.concurrencyKey,
+  keySlot: record.keySlot,
+  waitingForKey: record.waitingForKey,
   payload: record.payload ?? null,
   checkpoint: record.checkpoint ?? null,
   result: record.result ?? null,

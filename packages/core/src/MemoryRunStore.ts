@@ -85,7 +85,10 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
   const apply = <A>(transition: (now: number) => A): Effect.Effect<A> =>
     Effect.sync(() => {
       state.outbox = []
-      const result = transition(clock.currentTimeMillisUnsafe())
+      const now = clock.currentTimeMillisUnsafe()
+      const result = transition(now)
+      // The row trigger's hand-offs of the slots this statement's runs gave back.
+      state.endStatement(now)
       for (const note of state.outbox) PubSub.publishUnsafe(pubsub, note)
       state.outbox = []
       return result
@@ -97,7 +100,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     applyOutcome((now) => {
       const run = state.holder(lease)
       if (run === undefined) return { ok: false, error: state.diagnose(lease, "transaction", now) }
-      state.complete(run, result, now)
+      state.completeInTransaction(run, result, now)
       return { ok: true, value: undefined }
     })
 
@@ -176,9 +179,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     setKeyLimits: Effect.fn("MemoryRunStore.setKeyLimits")(function*(limits) {
       const checked: Array<KeyLimits.KeyLimit> = []
       for (const limit of limits) checked.push(yield* KeyLimits.check(limit))
-      return yield* apply(() => state.setKeyLimits(checked))
+      return yield* apply((now) => state.setKeyLimits(checked, now))
     }),
-    removeKeyLimit: (scope, name) => apply(() => state.removeKeyLimit(scope, name)),
+    removeKeyLimit: (scope, name) => apply((now) => state.removeKeyLimit(scope, name, now)),
     keyLimits: apply((now) => state.keyLimits(now)),
     registerSchedules: Effect.fn("MemoryRunStore.registerSchedules")(function*(definitions) {
       const checked: Array<Schedules.CheckedSchedule> = []

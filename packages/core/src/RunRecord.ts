@@ -45,6 +45,13 @@ export interface RunRecord {
   readonly idempotencyKey: string | null
   /** The run's concurrency key (`KeyLimits`), if it has one. */
   readonly concurrencyKey: string | null
+  /**
+   * The slot of its key's limit the run holds: a keyed run takes one when it is admitted (pending,
+   * then running) and gives it back when it stops running. Null for a run that holds none.
+   */
+  readonly keySlot: number | null
+  /** Pending but held back by its key's limit: it is admitted when a slot of its key is free. */
+  readonly waitingForKey: boolean
   readonly createdAt: Date
   readonly updatedAt: Date
   readonly finishedAt: Date | null

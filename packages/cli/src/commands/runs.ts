@@ -183,7 +183,7 @@ const show = Command.make("show", {
           keyLimits[0] === undefined
             ? "no limit declared"
             : `at most ${keyLimits[0].perKey} running per key in ${keyLimits[0].scope} ${keyLimits[0].name}`
-        })`
+        })${run.keySlot !== null ? `, holds slot ${run.keySlot}` : run.waitingForKey ? ", waiting for a free slot" : ""}`
       ] as const]),
       ...(run.leaseOwner === null ? [] : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
       ["created", Output.time(run.createdAt)],

@@ -309,11 +309,12 @@ export const completeInTransaction = <A, E, R>(
     }))
   const check = Effect.flatMap(readFence, (rows) =>
     rows[0] !== undefined && num(rows[0].fence) === lease.fence && rows[0].state === "running" ? Effect.void : rejection(rows))
+  // The run's key slot, if it holds one, is read before the completion and handed on in the same
+  // statement (admit.ts › handOff), as a batched completion's are.
   const complete = (result: string) => {
     const completed = completedSet(sql, sql`${result}::jsonb`)
-    return completedRuns === "delete"
-      ? sql<{ id: string }>`
-      WITH deleted AS (
+    const writes = completedRuns === "delete"
+      ? sql`deleted AS (
         DELETE FROM ${s.runs(sql)}
         WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
           AND idempotency_key IS NULL
@@ -326,12 +327,17 @@ export const completeInTransaction = <A, E, R>(
         RETURNING id
       ), forgotten AS (
         DELETE FROM ${s.events(sql)} WHERE run_id IN (SELECT id FROM deleted)
-      )
-      SELECT id::text AS id FROM deleted UNION ALL SELECT id::text FROM kept`
-      : sql<{ id: string }>`
-      UPDATE ${s.runs(sql)} SET ${completed}
-      WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
-      RETURNING id::text AS id`
+      ), done AS (
+        SELECT id FROM deleted UNION ALL SELECT id FROM kept
+      )`
+      : sql`done AS (
+        UPDATE ${s.runs(sql)} SET ${completed}
+        WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
+        RETURNING id
+      )`
+    return sql<{ id: string }>`
+      WITH ${releasedFrom(sql, s, [lease.runId])}, ${writes}, ${sql.literal(handOff(s, s.channel))}
+      SELECT id::text AS id FROM done`
   }
   const body = Effect.gen(function*() {
     yield* check

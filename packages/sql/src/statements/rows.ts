@@ -77,6 +77,8 @@ const RunRow = Schema.Struct({
   signals: Schema.NullOr(Schema.Record(Schema.String, Schema.Unknown)),
   idempotency_key: Schema.NullOr(Schema.String),
   concurrency_key: Schema.NullOr(Schema.String),
+  key_slot: Schema.NullOr(Schema.Number),
+  waiting_for_key: Schema.Boolean,
   created_at: Timestamp,
   updated_at: Timestamp,
   finished_at: NullableTimestamp
@@ -127,6 +129,8 @@ export const toRecords = (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyA
       signals: (row.signals ?? {}) as Record<string, SignalOutcome>,
       idempotencyKey: row.idempotency_key,
       concurrencyKey: row.concurrency_key,
+      keySlot: row.key_slot,
+      waitingForKey: row.waiting_for_key,
       createdAt: row.created_at,
       updatedAt: row.updated_at,
       finishedAt: row.finished_at

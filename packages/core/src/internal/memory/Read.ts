@@ -35,6 +35,8 @@ export const toRecord = (run: StoredRun): RunRecord => ({
   signals: parse(run.signals) as RunRecord["signals"],
   idempotencyKey: run.idempotencyKey,
   concurrencyKey: run.concurrencyKey,
+  keySlot: run.keySlot,
+  waitingForKey: run.state === "pending" && run.keyScope !== null && run.keySlot === null,
   createdAt: new Date(run.createdAt),
   updatedAt: new Date(run.updatedAt),
   finishedAt: date(run.finishedAt)

@@ -61,7 +61,10 @@ export interface StoredRun {
   readonly idempotencyKey: string | null
   readonly concurrencyKey: string | null
   readonly traceParent: string | null
-  /** The key slot a running run governed by a key limit holds (`KeyLimits`): its limit's scope and number. */
+  /**
+   * The key limit governing a keyed run (`KeyLimits`; decided as it becomes pending) and the slot
+   * it holds while admitted (pending) or running; a governed pending run without one waits.
+   */
   keyScope: KeyLimits.KeyLimitScope | null
   keySlot: number | null
   readonly createdAt: number
@@ -113,6 +116,16 @@ const sameJson = (a: unknown, b: unknown): boolean => {
     keys.every((k) => Object.hasOwn(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
 }
 
+/** A slot a run gave back as it stopped holding it: its scope and number, with the run. */
+interface Released {
+  readonly run: StoredRun
+  readonly scope: KeyLimits.KeyLimitScope
+  readonly slot: number
+}
+
+/** Claim order: priority DESC, run_at, id. */
+const inClaimOrder = (a: StoredRun, b: StoredRun) => b.priority - a.priority || a.runAt - b.runAt || Number(a.id) - Number(b.id)
+
 export class State {
   readonly runs = new Map<string, StoredRun>()
   readonly events: Array<StoredEvent> = []
@@ -154,7 +167,9 @@ export class State {
         maxAttempts: request.maxAttempts ?? 5,
         idempotencyKey: key,
         concurrencyKey: request.concurrencyKey ?? null,
-        keyScope: null,
+        keyScope: request.concurrencyKey === undefined || request.concurrencyKey === null
+          ? null
+          : this.governingScope(request.kind, queue),
         keySlot: null,
         traceParent: request.traceParent ?? null,
         createdAt: now,
@@ -178,7 +193,150 @@ export class State {
       return { id, created: true }
     })
     for (const queue of woken) this.outbox.push({ _tag: "RunsAvailable", queue })
+    const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
+    if (keys.length > 0) {
+      this.admit({ kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }, now)
+    }
     return out
+  }
+
+  // --- admit.ts and migration 0013's row rules ---------------------------------------------------
+
+  /** Slots given back by this statement's rows, handed on at its end (`key_slot_hand_off`). */
+  private handOffs: Array<Released> = []
+
+  /**
+   * A run's state change with the row rules of `key_slot_rules`: a run stops holding its slot
+   * when it leaves pending and running (or goes back from running to pending), and a keyed run
+   * that becomes pending is governed by the limit declared now, and waits. The slot given back is
+   * returned; the row trigger hands it on at the statement's end, except a completion's, which
+   * its own statement hands on (`handOffSet`).
+   */
+  private enter(run: StoredRun, to: RunState): Released | undefined {
+    const from = run.state
+    const rules = (run.keySlot !== null && to !== "running" && !(from === "pending" && to === "pending")) ||
+      (run.concurrencyKey !== null && to === "pending" && from !== "pending")
+    let released: Released | undefined
+    if (rules) {
+      if (run.keySlot !== null) released = { run, scope: run.keyScope!, slot: run.keySlot }
+      run.keySlot = null
+      if (to === "pending" && run.concurrencyKey !== null) run.keyScope = this.governingScope(run.kind, run.queue)
+    }
+    run.state = to
+    if (released !== undefined && to !== "completed") this.handOffs.push(released)
+    return released
+  }
+
+  /** The end of a statement: the row trigger's hand-offs, in the order the rows were written. */
+  endStatement(now: number): void {
+    const handOffs = this.handOffs
+    this.handOffs = []
+    for (const released of handOffs) this.handOffOne(released, now)
+  }
+
+  private keyName(run: StoredRun, scope: KeyLimits.KeyLimitScope): string {
+    return scope === "kind" ? run.kind : run.queue
+  }
+
+  /** The runs holding a slot of a key (`heldSlots`). */
+  private holders(scope: KeyLimits.KeyLimitScope, name: string, key: string): Array<StoredRun> {
+    return [...this.runs.values()].filter((o) =>
+      o.keySlot !== null && o.keyScope === scope && this.keyName(o, scope) === name && o.concurrencyKey === key
+    )
+  }
+
+  /** A key's waiting due runs in claim order (`runs_waiting_kind`, `runs_waiting_queue`). */
+  private waiting(scope: KeyLimits.KeyLimitScope, name: string, key: string, now: number): Array<StoredRun> {
+    return [...this.runs.values()]
+      .filter((o) =>
+        o.state === "pending" && o.keyScope === scope && o.keySlot === null && this.keyName(o, scope) === name &&
+        o.concurrencyKey === key && o.runAt <= now
+      )
+      .sort(inClaimOrder)
+  }
+
+  private perKey(scope: KeyLimits.KeyLimitScope, name: string): number | undefined {
+    return this.keyLimitsByScope.get(`${scope}\u0000${name}`)?.perKey
+  }
+
+  /** `key_slot_hand_off`: one slot given back goes to its key's next waiting due run. */
+  private handOffOne({ run, scope, slot }: Released, now: number): void {
+    const name = this.keyName(run, scope)
+    const per = this.perKey(scope, name)
+    if (per === undefined || slot >= per) return
+    if (this.holders(scope, name, run.concurrencyKey!).some((o) => o.keySlot! >= per)) return
+    const successor = this.waiting(scope, name, run.concurrencyKey!, now)[0]
+    if (successor === undefined) return
+    successor.keySlot = slot
+    this.outbox.push({ _tag: "RunsAvailable", queue: successor.queue })
+  }
+
+  /**
+   * `handOff`: the slots a completion statement gave back, handed on set-based: each key's freed
+   * slots below its limit, in order, to its first waiting due runs in claim order; none to a key
+   * that held a slot above its limit when the statement began (`above`).
+   */
+  private handOffSet(released: ReadonlyArray<Released>, above: ReadonlySet<string>, now: number): void {
+    const byKey = new Map<string, { scope: KeyLimits.KeyLimitScope; name: string; key: string; slots: Array<number> }>()
+    for (const { run, scope, slot } of released) {
+      const name = this.keyName(run, scope)
+      const per = this.perKey(scope, name)
+      if (per === undefined || slot >= per) continue
+      const id = `${scope}\u0000${name}\u0000${run.concurrencyKey}`
+      if (above.has(id)) continue
+      const group = byKey.get(id) ?? { scope, name, key: run.concurrencyKey!, slots: [] }
+      group.slots.push(slot)
+      byKey.set(id, group)
+    }
+    for (const { key, name, scope, slots } of byKey.values()) {
+      slots.sort((a, b) => a - b)
+      this.waiting(scope, name, key, now).slice(0, slots.length).forEach((run, i) => {
+        run.keySlot = slots[i]!
+      })
+    }
+  }
+
+  /** The keys holding a slot at or above their limit now (a lowered limit): `handOffSet`'s `above`. */
+  private keysAboveLimit(): Set<string> {
+    const above = new Set<string>()
+    for (const o of this.runs.values()) {
+      if (o.keySlot === null || o.keyScope === null) continue
+      const name = this.keyName(o, o.keyScope)
+      const per = this.perKey(o.keyScope, name)
+      if (per !== undefined && o.keySlot >= per) above.add(`${o.keyScope}\u0000${name}\u0000${o.concurrencyKey}`)
+    }
+    return above
+  }
+
+  /**
+   * `admit`: each key of the named kinds' and queues' limits (or only the named keys) gives its
+   * free slots (below its limit, less as many as runs hold above it) to its waiting due runs in
+   * claim order. (Postgres reads at most `KeyLimits.scanPastLimit` keys of a limit per sweep; a
+   * model never has that many.)
+   */
+  admit(scope: { readonly kinds: ReadonlyArray<string>; readonly queues: ReadonlyArray<string>; readonly keys?: ReadonlyArray<string> }, now: number): void {
+    const woken = new Set<string>()
+    for (const limit of this.keyLimitsByScope.values()) {
+      if (!(limit.scope === "kind" ? scope.kinds : scope.queues).includes(limit.name)) continue
+      const keys = scope.keys ?? [
+        ...new Set(
+          [...this.runs.values()]
+            .filter((o) => o.state === "pending" && o.keyScope === limit.scope && o.keySlot === null && this.keyName(o, limit.scope) === limit.name)
+            .map((o) => o.concurrencyKey!)
+        )
+      ]
+      for (const key of new Set(keys)) {
+        const held = this.holders(limit.scope, limit.name, key).map((o) => o.keySlot!)
+        const above = held.filter((slot) => slot >= limit.perKey).length
+        const free: Array<number> = []
+        for (let slot = 0; slot <= limit.perKey - 1 - above; slot++) if (!held.includes(slot)) free.push(slot)
+        this.waiting(limit.scope, limit.name, key, now).slice(0, free.length).forEach((run, i) => {
+          run.keySlot = free[i]!
+          woken.add(run.queue)
+        })
+      }
+    }
+    for (const queue of woken) this.outbox.push({ _tag: "RunsAvailable", queue })
   }
 
   // --- claim.ts ----------------------------------------------------------------------------------
@@ -192,57 +350,42 @@ export class State {
   claim(request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> {
     const { limit, owner } = request
     if (limit <= 0 || request.kinds.length === 0) return []
+    const sweep = request.dueOnly !== true
+    // A sweep first admits keyed runs left waiting with room for them (its own statement).
+    if (sweep) this.admit({ kinds: request.kinds, queues: request.queues }, now)
     const all = [...this.runs.values()].filter((r) =>
       request.queues.includes(r.queue) && !this.paused.has(r.queue) && request.kinds.includes(r.kind)
     )
     const byId = (a: StoredRun, b: StoredRun) => Number(a.id) - Number(b.id)
-    const sweep = request.dueOnly !== true
     const expired = sweep
       ? all.filter((r) => r.state === "running" && r.leaseExpiresAt! <= now)
         .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || byId(a, b)).slice(0, limit)
       : []
-    const inClaimOrder = (a: StoredRun, b: StoredRun) => b.priority - a.priority || a.runAt - b.runAt || byId(a, b)
-    // The limit governing each keyed run, and the slots of its key held now: by running runs only
-    // (`governingLimit`; Postgres gives a slot back as its run stops running).
+    // The limit governing a timed-out suspension, and the slots of its key held now (by admitted
+    // and running runs: `governingLimit`).
     const limitOf = (r: StoredRun) => r.concurrencyKey === null ? undefined : this.governingLimit(r)
-    const sameKey = (r: StoredRun, scope: KeyLimits.KeyLimitScope) => (o: StoredRun) =>
-      o.concurrencyKey === r.concurrencyKey && (scope === "kind" ? o.kind === r.kind : o.queue === r.queue)
-    const heldSlots = (r: StoredRun, scope: KeyLimits.KeyLimitScope) =>
-      [...this.runs.values()].filter((o) => o.state === "running" && o.keyScope === scope && sameKey(r, scope)(o))
-    // A due run may start if it is among its key's first due runs (of its queue and kind) for the
-    // slots free (`keyAdmitsDue`); a timed-out suspension if a slot is free.
-    // Where a due run stands among its key's first due runs (of its queue and kind), as many as
-    // its key has free slots, from 1; undefined when it is not among them (`placeAmongDue`).
-    const placeAmongDue = (r: StoredRun): number | undefined => {
-      const limit = limitOf(r)!
-      const free = Math.max(0, limit.perKey - heldSlots(r, limit.scope).length)
-      const head = [...this.runs.values()]
-        .filter((o) => o.state === "pending" && o.concurrencyKey === r.concurrencyKey && o.queue === r.queue && o.kind === r.kind && o.runAt <= now)
-        .sort(inClaimOrder).slice(0, free)
-      const place = head.indexOf(r)
-      return place < 0 ? undefined : place + 1
-    }
+    const heldSlots = (r: StoredRun, scope: KeyLimits.KeyLimitScope) => this.holders(scope, this.keyName(r, scope), r.concurrencyKey!)
     const admitsTimedOut = (r: StoredRun) => {
       const limit = limitOf(r)
       return limit === undefined || heldSlots(r, limit.scope).length < limit.perKey
     }
-    // Each class looks at no more than `scanPastLimit` runs past the limit (per queue, for due runs).
+    // Timed-out suspensions: no more than `scanPastLimit` past the limit are looked at.
     const window = limit + KeyLimits.scanPastLimit
     const timedOut = sweep
       ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now)
         .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, window)
         .filter(admitsTimedOut).slice(0, limit)
       : []
-    // Each due run with its place (none without a limit); one under a limit without a place waits.
-    // A due-only claim without a key limit starts each queue at its claim position (ClaimPosition).
+    // Due runs: unkeyed ones and admitted ones (a governed run without a slot waits). A due-only
+    // claim without a key limit starts each queue at its claim position (ClaimPosition).
     const keyed = request.kinds.some((kind) => this.keyLimitsByScope.has(`kind\u0000${kind}`)) ||
       request.queues.some((queue) => this.keyLimitsByScope.has(`queue\u0000${queue}`))
     const positions = sweep || keyed ? new Map<string, ClaimPosition.ClaimPosition>() : this.positions.of(request.queues, request.kinds)
     const dueInQueue = (queue: string) =>
-      all.filter((r) => r.queue === queue && r.state === "pending" && r.runAt <= now && ClaimPosition.reaches(positions.get(queue), { priority: r.priority, runAtMs: r.runAt }))
-        .sort(inClaimOrder).slice(0, window)
-        .map((run) => ({ run, place: limitOf(run) === undefined ? undefined : placeAmongDue(run) }))
-        .filter(({ place, run }) => place !== undefined || limitOf(run) === undefined).slice(0, limit)
+      all.filter((r) =>
+        r.queue === queue && r.state === "pending" && (r.keyScope === null || r.keySlot !== null) && r.runAt <= now &&
+        ClaimPosition.reaches(positions.get(queue), { priority: r.priority, runAtMs: r.runAt })
+      ).sort(inClaimOrder).slice(0, limit).map((run) => ({ run, place: undefined }))
     const due = [...new Set(request.queues)].flatMap(dueInQueue).sort((a, b) => inClaimOrder(a.run, b.run)).slice(0, limit)
     const placed = due.map(({ run }) => ({ queue: run.queue, priority: run.priority, runAtMs: run.runAt, id: run.id }))
     const candidates = [
@@ -251,15 +394,14 @@ export class State {
       ...timedOut.map((run) => ({ run, origin: 1, place: 1 })),
       ...due.map(({ place, run }) => ({ run, origin: 2, place }))
     ].slice(0, limit)
-    // Slots (`slotted`): a key's slots are the numbers below its limit less as many as runs hold
-    // above it (a lowered limit); a claim's runs of a key take the free ones from the place its
-    // first run holds among the key's due runs; one that finds none is left out. A reclaimed run
-    // keeps the slot it holds.
+    // Slots (`slotted`), for timed-out suspensions: a key's slots are the numbers below its limit
+    // less as many as runs hold above it (a lowered limit); one that finds none is left out. A
+    // reclaimed run keeps the slot it holds, an admitted due run the one it was given.
     const groupOf = (run: StoredRun, scope: KeyLimits.KeyLimitScope) =>
       `${scope}\u0000${scope === "kind" ? run.kind : run.queue}\u0000${run.concurrencyKey}`
     const firstPlace = new Map<string, number>()
     for (const { origin, place, run } of candidates) {
-      const governing = origin === 0 ? undefined : limitOf(run)
+      const governing = origin === 1 ? limitOf(run) : undefined
       if (governing === undefined || place === undefined) continue
       const group = groupOf(run, governing.scope)
       firstPlace.set(group, Math.min(firstPlace.get(group) ?? place, place))
@@ -267,7 +409,7 @@ export class State {
     const taken = new Map<string, number>()
     const picked: Array<{ run: StoredRun; origin: number; slot: { scope: KeyLimits.KeyLimitScope; slot: number } | null }> = []
     for (const { origin, run } of candidates) {
-      const governing = origin === 0 ? undefined : limitOf(run)
+      const governing = origin === 1 ? limitOf(run) : undefined
       if (governing === undefined) {
         picked.push({ run, origin, slot: null })
         continue
@@ -288,7 +430,7 @@ export class State {
     else if (!keyed) this.positions.advance(request.kinds, tookDue)
     const claimed: Array<ClaimedRun> = []
     for (const { origin, run, slot } of picked) {
-      if (origin !== 0) {
+      if (origin === 1) {
         run.keyScope = slot?.scope ?? null
         run.keySlot = slot?.slot ?? null
       }
@@ -296,7 +438,7 @@ export class State {
       run.fence += 1
       run.updatedAt = now
       if (origin === 0 && run.attempt >= run.maxAttempts) {
-        run.state = "failed"
+        this.enter(run, "failed")
         run.leaseOwner = null
         run.leaseExpiresAt = null
         run.finishedAt = now
@@ -304,7 +446,7 @@ export class State {
         this.record(run, "failed", run.fence, owner, { attempt: run.attempt }, now)
       } else {
         if (origin === 1) run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "TimedOut" } })
-        run.state = "running"
+        this.enter(run, "running")
         run.attempt += 1
         run.leaseOwner = owner
         run.leaseExpiresAt = now + ttlMs
@@ -380,21 +522,35 @@ export class State {
   }
 
   /** The completion of one matched run. (Postgres reads this history line off the completed run.) */
-  complete(run: StoredRun, result: string, now: number): void {
-    run.state = "completed"
+  complete(run: StoredRun, result: string, now: number): Released | undefined {
+    const released = this.enter(run, "completed")
     run.result = result
     run.finishedAt = now
     run.updatedAt = now
     this.letGo(run)
     this.record(run, "completed", run.fence, null, null, now)
+    return released
+  }
+
+  /** A completion in the caller's transaction (`transaction`): its slot is handed on at once. */
+  completeInTransaction(run: StoredRun, result: string, now: number): void {
+    const above = this.keysAboveLimit()
+    const released = this.complete(run, result, now)
+    if (released !== undefined) this.handOffSet([released], above, now)
   }
 
   completeBatch(items: ReadonlyArray<CompleteItem>, now: number): Array<FinalizeOutcome> {
     // The statement decides every item first; the ones it missed are diagnosed afterwards.
     const matched = items.map((item) => this.holder(item))
+    const above = this.keysAboveLimit()
+    const released: Array<Released> = []
     items.forEach((item, i) => {
-      if (matched[i] !== undefined) this.complete(matched[i], item.result ?? "null", now)
+      if (matched[i] === undefined) return
+      const slot = this.complete(matched[i], item.result ?? "null", now)
+      // Only the items that say they are keyed have their slots read, and handed on (`handOff`).
+      if (slot !== undefined && item.keyed === true) released.push(slot)
     })
+    this.handOffSet(released, above, now)
     return items.map((item, i): FinalizeOutcome => {
       if (matched[i] !== undefined) return { _tag: "Finalized", runId: item.runId, fence: item.fence }
       const run = this.find(item.runId)
@@ -415,11 +571,11 @@ export class State {
       run.error = error
       const retrying = request.retryDelayMs !== undefined && run.attempt < run.maxAttempts
       if (retrying) {
-        run.state = "pending"
+        this.enter(run, "pending")
         run.runAt = now + request.retryDelayMs!
         run.finishedAt = null
       } else {
-        run.state = "failed"
+        this.enter(run, "failed")
         run.finishedAt = now
       }
       this.record(run, retrying ? "retry_scheduled" : "failed", run.fence, null, {
@@ -433,7 +589,7 @@ export class State {
   release(lease: LeaseKey, now: number) {
     return this.guarded(lease, "release", now, (run) => {
       this.letGo(run)
-      run.state = "pending"
+      this.enter(run, "pending")
       run.runAt = now
       run.attempt = Math.max(run.attempt - 1, 0)
       this.record(run, "released", run.fence, null, null, now)
@@ -458,7 +614,7 @@ export class State {
       if (other.signalToken === request.token) return err(new SignalTokenInUse({ runId: run.id, token: request.token }))
     }
     this.letGo(run)
-    run.state = "suspended"
+    this.enter(run, "suspended")
     run.attempt = Math.max(run.attempt - 1, 0)
     run.signalName = request.signal
     run.signalToken = request.token
@@ -510,7 +666,7 @@ export class State {
   // --- admin.ts ----------------------------------------------------------------------------------
 
   private resume(run: StoredRun, payload: string, now: number): string {
-    run.state = "pending"
+    this.enter(run, "pending")
     run.runAt = now
     run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "Signalled", payload: parse(payload) } })
     run.signalName = null
@@ -575,7 +731,7 @@ export class State {
 
   cancel(runId: string, now: number) {
     return this.admin(runId, "cancel", ["pending", "running", "suspended"], now, (run) => {
-      run.state = "cancelled"
+      this.enter(run, "cancelled")
       this.letGo(run)
       run.signalName = null
       run.signalToken = null
@@ -588,7 +744,7 @@ export class State {
 
   retry(runId: string, now: number) {
     return this.admin(runId, "retry", ["failed", "cancelled"], now, (run) => {
-      run.state = "pending"
+      this.enter(run, "pending")
       run.attempt = 0
       run.runAt = now
       run.result = null
@@ -649,12 +805,49 @@ export class State {
   /** Where due-only claims stand in each queue (ClaimPosition), as `PgRunStore` keeps them. */
   private readonly positions = new ClaimPosition.Positions()
 
-  setKeyLimits(limits: ReadonlyArray<KeyLimits.KeyLimit>): void {
-    for (const limit of limits) this.keyLimitsByScope.set(`${limit.scope}\u0000${limit.name}`, limit)
+  setKeyLimits(limits: ReadonlyArray<KeyLimits.KeyLimit>, now: number): void {
+    const changed: Array<KeyLimits.KeyLimit> = []
+    for (const limit of limits) {
+      const id = `${limit.scope}\u0000${limit.name}`
+      if (this.keyLimitsByScope.get(id)?.perKey !== limit.perKey && !changed.some((c) => c.scope === limit.scope && c.name === limit.name)) {
+        changed.push(limit)
+      }
+      this.keyLimitsByScope.set(id, limit)
+    }
+    this.regovern(changed, now)
   }
 
-  removeKeyLimit(scope: KeyLimits.KeyLimitScope, name: string): boolean {
-    return this.keyLimitsByScope.delete(`${scope}\u0000${name}`)
+  removeKeyLimit(scope: KeyLimits.KeyLimitScope, name: string, now: number): boolean {
+    const removed = this.keyLimitsByScope.delete(`${scope}\u0000${name}`)
+    if (removed) this.regovern([{ scope, name }], now)
+    return removed
+  }
+
+  /**
+   * `regovern`: the pending keyed runs of the changed kinds and queues are governed by the limits
+   * as they are now; one whose scope changed, or that holds a slot at or above its new limit, gives
+   * it back and waits. Then the changed kinds' and every queue limit's keys are admitted.
+   */
+  private regovern(changed: ReadonlyArray<{ readonly scope: KeyLimits.KeyLimitScope; readonly name: string }>, now: number): void {
+    if (changed.length === 0) return
+    const kinds = changed.filter((c) => c.scope === "kind").map((c) => c.name)
+    const queues = changed.filter((c) => c.scope === "queue").map((c) => c.name)
+    for (const run of this.runs.values()) {
+      if (run.state !== "pending" || run.concurrencyKey === null || !(kinds.includes(run.kind) || queues.includes(run.queue))) continue
+      const scope = this.governingScope(run.kind, run.queue)
+      const per = scope === null ? undefined : this.perKey(scope, this.keyName(run, scope))
+      if (scope !== run.keyScope || (run.keySlot !== null && per !== undefined && run.keySlot >= per)) {
+        run.keyScope = scope
+        run.keySlot = null
+      }
+    }
+    const queueLimits = [...this.keyLimitsByScope.values()].filter((l) => l.scope === "queue").map((l) => l.name)
+    this.admit({ kinds, queues: queueLimits }, now)
+  }
+
+  /** The scope of the limit governing runs of `kind` in `queue`: the kind's, else the queue's, else none. */
+  private governingScope(kind: string, queue: string): KeyLimits.KeyLimitScope | null {
+    return this.keyLimitsByScope.has(`kind\u0000${kind}`) ? "kind" : this.keyLimitsByScope.has(`queue\u0000${queue}`) ? "queue" : null
   }
 
   /** The limit governing a keyed run: its kind's, else its queue's (`KeyLimits.governing`). */
