@@ -632,7 +632,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(yield* claimAll(), [mails[1]!])
         }))
 
-      test("a suspended run holds no slot; a resumed or timed-out one waits for room; a reclaim keeps the slot it holds", ({ passTime, store }) =>
+      test("a suspended run holds no slot; a resumed or timed-out one waits in its key's line at its first place; a reclaim keeps the slot it holds", ({ passTime, store }) =>
         Effect.gen(function*() {
           yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
           const [k1, k2, k3] = yield* keyed(store, ["K", "K", "K"])
@@ -641,18 +641,21 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.suspend({ runId: k1!, fence: 1, signal: "approve", token: "tok-k1", timeout: Duration.seconds(30) })
           // Suspended: the key's slot is free for the next run.
           assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 10 })), [k2!])
-          // k1's deadline passes while k2 runs: the sweep does not take it.
+          // k1's deadline passes while k2 runs: the sweep does not take it, but puts it back in K's
+          // line, its signal timed out.
           yield* passTime("31 seconds")
           assert.isEmpty(yield* claimFrom(store, "w1", { limit: 10 }))
-          assert.deepInclude(yield* store.get(k1!), { state: "suspended" })
+          assert.deepInclude(yield* store.get(k1!), { state: "pending", waitingForKey: true, keySlot: null, signals: { approve: { _tag: "TimedOut" } } })
           // k2's lease expires: its reclaim keeps K's slot, and k1 and k3 still wait.
           yield* passTime("61 seconds")
           const reclaimed = yield* claimFrom(store, "w2", { limit: 10 })
           assert.deepStrictEqual(reclaimed.map((c) => [c.id, c.via]), [[k2!, "expired"]])
           yield* store.completeBatch([{ runId: k2!, fence: 2, result: null }])
           const next = yield* claimFrom(store, "w2", { limit: 10 })
-          assert.deepStrictEqual(next.map((c) => [c.id, c.via]), [[k1!, "timed-out"]], "the timed-out run first, then k3 waits")
-          assert.deepInclude(yield* store.get(k3!), { state: "pending" })
+          // k1 was enqueued first: its place in K's line is ahead of k3's.
+          assert.deepStrictEqual(next.map((c) => [c.id, c.via]), [[k1!, "due"]], "the timed-out run first, then k3 waits")
+          assert.deepInclude(next[0]!.signals, { approve: { _tag: "TimedOut" } })
+          assert.deepInclude(yield* store.get(k3!), { state: "pending", waitingForKey: true })
         }))
 
       test("a key no limit covers is not limited; a limit counts the runs that start under it; replaced or removed, from the next claim", ({ store }) =>

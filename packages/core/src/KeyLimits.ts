@@ -78,26 +78,10 @@ export const governing = (
     : undefined
 
 /**
- * The `nth` (from 1) slot below `perKey` that no running run of the key holds, if there is one:
- * the slot the n-th run of a key admitted by one claim takes.
- *
- * @category rules
- */
-export const freeSlot = (held: ReadonlySet<number>, perKey: number, nth: number): number | undefined => {
-  let seen = 0
-  for (let slot = 0; slot < perKey; slot++) {
-    if (held.has(slot)) continue
-    seen += 1
-    if (seen === nth) return slot
-  }
-  return undefined
-}
-
-/**
- * How many due runs past its limit a claim looks at in each queue: runs their key holds back are
- * passed over up to this many, so a claim that cannot fill its limit (its keys are full) does not
- * read the whole backlog. More held-back runs than this at the head of a queue hold back the runs
- * behind them until they drain.
+ * A bound on what one sweep reads for key limits: the keys of a limit whose waiting runs it
+ * admits (a loose scan of the waiting runs' keys), and the governed suspensions that timed out
+ * it moves into their keys' lines. More are taken by the sweeps after it. (Claims themselves read
+ * no window: a run its key holds back waits outside the due index.)
  *
  * @category rules
  */

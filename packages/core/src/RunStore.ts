@@ -61,8 +61,9 @@ export interface CompleteItem extends LeaseKey {
   /** The result as JSON text, encoded per run before it joins a batch; `null` stores JSON null. */
   readonly result: string | null
   /**
-   * The run carries a concurrency key, so its completion may give a key slot back: the store
-   * then hands the slot on in the same statement. Unset, a freed slot waits for the next sweep.
+   * Whether the run carries a concurrency key. A completion gives its run's key slot back and the
+   * store hands it on in the same statement; `false` spares the store reading the run's slot (the
+   * worker says so of every unkeyed run). Unset, the store reads it.
    */
   readonly keyed?: boolean | undefined
 }

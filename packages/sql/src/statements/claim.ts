@@ -13,8 +13,7 @@ import { Duration, Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
-import { admit, admitted, slotCollision } from "./admit.js"
-import { governing, heldSlots } from "./slots.js"
+import { admit, admitted } from "./admit.js"
 
 /**
  * The lowest fence a claim may grant on this server's timeline (`fence_floor()`, migration
@@ -25,15 +24,7 @@ const fenceFloor = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql`fence_floor AS MATERIALIZED (SELECT ${sql.literal(`"${s.schema}".fence_floor()`)} AS floor)`
 
 export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
-  (request.dueOnly === true ? claimDue(sql, s, positions, request) : claimAll(sql, s, positions, request)).pipe(
-    // Another claim committed a slot of one of this claim's keys after this claim's snapshot was
-    // taken: the unique index refused it, the statement wrote nothing, and the next attempt sees
-    // the slot taken. Two claims each waiting on a slot the other is writing are a deadlock
-    // Postgres breaks by failing one (after deadlock_timeout): retried alike. Claims that split a
-    // key's runs take different slots (`slotted`); they still meet on runs of one key in
-    // different queues or kinds, or when a run ahead was claimed between their snapshots.
-    Effect.retry({ times: 10, while: slotCollision })
-  )
+  request.dueOnly === true ? claimDue(sql, s, positions, request) : claimAll(sql, s, positions, request)
 
 /**
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
@@ -42,61 +33,6 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, positions: Claim
 const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   sql`ARRAY(SELECT DISTINCT u.name FROM unnest(${request.queues as Array<string>}::text[]) AS u(name)
     WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
-
-/**
- * The key limit that governs a run (`k`: scope, per_key, running), for a row `row` of runs: its
- * kind's limit if the kind declares one, else its queue's; and how many slots of its key in that
- * scope are held now (by running runs: a run gives its slot back as it stops running, migration
- * 0010's trigger). No row for a run without a key or a limit. Read in the statement's snapshot: a
- * stale count can only make a claim try a slot that is taken, which the unique index refuses
- * (`slotted`). Only the slot indexes can answer these lookups, whatever the statistics say.
- */
-const governingLimit = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) => {
-  const limit = governing(s, `${row}.queue`, `${row}.kind`)
-  const key = { queue: `${row}.queue`, kind: `${row}.kind`, concurrencyKey: `${row}.concurrency_key` }
-  return sql.literal(`LEFT JOIN LATERAL (
-      SELECT l.scope, l.per_key, ${heldSlots(s, "l.scope", "count", key)} AS running
-      FROM (
-        SELECT ${limit.scope} AS scope, ${limit.perKey} AS per_key
-        FROM (SELECT 1) AS one
-        ${limit.joins}
-        -- Only the outer row in this condition: a run without a key skips the lookups altogether.
-        WHERE ${row}.concurrency_key IS NOT NULL
-      ) l
-      WHERE l.per_key IS NOT NULL
-      -- Kept a subquery (not pulled up into the claim), so each of its values is computed once
-      -- per row however often the claim refers to it.
-      OFFSET 0
-    ) k ON true`)
-}
-
-/**
- * The candidates of `source` (ordered by `order`) with the slot each takes, those that find none
- * left out (a run without a limit takes none). A key's slots are the numbers below its limit, less
- * as many as runs still hold above it (a lowered limit), so that however many claims take them at
- * once no more runs than the limit hold slots. A claim's runs of one key take the free slots from
- * the place its first run holds among the key's due runs: claims that split a key's runs between
- * them take different slots instead of colliding. The unique index on held slots (migration
- * 0010) refuses a slot another claim took since this one's snapshot.
- */
-const slotted = (s: StoreSchema, source: string, order: string) =>
-  `SELECT * FROM (
-      SELECT n.*, CASE WHEN n.scope IS NULL THEN NULL ELSE (
-        SELECT g.slot FROM (
-          -- The key's held slots, read once (one probe of its slot index).
-          SELECT ${heldSlots(s, "n.scope", "array", { queue: "n.queue", kind: "n.kind", concurrencyKey: "n.concurrency_key" })} AS held
-        ) h CROSS JOIN LATERAL generate_series(0,
-          n.per_key - 1 - (SELECT count(*) FROM unnest(h.held) AS above(slot) WHERE above.slot >= n.per_key)::integer) AS g(slot)
-        WHERE g.slot <> ALL (h.held)
-        ORDER BY g.slot OFFSET n.nth + n.first_place - 2 LIMIT 1) END AS slot
-      FROM (
-        SELECT a.*, row_number() OVER (key_runs ORDER BY ${order}) AS nth, min(a.place) OVER key_runs AS first_place
-        FROM ${source} a
-        WINDOW key_runs AS (PARTITION BY a.scope, CASE a.scope WHEN 'kind' THEN a.kind ELSE a.queue END, a.concurrency_key)
-      ) n
-      -- Kept apart from the filter below, so each row's slot is looked up once.
-      OFFSET 0
-    ) x WHERE x.scope IS NULL OR x.slot IS NOT NULL`
 
 /**
  * Whether a key limit is declared for any of the claim's kinds or queues: an init plan, read once
@@ -182,6 +118,40 @@ const placed = (row: PlacedRow): ClaimPosition.Placed => ({
   id: row.id
 })
 
+/**
+ * Whether a key limit governs the run `row` (its kind's or its queue's): an expression, two
+ * primary-key probes of key_limits for a keyed run, none for the others.
+ */
+const governed = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
+  sql.literal(`(${row}.concurrency_key IS NOT NULL AND (
+    EXISTS (SELECT 1 FROM "${s.schema}".key_limits WHERE scope = 'kind' AND name = ${row}.kind)
+    OR EXISTS (SELECT 1 FROM "${s.schema}".key_limits WHERE scope = 'queue' AND name = ${row}.queue)))`)
+
+/**
+ * Suspensions a key limit governs whose deadline passed: each becomes pending with its signal
+ * timed out, and waits in its key's line (migration 0013's key_slot_rules) at its own place in
+ * claim order (its run_at is still its first one's: ahead of the runs enqueued after it). It is
+ * taken by a claim once admitted, as a due run; a claim never takes a slot itself.
+ */
+const timeOutGoverned = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  sql`
+    WITH timed_out AS (
+      UPDATE ${s.runs(sql)} r SET state = 'pending',
+        signals = r.signals || jsonb_build_object(r.signal_name, jsonb_build_object('_tag', 'TimedOut')),
+        signal_name = NULL, signal_token = NULL, suspend_deadline = NULL, updated_at = now()
+      WHERE r.id IN (
+        SELECT id FROM ${s.runs(sql)} o
+        WHERE state = 'suspended' AND suspend_deadline <= now() AND concurrency_key IS NOT NULL
+          AND queue = ANY(${activeQueues(sql, s, request)}) AND kind = ANY(${request.kinds as Array<string>}::text[])
+          AND ${governed(sql, s, "o")}
+        ORDER BY suspend_deadline, id LIMIT ${KeyLimits.scanPastLimit}
+        FOR UPDATE SKIP LOCKED
+      ) AND r.state = 'suspended'
+      RETURNING r.id, r.fence, r.attempt
+    )
+    INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+    SELECT id, fence, 'signal_timed_out', jsonb_build_object('attempt', attempt) FROM timed_out`
+
 /** Due, abandoned and timed-out runs, in that statement's order: expired leases first. */
 const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
   Effect.gen(function*() {
@@ -191,41 +161,33 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
     const kinds = request.kinds as Array<string>
     const limit = request.limit
     const ttlMs = Duration.toMillis(request.ttl)
-    // Keyed runs left waiting with room for them (a limit raised, a run that became due, a race
-    // between an enqueue and a completion) are admitted first, so this claim can take them.
+    // Governed suspensions that timed out join their keys' lines; then keyed runs left waiting
+    // with room for them (a limit raised, a run that became due, a race between an enqueue and a
+    // completion) are admitted, so this claim can take them.
+    yield* timeOutGoverned(sql, s, request)
     yield* admitted(admit(sql, s, { kinds: request.kinds, queues: request.queues }))
     const rows = yield* sql<ClaimRow & PlacedRow & { origin: number }>`
       WITH ${fenceFloor(sql, s)}, expired AS (
-        -- A reclaimed run keeps the key slot it already holds: no admission.
+        -- A reclaimed run keeps the key slot it already holds.
         SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
-          claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key,
-          NULL::text AS scope, NULL::integer AS per_key, NULL::integer AS place FROM ${runs}
+          claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key FROM ${runs}
         WHERE state = 'running' AND lease_expires_at <= now()
           AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
         ORDER BY lease_expires_at, id LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), timed_out AS (
-        -- A suspension that times out starts running again: it needs a slot of its key, as a due run.
-        SELECT x.* FROM (
-          SELECT id FROM ${runs}
-          WHERE state = 'suspended' AND suspend_deadline <= now()
-            AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
-          ORDER BY suspend_deadline, id LIMIT ${limit + KeyLimits.scanPastLimit}
-        ) w CROSS JOIN LATERAL (
-          SELECT r.id, 1 AS origin, 0 AS priority, r.suspend_deadline AS due_at,
-            r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt, r.queue, r.kind, r.concurrency_key, k.scope, k.per_key,
-            -- No place in the due order: a timed-out suspension takes the first free slot.
-            1 AS place
-          FROM ${runs} r ${governingLimit(sql, s, "r")}
-          WHERE r.id = w.id AND r.state = 'suspended' AND r.suspend_deadline <= now() AND (k.scope IS NULL OR k.running < k.per_key)
-          FOR UPDATE OF r SKIP LOCKED
-        ) x
-        LIMIT ${limit}
+        -- A suspension that timed out starts running again, unless a key limit governs it: that
+        -- one joined its key's line before this claim (timeOutGoverned).
+        SELECT id, 1 AS origin, 0 AS priority, suspend_deadline AS due_at,
+          claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key FROM ${runs} r
+        WHERE state = 'suspended' AND suspend_deadline <= now()
+          AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[]) AND NOT ${governed(sql, s, "r")}
+        ORDER BY suspend_deadline, id LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
       ), due AS (
         SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
-          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.queue, d.kind, d.concurrency_key,
-          -- A due keyed run was admitted before: it holds its slot already.
-          NULL::text AS scope, NULL::integer AS per_key, NULL::integer AS place
+          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.queue, d.kind, d.concurrency_key
+        -- A due keyed run was admitted before: it holds its slot already.
         ${dueRows(sql, s, request)}
       ), candidates AS (
         -- Each group's own order is carried into the cut, so which rows of the last group make
@@ -233,8 +195,6 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
         SELECT * FROM (
           SELECT * FROM expired UNION ALL SELECT * FROM timed_out UNION ALL SELECT * FROM due
         ) c ORDER BY origin, priority DESC, due_at, id LIMIT ${limit}
-      ), picked AS (
-        ${sql.literal(slotted(s, "candidates", "a.origin, a.priority DESC, a.due_at, a.id"))}
       ), claimed AS (
         UPDATE ${runs} r SET
           fence = greatest(r.fence + 1, f.floor),
@@ -255,12 +215,10 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
           claimed_at = CASE WHEN p.origin = 2 THEN now() END,
           claimed_fence = CASE WHEN p.origin = 2 THEN greatest(r.fence + 1, f.floor) END,
           claimed_attempt = CASE WHEN p.origin = 2 THEN r.attempt + 1 END,
-          key_scope = CASE WHEN p.origin = 1 THEN p.scope ELSE r.key_scope END,
-          key_slot = CASE WHEN p.origin = 1 THEN p.slot ELSE r.key_slot END,
           updated_at = now()
         -- The ids as an explicit restriction: picked rows are reached by primary key, not by a
         -- hash join over a scan of the whole table (which the planner prefers on small tables).
-        FROM picked p, fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.id = p.id
+        FROM candidates p, fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM candidates)) AND r.id = p.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key,
           r.state, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms, r.trace_parent,
           r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms
@@ -268,7 +226,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
         -- The claim this one supersedes moves from the row into the history, with its own time.
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
         SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
-        FROM picked WHERE claimed_at IS NOT NULL
+        FROM candidates WHERE claimed_at IS NOT NULL
         UNION ALL
         SELECT id, fence,
           CASE WHEN state = 'failed' THEN 'failed' WHEN origin = 0 THEN 'reclaimed' ELSE 'signal_timed_out' END,

@@ -141,8 +141,9 @@ export const completeBatch = (
         RETURNING r.id, r.fence
       )`
     // Runs with a concurrency key may hold a key slot: read theirs before the write, and hand the
-    // freed ones on in the same statement (admit.ts › handOff). Nothing of this for unkeyed runs.
-    const keyed = items.filter((i) => i.keyed === true).map((i) => i.runId)
+    // freed ones on in the same statement (admit.ts › handOff). Nothing of this for the runs the
+    // caller says are unkeyed (the worker says so of each run).
+    const keyed = items.filter((i) => i.keyed !== false).map((i) => i.runId)
     const released = keyed.length === 0 ? sql`` : sql`${releasedFrom(sql, s, keyed)},`
     const handing = keyed.length === 0 ? sql`` : sql`, ${sql.literal(handOff(s, s.channel))}`
     const missed = yield* sql<{ ord: string; id: string; fence: bigint }>`

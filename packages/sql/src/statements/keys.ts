@@ -40,9 +40,9 @@ export const remove = (sql: SqlClient.SqlClient, s: StoreSchema, scope: KeyLimit
 
 /**
  * After limits changed: the pending keyed runs of the changed kinds and queues are governed by the
- * limits as they are now (their kind's, else their queue's). A run whose scope changed, or that
- * holds a slot at or above its new limit, gives the slot back and waits (a pending run has not
- * started, so nothing runs over the limit); then the keys' free slots are handed out again.
+ * limits as they are now (their kind's, else their queue's), and give back the slots they were
+ * admitted with (a pending run has not started: nothing runs over a limit for it); then their
+ * keys' free slots are handed out again under the new limits, counting the running runs' slots.
  */
 const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, changed: ReadonlyArray<{ scope: KeyLimits.KeyLimitScope; name: string }>) =>
   Effect.gen(function*() {
@@ -53,13 +53,12 @@ const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, changed: ReadonlyArr
     yield* sql`
       UPDATE ${s.runs(sql)} r SET key_scope = g.scope, key_slot = NULL
       FROM (
-        SELECT o.id, o.key_scope, o.key_slot, CASE WHEN ${sql.literal(limit.perKey)} IS NOT NULL THEN ${sql.literal(limit.scope)} END AS scope,
-          ${sql.literal(limit.perKey)} AS per_key
+        SELECT o.id, o.key_scope, o.key_slot, CASE WHEN ${sql.literal(limit.perKey)} IS NOT NULL THEN ${sql.literal(limit.scope)} END AS scope
         FROM ${s.runs(sql)} o ${sql.literal(limit.joins)}
         WHERE o.state = 'pending' AND o.concurrency_key IS NOT NULL
           AND (o.kind = ANY(${kinds}::text[]) OR o.queue = ANY(${queues}::text[]))
       ) g
-      WHERE r.id = g.id AND r.state = 'pending' AND (g.scope IS DISTINCT FROM g.key_scope OR g.key_slot >= g.per_key)`
+      WHERE r.id = g.id AND r.state = 'pending' AND (g.scope IS DISTINCT FROM g.key_scope OR g.key_slot IS NOT NULL)`
     const declared = yield* sql<{ scope: KeyLimits.KeyLimitScope; name: string }>`SELECT scope, name FROM ${s.keyLimits(sql)}`
     yield* admitted(sql.withTransaction(admit(sql, s, {
       kinds,

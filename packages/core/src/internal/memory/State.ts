@@ -308,6 +308,34 @@ export class State {
     return above
   }
 
+  /** A keyed run that a declared limit governs (its kind's or its queue's). */
+  private isGoverned(run: StoredRun): boolean {
+    return run.concurrencyKey !== null && this.governingScope(run.kind, run.queue) !== null
+  }
+
+  /**
+   * `timeOutGoverned`: governed suspensions of the claim's (unpaused) queues and kinds whose
+   * deadline passed become pending with their signal timed out, and wait in their keys' lines.
+   */
+  private timeOutGoverned(request: ClaimRequest, now: number): void {
+    const due = [...this.runs.values()]
+      .filter((r) =>
+        r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now && this.isGoverned(r) &&
+        request.queues.includes(r.queue) && !this.paused.has(r.queue) && request.kinds.includes(r.kind)
+      )
+      .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || Number(a.id) - Number(b.id))
+      .slice(0, KeyLimits.scanPastLimit)
+    for (const run of due) {
+      this.enter(run, "pending")
+      run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "TimedOut" } })
+      run.signalName = null
+      run.signalToken = null
+      run.suspendDeadline = null
+      run.updatedAt = now
+      this.record(run, "signal_timed_out", run.fence, null, { attempt: run.attempt }, now)
+    }
+  }
+
   /**
    * `admit`: each key of the named kinds' and queues' limits (or only the named keys) gives its
    * free slots (below its limit, less as many as runs hold above it) to its waiting due runs in
@@ -351,8 +379,12 @@ export class State {
     const { limit, owner } = request
     if (limit <= 0 || request.kinds.length === 0) return []
     const sweep = request.dueOnly !== true
-    // A sweep first admits keyed runs left waiting with room for them (its own statement).
-    if (sweep) this.admit({ kinds: request.kinds, queues: request.queues }, now)
+    // A sweep first moves governed suspensions that timed out into their keys' lines, then admits
+    // keyed runs left waiting with room for them (each its own statement).
+    if (sweep) {
+      this.timeOutGoverned(request, now)
+      this.admit({ kinds: request.kinds, queues: request.queues }, now)
+    }
     const all = [...this.runs.values()].filter((r) =>
       request.queues.includes(r.queue) && !this.paused.has(r.queue) && request.kinds.includes(r.kind)
     )
@@ -361,20 +393,11 @@ export class State {
       ? all.filter((r) => r.state === "running" && r.leaseExpiresAt! <= now)
         .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || byId(a, b)).slice(0, limit)
       : []
-    // The limit governing a timed-out suspension, and the slots of its key held now (by admitted
-    // and running runs: `governingLimit`).
-    const limitOf = (r: StoredRun) => r.concurrencyKey === null ? undefined : this.governingLimit(r)
-    const heldSlots = (r: StoredRun, scope: KeyLimits.KeyLimitScope) => this.holders(scope, this.keyName(r, scope), r.concurrencyKey!)
-    const admitsTimedOut = (r: StoredRun) => {
-      const limit = limitOf(r)
-      return limit === undefined || heldSlots(r, limit.scope).length < limit.perKey
-    }
-    // Timed-out suspensions: no more than `scanPastLimit` past the limit are looked at.
-    const window = limit + KeyLimits.scanPastLimit
+    // Suspensions that timed out, but the governed ones: those joined their keys' lines above.
     const timedOut = sweep
-      ? all.filter((r) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now)
-        .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, window)
-        .filter(admitsTimedOut).slice(0, limit)
+      ? all.filter((r) =>
+        r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline <= now && !this.isGoverned(r)
+      ).sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || byId(a, b)).slice(0, limit)
       : []
     // Due runs: unkeyed ones and admitted ones (a governed run without a slot waits). A due-only
     // claim without a key limit starts each queue at its claim position (ClaimPosition).
@@ -385,43 +408,16 @@ export class State {
       all.filter((r) =>
         r.queue === queue && r.state === "pending" && (r.keyScope === null || r.keySlot !== null) && r.runAt <= now &&
         ClaimPosition.reaches(positions.get(queue), { priority: r.priority, runAtMs: r.runAt })
-      ).sort(inClaimOrder).slice(0, limit).map((run) => ({ run, place: undefined }))
+      ).sort(inClaimOrder).slice(0, limit).map((run) => ({ run }))
     const due = [...new Set(request.queues)].flatMap(dueInQueue).sort((a, b) => inClaimOrder(a.run, b.run)).slice(0, limit)
     const placed = due.map(({ run }) => ({ queue: run.queue, priority: run.priority, runAtMs: run.runAt, id: run.id }))
-    const candidates = [
-      ...expired.map((run) => ({ run, origin: 0, place: undefined })),
-      // No place in the due order: a timed-out suspension takes the first free slot.
-      ...timedOut.map((run) => ({ run, origin: 1, place: 1 })),
-      ...due.map(({ place, run }) => ({ run, origin: 2, place }))
+    // A claim takes no key slot: a reclaimed run keeps the one it holds, an admitted due run the
+    // one it was given.
+    const picked = [
+      ...expired.map((run) => ({ run, origin: 0 })),
+      ...timedOut.map((run) => ({ run, origin: 1 })),
+      ...due.map(({ run }) => ({ run, origin: 2 }))
     ].slice(0, limit)
-    // Slots (`slotted`), for timed-out suspensions: a key's slots are the numbers below its limit
-    // less as many as runs hold above it (a lowered limit); one that finds none is left out. A
-    // reclaimed run keeps the slot it holds, an admitted due run the one it was given.
-    const groupOf = (run: StoredRun, scope: KeyLimits.KeyLimitScope) =>
-      `${scope}\u0000${scope === "kind" ? run.kind : run.queue}\u0000${run.concurrencyKey}`
-    const firstPlace = new Map<string, number>()
-    for (const { origin, place, run } of candidates) {
-      const governing = origin === 1 ? limitOf(run) : undefined
-      if (governing === undefined || place === undefined) continue
-      const group = groupOf(run, governing.scope)
-      firstPlace.set(group, Math.min(firstPlace.get(group) ?? place, place))
-    }
-    const taken = new Map<string, number>()
-    const picked: Array<{ run: StoredRun; origin: number; slot: { scope: KeyLimits.KeyLimitScope; slot: number } | null }> = []
-    for (const { origin, run } of candidates) {
-      const governing = origin === 1 ? limitOf(run) : undefined
-      if (governing === undefined) {
-        picked.push({ run, origin, slot: null })
-        continue
-      }
-      const group = groupOf(run, governing.scope)
-      const nth = (taken.get(group) ?? 0) + 1
-      taken.set(group, nth)
-      const held = heldSlots(run, governing.scope).map((o) => o.keySlot!)
-      const above = held.filter((slot) => slot >= governing.perKey).length
-      const slot = KeyLimits.freeSlot(new Set(held), governing.perKey - above, nth + firstPlace.get(group)! - 1)
-      if (slot !== undefined) picked.push({ run, origin, slot: { scope: governing.scope, slot } })
-    }
     // Positions move by what was claimed (`claimDue`), and a sweep that took a run behind one
     // rewinds it (`claimAll`).
     const pickedDue = new Set(picked.filter((p) => p.origin === 2).map((p) => p.run.id))
@@ -429,11 +425,7 @@ export class State {
     if (sweep) this.positions.rewind(request.kinds, tookDue)
     else if (!keyed) this.positions.advance(request.kinds, tookDue)
     const claimed: Array<ClaimedRun> = []
-    for (const { origin, run, slot } of picked) {
-      if (origin === 1) {
-        run.keyScope = slot?.scope ?? null
-        run.keySlot = slot?.slot ?? null
-      }
+    for (const { origin, run } of picked) {
       const dueAt = origin === 0 ? run.leaseExpiresAt! : origin === 1 ? run.suspendDeadline! : run.runAt
       run.fence += 1
       run.updatedAt = now
@@ -547,8 +539,8 @@ export class State {
     items.forEach((item, i) => {
       if (matched[i] === undefined) return
       const slot = this.complete(matched[i], item.result ?? "null", now)
-      // Only the items that say they are keyed have their slots read, and handed on (`handOff`).
-      if (slot !== undefined && item.keyed === true) released.push(slot)
+      // The items said to be unkeyed have no slot read, so none handed on (`handOff`).
+      if (slot !== undefined && item.keyed !== false) released.push(slot)
     })
     this.handOffSet(released, above, now)
     return items.map((item, i): FinalizeOutcome => {
@@ -825,8 +817,8 @@ export class State {
 
   /**
    * `regovern`: the pending keyed runs of the changed kinds and queues are governed by the limits
-   * as they are now; one whose scope changed, or that holds a slot at or above its new limit, gives
-   * it back and waits. Then the changed kinds' and every queue limit's keys are admitted.
+   * as they are now and give back the slots they were admitted with; then the changed kinds' and
+   * every queue limit's keys are admitted again.
    */
   private regovern(changed: ReadonlyArray<{ readonly scope: KeyLimits.KeyLimitScope; readonly name: string }>, now: number): void {
     if (changed.length === 0) return
@@ -835,8 +827,7 @@ export class State {
     for (const run of this.runs.values()) {
       if (run.state !== "pending" || run.concurrencyKey === null || !(kinds.includes(run.kind) || queues.includes(run.queue))) continue
       const scope = this.governingScope(run.kind, run.queue)
-      const per = scope === null ? undefined : this.perKey(scope, this.keyName(run, scope))
-      if (scope !== run.keyScope || (run.keySlot !== null && per !== undefined && run.keySlot >= per)) {
+      if (scope !== run.keyScope || run.keySlot !== null) {
         run.keyScope = scope
         run.keySlot = null
       }
@@ -848,14 +839,6 @@ export class State {
   /** The scope of the limit governing runs of `kind` in `queue`: the kind's, else the queue's, else none. */
   private governingScope(kind: string, queue: string): KeyLimits.KeyLimitScope | null {
     return this.keyLimitsByScope.has(`kind\u0000${kind}`) ? "kind" : this.keyLimitsByScope.has(`queue\u0000${queue}`) ? "queue" : null
-  }
-
-  /** The limit governing a keyed run: its kind's, else its queue's (`KeyLimits.governing`). */
-  private governingLimit(run: StoredRun) {
-    return KeyLimits.governing({
-      kind: this.keyLimitsByScope.get(`kind\u0000${run.kind}`)?.perKey,
-      queue: this.keyLimitsByScope.get(`queue\u0000${run.queue}`)?.perKey
-    })
   }
 
   keyLimits(now: number): Array<KeyLimits.KeyLimitInfo> {
