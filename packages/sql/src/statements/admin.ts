@@ -6,6 +6,7 @@ import { InvalidTransition, Json, type RunFilter, type RunState, RunNotFound, Si
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
+import { admit, admitted } from "./admit.js"
 import { filterCondition } from "./read.js"
 import { isRunId } from "./rows.js"
 
@@ -22,10 +23,26 @@ const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operat
 /**
  * Makes the suspended run that `target` selects claimable with the signal's payload; the
  * re-claim takes a higher fence. Returns the run's id, or nothing when no suspended run matched.
+ * A resumed run under a key limit waits in its key's line (migration 0013): it is admitted at
+ * once if its key has room and no older run of the key waits.
  */
-export const resumeWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) => {
+export const resumeWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) =>
+  Effect.gen(function*() {
+    const rows = yield* resumeStatement(sql, s, target, payload)
+    const keyed = rows.filter((r) => r.concurrency_key !== null)
+    if (keyed.length > 0) {
+      yield* admitted(sql.withTransaction(admit(sql, s, {
+        kinds: keyed.map((r) => r.kind),
+        queues: keyed.map((r) => r.queue),
+        keys: keyed.map((r) => r.concurrency_key!)
+      })))
+    }
+    return rows
+  })
+
+const resumeStatement = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) => {
   const outcome = `{"_tag":"Signalled","payload":${payload}}`
-  return sql<{ id: string }>`
+  return sql<{ id: string; kind: string; queue: string; concurrency_key: string | null }>`
     WITH target AS (
       SELECT id FROM ${s.runs(sql)} WHERE ${target} AND state = 'suspended' FOR UPDATE
     ), resumed AS (
@@ -34,12 +51,12 @@ export const resumeWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: St
         signals = r.signals || jsonb_build_object(r.signal_name, ${outcome}::jsonb),
         signal_name = NULL, signal_token = NULL, suspend_deadline = NULL, updated_at = now()
       FROM target t WHERE r.id = t.id AND r.state = 'suspended'
-      RETURNING r.id, r.fence, r.queue
+      RETURNING r.id, r.fence, r.queue, r.kind, r.concurrency_key
     ), history AS (
       INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
       SELECT id, fence, 'resumed', jsonb_build_object('payload', ${payload}::jsonb) FROM resumed
     )
-    SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM resumed`
+    SELECT id::text AS id, kind, queue, concurrency_key, pg_notify(${s.channel}, 'q:' || queue) FROM resumed`
 }
 
 const encodePayload = (payload: unknown) => Json.encode(payload ?? null, "resume payload")

@@ -667,6 +667,8 @@ export class State {
     run.updatedAt = now
     this.record(run, "resumed", run.fence, null, { payload: parse(payload) }, now)
     this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
+    // Under a key limit it waits in its key's line, and is admitted at once if there is room.
+    if (run.concurrencyKey !== null) this.admit({ kinds: [run.kind], queues: [run.queue], keys: [run.concurrencyKey] }, now)
     return run.id
   }
 
