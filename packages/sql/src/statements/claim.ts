@@ -7,6 +7,9 @@
  *
  * An abandoned run that has used all its attempts is failed here instead of claimed: expired
  * leases count as attempts, so a run that keeps killing its workers ends.
+ *
+ * Claims take no key slot: a keyed run is due once admitted (admit.ts). A sweep first puts
+ * governed suspensions that timed out back in their keys' lines, then admits, then claims.
  */
 import { ClaimPosition, type ClaimRequest, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
@@ -277,7 +280,7 @@ const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, wait_ms, trace_parent,
         priority, run_at_ms, ${keyLimitDeclared(sql, s, request)} AS keyed
       FROM claimed`
-    // A keyed claim read from the head and passed held-back runs over: it moves no position.
+    // A claim under a key limit read from the head (admitted runs are made due late): it moves no position.
     if (rows.length > 0 && rows[0]!.keyed !== true) positions.advance(request.kinds, rows.map(placed))
     return rows.map(toClaimed)
   })

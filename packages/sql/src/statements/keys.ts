@@ -1,6 +1,7 @@
 /**
  * Per-key concurrency limits (`KeyLimits`): one row per queue or kind that declares one. The
- * claim reads them by primary key for each keyed run it looks at (`claim.ts` › `governingLimit`).
+ * store reads them by primary key where it governs or admits a keyed run (`admit.ts`, migration
+ * 0013's triggers, `claim.ts` › `governed`).
  */
 import { KeyLimits } from "@leasehold/core"
 import { Effect } from "effect"
