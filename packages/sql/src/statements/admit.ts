@@ -123,9 +123,8 @@ export const slotCollision = (error: unknown): boolean => {
  * statement freed are handed out, and nobody else sees them free before it commits, so the
  * hand-off never meets another writer on the slot index.
  */
-export const handOff = (s: StoreSchema, channel: string) => {
-  const keyed = { queue: "f.name", kind: "f.name", concurrencyKey: "f.key" }
-  return `freed AS MATERIALIZED (
+export const handOff = (s: StoreSchema) =>
+  `freed AS MATERIALIZED (
       SELECT r.key_scope AS scope, CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END AS name, r.concurrency_key AS key,
         r.key_slot AS slot, l.per_key
       FROM released r JOIN done d ON d.id = r.id
@@ -136,7 +135,7 @@ export const handOff = (s: StoreSchema, channel: string) => {
       SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, count(*) AS free
       FROM freed f
       -- A key that still holds a slot above a lowered limit gets none back until it holds none there.
-      WHERE NOT EXISTS (SELECT 1 FROM unnest(${heldSlots(s, "f.scope", "array", keyed)}) AS above(slot) WHERE above.slot >= f.per_key)
+      WHERE NOT ${slotAbove(s, "f")}
       GROUP BY f.scope, f.name, f.key
     ), successors AS MATERIALIZED (
       SELECT r.id, k.slots[row_number() OVER (PARTITION BY k.scope, k.name, k.key ORDER BY r.priority DESC, r.run_at, r.id)] AS slot
@@ -148,6 +147,16 @@ export const handOff = (s: StoreSchema, channel: string) => {
       FROM successors sc WHERE r.id = sc.id
       RETURNING r.queue
     )`
+
+/**
+ * Whether the key of `f` (scope, name, key, per_key) holds a slot at or above its limit (a lowered
+ * limit): one range probe of its scope's slot index.
+ */
+const slotAbove = (s: StoreSchema, f: string) => {
+  const probe = (scope: "kind" | "queue") =>
+    `EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE o.key_scope = '${scope}' AND o.${scope} = ${f}.name
+      AND o.concurrency_key = ${f}.key AND o.key_slot >= ${f}.per_key)`
+  return `(CASE ${f}.scope WHEN 'kind' THEN ${probe("kind")} ELSE ${probe("queue")} END)`
 }
 
 /** The pre-read `handOff` needs: the slots held by the runs `ids`, as the CTE `released`. */

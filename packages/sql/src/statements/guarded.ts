@@ -145,7 +145,7 @@ export const completeBatch = (
     // caller says are unkeyed (the worker says so of each run).
     const keyed = items.filter((i) => i.keyed !== false).map((i) => i.runId)
     const released = keyed.length === 0 ? sql`` : sql`${releasedFrom(sql, s, keyed)},`
-    const handing = keyed.length === 0 ? sql`` : sql`, ${sql.literal(handOff(s, s.channel))}`
+    const handing = keyed.length === 0 ? sql`` : sql`, ${sql.literal(handOff(s))}`
     const missed = yield* sql<{ ord: string; id: string; fence: bigint }>`
       WITH ${released} input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null.
@@ -337,7 +337,7 @@ export const completeInTransaction = <A, E, R>(
         RETURNING id
       )`
     return sql<{ id: string }>`
-      WITH ${releasedFrom(sql, s, [lease.runId])}, ${writes}, ${sql.literal(handOff(s, s.channel))}
+      WITH ${releasedFrom(sql, s, [lease.runId])}, ${writes}, ${sql.literal(handOff(s))}
       SELECT id::text AS id FROM done`
   }
   const body = Effect.gen(function*() {
