@@ -31,7 +31,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { type ClaimedRun, KeyLimits, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
+import { type ClaimedRun, type FinalizeOutcome, KeyLimits, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
 import { PgRunStore } from "@leasehold/sql"
 import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result, Scope } from "effect"
 import { SqlClient } from "effect/sql"
@@ -577,15 +577,23 @@ class Backdate extends Step {
 }
 
 class Complete extends Step {
-  /** `keyed`: the items say their runs carry a key, so the store hands freed key slots on. */
-  constructor(readonly refs: ReadonlyArray<LeaseRef>, readonly keyed: boolean) {
+  /**
+   * `keyed`: the items say their runs carry a key, so the store hands freed key slots on; `next`:
+   * a worker (and its queues) that asks for the successors to be claimed for it in the hand-off.
+   */
+  constructor(
+    readonly refs: ReadonlyArray<LeaseRef>,
+    readonly keyed: boolean,
+    readonly next: { readonly workers: number; readonly worker: number; readonly queues: ReadonlyArray<string> } | null
+  ) {
     super()
   }
   override check(m: Readonly<Model>) {
     return this.refs.some((ref) => canName(m, ref))
   }
   toString() {
-    return `completeBatch(${JSON.stringify(this.refs)}${this.keyed ? ", keyed" : ""})`
+    const next = this.next === null ? "" : `, next for ${owner(this.next.workers, this.next.worker)} on ${this.next.queues.join("+")}`
+    return `completeBatch(${JSON.stringify(this.refs)}${this.keyed ? ", keyed" : ""}${next})`
   }
   async step(m: Model, real: Real) {
     // One item per run: a batch never carries the same run twice.
@@ -594,10 +602,25 @@ class Complete extends Step {
       const lease = resolveLease(m, ref)
       if (!items.some((i) => i.runId === lease.runId)) items.push({ ...lease, result: JSON.stringify({ by: show(lease) }), keyed: this.keyed })
     }
-    const expectation = expected(m.store.completeBatch(items))
-    const actual = await must(real.store.completeBatch(items))
-    same(m, `completeBatch([${items.map(show).join(", ")}])`, actual, expectation)
+    const who = this.next === null ? null : owner(this.next.workers, this.next.worker)
+    const next = this.next === null ? undefined : { owner: who!, ttl, queues: this.next.queues, kinds }
+    // A successor claimed in the hand-off is compared as a claim is (its wait is the clock's).
+    const shape = (outcomes: ReadonlyArray<FinalizeOutcome>) =>
+      outcomes.map((o) =>
+        o._tag === "Finalized" && o.next !== undefined
+          ? { ...o, next: { id: o.next.id, via: o.next.via, attempt: o.next.attempt, maxAttempts: o.next.maxAttempts, fence: o.next.fence, checkpoint: o.next.checkpoint, signals: o.next.signals } }
+          : o
+      )
+    const expectation = expected(m.store.completeBatch(items, next))
+    const actual = await must(real.store.completeBatch(items, next))
+    same(m, `completeBatch([${items.map(show).join(", ")}])`, shape(actual), shape(expectation))
     expectation.forEach((o) => o._tag === "Finalized" && m.forget(o))
+    for (const o of expectation) {
+      if (o._tag !== "Finalized" || o.next === undefined) continue
+      const lease = { runId: o.next.id, fence: o.next.fence }
+      m.granted.push(lease)
+      m.held.set(who!, [...m.heldBy(who!), lease])
+    }
   }
 }
 
@@ -941,7 +964,16 @@ const commandsFor = (workers: number) =>
       },
       { weight: 4, arbitrary: fc.option(fc.nat(64), { freq: 3 }).map((target): Cmd => new Advance(target)) },
       { weight: 2, arbitrary: fc.nat(64).map((target): Cmd => new Backdate(target)) },
-      { weight: 3, arbitrary: fc.tuple(fc.array(leaseRef, { minLength: 1, maxLength: 3 }), fc.nat(3)).map(([refs, n]): Cmd => new Complete(refs, n > 0)) },
+      {
+        weight: 3,
+        arbitrary: fc.tuple(
+          fc.array(leaseRef, { minLength: 1, maxLength: 3 }),
+          fc.nat(3),
+          fc.option(fc.tuple(fc.nat(8), fc.constantFrom(["default", "other"], ["default"], ["other"])), { freq: 2 })
+        ).map(([refs, n, next]): Cmd =>
+          new Complete(refs, n > 0, next === null ? null : { workers, worker: next[0], queues: next[1] })
+        )
+      },
       {
         weight: 2,
         arbitrary: fc.tuple(leaseRef, fc.constantFrom<number | undefined>(undefined, 0, retryLater)).map(([ref, delay]): Cmd =>

@@ -57,7 +57,7 @@ const main = async () => {
   const profileStore = (store: RunStore["Service"]): RunStore["Service"] => ({
     ...store,
     claim: (request) => Effect.tap(timed("claim", 0, store.claim(request)), (runs) => Effect.sync(() => void (storeProfile["claim"]!.items += runs.length))),
-    completeBatch: (items) => timed("completeBatch", items.length, store.completeBatch(items)),
+    completeBatch: (items, next) => timed("completeBatch", items.length, store.completeBatch(items, next)),
     renew: (owner, leases, ttl) => timed("renew", leases.length, store.renew(owner, leases, ttl))
   })
 

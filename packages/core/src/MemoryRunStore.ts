@@ -113,9 +113,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     }),
     claim: (request) => apply((now) => state.claim(request, Duration.toMillis(request.ttl), now)),
     renew: (owner, leases, ttl) => apply((now) => state.renew(owner, leases, Duration.toMillis(ttl), now)),
-    completeBatch: (items) =>
+    completeBatch: (items, next) =>
       items.every((item) => item.result === null || isJsonText(item.result))
-        ? apply((now) => state.completeBatch(items, now))
+        ? apply((now) => state.completeBatch(items, now, next))
         : Effect.fail(
           new StoreError({ operation: "complete", reason: "InvalidJson", cause: new Error("a result is not JSON text") })
         ),

@@ -176,7 +176,16 @@ export interface RunEvent {
 
 /** Outcome of one item of a batched finalization. @category models */
 export type FinalizeOutcome =
-  | { readonly _tag: "Finalized"; readonly runId: string; readonly fence: number }
+  | {
+    readonly _tag: "Finalized"
+    readonly runId: string
+    readonly fence: number
+    /**
+     * The run that took this run's key slot in the completion's own statement, claimed for the
+     * same owner (`ClaimNext`); only when the completion asked for it.
+     */
+    readonly next?: ClaimedRun | undefined
+  }
   | { readonly _tag: "Rejected"; readonly runId: string; readonly fence: number; readonly storedFence: number; readonly state: RunState | "missing" }
 
 /**

@@ -68,6 +68,21 @@ export interface CompleteItem extends LeaseKey {
   readonly keyed?: boolean | undefined
 }
 
+/**
+ * Asked of a completion: the key slots it frees go to their keys' next waiting runs, and those of
+ * `kinds` in (unpaused) `queues` are claimed at once for `owner`, as a claim would (fence raised,
+ * a lease of `ttl`). Each comes back as the `next` of the completion whose slot it took. The
+ * worker asks it of every batch while it claims, so a key's next run starts without a claim.
+ *
+ * @category models
+ */
+export interface ClaimNext {
+  readonly owner: string
+  readonly ttl: Duration.Duration
+  readonly queues: ReadonlyArray<string>
+  readonly kinds: ReadonlyArray<string>
+}
+
 /** @category models */
 export interface FailRequest extends LeaseKey {
   readonly error: unknown
@@ -176,7 +191,10 @@ export class RunStore extends Context.Service<RunStore, {
    * Completes many runs in one statement, each guarded by id + fence + running. A run already
    * completed under the same fence answers `Finalized` (the holder's completion sent again).
    */
-  readonly completeBatch: (items: ReadonlyArray<CompleteItem>) => Effect.Effect<ReadonlyArray<FinalizeOutcome>, StoreError>
+  readonly completeBatch: (
+    items: ReadonlyArray<CompleteItem>,
+    next?: ClaimNext
+  ) => Effect.Effect<ReadonlyArray<FinalizeOutcome>, StoreError>
   readonly fail: (request: FailRequest) => Effect.Effect<FailOutcome, StaleWrite | StoreError>
   /** Gives a run back at once (shutdown, lost lease) without charging it an attempt. */
   readonly release: (lease: LeaseKey) => Effect.Effect<void, StaleWrite | StoreError>

@@ -184,8 +184,19 @@ export const run = <R>(
     const metered = config.metrics ?? (yield* Telemetry.RecordMetrics)
     const events = metered ? yield* WorkerMetrics.sink(configured, () => inFlight.size) : configured
     if (metered) yield* Effect.forkScoped(WorkerMetrics.sampler(store))
-    const batcher = yield* CompletionBatcher.make(store, config.maxCompletionBatch, config.finalizeTimeout, (count, durationMs, ok) =>
-      events.emit({ _tag: "CompletionFlush", owner, count, durationMs, ok }))
+    // While the worker claims, each completion batch also claims for it the runs its keyed
+    // completions hand their slots to (RunStore.ClaimNext): a key's next run starts without a claim.
+    let claimingNext = true
+    const batcher = yield* CompletionBatcher.make(
+      store,
+      config.maxCompletionBatch,
+      config.finalizeTimeout,
+      (count, durationMs, ok) => events.emit({ _tag: "CompletionFlush", owner, count, durationMs, ok }),
+      {
+        next: () => claimingNext ? { owner, ttl: config.ttl, queues: config.queues, kinds: registry.kinds } : undefined,
+        started: (claimed, sentAt) => Effect.forEach(claimed, (run) => Effect.andThen(claimedEvent(run), Effect.sync(() => start(run, sentAt))), { discard: true })
+      }
+    )
     const reporting = Effect.provideService(WorkerEvents.WorkerEvents, events)
     yield* Effect.forkScoped(reporting(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat })))
     // One deadline watchdog for every lease of this worker (not a fiber and a timer per run).
@@ -216,6 +227,8 @@ export const run = <R>(
       }
     }
     yield* Effect.addFinalizer(() => reporting(drain(owner, inFlight, idle, config.shutdownGrace)))
+    // Runs before the drain (finalizers run in reverse): completions written while it drains claim nothing.
+    yield* Effect.addFinalizer(() => Effect.sync(() => { claimingNext = false }))
 
     // The per-run path is written without generators and allocates little: at tens of thousands
     // of runs a second, the worker's own cost per run is what bounds throughput (bench/).
@@ -262,6 +275,18 @@ export const run = <R>(
       entry.fiber = runInSet(execute(entry))
     }
 
+    const claimedEvent = (run: ClaimedRun) =>
+      events.emit({
+        _tag: "Claimed",
+        owner,
+        runId: run.id,
+        fence: run.fence,
+        kind: run.kind,
+        queue: run.queue,
+        attempt: run.attempt,
+        via: run.via,
+        waitMs: run.waitMs
+      })
     const claimErrors = Schedule.exponential("100 millis").pipe(Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))))
     const pollMs = Duration.toMillis(config.pollInterval)
     let lastSweepAt = Number.NEGATIVE_INFINITY
@@ -289,17 +314,7 @@ export const run = <R>(
       const answeredAt = yield* Heartbeat.monotonicMillis
       yield* events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep })
       for (const run of claimed) {
-        yield* events.emit({
-          _tag: "Claimed",
-          owner,
-          runId: run.id,
-          fence: run.fence,
-          kind: run.kind,
-          queue: run.queue,
-          attempt: run.attempt,
-          via: run.via,
-          waitMs: run.waitMs
-        })
+        yield* claimedEvent(run)
         start(run, sentAt)
       }
       atCapacity = claimed.length === free

@@ -142,7 +142,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
     claim: (request) => refail("claim")(claimStatement.claim(runtime, s, positions, request)),
     renew: (owner, leases, ttl) => refail("renew")(renewStatement.renew(runtime, s, owner, leases, ttl)),
-    completeBatch: (items) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns)),
+    completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request)),
     release: (lease) => refail("release")(guarded.release(sql, s, lease)),
     checkpoint: (lease, value) => refail("checkpoint")(guarded.checkpoint(sql, s, lease, value)),

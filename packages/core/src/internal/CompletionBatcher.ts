@@ -13,8 +13,8 @@
  */
 import { type Cause, Duration, Effect, Exit, Queue, Schedule } from "effect"
 import type { StoreError } from "../Errors.js"
-import type { FinalizeOutcome } from "../RunRecord.js"
-import type { CompleteItem, RunStore } from "../RunStore.js"
+import type { ClaimedRun, FinalizeOutcome } from "../RunRecord.js"
+import type { ClaimNext, CompleteItem, RunStore } from "../RunStore.js"
 import * as Deadline from "./Deadline.js"
 
 /** How a queued completion ended: committed or rejected, or its batch's write failed. */
@@ -30,6 +30,17 @@ export interface CompletionBatcher {
    * once instead of suspending until its batch is written.
    */
   readonly submit: (item: CompleteItem, then: (exit: CompletionExit) => Effect.Effect<void>) => void
+}
+
+/**
+ * The worker's side of the hand-off: each batch asks the store to claim, for this worker, the runs
+ * its completions hand their key slots to (`ClaimNext`; undefined once the worker stops claiming),
+ * and the runs claimed so are started before the batch's completions are answered.
+ */
+export interface HandOff {
+  readonly next: () => ClaimNext | undefined
+  /** `sentAt`: the monotonic millis before the batch was sent (the leases' local deadlines count from it). */
+  readonly started: (runs: ReadonlyArray<ClaimedRun>, sentAt: number) => Effect.Effect<void>
 }
 
 interface Pending {
@@ -48,7 +59,8 @@ export const make = Effect.fnUntraced(function*(
   maxBatch: number,
   timeout: Duration.Duration = Duration.seconds(30),
   /** Told of each batch written: its size, how long the write took, and whether it was answered. */
-  onFlush: (count: number, durationMs: number, ok: boolean) => Effect.Effect<void> = () => Effect.void
+  onFlush: (count: number, durationMs: number, ok: boolean) => Effect.Effect<void> = () => Effect.void,
+  handOff?: HandOff
 ) {
   // Completions wait in a plain array; the flusher is woken at most once per batch. (A queue offer
   // and a Deferred per completion cost more than the statement's share per run.)
@@ -67,7 +79,7 @@ export const make = Effect.fnUntraced(function*(
 
   // A transient error is retried briefly: the write is guarded, so repeating it is safe.
   const write = (batch: ReadonlyArray<Pending>) =>
-    store.completeBatch(batch.map((p) => p.item)).pipe(
+    store.completeBatch(batch.map((p) => p.item), handOff?.next()).pipe(
       Effect.retry(Schedule.exponential("20 millis").pipe(Schedule.upTo({ times: 3 }))),
       // Abandoned at the bound (not waited on) when the connection has gone silent.
       Deadline.within(timeout)
@@ -82,7 +94,16 @@ export const make = Effect.fnUntraced(function*(
       const startedAt = clock.monotonicTimeNanosUnsafe()
       return Effect.flatMap(Effect.exit(write(batch)), (exit) =>
         Effect.andThen(
-          Effect.exit(onFlush(batch.length, Number((clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000n) / 1_000, Exit.isSuccess(exit))),
+          Effect.andThen(
+            Effect.exit(onFlush(batch.length, Number((clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000n) / 1_000, Exit.isSuccess(exit))),
+            // Runs claimed in the hand-off start before the completions that freed their slots are
+            // answered, so a slot of the worker's goes from one run of a key to the next.
+            Effect.exit(Effect.suspend(() => {
+              if (handOff === undefined || Exit.isFailure(exit)) return Effect.void
+              const claimed = exit.value.flatMap((o) => o._tag === "Finalized" && o.next !== undefined ? [o.next] : [])
+              return claimed.length === 0 ? Effect.void : handOff.started(claimed, Number(startedAt / 1_000_000n))
+            }))
+          ),
           Effect.forEach(
             batch,
             (pending, i) => Effect.exit(pending.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))),

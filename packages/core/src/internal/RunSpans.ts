@@ -51,8 +51,8 @@ export const runtimeStatements = (store: RunStore["Service"]): RunStore["Service
     Effect.tap(store.renew(owner, leases, ttl), (renewed) => Effect.annotateCurrentSpan("leasehold.renewed", renewed.length)).pipe(
       Effect.withSpan("leasehold.renew", { attributes: { "leasehold.batch_size": leases.length } })
     ),
-  completeBatch: (items) =>
-    store.completeBatch(items).pipe(Effect.withSpan("leasehold.complete", { attributes: { "leasehold.batch_size": items.length } }))
+  completeBatch: (items, next) =>
+    store.completeBatch(items, next).pipe(Effect.withSpan("leasehold.complete", { attributes: { "leasehold.batch_size": items.length } }))
 })
 
 /**

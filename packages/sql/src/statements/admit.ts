@@ -7,10 +7,11 @@
  * runs take its free slots in claim order, so a run never overtakes an older one of its key.
  * (docs/adr/0014-per-key-concurrency.md, "Admission at the hand-off".)
  */
-import { KeyLimits } from "@leasehold/core"
-import { Effect } from "effect"
+import { type ClaimNext, KeyLimits } from "@leasehold/core"
+import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
+import { activeQueues, fenceFloor } from "./claim.js"
 import { heldSlots } from "./slots.js"
 
 /** Which keys to admit: every key of the named kinds and queues, or only the named keys. */
@@ -43,7 +44,8 @@ const waitingKeys = (s: StoreSchema, scope: "kind" | "queue") =>
 /** A key's first `n` waiting due runs in claim order, locked, skipping rows others hold. */
 const firstWaiting = (s: StoreSchema, scope: "kind" | "queue") =>
   `SELECT * FROM (
-      SELECT w.id, w.queue, w.priority, w.run_at FROM ${waitingOf(s, scope, "k")} AND w.concurrency_key = k.key AND w.run_at <= now()
+      SELECT w.id, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt
+      FROM ${waitingOf(s, scope, "k")} AND w.concurrency_key = k.key AND w.run_at <= now()
         AND k.scope = '${scope}'
       ORDER BY w.priority DESC, w.run_at, w.id LIMIT k.free
       FOR UPDATE OF w SKIP LOCKED
@@ -123,30 +125,58 @@ export const slotCollision = (error: unknown): boolean => {
  * statement freed are handed out, and nobody else sees them free before it commits, so the
  * hand-off never meets another writer on the slot index.
  */
-export const handOff = (s: StoreSchema) =>
-  `freed AS MATERIALIZED (
-      SELECT r.key_scope AS scope, CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END AS name, r.concurrency_key AS key,
+export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNext) => {
+  // With `next`: a successor of the asked kinds in the asked (unpaused) queues is claimed for its
+  // owner in the same update, as claim.ts claims a due run (fence, attempt, lease, the claim on
+  // the row), and comes back as the `next` of the completion whose slot it took.
+  const claims = next === undefined
+    ? sql`false`
+    : sql`(r.kind = ANY(${next.kinds as Array<string>}::text[]) AND r.queue = ANY(${activeQueues(sql, s, next.queues)}))`
+  const owner = next?.owner ?? null
+  const ttlMs = next === undefined ? 0 : Duration.toMillis(next.ttl)
+  return sql`freed AS MATERIALIZED (
+      SELECT r.id, r.key_scope AS scope, CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END AS name, r.concurrency_key AS key,
         r.key_slot AS slot, l.per_key
       FROM released r JOIN done d ON d.id = r.id
-      JOIN "${s.schema}".key_limits l ON l.scope = r.key_scope AND l.name = CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END
+      JOIN ${s.keyLimits(sql)} l ON l.scope = r.key_scope AND l.name = CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END
       WHERE r.key_slot < l.per_key
     ), handing AS MATERIALIZED (
-      -- Each key's freed slots, in order; the n-th successor takes the n-th.
-      SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, count(*) AS free
+      -- Each key's freed slots, in order (with the runs that freed them); the n-th successor takes the n-th.
+      SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, array_agg(f.id ORDER BY f.slot) AS ids,
+        count(*) AS free
       FROM freed f
       -- A key that still holds a slot above a lowered limit gets none back until it holds none there.
-      WHERE NOT ${slotAbove(s, "f")}
+      WHERE NOT ${sql.literal(slotAbove(s, "f"))}
       GROUP BY f.scope, f.name, f.key
     ), successors AS MATERIALIZED (
-      SELECT r.id, k.slots[row_number() OVER (PARTITION BY k.scope, k.name, k.key ORDER BY r.priority DESC, r.run_at, r.id)] AS slot
+      SELECT r.*, k.slots[r.nth] AS slot, k.ids[r.nth] AS after, ${claims} AS claim
       FROM handing k CROSS JOIN LATERAL (
-        ${firstWaiting(s, "kind")} UNION ALL SELECT * FROM (${firstWaiting(s, "queue")}) q
+        SELECT w.*, row_number() OVER (ORDER BY w.priority DESC, w.run_at, w.id) AS nth FROM (
+          ${sql.literal(`${firstWaiting(s, "kind")} UNION ALL SELECT * FROM (${firstWaiting(s, "queue")}) q`)}
+        ) w
       ) r
-    ), handed AS (
-      UPDATE "${s.schema}".runs r SET key_slot = sc.slot
-      FROM successors sc WHERE r.id = sc.id
-      RETURNING r.queue
+    ), ${fenceFloor(sql, s)}, handed AS (
+      UPDATE ${s.runs(sql)} r SET key_slot = sc.slot,
+        state = CASE WHEN sc.claim THEN 'running' ELSE r.state END,
+        fence = CASE WHEN sc.claim THEN greatest(r.fence + 1, f.floor) ELSE r.fence END,
+        attempt = CASE WHEN sc.claim THEN r.attempt + 1 ELSE r.attempt END,
+        lease_owner = CASE WHEN sc.claim THEN ${owner}::text END,
+        lease_expires_at = CASE WHEN sc.claim THEN now() + ${ttlMs}::float8 * interval '1 millisecond' END,
+        claimed_by = CASE WHEN sc.claim THEN ${owner}::text ELSE r.claimed_by END,
+        claimed_at = CASE WHEN sc.claim THEN now() ELSE r.claimed_at END,
+        claimed_fence = CASE WHEN sc.claim THEN greatest(r.fence + 1, f.floor) ELSE r.claimed_fence END,
+        claimed_attempt = CASE WHEN sc.claim THEN r.attempt + 1 ELSE r.claimed_attempt END,
+        updated_at = CASE WHEN sc.claim THEN now() ELSE r.updated_at END
+      FROM successors sc, fence_floor f WHERE r.id = sc.id
+      RETURNING r.id, sc.after, sc.claim, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
+        r.concurrency_key, r.trace_parent, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms
+    ), superseded AS (
+      -- The claim a claimed successor's supersedes (a retried or released run's) moves into the history.
+      INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
+      SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
+      FROM successors WHERE claim AND claimed_at IS NOT NULL
     )`
+}
 
 /**
  * Whether the key of `f` (scope, name, key, per_key) holds a slot at or above its limit (a lowered

@@ -23,7 +23,7 @@ import { admit, admitted } from "./admit.js"
  * `0012_fence_epoch`): read once per statement. After a promotion every claim jumps above what the
  * old primary granted, lost claims included (docs/adr/0016-failover-safe-fences.md).
  */
-const fenceFloor = (sql: SqlClient.SqlClient, s: StoreSchema) =>
+export const fenceFloor = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql`fence_floor AS MATERIALIZED (SELECT ${sql.literal(`"${s.schema}".fence_floor()`)} AS floor)`
 
 export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
@@ -33,8 +33,8 @@ export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, positions: Claim
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
  * statement, so every branch still reaches its runs by index.
  */
-const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
-  sql`ARRAY(SELECT DISTINCT u.name FROM unnest(${request.queues as Array<string>}::text[]) AS u(name)
+export const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, queues: ReadonlyArray<string>) =>
+  sql`ARRAY(SELECT DISTINCT u.name FROM unnest(${queues as Array<string>}::text[]) AS u(name)
     WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
 
 /**
@@ -97,7 +97,7 @@ const dueRows = (
   request: ClaimRequest,
   positions: ReadonlyMap<string, ClaimPosition.ClaimPosition> = new Map()
 ) =>
-  sql`FROM unnest(${activeQueues(sql, s, request)}) AS q(name)
+  sql`FROM unnest(${activeQueues(sql, s, request.queues)}) AS q(name)
         LEFT JOIN unnest(${[...positions.keys()]}::text[], ${[...positions.values()].map((p) => p.priority)}::integer[],
           ${[...positions.values()].map((p) => String(p.runAtMs - ClaimPosition.marginMs))}::float8[]) AS pos(queue, priority, from_ms)
           ON pos.queue = q.name AND NOT ${keyLimitDeclared(sql, s, request)}
@@ -145,7 +145,7 @@ const timeOutGoverned = (sql: SqlClient.SqlClient, s: StoreSchema, request: Clai
       WHERE r.id IN (
         SELECT id FROM ${s.runs(sql)} o
         WHERE state = 'suspended' AND suspend_deadline <= now() AND concurrency_key IS NOT NULL
-          AND queue = ANY(${activeQueues(sql, s, request)}) AND kind = ANY(${request.kinds as Array<string>}::text[])
+          AND queue = ANY(${activeQueues(sql, s, request.queues)}) AND kind = ANY(${request.kinds as Array<string>}::text[])
           AND ${governed(sql, s, "o")}
         ORDER BY suspend_deadline, id LIMIT ${KeyLimits.scanPastLimit}
         FOR UPDATE SKIP LOCKED
@@ -160,7 +160,7 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
-    const queues = activeQueues(sql, s, request)
+    const queues = activeQueues(sql, s, request.queues)
     const kinds = request.kinds as Array<string>
     const limit = request.limit
     const ttlMs = Duration.toMillis(request.ttl)

@@ -9,6 +9,7 @@
  * docs/adr/0001-guarded-writes-by-primary-key.md.
  */
 import {
+  type ClaimNext,
   type CompleteItem,
   Json,
   type StoreError,
@@ -31,7 +32,7 @@ import type { SqlClient, SqlError, Statement } from "effect/sql"
 import * as StoreErrors from "../StoreErrors.js"
 import type { StoreSchema } from "../StoreSchema.js"
 import { handOff, releasedFrom } from "./admit.js"
-import { json, num } from "./rows.js"
+import { type ClaimRow, json, num, toClaimed } from "./rows.js"
 
 interface Diagnosis {
   readonly runId: string
@@ -107,7 +108,8 @@ export const completeBatch = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   items: ReadonlyArray<CompleteItem>,
-  completedRuns: CompletedRuns = "keep"
+  completedRuns: CompletedRuns = "keep",
+  next?: ClaimNext
 ) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
@@ -145,8 +147,14 @@ export const completeBatch = (
     // caller says are unkeyed (the worker says so of each run).
     const keyed = items.filter((i) => i.keyed !== false).map((i) => i.runId)
     const released = keyed.length === 0 ? sql`` : sql`${releasedFrom(sql, s, keyed)},`
-    const handing = keyed.length === 0 ? sql`` : sql`, ${sql.literal(handOff(s))}`
-    const missed = yield* sql<{ ord: string; id: string; fence: bigint }>`
+    const handing = keyed.length === 0 ? sql`` : sql`, ${handOff(sql, s, next)}`
+    // The successors claimed in the hand-off come back beside the items the statement missed.
+    const claimedNext = keyed.length === 0 || next === undefined ? sql`` : sql`
+      UNION ALL
+      SELECT 'next', NULL, h.id::text, h.fence, h.after::text, h.queue, h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint,
+        h.signals, h.concurrency_key, h.trace_parent, h.wait_ms
+      FROM handed h WHERE h.claim`
+    const rows = yield* sql<ClaimRow & { tag: "missed" | "next"; ord: string | null; after: string | null }>`
       WITH ${released} input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null.
         SELECT t.*, 'running'::text AS held FROM unnest(
@@ -156,9 +164,20 @@ export const completeBatch = (
         ) WITH ORDINALITY AS t(id, fence, result, ord)
       ), ${writes}${handing}
       -- No history row: run_history reads the completion off the run row.
-      SELECT i.ord::int - 1 AS ord, i.id::text AS id, i.fence FROM input i
-      WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)`
-    const outcomes = items.map((i): FinalizeOutcome => ({ _tag: "Finalized", runId: i.runId, fence: i.fence }))
+      SELECT 'missed' AS tag, i.ord::int - 1 AS ord, i.id::text AS id, i.fence, NULL::text AS after, NULL::text AS queue,
+        NULL::text AS kind, NULL::jsonb AS payload, NULL::integer AS attempt, NULL::integer AS max_attempts, NULL::jsonb AS checkpoint,
+        NULL::jsonb AS signals, NULL::text AS concurrency_key, NULL::text AS trace_parent, NULL::float8 AS wait_ms
+      FROM input i
+      WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)
+      ${claimedNext}`
+    const missed = rows.filter((r) => r.tag === "missed")
+    const successors = new Map(rows.filter((r) => r.tag === "next").map((r) => [r.after!, toClaimed(r)]))
+    const outcomes = items.map((i): FinalizeOutcome => {
+      const successor = successors.get(String(BigInt(i.runId)))
+      return successor === undefined
+        ? { _tag: "Finalized", runId: i.runId, fence: i.fence }
+        : { _tag: "Finalized", runId: i.runId, fence: i.fence, next: successor }
+    })
     if (missed.length === 0) return outcomes
     const diagnosed = yield* diagnose(sql, s, "complete", missed.map((r) => ({ runId: r.id, fence: num(r.fence) })))
     // Both sides name runs as Postgres prints their ids, whatever form the items used.
@@ -337,7 +356,7 @@ export const completeInTransaction = <A, E, R>(
         RETURNING id
       )`
     return sql<{ id: string }>`
-      WITH ${releasedFrom(sql, s, [lease.runId])}, ${writes}, ${sql.literal(handOff(s))}
+      WITH ${releasedFrom(sql, s, [lease.runId])}, ${writes}, ${handOff(sql, s)}
       SELECT id::text AS id FROM done`
   }
   const body = Effect.gen(function*() {

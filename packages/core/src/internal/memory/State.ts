@@ -31,12 +31,14 @@ import type {
   SignalOutcome,
   SuspendOutcome
 } from "../../RunRecord.js"
+import { Duration } from "effect"
 import { terminalStates } from "../../RunRecord.js"
 import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
 import * as Schedules from "../../Schedules.js"
 import * as Read from "./Read.js"
 import type {
+  ClaimNext,
   ClaimRequest,
   CompleteItem,
   DeliverSignalRequest,
@@ -276,24 +278,36 @@ export class State {
    * slots below its limit, in order, to its first waiting due runs in claim order; none to a key
    * that held a slot above its limit when the statement began (`above`).
    */
-  private handOffSet(released: ReadonlyArray<Released>, above: ReadonlySet<string>, now: number): void {
-    const byKey = new Map<string, { scope: KeyLimits.KeyLimitScope; name: string; key: string; slots: Array<number> }>()
+  private handOffSet(
+    released: ReadonlyArray<Released>,
+    above: ReadonlySet<string>,
+    now: number,
+    next?: ClaimNext
+  ): Map<string, ClaimedRun> {
+    const successors = new Map<string, ClaimedRun>()
+    const byKey = new Map<string, { scope: KeyLimits.KeyLimitScope; name: string; key: string; slots: Array<number>; after: Array<string> }>()
     for (const { run, scope, slot } of released) {
       const name = this.keyName(run, scope)
       const per = this.perKey(scope, name)
       if (per === undefined || slot >= per) continue
       const id = `${scope}\u0000${name}\u0000${run.concurrencyKey}`
       if (above.has(id)) continue
-      const group = byKey.get(id) ?? { scope, name, key: run.concurrencyKey!, slots: [] }
+      const group = byKey.get(id) ?? { scope, name, key: run.concurrencyKey!, slots: [], after: [] }
       group.slots.push(slot)
+      group.after.push(run.id)
       byKey.set(id, group)
     }
-    for (const { key, name, scope, slots } of byKey.values()) {
-      slots.sort((a, b) => a - b)
-      this.waiting(scope, name, key, now).slice(0, slots.length).forEach((run, i) => {
-        run.keySlot = slots[i]!
+    for (const { after, key, name, scope, slots } of byKey.values()) {
+      const order = slots.map((slot, i) => ({ slot, after: after[i]! })).sort((a, b) => a.slot - b.slot)
+      this.waiting(scope, name, key, now).slice(0, order.length).forEach((run, i) => {
+        run.keySlot = order[i]!.slot
+        // Claimed at once for the completion's owner when it asked, and the run is its to take.
+        if (next !== undefined && next.kinds.includes(run.kind) && next.queues.includes(run.queue) && !this.paused.has(run.queue)) {
+          successors.set(order[i]!.after, this.claimOne(run, next.owner, Duration.toMillis(next.ttl), now))
+        }
       })
     }
+    return successors
   }
 
   /** The keys holding a slot at or above their limit now (a lowered limit): `handOffSet`'s `above`. */
@@ -468,6 +482,33 @@ export class State {
     return claimed
   }
 
+  /** A due run claimed for `owner` outside a claim statement (a completion's hand-off, `handOff`). */
+  private claimOne(run: StoredRun, owner: string, ttlMs: number, now: number): ClaimedRun {
+    run.fence += 1
+    run.updatedAt = now
+    this.enter(run, "running")
+    run.attempt += 1
+    run.leaseOwner = owner
+    run.leaseExpiresAt = now + ttlMs
+    run.finishedAt = null
+    this.record(run, "claimed", run.fence, owner, { attempt: run.attempt }, now)
+    return {
+      id: run.id,
+      queue: run.queue,
+      kind: run.kind,
+      payload: parse(run.payload),
+      attempt: run.attempt,
+      maxAttempts: run.maxAttempts,
+      fence: run.fence,
+      checkpoint: parse(run.checkpoint),
+      signals: parse(run.signals) as ClaimedRun["signals"],
+      concurrencyKey: run.concurrencyKey,
+      via: "due",
+      waitMs: Math.max(0, now - run.runAt),
+      traceParent: run.traceParent
+    }
+  }
+
   // --- renew.ts ----------------------------------------------------------------------------------
 
   renew(owner: string, leases: ReadonlyArray<LeaseKey>, ttlMs: number, now: number): Array<LeaseKey> {
@@ -531,7 +572,7 @@ export class State {
     if (released !== undefined) this.handOffSet([released], above, now)
   }
 
-  completeBatch(items: ReadonlyArray<CompleteItem>, now: number): Array<FinalizeOutcome> {
+  completeBatch(items: ReadonlyArray<CompleteItem>, now: number, next?: ClaimNext): Array<FinalizeOutcome> {
     // The statement decides every item first; the ones it missed are diagnosed afterwards.
     const matched = items.map((item) => this.holder(item))
     const above = this.keysAboveLimit()
@@ -542,9 +583,14 @@ export class State {
       // The items said to be unkeyed have no slot read, so none handed on (`handOff`).
       if (slot !== undefined && item.keyed !== false) released.push(slot)
     })
-    this.handOffSet(released, above, now)
+    const successors = this.handOffSet(released, above, now, next)
     return items.map((item, i): FinalizeOutcome => {
-      if (matched[i] !== undefined) return { _tag: "Finalized", runId: item.runId, fence: item.fence }
+      if (matched[i] !== undefined) {
+        const successor = successors.get(matched[i].id)
+        return successor === undefined
+          ? { _tag: "Finalized", runId: item.runId, fence: item.fence }
+          : { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
+      }
       const run = this.find(item.runId)
       // Completed under this very fence: the holder's own completion sent again, acknowledged.
       if (run !== undefined && run.fence === item.fence && run.state === "completed") {
