@@ -187,6 +187,8 @@ export const run = <R>(
     // While the worker claims, each completion batch also claims for it the runs its keyed
     // completions hand their slots to (RunStore.ClaimNext): a key's next run starts without a claim.
     let claimingNext = true
+    // Two batches written at once (PgRunStore's runtime pool keeps a connection for each).
+    const completionWriters = 2
     const batcher = yield* CompletionBatcher.make(
       store,
       config.maxCompletionBatch,
@@ -195,7 +197,8 @@ export const run = <R>(
       {
         next: () => claimingNext ? { owner, ttl: config.ttl, queues: config.queues, kinds: registry.kinds } : undefined,
         started: (claimed, sentAt) => Effect.forEach(claimed, (run) => Effect.andThen(claimedEvent(run), Effect.sync(() => start(run, sentAt))), { discard: true })
-      }
+      },
+      completionWriters
     )
     const reporting = Effect.provideService(WorkerEvents.WorkerEvents, events)
     yield* Effect.forkScoped(reporting(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat })))

@@ -91,7 +91,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   if (completedRuns !== "keep" && completedRuns !== "delete") {
     return yield* new InvalidConfig({ option: "completedRuns", issue: `${JSON.stringify(completedRuns)} is not "keep" or "delete"` })
   }
-  const runtimeConnections = options.runtimeConnections ?? 3
+  const runtimeConnections = options.runtimeConnections ?? 4
   if (!Number.isInteger(runtimeConnections) || runtimeConnections < 1) {
     return yield* new InvalidConfig({ option: "runtimeConnections", issue: `${runtimeConnections} is not a whole number of at least 1` })
   }

@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { type Cause, Duration, Effect, Exit, Queue, Schedule } from "effect"
+import { type Cause, Duration, Effect, Exit, FiberSet, Queue, Schedule, Semaphore } from "effect"
 import type { StoreError } from "../Errors.js"
 import type { ClaimedRun, FinalizeOutcome } from "../RunRecord.js"
 import type { ClaimNext, CompleteItem, RunStore } from "../RunStore.js"
@@ -60,7 +60,9 @@ export const make = Effect.fnUntraced(function*(
   timeout: Duration.Duration = Duration.seconds(30),
   /** Told of each batch written: its size, how long the write took, and whether it was answered. */
   onFlush: (count: number, durationMs: number, ok: boolean) => Effect.Effect<void> = () => Effect.void,
-  handOff?: HandOff
+  handOff?: HandOff,
+  /** How many batches may be written at once (each on its own connection). */
+  flushers = 1
 ) {
   // Completions wait in a plain array; the flusher is woken at most once per batch. (A queue offer
   // and a Deferred per completion cost more than the statement's share per run.)
@@ -112,14 +114,26 @@ export const make = Effect.fnUntraced(function*(
         ))
     }))
 
+  // Up to `flushers` batches are written at once: the next batch fills while one is written, and
+  // a worker whose completions also claim (the hand-off) does all its claiming in them.
+  const permits = Semaphore.makeUnsafe(flushers)
+  const writing = yield* FiberSet.make<void, never>()
   const flushAll = Effect.whileLoop({
     while: () => queued.length > 0,
-    body: () => Effect.suspend(() => flush(takeBatch())),
+    body: () =>
+      Effect.andThen(
+        Semaphore.take(permits, 1),
+        Effect.suspend(() => {
+          const batch = takeBatch()
+          const released = Semaphore.release(permits, 1)
+          return batch.length === 0 ? Effect.asVoid(released) : Effect.asVoid(FiberSet.run(writing, Effect.ensuring(flush(batch), released)))
+        })
+      ),
     step: () => undefined
   })
 
   yield* Effect.forkScoped(Effect.forever(Effect.andThen(Queue.take(wake), flushAll)))
-  yield* Effect.addFinalizer(() => flushAll)
+  yield* Effect.addFinalizer(() => Effect.andThen(flushAll, FiberSet.awaitEmpty(writing)))
 
   const submit = (item: CompleteItem, answer: (exit: CompletionExit) => Effect.Effect<void>): void => {
     queued.push({ item, answer })
