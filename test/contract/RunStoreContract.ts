@@ -658,6 +658,26 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(k3!), { state: "pending", waitingForKey: true })
         }))
 
+      test("after a limit is lowered below the slots held, no run of the key is admitted until fewer than the new limit hold slots", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 3)])
+          const running = yield* keyed(store, ["K", "K", "K"])
+          assert.deepStrictEqual(sortedIds(yield* claimFrom(store, "w1", { limit: 10 })), running)
+          const slotOf = (id: string) => Effect.map(store.get(id), (run) => run.keySlot)
+          const bySlot = new Map<number | null, string>()
+          for (const id of running) bySlot.set(yield* slotOf(id!), id!)
+          // Slot 0's run ends with nothing waiting; then the limit drops to 2 with slots 1 and 2 held.
+          yield* store.completeBatch([{ runId: bySlot.get(0)!, fence: 1, result: null }])
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 2)])
+          const [late] = yield* keyed(store, ["K"])
+          assert.deepInclude(yield* store.get(late!), { waitingForKey: true, keySlot: null }, "two runs hold slots: no room under 2")
+          assert.isEmpty(yield* claimFrom(store, "w1", { limit: 10 }))
+          // One of the two ends: one holds a slot now, so there is room for one more.
+          yield* store.completeBatch([{ runId: bySlot.get(1)!, fence: 1, result: null }])
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 10 })), [late!])
+          assert.deepInclude(yield* store.get(late!), { keySlot: 0 })
+        }))
+
       test("a key no limit covers is not limited; a limit counts the runs that start under it; replaced or removed, from the next claim", ({ store }) =>
         Effect.gen(function*() {
           const runs = yield* keyed(store, ["K", "K", "K", "K", "K", "K"])

@@ -138,9 +138,11 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   // Where this store's due-only claims stand in each queue: in this process's memory, never in a
   // row (ClaimPosition, docs/adr/0013).
   const positions = new ClaimPosition.Positions()
+  // Where each key limit's sweep stands among its waiting keys (admit.ts › waitingKeys), likewise.
+  const keyCursors = new Map<string, string>()
   return RunStore.of({
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
-    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, positions, request)),
+    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, positions, request, keyCursors)),
     renew: (owner, leases, ttl) => refail("renew")(renewStatement.renew(runtime, s, owner, leases, ttl)),
     completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request)),

@@ -6,7 +6,7 @@ import { InvalidTransition, Json, type RunFilter, type RunState, RunNotFound, Si
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
-import { admit, admitted } from "./admit.js"
+import { admitInPassing } from "./admit.js"
 import { filterCondition } from "./read.js"
 import { isRunId } from "./rows.js"
 
@@ -29,14 +29,7 @@ const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operat
 export const resumeWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) =>
   Effect.gen(function*() {
     const rows = yield* resumeStatement(sql, s, target, payload)
-    const keyed = rows.filter((r) => r.concurrency_key !== null)
-    if (keyed.length > 0) {
-      yield* admitted(sql.withTransaction(admit(sql, s, {
-        kinds: keyed.map((r) => r.kind),
-        queues: keyed.map((r) => r.queue),
-        keys: keyed.map((r) => r.concurrency_key!)
-      })))
-    }
+    yield* admitKeysOf(sql, s, rows)
     return rows
   })
 
@@ -107,19 +100,40 @@ const cancelWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement
     )
     SELECT id::text AS id, pg_notify(${s.channel}, 'c:' || id) FROM c ORDER BY c.id`
 
-/** Puts the failed or cancelled runs `target` selects back to pending with fresh attempts. */
+/**
+ * Puts the failed or cancelled runs `target` selects back to pending with fresh attempts. Keyed
+ * runs under a limit wait in their keys' lines, admitted at once where their keys have room.
+ */
 const retryWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment) =>
-  sql<{ id: string }>`
-    WITH r AS (
-      UPDATE ${s.runs(sql)} SET ${retrySet(sql)}
-      WHERE ${target} AND state IN ${retriable(sql)}
-      RETURNING id, fence, queue
-    ), history AS (
-      INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'retried' FROM r
-    ), woken AS (
-      SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM r) q
-    )
-    SELECT id::text AS id, (SELECT count(*) FROM woken) AS woken FROM r ORDER BY r.id`
+  Effect.gen(function*() {
+    const rows = yield* sql<{ id: string; kind: string; queue: string; concurrency_key: string | null }>`
+      WITH r AS (
+        UPDATE ${s.runs(sql)} SET ${retrySet(sql)}
+        WHERE ${target} AND state IN ${retriable(sql)}
+        RETURNING id, fence, queue, kind, concurrency_key
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'retried' FROM r
+      ), woken AS (
+        SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM r) q
+      )
+      SELECT id::text AS id, kind, queue, concurrency_key, (SELECT count(*) FROM woken) AS woken FROM r ORDER BY r.id`
+    yield* admitKeysOf(sql, s, rows)
+    return rows
+  })
+
+/** The admission after a resume or a retry: the runs' keys, where a limit governs them. */
+const admitKeysOf = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  rows: ReadonlyArray<{ readonly kind: string; readonly queue: string; readonly concurrency_key: string | null }>
+) => {
+  const keyed = rows.filter((r) => r.concurrency_key !== null)
+  return keyed.length === 0 ? Effect.void : admitInPassing(sql, s, {
+    kinds: keyed.map((r) => r.kind),
+    queues: keyed.map((r) => r.queue),
+    keys: keyed.map((r) => r.concurrency_key!)
+  })
+}
 
 /** Cancels a run that has not ended. A running holder's fence is superseded and it is told to stop. */
 export const cancel = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>

@@ -28,12 +28,15 @@ const waitingOf = (s: StoreSchema, scope: "kind" | "queue", group: string) =>
 /**
  * The distinct keys with waiting runs in a group `g` (scope, name), read as a loose index scan of
  * its waiting index (one descent per key, not one row per waiting run), at most
- * `KeyLimits.scanPastLimit` of them per statement.
+ * `KeyLimits.scanPastLimit` of them per statement, from the key after `g.after` (the cursor the
+ * last sweep left: each sweep goes on where the one before stopped, and starts again from the
+ * first key once it has read the last).
  */
 const waitingKeys = (s: StoreSchema, scope: "kind" | "queue") =>
   `SELECT t.key FROM (
       WITH RECURSIVE t(key) AS (
-        (SELECT w.concurrency_key FROM ${waitingOf(s, scope, "g")} ORDER BY w.concurrency_key LIMIT 1)
+        (SELECT w.concurrency_key FROM ${waitingOf(s, scope, "g")} AND w.concurrency_key > coalesce(g.after, '')
+          ORDER BY w.concurrency_key LIMIT 1)
         UNION ALL
         SELECT (SELECT w.concurrency_key FROM ${waitingOf(s, scope, "g")} AND w.concurrency_key > t.key
           ORDER BY w.concurrency_key LIMIT 1)
@@ -51,13 +54,18 @@ const firstWaiting = (s: StoreSchema, scope: "kind" | "queue") =>
       FOR UPDATE OF w SKIP LOCKED
     ) ${scope}_runs`
 
-export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScope) => {
+/** Where each limit's sweep stands among its waiting keys (group `scope:name` to the last key read). */
+export type KeyCursors = Map<string, string>
+
+export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScope, cursors: ReadonlyMap<string, string> = new Map()) => {
   const keyed = { queue: "k.name", kind: "k.name", concurrencyKey: "k.key" }
-  return sql<{ admitted: number }>`
+  return sql<{ admitted: number; cursors: Record<string, string | null> | null }>`
     WITH groups AS MATERIALIZED (
-      SELECT scope, name, per_key FROM ${s.keyLimits(sql)}
-      WHERE (scope = 'kind' AND name = ANY(${scope.kinds as Array<string>}::text[]))
-        OR (scope = 'queue' AND name = ANY(${scope.queues as Array<string>}::text[]))
+      SELECT l.scope, l.name, l.per_key, c.after FROM ${s.keyLimits(sql)} l
+      LEFT JOIN unnest(${[...cursors.keys()]}::text[], ${[...cursors.values()]}::text[]) AS c(grp, after)
+        ON c.grp = l.scope || ':' || l.name
+      WHERE (l.scope = 'kind' AND l.name = ANY(${scope.kinds as Array<string>}::text[]))
+        OR (l.scope = 'queue' AND l.name = ANY(${scope.queues as Array<string>}::text[]))
     ), keyed AS MATERIALIZED (
       SELECT g.scope, g.name, g.per_key, k.key FROM groups g CROSS JOIN LATERAL (
         ${
@@ -70,13 +78,13 @@ export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScop
       -- The key's held slots, one probe of its scope's slot index.
       SELECT k.*, ${sql.literal(heldSlots(s, "k.scope", "array", keyed))} AS slots FROM keyed k
     ), free AS MATERIALIZED (
-      -- The numbers below the limit no run holds, less as many as runs hold above it (a lowered
-      -- limit), in order: the key's n-th waiting run takes the n-th.
+      -- The numbers below the limit no run holds, in order, but no more of them than the limit
+      -- leaves room for beside every slot held (one above a lowered limit counts too): the key's
+      -- n-th waiting run takes the n-th.
       SELECT h.scope, h.name, h.key, f.slots, cardinality(f.slots) AS free
       FROM held h CROSS JOIN LATERAL (
-        SELECT ARRAY(SELECT g.slot FROM generate_series(0,
-          h.per_key - 1 - (SELECT count(*) FROM unnest(h.slots) AS above(slot) WHERE above.slot >= h.per_key)::integer) AS g(slot)
-          WHERE g.slot <> ALL (h.slots) ORDER BY g.slot) AS slots
+        SELECT ARRAY(SELECT g.slot FROM generate_series(0, h.per_key - 1) AS g(slot)
+          WHERE g.slot <> ALL (h.slots) ORDER BY g.slot LIMIT greatest(0, h.per_key - cardinality(h.slots))) AS slots
       ) f
       WHERE cardinality(f.slots) > 0
     ), waiting AS MATERIALIZED (
@@ -91,7 +99,12 @@ export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScop
     ), woken AS (
       SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM admitted) q
     )
-    SELECT (SELECT count(*) FROM admitted)::int AS admitted, (SELECT count(*) FROM woken) AS woken`
+    SELECT (SELECT count(*) FROM admitted)::int AS admitted, (SELECT count(*) FROM woken) AS woken,
+      -- Each group's cursor: its last key read when it read as many as the bound, else none.
+      (SELECT jsonb_object_agg(c.grp, c.last) FROM (
+        SELECT k.scope || ':' || k.name AS grp, CASE WHEN count(*) >= ${KeyLimits.scanPastLimit} THEN max(k.key) END AS last
+        FROM keyed k GROUP BY k.scope, k.name
+      ) c) AS cursors`
 }
 
 /**
@@ -105,6 +118,15 @@ export const admitted = <E, R>(statement: Effect.Effect<ReadonlyArray<{ admitted
     Effect.retry({ times: 10, while: slotCollision }),
     Effect.map((rows) => rows[0]?.admitted ?? 0)
   )
+
+/**
+ * Admission on the way of an application's own write (an enqueue, a resume, a retry), in a
+ * savepoint: one that meets another admission of the same key (a slot taken since its snapshot,
+ * or a deadlock between two transactions admitting two keys in opposite orders) gives up instead
+ * of failing the write, and leaves its runs waiting for the next sweep.
+ */
+export const admitInPassing = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScope) =>
+  sql.withTransaction(admit(sql, s, scope)).pipe(Effect.asVoid, Effect.catchIf(slotCollision, () => Effect.void))
 
 export const slotCollision = (error: unknown): boolean => {
   if ((error as { _tag?: unknown })._tag !== "SqlError") return false
@@ -169,7 +191,9 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
         updated_at = CASE WHEN sc.claim THEN now() ELSE r.updated_at END
       FROM successors sc, fence_floor f WHERE r.id = sc.id
       RETURNING r.id, sc.after, sc.claim, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
-        r.concurrency_key, r.trace_parent, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms
+        r.concurrency_key, r.trace_parent, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms,
+        -- One admitted and not claimed here announces itself, as an enqueued run does.
+        CASE WHEN NOT sc.claim THEN pg_notify(${s.channel}, 'q:' || r.queue) END AS woken
     ), superseded AS (
       -- The claim a claimed successor's supersedes (a retried or released run's) moves into the history.
       INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)

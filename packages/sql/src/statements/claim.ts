@@ -16,7 +16,7 @@ import { Duration, Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
-import { admit, admitted } from "./admit.js"
+import { admit, type KeyCursors, slotCollision } from "./admit.js"
 
 /**
  * The lowest fence a claim may grant on this server's timeline (`fence_floor()`, migration
@@ -26,8 +26,13 @@ import { admit, admitted } from "./admit.js"
 export const fenceFloor = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql`fence_floor AS MATERIALIZED (SELECT ${sql.literal(`"${s.schema}".fence_floor()`)} AS floor)`
 
-export const claim = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
-  request.dueOnly === true ? claimDue(sql, s, positions, request) : claimAll(sql, s, positions, request)
+export const claim = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  positions: ClaimPosition.Positions,
+  request: ClaimRequest,
+  keyCursors: KeyCursors = new Map()
+) => request.dueOnly === true ? claimDue(sql, s, positions, request) : claimAll(sql, s, positions, request, keyCursors)
 
 /**
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
@@ -156,7 +161,13 @@ const timeOutGoverned = (sql: SqlClient.SqlClient, s: StoreSchema, request: Clai
     SELECT id, fence, 'signal_timed_out', jsonb_build_object('attempt', attempt) FROM timed_out`
 
 /** Due, abandoned and timed-out runs, in that statement's order: expired leases first. */
-const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
+const claimAll = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  positions: ClaimPosition.Positions,
+  request: ClaimRequest,
+  keyCursors: KeyCursors
+) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
     const runs = s.runs(sql)
@@ -168,7 +179,13 @@ const claimAll = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosi
     // with room for them (a limit raised, a run that became due, a race between an enqueue and a
     // completion) are admitted, so this claim can take them.
     yield* timeOutGoverned(sql, s, request)
-    yield* admitted(admit(sql, s, { kinds: request.kinds, queues: request.queues }))
+    const admission = yield* admit(sql, s, { kinds: request.kinds, queues: request.queues }, keyCursors).pipe(
+      Effect.retry({ times: 10, while: slotCollision })
+    )
+    for (const [group, last] of Object.entries(admission[0]?.cursors ?? {})) {
+      if (last === null) keyCursors.delete(group)
+      else keyCursors.set(group, last)
+    }
     const rows = yield* sql<ClaimRow & PlacedRow & { origin: number }>`
       WITH ${fenceFloor(sql, s)}, expired AS (
         -- A reclaimed run keeps the key slot it already holds.

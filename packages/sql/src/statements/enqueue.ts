@@ -6,7 +6,7 @@ import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json } from "@
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
-import { admit, admitted } from "./admit.js"
+import { admitInPassing } from "./admit.js"
 import { textArray } from "./rows.js"
 
 /** The requests as rows, each with an id drawn from the sequence up front, so each result maps back to its request exactly. */
@@ -43,7 +43,7 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
     // transaction its key's free slots go to its waiting due runs in claim order, so the run is
     // due at once if its key has room and no older run of the key waits.
     const scope = { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }
-    return yield* sql.withTransaction(Effect.tap(insert, () => admitted(sql.withTransaction(admit(sql, s, scope)))))
+    return yield* sql.withTransaction(Effect.tap(insert, () => admitInPassing(sql, s, scope)))
   })
 
 /** A batch with idempotency keys: a repeated key yields the existing run. */

@@ -304,6 +304,8 @@ export class State {
         // Claimed at once for the completion's owner when it asked, and the run is its to take.
         if (next !== undefined && next.kinds.includes(run.kind) && next.queues.includes(run.queue) && !this.paused.has(run.queue)) {
           successors.set(order[i]!.after, this.claimOne(run, next.owner, Duration.toMillis(next.ttl), now))
+        } else {
+          this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
         }
       })
     }
@@ -368,10 +370,12 @@ export class State {
         )
       ]
       for (const key of new Set(keys)) {
+        // The unheld numbers below the limit, no more than the room every held slot leaves.
         const held = this.holders(limit.scope, limit.name, key).map((o) => o.keySlot!)
-        const above = held.filter((slot) => slot >= limit.perKey).length
         const free: Array<number> = []
-        for (let slot = 0; slot <= limit.perKey - 1 - above; slot++) if (!held.includes(slot)) free.push(slot)
+        for (let slot = 0; slot < limit.perKey && free.length < limit.perKey - held.length; slot++) {
+          if (!held.includes(slot)) free.push(slot)
+        }
         this.waiting(limit.scope, limit.name, key, now).slice(0, free.length).forEach((run, i) => {
           run.keySlot = free[i]!
           woken.add(run.queue)
@@ -766,8 +770,22 @@ export class State {
   /** `cancel` (or `retry`) of every run the filter selects that allows it, in id order. */
   many(filter: RunFilter, operation: "cancel" | "retry", now: number): Array<string> {
     const ids = [...this.runs.values()].filter((r) => Read.matches(r, filter)).map((r) => r.id).sort((a, b) => Number(a) - Number(b))
-    return ids.filter((id) => (operation === "cancel" ? this.cancel(id, now) : this.retry(id, now)).ok)
+    this.retried = []
+    const done = ids.filter((id) => (operation === "cancel" ? this.cancel(id, now) : this.retry(id, now)).ok)
+    const retried = this.retried
+    this.retried = undefined
+    if (retried.length > 0) {
+      this.admit({
+        kinds: retried.map((r) => r.kind),
+        queues: retried.map((r) => r.queue),
+        keys: retried.map((r) => r.concurrencyKey!)
+      }, now)
+    }
+    return done
   }
+
+  /** The keyed runs a many-run retry put back to pending, admitted once it is done. */
+  private retried: Array<StoredRun> | undefined = undefined
 
   cancel(runId: string, now: number) {
     return this.admin(runId, "cancel", ["pending", "running", "suspended"], now, (run) => {
@@ -792,6 +810,12 @@ export class State {
       run.finishedAt = null
       this.record(run, "retried", run.fence, null, null, now)
       this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
+      // Under a key limit it waits in its key's line, and is admitted at once if there is room
+      // (after the whole statement, for many runs: `retryWhere`).
+      if (run.concurrencyKey !== null) {
+        if (this.retried !== undefined) this.retried.push(run)
+        else this.admit({ kinds: [run.kind], queues: [run.queue], keys: [run.concurrencyKey] }, now)
+      }
     })
   }
 
@@ -846,14 +870,10 @@ export class State {
   private readonly positions = new ClaimPosition.Positions()
 
   setKeyLimits(limits: ReadonlyArray<KeyLimits.KeyLimit>, now: number): void {
-    const changed: Array<KeyLimits.KeyLimit> = []
-    for (const limit of limits) {
-      const id = `${limit.scope}\u0000${limit.name}`
-      if (this.keyLimitsByScope.get(id)?.perKey !== limit.perKey && !changed.some((c) => c.scope === limit.scope && c.name === limit.name)) {
-        changed.push(limit)
-      }
-      this.keyLimitsByScope.set(id, limit)
-    }
+    // The last of a batch stands for its scope and name; it changed if it differs from the stored one.
+    const last = new Map(limits.map((limit) => [`${limit.scope}\u0000${limit.name}`, limit]))
+    const changed = [...last].filter(([id, limit]) => this.keyLimitsByScope.get(id)?.perKey !== limit.perKey).map(([, limit]) => limit)
+    for (const [id, limit] of last) this.keyLimitsByScope.set(id, limit)
     this.regovern(changed, now)
   }
 
@@ -880,8 +900,11 @@ export class State {
         run.keySlot = null
       }
     }
-    const queueLimits = [...this.keyLimitsByScope.values()].filter((l) => l.scope === "queue").map((l) => l.name)
-    this.admit({ kinds, queues: queueLimits }, now)
+    const declared = [...this.keyLimitsByScope.values()]
+    this.admit({
+      kinds: declared.filter((l) => l.scope === "kind").map((l) => l.name),
+      queues: declared.filter((l) => l.scope === "queue").map((l) => l.name)
+    }, now)
   }
 
   /** The scope of the limit governing runs of `kind` in `queue`: the kind's, else the queue's, else none. */
