@@ -1,22 +1,20 @@
 /**
  * Per-key concurrency: a run may carry a concurrency key (`EnqueueRequest.concurrencyKey`), and a
  * queue or a kind declares how many runs of one key may run at once, for example one refund per
- * customer, or three calls per tenant to a rate-limited API. The claim enforces it across every
- * worker: a run whose key has no room is passed over, and the runs behind it are claimed.
+ * customer, or three calls per tenant to a rate-limited API. The store enforces it across every
+ * worker: a run whose key has no room waits outside the claims' index, and the runs behind it are
+ * claimed.
  *
- * A key's slot is held by a *running* run: from its claim until it completes, fails, is released,
- * or is cancelled. A run whose lease expired holds its slot until it is reclaimed (its worker may
- * still be running it), and the reclaim keeps it. A suspended run holds no lease and so no slot:
- * a resumed run is admitted again like any other.
- *
- * A run is governed by its kind's limit if its kind declares one, else by its queue's. A run that
- * starts under a limit takes one of its key's numbered slots in that scope (of that kind in any
- * queue, or of that queue among the kinds without a limit of their own) and gives it back as it
- * stops running; a unique index on the held slots makes the limit exact across every worker, with
- * no counter row. A key no limit covers is not limited. Limits count the runs that start under
- * them: a run already running when a limit is declared holds none of its slots, and a reclaimed
- * run keeps the slot it had (or none). When a limit is lowered, the runs above it finish and no
- * run starts until the key is below the new limit.
+ * A run is governed by its kind's limit if its kind declares one, else by its queue's. It is
+ * *admitted* when it takes one of its key's numbered slots in that scope (of that kind in any
+ * queue, or of that queue among the kinds without a limit of their own), and holds it while
+ * pending and running: until it completes, fails, is released, suspended or cancelled, when the
+ * slot goes to the key's next waiting run (and, in a worker's completion, that run is claimed for
+ * it at once). A run whose lease expired keeps its slot until it is reclaimed, and the reclaim
+ * keeps it. A unique index on the held slots makes the limit exact, with no counter row. A key no
+ * limit covers is not limited. Limits count the runs admitted under them: a run already running
+ * when a limit is declared holds none of its slots. When a limit is lowered, the runs above it
+ * finish and no run is admitted until the key is below the new limit.
  *
  * @since 0.1.0
  */

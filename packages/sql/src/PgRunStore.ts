@@ -34,8 +34,8 @@ export interface PgRunStoreOptions {
   readonly migrate?: boolean | undefined
   /**
    * Connections of the worker runtime's own pool (claims, heartbeats, batched completions).
-   * Default 3: the claim loop, the heartbeat and the completion flusher each send one statement at
-   * a time.
+   * Default 4: the claim loop and the heartbeat each send one statement at a time, and completions
+   * are written two batches at a time (a worker's completions also claim its keys' next runs).
    */
   readonly runtimeConnections?: number | undefined
   /**
