@@ -125,6 +125,23 @@ interface Released {
   readonly slot: number
 }
 
+/** A claimed run as the store hands it to its worker. */
+const claimedView = (run: StoredRun, via: ClaimedRun["via"], waitMs: number): ClaimedRun => ({
+  id: run.id,
+  queue: run.queue,
+  kind: run.kind,
+  payload: parse(run.payload),
+  attempt: run.attempt,
+  maxAttempts: run.maxAttempts,
+  fence: run.fence,
+  checkpoint: parse(run.checkpoint),
+  signals: parse(run.signals) as ClaimedRun["signals"],
+  concurrencyKey: run.concurrencyKey,
+  via,
+  waitMs,
+  traceParent: run.traceParent
+})
+
 /** Claim order: priority DESC, run_at, id. */
 const inClaimOrder = (a: StoredRun, b: StoredRun) => b.priority - a.priority || a.runAt - b.runAt || Number(a.id) - Number(b.id)
 
@@ -463,21 +480,7 @@ export class State {
         run.finishedAt = null
         const kind = origin === 0 ? "reclaimed" : origin === 1 ? "signal_timed_out" : "claimed"
         this.record(run, kind, run.fence, owner, { attempt: run.attempt }, now)
-        claimed.push({
-          id: run.id,
-          queue: run.queue,
-          kind: run.kind,
-          payload: parse(run.payload),
-          attempt: run.attempt,
-          maxAttempts: run.maxAttempts,
-          fence: run.fence,
-          checkpoint: parse(run.checkpoint),
-          signals: parse(run.signals) as ClaimedRun["signals"],
-          concurrencyKey: run.concurrencyKey,
-          via: origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due",
-          waitMs: Math.max(0, now - dueAt),
-          traceParent: run.traceParent
-        })
+        claimed.push(claimedView(run, origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due", Math.max(0, now - dueAt)))
       }
       run.signalName = null
       run.signalToken = null
@@ -496,21 +499,7 @@ export class State {
     run.leaseExpiresAt = now + ttlMs
     run.finishedAt = null
     this.record(run, "claimed", run.fence, owner, { attempt: run.attempt }, now)
-    return {
-      id: run.id,
-      queue: run.queue,
-      kind: run.kind,
-      payload: parse(run.payload),
-      attempt: run.attempt,
-      maxAttempts: run.maxAttempts,
-      fence: run.fence,
-      checkpoint: parse(run.checkpoint),
-      signals: parse(run.signals) as ClaimedRun["signals"],
-      concurrencyKey: run.concurrencyKey,
-      via: "due",
-      waitMs: Math.max(0, now - run.runAt),
-      traceParent: run.traceParent
-    }
+    return claimedView(run, "due", Math.max(0, now - run.runAt))
   }
 
   // --- renew.ts ----------------------------------------------------------------------------------
