@@ -124,6 +124,27 @@ describe("runtime plans", () => {
       assert.strictEqual(after.seq - before.seq, 0, "a keyed statement scanned runs sequentially")
     }))
 
+  it.live("a sweep admits waiting runs past the first KeyLimits.scanPastLimit keys: each sweep goes on where the last one stopped", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("plans_cursor")
+      const context = yield* Layer.build(storeLayer(schema, 2))
+      const store = Context.get(context, RunStore)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
+      // As many full keys as a sweep reads, each with a run waiting, sorted before "z".
+      const keys = Array.from({ length: KeyLimits.scanPastLimit }, (_, i) => `a${String(i).padStart(5, "0")}`)
+      yield* store.enqueue(keys.flatMap((key) => [0, 1].map((n) => ({ kind: "noop", payload: { n }, concurrencyKey: key }))))
+      // z has room, and a run that became due while it waited (no hand-off, no enqueue admits it).
+      const [late] = yield* store.enqueue([{ kind: "noop", payload: {}, concurrencyKey: "z", delayMs: 60_000 }])
+      yield* sql`UPDATE ${sql(schema)}.runs SET run_at = now() - interval '1 second' WHERE id = ${late!.id}::bigint`
+      // Two separate claims, as a worker sends them (the store keeps the cursor between them).
+      const sweep = () => store.claim({ owner: "w", queues: ["default"], kinds: ["noop"], limit: 1, ttl: Duration.seconds(30) })
+      yield* sweep()
+      assert.deepInclude(yield* store.get(late!.id), { waitingForKey: true }, "the first sweep read the first 1,000 keys")
+      yield* sweep()
+      assert.deepInclude(yield* store.get(late!.id), { waitingForKey: false, keySlot: 0 }, "the next sweep went on to z")
+    }))
+
   it.live("a heartbeat renewal rewrites each lease in place (a HOT update): no index names the lease's expiry", () =>
     Effect.gen(function*() {
       const schema = freshSchema("plans_hot")
