@@ -678,6 +678,21 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(late!), { keySlot: 0 })
         }))
 
+      test("a paused queue's runs hold no key slot: pausing gives theirs to the key's runs in other queues", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const [a] = yield* keyed(store, ["K"], { queue: "q1" })
+          const [b] = yield* keyed(store, ["K"], { queue: "q2" })
+          assert.deepInclude(yield* store.get(a!), { keySlot: 0 })
+          assert.deepInclude(yield* store.get(b!), { waitingForKey: true })
+          assert.isTrue(yield* store.pauseQueue("q1"))
+          assert.deepInclude(yield* store.get(a!), { keySlot: null, waitingForKey: true }, "the paused run gave its slot back")
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { queues: ["q1", "q2"], limit: 10 })), [b!])
+          assert.isTrue(yield* store.resumeQueue("q1"))
+          yield* store.completeBatch([{ runId: b!, fence: 1, result: null }])
+          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { queues: ["q1", "q2"], limit: 10 })), [a!], "resumed, it is next")
+        }))
+
       test("a key no limit covers is not limited; a limit counts the runs that start under it; replaced or removed, from the next claim", ({ store }) =>
         Effect.gen(function*() {
           const runs = yield* keyed(store, ["K", "K", "K", "K", "K", "K"])

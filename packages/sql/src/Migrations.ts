@@ -285,7 +285,8 @@ const keyAdmission = (s: string, channel: string): ReadonlyArray<string> => [
     WHEN (NEW.concurrency_key IS NOT NULL)
     EXECUTE FUNCTION "${s}".key_slot_rules()`,
   // After the update (but a completion's, which hands its slots on set-based in its own statement,
-  // statements/admit.ts › handOff): the slot given back goes to the key's next waiting due run, in claim order,
+  // statements/admit.ts › handOff): the slot given back goes to the key's next waiting due run (in
+  // a queue not paused: a paused queue's runs hold no slot), in claim order,
   // skipping runs another transaction holds. Nobody else can take this slot before this
   // transaction commits (every other snapshot still sees it held), so the hand-off never meets
   // another writer on the slot index. A slot at or above a lowered limit is not handed on, nor
@@ -304,14 +305,14 @@ const keyAdmission = (s: string, channel: string): ReadonlyArray<string> => [
           AND key_slot >= per) THEN RETURN NULL; END IF;
       SELECT id, queue INTO successor, successor_queue FROM "${s}".runs
         WHERE state = 'pending' AND key_scope = 'kind' AND key_slot IS NULL AND kind = OLD.kind AND concurrency_key = OLD.concurrency_key
-          AND run_at <= now()
+          AND run_at <= now() AND NOT EXISTS (SELECT 1 FROM "${s}".paused_queues p WHERE p.queue = runs.queue)
         ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED;
     ELSE
       IF EXISTS (SELECT 1 FROM "${s}".runs WHERE key_scope = 'queue' AND queue = OLD.queue AND concurrency_key = OLD.concurrency_key
           AND key_slot >= per) THEN RETURN NULL; END IF;
       SELECT id, queue INTO successor, successor_queue FROM "${s}".runs
         WHERE state = 'pending' AND key_scope = 'queue' AND key_slot IS NULL AND queue = OLD.queue AND concurrency_key = OLD.concurrency_key
-          AND run_at <= now()
+          AND run_at <= now() AND NOT EXISTS (SELECT 1 FROM "${s}".paused_queues p WHERE p.queue = runs.queue)
         ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED;
     END IF;
     IF successor IS NOT NULL THEN

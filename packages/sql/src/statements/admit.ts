@@ -49,6 +49,8 @@ const firstWaiting = (s: StoreSchema, scope: "kind" | "queue") =>
   `SELECT * FROM (
       SELECT w.id, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt
       FROM ${waitingOf(s, scope, "k")} AND w.concurrency_key = k.key AND w.run_at <= now()
+        -- A paused queue's runs are not admitted: they would hold their keys' slots while paused.
+        AND NOT EXISTS (SELECT 1 FROM "${s.schema}".paused_queues p WHERE p.queue = w.queue)
         AND k.scope = '${scope}'
       ORDER BY w.priority DESC, w.run_at, w.id LIMIT k.free
       FOR UPDATE OF w SKIP LOCKED

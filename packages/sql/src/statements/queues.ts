@@ -7,16 +7,36 @@ import { checkQueueName, type PausedQueue } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
+import { admit, admitted } from "./admit.js"
 import { toDate } from "./rows.js"
 
+/**
+ * Pauses a queue. Its admitted keyed runs give their key slots back (a paused queue's runs hold
+ * none: a kind's limit counts across queues, and a slot held while paused would hold the key back
+ * in every queue), and those keys' slots go to their waiting runs elsewhere. They are admitted
+ * again by the sweeps after the queue resumes.
+ */
 export const pause = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =>
   Effect.andThen(
     checkQueueName(queue),
-    Effect.map(
-      sql<{ queue: string }>`
-        INSERT INTO ${s.pausedQueues(sql)} (queue) VALUES (${queue}) ON CONFLICT (queue) DO NOTHING RETURNING queue`,
-      (rows) => rows.length > 0
-    )
+    sql.withTransaction(Effect.gen(function*() {
+      const paused = yield* sql<{ queue: string }>`
+        INSERT INTO ${s.pausedQueues(sql)} (queue) VALUES (${queue}) ON CONFLICT (queue) DO NOTHING RETURNING queue`
+      if (paused.length === 0) return false
+      const freed = yield* sql<{ kind: string; concurrency_key: string }>`
+        UPDATE ${s.runs(sql)} SET key_slot = NULL
+        WHERE queue = ${queue} AND state = 'pending' AND key_slot IS NOT NULL
+        RETURNING kind, concurrency_key`
+      if (freed.length > 0) {
+        const declared = yield* sql<{ scope: string; name: string }>`SELECT scope, name FROM ${s.keyLimits(sql)}`
+        yield* admitted(sql.withTransaction(admit(sql, s, {
+          kinds: declared.filter((d) => d.scope === "kind").map((d) => d.name),
+          queues: declared.filter((d) => d.scope === "queue").map((d) => d.name),
+          keys: freed.map((f) => f.concurrency_key)
+        })))
+      }
+      return true
+    }))
   )
 
 export const resume = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =>

@@ -264,12 +264,12 @@ export class State {
     )
   }
 
-  /** A key's waiting due runs in claim order (`runs_waiting_kind`, `runs_waiting_queue`). */
+  /** A key's waiting due runs in claim order (`runs_waiting_kind`, `runs_waiting_queue`), paused queues' left out. */
   private waiting(scope: KeyLimits.KeyLimitScope, name: string, key: string, now: number): Array<StoredRun> {
     return [...this.runs.values()]
       .filter((o) =>
         o.state === "pending" && o.keyScope === scope && o.keySlot === null && this.keyName(o, scope) === name &&
-        o.concurrencyKey === key && o.runAt <= now
+        o.concurrencyKey === key && o.runAt <= now && !this.paused.has(o.queue)
       )
       .sort(inClaimOrder)
   }
@@ -835,9 +835,24 @@ export class State {
   /** Paused queues and when each was paused. */
   private readonly paused = new Map<string, number>()
 
+  /** `pause`: its admitted keyed runs give their slots back, which go to their keys' runs elsewhere. */
   pauseQueue(queue: string, now: number): boolean {
     if (this.paused.has(queue)) return false
     this.paused.set(queue, now)
+    const keys: Array<string> = []
+    for (const run of this.runs.values()) {
+      if (run.queue !== queue || run.state !== "pending" || run.keySlot === null) continue
+      run.keySlot = null
+      keys.push(run.concurrencyKey!)
+    }
+    if (keys.length > 0) {
+      const declared = [...this.keyLimitsByScope.values()]
+      this.admit({
+        kinds: declared.filter((l) => l.scope === "kind").map((l) => l.name),
+        queues: declared.filter((l) => l.scope === "queue").map((l) => l.name),
+        keys
+      }, now)
+    }
     return true
   }
 
