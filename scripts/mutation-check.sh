@@ -15,7 +15,7 @@
 #                                     reads every queue from its head), against the model test:
 #                                     the memory store keeps the position, so the two disagree
 #                                     (run up to three times: random sequences);
-#   scripts/mutation-check.sh handoff  the hand-off of a freed key slot to its key's next waiting
+#   scripts/mutation-check.sh handoff  the hand-off (and the claim in it) of a freed key slot to its key's next waiting
 #                                     run (statements/admit.ts › handOff in completions, migration
 #                                     0013's row trigger), against the model test: the memory store
 #                                     hands slots on, so the two disagree (up to three times);
@@ -62,7 +62,7 @@ elif [ "$mutation" = "handoff" ]; then
   admit="$work/packages/sql/src/statements/admit.ts"
   migrations="$work/packages/sql/src/Migrations.ts"
   # Completions hand no slot on (their hand-off updates nothing), and the row trigger finds no successor.
-  sed -i 's/      FROM successors sc WHERE r.id = sc.id$/      FROM successors sc WHERE r.id = sc.id AND false/' "$admit"
+  sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND false/' "$admit"
   sed -i 's/    IF successor IS NOT NULL THEN/    IF false THEN/' "$migrations"
   grep -q "WHERE r.id = sc.id AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
   grep -q "IF successor IS NOT NULL" "$migrations" && { echo "mutation incomplete"; exit 2; }
