@@ -4,8 +4,8 @@
  * cancellation interrupts, and a skewed worker clock changes nothing.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, CurrentRun, Fence, FenceRejected, Handler, Run, RunStore } from "@leasehold/core"
-import { Clock, Context, Deferred, Duration, Effect, Layer, Ref, Schema } from "effect"
+import { Client, CurrentRun, Fence, FenceRejected, Handler, KeyLimits, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Ref, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { freshSchema, storeLayer } from "./support/db.js"
 import { expireLease, readRun, twoStores } from "./support/stores.js"
@@ -451,6 +451,52 @@ describe("wake-ups and capacity", () => {
       assert.isAtLeast(sweeps.length, 2)
       // Sweeps are spaced by at least the poll interval (measured on another clock: 5 ms of slack).
       for (let i = 1; i < sweeps.length; i++) assert.isAtLeast(sweeps[i]!.at - sweeps[i - 1]!.at, 395)
+    }))
+
+  it.live("a keyed completion claims its key's next run for its worker; one that answers after shutdown began gives it back", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      yield* stores.a.setKeyLimits([KeyLimits.perKind("job", 1)])
+      const gate = yield* Ref.make<Deferred.Deferred<void> | undefined>(undefined)
+      const claimedByClaims: Array<string> = []
+      // Claims are recorded; a completion statement waits while a gate is set.
+      const store: RunStore["Service"] = {
+        ...stores.a,
+        claim: (request) => Effect.tap(stores.a.claim(request), (runs) => Effect.sync(() => void claimedByClaims.push(...runs.map((r) => r.id)))),
+        completeBatch: (items, next) =>
+          Effect.andThen(
+            Effect.flatMap(Ref.get(gate), (g) => g === undefined ? Effect.void : Deferred.await(g)),
+            stores.a.completeBatch(items, next)
+          )
+      }
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const events: Array<Event> = []
+      const worker = yield* Worker.run({ ...fast, concurrency: 4, handlers: [job] }).pipe(
+        Effect.provideService(RunStore, store),
+        Effect.provideService(SqlClient.SqlClient, stores.sql),
+        Effect.provideService(WorkerEvents.WorkerEvents, { emit: (event) => Effect.sync(() => void events.push(event)) }),
+        Effect.forkScoped
+      )
+      const [a, b] = yield* stores.a.enqueue([{ kind: "job", payload: 1, concurrencyKey: "K" }, { kind: "job", payload: 2, concurrencyKey: "K" }])
+      yield* eventually("both completed", Effect.map(readRun(stores, b!.id), (r) => r.state === "completed"))
+      assert.include(claimedByClaims, a!.id)
+      assert.notInclude(claimedByClaims, b!.id, "b was claimed by a's completion, not by a claim")
+      assert.isTrue(events.some((e) => e._tag === "Claimed" && e.runId === b!.id))
+
+      // c's completion waits at the gate while the worker shuts down; d, claimed by it, is given back.
+      const held = yield* Deferred.make<void>()
+      yield* Ref.set(gate, held)
+      const [c, d] = yield* stores.a.enqueue([{ kind: "job", payload: 3, concurrencyKey: "K" }, { kind: "job", payload: 4, concurrencyKey: "K" }])
+      yield* eventually("c ran and its completion waits", Effect.sync(() => events.some((e) => e._tag === "RunSettled" && e.runId === c!.id) || claimedByClaims.includes(c!.id)))
+      yield* Effect.sleep("100 millis")
+      const stopping = yield* Effect.forkScoped(Fiber.interrupt(worker))
+      yield* Effect.sleep("300 millis")
+      yield* Deferred.succeed(held, undefined)
+      yield* Fiber.join(stopping)
+      assert.strictEqual((yield* readRun(stores, c!.id)).state, "completed")
+      const dRun = yield* readRun(stores, d!.id)
+      assert.deepInclude(dRun, { state: "pending", lease_owner: null }, "d was claimed by c's completion during the shutdown and given back")
+      assert.strictEqual(dRun.fence, 1)
     }))
 
   it.live("a slot is freed only once its completion is acknowledged by the flush", () =>

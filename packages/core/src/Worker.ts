@@ -196,7 +196,18 @@ export const run = <R>(
       (count, durationMs, ok) => events.emit({ _tag: "CompletionFlush", owner, count, durationMs, ok }),
       {
         next: () => claimingNext ? { owner, ttl: config.ttl, queues: config.queues, kinds: registry.kinds } : undefined,
-        started: (claimed, sentAt) => Effect.forEach(claimed, (run) => Effect.andThen(claimedEvent(run), Effect.sync(() => start(run, sentAt))), { discard: true })
+        // Each run is started before it is reported, so a sink that throws strands none. Once the
+        // worker stops claiming (a batch sent before that answered during the drain), the runs
+        // its completions claimed are given back at once instead of started.
+        started: (claimed, sentAt) =>
+          Effect.forEach(
+            claimed,
+            (run) =>
+              claimingNext
+                ? Effect.andThen(Effect.sync(() => start(run, sentAt)), Effect.exit(claimedEvent(run)))
+                : Effect.exit(store.release({ runId: run.id, fence: run.fence })),
+            { discard: true }
+          )
       },
       completionWriters
     )

@@ -111,6 +111,20 @@ export const completeBatch = (
   completedRuns: CompletedRuns = "keep",
   next?: ClaimNext
 ) =>
+  // A completion that claims is one transaction with its diagnosis: a failure after the statement
+  // (the diagnosis' round trip) rolls the claims back with it, so a retried batch does not find its
+  // completions done and the runs it claimed leased to nobody who knows it.
+  next === undefined || items.every((i) => i.keyed === false)
+    ? completeBatchStatement(sql, s, items, completedRuns)
+    : sql.withTransaction(completeBatchStatement(sql, s, items, completedRuns, next))
+
+const completeBatchStatement = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  items: ReadonlyArray<CompleteItem>,
+  completedRuns: CompletedRuns,
+  next?: ClaimNext
+) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
     const ids = items.map((i) => i.runId)
@@ -151,8 +165,8 @@ export const completeBatch = (
     // The successors claimed in the hand-off come back beside the items the statement missed.
     const claimedNext = keyed.length === 0 || next === undefined ? sql`` : sql`
       UNION ALL
-      SELECT 'next', NULL, h.id::text, h.fence, h.after::text, h.queue, h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint,
-        h.signals, h.concurrency_key, h.trace_parent, h.wait_ms
+      SELECT 'next', (SELECT min(i.ord) FROM input i WHERE i.id = h.after)::int - 1, h.id::text, h.fence, h.after::text, h.queue,
+        h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms
       FROM handed h WHERE h.claim`
     const rows = yield* sql<ClaimRow & { tag: "missed" | "next"; ord: string | null; after: string | null }>`
       WITH ${released} input AS MATERIALIZED (
@@ -171,9 +185,10 @@ export const completeBatch = (
       WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)
       ${claimedNext}`
     const missed = rows.filter((r) => r.tag === "missed")
-    const successors = new Map(rows.filter((r) => r.tag === "next").map((r) => [r.after!, toClaimed(r)]))
-    const outcomes = items.map((i): FinalizeOutcome => {
-      const successor = successors.get(String(BigInt(i.runId)))
+    // Each successor goes to the (first) item whose run freed its slot, by position.
+    const successors = new Map(rows.filter((r) => r.tag === "next").map((r) => [Number(r.ord), toClaimed(r)]))
+    const outcomes = items.map((i, ord): FinalizeOutcome => {
+      const successor = successors.get(ord)
       return successor === undefined
         ? { _tag: "Finalized", runId: i.runId, fence: i.fence }
         : { _tag: "Finalized", runId: i.runId, fence: i.fence, next: successor }

@@ -579,7 +579,9 @@ export class State {
     const successors = this.handOffSet(released, above, now, next)
     return items.map((item, i): FinalizeOutcome => {
       if (matched[i] !== undefined) {
-        const successor = successors.get(matched[i].id)
+        // A successor goes to the first item naming the run whose slot it took.
+        const first = matched.findIndex((run) => run?.id === matched[i]!.id) === i
+        const successor = first ? successors.get(matched[i].id) : undefined
         return successor === undefined
           ? { _tag: "Finalized", runId: item.runId, fence: item.fence }
           : { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
