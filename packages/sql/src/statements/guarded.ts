@@ -165,9 +165,10 @@ const completeBatchStatement = (
     // The successors claimed in the hand-off come back beside the items the statement missed.
     const claimedNext = keyed.length === 0 || next === undefined ? sql`` : sql`
       UNION ALL
-      SELECT 'next', (SELECT min(i.ord) FROM input i WHERE i.id = h.after)::int - 1, h.id::text, h.fence, h.after::text, h.queue,
+      SELECT 'next', i.ord::int - 1, h.id::text, h.fence, h.after::text, h.queue,
         h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms
-      FROM handed h WHERE h.claim`
+      FROM handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
+      WHERE h.claim`
     const rows = yield* sql<ClaimRow & { tag: "missed" | "next"; ord: string | null; after: string | null }>`
       WITH ${released} input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null.
