@@ -14,12 +14,14 @@ import type { StoreSchema } from "../StoreSchema.js"
 import { activeQueues, fenceFloor } from "./claim.js"
 import { heldSlots } from "./slots.js"
 
-/** Which keys to admit: every key of the named kinds and queues, or only the named keys. */
-export interface AdmitScope {
-  readonly kinds: ReadonlyArray<string>
-  readonly queues: ReadonlyArray<string>
-  readonly keys?: ReadonlyArray<string> | undefined
-}
+/**
+ * Which keys to admit: those of the limits of the named kinds and queues (or of every declared
+ * limit, `every`), all of their keys with waiting runs or only the named keys.
+ */
+export type AdmitScope = (
+  | { readonly kinds: ReadonlyArray<string>; readonly queues: ReadonlyArray<string> }
+  | { readonly every: true }
+) & { readonly keys?: ReadonlyArray<string> | undefined }
 
 /** The waiting runs of scope `scope` ('kind' or 'queue', a constant) in the row's own column. */
 const waitingOf = (s: StoreSchema, scope: "kind" | "queue", group: string) =>
@@ -66,8 +68,10 @@ export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScop
       SELECT l.scope, l.name, l.per_key, c.after FROM ${s.keyLimits(sql)} l
       LEFT JOIN unnest(${[...cursors.keys()]}::text[], ${[...cursors.values()]}::text[]) AS c(grp, after)
         ON c.grp = l.scope || ':' || l.name
-      WHERE (l.scope = 'kind' AND l.name = ANY(${scope.kinds as Array<string>}::text[]))
-        OR (l.scope = 'queue' AND l.name = ANY(${scope.queues as Array<string>}::text[]))
+      ${
+    "every" in scope ? sql`` : sql`WHERE (l.scope = 'kind' AND l.name = ANY(${scope.kinds as Array<string>}::text[]))
+        OR (l.scope = 'queue' AND l.name = ANY(${scope.queues as Array<string>}::text[]))`
+  }
     ), keyed AS MATERIALIZED (
       SELECT g.scope, g.name, g.per_key, k.key FROM groups g CROSS JOIN LATERAL (
         ${
@@ -78,7 +82,7 @@ export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScop
       ) k
     ), held AS MATERIALIZED (
       -- The key's held slots, one probe of its scope's slot index.
-      SELECT k.*, ${sql.literal(heldSlots(s, "k.scope", "array", keyed))} AS slots FROM keyed k
+      SELECT k.*, ${sql.literal(heldSlots(s, "k.scope", keyed))} AS slots FROM keyed k
     ), free AS MATERIALIZED (
       -- The numbers below the limit no run holds, in order, but no more of them than the limit
       -- leaves room for beside every slot held (one above a lowered limit counts too): the key's
@@ -115,11 +119,12 @@ export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScop
  * fresh snapshot that sees the slot taken. Inside a transaction, give it a savepoint
  * (`sql.withTransaction`) so a refused attempt does not abort the transaction.
  */
+export const retryingCollisions = <A, E, R>(statement: Effect.Effect<A, E, R>) =>
+  Effect.retry(statement, { times: 10, while: slotCollision })
+
+/** `retryingCollisions`, answering how many runs were admitted. */
 export const admitted = <E, R>(statement: Effect.Effect<ReadonlyArray<{ admitted: number }>, E, R>) =>
-  statement.pipe(
-    Effect.retry({ times: 10, while: slotCollision }),
-    Effect.map((rows) => rows[0]?.admitted ?? 0)
-  )
+  Effect.map(retryingCollisions(statement), (rows) => rows[0]?.admitted ?? 0)
 
 /**
  * Admission on the way of an application's own write (an enqueue, a resume, a retry), in a

@@ -16,7 +16,7 @@ import { Duration, Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
-import { admit, type KeyCursors, slotCollision } from "./admit.js"
+import { admit, type KeyCursors, retryingCollisions } from "./admit.js"
 
 /**
  * The lowest fence a claim may grant on this server's timeline (`fence_floor()`, migration
@@ -179,9 +179,7 @@ const claimAll = (
     // with room for them (a limit raised, a run that became due, a race between an enqueue and a
     // completion) are admitted, so this claim can take them.
     yield* timeOutGoverned(sql, s, request)
-    const admission = yield* admit(sql, s, { kinds: request.kinds, queues: request.queues }, keyCursors).pipe(
-      Effect.retry({ times: 10, while: slotCollision })
-    )
+    const admission = yield* retryingCollisions(admit(sql, s, { kinds: request.kinds, queues: request.queues }, keyCursors))
     for (const [group, last] of Object.entries(admission[0]?.cursors ?? {})) {
       if (last === null) keyCursors.delete(group)
       else keyCursors.set(group, last)

@@ -62,11 +62,7 @@ const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, changed: ReadonlyArr
       WHERE r.id = g.id AND r.state = 'pending' AND (g.scope IS DISTINCT FROM g.key_scope OR g.key_slot IS NOT NULL)`
     // Every limit's keys, not only the changed ones': a queue's change can take slots from runs
     // their kind's limit governs (their scope changed), which its own admission gives back.
-    const declared = yield* sql<{ scope: KeyLimits.KeyLimitScope; name: string }>`SELECT scope, name FROM ${s.keyLimits(sql)}`
-    yield* admitted(sql.withTransaction(admit(sql, s, {
-      kinds: declared.filter((d) => d.scope === "kind").map((d) => d.name),
-      queues: declared.filter((d) => d.scope === "queue").map((d) => d.name)
-    })))
+    yield* admitted(sql.withTransaction(admit(sql, s, { every: true })))
   })
 
 /** The declared limits with, in each scope, the keys running now and the keyed runs that are due. */

@@ -23,17 +23,12 @@ export const pause = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =
       const paused = yield* sql<{ queue: string }>`
         INSERT INTO ${s.pausedQueues(sql)} (queue) VALUES (${queue}) ON CONFLICT (queue) DO NOTHING RETURNING queue`
       if (paused.length === 0) return false
-      const freed = yield* sql<{ kind: string; concurrency_key: string }>`
+      const freed = yield* sql<{ concurrency_key: string }>`
         UPDATE ${s.runs(sql)} SET key_slot = NULL
         WHERE queue = ${queue} AND state = 'pending' AND key_slot IS NOT NULL
-        RETURNING kind, concurrency_key`
+        RETURNING concurrency_key`
       if (freed.length > 0) {
-        const declared = yield* sql<{ scope: string; name: string }>`SELECT scope, name FROM ${s.keyLimits(sql)}`
-        yield* admitted(sql.withTransaction(admit(sql, s, {
-          kinds: declared.filter((d) => d.scope === "kind").map((d) => d.name),
-          queues: declared.filter((d) => d.scope === "queue").map((d) => d.name),
-          keys: freed.map((f) => f.concurrency_key)
-        })))
+        yield* admitted(sql.withTransaction(admit(sql, s, { every: true, keys: freed.map((f) => f.concurrency_key) })))
       }
       return true
     }))

@@ -5,21 +5,18 @@ import type { StoreSchema } from "../StoreSchema.js"
 
 /**
  * The slots a key holds in the scope that governs it (`scope`, an expression: 'kind' or 'queue'),
- * as a count or as an array of slot numbers: one probe of that scope's slot index. The key is
+ * as an array of slot numbers: one probe of that scope's slot index. The key is
  * named by SQL expressions for its queue, kind and concurrency key, which must be in the columns'
  * own collation for the index to answer.
  */
 export const heldSlots = (
   s: StoreSchema,
   scope: string,
-  form: "count" | "array",
   key: { readonly queue: string; readonly kind: string; readonly concurrencyKey: string }
 ) => {
-  const of = (column: "kind" | "queue", value: string) => {
-    const query = `SELECT ${form === "count" ? "count(*)" : "o.key_slot"} FROM "${s.schema}".runs o WHERE o.key_scope = '${column}'
-      AND o.${column} = ${value} AND o.concurrency_key = ${key.concurrencyKey} AND o.key_slot IS NOT NULL`
-    return form === "count" ? `(${query})` : `ARRAY(${query})`
-  }
+  const of = (column: "kind" | "queue", value: string) =>
+    `ARRAY(SELECT o.key_slot FROM "${s.schema}".runs o WHERE o.key_scope = '${column}'
+      AND o.${column} = ${value} AND o.concurrency_key = ${key.concurrencyKey} AND o.key_slot IS NOT NULL)`
   return `CASE ${scope} WHEN 'kind' THEN ${of("kind", key.kind)} ELSE ${of("queue", key.queue)} END`
 }
 

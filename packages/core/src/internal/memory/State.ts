@@ -375,10 +375,15 @@ export class State {
    * claim order. (Postgres reads at most `KeyLimits.scanPastLimit` keys of a limit per sweep; a
    * model never has that many.)
    */
-  admit(scope: { readonly kinds: ReadonlyArray<string>; readonly queues: ReadonlyArray<string>; readonly keys?: ReadonlyArray<string> }, now: number): void {
+  admit(
+    scope:
+      & ({ readonly kinds: ReadonlyArray<string>; readonly queues: ReadonlyArray<string> } | { readonly every: true })
+      & { readonly keys?: ReadonlyArray<string> },
+    now: number
+  ): void {
     const woken = new Set<string>()
     for (const limit of this.keyLimitsByScope.values()) {
-      if (!(limit.scope === "kind" ? scope.kinds : scope.queues).includes(limit.name)) continue
+      if (!("every" in scope) && !(limit.scope === "kind" ? scope.kinds : scope.queues).includes(limit.name)) continue
       const keys = scope.keys ?? [
         ...new Set(
           [...this.runs.values()]
@@ -848,12 +853,7 @@ export class State {
       keys.push(run.concurrencyKey!)
     }
     if (keys.length > 0) {
-      const declared = [...this.keyLimitsByScope.values()]
-      this.admit({
-        kinds: declared.filter((l) => l.scope === "kind").map((l) => l.name),
-        queues: declared.filter((l) => l.scope === "queue").map((l) => l.name),
-        keys
-      }, now)
+      this.admit({ every: true, keys }, now)
     }
     return true
   }
@@ -906,11 +906,7 @@ export class State {
         run.keySlot = null
       }
     }
-    const declared = [...this.keyLimitsByScope.values()]
-    this.admit({
-      kinds: declared.filter((l) => l.scope === "kind").map((l) => l.name),
-      queues: declared.filter((l) => l.scope === "queue").map((l) => l.name)
-    }, now)
+    this.admit({ every: true }, now)
   }
 
   /** The scope of the limit governing runs of `kind` in `queue`: the kind's, else the queue's, else none. */
