@@ -143,16 +143,16 @@ export const slotCollision = (error: unknown): boolean => {
 }
 
 /**
- * The slots a statement's completions gave back, read before it wrote (`released`, by primary
- * key: id, key_scope, kind, queue, concurrency_key, key_slot of the runs that held one), handed to
- * their keys' next waiting due runs in the same statement, set-based: as the row trigger
- * `key_slot_hand_off` does for the other ways a run stops, which leaves completions to this (one
- * statement per completed row cost a completion four times its own write, mostly the executor
- * opening every index of runs again). `done` names the CTE of the runs the statement completed.
- * Each key's freed slots go to its first waiting due runs in claim order; a slot at or above a
- * lowered limit is not handed on, nor any while the key holds one there. Only the slots this
- * statement freed are handed out, and nobody else sees them free before it commits, so the
- * hand-off never meets another writer on the slot index.
+ * The slots a statement's completions gave back, handed to their keys' next waiting due runs in
+ * the same statement, set-based: as the row trigger `key_slot_hand_off` does for the other ways a
+ * run stops, which leaves completions to this (one statement per completed row cost a completion
+ * four times its own write, mostly the executor opening every index of runs again). `freeing`
+ * names the CTE of the slots the completed runs held, read before the write (id, scope, name,
+ * key, slot; the write's own RETURNING sees the slot already given back). Each key's freed slots
+ * go to its first waiting due runs in claim order; a slot at or above a lowered limit is not
+ * handed on, nor any while the key holds one there. Only the slots this statement freed are
+ * handed out, and nobody else sees them free before it commits, so the hand-off never meets
+ * another writer on the slot index.
  */
 export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNext) => {
   // With `next`: a successor of the asked kinds in the asked (unpaused) queues is claimed for its
@@ -164,11 +164,9 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
   const owner = next?.owner ?? null
   const ttlMs = next === undefined ? 0 : Duration.toMillis(next.ttl)
   return sql`freed AS MATERIALIZED (
-      SELECT r.id, r.key_scope AS scope, CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END AS name, r.concurrency_key AS key,
-        r.key_slot AS slot, l.per_key
-      FROM released r JOIN done d ON d.id = r.id
-      JOIN ${s.keyLimits(sql)} l ON l.scope = r.key_scope AND l.name = CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END
-      WHERE r.key_slot < l.per_key
+      SELECT f.id, f.scope, f.name, f.key, f.slot, l.per_key
+      FROM freeing f JOIN ${s.keyLimits(sql)} l ON l.scope = f.scope AND l.name = f.name
+      WHERE f.slot < l.per_key
     ), handing AS MATERIALIZED (
       -- Each key's freed slots, in order (with the runs that freed them); the n-th successor takes the n-th.
       SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, array_agg(f.id ORDER BY f.slot) AS ids,
@@ -224,9 +222,10 @@ const slotAbove = (s: StoreSchema, f: string) => {
   return `(CASE ${f}.scope WHEN 'kind' THEN ${probe("kind")} ELSE ${probe("queue")} END)`
 }
 
-/** The pre-read `handOff` needs: the slots held by the runs `ids`, as the CTE `released`. */
-export const releasedFrom = (sql: SqlClient.SqlClient, s: StoreSchema, ids: ReadonlyArray<string>) =>
-  sql`released AS MATERIALIZED (
-      SELECT id, key_scope, kind, queue, concurrency_key, key_slot FROM ${s.runs(sql)}
-      WHERE id = ANY(${ids as Array<string>}::bigint[]) AND key_slot IS NOT NULL
-    )`
+/**
+ * The columns of a run `r` that name the slot it holds (scope, name, key, slot), as `freeing`
+ * (above) reads them; all null for a run that holds none.
+ */
+export const heldSlotColumns = (r: string) =>
+  `${r}.key_scope AS scope, CASE ${r}.key_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END AS name,
+    ${r}.concurrency_key AS key, ${r}.key_slot AS slot`

@@ -31,7 +31,7 @@ import { Duration, Effect, type Exit } from "effect"
 import type { SqlClient, SqlError, Statement } from "effect/sql"
 import * as StoreErrors from "../StoreErrors.js"
 import type { StoreSchema } from "../StoreSchema.js"
-import { handOff, releasedFrom } from "./admit.js"
+import { handOff, heldSlotColumns } from "./admit.js"
 import { type ClaimRow, json, num, toClaimed } from "./rows.js"
 
 interface Diagnosis {
@@ -138,15 +138,15 @@ const completeBatchStatement = (
         DELETE FROM ${runs} r USING input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
           AND r.idempotency_key IS NULL
-        RETURNING r.id, r.fence
+        RETURNING r.id, r.fence, i.scope, i.name, i.key, i.slot
       ), kept AS (
         UPDATE ${runs} r SET ${completedSet(sql, batchResult)}
         FROM input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
           AND r.idempotency_key IS NOT NULL
-        RETURNING r.id, r.fence
+        RETURNING r.id, r.fence, i.scope, i.name, i.key, i.slot
       ), done AS (
-        SELECT id, fence FROM deleted UNION ALL SELECT id, fence FROM kept
+        SELECT * FROM deleted UNION ALL SELECT * FROM kept
       ), forgotten AS (
         DELETE FROM ${s.events(sql)} WHERE run_id = ANY(ARRAY(SELECT id FROM deleted))
       )`
@@ -154,29 +154,39 @@ const completeBatchStatement = (
         UPDATE ${runs} r SET ${completedSet(sql, batchResult)}
         FROM input i
         WHERE r.id = ANY(${ids}::bigint[]) AND r.id = i.id AND r.fence = i.fence AND r.state = i.held
-        RETURNING r.id, r.fence
+        RETURNING r.id, r.fence, i.scope, i.name, i.key, i.slot
       )`
-    // Runs with a concurrency key may hold a key slot: read theirs before the write, and hand the
-    // freed ones on in the same statement (admit.ts › handOff). Nothing of this for the runs the
-    // caller says are unkeyed (the worker says so of each run).
-    const keyed = items.filter((i) => i.keyed !== false).map((i) => i.runId)
-    const released = keyed.length === 0 ? sql`` : sql`${releasedFrom(sql, s, keyed)},`
-    const handing = keyed.length === 0 ? sql`` : sql`, ${handOff(sql, s, next)}`
+    // Runs with a concurrency key may hold a key slot: the input reads theirs before the write (one
+    // primary-key probe per run), the write returns it beside each completed run, and the freed
+    // slots are handed on in the same statement (admit.ts › handOff). Nothing of this for the runs
+    // the caller says are unkeyed (the worker says so of each run). Why the slots come with the
+    // input and not from a pre-read joined to the completed runs: docs/adr/0014 ("The quadratic join").
+    const keyed = items.some((i) => i.keyed !== false)
+    const slots = !keyed
+      ? sql`SELECT t.*, 'running'::text AS held, NULL::text AS scope, NULL::text AS name, NULL::text AS key, NULL::integer AS slot
+        FROM unnest(${ids}::bigint[], ${items.map((i) => String(i.fence))}::bigint[], ${results}::jsonb[])
+          WITH ORDINALITY AS t(id, fence, result, ord)`
+      : sql`SELECT t.id, t.fence, t.result, t.ord, 'running'::text AS held, o.*
+        FROM unnest(${ids}::bigint[], ${items.map((i) => String(i.fence))}::bigint[], ${results}::jsonb[],
+          ${items.map((i) => i.keyed !== false)}::boolean[]) WITH ORDINALITY AS t(id, fence, result, keyed, ord)
+        -- Lateral: one primary-key probe per run, never a nested loop over the batch (docs/adr/0014).
+        LEFT JOIN LATERAL (
+          SELECT ${sql.literal(heldSlotColumns("o"))} FROM ${runs} o WHERE o.id = t.id AND t.keyed AND o.key_slot IS NOT NULL
+        ) o ON true`
+    const handing = !keyed
+      ? sql``
+      : sql`, freeing AS (SELECT id, scope, name, key, slot FROM done WHERE slot IS NOT NULL), ${handOff(sql, s, next)}`
     // The successors claimed in the hand-off come back beside the items the statement missed.
-    const claimedNext = keyed.length === 0 || next === undefined ? sql`` : sql`
+    const claimedNext = !keyed || next === undefined ? sql`` : sql`
       UNION ALL
       SELECT 'next', i.ord::int - 1, h.id::text, h.fence, h.after::text, h.queue,
         h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms
       FROM handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
       WHERE h.claim`
     const rows = yield* sql<ClaimRow & { tag: "missed" | "next"; ord: string | null; after: string | null }>`
-      WITH ${released} input AS MATERIALIZED (
+      WITH input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null.
-        SELECT t.*, 'running'::text AS held FROM unnest(
-          ${ids}::bigint[],
-          ${items.map((i) => String(i.fence))}::bigint[],
-          ${results}::jsonb[]
-        ) WITH ORDINALITY AS t(id, fence, result, ord)
+        ${slots}
       ), ${writes}${handing}
       -- No history row: run_history reads the completion off the run row.
       SELECT 'missed' AS tag, i.ord::int - 1 AS ord, i.id::text AS id, i.fence, NULL::text AS after, NULL::text AS queue,
@@ -372,7 +382,12 @@ export const completeInTransaction = <A, E, R>(
         RETURNING id
       )`
     return sql<{ id: string }>`
-      WITH ${releasedFrom(sql, s, [lease.runId])}, ${writes}, ${handOff(sql, s)}
+      WITH released AS MATERIALIZED (
+        SELECT id, ${sql.literal(heldSlotColumns("r"))} FROM ${s.runs(sql)} r
+        WHERE id = ${lease.runId}::bigint AND key_slot IS NOT NULL
+      ), ${writes}, freeing AS (
+        SELECT r.* FROM released r JOIN done d ON d.id = r.id
+      ), ${handOff(sql, s)}
       SELECT id::text AS id FROM done`
   }
   const body = Effect.gen(function*() {
