@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits, RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, Statement } from "effect/sql"
 import { freshSchema, storeLayer } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
@@ -145,6 +145,59 @@ describe("runtime plans", () => {
       assert.deepInclude(yield* store.get(late!.id), { waitingForKey: false, keySlot: 0 }, "the next sweep went on to z")
     }))
 
+  it.live("a keyed completion of 500 runs finds each freed slot by key, not by comparing every completed run with every slot (no join quadratic in the batch)", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("plans_handoff")
+      const context = yield* Layer.build(storeLayer(schema, 2))
+      const store = Context.get(context, RunStore)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const batch = 500
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
+      // Twenty runs per key: as in a keyed backlog, few of the table's runs hold a slot, and the
+      // planner, told so by the statistics, guesses the completed runs' slots at one row.
+      yield* store.enqueue(Array.from({ length: 20 * batch }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % batch}` })))
+      yield* sql`ANALYZE ${sql(schema)}.runs`
+      const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: batch, ttl: Duration.seconds(30) }
+      const running = yield* store.claim(request)
+      assert.strictEqual(running.length, batch)
+
+      // The statement the worker sends for this batch (completions that also claim the keys' next
+      // runs), taken as the store compiles it and not run; then run under EXPLAIN ANALYZE in a
+      // transaction that is rolled back.
+      let statement: readonly [string, ReadonlyArray<unknown>] | undefined
+      const capture: Statement.Transformer = (self) =>
+        Effect.suspend(() => {
+          statement = self.compile()
+          return Effect.die("captured")
+        })
+      yield* store.completeBatch(running.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: true })), request).pipe(
+        Effect.provideService(Statement.CurrentTransformer, capture),
+        Effect.exit
+      )
+      assert.isDefined(statement)
+      const [text, params] = statement!
+      // Planned as the runtime plans it: once per connection, for any batch (a generic plan, which
+      // knows nothing of the arrays' lengths).
+      let plan: PlanNode | undefined
+      yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql.unsafe(`PREPARE completion AS ${text}`)
+        yield* sql`SET LOCAL plan_cache_mode = force_generic_plan`
+        const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE completion(${params.map(literal).join(", ")})`
+        )
+        plan = rows[0]!["QUERY PLAN"][0]!.Plan
+        return yield* Effect.fail("roll back")
+      })).pipe(Effect.exit)
+
+      const nodes = flatten(plan!)
+      const handed = nodes.find((n) => n["Subplan Name"] === "CTE handed")
+      assert.strictEqual(handed?.["Actual Rows"], batch, "the statement handed every key's slot to its next run")
+      // A nested loop between the completed runs and their slots (both CTEs the planner guesses at
+      // one row) compared every pair: 500 × 500 rows, all but 500 removed by its join filter.
+      const removed = nodes.reduce((sum, n) => sum + (n["Rows Removed by Join Filter"] ?? 0), 0)
+      assert.isBelow(removed, batch, "a join compared the batch's runs pair by pair")
+    }))
+
   it.live("a heartbeat renewal rewrites each lease in place (a HOT update): no index names the lease's expiry", () =>
     Effect.gen(function*() {
       const schema = freshSchema("plans_hot")
@@ -182,3 +235,25 @@ describe("runtime plans", () => {
       assert.isAbove(after.hot - before.hot, 0, `HOT renewals: ${after.hot - before.hot} of 1200`)
     }))
 })
+
+interface PlanNode {
+  readonly "Node Type": string
+  readonly "Subplan Name"?: string
+  readonly "Actual Rows"?: number
+  readonly "Rows Removed by Join Filter"?: number
+  readonly Plans?: ReadonlyArray<PlanNode>
+}
+
+const flatten = (node: PlanNode): ReadonlyArray<PlanNode> => [node, ...(node.Plans ?? []).flatMap(flatten)]
+
+/** A statement parameter as an SQL literal of unknown type (EXECUTE casts it to the parameter's). */
+const literal = (value: unknown): string => {
+  const quoted = (text: string) => `'${text.replaceAll("'", "''")}'`
+  if (value === null || value === undefined) return "NULL"
+  if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") return quoted(String(value))
+  if (Array.isArray(value)) {
+    const element = (e: unknown) => e === null ? "NULL" : `"${String(e).replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`
+    return quoted(`{${value.map(element).join(",")}}`)
+  }
+  return quoted(String(value))
+}
