@@ -162,40 +162,43 @@ describe("runtime plans", () => {
       assert.strictEqual(running.length, batch)
 
       // The statement the worker sends for this batch (completions that also claim the keys' next
-      // runs), taken as the store compiles it and not run; then run under EXPLAIN ANALYZE in a
-      // transaction that is rolled back.
-      let statement: readonly [string, ReadonlyArray<unknown>] | undefined
-      const capture: Statement.Transformer = (self) =>
-        Effect.suspend(() => {
-          statement = self.compile()
-          return Effect.die("captured")
-        })
-      yield* store.completeBatch(running.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: true })), request).pipe(
-        Effect.provideService(Statement.CurrentTransformer, capture),
-        Effect.exit
+      // runs), planned and run as the runtime would, then rolled back (genericPlan).
+      const plan = yield* genericPlan(
+        sql,
+        store.completeBatch(running.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: true })), request),
+        () => true
       )
-      assert.isDefined(statement)
-      const [text, params] = statement!
-      // Planned as the runtime plans it: once per connection, for any batch (a generic plan, which
-      // knows nothing of the arrays' lengths).
-      let plan: PlanNode | undefined
-      yield* sql.withTransaction(Effect.gen(function*() {
-        yield* sql.unsafe(`PREPARE completion AS ${text}`)
-        yield* sql`SET LOCAL plan_cache_mode = force_generic_plan`
-        const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
-          `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE completion(${params.map(literal).join(", ")})`
-        )
-        plan = rows[0]!["QUERY PLAN"][0]!.Plan
-        return yield* Effect.fail("roll back")
-      })).pipe(Effect.exit)
-
-      const nodes = flatten(plan!)
+      const nodes = flatten(plan)
       const handed = nodes.find((n) => n["Subplan Name"] === "CTE handed")
       assert.strictEqual(handed?.["Actual Rows"], batch, "the statement handed every key's slot to its next run")
       // A nested loop between the completed runs and their slots (both CTEs the planner guesses at
       // one row) compared every pair: 500 × 500 rows, all but 500 removed by its join filter.
-      const removed = nodes.reduce((sum, n) => sum + (n["Rows Removed by Join Filter"] ?? 0), 0)
-      assert.isBelow(removed, batch, "a join compared the batch's runs pair by pair")
+      assert.isBelow(removedByJoins(nodes), batch, "a join compared the batch's runs pair by pair")
+    }))
+
+  it.live("a claim of 1,000 runs, a sweep's or a due-only one, reaches each by primary key once (no join quadratic in the claim)", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("plans_claim")
+      const context = yield* Layer.build(storeLayer(schema, 2))
+      const store = Context.get(context, RunStore)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const limit = 1_000
+      // A keyed backlog (1,000 keys at 1 running each, 100 runs per key): the planner, told by the
+      // statistics that few runs are due, guesses the picked runs at one row.
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
+      yield* store.enqueue(Array.from({ length: 100 * limit }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % limit}` })))
+      yield* sql`ANALYZE ${sql(schema)}.runs`
+      const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit, ttl: Duration.seconds(30) }
+      for (const dueOnly of [false, true]) {
+        // The claim itself (a sweep first admits and times out; those statements run as they are).
+        const plan = yield* genericPlan(sql, store.claim({ ...request, dueOnly }), (text) => text.includes("claimed AS"))
+        const nodes = flatten(plan)
+        const claimed = nodes.find((n) => n["Subplan Name"] === "CTE claimed")
+        assert.strictEqual(claimed?.["Actual Rows"], limit, `the ${dueOnly ? "due-only " : "sweep's "}claim took its limit`)
+        // Joined to the CTE that picked them by a nested loop, the picked runs were read again
+        // for each of them: 1,000 × 1,000 rows, all but 1,000 removed by its join filter.
+        assert.isBelow(removedByJoins(nodes), limit, `the ${dueOnly ? "due-only " : "sweep's "}claim compared its runs pair by pair`)
+      }
     }))
 
   it.live("a heartbeat renewal rewrites each lease in place (a HOT update): no index names the lease's expiry", () =>
@@ -257,3 +260,41 @@ const literal = (value: unknown): string => {
   }
   return quoted(String(value))
 }
+
+const removedByJoins = (nodes: ReadonlyArray<PlanNode>) => nodes.reduce((sum, n) => sum + (n["Rows Removed by Join Filter"] ?? 0), 0)
+
+/**
+ * The plan of the first statement `effect` sends that `pick` accepts (the ones before it run as
+ * usual; it does not), as the runtime's connections plan it: once, for any batch (a generic plan,
+ * which knows nothing of the arrays' lengths). Run under EXPLAIN ANALYZE in a transaction that is
+ * rolled back.
+ */
+let probes = 0
+const genericPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>, pick: (text: string) => boolean) =>
+  Effect.gen(function*() {
+    let statement: readonly [string, ReadonlyArray<unknown>] | undefined
+    const capture: Statement.Transformer = (self) =>
+      Effect.suspend(() => {
+        const compiled = self.compile()
+        if (statement !== undefined || !pick(compiled[0])) return Effect.succeed(self)
+        statement = compiled
+        return Effect.die("captured")
+      })
+    yield* effect.pipe(Effect.provideService(Statement.CurrentTransformer, capture), Effect.exit)
+    assert.isDefined(statement, "the statement was sent")
+    const [text, params] = statement!
+    let plan: PlanNode | undefined
+    yield* sql.withTransaction(Effect.gen(function*() {
+      // Prepared statements outlive a rollback: each probe has its own name.
+      const name = `probed_${++probes}`
+      yield* sql.unsafe(`PREPARE ${name} AS ${text}`)
+      yield* sql`SET LOCAL plan_cache_mode = force_generic_plan`
+      const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}(${params.map(literal).join(", ")})`
+      )
+      plan = rows[0]!["QUERY PLAN"][0]!.Plan
+      return yield* Effect.fail("roll back")
+    })).pipe(Effect.exit)
+    assert.isDefined(plan, "the statement was explained")
+    return plan!
+  })
