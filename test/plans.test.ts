@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits, RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient, Statement } from "effect/sql"
+import { PgRunStore } from "@leasehold/sql"
 import { freshSchema, storeLayer } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
@@ -176,7 +177,7 @@ describe("runtime plans", () => {
       assert.isBelow(removedByJoins(nodes), batch, "a join compared the batch's runs pair by pair")
     }))
 
-  it.live("a claim of 1,000 runs, a sweep's or a due-only one, reaches each by primary key once (no join quadratic in the claim)", () =>
+  it.live("claims of 1,000 runs (a sweep's, a due-only one, a sweep's reclaims) and the renewal and completion of 1,000 leases reach each run by primary key once (no join quadratic in the batch)", () =>
     Effect.gen(function*() {
       const schema = freshSchema("plans_claim")
       const context = yield* Layer.build(storeLayer(schema, 2))
@@ -199,6 +200,21 @@ describe("runtime plans", () => {
         // for each of them: 1,000 × 1,000 rows, all but 1,000 removed by its join filter.
         assert.isBelow(removedByJoins(nodes), limit, `the ${dueOnly ? "due-only " : "sweep's "}claim compared its runs pair by pair`)
       }
+      // 1,000 leases held: their renewal and their completion (as a worker's heartbeat and batch
+      // send them) reach each run once too.
+      const held = (yield* store.claim({ ...request, ttl: Duration.millis(1) })).map((r) => ({ runId: r.id, fence: r.fence }))
+      assert.strictEqual(held.length, limit)
+      const renewal = flatten(yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), () => true))
+      assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE renewed")?.["Actual Rows"], limit, "the heartbeat renewed them all")
+      assert.isBelow(removedByJoins(renewal), limit, "the renewal compared its leases pair by pair")
+      const completion = flatten(yield* genericPlan(sql, store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))), () => true))
+      assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE done")?.["Actual Rows"], limit, "the batch completed them all")
+      assert.isBelow(removedByJoins(completion), limit, "the completion compared its runs pair by pair")
+      // Then the worker dies holding them: the next sweep reclaims them all.
+      yield* Effect.sleep("50 millis")
+      const reclaim = flatten(yield* genericPlan(sql, store.claim(request), (text) => text.includes("claimed AS")))
+      assert.strictEqual(reclaim.find((n) => n["Subplan Name"] === "CTE claimed_other")?.["Actual Rows"], limit, "the sweep reclaimed them all")
+      assert.isBelow(removedByJoins(reclaim), limit, "the sweep's reclaims were compared pair by pair")
     }))
 
   it.live("a heartbeat renewal rewrites each lease in place (a HOT update): no index names the lease's expiry", () =>
@@ -265,9 +281,9 @@ const removedByJoins = (nodes: ReadonlyArray<PlanNode>) => nodes.reduce((sum, n)
 
 /**
  * The plan of the first statement `effect` sends that `pick` accepts (the ones before it run as
- * usual; it does not), as the runtime's connections plan it: once, for any batch (a generic plan,
- * which knows nothing of the arrays' lengths). Run under EXPLAIN ANALYZE in a transaction that is
- * rolled back.
+ * usual; it does not), as the runtime's connections plan it (their settings: once, for any batch,
+ * a generic plan that knows nothing of the arrays' lengths). Run under EXPLAIN ANALYZE in a
+ * transaction that is rolled back.
  */
 let probes = 0
 const genericPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>, pick: (text: string) => boolean) =>
@@ -288,7 +304,10 @@ const genericPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A,
       // Prepared statements outlive a rollback: each probe has its own name.
       const name = `probed_${++probes}`
       yield* sql.unsafe(`PREPARE ${name} AS ${text}`)
-      yield* sql`SET LOCAL plan_cache_mode = force_generic_plan`
+      // The runtime connections' settings (generic plans among them).
+      for (const [name, value] of Object.entries(PgRunStore.runtimeSettings)) {
+        yield* sql`SELECT set_config(${name}, ${value}, true)`
+      }
       const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
         `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}(${params.map(literal).join(", ")})`
       )

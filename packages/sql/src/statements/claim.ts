@@ -254,9 +254,10 @@ const claimAll = (
           -- exceptional and get a history row at once.
           claimed_by = NULL, claimed_at = NULL, claimed_fence = NULL, claimed_attempt = NULL,
           updated_at = now()
-        -- The ids as an explicit restriction: picked rows are reached by primary key, not by a
-        -- hash join over a scan of the whole table (which the planner prefers on small tables).
-        FROM candidates p, fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM candidates WHERE origin < 2)) AND r.id = p.id
+        -- Joined by primary key alone (no restriction by the array of ids, which the planner can
+        -- read again for each pick): one probe per pick. The runtime's settings keep the plan on
+        -- the index whatever the table held when planned (PgRunStore.runtimeSettings).
+        FROM candidates p, fence_floor f WHERE p.origin < 2 AND r.id = p.id
         RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key,
           r.state, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms, r.trace_parent,
           r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms
@@ -278,7 +279,8 @@ const claimAll = (
       FROM claimed
       -- In claim order: reclaims, then timed-out suspensions, each by due time; then due runs.
       ORDER BY claimed.origin, CASE WHEN claimed.origin < 2 THEN claimed.wait_ms END DESC,
-        claimed.priority DESC, claimed.run_at_ms, claimed.id`
+        CASE WHEN claimed.origin = 2 THEN claimed.priority END DESC, CASE WHEN claimed.origin = 2 THEN claimed.run_at_ms END,
+        claimed.id`
     // A due run this sweep took from behind a queue's position: that queue starts from its head again.
     positions.rewind(request.kinds, rows.filter((row) => row.origin === 2).map(placed))
     return rows.filter((row) => row.state === "running").map(toClaimed)
