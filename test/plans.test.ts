@@ -148,16 +148,10 @@ describe("runtime plans", () => {
 
   it.live("a keyed completion of 500 runs finds each freed slot by key, not by comparing every completed run with every slot (no join quadratic in the batch)", () =>
     Effect.gen(function*() {
-      const schema = freshSchema("plans_handoff")
-      const context = yield* Layer.build(storeLayer(schema, 2))
-      const store = Context.get(context, RunStore)
-      const sql = Context.get(context, SqlClient.SqlClient)
       const batch = 500
-      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
-      // Twenty runs per key: as in a keyed backlog, few of the table's runs hold a slot, and the
-      // planner, told so by the statistics, guesses the completed runs' slots at one row.
-      yield* store.enqueue(Array.from({ length: 20 * batch }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % batch}` })))
-      yield* sql`ANALYZE ${sql(schema)}.runs`
+      // Twenty runs per key: few of the table's runs hold a slot, and the planner, told so by the
+      // statistics, guesses the completed runs' slots at one row.
+      const { sql, store } = yield* keyedBacklog("plans_handoff", batch, 20)
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: batch, ttl: Duration.seconds(30) }
       const running = yield* store.claim(request)
       assert.strictEqual(running.length, batch)
@@ -179,16 +173,10 @@ describe("runtime plans", () => {
 
   it.live("claims of 1,000 runs (a sweep's, a due-only one, a sweep's reclaims) and the renewal and completion of 1,000 leases reach each run by primary key once (no join quadratic in the batch)", () =>
     Effect.gen(function*() {
-      const schema = freshSchema("plans_claim")
-      const context = yield* Layer.build(storeLayer(schema, 2))
-      const store = Context.get(context, RunStore)
-      const sql = Context.get(context, SqlClient.SqlClient)
       const limit = 1_000
-      // A keyed backlog (1,000 keys at 1 running each, 100 runs per key): the planner, told by the
-      // statistics that few runs are due, guesses the picked runs at one row.
-      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
-      yield* store.enqueue(Array.from({ length: 100 * limit }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % limit}` })))
-      yield* sql`ANALYZE ${sql(schema)}.runs`
+      // A hundred runs per key: the planner, told by the statistics that few runs are due, guesses
+      // the picked runs at one row.
+      const { sql, store } = yield* keyedBacklog("plans_claim", limit, 100)
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit, ttl: Duration.seconds(30) }
       for (const dueOnly of [false, true]) {
         // The claim itself (a sweep first admits and times out; those statements run as they are).
@@ -276,6 +264,22 @@ const literal = (value: unknown): string => {
   }
   return quoted(String(value))
 }
+
+/**
+ * A store (in a fresh schema) holding a keyed backlog: `keys` keys at one running run each (the
+ * kind's limit), `perKey` runs each, with statistics (ANALYZE).
+ */
+const keyedBacklog = (prefix: string, keys: number, perKey: number) =>
+  Effect.gen(function*() {
+    const schema = freshSchema(prefix)
+    const context = yield* Layer.build(storeLayer(schema, 2))
+    const store = Context.get(context, RunStore)
+    const sql = Context.get(context, SqlClient.SqlClient)
+    yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
+    yield* store.enqueue(Array.from({ length: keys * perKey }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % keys}` })))
+    yield* sql`ANALYZE ${sql(schema)}.runs`
+    return { sql, store }
+  })
 
 const removedByJoins = (nodes: ReadonlyArray<PlanNode>) => nodes.reduce((sum, n) => sum + (n["Rows Removed by Join Filter"] ?? 0), 0)
 
