@@ -27,10 +27,7 @@ const statsFlush = "30 seconds"
 describe("runtime plans", () => {
   it.live("claims, renewals and completions planned on a small store never scan runs sequentially once it holds a backlog", () =>
     Effect.gen(function*() {
-      const schema = freshSchema("plans")
-      const context = yield* Layer.build(storeLayer(schema, 2))
-      const store = Context.get(context, RunStore)
-      const sql = Context.get(context, SqlClient.SqlClient)
+      const { schema, sql, store } = yield* freshStore("plans")
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: 200, ttl: Duration.seconds(30) }
 
       // Plans made while the store is small: a few hundred runs, a handful of pages (each runtime
@@ -81,10 +78,7 @@ describe("runtime plans", () => {
 
   it.live("keyed enqueues, admissions, claims and hand-offs planned on a small store never scan runs sequentially once it holds a keyed backlog", () =>
     Effect.gen(function*() {
-      const schema = freshSchema("plans_keys")
-      const context = yield* Layer.build(storeLayer(schema, 2))
-      const store = Context.get(context, RunStore)
-      const sql = Context.get(context, SqlClient.SqlClient)
+      const { schema, sql, store } = yield* freshStore("plans_keys")
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1), KeyLimits.perQueue("default", 2)])
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: 100, ttl: Duration.seconds(30) }
       const keyed = (count: number, keys: number) =>
@@ -127,10 +121,7 @@ describe("runtime plans", () => {
 
   it.live("a sweep admits waiting runs past the first KeyLimits.scanPastLimit keys: each sweep goes on where the last one stopped", () =>
     Effect.gen(function*() {
-      const schema = freshSchema("plans_cursor")
-      const context = yield* Layer.build(storeLayer(schema, 2))
-      const store = Context.get(context, RunStore)
-      const sql = Context.get(context, SqlClient.SqlClient)
+      const { schema, sql, store } = yield* freshStore("plans_cursor")
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       // As many full keys as a sweep reads, each with a run waiting, sorted before "z".
       const keys = Array.from({ length: KeyLimits.scanPastLimit }, (_, i) => `a${String(i).padStart(5, "0")}`)
@@ -207,10 +198,7 @@ describe("runtime plans", () => {
 
   it.live("a heartbeat renewal rewrites each lease in place (a HOT update): no index names the lease's expiry", () =>
     Effect.gen(function*() {
-      const schema = freshSchema("plans_hot")
-      const context = yield* Layer.build(storeLayer(schema, 2))
-      const store = Context.get(context, RunStore)
-      const sql = Context.get(context, SqlClient.SqlClient)
+      const { schema, sql, store } = yield* freshStore("plans_hot")
       const updates = Effect.map(
         sql<{ upd: string; hot: string }>`
           SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot
@@ -266,16 +254,23 @@ const literal = (value: unknown): string => {
   return quoted(String(value))
 }
 
+/** A store in a fresh schema (two connections), with its SQL client. */
+const freshStore = (prefix: string) => {
+  const schema = freshSchema(prefix)
+  return Effect.map(Layer.build(storeLayer(schema, 2)), (context) => ({
+    schema,
+    sql: Context.get(context, SqlClient.SqlClient),
+    store: Context.get(context, RunStore)
+  }))
+}
+
 /**
  * A store (in a fresh schema) holding a keyed backlog: `keys` keys at one running run each (the
  * kind's limit), `perKey` runs each, with statistics (ANALYZE).
  */
 const keyedBacklog = (prefix: string, keys: number, perKey: number) =>
   Effect.gen(function*() {
-    const schema = freshSchema(prefix)
-    const context = yield* Layer.build(storeLayer(schema, 2))
-    const store = Context.get(context, RunStore)
-    const sql = Context.get(context, SqlClient.SqlClient)
+    const { schema, sql, store } = yield* freshStore(prefix)
     yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
     yield* store.enqueue(Array.from({ length: keys * perKey }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % keys}` })))
     yield* sql`ANALYZE ${sql(schema)}.runs`

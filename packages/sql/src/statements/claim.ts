@@ -151,9 +151,12 @@ const claimPending = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRe
           claimed_by = ${request.owner}, claimed_at = now(), claimed_fence = greatest(r.fence + 1, f.floor), claimed_attempt = r.attempt + 1,
           updated_at = now()
         FROM fence_floor f WHERE r.id = ANY(${ids})
-        RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key,
-          r.state, 2 AS origin, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms, r.trace_parent,
-          r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms`
+        RETURNING ${claimedColumns(sql)}, 2 AS origin, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms`
+
+/** What a claim returns of each run it updated (`r`), beside its origin and how long it waited. */
+const claimedColumns = (sql: SqlClient.SqlClient) =>
+  sql.literal(`r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
+          r.concurrency_key, r.state, r.trace_parent, r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms`)
 
 /**
  * Suspensions a key limit governs whose deadline passed: each becomes pending with its signal
@@ -236,7 +239,7 @@ const claimAll = (
       ), claimed_due AS (
         ${claimPending(sql, s, request, sql`ARRAY(SELECT id FROM candidates WHERE origin = 2)`)}
       ), claimed_other AS (
-        -- Reclaims and timed-out suspensions, which a sweep finds few of: joined to their picks.
+        -- Reclaims and timed-out suspensions: they need their pick's origin and due time.
         UPDATE ${runs} r SET
           fence = greatest(r.fence + 1, f.floor),
           state = CASE WHEN p.origin = 0 AND r.attempt >= r.max_attempts THEN 'failed' ELSE 'running' END,
@@ -258,9 +261,7 @@ const claimAll = (
         -- read again for each pick): one probe per pick. The runtime's settings keep the plan on
         -- the index whatever the table held when planned (PgRunStore.runtimeSettings).
         FROM candidates p, fence_floor f WHERE p.origin < 2 AND r.id = p.id
-        RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals, r.concurrency_key,
-          r.state, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms, r.trace_parent,
-          r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms
+        RETURNING ${claimedColumns(sql)}, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms
       ), claimed AS (
         SELECT * FROM claimed_due UNION ALL SELECT * FROM claimed_other
       ), history AS (

@@ -160,15 +160,16 @@ const completeBatchStatement = (
     // primary-key probe per run), the write returns it beside each completed run, and the freed
     // slots are handed on in the same statement (admit.ts › handOff). Nothing of this for the runs
     // the caller says are unkeyed (the worker says so of each run). Why the slots come with the
-    // input and not from a pre-read joined to the completed runs: docs/adr/0014 ("The quadratic join").
+    // input and not from a pre-read joined to the completed runs: docs/adr/0014 ("Two quadratic joins").
     const keyed = items.some((i) => i.keyed !== false)
+    const given = sql`unnest(${ids}::bigint[], ${items.map((i) => String(i.fence))}::bigint[], ${results}::jsonb[],
+          ${items.map((i) => i.keyed !== false)}::boolean[]) WITH ORDINALITY AS t(id, fence, result, keyed, ord)`
     const slots = !keyed
-      ? sql`SELECT t.*, 'running'::text AS held, NULL::text AS scope, NULL::text AS name, NULL::text AS key, NULL::integer AS slot
-        FROM unnest(${ids}::bigint[], ${items.map((i) => String(i.fence))}::bigint[], ${results}::jsonb[])
-          WITH ORDINALITY AS t(id, fence, result, ord)`
+      ? sql`SELECT t.id, t.fence, t.result, t.ord, 'running'::text AS held,
+          NULL::text AS scope, NULL::text AS name, NULL::text AS key, NULL::integer AS slot
+        FROM ${given}`
       : sql`SELECT t.id, t.fence, t.result, t.ord, 'running'::text AS held, o.*
-        FROM unnest(${ids}::bigint[], ${items.map((i) => String(i.fence))}::bigint[], ${results}::jsonb[],
-          ${items.map((i) => i.keyed !== false)}::boolean[]) WITH ORDINALITY AS t(id, fence, result, keyed, ord)
+        FROM ${given}
         -- Lateral: one primary-key probe per run, never a nested loop over the batch (docs/adr/0014).
         LEFT JOIN LATERAL (
           SELECT ${sql.literal(heldSlotColumns("o"))} FROM ${runs} o WHERE o.id = t.id AND t.keyed AND o.key_slot IS NOT NULL
