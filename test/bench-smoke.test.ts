@@ -51,7 +51,11 @@ describe("benchmark (quick profile)", () => {
         assert.isDefined(measure, `measure ${id}`)
         for (const variant of VARIANTS) {
           assert.property(measure.byVariant, variant)
-          if (id !== "statementsPerRun" || result.server.pgStatStatements) {
+          if (id === "deadTuplesPerRun") {
+            // Zero is a true reading: a deleting system's dead rows may already be pruned on access
+            // or vacuumed by autovacuum when the drain ends (CI saw 0 for graphile-default).
+            assert.isAtLeast(measure.byVariant[variant].median, 0, `${id} of ${variant}`)
+          } else if (id !== "statementsPerRun" || result.server.pgStatStatements) {
             assert.isAbove(measure.byVariant[variant].median, 0, `${id} of ${variant}`)
           }
         }
