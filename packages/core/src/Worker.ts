@@ -232,12 +232,14 @@ export const run = <R>(
       // A freed slot matters only when capacity is what stopped the last claim; otherwise the
       // queue was empty then, and new runs announce themselves (or the poll finds them). Waking
       // on every completion would send an empty claim per run, which delays the claim a
-      // notification asks for behind it. A run with a concurrency key is the exception: its end
-      // can make room for runs of its key that claims passed over, and nothing else announces it.
+      // notification asks for behind it. A keyed run's end is no exception: the key slot it gives
+      // back is handed on in the same statement, to a run claimed for this worker or announced
+      // (admit.ts › handOff, migration 0013's trigger), so a claim would find nothing more. (Before
+      // this, a keyed drain sent an empty claim per completion batch: bench, ADR 0014.)
       monotonicMillis: () => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n),
       onSlotFreed: (run) => {
         if (inFlight.size === 0) Latch.openUnsafe(idle)
-        return atCapacity || run.concurrencyKey !== null ? signalWake : Effect.void
+        return atCapacity ? signalWake : Effect.void
       }
     }
     yield* Effect.addFinalizer(() => reporting(drain(owner, inFlight, idle, config.shutdownGrace)))

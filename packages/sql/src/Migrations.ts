@@ -334,6 +334,18 @@ const keyAdmission = (s: string, channel: string): ReadonlyArray<string> => [
     WHERE state = 'pending' AND concurrency_key IS NOT NULL`
 ]
 
+// A completion gives its key slot back in its own SET (statements/guarded.ts), so the row trigger
+// that would do it (a PL/pgSQL call per completed keyed run) is skipped: it fires only when the
+// update leaves a slot held that must be given back (docs/adr/0014, "A leaner hand-off").
+const keyHotPath = (s: string): ReadonlyArray<string> => [
+  `DROP TRIGGER key_slot_rules ON "${s}".runs`,
+  `CREATE TRIGGER key_slot_rules BEFORE UPDATE ON "${s}".runs FOR EACH ROW
+    WHEN ((OLD.key_slot IS NOT NULL AND NEW.key_slot IS NOT NULL AND NEW.state <> 'running'
+        AND NOT (OLD.state = 'pending' AND NEW.state = 'pending'))
+      OR (NEW.concurrency_key IS NOT NULL AND NEW.state = 'pending' AND OLD.state <> 'pending'))
+    EXECUTE FUNCTION "${s}".key_slot_rules()`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -373,7 +385,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0010_key_concurrency": statements(keyConcurrency(store.schema)),
       "0011_workflows": statements(workflows(store.schema)),
       "0012_fence_epoch": statements(fenceEpoch(store.schema)),
-      "0013_key_admission": statements(keyAdmission(store.schema, store.channel))
+      "0013_key_admission": statements(keyAdmission(store.schema, store.channel)),
+      "0014_key_hot_path": statements(keyHotPath(store.schema))
     }))
   })
 })

@@ -46,17 +46,25 @@ const waitingKeys = (s: StoreSchema, scope: "kind" | "queue") =>
       ) SELECT key FROM t WHERE key IS NOT NULL LIMIT ${KeyLimits.scanPastLimit}
     ) t WHERE g.scope = '${scope}'`
 
-/** A key's first `n` waiting due runs in claim order, locked, skipping rows others hold. */
-const firstWaiting = (s: StoreSchema, scope: "kind" | "queue") =>
+/**
+ * A key's waiting due runs in claim order, locked, skipping rows others hold: those `window` (a
+ * LIMIT, OFFSET clause) selects, for the key `k.key` of group `k` (`k.scope`, `k.name`).
+ */
+const firstWaiting = (s: StoreSchema, scope: "kind" | "queue", window: string) =>
   `SELECT * FROM (
-      SELECT w.id, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt
+      SELECT w.id, w.ctid AS row, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt
       FROM ${waitingOf(s, scope, "k")} AND w.concurrency_key = k.key AND w.run_at <= now()
         -- A paused queue's runs are not admitted: they would hold their keys' slots while paused.
-        AND NOT EXISTS (SELECT 1 FROM "${s.schema}".paused_queues p WHERE p.queue = w.queue)
+        -- (Read once per statement: the paused queues are few, and the list is an init plan.)
+        AND w.queue <> ALL (ARRAY(SELECT p.queue FROM "${s.schema}".paused_queues p))
         AND k.scope = '${scope}'
-      ORDER BY w.priority DESC, w.run_at, w.id LIMIT k.free
+      ORDER BY w.priority DESC, w.run_at, w.id ${window}
       FOR UPDATE OF w SKIP LOCKED
     ) ${scope}_runs`
+
+/** `firstWaiting` of both scopes (only the one of `k.scope` reads anything). */
+const waitingRuns = (s: StoreSchema, window: string) =>
+  `${firstWaiting(s, "kind", window)} UNION ALL SELECT * FROM (${firstWaiting(s, "queue", window)}) q`
 
 /** Where each limit's sweep stands among its waiting keys (group `scope:name` to the last key read). */
 export type KeyCursors = Map<string, string>
@@ -96,7 +104,7 @@ export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScop
     ), waiting AS MATERIALIZED (
       SELECT r.id, k.slots[row_number() OVER (PARTITION BY k.scope, k.name, k.key ORDER BY r.priority DESC, r.run_at, r.id)] AS slot
       FROM free k CROSS JOIN LATERAL (
-        ${sql.literal(`${firstWaiting(s, "kind")} UNION ALL SELECT * FROM (${firstWaiting(s, "queue")}) q`)}
+        ${sql.literal(waitingRuns(s, "LIMIT k.free"))}
       ) r
     ), admitted AS (
       UPDATE ${s.runs(sql)} r SET key_slot = w.slot
@@ -163,24 +171,31 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
     : sql`(r.kind = ANY(${next.kinds as Array<string>}::text[]) AND r.queue = ANY(${activeQueues(sql, s, next.queues)}))`
   const owner = next?.owner ?? null
   const ttlMs = next === undefined ? 0 : Duration.toMillis(next.ttl)
+  // What a successor carries into the update and the history (the lateral's run, `r`).
+  const successor = `r.id, r.row, r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt`
   return sql`freed AS MATERIALIZED (
-      SELECT f.id, f.scope, f.name, f.key, f.slot, l.per_key
+      SELECT f.id, f.scope, f.name, f.key, f.slot, count(*) OVER (PARTITION BY f.scope, f.name, f.key) AS of_key
       FROM freeing f JOIN ${s.keyLimits(sql)} l ON l.scope = f.scope AND l.name = f.name
       WHERE f.slot < l.per_key
-    ), handing AS MATERIALIZED (
-      -- Each key's freed slots, in order (with the runs that freed them); the n-th successor takes the n-th.
-      SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, array_agg(f.id ORDER BY f.slot) AS ids,
-        count(*) AS free
-      FROM freed f
-      -- A key that still holds a slot above a lowered limit gets none back until it holds none there.
-      WHERE NOT ${sql.literal(slotAbove(s, "f"))}
-      GROUP BY f.scope, f.name, f.key
+        -- A key that still holds a slot above a lowered limit gets none back until it holds none there.
+        AND NOT ${sql.literal(slotAbove(s, "f", "l.per_key"))}
     ), successors AS MATERIALIZED (
-      SELECT r.*, k.slots[r.nth] AS slot, k.ids[r.nth] AS after, ${claims} AS claim
-      FROM handing k CROSS JOIN LATERAL (
-        SELECT w.*, row_number() OVER (ORDER BY w.priority DESC, w.run_at, w.id) AS nth FROM (
-          ${sql.literal(`${firstWaiting(s, "kind")} UNION ALL SELECT * FROM (${firstWaiting(s, "queue")}) q`)}
-        ) w
+      -- A key that got one slot back (every key at a limit of 1): its first waiting run, one probe.
+      SELECT ${sql.literal(successor)}, k.slot, k.id AS after, ${claims} AS claim
+      FROM freed k CROSS JOIN LATERAL (${sql.literal(waitingRuns(s, "LIMIT 1"))}) r
+      WHERE k.of_key = 1
+      UNION ALL
+      -- A key that got several: its first n waiting runs in one probe, the n-th taking the n-th slot.
+      -- (One probe per slot would not do: the update takes each successor as it comes, and a
+      -- later probe of the key no longer sees the runs this statement updated, nor counts them.)
+      SELECT ${sql.literal(successor)}, k.slots[r.nth], k.ids[r.nth], ${claims}
+      FROM (
+        SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, array_agg(f.id ORDER BY f.slot) AS ids,
+          count(*) AS free
+        FROM freed f WHERE f.of_key > 1 GROUP BY f.scope, f.name, f.key
+      ) k CROSS JOIN LATERAL (
+        SELECT w.*, row_number() OVER (ORDER BY w.priority DESC, w.run_at, w.id) AS nth
+        FROM (${sql.literal(waitingRuns(s, "LIMIT k.free"))}) w
       ) r
     ), ${fenceFloor(sql, s)}, handed AS (
       UPDATE ${s.runs(sql)} r SET key_slot = sc.slot,
@@ -198,7 +213,8 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
         claimed_fence = CASE WHEN sc.claim THEN greatest(r.fence + 1, f.floor) ELSE r.claimed_fence END,
         claimed_attempt = CASE WHEN sc.claim THEN r.attempt + 1 ELSE r.claimed_attempt END,
         updated_at = CASE WHEN sc.claim THEN now() ELSE r.updated_at END
-      FROM successors sc, fence_floor f WHERE r.id = sc.id
+      -- By the row version the lateral locked (this statement holds its lock): no index descent.
+      FROM successors sc, fence_floor f WHERE r.ctid = sc.row
       RETURNING r.id, sc.after, sc.claim, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
         r.concurrency_key, r.trace_parent, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms,
         -- One admitted and not claimed here announces itself, as an enqueued run does.
@@ -212,13 +228,13 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
 }
 
 /**
- * Whether the key of `f` (scope, name, key, per_key) holds a slot at or above its limit (a lowered
- * limit): one range probe of its scope's slot index.
+ * Whether the key of `f` (scope, name, key) holds a slot at or above `limit` (a lowered limit):
+ * one range probe of its scope's slot index.
  */
-const slotAbove = (s: StoreSchema, f: string) => {
+const slotAbove = (s: StoreSchema, f: string, limit: string) => {
   const probe = (scope: "kind" | "queue") =>
     `EXISTS (SELECT 1 FROM "${s.schema}".runs o WHERE o.key_scope = '${scope}' AND o.${scope} = ${f}.name
-      AND o.concurrency_key = ${f}.key AND o.key_slot >= ${f}.per_key)`
+      AND o.concurrency_key = ${f}.key AND o.key_slot >= ${limit})`
   return `(CASE ${f}.scope WHEN 'kind' THEN ${probe("kind")} ELSE ${probe("queue")} END)`
 }
 

@@ -93,7 +93,9 @@ export type CompletedRuns = "keep" | "delete"
 
 /** The SET list of a completion that keeps its run: completed, with `result`, the lease let go. */
 const completedSet = (sql: SqlClient.SqlClient, result: Statement.Fragment) =>
-  sql`state = 'completed', result = ${result}, lease_owner = NULL, lease_expires_at = NULL,
+  // The run's key slot, if it holds one, is given back here rather than by the row trigger
+  // (migration 0014); the statement hands it on (admit.ts › handOff).
+  sql`state = 'completed', result = ${result}, lease_owner = NULL, lease_expires_at = NULL, key_slot = NULL,
           finished_at = now(), updated_at = now()`
 
 /**
