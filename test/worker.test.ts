@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Client, CurrentRun, Fence, FenceRejected, Handler, KeyLimits, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
-import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Ref, Schema } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Ref, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { freshSchema, storeLayer } from "./support/db.js"
 import { expireLease, readRun, twoStores } from "./support/stores.js"
@@ -451,6 +451,44 @@ describe("wake-ups and capacity", () => {
       assert.isAtLeast(sweeps.length, 2)
       // Sweeps are spaced by at least the poll interval (measured on another clock: 5 ms of slack).
       for (let i = 1; i < sweeps.length; i++) assert.isAtLeast(sweeps[i]!.at - sweeps[i - 1]!.at, 395)
+    }))
+
+  it.live("without notifications, a keyed run's end wakes a claim for its key's next run long before the next poll; with them, it sends no claim", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      yield* stores.a.setKeyLimits([KeyLimits.perKind("job", 1)])
+      // The first run of K fails for good: the row trigger hands K's slot to the second, which
+      // is announced but not claimed by anyone.
+      const job = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ fail: Schema.Boolean }),
+        handle: ({ fail }) => fail ? Effect.fail(new Error("no")) : Effect.void
+      })
+      const keyed = (fail: boolean) => ({ kind: "job", payload: { fail }, concurrencyKey: "K", maxAttempts: 1 })
+      const ran = (events: ReadonlyArray<Event>, id: string) => events.some((e) => e._tag === "Claimed" && e.runId === id)
+
+      // Notifications off (as through a pooler without a listen URL), a one-minute poll.
+      const deaf: RunStore["Service"] = { ...stores.a, notifications: Stream.empty }
+      const [first, second] = yield* stores.b.enqueue([keyed(true), keyed(false)])
+      const events = yield* startWorker(deaf, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [job] })
+      yield* eventually("the key's next run claimed, long before the next poll", Effect.sync(() => ran(events, second!.id)), "10 seconds")
+      assert.isTrue(ran(events, first!.id))
+
+      // Listening: the keyed run's end sends no claim (the hand-off claims or announces the next).
+      // (Runs of another kind, which the first worker does not take.)
+      yield* stores.a.setKeyLimits([KeyLimits.perKind("job", 1), KeyLimits.perKind("mail", 1)])
+      const mail = Handler.make({ kind: "mail", payload: Schema.Unknown, handle: () => Effect.void })
+      const claims: Array<boolean> = []
+      const counting: RunStore["Service"] = {
+        ...stores.a,
+        claim: (request) => Effect.andThen(Effect.sync(() => void claims.push(request.dueOnly === true)), stores.a.claim(request))
+      }
+      const [third, fourth] = yield* stores.b.enqueue([0, 1].map((i) => ({ kind: "mail", payload: { i }, concurrencyKey: "L" })))
+      const listening = yield* startWorker(counting, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [mail] })
+      yield* eventually("both runs of L ran", Effect.sync(() => ran(listening, third!.id) && ran(listening, fourth!.id)), "10 seconds")
+      yield* eventually("listening", Effect.sync(() => listening.some((e) => e._tag === "Listening")))
+      yield* Effect.sleep("300 millis")
+      assert.deepStrictEqual(claims, [false], "one claim: the first sweep; L's second run came with its first's completion")
     }))
 
   it.live("a keyed completion claims its key's next run for its worker; one that answers after shutdown began gives it back", () =>

@@ -187,6 +187,8 @@ export const run = <R>(
     // While the worker claims, each completion batch also claims for it the runs its keyed
     // completions hand their slots to (RunStore.ClaimNext): a key's next run starts without a claim.
     let claimingNext = true
+    // Whether the store's notifications reach this worker now (LISTEN up, `Subscribed` seen).
+    let listening = false
     // Two batches written at once (PgRunStore's runtime pool keeps a connection for each).
     const completionWriters = 2
     const batcher = yield* CompletionBatcher.make(
@@ -232,14 +234,15 @@ export const run = <R>(
       // A freed slot matters only when capacity is what stopped the last claim; otherwise the
       // queue was empty then, and new runs announce themselves (or the poll finds them). Waking
       // on every completion would send an empty claim per run, which delays the claim a
-      // notification asks for behind it. A keyed run's end is no exception: the key slot it gives
-      // back is handed on in the same statement, to a run claimed for this worker or announced
-      // (admit.ts › handOff, migration 0013's trigger), so a claim would find nothing more. (Before
-      // this, a keyed drain sent an empty claim per completion batch: bench, ADR 0014.)
+      // notification asks for behind it. A keyed run's end is no exception while the worker
+      // listens: the key slot it gives back goes to a run its completion claimed for this worker,
+      // or to one that is announced (admit.ts › handOff, migration 0013's trigger). Without
+      // notifications (a pooler and no listen URL) the wake stands in for the announcement.
+      // (Waking on every keyed end cost a keyed drain an empty claim per batch: ADR 0014.)
       monotonicMillis: () => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n),
       onSlotFreed: (run) => {
         if (inFlight.size === 0) Latch.openUnsafe(idle)
-        return atCapacity ? signalWake : Effect.void
+        return atCapacity || (run.concurrencyKey !== null && !listening) ? signalWake : Effect.void
       }
     }
     yield* Effect.addFinalizer(() => reporting(drain(owner, inFlight, idle, config.shutdownGrace)))
@@ -390,7 +393,10 @@ export const run = <R>(
 
     const onNotification = (note: StoreNotification): Effect.Effect<void> => {
       // Listening again after a reconnect: a schedule change may have gone unheard meanwhile.
-      if (note._tag === "Subscribed") return Effect.andThen(wakeTicker, events.emit({ _tag: "Listening", owner }))
+      if (note._tag === "Subscribed") {
+        listening = true
+        return Effect.andThen(wakeTicker, events.emit({ _tag: "Listening", owner }))
+      }
       if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
       if (note._tag === "SchedulesChanged") return wakeTicker
       return Effect.forEach(
@@ -401,6 +407,7 @@ export const run = <R>(
     }
     const listenLoop = store.notifications.pipe(
       Stream.runForEach(onNotification),
+      Effect.ensuring(Effect.sync(() => { listening = false })),
       Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "listen", error: String(error) })),
       // Notifications only speed things up: polling still works while listening is down.
       Effect.retry(claimErrors),

@@ -338,8 +338,8 @@ const keyAdmission = (s: string, channel: string): ReadonlyArray<string> => [
 // that would do it (a PL/pgSQL call per completed keyed run) is skipped: it fires only when the
 // update leaves a slot held that must be given back (docs/adr/0014, "A leaner hand-off").
 const keyHotPath = (s: string): ReadonlyArray<string> => [
-  `DROP TRIGGER key_slot_rules ON "${s}".runs`,
-  `CREATE TRIGGER key_slot_rules BEFORE UPDATE ON "${s}".runs FOR EACH ROW
+  // One statement, which locks out writes (not reads) for an instant (PostgreSQL 14 and later).
+  `CREATE OR REPLACE TRIGGER key_slot_rules BEFORE UPDATE ON "${s}".runs FOR EACH ROW
     WHEN ((OLD.key_slot IS NOT NULL AND NEW.key_slot IS NOT NULL AND NEW.state <> 'running'
         AND NOT (OLD.state = 'pending' AND NEW.state = 'pending'))
       OR (NEW.concurrency_key IS NOT NULL AND NEW.state = 'pending' AND OLD.state <> 'pending'))

@@ -47,12 +47,12 @@ const waitingKeys = (s: StoreSchema, scope: "kind" | "queue") =>
     ) t WHERE g.scope = '${scope}'`
 
 /**
- * A key's waiting due runs in claim order, locked, skipping rows others hold: those `window` (a
- * LIMIT, OFFSET clause) selects, for the key `k.key` of group `k` (`k.scope`, `k.name`).
+ * A key's waiting due runs in claim order, locked, skipping rows others hold: the first ones,
+ * as many as `window` (a LIMIT clause) says, for the key `k.key` of group `k` (`k.scope`, `k.name`).
  */
 const firstWaiting = (s: StoreSchema, scope: "kind" | "queue", window: string) =>
   `SELECT * FROM (
-      SELECT w.id, w.ctid AS row, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt
+      SELECT w.id, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt
       FROM ${waitingOf(s, scope, "k")} AND w.concurrency_key = k.key AND w.run_at <= now()
         -- A paused queue's runs are not admitted: they would hold their keys' slots while paused.
         -- (Read once per statement: the paused queues are few, and the list is an init plan.)
@@ -172,7 +172,7 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
   const owner = next?.owner ?? null
   const ttlMs = next === undefined ? 0 : Duration.toMillis(next.ttl)
   // What a successor carries into the update and the history (the lateral's run, `r`).
-  const successor = `r.id, r.row, r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt`
+  const successor = `r.id, r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt`
   return sql`freed AS MATERIALIZED (
       SELECT f.id, f.scope, f.name, f.key, f.slot, count(*) OVER (PARTITION BY f.scope, f.name, f.key) AS of_key
       FROM freeing f JOIN ${s.keyLimits(sql)} l ON l.scope = f.scope AND l.name = f.name
@@ -213,8 +213,10 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
         claimed_fence = CASE WHEN sc.claim THEN greatest(r.fence + 1, f.floor) ELSE r.claimed_fence END,
         claimed_attempt = CASE WHEN sc.claim THEN r.attempt + 1 ELSE r.claimed_attempt END,
         updated_at = CASE WHEN sc.claim THEN now() ELSE r.updated_at END
-      -- By the row version the lateral locked (this statement holds its lock): no index descent.
-      FROM successors sc, fence_floor f WHERE r.ctid = sc.row
+      -- By id, not by the version the lateral locked: that version may have been committed after
+      -- this statement's snapshot (the lock follows a concurrent update), and an update by ctid
+      -- would then match nothing; by id, the update follows the row to it.
+      FROM successors sc, fence_floor f WHERE r.id = sc.id
       RETURNING r.id, sc.after, sc.claim, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
         r.concurrency_key, r.trace_parent, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms,
         -- One admitted and not claimed here announces itself, as an enqueued run does.
