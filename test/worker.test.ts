@@ -477,7 +477,13 @@ describe("wake-ups and capacity", () => {
       // Listening: the keyed run's end sends no claim (the hand-off claims or announces the next).
       // (Runs of another kind, which the first worker does not take.)
       yield* stores.a.setKeyLimits([KeyLimits.perKind("job", 1), KeyLimits.perKind("mail", 1)])
-      const mail = Handler.make({ kind: "mail", payload: Schema.Unknown, handle: () => Effect.void })
+      // L's first run ends only once the worker listens (before that, the worker wakes itself).
+      const listens = yield* Deferred.make<void>()
+      const mail = Handler.make({
+        kind: "mail",
+        payload: Schema.Struct({ i: Schema.Number }),
+        handle: ({ i }) => i === 0 ? Deferred.await(listens) : Effect.void
+      })
       const claims: Array<boolean> = []
       const counting: RunStore["Service"] = {
         ...stores.a,
@@ -485,8 +491,9 @@ describe("wake-ups and capacity", () => {
       }
       const [third, fourth] = yield* stores.b.enqueue([0, 1].map((i) => ({ kind: "mail", payload: { i }, concurrencyKey: "L" })))
       const listening = yield* startWorker(counting, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [mail] })
-      yield* eventually("both runs of L ran", Effect.sync(() => ran(listening, third!.id) && ran(listening, fourth!.id)), "10 seconds")
       yield* eventually("listening", Effect.sync(() => listening.some((e) => e._tag === "Listening")))
+      yield* Deferred.succeed(listens, undefined)
+      yield* eventually("both runs of L ran", Effect.sync(() => ran(listening, third!.id) && ran(listening, fourth!.id)), "10 seconds")
       yield* Effect.sleep("300 millis")
       assert.deepStrictEqual(claims, [false], "one claim: the first sweep; L's second run came with its first's completion")
     }))
