@@ -456,7 +456,8 @@ describe("wake-ups and capacity", () => {
   it.live("without notifications, a keyed run's end wakes a claim for its key's next run long before the next poll; with them, it sends no claim", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      yield* stores.a.setKeyLimits([KeyLimits.perKind("job", 1)])
+      // Two kinds at one running run per key: each worker below takes one kind.
+      yield* stores.a.setKeyLimits([KeyLimits.perKind("job", 1), KeyLimits.perKind("mail", 1)])
       // The first run of K fails for good: the row trigger hands K's slot to the second, which
       // is announced but not claimed by anyone.
       const job = Handler.make({
@@ -476,7 +477,6 @@ describe("wake-ups and capacity", () => {
 
       // Listening: the keyed run's end sends no claim (the hand-off claims or announces the next).
       // (Runs of another kind, which the first worker does not take.)
-      yield* stores.a.setKeyLimits([KeyLimits.perKind("job", 1), KeyLimits.perKind("mail", 1)])
       // L's first run ends only once the worker listens (before that, the worker wakes itself).
       const listens = yield* Deferred.make<void>()
       const mail = Handler.make({
