@@ -174,25 +174,26 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
   // What a successor carries into the update and the history (the lateral's run, `r`).
   const successor = `r.id, r.claimed_by, r.claimed_at, r.claimed_fence, r.claimed_attempt`
   return sql`freed AS MATERIALIZED (
-      SELECT f.id, f.scope, f.name, f.key, f.slot, count(*) OVER (PARTITION BY f.scope, f.name, f.key) AS of_key
+      SELECT f.id, f.scope, f.name, f.key, f.slot, l.per_key
       FROM freeing f JOIN ${s.keyLimits(sql)} l ON l.scope = f.scope AND l.name = f.name
       WHERE f.slot < l.per_key
         -- A key that still holds a slot above a lowered limit gets none back until it holds none there.
         AND NOT ${sql.literal(slotAbove(s, "f", "l.per_key"))}
     ), successors AS MATERIALIZED (
-      -- A key that got one slot back (every key at a limit of 1): its first waiting run, one probe.
+      -- A key at a limit of 1 gets at most its one slot back (slot 0; the slot index holds one
+      -- holder of it): its first waiting run, one probe, with no grouping or sort of the batch.
       SELECT ${sql.literal(successor)}, k.slot, k.id AS after, ${claims} AS claim
       FROM freed k CROSS JOIN LATERAL (${sql.literal(waitingRuns(s, "LIMIT 1"))}) r
-      WHERE k.of_key = 1
+      WHERE k.per_key = 1
       UNION ALL
-      -- A key that got several: its first n waiting runs in one probe, the n-th taking the n-th slot.
-      -- (One probe per slot would not do: the update takes each successor as it comes, and a
-      -- later probe of the key no longer sees the runs this statement updated, nor counts them.)
+      -- A key at a higher limit may get several: its first n waiting runs in one probe, the n-th
+      -- taking the n-th slot. (One probe per slot would not do: the update takes each successor as
+      -- it comes, and a later probe of the key no longer sees the runs this statement updated.)
       SELECT ${sql.literal(successor)}, k.slots[r.nth], k.ids[r.nth], ${claims}
       FROM (
         SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, array_agg(f.id ORDER BY f.slot) AS ids,
           count(*) AS free
-        FROM freed f WHERE f.of_key > 1 GROUP BY f.scope, f.name, f.key
+        FROM freed f WHERE f.per_key > 1 GROUP BY f.scope, f.name, f.key
       ) k CROSS JOIN LATERAL (
         SELECT w.*, row_number() OVER (ORDER BY w.priority DESC, w.run_at, w.id) AS nth
         FROM (${sql.literal(waitingRuns(s, "LIMIT k.free"))}) w
