@@ -19,6 +19,9 @@
 #                                     run (statements/admit.ts › handOff in completions, migration
 #                                     0013's row trigger), against the model test: the memory store
 #                                     hands slots on, so the two disagree (up to three times);
+#   scripts/mutation-check.sh peak    the hand-off's look for a slot above a lowered limit (only
+#                                     while the limit is below its peak, migration 0015), against
+#                                     test/hand-off.test.ts;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -69,6 +72,14 @@ elif [ "$mutation" = "handoff" ]; then
   echo "mutation: a freed key slot is not handed on ($admit, $migrations)"
   tests=(test/model.test.ts)
   attempts=3
+elif [ "$mutation" = "peak" ]; then
+  admit="$work/packages/sql/src/statements/admit.ts"
+  # The hand-off never looks for a slot above a lowered limit, whatever the limit's peak.
+  sed -i 's/AND CASE WHEN coalesce(p.peak, 2147483647) > l.per_key THEN/AND CASE WHEN false THEN/' "$admit"
+  grep -q "CASE WHEN false THEN" "$admit" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a completion hands its slot on while its key holds one above a lowered limit ($admit)"
+  tests=(test/hand-off.test.ts)
+  attempts=1
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/statements/workflow.ts"
   # The holder is any run with that id, whatever its fence and state.

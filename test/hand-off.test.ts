@@ -1,13 +1,47 @@
 /**
  * The hand-off of a completion batch on PostgreSQL, where other transactions hold rows: a batch
  * that frees several slots of one key gives each to a waiting run of its own (the statement's own
- * locks on the key's earlier runs do not make it skip them; others' do), in claim order.
+ * locks on the key's earlier runs do not make it skip them; others' do), in claim order. And a
+ * limit lowered below its peak (migration 0015) keeps a completion from handing on a slot while
+ * its key holds one above the new limit, also across the upgrade that introduced the peaks.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { KeyLimits, RunStore } from "@leasehold/core"
+import { type ClaimedRun, KeyLimits, RunStore } from "@leasehold/core"
+import { Database, Migrations, PgRunStore, StoreSchema } from "@leasehold/sql"
 import { Context, Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { freshSchema, storeLayer } from "./support/db.js"
+import { databaseUrl, freshSchema, storeLayer } from "./support/db.js"
+
+const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: 10, ttl: Duration.seconds(30) }
+
+/** Completes one run as a worker does (claiming its key's next run): the run it claimed, if any. */
+const completeOne = (store: RunStore["Service"], run: ClaimedRun) =>
+  Effect.map(
+    store.completeBatch([{ runId: run.id, fence: run.fence, result: null, keyed: true }], request),
+    ([outcome]) => outcome?._tag === "Finalized" ? outcome.next?.id : outcome?._tag
+  )
+
+const peakOf = (sql: SqlClient.SqlClient, schema: string) =>
+  Effect.map(
+    sql<{ peak: number }>`SELECT peak FROM ${sql(schema)}.key_limit_peaks WHERE scope = 'kind' AND name = 'noop'`,
+    (rows) => rows[0]?.peak
+  )
+
+/**
+ * Three runs of key K hold slots 0, 1 and 2 under a limit of 3 lowered to 1: the run of slot 0
+ * ends while the two above still run, and hands nothing on; once they have ended too, a sweep
+ * admits K's next run, and from then on each completion hands slot 0 on again.
+ */
+const lowered = (store: RunStore["Service"], running: ReadonlyArray<ClaimedRun>, waiting: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    assert.isUndefined(yield* completeOne(store, running[0]!), "slot 0 is not handed on while slots 1 and 2 are held")
+    assert.deepInclude(yield* store.get(waiting[0]!), { state: "pending", keySlot: null, waitingForKey: true })
+    assert.isUndefined(yield* completeOne(store, running[1]!), "slot 1 is above the limit")
+    assert.isUndefined(yield* completeOne(store, running[2]!), "slot 2 is above the limit")
+    const admitted = yield* store.claim(request)
+    assert.deepStrictEqual(admitted.map((r) => [r.id, r.concurrencyKey]), [[waiting[0]!, "K"]], "a sweep admits one run: the limit is 1")
+    assert.strictEqual(yield* completeOne(store, admitted[0]!), waiting[1]!, "with no slot above, slot 0 is handed on")
+  })
 
 describe("hand-off of a completion batch", () => {
   it.live("frees three slots of one key: each goes to its own waiting run, in claim order, passing over the one another transaction holds", () =>
@@ -50,5 +84,47 @@ describe("hand-off of a completion batch", () => {
       for (const id of [ids[3]!, ids[7]!]) {
         assert.deepInclude(yield* store.get(id), { state: "pending", keySlot: null, waitingForKey: true }, `run ${id} still waits`)
       }
+    }))
+
+  it.live("a limit lowered below its peak: no slot is handed on while the key holds one above it; the peak outlives a removed limit", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("peak")
+      const context = yield* Layer.build(storeLayer(schema, 2))
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const store = Context.get(context, RunStore)
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
+      const ids = (yield* store.enqueue(Array.from({ length: 6 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
+        .map((r) => r.id)
+      const running = yield* store.claim(request)
+      assert.deepStrictEqual(running.map((r) => r.id), ids.slice(0, 3))
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
+      assert.strictEqual(yield* peakOf(sql, schema), 3, "lowering a limit leaves its peak")
+      yield* lowered(store, running, ids.slice(3))
+      // Removed and declared again, lower than its peak: the peak stays.
+      assert.isTrue(yield* store.removeKeyLimit("kind", "noop"))
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 2)])
+      assert.strictEqual(yield* peakOf(sql, schema), 3)
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 5)])
+      assert.strictEqual(yield* peakOf(sql, schema), 5, "raising a limit above its peak raises the peak")
+    }))
+
+  it.live("the upgrade to 0015 counts the slots held above a limit lowered before it: the hand-off still holds them back", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("peakup")
+      const client = yield* Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 4 }))
+      const sql = Context.get(client, SqlClient.SqlClient)
+      yield* Migrations.run(StoreSchema.make(schema), { upTo: "0014_key_hot_path" }).pipe(Effect.provideContext(client))
+      const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
+      const store = Context.get(context, RunStore)
+      // Before 0015: a limit of 3 taken by three runs, then lowered to 1.
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
+      const ids = (yield* store.enqueue(Array.from({ length: 6 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
+        .map((r) => r.id)
+      const running = yield* store.claim(request)
+      assert.deepStrictEqual(running.map((r) => r.id), ids.slice(0, 3))
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
+      yield* Migrations.run(StoreSchema.make(schema)).pipe(Effect.provideContext(client))
+      assert.strictEqual(yield* peakOf(sql, schema), 3, "the peak counts slot 2, held above the lowered limit")
+      yield* lowered(store, running, ids.slice(3))
     }))
 })

@@ -25,6 +25,8 @@ export interface StoreSchema {
   /** Schedules: their definitions and next ticks. */
   readonly schedules: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly keyLimits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** The highest limit each kind and queue was ever declared under (migration 0015). */
+  readonly keyLimitPeaks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Workflow journals: activity results, deferred outcomes and durable clocks, by execution. */
   readonly workflowActivities: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly workflowDeferreds: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
@@ -63,6 +65,7 @@ const derive = (schema: string): StoreSchema => {
     pausedQueues: (sql) => sql.literal(`"${schema}".paused_queues`),
     schedules: (sql) => sql.literal(`"${schema}".schedules`),
     keyLimits: (sql) => sql.literal(`"${schema}".key_limits`),
+    keyLimitPeaks: (sql) => sql.literal(`"${schema}".key_limit_peaks`),
     workflowActivities: (sql) => sql.literal(`"${schema}".workflow_activities`),
     workflowDeferreds: (sql) => sql.literal(`"${schema}".workflow_deferreds`),
     workflowClocks: (sql) => sql.literal(`"${schema}".workflow_clocks`)

@@ -176,9 +176,12 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
   return sql`freed AS MATERIALIZED (
       SELECT f.id, f.scope, f.name, f.key, f.slot, l.per_key
       FROM freeing f JOIN ${s.keyLimits(sql)} l ON l.scope = f.scope AND l.name = f.name
+        LEFT JOIN ${s.keyLimitPeaks(sql)} p ON p.scope = f.scope AND p.name = f.name
       WHERE f.slot < l.per_key
-        -- A key that still holds a slot above a lowered limit gets none back until it holds none there.
-        AND NOT ${sql.literal(slotAbove(s, "f", "l.per_key"))}
+        -- A key that still holds a slot above a lowered limit gets none back until it holds none
+        -- there. Only a limit below its peak can leave such a slot (a slot is only ever given below
+        -- the limit of its day, and the peak is the highest): the probe runs for those only.
+        AND CASE WHEN coalesce(p.peak, 2147483647) > l.per_key THEN NOT ${sql.literal(slotAbove(s, "f", "l.per_key"))} ELSE true END
     ), successors AS MATERIALIZED (
       -- A key at a limit of 1 gets at most its one slot back (slot 0; the slot index holds one
       -- holder of it): its first waiting run, one probe, with no grouping or sort of the batch.
