@@ -100,10 +100,18 @@ describe("hand-off of a completion batch", () => {
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       assert.strictEqual(yield* peakOf(sql, schema), 3, "lowering a limit leaves its peak")
       yield* lowered(store, running, ids.slice(3))
-      // Removed and declared again, lower than its peak: the peak stays.
+      // Raised again, three runs of key L hold slots 0 to 2; then the limit is removed and declared
+      // again at 1. The peak stays, and L's slot 0 is not handed on while 1 and 2 are held.
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
+      const ofL = (yield* store.enqueue(Array.from({ length: 4 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "L" }))))
+        .map((r) => r.id)
+      const runningL = (yield* store.claim(request)).filter((r) => r.concurrencyKey === "L")
+      assert.deepStrictEqual(runningL.map((r) => r.id), ofL.slice(0, 3))
       assert.isTrue(yield* store.removeKeyLimit("kind", "noop"))
-      yield* store.setKeyLimits([KeyLimits.perKind("noop", 2)])
-      assert.strictEqual(yield* peakOf(sql, schema), 3)
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
+      assert.strictEqual(yield* peakOf(sql, schema), 3, "the peak outlives the removed limit")
+      assert.isUndefined(yield* completeOne(store, runningL[0]!), "L's slot 0 is not handed on while 1 and 2 are held")
+      assert.deepInclude(yield* store.get(ofL[3]!), { state: "pending", keySlot: null, waitingForKey: true })
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 5)])
       assert.strictEqual(yield* peakOf(sql, schema), 5, "raising a limit above its peak raises the peak")
     }))

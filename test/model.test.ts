@@ -1053,7 +1053,7 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
       const fresh = async () => {
         if (scope !== undefined) await must(Scope.close(scope, Exit.void))
         scope = await must(Scope.make())
-        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits RESTART IDENTITY`))
+        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks RESTART IDENTITY`))
         const store = await must(
           PgRunStore.make({ schema: once.schema, migrate: false, runtimeConnections: 1 }).pipe(
             Scope.provide(scope),

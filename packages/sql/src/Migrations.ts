@@ -352,8 +352,11 @@ const keyHotPath = (s: string): ReadonlyArray<string> => [
 // by a trigger on every write of a limit (whatever version of the store writes it), and outlives a
 // removed limit (a limit removed and declared again lower still finds its runs' old slots).
 const keyLimitPeaks = (s: string): ReadonlyArray<string> => [
-  // Every run's slot is held still while the peaks are read: a hand-off in flight under an older,
-  // higher limit commits before (it writes runs), and is counted.
+  // Limits, then every run's slot, held still while the peaks are read: a hand-off in flight under
+  // an older, higher limit commits before (it writes runs), and is counted. In the order a limit's
+  // change takes them (key_limits, then runs), so one from a worker running meanwhile waits
+  // instead of deadlocking with this.
+  `LOCK TABLE "${s}".key_limits IN SHARE ROW EXCLUSIVE MODE`,
   `LOCK TABLE "${s}".runs IN SHARE MODE`,
   `CREATE TABLE "${s}".key_limit_peaks (
     scope text NOT NULL CHECK (scope IN ('queue', 'kind')),
