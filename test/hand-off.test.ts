@@ -27,6 +27,17 @@ const peakOf = (sql: SqlClient.SqlClient, schema: string) =>
     (rows) => rows[0]?.peak
   )
 
+/** A limit of 3 on kind noop and `count` runs of key K: the first three claimed, holding its slots. */
+const threeHolding = (store: RunStore["Service"], count: number) =>
+  Effect.gen(function*() {
+    yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
+    const ids = (yield* store.enqueue(Array.from({ length: count }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
+      .map((r) => r.id)
+    const running = yield* store.claim(request)
+    assert.deepStrictEqual(running.map((r) => r.id), ids.slice(0, 3), "the key's first three hold its three slots")
+    return { ids, running }
+  })
+
 /**
  * Three runs of key K hold slots 0, 1 and 2 under a limit of 3 lowered to 1: the run of slot 0
  * ends while the two above still run, and hands nothing on; once they have ended too, a sweep
@@ -50,12 +61,7 @@ describe("hand-off of a completion batch", () => {
       const context = yield* Layer.build(storeLayer(schema, 2))
       const sql = Context.get(context, SqlClient.SqlClient)
       const store = Context.get(context, RunStore)
-      yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
-      const ids = (yield* store.enqueue(Array.from({ length: 8 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
-        .map((r) => r.id)
-      const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: 10, ttl: Duration.seconds(30) }
-      const running = yield* store.claim(request)
-      assert.deepStrictEqual(running.map((r) => r.id), ids.slice(0, 3), "the key's first three hold its three slots")
+      const { ids, running } = yield* threeHolding(store, 8)
 
       // Another transaction holds the key's first waiting run while the batch is written.
       const locked = yield* Deferred.make<void>()
@@ -92,11 +98,7 @@ describe("hand-off of a completion batch", () => {
       const context = yield* Layer.build(storeLayer(schema, 2))
       const sql = Context.get(context, SqlClient.SqlClient)
       const store = Context.get(context, RunStore)
-      yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
-      const ids = (yield* store.enqueue(Array.from({ length: 6 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
-        .map((r) => r.id)
-      const running = yield* store.claim(request)
-      assert.deepStrictEqual(running.map((r) => r.id), ids.slice(0, 3))
+      const { ids, running } = yield* threeHolding(store, 6)
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       assert.strictEqual(yield* peakOf(sql, schema), 3, "lowering a limit leaves its peak")
       yield* lowered(store, running, ids.slice(3))
@@ -125,11 +127,7 @@ describe("hand-off of a completion batch", () => {
       const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
       const store = Context.get(context, RunStore)
       // Before 0015: a limit of 3 taken by three runs, then lowered to 1.
-      yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
-      const ids = (yield* store.enqueue(Array.from({ length: 6 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
-        .map((r) => r.id)
-      const running = yield* store.claim(request)
-      assert.deepStrictEqual(running.map((r) => r.id), ids.slice(0, 3))
+      const { ids, running } = yield* threeHolding(store, 6)
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       yield* Migrations.run(StoreSchema.make(schema)).pipe(Effect.provideContext(client))
       assert.strictEqual(yield* peakOf(sql, schema), 3, "the peak counts slot 2, held above the lowered limit")
