@@ -27,6 +27,14 @@ const peakOf = (sql: SqlClient.SqlClient, schema: string) =>
     (rows) => rows[0]?.peak
   )
 
+/** A store in a new schema, with the client its assertions read the database through. */
+const openStore = (prefix: string) =>
+  Effect.gen(function*() {
+    const schema = freshSchema(prefix)
+    const context = yield* Layer.build(storeLayer(schema, 2))
+    return { schema, sql: Context.get(context, SqlClient.SqlClient), store: Context.get(context, RunStore) }
+  })
+
 /** A limit of 3 on kind noop and `count` runs of key K: the first three claimed, holding its slots. */
 const threeHolding = (store: RunStore["Service"], count: number) =>
   Effect.gen(function*() {
@@ -57,10 +65,7 @@ const lowered = (store: RunStore["Service"], running: ReadonlyArray<ClaimedRun>,
 describe("hand-off of a completion batch", () => {
   it.live("frees three slots of one key: each goes to its own waiting run, in claim order, passing over the one another transaction holds", () =>
     Effect.gen(function*() {
-      const schema = freshSchema("handoff")
-      const context = yield* Layer.build(storeLayer(schema, 2))
-      const sql = Context.get(context, SqlClient.SqlClient)
-      const store = Context.get(context, RunStore)
+      const { schema, sql, store } = yield* openStore("handoff")
       const { ids, running } = yield* threeHolding(store, 8)
 
       // Another transaction holds the key's first waiting run while the batch is written.
@@ -94,10 +99,7 @@ describe("hand-off of a completion batch", () => {
 
   it.live("a limit lowered below its peak: no slot is handed on while the key holds one above it; the peak outlives a removed limit", () =>
     Effect.gen(function*() {
-      const schema = freshSchema("peak")
-      const context = yield* Layer.build(storeLayer(schema, 2))
-      const sql = Context.get(context, SqlClient.SqlClient)
-      const store = Context.get(context, RunStore)
+      const { schema, sql, store } = yield* openStore("peak")
       const { ids, running } = yield* threeHolding(store, 6)
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       assert.strictEqual(yield* peakOf(sql, schema), 3, "lowering a limit leaves its peak")
