@@ -1,0 +1,130 @@
+/**
+ * The store's own server cost per run, without a worker: one connection (or one per chain) drives
+ * the completion statements in a loop, keyed and unkeyed alternately, and the server processes' CPU counters say
+ * what each run cost the server. Keyed: 1,000 keys at a limit of 1, each completion batch handing
+ * its slots on and claiming the successors it returns (as the worker's batches do); unkeyed: a
+ * claim of a batch, then its completion. What it isolates is the SQL (the drain measure adds the
+ * worker, the pipeline and a second writer). Not a test and not part of `npm run bench`:
+ *
+ *   npm run build && node bench/dist/storeLoop.js [runs] [batch] [repeats] [chains]
+ *
+ * `DATABASE_URL` names the server (an embedded one is started without it). The server must run on
+ * this machine: CPU is read from /proc. docs/adr/0014-per-key-concurrency.md reads its figures.
+ */
+import { type ClaimedRun, KeyLimits } from "@leasehold/core"
+import { EmbeddedPostgres } from "@leasehold/sql"
+import { Duration, Effect } from "effect"
+import * as Pg from "./pg.js"
+import { KIND, openStore } from "./systems/leasehold.js"
+
+const KEYS = 1_000
+
+const count = (position: number, name: string, fallback: number, least = 1): number => {
+  const given = process.argv[position]
+  const value = given === undefined ? fallback : Number(given)
+  if (!Number.isInteger(value) || value < least) {
+    console.error(`storeLoop: ${name} must be a whole number of at least ${least.toLocaleString("en-US")} (got ${given})`)
+    process.exit(2)
+  }
+  return value
+}
+const runs = count(2, "runs", 30_000, KEYS + 1)
+const batch = count(3, "batch", 500)
+const repeats = count(4, "repeats", 3)
+const chains = count(5, "chains", 1)
+
+interface Reading {
+  readonly serverUs: number
+  readonly wallUs: number
+}
+
+const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
+
+const loop = async (serverUrl: string, keyed: boolean): Promise<Reading> => {
+  const database = await Pg.createDatabase(serverUrl, keyed ? "loop_keyed" : "loop_unkeyed")
+  const url = Pg.databaseUrl(serverUrl, database)
+  const { store, close } = await openStore(url, { maxConnections: chains, migrate: true })
+  try {
+    if (keyed) await run(store.setKeyLimits([KeyLimits.perKind(KIND, 1)]))
+    for (let from = 0; from < runs; from += 5_000) {
+      const count = Math.min(5_000, runs - from)
+      await run(store.enqueue(Array.from({ length: count }, (_, j) => ({
+        kind: KIND,
+        payload: { i: from + j },
+        concurrencyKey: keyed ? `k${(from + j) % KEYS}` : undefined
+      }))))
+    }
+    const owner = "store-loop"
+    const ttl = Duration.seconds(30)
+    const claim = (limit: number) => run(store.claim({ owner, queues: ["default"], kinds: [KIND], limit, ttl }))
+    const next = { owner, ttl, queues: ["default"], kinds: [KIND] }
+    // Keyed: the first claim takes each key's first run; every later run comes back as a `next`.
+    // With several chains (one connection each, as the worker's two completion writers), the
+    // first runs are dealt out among them and each key stays with its chain.
+    const first = await claim(keyed ? KEYS : batch * chains)
+    // The loop stops where a keyed drain would run out of successors (the last run of each key).
+    const measured = runs - KEYS
+    const cpuBefore = await Pg.backendCpu(serverUrl, database)
+    const startedAt = performance.now()
+    let done = 0
+    const chain = async (own: Array<ClaimedRun>) => {
+      let inFlight = own
+      while (inFlight.length > 0 && done < measured) {
+        const taken = inFlight.slice(0, batch)
+        inFlight = inFlight.slice(batch)
+        const outcomes = await run(store.completeBatch(
+          taken.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed })),
+          keyed ? next : undefined
+        ))
+        done += taken.length
+        if (keyed) {
+          for (const o of outcomes) if (o._tag === "Finalized" && o.next !== undefined) inFlight.push(o.next)
+        } else if (inFlight.length === 0) {
+          inFlight = [...await claim(batch)]
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: chains }, (_, c) => chain(first.filter((_, i) => i % chains === c))))
+    const wallMs = performance.now() - startedAt
+    const cpuMs = Pg.cpuBetween(cpuBefore, await Pg.backendCpu(serverUrl, database))
+    if (cpuMs === null) throw new Error("cannot read the server processes' CPU from /proc: run the server on this machine")
+    return { serverUs: (cpuMs * 1000) / done, wallUs: (wallMs * 1000) / done }
+  } finally {
+    await close()
+    await Pg.dropDatabase(serverUrl, database)
+  }
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+const main = async () => {
+  const embedded = process.env.DATABASE_URL ? undefined : await EmbeddedPostgres.startUnscoped()
+  const serverUrl = process.env.DATABASE_URL || embedded!.url
+  try {
+    console.log(`${await Pg.serverVersion(serverUrl)}; ${runs.toLocaleString("en-US")} runs, batches of ${batch}, ${chains} chain(s), ${repeats} repeat(s), keyed and unkeyed alternately`)
+    const readings: Record<"keyed" | "unkeyed", Array<Reading>> = { keyed: [], unkeyed: [] }
+    for (let i = 1; i <= repeats; i++) {
+      for (const keyed of [false, true]) {
+        const reading = await loop(serverUrl, keyed)
+        readings[keyed ? "keyed" : "unkeyed"].push(reading)
+        console.log(`  [${i}/${repeats}] ${keyed ? "keyed  " : "unkeyed"}: server ${reading.serverUs.toFixed(1)} µs/run, wall ${reading.wallUs.toFixed(1)} µs/run`)
+      }
+    }
+    const summary = (label: "keyed" | "unkeyed") => {
+      const server = readings[label].map((r) => r.serverUs)
+      return `${label}: server ${median(server).toFixed(1)} µs/run (${Math.min(...server).toFixed(1)}–${Math.max(...server).toFixed(1)}), wall ${median(readings[label].map((r) => r.wallUs)).toFixed(1)} µs/run`
+    }
+    console.log(`medians: ${summary("unkeyed")}; ${summary("keyed")}`)
+  } finally {
+    await embedded?.stop()
+  }
+}
+
+main().catch((error) => {
+  console.error(error instanceof Error ? error.message : error)
+  process.exitCode = 1
+})
