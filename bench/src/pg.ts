@@ -150,8 +150,17 @@ export const serverSettings = async (serverUrl: string): Promise<Record<string, 
  * CPU time (ms) of each server process connected to `database`, read from /proc (the server must
  * run on this machine, as the local and the embedded server do); null when it cannot be read.
  */
-export const backendCpu = async (serverUrl: string, database: string): Promise<Map<number, number> | null> => {
-  const rows = await query<{ pid: number }>(serverUrl, `SELECT pid FROM pg_stat_activity WHERE datname = $1`, [database])
+export const backendCpu = async (
+  serverUrl: string,
+  database: string,
+  /** Only the sessions of clients (not autovacuum workers, which come and go). */
+  clientsOnly = false
+): Promise<Map<number, number> | null> => {
+  const rows = await query<{ pid: number }>(
+    serverUrl,
+    `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND (NOT $2 OR backend_type = 'client backend')`,
+    [database, clientsOnly]
+  )
   const out = new Map<number, number>()
   for (const { pid } of rows) {
     try {

@@ -15,7 +15,7 @@ import { type ClaimedRun, KeyLimits } from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/sql"
 import { Duration, Effect } from "effect"
 import * as Pg from "./pg.js"
-import { KIND, openStore } from "./systems/leasehold.js"
+import { KIND, openStore, SCHEMA } from "./systems/leasehold.js"
 
 const KEYS = 1_000
 
@@ -54,6 +54,10 @@ const loop = async (serverUrl: string, keyed: boolean): Promise<Reading> => {
         concurrencyKey: keyed ? `k${(from + j) % KEYS}` : undefined
       }))))
     }
+    // Steady conditions for every repeat: statistics taken once the runs are in, and no
+    // autovacuum starting (or its CPU counted) partway through a loop.
+    await Pg.query(url, `ANALYZE "${SCHEMA}".runs`)
+    await Pg.query(url, `ALTER TABLE "${SCHEMA}".runs SET (autovacuum_enabled = false)`)
     const owner = "store-loop"
     const ttl = Duration.seconds(30)
     const claim = (limit: number) => run(store.claim({ owner, queues: ["default"], kinds: [KIND], limit, ttl }))
@@ -64,7 +68,7 @@ const loop = async (serverUrl: string, keyed: boolean): Promise<Reading> => {
     const first = await claim(keyed ? KEYS : batch * chains)
     // The loop stops where a keyed drain would run out of successors (the last run of each key).
     const measured = runs - KEYS
-    const cpuBefore = await Pg.backendCpu(serverUrl, database)
+    const cpuBefore = await Pg.backendCpu(serverUrl, database, true)
     const startedAt = performance.now()
     let done = 0
     const chain = async (own: Array<ClaimedRun>) => {
@@ -85,8 +89,10 @@ const loop = async (serverUrl: string, keyed: boolean): Promise<Reading> => {
       }
     }
     await Promise.all(Array.from({ length: chains }, (_, c) => chain(first.filter((_, i) => i % chains === c))))
+    // A lost successor or a completion that did not go through would end a chain early.
+    if (done < measured) throw new Error(`the loop completed ${done} runs of ${measured}: a completion or a successor went missing`)
     const wallMs = performance.now() - startedAt
-    const cpuMs = Pg.cpuBetween(cpuBefore, await Pg.backendCpu(serverUrl, database))
+    const cpuMs = Pg.cpuBetween(cpuBefore, await Pg.backendCpu(serverUrl, database, true))
     if (cpuMs === null) throw new Error("cannot read the server processes' CPU from /proc: run the server on this machine")
     return { serverUs: (cpuMs * 1000) / done, wallUs: (wallMs * 1000) / done }
   } finally {
