@@ -28,7 +28,8 @@ const count = (position: number, name: string, fallback: number, least = 1): num
   }
   return value
 }
-const runs = count(2, "runs", 30_000, KEYS + 1)
+// The bench drain's shape by default: 100 runs per key (a keyed run costs more on a larger table).
+const runs = count(2, "runs", 100_000, KEYS + 1)
 const batch = count(3, "batch", 500)
 const repeats = count(4, "repeats", 3)
 const chains = count(5, "chains", 1)
