@@ -1,7 +1,7 @@
 /**
  * The store's own server cost per run, without a worker: one connection (or one per chain) drives
- * the completion statements in a loop, keyed and unkeyed alternately, and the server processes' CPU counters say
- * what each run cost the server. Keyed: 1,000 keys at a limit of 1, each completion batch handing
+ * the completion statements in a loop, keyed and unkeyed alternately, and the server processes'
+ * CPU counters say what each run cost the server. Keyed: 1,000 keys at a limit of 1, each completion batch handing
  * its slots on and claiming the successors it returns (as the worker's batches do); unkeyed: a
  * claim of a batch, then its completion. What it isolates is the SQL (the drain measure adds the
  * worker, the pipeline and a second writer). Not a test and not part of `npm run bench`:
@@ -11,13 +11,13 @@
  * `DATABASE_URL` names the server (an embedded one is started without it). The server must run on
  * this machine: CPU is read from /proc. docs/adr/0014-per-key-concurrency.md reads its figures.
  */
-import { type ClaimedRun, KeyLimits } from "@leasehold/core"
+import type { ClaimedRun, RunStore } from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/sql"
 import { Duration, Effect } from "effect"
 import * as Pg from "./pg.js"
-import { KIND, openStore, SCHEMA } from "./systems/leasehold.js"
-
-const KEYS = 1_000
+import { spread } from "./stats.js"
+import { KEYS, KIND, openStore, SCHEMA } from "./systems/leasehold.js"
+import { variants } from "./variants.js"
 
 const count = (position: number, name: string, fallback: number, least = 1): number => {
   const given = process.argv[position]
@@ -44,68 +44,72 @@ const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise
 const loop = async (serverUrl: string, keyed: boolean): Promise<Reading> => {
   const database = await Pg.createDatabase(serverUrl, keyed ? "loop_keyed" : "loop_unkeyed")
   const url = Pg.databaseUrl(serverUrl, database)
-  const { store, close } = await openStore(url, { maxConnections: chains, migrate: true })
+  // The drain's own runs, enqueued as the drain enqueues them (the keyed variant declares the limit
+  // first), then the store this loop measures with.
+  const variant = variants.find((v) => v.id === (keyed ? "leasehold-keyed" : "leasehold"))!
   try {
-    if (keyed) await run(store.setKeyLimits([KeyLimits.perKind(KIND, 1)]))
-    for (let from = 0; from < runs; from += 5_000) {
-      const count = Math.min(5_000, runs - from)
-      await run(store.enqueue(Array.from({ length: count }, (_, j) => ({
-        kind: KIND,
-        payload: { i: from + j },
-        concurrencyKey: keyed ? `k${(from + j) % KEYS}` : undefined
-      }))))
-    }
-    // Steady conditions for every repeat: statistics taken once the runs are in, and no
-    // autovacuum starting (or its CPU counted) partway through a loop.
-    await Pg.query(url, `ANALYZE "${SCHEMA}".runs`)
-    await Pg.query(url, `ALTER TABLE "${SCHEMA}".runs SET (autovacuum_enabled = false)`)
-    const owner = "store-loop"
-    const ttl = Duration.seconds(30)
-    const claim = (limit: number) => run(store.claim({ owner, queues: ["default"], kinds: [KIND], limit, ttl }))
-    const next = { owner, ttl, queues: ["default"], kinds: [KIND] }
-    // Keyed: the first claim takes each key's first run; every later run comes back as a `next`.
-    // With several chains (one connection each, as the worker's two completion writers), the
-    // first runs are dealt out among them and each key stays with its chain.
-    const first = await claim(keyed ? KEYS : batch * chains)
-    // The loop stops where a keyed drain would run out of successors (the last run of each key).
-    const measured = runs - KEYS
-    const cpuBefore = await Pg.backendCpu(serverUrl, database, true)
-    const startedAt = performance.now()
-    let done = 0
-    const chain = async (own: Array<ClaimedRun>) => {
-      let inFlight = own
-      while (inFlight.length > 0 && done < measured) {
-        const taken = inFlight.slice(0, batch)
-        inFlight = inFlight.slice(batch)
-        const outcomes = await run(store.completeBatch(
-          taken.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed })),
-          keyed ? next : undefined
-        ))
-        done += taken.length
-        if (keyed) {
-          for (const o of outcomes) if (o._tag === "Finalized" && o.next !== undefined) inFlight.push(o.next)
-        } else if (inFlight.length === 0) {
-          inFlight = [...await claim(batch)]
-        }
+    const session = await variant.system.enqueueSession(url, variant.options)
+    try {
+      for (let from = 0; from < runs; from += 5_000) {
+        await session.enqueueMany(Array.from({ length: Math.min(5_000, runs - from) }, (_, j) => from + j))
       }
+    } finally {
+      await session.close()
     }
-    await Promise.all(Array.from({ length: chains }, (_, c) => chain(first.filter((_, i) => i % chains === c))))
-    // A lost successor or a completion that did not go through would end a chain early.
-    if (done < measured) throw new Error(`the loop completed ${done} runs of ${measured}: a completion or a successor went missing`)
-    const wallMs = performance.now() - startedAt
-    const cpuMs = Pg.cpuBetween(cpuBefore, await Pg.backendCpu(serverUrl, database, true))
-    if (cpuMs === null) throw new Error("cannot read the server processes' CPU from /proc: run the server on this machine")
-    return { serverUs: (cpuMs * 1000) / done, wallUs: (wallMs * 1000) / done }
+    const { store, close } = await openStore(url, { maxConnections: chains, migrate: false })
+    try {
+      return await measure(serverUrl, database, url, store, keyed)
+    } finally {
+      await close()
+    }
   } finally {
-    await close()
     await Pg.dropDatabase(serverUrl, database)
   }
 }
 
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+/** The loop itself, on a store holding the drain's runs. */
+const measure = async (serverUrl: string, database: string, url: string, store: RunStore["Service"], keyed: boolean): Promise<Reading> => {
+  // Steady conditions for every repeat: statistics taken once the runs are in, and no
+  // autovacuum starting (or its CPU counted) partway through a loop.
+  await Pg.query(url, `ANALYZE "${SCHEMA}".runs`)
+  await Pg.query(url, `ALTER TABLE "${SCHEMA}".runs SET (autovacuum_enabled = false)`)
+  const owner = "store-loop"
+  const ttl = Duration.seconds(30)
+  const claim = (limit: number) => run(store.claim({ owner, queues: ["default"], kinds: [KIND], limit, ttl }))
+  const next = { owner, ttl, queues: ["default"], kinds: [KIND] }
+  // Keyed: the first claim takes each key's first run; every later run comes back as a `next`.
+  // With several chains (one connection each, as the worker's two completion writers), the
+  // first runs are dealt out among them and each key stays with its chain.
+  const first = await claim(keyed ? KEYS : batch * chains)
+  // The loop stops where a keyed drain would run out of successors (the last run of each key).
+  const measured = runs - KEYS
+  const cpuBefore = await Pg.backendCpu(serverUrl, database, true)
+  const startedAt = performance.now()
+  let done = 0
+  const chain = async (own: Array<ClaimedRun>) => {
+    let inFlight = own
+    while (inFlight.length > 0 && done < measured) {
+      const taken = inFlight.slice(0, batch)
+      inFlight = inFlight.slice(batch)
+      const outcomes = await run(store.completeBatch(
+        taken.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed })),
+        keyed ? next : undefined
+      ))
+      done += taken.length
+      if (keyed) {
+        for (const o of outcomes) if (o._tag === "Finalized" && o.next !== undefined) inFlight.push(o.next)
+      } else if (inFlight.length === 0) {
+        inFlight = [...await claim(batch)]
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: chains }, (_, c) => chain(first.filter((_, i) => i % chains === c))))
+  // A lost successor or a completion that did not go through would end a chain early.
+  if (done < measured) throw new Error(`the loop completed ${done} runs of ${measured}: a completion or a successor went missing`)
+  const wallMs = performance.now() - startedAt
+  const cpuMs = Pg.cpuBetween(cpuBefore, await Pg.backendCpu(serverUrl, database, true))
+  if (cpuMs === null) throw new Error("cannot read the server processes' CPU from /proc: run the server on this machine")
+  return { serverUs: (cpuMs * 1000) / done, wallUs: (wallMs * 1000) / done }
 }
 
 const main = async () => {
@@ -122,8 +126,8 @@ const main = async () => {
       }
     }
     const summary = (label: "keyed" | "unkeyed") => {
-      const server = readings[label].map((r) => r.serverUs)
-      return `${label}: server ${median(server).toFixed(1)} µs/run (${Math.min(...server).toFixed(1)}–${Math.max(...server).toFixed(1)}), wall ${median(readings[label].map((r) => r.wallUs)).toFixed(1)} µs/run`
+      const server = spread(readings[label].map((r) => r.serverUs))
+      return `${label}: server ${server.median.toFixed(1)} µs/run (${server.min.toFixed(1)}–${server.max.toFixed(1)}), wall ${spread(readings[label].map((r) => r.wallUs)).median.toFixed(1)} µs/run`
     }
     console.log(`medians: ${summary("unkeyed")}; ${summary("keyed")}`)
   } finally {
