@@ -27,7 +27,13 @@ export const spread = (values: ReadonlyArray<number>): Spread => ({
   values: [...values]
 })
 
-/** Wall-clock milliseconds with sub-millisecond resolution, comparable across processes on one machine. */
-export const epochMs = (): number => performance.timeOrigin + performance.now()
+/**
+ * Milliseconds on the machine's monotonic clock (`process.hrtime`, CLOCK_MONOTONIC on Linux), with
+ * sub-millisecond resolution: one timeline for every process on this machine. (Each process's
+ * `performance.timeOrigin` is the wall clock read at its start, so two processes' `timeOrigin +
+ * now()` disagree by whatever the wall clock was adjusted meanwhile: a steady-state pickup
+ * measured across processes once came out below zero.)
+ */
+export const monotonicMs = (): number => Number(process.hrtime.bigint()) / 1_000_000
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

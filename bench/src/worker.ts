@@ -6,7 +6,7 @@
 import type { RunStore } from "@leasehold/core"
 import { Effect } from "effect"
 import type { ChildConfig, ChildMessage, ParentMessage, StoreProfile } from "./protocol.js"
-import { epochMs } from "./stats.js"
+import { monotonicMs } from "./stats.js"
 import type { WorkerHooks } from "./systems/system.js"
 import { variantById } from "./variants.js"
 
@@ -22,7 +22,7 @@ const main = async () => {
   let claimedAllSent = false
 
   const onRun = config.role === "latency"
-    ? (i: number) => send({ t: "started", i, at: epochMs() })
+    ? (i: number) => send({ t: "started", i, at: monotonicMs() })
     : (i: number) => void executed.push(i)
 
   // Leasehold only: count renewal statements and time each one, at the store boundary.
@@ -30,10 +30,10 @@ const main = async () => {
     ...store,
     renew: (owner, leases, ttl) =>
       Effect.suspend(() => {
-        const sentAt = epochMs()
+        const sentAt = monotonicMs()
         return store.renew(owner, leases, ttl).pipe(
           Effect.tap((renewed) =>
-            Effect.sync(() => send({ t: "renew", sentAt, ms: epochMs() - sentAt, leases: leases.length, renewed: renewed.length }))
+            Effect.sync(() => send({ t: "renew", sentAt, ms: monotonicMs() - sentAt, leases: leases.length, renewed: renewed.length }))
           )
         )
       })
@@ -69,10 +69,10 @@ const main = async () => {
         claimed++
         if (config.claimTarget !== undefined && !claimedAllSent && claimed >= config.claimTarget) {
           claimedAllSent = true
-          send({ t: "claimedAll", n: claimed, at: epochMs() })
+          send({ t: "claimedAll", n: claimed, at: monotonicMs() })
         }
       } else if (event._tag === "HeartbeatSent") {
-        send({ t: "heartbeatSent", leases: event.leases.length, at: epochMs() })
+        send({ t: "heartbeatSent", leases: event.leases.length, at: monotonicMs() })
       } else if (event._tag === "LeaseLost" || event._tag === "StoreError" || event._tag === "WriteRejected") {
         send({ t: "anomaly", event: JSON.stringify(event) })
       }

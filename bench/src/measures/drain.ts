@@ -10,7 +10,7 @@ import type { StoreProfile } from "../protocol.js"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
-import { epochMs, sleep } from "../stats.js"
+import { monotonicMs, sleep } from "../stats.js"
 import type { Variant } from "../variants.js"
 
 export interface ExactlyOnce {
@@ -77,13 +77,13 @@ export const drain = async (ctx: BenchContext, variant: Variant, repeat: number,
   try {
     // Enqueue (migrations first, by the system's own client).
     const session = await system.enqueueSession(url, variant.options)
-    const enqueueStart = epochMs()
+    const enqueueStart = monotonicMs()
     for (let from = 0; from < runs; from += CHUNK) {
       const indices = Array.from({ length: Math.min(CHUNK, runs - from) }, (_, k) => from + k)
       await session.enqueueMany(indices)
       status(`  ${variant.label}: enqueued ${(from + indices.length).toLocaleString("en-US")} / ${runs.toLocaleString("en-US")}`)
     }
-    const enqueueMs = epochMs() - enqueueStart
+    const enqueueMs = monotonicMs() - enqueueStart
     await session.close()
     // Statistics for the loaded tables, as autovacuum would gather them after a bulk load: without
     // them every system's statements are planned for empty tables.
@@ -106,7 +106,7 @@ export const drain = async (ctx: BenchContext, variant: Variant, repeat: number,
     const before = await Pg.counters(ctx.serverUrl, database, ctx.statements)
     const cpuBefore = await Pg.backendCpu(ctx.serverUrl, database)
 
-    const t0 = epochMs()
+    const t0 = monotonicMs()
     for (const w of workers) w.go()
     const capMs = ctx.capSeconds * 1_000
     const executed = () => workers.reduce((sum, w) => sum + w.executed(), 0)
@@ -114,7 +114,7 @@ export const drain = async (ctx: BenchContext, variant: Variant, repeat: number,
     let end: number | undefined
     let capped = false
     while (end === undefined) {
-      const now = epochMs()
+      const now = monotonicMs()
       if (now - t0 > capMs) {
         capped = true
         end = now
@@ -127,7 +127,7 @@ export const drain = async (ctx: BenchContext, variant: Variant, repeat: number,
       }
       if (executed() >= runs) {
         // Every handler has run: poll the database until the last completion has committed.
-        const at = epochMs()
+        const at = monotonicMs()
         pollQueries++
         const { rows } = await poll.query(system.remainingSql)
         if (rows[0].n === 0) end = at

@@ -10,7 +10,7 @@ import { Duration, Effect } from "effect"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
-import { epochMs, median } from "../stats.js"
+import { monotonicMs, median } from "../stats.js"
 import { KIND, openStore, SCHEMA } from "../systems/leasehold.js"
 import { completeBatchWithoutFence } from "./unfencedComplete.js"
 
@@ -54,14 +54,14 @@ export const fence = async (ctx: BenchContext, repeat: number, batches: number, 
       const pair: Record<string, number> = {}
       for (const which of order) {
         const items = await claimBatch()
-        const t0 = epochMs()
+        const t0 = monotonicMs()
         if (which === "fenced") {
           const outcome = await run(completeBatch(sql, s, items))
-          pair[which] = epochMs() - t0
+          pair[which] = monotonicMs() - t0
           if (outcome.some((o) => o._tag !== "Finalized")) allCompleted = false
         } else {
           const outcome = await run(completeBatchWithoutFence(sql, s, items))
-          pair[which] = epochMs() - t0
+          pair[which] = monotonicMs() - t0
           if (outcome.some((o) => !o.ok)) allCompleted = false
         }
       }

@@ -8,7 +8,7 @@ import { spawnWorker, type WorkerProcess } from "../children.js"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
-import { epochMs, median, quantile } from "../stats.js"
+import { monotonicMs, median, quantile } from "../stats.js"
 import { leasehold, type LeaseholdOptions } from "../systems/leasehold.js"
 
 export interface HeartbeatResult {
@@ -93,7 +93,7 @@ export const heartbeat = async (ctx: BenchContext, repeat: number, params: Heart
         }
       })
     })
-    const t0 = epochMs()
+    const t0 = monotonicMs()
     w.go()
     // The window opens at the first renewal sent 10.5 s or more after the start: a backend publishes
     // its commit counts when it goes idle, at most once a second, and one that stays idle (the

@@ -1,14 +1,15 @@
 /**
  * Measure 2: pickup latency. One run at a time is enqueued by the bench and the next only after the
  * previous handler has started; latency is from just before the enqueue call to the handler's first
- * line (both clocks are this machine's wall clock, read with sub-millisecond resolution).
+ * line (both read on this machine's monotonic clock, `stats.monotonicMs`, with sub-millisecond
+ * resolution).
  * LISTEN/NOTIFY is on for every system.
  */
 import { spawnWorker, type WorkerProcess } from "../children.js"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
-import { epochMs, quantile, sleep } from "../stats.js"
+import { monotonicMs, quantile, sleep } from "../stats.js"
 import type { Variant } from "../variants.js"
 
 export interface LatencyResult {
@@ -78,7 +79,7 @@ export const latency = async (ctx: BenchContext, variant: Variant, repeat: numbe
           resolve(at)
         })
       })
-      const t0 = epochMs()
+      const t0 = monotonicMs()
       await session.enqueueOne(k)
       const at = await started
       waiting.delete(k)

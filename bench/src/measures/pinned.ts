@@ -10,7 +10,7 @@ import pg from "pg"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log } from "../progress.js"
-import { epochMs, sleep } from "../stats.js"
+import { monotonicMs, sleep } from "../stats.js"
 import type { Variant } from "../variants.js"
 import { type Beside, steady, type SteadyParams, type SteadyResult } from "./steady.js"
 
@@ -50,7 +50,7 @@ const sampler = (schemas: ReadonlyArray<string>, series: Array<PinnedSample>): B
          FROM pg_stat_user_tables WHERE schemaname = ANY($1)`,
         [schemas]
       ).catch(() => [])) as Array<{ dead: number; bytes: number }>
-      if (row !== undefined) series.push({ t: (epochMs() - began) / 1000, deadTuples: row.dead, totalBytes: row.bytes })
+      if (row !== undefined) series.push({ t: (monotonicMs() - began) / 1000, deadTuples: row.dead, totalBytes: row.bytes })
       await sleep(1_000)
     }
   })()
@@ -67,8 +67,8 @@ const readers = (params: PinnedParams, schemas: ReadonlyArray<string>): Beside =
       await client.connect()
       try {
         await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        const held = epochMs() + params.holdMs
-        while (running && epochMs() < held) {
+        const held = monotonicMs() + params.holdMs
+        while (running && monotonicMs() < held) {
           // A scan under the transaction's snapshot, as an analytics query would run.
           await client.query(`SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = ANY($1)`, [schemas])
           await client.query(`SELECT count(*) FROM pg_class`)

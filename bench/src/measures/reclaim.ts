@@ -7,7 +7,7 @@ import { spawnWorker, type WorkerProcess } from "../children.js"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
-import { epochMs, sleep } from "../stats.js"
+import { monotonicMs, sleep } from "../stats.js"
 import { leasehold, type LeaseholdOptions, SCHEMA } from "../systems/leasehold.js"
 
 export interface ReclaimResult {
@@ -71,7 +71,7 @@ export const reclaim = async (ctx: BenchContext, repeat: number, params: Reclaim
       url,
       `SELECT (extract(epoch FROM max(lease_expires_at) - now()) * 1000)::float8 AS ms FROM ${SCHEMA}.runs WHERE state = 'running'`
     )
-    const killedAt = epochMs()
+    const killedAt = monotonicMs()
     a.kill9()
     status(`  reclaim: worker A killed, waiting for B`)
     const timeout = sleep(params.ttlMs + 30_000).then(() => undefined)

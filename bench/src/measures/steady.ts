@@ -2,12 +2,13 @@
  * Steady state: a producer enqueues at a fixed rate (one batch every 10 ms) while the workers run,
  * as production queues do, instead of draining a preloaded backlog. After a warm-up, over a fixed
  * window, it measures the rate runs were picked up at and the pickup latency of each (from just
- * before its batch was enqueued to its handler's first line; both on this machine's wall clock).
+ * before its batch was enqueued to its handler's first line; both on this machine's monotonic
+ * clock, `stats.monotonicMs`).
  * LISTEN/NOTIFY is on for every system (the latency options).
  */
 import type { BenchContext } from "../context.js"
 import { log, status } from "../progress.js"
-import { epochMs, quantile, sleep } from "../stats.js"
+import { monotonicMs, quantile, sleep } from "../stats.js"
 import type { Variant } from "../variants.js"
 import { latencyFleet } from "./latency.js"
 
@@ -55,23 +56,23 @@ export const steady = async (
     await sleep(1_000)
 
     const perTick = params.rate * TICK_MS / 1000
-    const began = epochMs()
+    const began = monotonicMs()
     const alongside = beside?.(url, began)
     const windowStart = began + params.warmupMs
     const windowEnd = windowStart + params.windowMs
     let next = 0
     let owed = 0
     let tick = 0
-    while (epochMs() < windowEnd) {
+    while (monotonicMs() < windowEnd) {
       const due = began + tick * TICK_MS
-      const wait = due - epochMs()
+      const wait = due - monotonicMs()
       if (wait > 0) await sleep(wait)
       owed += perTick
       const count = Math.floor(owed)
       owed -= count
       if (count > 0) {
         const batch = Array.from({ length: count }, () => next++)
-        const t0 = epochMs()
+        const t0 = monotonicMs()
         for (const i of batch) enqueuedAt.set(i, t0)
         await session.enqueueMany(batch)
       }
