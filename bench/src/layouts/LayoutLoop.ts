@@ -41,6 +41,9 @@ export interface LayoutReading {
   readonly enqueue: Delta
   readonly claim: Delta
   readonly completion: Delta
+  /** The second half of the drain, after a CHECKPOINT: its first write of each page carries the page. */
+  readonly claimAfterCheckpoint: Delta
+  readonly completionAfterCheckpoint: Delta
   readonly deadAfterDrain: number
   /** Bytes of the layout's tables and indexes after the drain (the history kept). */
   readonly bytesAfterDrain: number
@@ -132,6 +135,22 @@ export class Meter {
     }]
   }
 
+  /**
+   * A checkpoint now, so that the phases after it take none (with a checkpoint_timeout longer than
+   * a layout's run) and every page they first touch was written since its redo point.
+   */
+  async checkpoint(): Promise<void> {
+    const count = async () => Number((await this.control.query<{ n: string }>(`SELECT ${this.checkpointSql}::text AS n`)).rows[0]!.n)
+    const before = await count()
+    await this.control.query("CHECKPOINT")
+    // The checkpointer publishes its count a moment later: wait for it, so that this checkpoint is
+    // not counted in the phase that follows.
+    for (let i = 0; i < 40 && (await count()) <= before; i++) {
+      await this.control.query("SELECT pg_stat_clear_snapshot()")
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+
   close(): Promise<void> {
     return this.control.end()
   }
@@ -181,21 +200,31 @@ export const runLayout = async (serverUrl: string, meter: Meter, layout: Layout,
     await layout.install(url)
     const measure = <A>(f: () => Promise<A>, runs: (a: A) => number) => meter.measure(database, f, runs)
 
-    // The enqueue and the drain: claim a batch, complete it, until every run is done.
+    await meter.checkpoint()
+    // The enqueue and the drain: claim a batch, complete it, until every run is done. The second
+    // half of the drain comes after a CHECKPOINT (what a drain pays for the full-page images).
     let session = await layout.open(url)
     const [, enqueue] = await measure(() => session.enqueue(0, sizes.runs), () => sizes.runs)
     await settle(url, layout.schema)
-    let claim = zero
-    let completion = zero
-    let done = 0
-    while (done < sizes.runs) {
-      const [held, c] = await measure(() => session.claim(sizes.batch), (h) => h.length)
-      if (held.length === 0) throw new Error(`${layout.id}: the drain found no run after ${done} of ${sizes.runs}`)
-      claim = add(claim, c)
-      const [, d] = await measure(() => session.complete(held), () => held.length)
-      completion = add(completion, d)
-      done += held.length
+    const drain = async (count: number) => {
+      let claim = zero
+      let completion = zero
+      let done = 0
+      while (done < count) {
+        const [held, c] = await measure(() => session.claim(Math.min(sizes.batch, count - done)), (h) => h.length)
+        if (held.length === 0) throw new Error(`${layout.id}: the drain found no run after ${done} of ${count}`)
+        claim = add(claim, c)
+        const [, d] = await measure(() => session.complete(held), () => held.length)
+        completion = add(completion, d)
+        done += held.length
+      }
+      return { claim, completion }
     }
+    const firstHalf = Math.floor(sizes.runs / 2 / sizes.batch) * sizes.batch
+    const { claim, completion } = await drain(firstHalf)
+    await meter.checkpoint()
+    const afterCheckpoint = await drain(sizes.runs - firstHalf)
+    await meter.checkpoint()
     await session.close()
     const afterDrain = await tables(url, layout.schema)
 
@@ -258,6 +287,8 @@ export const runLayout = async (serverUrl: string, meter: Meter, layout: Layout,
       enqueue,
       claim,
       completion,
+      claimAfterCheckpoint: afterCheckpoint.claim,
+      completionAfterCheckpoint: afterCheckpoint.completion,
       deadAfterDrain: afterDrain.dead,
       bytesAfterDrain: afterDrain.bytes,
       renewals,

@@ -9,8 +9,8 @@
  * without a counter row. Exceptions (a lease lapsed, a failure, a reclaim) write per-run rows.
  *
  * Bench-only SQL: the statements the loop measures, written to keep the guards docs/adr/0017
- * lists (a completion is matched on its claim batch, id and fence, under a share lock of the
- * batch row that a reclaim's update waits for).
+ * lists (a completion is matched on its claim batch, place, id and fence, under a key-share lock
+ * of the batch row that the sweep's FOR UPDATE waits for).
  */
 import pg from "pg"
 import { type Held, KEYED_KIND, KIND, type Layout, type LayoutSession, TTL_MS } from "./Layout.js"
@@ -156,9 +156,10 @@ const claimSql = (lock: ClaimLock) => `
   ORDER BY g.pos`
 
 /**
- * The leases of `input` (batch, id, fence, ord) still held: the batch row unsettled and locked
- * FOR SHARE (a reclaim's or a failure's update of it waits for this statement's transaction),
- * the run at that fence in it, not closed by an exception, not completed by an earlier completion.
+ * The leases of `input` (batch, pos, id, fence, ord) still held: the batch row unsettled and locked
+ * FOR KEY SHARE (the sweep's and an exceptional write's FOR UPDATE of it waits for this
+ * statement's transaction; a renewal's update does not), the run at that place and fence in it,
+ * not closed by an exception, not completed by an earlier completion.
  */
 const heldCtes = `
   held AS MATERIALIZED (
@@ -166,7 +167,7 @@ const heldCtes = `
     SELECT c.batch, c.ids[1:] AS ids, c.fences[1:] AS fences, c.closed, cardinality(c.ids) AS size
     FROM "${S}".claim_batches c
     WHERE c.batch = ANY (ARRAY(SELECT DISTINCT batch FROM input)) AND c.settled_at IS NULL
-    FOR SHARE OF c
+    FOR KEY SHARE OF c
   ), earlier AS MATERIALIZED (
     SELECT d.claim_batch AS batch, unnest(d.ids) AS id FROM "${S}".completion_batches d
     WHERE d.claim_batch = ANY (ARRAY(SELECT DISTINCT batch FROM input))

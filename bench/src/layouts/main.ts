@@ -48,17 +48,20 @@ const fmt = (n: number, digits = 1) => (Number.isNaN(n) ? "n/a" : n.toLocaleStri
 const range = (values: ReadonlyArray<number>, digits = 1) => {
   const s = spread(values.filter((v) => !Number.isNaN(v)))
   if (s.values.length === 0) return "n/a"
-  return s.min === s.max ? fmt(s.median, digits) : `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})`
+  return fmt(s.min, digits) === fmt(s.max, digits) ? fmt(s.median, digits) : `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})`
 }
 const sum = (ds: ReadonlyArray<Delta>) => ds.reduce((a, d) => a + d.checkpoints, 0)
+/** Checkpoints completed during the measured phases (not the CHECKPOINTs the loop takes between them). */
 const checkpointsOf = (r: LayoutReading) =>
-  r.enqueue.checkpoints + r.claim.checkpoints + r.completion.checkpoints + sum(r.renewals) + r.reclaim.checkpoints + r.keyed.checkpoints
+  r.enqueue.checkpoints + r.claim.checkpoints + r.completion.checkpoints + r.claimAfterCheckpoint.checkpoints +
+  r.completionAfterCheckpoint.checkpoints + sum(r.renewals) + r.reclaim.checkpoints + r.keyed.checkpoints
 
 const line = (r: LayoutReading) => {
   const renew = r.renewals.length === 0 ? "renewal n/a" : `renewal ${r.renewals.map((d) => fmt(d.wallMs)).join("/")} ms`
   return `  ${r.layout.padEnd(12)} enqueue ${fmt(perRun(r.enqueue, r.enqueue.walBytes), 0)} B ${fmt(perRun(r.enqueue, r.enqueue.cpuUs))} µs; ` +
     `claim ${fmt(perRun(r.claim, r.claim.walBytes), 0)} B ${fmt(perRun(r.claim, r.claim.cpuUs))} µs; ` +
     `completion ${fmt(perRun(r.completion, r.completion.walBytes), 0)} B ${fmt(perRun(r.completion, r.completion.cpuUs))} µs; ` +
+    `after a checkpoint ${fmt((r.claimAfterCheckpoint.walBytes + r.completionAfterCheckpoint.walBytes) / r.claimAfterCheckpoint.runs, 0)} B; ` +
     `${renew}; reclaim ${fmt(perRun(r.reclaim, r.reclaim.walBytes), 0)} B ${fmt(perRun(r.reclaim, r.reclaim.cpuUs))} µs; ` +
     `keyed ${fmt(perRun(r.keyed, r.keyed.walBytes), 0)} B ${fmt(perRun(r.keyed, r.keyed.cpuUs))} µs; ` +
     `dead ${r.deadAfterDrain}/${r.deadAtEnd}; checkpoints ${checkpointsOf(r)}`
@@ -68,16 +71,18 @@ const tables = (readings: ReadonlyMap<string, Array<LayoutReading>>) => {
   const out: Array<string> = []
   out.push("WAL per run (exact), dead tuples, checkpoints taken during the measured phases:")
   out.push("")
-  out.push("| layout | enqueue B/run | claim B/run | completion B/run | drain B/run | renewal B/lease | reclaim B/run | keyed hand-off B/run | dead tuples after drain | dead tuples at end | kept bytes/run after drain | checkpoints |")
-  out.push("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+  out.push("| layout | enqueue B/run | claim B/run | completion B/run | drain B/run | drain B/run after a CHECKPOINT | renewal B/lease | reclaim B/run | keyed hand-off B/run | dead tuples after drain | dead tuples at end | kept bytes/run after drain | checkpoints |")
+  out.push("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
   for (const [id, rs] of readings) {
     out.push(`| ${id} | ${range(rs.map((r) => perRun(r.enqueue, r.enqueue.walBytes)), 0)} | ${range(rs.map((r) => perRun(r.claim, r.claim.walBytes)), 0)} | ${
       range(rs.map((r) => perRun(r.completion, r.completion.walBytes)), 0)
     } | ${range(rs.map((r) => (r.claim.walBytes + r.completion.walBytes) / r.claim.runs), 0)} | ${
+      range(rs.map((r) => (r.claimAfterCheckpoint.walBytes + r.completionAfterCheckpoint.walBytes) / r.claimAfterCheckpoint.runs), 0)
+    } | ${
       range(rs.map((r) => r.renewals.length === 0 ? Number.NaN : r.renewals.reduce((a, d) => a + d.walBytes, 0) / r.renewals.reduce((a, d) => a + d.runs, 0)), 1)
     } | ${range(rs.map((r) => perRun(r.reclaim, r.reclaim.walBytes)), 0)} | ${range(rs.map((r) => perRun(r.keyed, r.keyed.walBytes)), 0)} | ${
       range(rs.map((r) => r.deadAfterDrain), 0)
-    } | ${range(rs.map((r) => r.deadAtEnd), 0)} | ${range(rs.map((r) => r.bytesAfterDrain / r.claim.runs), 0)} | ${rs.map(checkpointsOf).join(", ")} |`)
+    } | ${range(rs.map((r) => r.deadAtEnd), 0)} | ${range(rs.map((r) => r.bytesAfterDrain / (r.claim.runs + r.claimAfterCheckpoint.runs)), 0)} | ${rs.map(checkpointsOf).join(", ")} |`)
   }
   out.push("")
   out.push("Server CPU per run (µs, the layout's own server processes) and renewal time, median (range) over rounds:")
@@ -104,6 +109,22 @@ export const layoutsMain = async (args: ReadonlyArray<string>) => {
   const meter = await Meter.open(serverUrl)
   try {
     console.log(`${await Pg.serverVersion(serverUrl)}`)
+    const settings = await Pg.query<{ name: string; setting: string }>(
+      serverUrl,
+      `SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'wal_compression',
+        'shared_buffers', 'checkpoint_timeout', 'max_wal_size', 'autovacuum') ORDER BY name`
+    )
+    if (embedded !== undefined) {
+      // The server is this run's own: no timed checkpoint in the middle of a layout's phases.
+      await Pg.query(serverUrl, "ALTER SYSTEM SET checkpoint_timeout = '1h'")
+      await Pg.query(serverUrl, "SELECT pg_reload_conf()")
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    const timeout = Number(settings.find((r) => r.name === "checkpoint_timeout")?.setting ?? 0)
+    console.log(`settings: ${settings.map((r) => `${r.name}=${r.setting}`).join(", ")}${embedded === undefined ? "" : " (checkpoint_timeout set to 1h)"}`)
+    if (embedded === undefined && timeout < 1800) {
+      console.log(`note: checkpoint_timeout is ${timeout} s: a timed checkpoint may begin inside a phase (its full-page images then count there)`)
+    }
     console.log(
       `layouts ${chosen.map((l) => l.id).join(", ")}; ${sizes.runs.toLocaleString("en-US")} runs per drain and per keyed hand-off ` +
         `(${sizes.keys.toLocaleString("en-US")} keys at a limit of 1), batches of ${sizes.batch}, ${sizes.leases.toLocaleString("en-US")} leases renewed ` +
