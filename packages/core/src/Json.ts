@@ -56,7 +56,8 @@ export const encode = (value: unknown, what: string, runId?: string): Exit.Exit<
   } catch (error) {
     return unstorable(error instanceof Error ? error.message : String(error))
   }
-  if (!refusedEscape.test(text)) return Exit.succeed(text)
+  // Most texts hold no escape at all: one substring search, no regular expression.
+  if (!text.includes("\\u") || !refusedEscape.test(text)) return Exit.succeed(text)
   const found = refusedAt(JSON.parse(text), "$")
   return unstorable(
     found === undefined
@@ -74,5 +75,5 @@ export const encode = (value: unknown, what: string, runId?: string): Exit.Exit<
  */
 export const encodeDiagnostic = (value: unknown): string => {
   const text = JSON.stringify(value) ?? "null"
-  return refusedEscape.test(text) ? text.replace(refusedEscapes, (match) => `${match.slice(0, -6)}\\ufffd`) : text
+  return text.includes("\\u") && refusedEscape.test(text) ? text.replace(refusedEscapes, (match) => `${match.slice(0, -6)}\\ufffd`) : text
 }
