@@ -146,7 +146,9 @@ export const checkEnqueueRequest = (request: EnqueueRequest): Exit.Exit<void, In
  *
  * @category validation
  */
-export const checkSignalDelivery = (request: { readonly runId: string; readonly signal: string; readonly deliveryId?: string | undefined }): Exit.Exit<void, UnstorableValue> => {
+export const checkSignalDelivery = (
+  request: { readonly runId: string; readonly signal: string; readonly deliveryId?: string | undefined }
+): Exit.Exit<void, UnstorableValue> => {
   const signal = Limits.textIssue(request.signal, Limits.maxSignalBytes)
   if (signal !== undefined) return Exit.fail(new UnstorableValue({ what: "signal name", runId: request.runId, issue: signal }))
   const id = request.deliveryId === undefined ? undefined : Limits.textIssue(request.deliveryId, Limits.maxDeliveryIdBytes)

@@ -72,7 +72,11 @@ const deliver = (options: CallbackRoutesOptions) =>
     let deliveryId: string | undefined
     const webhook = ["webhook-id", "webhook-timestamp", "webhook-signature"].some((name) => headers[name] !== undefined)
     if (!webhook && callbacks.webhookSignatureRequired) {
-      return problem(401, "webhook-signature-required", "this server accepts callbacks only with a Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature)")
+      return problem(
+        401,
+        "webhook-signature-required",
+        "this server accepts callbacks only with a Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature)"
+      )
     }
     if (webhook) {
       const verified = callbacks.verifyWebhook({
@@ -118,8 +122,14 @@ const deliver = (options: CallbackRoutesOptions) =>
       // logged, not sent. A value the database refused is the sender's: retrying cannot help.
       StoreError: (e) =>
         isValueRefused(e)
-          ? Effect.as(Effect.logWarning("callback delivery refused", e.operation, e.message), problem(400, "value-refused", refusedMessage(e)))
-          : Effect.as(Effect.logWarning("callback delivery failed", e.operation, e.reason, e.message), problem(503, "store-unavailable", "try again"))
+          ? Effect.as(
+            Effect.logWarning("callback delivery refused", e.operation, e.message),
+            problem(400, "value-refused", refusedMessage(e))
+          )
+          : Effect.as(
+            Effect.logWarning("callback delivery failed", e.operation, e.reason, e.message),
+            problem(503, "store-unavailable", "try again")
+          )
     }),
     Effect.map(secure)
   )
