@@ -209,6 +209,25 @@ describe("web console (chromium)", () => {
       })
   )
 
+  it.live("a hash with broken percent-encoding shows a page instead of throwing URI malformed", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems } = yield* consoleSetup
+      for (const hash of ["#%E0%A4%A", "#/runs/%E0%A4%A", "#/runs/%", "#/runs?kind=%E0%A4%A"]) {
+        yield* promise(async () => {
+          await page.goto(`${baseUrl}/${hash}`)
+          await page.locator("#page-title").waitFor({ timeout: 10_000 })
+          assert.notStrictEqual(((await page.locator("#page-title").textContent()) ?? "").trim(), "", hash)
+        })
+      }
+      // The broken run id is shown as typed, as text.
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs/%E0%A4%A`)
+        await page.waitForFunction(() => (globalThis as any).document.title.startsWith("Run %E0%A4%A"), undefined, { timeout: 10_000 })
+      })
+      assert.deepStrictEqual(problems.filter((p) => /URI malformed/.test(p)), [], problems.join("\n"))
+    })
+  )
+
   it.live("a hostile payload shows as text and executes nothing", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup

@@ -1151,11 +1151,21 @@ const workersView = (main) => {
 // Router
 // ---------------------------------------------------------------------------------------------
 
+// A hash part with broken percent-encoding (a truncated or hand-edited link) is kept as typed:
+// decodeURIComponent would throw and leave the page blank.
+const decodePart = (part) => {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    return part
+  }
+}
+
 const route = () => {
   const hash = location.hash.startsWith("#/") ? location.hash.slice(1) : "/"
   const [path, query = ""] = hash.split("?")
   const params = new URLSearchParams(query)
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent)
+  const parts = path.split("/").filter(Boolean).map(decodePart)
   if (parts[0] === "runs" && parts[1])
     return { name: "runs", make: (main) => runDetailView(main, params, parts[1]), title: `Run ${parts[1]}` }
   if (parts[0] === "runs") return { name: "runs", make: (main) => runsView(main, params), title: "Runs" }
