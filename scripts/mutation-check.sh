@@ -22,6 +22,9 @@
 #   scripts/mutation-check.sh peak    the hand-off's look for a slot above a lowered limit (only
 #                                     while the limit is below its peak, migration 0015), against
 #                                     test/hand-off.test.ts;
+#   scripts/mutation-check.sh reclaim  the sweep that follows a sweep which took expired leases
+#                                     (Worker's claim loop: sweeps once per poll interval only),
+#                                     against test/reclaim-process.test.ts and the worker-clock test;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -79,6 +82,14 @@ elif [ "$mutation" = "peak" ]; then
   grep -q "CASE WHEN false THEN" "$admit" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a completion hands its slot on while its key holds one above a lowered limit ($admit)"
   tests=(test/hand-off.test.ts)
+  attempts=1
+elif [ "$mutation" = "reclaim" ]; then
+  worker="$work/packages/core/src/Worker.ts"
+  # A sweep is never followed by another: once per poll interval, with the slots free then.
+  sed -i 's/sweepAgain = claimed.length > 0 \&\& claimed.every((run) => run.via !== "due")/sweepAgain = false/' "$worker"
+  grep -q 'run.via !== "due")$' "$worker" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: expired leases are swept once per poll interval however many a sweep met ($worker)"
+  tests=(test/reclaim-process.test.ts test/worker-clock.test.ts)
   attempts=1
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/statements/workflow.ts"
