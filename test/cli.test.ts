@@ -300,6 +300,21 @@ describe("leasehold runs", () => {
 
       const paged = yield* leasehold(["runs", "list", "--limit", "2", "--page", "1", ...connection(schema)])
       assert.match(paged.stdout, /\(runs 1-2; more with --page 2\)\n$/)
+      // Keyset pages: the next page is the one before the last id shown.
+      const first = yield* leasehold(["runs", "list", "--limit", "2", ...connection(schema)])
+      assert.match(first.stdout, new RegExp(`\\(more with --before ${r4}\\)\\n$`))
+      assert.deepStrictEqual(yield* ids(["--limit", "2", "--before", r4]), [r3, r2])
+      const last = parse<{ next: string | null; runs: ReadonlyArray<{ id: string }> }>(
+        yield* leasehold(["runs", "list", "--json", "--limit", "2", "--before", r2, ...connection(schema)])
+      )
+      assert.deepStrictEqual([last.runs.map((r) => r.id), last.next], [[r1], null])
+      assert.strictEqual((yield* leasehold(["runs", "list", "--before", r1, ...connection(schema)])).stdout, `no runs before ${r1}\n`)
+      assertRejected(yield* leasehold(["runs", "list", "--before", "r4", ...connection(schema)]), 2, /--before: "r4" is not a run id/)
+      assertRejected(
+        yield* leasehold(["runs", "list", "--before", r4, "--page", "2", ...connection(schema)]),
+        2,
+        /give either --before or --page\/--offset, not both/
+      )
       assertRejected(
         yield* leasehold(["runs", "list", "--page", "2", "--offset", "2", ...connection(schema)]),
         2,
