@@ -51,7 +51,7 @@ export interface ClaimRequest {
    * Due runs only, without the sweep for expired leases and passed suspension deadlines, and from
    * each queue's claim position (`ClaimPosition`): a run made due behind it is left to the sweep.
    * The worker asks for this on notifications and freed slots, and sweeps at least once per poll
-   * interval. Default false: every kind of claimable run, every queue read from its head.
+   * interval and on every claim after a sweep that took expired leases or passed deadlines only. Default false: every kind of claimable run, every queue read from its head.
    */
   readonly dueOnly?: boolean | undefined
 }

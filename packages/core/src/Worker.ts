@@ -337,8 +337,9 @@ export const run = <R>(
       if (sweep) {
         lastSweepAt = sentAt
         // A sweep takes expired leases, then passed deadlines, then due runs: a due run among
-        // what it took means the first two ran out below its limit. (An expired lease on its last
-        // attempt is failed, not returned; it still used up some of the limit.)
+        // what it took means the first two ran out below its limit. (Expired leases on their last
+        // attempt are failed, not returned: a sweep that picked only those looks empty, and what
+        // is left waits for the next poll's sweep.)
         sweepAgain = claimed.length > 0 && claimed.every((run) => run.via !== "due")
       }
       const answeredAt = yield* Heartbeat.monotonicMillis
