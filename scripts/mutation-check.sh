@@ -29,6 +29,9 @@
 #   scripts/mutation-check.sh expiry  `exp` is no longer required to be 1 to 12 digits (CallbackSignature.ts
 #                                     › parseExp), against test/http-callbacks.test.ts (a signed `Infinity`
 #                                     never expires; a v1 URL's re-split into exp verifies);
+#   scripts/mutation-check.sh reclaim  the sweep that follows a sweep which took expired leases
+#                                     (Worker's claim loop: sweeps once per poll interval only),
+#                                     against test/reclaim-process.test.ts and the worker-clock test;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -102,6 +105,14 @@ elif [ "$mutation" = "expiry" ]; then
   grep -q '\[0-9\]{1,12}' "$signature" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: any exp is accepted and read with parseInt ($signature)"
   tests=(test/http-callbacks.test.ts)
+  attempts=1
+elif [ "$mutation" = "reclaim" ]; then
+  worker="$work/packages/core/src/Worker.ts"
+  # A sweep is never followed by another: once per poll interval, with the slots free then.
+  sed -i 's/sweepAgain = claimed.length > 0 \&\& claimed.every((run) => run.via !== "due")/sweepAgain = false/' "$worker"
+  grep -q 'run.via !== "due")$' "$worker" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: expired leases are swept once per poll interval however many a sweep met ($worker)"
+  tests=(test/reclaim-process.test.ts test/worker-clock.test.ts)
   attempts=1
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/statements/workflow.ts"

@@ -7,7 +7,7 @@
  * its `now()` (PG: the stored times move back; memory: `TestClock.adjust`).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { KeyLimits, type LeaseKey, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
+import { KeyLimits, type LeaseKey, type ListFilter, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
 import { Duration, Effect, Exit, Fiber, type Scope, Stream } from "effect"
 
 /** A store under test and how time passes for it. */
@@ -827,6 +827,37 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual((yield* store.list({ kind: "job", state: "pending", limit: 1, offset: 1 })).map((r) => r.id), [ids[1]!])
           assert.deepInclude(yield* Effect.flip(store.get("999999")), { _tag: "RunNotFound" })
           assert.deepInclude(yield* Effect.flip(store.history("999999")), { _tag: "RunNotFound" })
+        }))
+
+      test("list pages newest first by the run's number (40 down to 1, not as text), by keyset cursors before and after an id", ({ store }) =>
+        Effect.gen(function*() {
+          const ids = yield* enqueueJobs(store, 40)
+          assert.deepStrictEqual(ids, Array.from({ length: 40 }, (_, i) => String(i + 1)), "a fresh store numbers its runs from 1")
+          const newestFirst = Array.from({ length: 40 }, (_, i) => String(40 - i))
+          const page = (filter: Omit<ListFilter, "limit"> & { limit?: number }) =>
+            Effect.map(store.list({ limit: 40, ...filter }), (runs) => runs.map((r) => r.id))
+          assert.deepStrictEqual(yield* page({}), newestFirst)
+          // Page after page by the last id of the one before: every run once, in order.
+          const walked: Array<string> = []
+          let before: string | undefined = undefined
+          while (true) {
+            const next: ReadonlyArray<string> = yield* page({ limit: 7, before })
+            if (next.length === 0) break
+            walked.push(...next)
+            before = next.at(-1)
+          }
+          assert.deepStrictEqual(walked, newestFirst)
+          // The page before a cursor's (newer), newest first: the runs nearest above it.
+          assert.deepStrictEqual(yield* page({ limit: 3, after: "9" }), ["12", "11", "10"])
+          assert.deepStrictEqual(yield* page({ limit: 3, after: "39" }), ["40"])
+          assert.deepStrictEqual(yield* page({ before: "12", after: "8" }), ["11", "10", "9"])
+          // With a filter: the cursor and the state together.
+          yield* claimFrom(store, "w1", { limit: 3 })
+          assert.deepStrictEqual(yield* page({ state: "running" }), ["3", "2", "1"])
+          assert.deepStrictEqual(yield* page({ state: "pending", before: "5", limit: 5 }), ["4"])
+          // A cursor that is no run's id selects nothing.
+          assert.deepStrictEqual(yield* page({ before: "x1" }), [])
+          assert.deepStrictEqual(yield* page({ after: "-1" }), [])
         }))
 
       test("list filters by payload fields as text (strings as they are, numbers and booleans as JSON; null never matches)", ({ store }) =>

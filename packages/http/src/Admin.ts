@@ -275,6 +275,14 @@ export const layer = (options: AdminOptions) =>
           }
           const pageSize = yield* wholeNumber("limit", single(query.limit), 50, 1, 500)
           const offset = yield* wholeNumber("offset", single(query.offset), 0, 0, 1_000_000)
+          // Keyset cursors: the runs older (`before`) or newer (`after`) than a run id.
+          const before = single(query.before)
+          const after = single(query.after)
+          for (const [name, cursor] of [["before", before], ["after", after]] as const) {
+            if (cursor !== undefined && !/^[0-9]{1,18}$/.test(cursor)) {
+              return yield* Effect.fail(new BadRequest("invalid-request", `${name} must be a run id (digits)`))
+            }
+          }
           const payload: Array<PayloadFieldFilter> = []
           for (const [key, value] of Object.entries(query)) {
             if (!key.startsWith("payload.")) continue
@@ -285,8 +293,10 @@ export const layer = (options: AdminOptions) =>
             for (const v of typeof value === "string" ? [value] : value) payload.push({ path, value: v })
           }
           const store = yield* RunStore
-          const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset })
-          return json(200, { runs, limit: pageSize, offset })
+          const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset, before, after })
+          // `next`: the cursor of the older page (the last id of a full page).
+          const next = runs.length === pageSize ? runs.at(-1)!.id : null
+          return json(200, { runs, limit: pageSize, offset, before: before ?? null, after: after ?? null, next })
         }))),
 
       HttpRouter.route("POST", "/api/runs", guard(true, () =>
