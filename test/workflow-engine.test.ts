@@ -1,0 +1,373 @@
+/**
+ * The engine's behaviours as `effect/workflow` defines them, written against that API alone and
+ * run on LeaseholdWorkflows over real PostgreSQL (issue 28 item 2, issue 30): racing activities,
+ * durable clocks, two deferreds, nested workflows, SuspendOnFailure and resume, catchCause,
+ * defects, compensation, interrupt, executing an id twice; and (issue 30) waking a run that is
+ * still running, finalizers across replays, and what an engine shutdown does. Each test has an
+ * engine of its own (a fresh schema) and a `Notes` list its workflows write to.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { LeaseholdWorkflows } from "@leasehold/workflow"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Result, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { Activity, DurableClock, DurableDeferred, Workflow } from "effect/workflow"
+import { WorkflowInstance } from "effect/workflow/WorkflowEngine"
+import { EngineSchema, leaseholdEngine } from "./support/workflowEngine.js"
+import { eventually as eventuallyLive } from "./support/workers.js"
+
+/** What the workflows did, in order. */
+class Notes extends Context.Service<Notes, Array<string>>()("test/Notes") {}
+const note = (line: string): Effect.Effect<void, never, Notes> =>
+  Effect.gen(function*() {
+    const lines = yield* Notes
+    lines.push(line)
+  })
+const notes: Effect.Effect<Array<string>, never, Notes> = Effect.gen(function*() {
+  return [...(yield* Notes)]
+})
+
+/** The workflow layers over an engine of their own. */
+const onEngine = <ROut, E>(workflows: Layer.Layer<ROut, E, any>) =>
+  workflows.pipe(
+    Layer.provideMerge(Layer.sync(Notes, () => [])),
+    Layer.provideMerge(leaseholdEngine())
+  )
+
+const eventually = <A, R>(what: string, check: Effect.Effect<A | undefined | false, any, R>, timeout?: string) =>
+  Effect.flatMap(Effect.context<R>(), (context) => eventuallyLive(what, Effect.provideContext(check, context), timeout as any))
+
+const runOf = (workflow: Workflow.Any, executionId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const schema = yield* EngineSchema
+    const [row] = yield* sql<{ id: string; state: string; fence: string; suspend_deadline: Date | null }>`
+      SELECT id::text AS id, state, fence::text AS fence, suspend_deadline FROM ${sql(schema)}.runs
+      WHERE idempotency_key = ${LeaseholdWorkflows.executionKey(workflow._tag, executionId)}`
+    return row === undefined ? undefined : { ...row, fence: Number(row.fence) }
+  })
+
+const untilState = (workflow: Workflow.Any, executionId: string, state: string, timeout?: string) =>
+  eventually(`${workflow._tag} ${state}`, Effect.map(runOf(workflow, executionId), (run) => run?.state === state && run), timeout)
+
+/** The activities the journal recorded for an execution, with the fence of each. */
+const recorded = (workflow: Workflow.Any, executionId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const schema = yield* EngineSchema
+    const rows = yield* sql<{ activity: string; fence: string; exit: any }>`
+      SELECT activity, fence::text AS fence, exit FROM ${sql(schema)}.workflow_activities
+      WHERE execution = ${LeaseholdWorkflows.executionKey(workflow._tag, executionId)} ORDER BY recorded_at, activity`
+    return rows.map((row) => ({ activity: row.activity, fence: Number(row.fence), exit: row.exit }))
+  })
+
+const tokenOf = (deferred: DurableDeferred.DurableDeferred<any, any>, workflow: Workflow.Any, executionId: string) =>
+  DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId })
+
+// --- Racing activities: the fastest carrier wins, the others are stopped and never recorded.
+
+const Quote = Workflow.make("Quote", { payload: { parcel: Schema.String }, success: Schema.String, idempotencyKey: ({ parcel }) => parcel })
+
+const carrier = (name: string, millis: number) =>
+  Activity.make({
+    name,
+    success: Schema.String,
+    execute: Effect.sleep(millis).pipe(
+      Effect.andThen(note(`quoted:${name}`)),
+      Effect.as(name),
+      Effect.onInterrupt(() => note(`stopped:${name}`))
+    )
+  })
+
+const QuoteLayer = Quote.toLayer(() =>
+  Activity.raceAll("cheapest carrier", [carrier("ferry", 1500), carrier("truck", 700), carrier("drone", 50)])
+)
+
+// --- Durable clocks raced inside activities: the run suspends until the earlier deadline.
+
+const Relay = Workflow.make("Relay", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: ({ id }) => id })
+
+const leg = (name: string, millis: number) =>
+  Activity.make({
+    name,
+    success: Schema.String,
+    execute: DurableClock.sleep({ name, duration: millis, inMemoryThreshold: 0 }).pipe(Effect.andThen(note(`arrived:${name}`)), Effect.as(name))
+  })
+
+const RelayLayer = Relay.toLayer(() => Activity.raceAll("first leg", [leg("by road", 60_000), leg("by rail", 800)]))
+
+// --- Two deferreds raced: whoever answers first decides; a later answer changes nothing.
+
+const ManagerSays = DurableDeferred.make("manager says", { success: Schema.String })
+const DirectorSays = DurableDeferred.make("director says", { success: Schema.String })
+
+const Escalation = Workflow.make("Escalation", { payload: { ticket: Schema.String }, success: Schema.String, idempotencyKey: ({ ticket }) => ticket })
+
+const EscalationLayer = Escalation.toLayer(() =>
+  DurableDeferred.raceAll({
+    name: "first answer",
+    success: Schema.String,
+    error: Schema.Never,
+    effects: [
+      Effect.map(DurableDeferred.await(ManagerSays), (answer) => `manager: ${answer}`),
+      Effect.map(DurableDeferred.await(DirectorSays), (answer) => `director: ${answer}`)
+    ]
+  })
+)
+
+// --- Nested workflows: a move waits for its boxes to be packed by a child workflow.
+
+const Sealed = DurableDeferred.make("sealed", { success: Schema.String })
+const Pack = Workflow.make("Pack", { payload: { box: Schema.String }, success: Schema.String, idempotencyKey: ({ box }) => box })
+const Move = Workflow.make("Move", { payload: { box: Schema.String }, success: Schema.String, idempotencyKey: ({ box }) => box })
+
+const PackLayer = Pack.toLayer(Effect.fnUntraced(function*({ box }) {
+  const by = yield* DurableDeferred.await(Sealed)
+  yield* note(`packed:${box}`)
+  return `${box} sealed by ${by}`
+}))
+const MoveLayer = Move.toLayer(Effect.fnUntraced(function*({ box }) {
+  const packed = yield* Pack.execute({ box })
+  yield* note(`moved:${box}`)
+  return `moved (${packed})`
+}))
+
+// --- SuspendOnFailure, then resume once the cause is fixed.
+
+class Feed extends Context.Service<Feed, { online: boolean; attempts: number }>()("test/Feed") {}
+
+const Import = Workflow.make("Import", { payload: { feed: Schema.String }, success: Schema.Number, idempotencyKey: ({ feed }) => feed })
+  .annotate(Workflow.SuspendOnFailure, true)
+
+const ImportLayer = Import.toLayer(Effect.fnUntraced(function*() {
+  const feed = yield* Feed
+  const instance = yield* WorkflowInstance
+  yield* Effect.addFinalizer(() =>
+    instance.suspended ? note(`import suspended: ${instance.failed ? Cause.pretty(instance.cause!) : "no failure"}`) : Effect.void
+  )
+  return yield* Activity.make({
+    name: "fetch feed",
+    success: Schema.Number,
+    execute: Effect.suspend(() => {
+      feed.attempts++
+      return feed.online ? Effect.succeed(128) : Effect.die("feed offline")
+    })
+  })
+})).pipe(Layer.provideMerge(Layer.sync(Feed, () => ({ online: false, attempts: 0 }))))
+
+// --- catchCause around an activity that dies: the fallback runs, both results are recorded.
+
+const Lookup = Workflow.make("Lookup", { payload: { key: Schema.String }, success: Schema.String, idempotencyKey: ({ key }) => key })
+
+const LookupLayer = Lookup.toLayer(() =>
+  Activity.make({ name: "primary", success: Schema.String, execute: Effect.die("primary down") }).pipe(
+    Effect.catchCause((cause) =>
+      Activity.make({
+        name: "fallback",
+        success: Schema.String,
+        execute: Effect.as(note(`fallback after ${Cause.hasDies(cause) ? "a defect" : "something else"}`), "from replica")
+      })
+    )
+  )
+)
+
+// --- Defects cross the journal: an Error with a value JSON cannot hold keeps its message.
+
+const Parse = Workflow.make("Parse", { payload: { row: Schema.Number }, idempotencyKey: ({ row }) => String(row) })
+
+const ParseLayer = Parse.toLayer(({ row }) =>
+  Activity.make({
+    name: "parse row",
+    execute: Effect.suspend(() => {
+      const error = new Error(`ledger row ${row} unreadable`)
+      Object.defineProperty(error, "offset", { enumerable: true, value: 9007199254740993n })
+      return Effect.die(error)
+    })
+  })
+)
+
+// --- Compensation: a failed payment undoes the bookings, last first; an interrupt does too.
+
+class CardDeclined extends Schema.TaggedError<CardDeclined>()("CardDeclined", { card: Schema.String }) {}
+
+const Confirmed = DurableDeferred.make("confirmed")
+const Holiday = Workflow.make("Holiday", {
+  payload: { trip: Schema.String, card: Schema.String },
+  error: CardDeclined,
+  idempotencyKey: ({ trip }) => trip
+})
+
+const booking = (what: string) =>
+  Activity.make({ name: `book ${what}`, success: Schema.String, execute: Effect.as(note(`booked ${what}`), `${what}-1`) }).pipe(
+    Holiday.withCompensation((reference) => note(`cancelled ${reference}`))
+  )
+
+const HolidayLayer = Holiday.toLayer(Effect.fnUntraced(function*({ card }) {
+  yield* booking("flight")
+  yield* booking("hotel")
+  if (card === "declined") {
+    return yield* Activity.make({ name: "pay", error: CardDeclined, execute: Effect.fail(new CardDeclined({ card })) })
+  }
+  yield* DurableDeferred.await(Confirmed)
+  yield* note("paid")
+}))
+
+// --- Executing an id twice: one run, one activity, one result.
+
+const Invoice = Workflow.make("Invoice", { payload: { number: Schema.Number }, success: Schema.String, idempotencyKey: ({ number }) => String(number) })
+class Receipt extends Workflow.make("Receipt", { payload: { number: Schema.Number }, success: Schema.Number, idempotencyKey: ({ number }) => String(number) }) {}
+
+const InvoiceLayer = Invoice.toLayer(({ number }) =>
+  Activity.make({ name: "issue", success: Schema.String, execute: Effect.as(note(`issued ${number}`), `INV-${number}`) })
+)
+const ReceiptLayer = Receipt.toLayer(({ number }) => Effect.succeed(number * 2))
+
+describe("the workflow engine against effect/workflow", () => {
+  it.live("activities race: the first to finish wins, the losers are interrupted and not recorded, and a second execute runs nothing", () =>
+    Effect.gen(function*() {
+      const result = yield* Quote.execute({ parcel: "p-1" })
+      assert.strictEqual(result, "drone")
+      assert.sameMembers(yield* notes, ["quoted:drone", "stopped:truck", "stopped:ferry"])
+      const executionId = yield* Quote.executionId({ parcel: "p-1" })
+      assert.deepStrictEqual((yield* recorded(Quote, executionId)).map((r) => r.activity), ["drone"])
+      assert.strictEqual(yield* Quote.execute({ parcel: "p-1" }), "drone")
+      assert.strictEqual((yield* notes).length, 3)
+    }).pipe(Effect.provide(onEngine(QuoteLayer))))
+
+  it.live("durable clocks raced inside activities suspend the run until the earlier deadline; the later one never fires", () =>
+    Effect.gen(function*() {
+      const executionId = yield* Relay.execute({ id: "r-1" }, { discard: true })
+      const suspended = yield* untilState(Relay, executionId, "suspended")
+      // Released with the earlier clock's deadline, by the database's clock.
+      assert.isNotNull(suspended.suspend_deadline)
+      assert.deepStrictEqual(yield* notes, [])
+      assert.strictEqual(yield* Relay.execute({ id: "r-1" }), "by rail")
+      const run = (yield* runOf(Relay, executionId))!
+      assert.deepInclude(run, { state: "completed", fence: 2 })
+      assert.deepStrictEqual(yield* notes, ["arrived:by rail"])
+      assert.deepStrictEqual((yield* recorded(Relay, executionId)).map((r) => [r.activity, r.fence]), [["by rail", 2]])
+    }).pipe(Effect.provide(onEngine(RelayLayer))))
+
+  it.live("two deferreds raced: the run suspends on both, the first answer resumes it and decides, a later answer changes nothing", () =>
+    Effect.gen(function*() {
+      const executionId = yield* Escalation.execute({ ticket: "t-1" }, { discard: true })
+      yield* untilState(Escalation, executionId, "suspended")
+      const polled = yield* Escalation.poll(executionId)
+      assert.isTrue(Option.isSome(polled) && polled.value._tag === "Suspended")
+      yield* DurableDeferred.succeed(DirectorSays, { token: tokenOf(DirectorSays, Escalation, executionId), value: "approved" })
+      assert.strictEqual(yield* Escalation.execute({ ticket: "t-1" }), "director: approved")
+      yield* DurableDeferred.succeed(ManagerSays, { token: tokenOf(ManagerSays, Escalation, executionId), value: "refused" })
+      yield* Escalation.resume(executionId)
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Escalation.execute({ ticket: "t-1" }), "director: approved")
+    }).pipe(Effect.provide(onEngine(EscalationLayer))))
+
+  it.live("nested workflows: the parent suspends while its child waits; the child's completion resumes the parent with its result", () =>
+    Effect.gen(function*() {
+      const parentId = yield* Move.execute({ box: "books" }, { discard: true })
+      const childId = yield* Pack.executionId({ box: "books" })
+      yield* untilState(Pack, childId, "suspended")
+      yield* untilState(Move, parentId, "suspended")
+      assert.deepStrictEqual(yield* notes, [])
+      yield* DurableDeferred.succeed(Sealed, { token: tokenOf(Sealed, Pack, childId), value: "ana" })
+      assert.strictEqual(yield* Move.execute({ box: "books" }), "moved (books sealed by ana)")
+      assert.deepStrictEqual(yield* notes, ["packed:books", "moved:books"])
+      assert.strictEqual((yield* runOf(Pack, childId))!.state, "completed")
+    }).pipe(Effect.provide(onEngine(Layer.mergeAll(MoveLayer, PackLayer)))))
+
+  it.live("SuspendOnFailure suspends the run with the failure's cause; resume after the fix replays it to completion, the failed attempt unrecorded", () =>
+    Effect.gen(function*() {
+      const feed = yield* Feed
+      const executionId = yield* Import.execute({ feed: "prices" }, { discard: true })
+      yield* untilState(Import, executionId, "suspended")
+      const [line] = yield* notes
+      assert.include(line, "import suspended")
+      assert.include(line, "feed offline")
+      // A failure suspension waits for a resume, not a clock.
+      assert.isNull((yield* runOf(Import, executionId))!.suspend_deadline)
+      assert.deepStrictEqual(yield* recorded(Import, executionId), [])
+      feed.online = true
+      yield* Import.resume(executionId)
+      assert.strictEqual(yield* Import.execute({ feed: "prices" }), 128)
+      assert.strictEqual(feed.attempts, 2)
+      assert.deepStrictEqual((yield* recorded(Import, executionId)).map((r) => r.activity), ["fetch feed"])
+    }).pipe(Effect.provide(onEngine(ImportLayer))))
+
+  it.live("catchCause: an activity's defect is recorded as its result and caught by the workflow, whose fallback activity runs once", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* Lookup.execute({ key: "k-1" }), "from replica")
+      assert.deepStrictEqual(yield* notes, ["fallback after a defect"])
+      const executionId = yield* Lookup.executionId({ key: "k-1" })
+      const rows = yield* recorded(Lookup, executionId)
+      assert.deepStrictEqual(rows.map((r) => r.activity), ["primary", "fallback"])
+      assert.include(JSON.stringify(rows.find((r) => r.activity === "primary")!.exit), "primary down")
+    }).pipe(Effect.provide(onEngine(LookupLayer))))
+
+  it.live("a defect crosses the journal: the caller gets an Error with its message, though it held a value JSON cannot encode", () =>
+    Effect.gen(function*() {
+      const exit = yield* Parse.execute({ row: 7 }).pipe(Effect.exit)
+      assert.isTrue(Exit.isFailure(exit))
+      const defect = Cause.findDefect((exit as Exit.Failure<any, any>).cause)
+      assert.isTrue(Result.isSuccess(defect))
+      const error = (defect as Result.Success<unknown, unknown>).success
+      assert.instanceOf(error, Error)
+      assert.strictEqual((error as Error).message, "ledger row 7 unreadable")
+      // And polling reads the same outcome back from the store.
+      const polled = yield* Parse.poll(yield* Parse.executionId({ row: 7 }))
+      assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.isFailure(polled.value.exit))
+    }).pipe(Effect.provide(onEngine(ParseLayer))))
+
+  it.live("compensation: a workflow that fails undoes its completed steps, last first, and fails with its typed error", () =>
+    Effect.gen(function*() {
+      const error = yield* Holiday.execute({ trip: "rome", card: "declined" }).pipe(Effect.flip)
+      assert.instanceOf(error, CardDeclined)
+      assert.deepStrictEqual(yield* notes, ["booked flight", "booked hotel", "cancelled hotel-1", "cancelled flight-1"])
+    }).pipe(Effect.provide(onEngine(HolidayLayer))))
+
+  it.live("interrupt: a suspended workflow is replayed under a higher fence, its compensations run, and it reads as interrupted", () =>
+    Effect.gen(function*() {
+      const executionId = yield* Holiday.execute({ trip: "oslo", card: "ok" }, { discard: true })
+      yield* untilState(Holiday, executionId, "suspended")
+      const waiting = Holiday.execute({ trip: "oslo", card: "ok" }).pipe(Effect.exit, Effect.forkChild)
+      const caller = yield* waiting
+      yield* Holiday.interrupt(executionId)
+      const exit = yield* Fiber.join(caller)
+      assert.isTrue(Exit.isFailure(exit) && Exit.hasInterrupts(exit))
+      assert.deepStrictEqual(yield* notes, ["booked flight", "booked hotel", "cancelled hotel-1", "cancelled flight-1"])
+      const run = (yield* runOf(Holiday, executionId))!
+      assert.deepInclude(run, { state: "completed", fence: 2 })
+      // The bookings replayed from the journal: booked once each, under fence 1.
+      assert.deepStrictEqual((yield* recorded(Holiday, executionId)).map((r) => [r.activity, r.fence]), [["book flight", 1], ["book hotel", 1]])
+    }).pipe(Effect.provide(onEngine(HolidayLayer))))
+
+  it.live("resume of a workflow whose deferred is not done replays it and it suspends again, nothing re-run", () =>
+    Effect.gen(function*() {
+      const executionId = yield* Holiday.execute({ trip: "lima", card: "ok" }, { discard: true })
+      yield* untilState(Holiday, executionId, "suspended")
+      yield* Holiday.resume(executionId)
+      yield* eventually("replayed under fence 2 and suspended again", Effect.map(runOf(Holiday, executionId), (run) => run?.state === "suspended" && run.fence === 2))
+      assert.deepStrictEqual(yield* notes, ["booked flight", "booked hotel"])
+      yield* DurableDeferred.done(Confirmed, { token: tokenOf(Confirmed, Holiday, executionId), exit: Exit.void })
+      yield* Holiday.execute({ trip: "lima", card: "ok" })
+      assert.deepStrictEqual(yield* notes, ["booked flight", "booked hotel", "paid"])
+    }).pipe(Effect.provide(onEngine(HolidayLayer))))
+
+  it.live("executing an id twice, even at once, is one run and one activity; discard returns the id; a class workflow runs too", () =>
+    Effect.gen(function*() {
+      const [a, b] = yield* Effect.all([Invoice.execute({ number: 5 }), Invoice.execute({ number: 5 })], { concurrency: 2 })
+      assert.strictEqual(a, "INV-5")
+      assert.strictEqual(b, "INV-5")
+      assert.deepStrictEqual(yield* notes, ["issued 5"])
+      const executionId = yield* Invoice.executionId({ number: 5 })
+      assert.strictEqual(yield* Invoice.execute({ number: 5 }, { discard: true }), executionId)
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* EngineSchema
+      const [count] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(schema)}.runs WHERE kind = 'workflow/Invoice'`
+      assert.strictEqual(count!.n, 1)
+      const polled = yield* Invoice.poll(executionId)
+      assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.isSuccess(polled.value.exit))
+      assert.isTrue(Option.isNone(yield* Invoice.poll("never-started")))
+      assert.strictEqual(Receipt._tag, "Receipt")
+      assert.strictEqual(yield* Receipt.execute({ number: 21 }), 42)
+    }).pipe(Effect.provide(onEngine(Layer.mergeAll(InvoiceLayer, ReceiptLayer)))))
+})
+
