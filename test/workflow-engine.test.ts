@@ -221,6 +221,84 @@ const InvoiceLayer = Invoice.toLayer(({ number }) =>
 )
 const ReceiptLayer = Receipt.toLayer(({ number }) => Effect.succeed(number * 2))
 
+// --- Issue 30: a wait that ends while its run is still running wakes the run where it stands.
+
+const Verdict = DurableDeferred.make("verdict", { success: Schema.String })
+const Aux = DurableDeferred.make("verdict, recorded", { success: Schema.String })
+const SecondVerdict = DurableDeferred.make("second verdict", { success: Schema.String })
+const SelfMade = DurableDeferred.make("self-made", { success: Schema.String })
+
+const deliberate = (name: string) =>
+  Activity.make({
+    name,
+    success: Schema.String,
+    execute: Effect.sleep("20 seconds").pipe(Effect.andThen(note(`${name} finished`)), Effect.as(name))
+  })
+
+/** Each shape of a race in which a wait ends while another branch is still running. */
+const Standoff = Workflow.make("Standoff", {
+  payload: { shape: Schema.Literals(["deferred", "clock", "into", "prepared", "two waits", "self", "in activity"]) },
+  success: Schema.String,
+  idempotencyKey: ({ shape }) => shape
+})
+
+const StandoffLayer = Standoff.toLayer(Effect.fnUntraced(function*({ shape }) {
+  yield* note(`replay:${shape}`)
+  const race = (effects: readonly [Effect.Effect<string, never, any>, Effect.Effect<string, never, any>]) =>
+    DurableDeferred.raceAll({ name: shape, success: Schema.String, error: Schema.Never, effects })
+  switch (shape) {
+    case "deferred":
+      return yield* race([DurableDeferred.await(Verdict), deliberate("deliberate")])
+    case "clock":
+      return yield* race([
+        DurableClock.sleep({ name: "deadline", duration: "1500 millis", inMemoryThreshold: 0 }).pipe(Effect.as("deadline")),
+        deliberate("deliberate")
+      ])
+    case "into":
+      return yield* race([
+        DurableDeferred.into(DurableDeferred.await(Verdict), Aux).pipe(Effect.map((verdict) => `${verdict}!`)),
+        deliberate("deliberate")
+      ])
+    case "prepared":
+      return yield* race([
+        Effect.gen(function*() {
+          const brief = yield* Activity.make({ name: "prepare", success: Schema.String, execute: Effect.as(note("prepared"), "brief") })
+          const verdict = yield* DurableDeferred.await(Verdict)
+          return `${brief}:${verdict}`
+        }),
+        deliberate("deliberate")
+      ])
+    case "two waits":
+      return yield* race([
+        Effect.gen(function*() {
+          const first = yield* DurableDeferred.await(Verdict)
+          const second = yield* DurableDeferred.await(SecondVerdict)
+          return `${first}+${second}`
+        }),
+        Effect.never
+      ])
+    case "self":
+      // One branch completes the deferred the other waits on, then never ends.
+      return yield* race([
+        Effect.map(DurableDeferred.await(SelfMade), (made) => `waited for ${made}`),
+        DurableDeferred.into(
+          Activity.make({ name: "make", success: Schema.String, execute: Effect.as(Effect.sleep("300 millis"), "a part") }),
+          SelfMade
+        ).pipe(Effect.andThen(Effect.never))
+      ])
+    case "in activity":
+      // A clock awaited inside an activity is the activity's: it does not wake the race.
+      return yield* Activity.raceAll("in activity", [
+        Activity.make({
+          name: "clocked",
+          success: Schema.String,
+          execute: DurableClock.sleep({ name: "inner", duration: "500 millis", inMemoryThreshold: 0 }).pipe(Effect.as("clocked"))
+        }),
+        Activity.make({ name: "steady", success: Schema.String, execute: Effect.as(Effect.sleep("2500 millis"), "steady") })
+      ])
+  }
+}))
+
 describe("the workflow engine against effect/workflow", () => {
   it.live("activities race: the first to finish wins, the losers are interrupted and not recorded, and a second execute runs nothing", () =>
     Effect.gen(function*() {
@@ -369,5 +447,91 @@ describe("the workflow engine against effect/workflow", () => {
       assert.strictEqual(Receipt._tag, "Receipt")
       assert.strictEqual(yield* Receipt.execute({ number: 21 }), 42)
     }).pipe(Effect.provide(onEngine(Layer.mergeAll(InvoiceLayer, ReceiptLayer)))))
-})
+  /** Starts `shape`, waits until its run has been running for 500 ms, and returns its id. */
+  const running = (shape: typeof Standoff.payloadSchema.Type["shape"]) =>
+    Effect.gen(function*() {
+      const executionId = yield* Standoff.execute({ shape }, { discard: true })
+      yield* untilState(Standoff, executionId, "running")
+      yield* Effect.sleep("500 millis")
+      return executionId
+    })
 
+  /** Every run of `Standoff` in these tests: claimed once and completed under that fence. */
+  const heldThroughout = (executionId: string) =>
+    Effect.gen(function*() {
+      const run = (yield* runOf(Standoff, executionId))!
+      assert.deepInclude(run, { state: "completed", fence: 1 })
+    })
+
+  it.live("a deferred completed while its run is running interrupts the replay and replays it under the same fence: the deferred wins the race", () =>
+    Effect.gen(function*() {
+      const executionId = yield* running("deferred")
+      yield* DurableDeferred.succeed(Verdict, { token: tokenOf(Verdict, Standoff, executionId), value: "guilty" })
+      const started = Date.now()
+      assert.strictEqual(yield* Standoff.execute({ shape: "deferred" }), "guilty")
+      // Well before the other branch could have finished (20 s).
+      assert.isBelow(Date.now() - started, 10_000)
+      yield* heldThroughout(executionId)
+      assert.deepStrictEqual(yield* notes, ["replay:deferred", "replay:deferred"])
+      assert.deepStrictEqual(yield* recorded(Standoff, executionId), [])
+    }).pipe(Effect.provide(onEngine(StandoffLayer))))
+
+  it.live("a durable clock's deadline reached while its run is running wakes it: the clock wins the race", () =>
+    Effect.gen(function*() {
+      const executionId = yield* Standoff.execute({ shape: "clock" }, { discard: true })
+      assert.strictEqual(yield* Standoff.execute({ shape: "clock" }), "deadline")
+      yield* heldThroughout(executionId)
+      assert.deepStrictEqual(yield* notes, ["replay:clock", "replay:clock"])
+    }).pipe(Effect.provide(onEngine(StandoffLayer))))
+
+  it.live("a woken branch wrapped in DurableDeferred.into keeps its transformations, and the into-deferred records its outcome", () =>
+    Effect.gen(function*() {
+      const executionId = yield* running("into")
+      yield* DurableDeferred.succeed(Verdict, { token: tokenOf(Verdict, Standoff, executionId), value: "upheld" })
+      assert.strictEqual(yield* Standoff.execute({ shape: "into" }), "upheld!")
+      yield* heldThroughout(executionId)
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* EngineSchema
+      const rows = yield* sql<{ exit: unknown }>`SELECT exit FROM ${sql(schema)}.workflow_deferreds WHERE name = ${Aux.name}`
+      assert.include(JSON.stringify(rows[0]!.exit), "upheld")
+    }).pipe(Effect.provide(onEngine(StandoffLayer))))
+
+  it.live("a branch that ran an activity before its wait is woken, and the activity is replayed from the journal, not run again", () =>
+    Effect.gen(function*() {
+      const executionId = yield* running("prepared")
+      yield* DurableDeferred.succeed(Verdict, { token: tokenOf(Verdict, Standoff, executionId), value: "heard" })
+      assert.strictEqual(yield* Standoff.execute({ shape: "prepared" }), "brief:heard")
+      yield* heldThroughout(executionId)
+      assert.deepStrictEqual(yield* notes, ["replay:prepared", "prepared", "replay:prepared"])
+      assert.deepStrictEqual((yield* recorded(Standoff, executionId)).map((r) => [r.activity, r.fence]), [["prepare", 1]])
+    }).pipe(Effect.provide(onEngine(StandoffLayer))))
+
+  it.live("a branch waiting on two deferreds in turn beside a branch that never ends is woken once per completion", () =>
+    Effect.gen(function*() {
+      const executionId = yield* running("two waits")
+      yield* DurableDeferred.succeed(Verdict, { token: tokenOf(Verdict, Standoff, executionId), value: "one" })
+      yield* eventually("woken by the first", Effect.map(notes, (lines) => lines.length === 2))
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual((yield* runOf(Standoff, executionId))!.state, "running")
+      yield* DurableDeferred.succeed(SecondVerdict, { token: tokenOf(SecondVerdict, Standoff, executionId), value: "two" })
+      assert.strictEqual(yield* Standoff.execute({ shape: "two waits" }), "one+two")
+      yield* heldThroughout(executionId)
+      assert.deepStrictEqual(yield* notes, ["replay:two waits", "replay:two waits", "replay:two waits"])
+    }).pipe(Effect.provide(onEngine(StandoffLayer))))
+
+  it.live("a run that completes, through DurableDeferred.into, the deferred another of its branches waits on completes", () =>
+    Effect.gen(function*() {
+      const executionId = yield* Standoff.execute({ shape: "self" }, { discard: true })
+      assert.strictEqual(yield* Standoff.execute({ shape: "self" }), "waited for a part")
+      yield* heldThroughout(executionId)
+      assert.deepStrictEqual((yield* recorded(Standoff, executionId)).map((r) => r.activity), ["make"])
+    }).pipe(Effect.provide(onEngine(StandoffLayer))))
+
+  it.live("a clock awaited inside an activity body does not wake the race: the workflow's own waits do", () =>
+    Effect.gen(function*() {
+      const executionId = yield* Standoff.execute({ shape: "in activity" }, { discard: true })
+      assert.strictEqual(yield* Standoff.execute({ shape: "in activity" }), "steady")
+      yield* heldThroughout(executionId)
+      assert.deepStrictEqual(yield* notes, ["replay:in activity"])
+    }).pipe(Effect.provide(onEngine(StandoffLayer))))
+})

@@ -72,6 +72,12 @@ export interface LeaseholdWorkflowsOptions {
    * `LeaseholdWorkflows.worker` yourself.
    */
   readonly serve?: Omit<Worker.WorkerOptions<never>, "handlers"> | undefined
+  /**
+   * How often a running replay with a wait still open (a branch of a race parked on a deferred or
+   * a durable clock while another branch runs) asks the journal whether that wait is over; when it
+   * is, the replay is stopped where it stands and replayed under the same fence. Default 100 ms.
+   */
+  readonly wakePollInterval?: Duration.Input | undefined
 }
 
 /** The registered workflows, as handlers for `Worker.run`. @category services */
@@ -138,6 +144,8 @@ class Replay extends Context.Service<Replay, {
   readonly instance: WorkflowEngine.WorkflowInstance["Service"]
   fault: RunFault | undefined
   body: Fiber.Fiber<unknown, unknown> | undefined
+  /** Deferreds this replay read as done: an await of them is not parked. */
+  readonly readDone: Set<string>
 }>()("@leasehold/workflow/Replay") {}
 
 // A store or lease fault inside a replay belongs to the run, never to the workflow: the replay is
@@ -333,16 +341,24 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       const instance = yield* WorkflowEngine.WorkflowInstance
       const found = yield* orFault(journal.deferredResult(executionKey(instance.workflow._tag, instance.executionId), deferred.name))
       if (Option.isNone(found)) return Option.none()
+      const replay = yield* Effect.serviceOption(Replay)
+      if (Option.isSome(replay)) replay.value.readDone.add(deferred.name)
       return Option.some(found.value === "clockDue" ? Exit.void : decodeExit(found.value.exit))
     }),
 
     deferredDone: (request) =>
-      Effect.andThen(
-        unlessAbandoned,
-        Effect.asVoid(orFault(
+      Effect.gen(function*() {
+        yield* unlessAbandoned
+        // As Effect's engines record: a run completing its own deferred (`DurableDeferred.into`).
+        const instance = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
+        if (
+          Option.isSome(instance) && instance.value.executionId === request.executionId &&
+          instance.value.workflow._tag === request.workflowName && request.deferredName !== InterruptSignal.name
+        ) instance.value.completedDeferreds.add(request.deferredName)
+        yield* orFault(
           journal.deferredDone(executionKey(request.workflowName, request.executionId), request.deferredName, encodeExit(request.exit))
-        ))
-      ),
+        )
+      }),
 
     scheduleClock: (workflow, request) =>
       Effect.andThen(unlessAbandoned, orFault(journal.scheduleClock(
@@ -365,7 +381,8 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         // Clocks due before the replay starts read as fired during it (`nextClock` skips them).
         const startedAt = yield* journal.now
         const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId)
-        const replay = Replay.of({ instance, fault: undefined, body: undefined })
+        const replay = Replay.of({ instance, fault: undefined, body: undefined, readDone: new Set() })
+        const watcher = yield* Effect.forkChild(wakeWhenDone(replay, key))
         const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
           Effect.onExit((exit) => applyInterrupt(replay, key, exit)),
           // Stopped from outside (lease lost, shutdown): the replay is abandoned, not failed, so its
@@ -382,7 +399,8 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
           Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
           Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
           Effect.provideService(Replay, replay),
-          Effect.exit
+          Effect.exit,
+          Effect.ensuring(Fiber.interrupt(watcher))
         )
         const fault = replay.fault ?? (Exit.isFailure(outcome)
           ? runFaultOf(outcome.cause)
@@ -403,6 +421,34 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         })
         // Woken while it was still running: take the wake and replay at once.
         yield* journal.consumeWake(leaseKey(fence))
+      }
+    })
+
+  const wakePollInterval = Duration.fromInputUnsafe(options.wakePollInterval ?? "100 millis")
+
+  /**
+   * Wakes a replay that is still running when a wait it is parked on ends (a deferred completed by
+   * anyone, a durable clock's deadline by the database's clock), as Effect's engines preempt a run
+   * through `instance.awaitedDeferreds`: the replay is stopped as a suspension, where it stands,
+   * and the handler replays under the same fence (the completion's wake, or the clock, returns its
+   * suspension at once). Waits inside activities are their own instances' and do not count.
+   * Nothing recorded runs again; an activity stopped before its result was recorded runs again.
+   */
+  const wakeWhenDone = (replay: Replay["Service"], key: string) =>
+    Effect.gen(function*() {
+      const { instance } = replay
+      while (true) {
+        yield* Effect.sleep(wakePollInterval)
+        const body = replay.body
+        if (body === undefined || instance.suspended || instance.interrupted || instance.abandoned || replay.fault !== undefined) continue
+        const parked = [...instance.awaitedDeferreds.keys()].filter((name) => !replay.readDone.has(name))
+        if (parked.length === 0) continue
+        // A journal read that fails leaves the replay alone: the next tick asks again.
+        const done = yield* journal.doneAmong(key, parked).pipe(Effect.orElseSucceed(() => []))
+        if (done.length === 0 || instance.suspended || instance.abandoned || body.pollUnsafe() !== undefined) continue
+        instance.suspended = true
+        yield* Effect.withFiber((self) => Effect.sync(() => body.interruptUnsafe(self.id)))
+        return
       }
     })
 
