@@ -299,6 +299,21 @@ const StandoffLayer = Standoff.toLayer(Effect.fnUntraced(function*({ shape }) {
   }
 }))
 
+// --- Issue 30: workflow finalizers registered by replays that suspended run when it completes.
+
+const FirstStamp = DurableDeferred.make("first stamp")
+const SecondStamp = DurableDeferred.make("second stamp")
+const Passport = Workflow.make("Passport", { payload: { holder: Schema.String }, idempotencyKey: ({ holder }) => holder })
+
+const PassportLayer = Passport.toLayer(Effect.fnUntraced(function*() {
+  const replay = (yield* notes).filter((line) => line.startsWith("replay")).length + 1
+  yield* note(`replay ${replay}`)
+  yield* Workflow.addFinalizer((exit) => note(`closed ${replay} (${Exit.isSuccess(exit) ? "success" : "failure"})`))
+  yield* Activity.make({ name: "apply", execute: note("applied") }).pipe(Passport.withCompensation(() => note("withdrawn")))
+  yield* DurableDeferred.await(FirstStamp)
+  yield* DurableDeferred.await(SecondStamp)
+}))
+
 describe("the workflow engine against effect/workflow", () => {
   it.live("activities race: the first to finish wins, the losers are interrupted and not recorded, and a second execute runs nothing", () =>
     Effect.gen(function*() {
@@ -534,4 +549,24 @@ describe("the workflow engine against effect/workflow", () => {
       yield* heldThroughout(executionId)
       assert.deepStrictEqual(yield* notes, ["replay:in activity"])
     }).pipe(Effect.provide(onEngine(StandoffLayer))))
+  it.live("workflow finalizers of replays that suspended run when the workflow completes, last first; compensations do not", () =>
+    Effect.gen(function*() {
+      const executionId = yield* Passport.execute({ holder: "kim" }, { discard: true })
+      yield* untilState(Passport, executionId, "suspended")
+      yield* DurableDeferred.done(FirstStamp, { token: tokenOf(FirstStamp, Passport, executionId), exit: Exit.void })
+      yield* eventually("suspended again on the second stamp", Effect.map(runOf(Passport, executionId), (run) => run?.state === "suspended" && run.fence === 2))
+      // Nothing closed while the execution goes on.
+      assert.deepStrictEqual(yield* notes, ["replay 1", "applied", "replay 2"])
+      yield* DurableDeferred.done(SecondStamp, { token: tokenOf(SecondStamp, Passport, executionId), exit: Exit.void })
+      yield* Passport.execute({ holder: "kim" })
+      assert.deepStrictEqual(yield* notes, [
+        "replay 1",
+        "applied",
+        "replay 2",
+        "replay 3",
+        "closed 3 (success)",
+        "closed 2 (success)",
+        "closed 1 (success)"
+      ])
+    }).pipe(Effect.provide(onEngine(PassportLayer))))
 })

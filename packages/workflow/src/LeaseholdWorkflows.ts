@@ -368,8 +368,48 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       )))
   })
 
-  /** One replay after another until the workflow completes or its run suspends. */
-  const runExecution = (entry: Registered, input: ExecutionPayload) =>
+  /**
+   * The scopes of an execution's replays that suspended in this process, kept open (as Effect's
+   * engines keep them) so their `Workflow.addFinalizer` callbacks run, last first, when the
+   * workflow completes here. A replay that completes closes its own scope with the outcome; the
+   * earlier ones then close with `Exit.void`, so their compensations are skipped. When the run
+   * leaves this process otherwise (a fault, a lost lease, a shutdown) they are released as
+   * abandoned, without their workflow finalizers: the next holder replays.
+   */
+  const retained = new Map<string, { readonly scope: Scope.Closeable; readonly instances: Set<WorkflowEngine.WorkflowInstance["Service"]> }>()
+  const retainedOf = (key: string) => {
+    let found = retained.get(key)
+    if (found === undefined) {
+      found = { scope: Scope.makeUnsafe(), instances: new Set() }
+      retained.set(key, found)
+    }
+    return found
+  }
+  const release = (key: string, abandoned: boolean) =>
+    Effect.suspend(() => {
+      const found = retained.get(key)
+      if (found === undefined) return Effect.void
+      retained.delete(key)
+      if (abandoned) for (const instance of found.instances) instance.abandoned = true
+      return Scope.close(found.scope, Exit.void)
+    })
+  yield* Effect.addFinalizer(() => Effect.forEach([...retained.keys()], (key) => release(key, true), { discard: true }))
+
+  /**
+   * One replay after another until the workflow completes or its run suspends. Replays that
+   * suspended keep their scopes while the run is suspended (`retained`).
+   */
+  const runExecution = (entry: Registered, input: ExecutionPayload) => {
+    let suspending = false
+    const key = executionKey(entry.workflow._tag, input.executionId)
+    return replayUntilSettled(entry, input, (value) => suspending = value).pipe(
+      Effect.onExit((exit) =>
+        Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && suspending ? Effect.void : release(key, Exit.isFailure(exit))
+      )
+    )
+  }
+
+  const replayUntilSettled = (entry: Registered, input: ExecutionPayload, suspending: (value: boolean) => void) =>
     Effect.gen(function*() {
       const { workflow } = entry
       const fence = yield* Fence
@@ -380,7 +420,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       while (true) {
         // Clocks due before the replay starts read as fired during it (`nextClock` skips them).
         const startedAt = yield* journal.now
-        const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId)
+        const kept = retainedOf(key)
+        const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId, { scope: Scope.forkUnsafe(kept.scope) })
+        kept.instances.add(instance)
         const replay = Replay.of({ instance, fault: undefined, body: undefined, readDone: new Set() })
         const watcher = yield* Effect.forkChild(wakeWhenDone(replay, key))
         const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
@@ -409,16 +451,19 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
           : undefined)
         if (fault !== undefined) return yield* Effect.fail(fault)
         const result = yield* outcome
-        if (result._tag === "Complete") return yield* finish(entry, input, result)
-        // Suspended: this replay's scope is released without its workflow finalizers (they run
-        // once, in the replay that completes the workflow).
-        instance.abandoned = true
-        yield* Scope.close(instance.scope, Exit.void)
+        if (result._tag === "Complete") {
+          // The finalizers of the replays that suspended, under this holder's fence.
+          yield* release(key, false)
+          return yield* finish(entry, input, result)
+        }
+        // Suspended: this replay's scope stays open with the earlier ones (`retained`).
         const clock = result.failed === true ? Option.none<number>() : yield* journal.nextClock(key, startedAt)
         if (Option.isSome(clock) && clock.value <= 0) continue
+        suspending(true)
         yield* Run.awaitSignal(WorkflowJournal.wakeSignal(fence.fence), {
           timeout: Option.isSome(clock) ? Duration.millis(Math.ceil(clock.value)) : undefined
         })
+        suspending(false)
         // Woken while it was still running: take the wake and replay at once.
         yield* journal.consumeWake(leaseKey(fence))
       }
