@@ -8,10 +8,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Result, Schema } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Result, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableClock, DurableDeferred, Workflow } from "effect/workflow"
 import { WorkflowInstance } from "effect/workflow/WorkflowEngine"
+import { freshSchema } from "./support/db.js"
 import { EngineSchema, leaseholdEngine } from "./support/workflowEngine.js"
 import { eventually as eventuallyLive } from "./support/workers.js"
 
@@ -314,6 +315,23 @@ const PassportLayer = Passport.toLayer(Effect.fnUntraced(function*() {
   yield* DurableDeferred.await(SecondStamp)
 }))
 
+// --- Issue 30: an engine shut down mid-run releases the run to the next holder; no compensation runs.
+
+const Voyage = Workflow.make("Voyage", { payload: { ship: Schema.String }, success: Schema.String, idempotencyKey: ({ ship }) => ship })
+
+const VoyageLayer = Voyage.toLayer(Effect.fnUntraced(function*() {
+  yield* Activity.make({ name: "berth", success: Schema.String, execute: Effect.as(note("berthed"), "berth-9") }).pipe(
+    Voyage.withCompensation((berth) => note(`released ${berth}`))
+  )
+  yield* Workflow.addFinalizer(() => note("voyage closed"))
+  const fence = yield* LeaseholdWorkflows.currentFence
+  yield* Activity.make({
+    name: "sail",
+    execute: Effect.andThen(note(`sailing under fence ${fence.fence}`), Effect.sleep("1500 millis"))
+  })
+  return "arrived"
+}))
+
 describe("the workflow engine against effect/workflow", () => {
   it.live("activities race: the first to finish wins, the losers are interrupted and not recorded, and a second execute runs nothing", () =>
     Effect.gen(function*() {
@@ -569,4 +587,26 @@ describe("the workflow engine against effect/workflow", () => {
         "closed 1 (success)"
       ])
     }).pipe(Effect.provide(onEngine(PassportLayer))))
+  it.live("an engine shut down while it runs an execution releases the run: no compensation or workflow finalizer runs, and the next engine finishes it", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("wfstop")
+      const lines: Array<string> = []
+      const engineOn = () =>
+        VoyageLayer.pipe(Layer.provideMerge(Layer.succeed(Notes, lines)), Layer.provideMerge(leaseholdEngine({ schema })))
+      const first = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(engineOn(), first)
+      const executionId = yield* Voyage.execute({ ship: "argo" }, { discard: true }).pipe(Effect.provideContext(context))
+      yield* eventuallyLive("sailing", Effect.sync(() => lines.includes("sailing under fence 1")))
+      yield* Scope.close(first, Exit.void)
+      assert.deepStrictEqual(lines, ["berthed", "sailing under fence 1"])
+
+      const result = yield* Voyage.execute({ ship: "argo" }).pipe(Effect.provide(engineOn()))
+      assert.strictEqual(result, "arrived")
+      // The berth was taken once, never released; the voyage sailed again under the next fence.
+      assert.deepStrictEqual(lines, ["berthed", "sailing under fence 1", "sailing under fence 2", "voyage closed"])
+      const sql = yield* SqlClient.SqlClient
+      const [run] = yield* sql<{ state: string; fence: string }>`
+        SELECT state, fence::text AS fence FROM ${sql(schema)}.runs WHERE idempotency_key = ${LeaseholdWorkflows.executionKey(Voyage._tag, executionId)}`
+      assert.deepStrictEqual(run, { state: "completed", fence: "2" })
+    }).pipe(Effect.provide(leaseholdEngine())))
 })

@@ -14,10 +14,10 @@ export const serve = { ttl: "2 seconds", heartbeat: "300 millis", pollInterval: 
 /** The schema of the store a test's engine runs on. */
 export class EngineSchema extends Context.Service<EngineSchema, string>()("test/EngineSchema") {}
 
-/** Built anew (a new schema) each time a test provides it. */
-export const leaseholdEngine = (options: { readonly url?: string; readonly prefix?: string } = {}) =>
+/** Built anew (a new schema, unless one is given) each time a test provides it. */
+export const leaseholdEngine = (options: { readonly url?: string; readonly prefix?: string; readonly schema?: string } = {}) =>
   Layer.unwrap(Effect.sync(() => {
-    const schema = freshSchema(options.prefix ?? "wfe")
+    const schema = options.schema ?? freshSchema(options.prefix ?? "wfe")
     return LeaseholdWorkflows.layer({ schema, serve }).pipe(
       Layer.provideMerge(PgRunStore.layer({ schema })),
       Layer.provideMerge(Layer.succeed(EngineSchema, schema)),
