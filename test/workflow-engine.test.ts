@@ -12,7 +12,8 @@ import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Result, Schema, Sco
 import { SqlClient } from "effect/sql"
 import { Activity, DurableClock, DurableDeferred, Workflow } from "effect/workflow"
 import { WorkflowInstance } from "effect/workflow/WorkflowEngine"
-import { freshSchema } from "./support/db.js"
+import { Database, PgRunStore } from "@leasehold/sql"
+import { databaseUrl, freshSchema } from "./support/db.js"
 import { EngineSchema, leaseholdEngine } from "./support/workflowEngine.js"
 import { eventually as eventuallyLive } from "./support/workers.js"
 
@@ -609,4 +610,35 @@ describe("the workflow engine against effect/workflow", () => {
         SELECT state, fence::text AS fence FROM ${sql(schema)}.runs WHERE idempotency_key = ${LeaseholdWorkflows.executionKey(Voyage._tag, executionId)}`
       assert.deepStrictEqual(run, { state: "completed", fence: "2" })
     }).pipe(Effect.provide(leaseholdEngine())))
+  it.live("a client-only engine executes, signals and resumes without ever claiming a run; a serving engine runs it", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("wfclient")
+      const lines: Array<string> = []
+      const client = HolidayLayer.pipe(
+        Layer.provideMerge(Layer.succeed(Notes, lines)),
+        Layer.provideMerge(LeaseholdWorkflows.layerClient({ schema })),
+        Layer.provideMerge(PgRunStore.layer({ schema })),
+        Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 3 }))
+      )
+      const executionId = yield* Effect.gen(function*() {
+        const executionId = yield* Holiday.execute({ trip: "kyiv", card: "ok" }, { discard: true })
+        yield* DurableDeferred.done(Confirmed, { token: tokenOf(Confirmed, Holiday, executionId), exit: Exit.void })
+        yield* Holiday.resume(executionId)
+        yield* Effect.sleep("1500 millis")
+        return executionId
+      }).pipe(Effect.provide(client))
+      const sql = yield* SqlClient.SqlClient
+      const key = LeaseholdWorkflows.executionKey(Holiday._tag, executionId)
+      const [run] = yield* sql<{ id: string; state: string; fence: string; lease_owner: string | null }>`
+        SELECT id::text AS id, state, fence::text AS fence, lease_owner FROM ${sql(schema)}.runs WHERE idempotency_key = ${key}`
+      assert.deepStrictEqual(run, { id: run!.id, state: "pending", fence: "0", lease_owner: null })
+      const claims = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(schema)}.run_history WHERE run_id = ${run!.id}::bigint AND kind = 'claimed'`
+      assert.strictEqual(claims[0]!.n, 0)
+      assert.deepStrictEqual(lines, [])
+
+      yield* Holiday.execute({ trip: "kyiv", card: "ok" }).pipe(
+        Effect.provide(HolidayLayer.pipe(Layer.provideMerge(Layer.succeed(Notes, lines)), Layer.provideMerge(leaseholdEngine({ schema }))))
+      )
+      assert.deepStrictEqual(lines, ["booked flight", "booked hotel", "paid"])
+    }).pipe(Effect.provide(Database.clientLayer(databaseUrl(), { maxConnections: 2 }))))
 })

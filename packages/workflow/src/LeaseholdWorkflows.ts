@@ -566,6 +566,28 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
 export const layer = (options: LeaseholdWorkflowsOptions = {}) => Layer.effectContext(make(options))
 
 /**
+ * The engine for a process that only starts, polls, signals, resumes or interrupts executions (an
+ * API, a script, the CLI): it never claims a run, so nothing it does leaves a run held by a
+ * process that is about to exit. Executions run where a worker serves them (`layerServe`, or
+ * `worker` beside other handlers).
+ *
+ * @category layers
+ */
+export const layerClient = (options: Omit<LeaseholdWorkflowsOptions, "serve"> = {}) =>
+  layer({ ...options, serve: undefined })
+
+/**
+ * The engine that also serves the registered workflows: a `Worker.run` with `serve`'s options
+ * in the layer's scope, restarted as each workflow registers. For worker processes.
+ *
+ * @category layers
+ */
+export const layerServe = (
+  serve: Omit<Worker.WorkerOptions<never>, "handlers">,
+  options: Omit<LeaseholdWorkflowsOptions, "serve"> = {}
+) => layer({ ...options, serve })
+
+/**
  * `Worker.run` serving the registered workflows beside `options.handlers`.
  *
  * @category workers
