@@ -146,6 +146,12 @@ class Replay extends Context.Service<Replay, {
   body: Fiber.Fiber<unknown, unknown> | undefined
   /** Deferreds this replay read as done: an await of them is not parked. */
   readonly readDone: Set<string>
+  /**
+   * Deferreds the workflow's own code (not an activity's) read as not done in this replay, parked
+   * on them still or not (a race's losing branch): their completion wakes the replay, as in
+   * Effect's cluster engine.
+   */
+  readonly readPending: Set<string>
 }>()("@leasehold/workflow/Replay") {}
 
 // A store or lease fault inside a replay belongs to the run, never to the workflow: the replay is
@@ -340,8 +346,14 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       yield* unlessAbandoned
       const instance = yield* WorkflowEngine.WorkflowInstance
       const found = yield* orFault(journal.deferredResult(executionKey(instance.workflow._tag, instance.executionId), deferred.name))
-      if (Option.isNone(found)) return Option.none()
       const replay = yield* Effect.serviceOption(Replay)
+      if (Option.isNone(found)) {
+        // The workflow's own waits share the replay's map of awaits; an activity's have their own.
+        if (Option.isSome(replay) && instance.awaitedDeferreds === replay.value.instance.awaitedDeferreds) {
+          replay.value.readPending.add(deferred.name)
+        }
+        return Option.none()
+      }
       if (Option.isSome(replay)) replay.value.readDone.add(deferred.name)
       return Option.some(found.value === "clockDue" ? Exit.void : decodeExit(found.value.exit))
     }),
@@ -423,7 +435,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         const kept = retainedOf(key)
         const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId, { scope: Scope.forkUnsafe(kept.scope) })
         kept.instances.add(instance)
-        const replay = Replay.of({ instance, fault: undefined, body: undefined, readDone: new Set() })
+        const replay = Replay.of({ instance, fault: undefined, body: undefined, readDone: new Set(), readPending: new Set() })
         const watcher = yield* Effect.forkChild(wakeWhenDone(replay, key))
         const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
           Effect.onExit((exit) => applyInterrupt(replay, key, exit)),
@@ -486,7 +498,12 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         yield* Effect.sleep(wakePollInterval)
         const body = replay.body
         if (body === undefined || instance.suspended || instance.interrupted || instance.abandoned || replay.fault !== undefined) continue
-        const parked = [...instance.awaitedDeferreds.keys()].filter((name) => !replay.readDone.has(name))
+        // Awaited now, or read as pending earlier (less those this replay completed itself: a
+        // race's own outcome), and not read as done since.
+        const parked = [...new Set([
+          ...instance.awaitedDeferreds.keys(),
+          ...[...replay.readPending].filter((name) => !instance.completedDeferreds.has(name))
+        ])].filter((name) => !replay.readDone.has(name))
         if (parked.length === 0) continue
         // A journal read that fails leaves the replay alone: the next tick asks again.
         const done = yield* journal.doneAmong(key, parked).pipe(Effect.orElseSucceed(() => []))
