@@ -10,7 +10,7 @@
 #   scripts/mutation-check.sh workflow  the holder check of a workflow activity's recorded result
 #                                     (statements/workflow.ts), against the workflow tests;
 #   scripts/mutation-check.sh wake    the wake of a running replay parked on a wait that ended
-#                                     (LeaseholdWorkflows › wakeWhenDone never starts), against
+#                                     (LeaseholdWorkflows › wakeWhenDone never acts), against
 #                                     test/workflow-engine.test.ts and the workflow process test;
 #   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (statements/claim.ts),
 #                                     against test/failover.test.ts (asynchronous failover);
@@ -93,8 +93,8 @@ elif [ "$mutation" = "workflow" ]; then
   attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
-  sed -i 's/Effect.forkChild(wakeWhenDone(replay, key))/Effect.forkChild(Effect.never)/' "$engine"
-  grep -q "forkChild(wakeWhenDone" "$engine" && { echo "mutation incomplete"; exit 2; }
+  sed -i 's/if (parked.length === 0) continue/if (parked.length >= 0) continue/' "$engine"
+  grep -q "parked.length === 0" "$engine" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a running replay is never woken where it stands ($engine)"
   tests=(test/workflow-engine.test.ts test/workflow-process.test.ts)
   attempts=1
