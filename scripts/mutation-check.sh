@@ -9,6 +9,9 @@
 #                                     times (a race: it shows in most runs, not in every one);
 #   scripts/mutation-check.sh workflow  the holder check of a workflow activity's recorded result
 #                                     (statements/workflow.ts), against the workflow tests;
+#   scripts/mutation-check.sh wake    the wake of a running replay parked on a wait that ended
+#                                     (LeaseholdWorkflows › wakeWhenDone never acts), against
+#                                     test/workflow-engine.test.ts and the workflow process test;
 #   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (statements/claim.ts),
 #                                     against test/failover.test.ts (asynchronous failover);
 #   scripts/mutation-check.sh position  the claim position of due-only claims (statements/claim.ts
@@ -121,6 +124,13 @@ elif [ "$mutation" = "workflow" ]; then
   grep -A3 "WITH holder AS" "$journal" | grep -q "AND fence" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: an activity's result is recorded whatever the holder's fence ($journal)"
   tests=(test/workflow.test.ts test/workflow-process.test.ts)
+  attempts=1
+elif [ "$mutation" = "wake" ]; then
+  engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
+  sed -i 's/if (parked.length === 0) continue/if (parked.length >= 0) continue/' "$engine"
+  grep -q "parked.length === 0" "$engine" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a running replay is never woken where it stands ($engine)"
+  tests=(test/workflow-engine.test.ts test/workflow-process.test.ts)
   attempts=1
 else
   guarded="$work/packages/sql/src/statements/guarded.ts"

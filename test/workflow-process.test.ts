@@ -13,7 +13,8 @@ import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import { afterEach, assert, describe, it } from "vitest"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
-import { appLayer, createLedger, ledger, Shipment } from "./fixtures/workflows.js"
+import { DurableDeferred } from "effect/workflow"
+import { appLayer, createLedger, Dispatch, ledger, Released, Shipment } from "./fixtures/workflows.js"
 import { databaseUrl, freshSchema } from "./support/db.js"
 
 const program = fileURLToPath(new URL("./fixtures/workflows.ts", import.meta.url))
@@ -85,11 +86,11 @@ const setup = async () => {
       await new Promise((resolve) => setTimeout(resolve, 25))
     }
   }
-  const runOf = (executionId: string) =>
+  const runOf = (executionId: string, workflow: { readonly _tag: string } = Shipment) =>
     run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
       sql.unsafe<{ id: string; state: string; fence: string }>(
         `SELECT id::text AS id, state, fence::text AS fence FROM "${schema}".runs WHERE idempotency_key = $1`,
-        [LeaseholdWorkflows.executionKey(Shipment._tag, executionId)]
+        [LeaseholdWorkflows.executionKey(workflow._tag, executionId)]
       ))).then((rows) => ({ ...rows[0]!, fence: Number(rows[0]!.fence) }))
   const start = async (order: string) => {
     await run(Shipment.execute({ order }, { discard: true }))
@@ -165,5 +166,43 @@ describe("workflows across worker processes", () => {
     assert.strictEqual((await env.runOf(executionId)).fence, 2)
     b.child.kill("SIGTERM")
   }, 90_000)
-})
+  it("the holder SIGKILLed while a deferred it races completes: the next holder replays, and each activity ran once under its fence", async () => {
+    const env = await setup()
+    await env.run(Dispatch.execute({ order: "D-1" }, { discard: true }))
+    const executionId = await env.run(Dispatch.executionId({ order: "D-1" }))
+    // A's delivery takes 1.5 s inside its transaction, so the kill lands while A is woken and delivering.
+    const a = await startWorker(databaseUrl(), env.schema, "worker-a", 1_500)
+    const claimA = await a.waitFor("A claims", (l) => l.type === "event" && l._tag === "Claimed")
+    assert.strictEqual(claimA.fence, 1)
+    await env.until("loaded, and racing the release against the hold", async () => (await env.steps()).length === 1)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const token = DurableDeferred.tokenFromExecutionId(Released, { workflow: Dispatch, executionId })
+    await env.run(DurableDeferred.succeed(Released, { token, value: "ana" }))
+    // A is woken where it stands: its race is decided (the race's outcome is recorded) while A is
+    // still the holder, and A goes on to deliver.
+    await env.until("A's race is decided", async () =>
+      (await env.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.unsafe(`SELECT 1 FROM "${env.schema}".workflow_deferreds WHERE name = 'raceAll/release or hold'`)
+      ))).length === 1, 5_000)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    a.child.kill("SIGKILL")
+    // Still A's, under fence 1: woken where it stood, not suspended and reclaimed.
+    assert.deepInclude(await env.runOf(executionId, Dispatch), { state: "running", fence: 1 })
 
+    const b = await startWorker(databaseUrl(), env.schema, "worker-b", 0)
+    await env.until("the execution completes", async () => (await env.runOf(executionId, Dispatch)).state === "completed", 30_000)
+    assert.strictEqual(await env.run(Dispatch.execute({ order: "D-1" })), "released by ana")
+    // The load is replayed from its record; the hold never finished; the delivery A was in when
+    // it died never committed, and B's did, once.
+    assert.deepStrictEqual(await env.steps(), [["load", 1], ["deliver", 2]])
+    const recorded = await env.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.unsafe<{ activity: string; fence: string }>(
+        `SELECT activity, fence::text AS fence FROM "${env.schema}".workflow_activities ORDER BY recorded_at`
+      )))
+    assert.deepStrictEqual(recorded.map((r) => [r.activity, Number(r.fence)]), [["load", 1], ["deliver", 2]])
+    const run = await env.runOf(executionId, Dispatch)
+    const history = await env.run(Effect.flatMap(RunStore, (store) => store.history(run.id)))
+    assert.deepStrictEqual(history.map((e) => [e.kind, e.fence]), [["claimed", 1], ["reclaimed", 2], ["completed", 2]])
+    b.child.kill("SIGTERM")
+  }, 60_000)
+})

@@ -61,6 +61,8 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
    * deferred is not done, by the database's clock (negative: it fired since).
    */
   readonly nextClock: (execution: string, since: string) => Effect.Effect<Option.Option<number>, StoreError>
+  /** Which of `names` are done: deferreds with an outcome, and durable clocks past their deadline. */
+  readonly doneAmong: (execution: string, names: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, StoreError>
 }>()("@leasehold/sql/WorkflowJournal") {}
 
 /** @category models */
@@ -88,7 +90,8 @@ export const make = Effect.fnUntraced(function*(options: WorkflowJournalOptions 
     scheduleClock: (execution, deferred, durationMs) =>
       refail("schedule clock")(statements.scheduleClock(sql, s, execution, deferred, durationMs)),
     now: refail("now")(statements.now(sql)),
-    nextClock: (execution, since) => refail("next clock")(statements.nextClock(sql, s, execution, since))
+    nextClock: (execution, since) => refail("next clock")(statements.nextClock(sql, s, execution, since)),
+    doneAmong: (execution, names) => refail("deferreds done")(statements.doneAmong(sql, s, execution, names))
   })
 })
 

@@ -72,6 +72,12 @@ export interface LeaseholdWorkflowsOptions {
    * `LeaseholdWorkflows.worker` yourself.
    */
   readonly serve?: Omit<Worker.WorkerOptions<never>, "handlers"> | undefined
+  /**
+   * How often a running replay with a wait still open (a branch of a race parked on a deferred or
+   * a durable clock while another branch runs) asks the journal whether that wait is over; when it
+   * is, the replay is stopped where it stands and replayed under the same fence. Default 100 ms.
+   */
+  readonly wakePollInterval?: Duration.Input | undefined
 }
 
 /** The registered workflows, as handlers for `Worker.run`. @category services */
@@ -138,6 +144,14 @@ class Replay extends Context.Service<Replay, {
   readonly instance: WorkflowEngine.WorkflowInstance["Service"]
   fault: RunFault | undefined
   body: Fiber.Fiber<unknown, unknown> | undefined
+  /** Deferreds this replay read as done: an await of them is not parked. */
+  readonly readDone: Set<string>
+  /**
+   * Deferreds the workflow's own code (not an activity's) read as not done in this replay, parked
+   * on them still or not (a race's losing branch): their completion wakes the replay, as in
+   * Effect's cluster engine.
+   */
+  readonly readPending: Set<string>
 }>()("@leasehold/workflow/Replay") {}
 
 // A store or lease fault inside a replay belongs to the run, never to the workflow: the replay is
@@ -332,17 +346,31 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       yield* unlessAbandoned
       const instance = yield* WorkflowEngine.WorkflowInstance
       const found = yield* orFault(journal.deferredResult(executionKey(instance.workflow._tag, instance.executionId), deferred.name))
-      if (Option.isNone(found)) return Option.none()
+      const replay = yield* Effect.serviceOption(Replay)
+      if (Option.isNone(found)) {
+        // The workflow's own waits share the replay's map of awaits; an activity's have their own.
+        if (Option.isSome(replay) && instance.awaitedDeferreds === replay.value.instance.awaitedDeferreds) {
+          replay.value.readPending.add(deferred.name)
+        }
+        return Option.none()
+      }
+      if (Option.isSome(replay)) replay.value.readDone.add(deferred.name)
       return Option.some(found.value === "clockDue" ? Exit.void : decodeExit(found.value.exit))
     }),
 
     deferredDone: (request) =>
-      Effect.andThen(
-        unlessAbandoned,
-        Effect.asVoid(orFault(
+      Effect.gen(function*() {
+        yield* unlessAbandoned
+        // As Effect's engines record: a run completing its own deferred (`DurableDeferred.into`).
+        const instance = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
+        if (
+          Option.isSome(instance) && instance.value.executionId === request.executionId &&
+          instance.value.workflow._tag === request.workflowName && request.deferredName !== InterruptSignal.name
+        ) instance.value.completedDeferreds.add(request.deferredName)
+        yield* orFault(
           journal.deferredDone(executionKey(request.workflowName, request.executionId), request.deferredName, encodeExit(request.exit))
-        ))
-      ),
+        )
+      }),
 
     scheduleClock: (workflow, request) =>
       Effect.andThen(unlessAbandoned, orFault(journal.scheduleClock(
@@ -352,8 +380,48 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       )))
   })
 
-  /** One replay after another until the workflow completes or its run suspends. */
-  const runExecution = (entry: Registered, input: ExecutionPayload) =>
+  /**
+   * The scopes of an execution's replays that suspended in this process, kept open (as Effect's
+   * engines keep them) so their `Workflow.addFinalizer` callbacks run, last first, when the
+   * workflow completes here. A replay that completes closes its own scope with the outcome; the
+   * earlier ones then close with `Exit.void`, so their compensations are skipped. When the run
+   * leaves this process otherwise (a fault, a lost lease, a shutdown) they are released as
+   * abandoned, without their workflow finalizers: the next holder replays.
+   */
+  const retained = new Map<string, { readonly scope: Scope.Closeable; readonly instances: Set<WorkflowEngine.WorkflowInstance["Service"]> }>()
+  const retainedOf = (key: string) => {
+    let found = retained.get(key)
+    if (found === undefined) {
+      found = { scope: Scope.makeUnsafe(), instances: new Set() }
+      retained.set(key, found)
+    }
+    return found
+  }
+  const release = (key: string, abandoned: boolean) =>
+    Effect.suspend(() => {
+      const found = retained.get(key)
+      if (found === undefined) return Effect.void
+      retained.delete(key)
+      if (abandoned) for (const instance of found.instances) instance.abandoned = true
+      return Scope.close(found.scope, Exit.void)
+    })
+  yield* Effect.addFinalizer(() => Effect.forEach([...retained.keys()], (key) => release(key, true), { discard: true }))
+
+  /**
+   * One replay after another until the workflow completes or its run suspends. Replays that
+   * suspended keep their scopes while the run is suspended (`retained`).
+   */
+  const runExecution = (entry: Registered, input: ExecutionPayload) => {
+    let suspending = false
+    const key = executionKey(entry.workflow._tag, input.executionId)
+    return replayUntilSettled(entry, input, (value) => suspending = value).pipe(
+      Effect.onExit((exit) =>
+        Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && suspending ? Effect.void : release(key, Exit.isFailure(exit))
+      )
+    )
+  }
+
+  const replayUntilSettled = (entry: Registered, input: ExecutionPayload, suspending: (value: boolean) => void) =>
     Effect.gen(function*() {
       const { workflow } = entry
       const fence = yield* Fence
@@ -364,8 +432,11 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       while (true) {
         // Clocks due before the replay starts read as fired during it (`nextClock` skips them).
         const startedAt = yield* journal.now
-        const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId)
-        const replay = Replay.of({ instance, fault: undefined, body: undefined })
+        const kept = retainedOf(key)
+        const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId, { scope: Scope.forkUnsafe(kept.scope) })
+        kept.instances.add(instance)
+        const replay = Replay.of({ instance, fault: undefined, body: undefined, readDone: new Set(), readPending: new Set() })
+        const watcher = yield* Effect.forkChild(wakeWhenDone(replay, key))
         const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
           Effect.onExit((exit) => applyInterrupt(replay, key, exit)),
           // Stopped from outside (lease lost, shutdown): the replay is abandoned, not failed, so its
@@ -382,7 +453,8 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
           Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
           Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
           Effect.provideService(Replay, replay),
-          Effect.exit
+          Effect.exit,
+          Effect.ensuring(Fiber.interrupt(watcher))
         )
         const fault = replay.fault ?? (Exit.isFailure(outcome)
           ? runFaultOf(outcome.cause)
@@ -391,18 +463,54 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
           : undefined)
         if (fault !== undefined) return yield* Effect.fail(fault)
         const result = yield* outcome
-        if (result._tag === "Complete") return yield* finish(entry, input, result)
-        // Suspended: this replay's scope is released without its workflow finalizers (they run
-        // once, in the replay that completes the workflow).
-        instance.abandoned = true
-        yield* Scope.close(instance.scope, Exit.void)
+        if (result._tag === "Complete") {
+          // The finalizers of the replays that suspended, under this holder's fence.
+          yield* release(key, false)
+          return yield* finish(entry, input, result)
+        }
+        // Suspended: this replay's scope stays open with the earlier ones (`retained`).
         const clock = result.failed === true ? Option.none<number>() : yield* journal.nextClock(key, startedAt)
         if (Option.isSome(clock) && clock.value <= 0) continue
+        suspending(true)
         yield* Run.awaitSignal(WorkflowJournal.wakeSignal(fence.fence), {
           timeout: Option.isSome(clock) ? Duration.millis(Math.ceil(clock.value)) : undefined
         })
+        suspending(false)
         // Woken while it was still running: take the wake and replay at once.
         yield* journal.consumeWake(leaseKey(fence))
+      }
+    })
+
+  const wakePollInterval = Duration.fromInputUnsafe(options.wakePollInterval ?? "100 millis")
+
+  /**
+   * Wakes a replay that is still running when a wait it is parked on ends (a deferred completed by
+   * anyone, a durable clock's deadline by the database's clock), as Effect's engines preempt a run
+   * through `instance.awaitedDeferreds`: the replay is stopped as a suspension, where it stands,
+   * and the handler replays under the same fence (the completion's wake, or the clock, returns its
+   * suspension at once). Waits inside activities are their own instances' and do not count.
+   * Nothing recorded runs again; an activity stopped before its result was recorded runs again.
+   */
+  const wakeWhenDone = (replay: Replay["Service"], key: string) =>
+    Effect.gen(function*() {
+      const { instance } = replay
+      while (true) {
+        yield* Effect.sleep(wakePollInterval)
+        const body = replay.body
+        if (body === undefined || instance.suspended || instance.interrupted || instance.abandoned || replay.fault !== undefined) continue
+        // Awaited now, or read as pending earlier (less those this replay completed itself: a
+        // race's own outcome), and not read as done since.
+        const parked = [...new Set([
+          ...instance.awaitedDeferreds.keys(),
+          ...[...replay.readPending].filter((name) => !instance.completedDeferreds.has(name))
+        ])].filter((name) => !replay.readDone.has(name))
+        if (parked.length === 0) continue
+        // A journal read that fails leaves the replay alone: the next tick asks again.
+        const done = yield* journal.doneAmong(key, parked).pipe(Effect.orElseSucceed(() => []))
+        if (done.length === 0 || instance.suspended || instance.abandoned || body.pollUnsafe() !== undefined) continue
+        instance.suspended = true
+        yield* Effect.withFiber((self) => Effect.sync(() => body.interruptUnsafe(self.id)))
+        return
       }
     })
 
@@ -473,6 +581,28 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
  * @category layers
  */
 export const layer = (options: LeaseholdWorkflowsOptions = {}) => Layer.effectContext(make(options))
+
+/**
+ * The engine for a process that only starts, polls, signals, resumes or interrupts executions (an
+ * API, a script, the CLI): it never claims a run, so nothing it does leaves a run held by a
+ * process that is about to exit. Executions run where a worker serves them (`layerServe`, or
+ * `worker` beside other handlers).
+ *
+ * @category layers
+ */
+export const layerClient = (options: Omit<LeaseholdWorkflowsOptions, "serve"> = {}) =>
+  layer({ ...options, serve: undefined })
+
+/**
+ * The engine that also serves the registered workflows: a `Worker.run` with `serve`'s options
+ * in the layer's scope, restarted as each workflow registers. For worker processes.
+ *
+ * @category layers
+ */
+export const layerServe = (
+  serve: Omit<Worker.WorkerOptions<never>, "handlers">,
+  options: Omit<LeaseholdWorkflowsOptions, "serve"> = {}
+) => layer({ ...options, serve })
 
 /**
  * `Worker.run` serving the registered workflows beside `options.handlers`.

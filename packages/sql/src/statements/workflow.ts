@@ -184,3 +184,18 @@ export const nextClock = (sql: SqlClient.SqlClient, s: StoreSchema, execution: s
         SELECT 1 FROM ${s.workflowDeferreds(sql)} d WHERE d.execution = c.execution AND d.name = c.deferred)`,
     (rows) => Option.fromNullishOr(rows[0]?.ms ?? null)
   )
+
+/**
+ * Which of `names` are done for the execution: a deferred with an outcome, or a durable clock whose
+ * deadline the database's clock has passed. A running replay asks this about the deferreds it is
+ * parked on, to be woken where it stands.
+ */
+export const doneAmong = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, names: ReadonlyArray<string>) =>
+  Effect.map(
+    sql<{ name: string }>`
+      SELECT name FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ANY(${names as Array<string>}::text[])
+      UNION
+      SELECT deferred FROM ${s.workflowClocks(sql)}
+      WHERE execution = ${execution} AND deferred = ANY(${names as Array<string>}::text[]) AND wake_at <= now()`,
+    (rows) => rows.map((row) => row.name)
+  )
