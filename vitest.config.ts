@@ -7,6 +7,7 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     // Two cores: the database and the workers share them.
-    maxWorkers: 2
+    maxWorkers: 2,
+    reporters: ["default", "./test/support/skipsReporter.ts"]
   }
 })
