@@ -59,7 +59,8 @@ const postgresBinDir = () => {
 /** Each prerequisite: the Debian package that provides it and where it was found (undefined: missing). */
 export const prerequisites = () => [
   { name: "chromium", package: "chromium", found: process.env.CHROMIUM_PATH || which("chromium") },
-  { name: "faketime", package: "faketime", found: which("faketime") !== undefined ? libfaketime() : undefined },
+  // The tests preload the library itself; Debian's faketime command depends on it.
+  { name: "faketime", package: "faketime", found: which("faketime") === undefined ? undefined : libfaketime() ?? which("faketime") },
   { name: "pgbouncer", package: "pgbouncer", found: which("pgbouncer") },
   { name: "PostgreSQL server binaries", package: "postgresql", found: postgresBinDir() },
   { name: "jq", package: "jq", found: which("jq") }

@@ -63,10 +63,10 @@ const roundTrip = (url: string, ...statements: ReadonlyArray<string>) =>
   }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })), Effect.scoped)
 
 describe("embedded PostgreSQL started by root from a private folder", () => {
-  it.live("starts with binaries and data under a mode-700 folder, keeps the data across a restart, leaves no server", (ctx) =>
-    Effect.gen(function*() {
-      // Only root hands the server to the `postgres` OS user: as anyone else there is nothing to reproduce.
-      if (!isRoot) ctx.skip("needs root (the embedded server runs as the postgres OS user only when started by root)")
+  it.live("starts with binaries and data under a mode-700 folder, keeps the data across a restart, leaves no server", (ctx) => {
+    // Only root hands the server to the `postgres` OS user: as anyone else there is nothing to reproduce.
+    if (!isRoot) ctx.skip("needs root (the embedded server runs as the postgres OS user only when started by root)")
+    return Effect.gen(function*() {
       const privateDir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-private-"))
       fs.chmodSync(privateDir, 0o700)
       const dataDir = path.join(privateDir, ".leasehold", "pgdata")
@@ -102,5 +102,6 @@ describe("embedded PostgreSQL started by root from a private folder", () => {
       }))
       assert.deepStrictEqual(again, { dataDir: started.dataDir, rows: [{ n: 42 }] })
       assert.deepStrictEqual(serversUsing(started.dataDir), [])
-    }), 30_000)
+    })
+  }, 30_000)
 })
