@@ -12,7 +12,8 @@ const unit = [
   "test/contract-memory.test.ts",
   "test/schedules-plan.test.ts",
   "test/chaos-plan.test.ts",
-  "test/prerequisites.test.ts"
+  "test/prerequisites.test.ts",
+  "test/skips-reporter.test.ts"
 ]
 const processes = [
   "test/cli.test.ts",

@@ -22,6 +22,12 @@
 #   scripts/mutation-check.sh peak    the hand-off's look for a slot above a lowered limit (only
 #                                     while the limit is below its peak, migration 0015), against
 #                                     test/hand-off.test.ts;
+#   scripts/mutation-check.sh prerequisites  npm test's check takes PgBouncer as present without
+#                                     looking (scripts/prerequisites.mjs), against
+#                                     test/prerequisites.test.ts (a fresh machine's shape);
+#   scripts/mutation-check.sh skips   a skipped test no longer fails a CI=true run
+#                                     (test/support/skipsReporter.ts), against
+#                                     test/skips-reporter.test.ts;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -79,6 +85,20 @@ elif [ "$mutation" = "peak" ]; then
   grep -q "CASE WHEN false THEN" "$admit" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a completion hands its slot on while its key holds one above a lowered limit ($admit)"
   tests=(test/hand-off.test.ts)
+  attempts=1
+elif [ "$mutation" = "prerequisites" ]; then
+  check="$work/scripts/prerequisites.mjs"
+  sed -i 's|found: which("pgbouncer") }|found: which("pgbouncer") ?? "/usr/sbin/pgbouncer" }|' "$check"
+  grep -q 'which("pgbouncer") ?? ' "$check" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: npm test's check takes PgBouncer as installed without looking ($check)"
+  tests=(test/prerequisites.test.ts)
+  attempts=1
+elif [ "$mutation" = "skips" ]; then
+  reporter="$work/test/support/skipsReporter.ts"
+  sed -i 's/    if (ci) process.exitCode = 1/    if (ci) void 0/' "$reporter"
+  grep -q "process.exitCode = 1" "$reporter" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a skipped test no longer fails a CI=true run ($reporter)"
+  tests=(test/skips-reporter.test.ts)
   attempts=1
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/statements/workflow.ts"
