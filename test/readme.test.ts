@@ -113,7 +113,8 @@ describe("README", () => {
         for (const line of commands) {
           if (line.startsWith("npx leasehold worker")) {
             // The worker runs until stopped: until the refund it was given has suspended.
-            worker = spawn("sh", ["-c", `exec ${line.split("#")[0]}`], { cwd: root, env, stdio: "ignore" })
+            // A process group of its own: npx starts the worker as its child, and both must stop.
+            worker = spawn("sh", ["-c", `exec ${line.split("#")[0]}`], { cwd: root, env, stdio: "ignore", detached: true })
             const deadline = Date.now() + 30_000
             while (!sh("npx leasehold runs list --state suspended --json").includes("approve-refund")) {
               if (Date.now() > deadline) assert.fail("the refund never suspended")
@@ -132,7 +133,7 @@ describe("README", () => {
         }
         assert.deepInclude(shown.run, { id: "1", kind: "approve-refund", state: "completed", fence: 2 })
       } finally {
-        worker?.kill("SIGTERM")
+        if (worker?.pid !== undefined) process.kill(-worker.pid, "SIGTERM")
       }
       yield* Effect.sleep("500 millis")
       yield* Context.get(server, SqlClient.SqlClient).unsafe(`DROP DATABASE ${name} WITH (FORCE)`)
