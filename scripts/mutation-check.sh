@@ -35,6 +35,12 @@
 #   scripts/mutation-check.sh reclaim  the sweep that follows a sweep which took expired leases
 #                                     (Worker's claim loop: sweeps once per poll interval only),
 #                                     against test/reclaim-process.test.ts and the worker-clock test;
+#   scripts/mutation-check.sh prerequisites  npm test's check takes PgBouncer as present without
+#                                     looking (scripts/prerequisites.mjs), against
+#                                     test/prerequisites.test.ts (a fresh machine's shape);
+#   scripts/mutation-check.sh skips   a skipped test no longer fails a CI=true run
+#                                     (test/support/skipsReporter.ts), against
+#                                     test/skips-reporter.test.ts;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -116,6 +122,20 @@ elif [ "$mutation" = "reclaim" ]; then
   grep -q 'run.via !== "due")$' "$worker" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: expired leases are swept once per poll interval however many a sweep met ($worker)"
   tests=(test/reclaim-process.test.ts test/worker-clock.test.ts)
+  attempts=1
+elif [ "$mutation" = "prerequisites" ]; then
+  check="$work/scripts/prerequisites.mjs"
+  sed -i 's|found: which("pgbouncer") }|found: which("pgbouncer") ?? "/usr/sbin/pgbouncer" }|' "$check"
+  grep -q 'which("pgbouncer") ?? ' "$check" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: npm test's check takes PgBouncer as installed without looking ($check)"
+  tests=(test/prerequisites.test.ts)
+  attempts=1
+elif [ "$mutation" = "skips" ]; then
+  reporter="$work/test/support/skipsReporter.ts"
+  sed -i 's/    if (ci) process.exitCode = 1/    if (ci) void 0/' "$reporter"
+  grep -q "process.exitCode = 1" "$reporter" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a skipped test no longer fails a CI=true run ($reporter)"
+  tests=(test/skips-reporter.test.ts)
   attempts=1
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/statements/workflow.ts"

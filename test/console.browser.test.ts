@@ -25,15 +25,31 @@ const chromiumPath = (): string => {
     // Not on PATH: the error below says what to do.
   }
   throw new Error(
-    "the console's browser test needs Debian's chromium: `apt-get install -y chromium` (.ci/run installs it), " +
+    "the console's browser test needs Debian's chromium: `apt-get install -y chromium` (npm test installs it), " +
       "or set CHROMIUM_PATH to a Chromium binary"
   )
 }
 
+/**
+ * As root (no sandbox), headless, and quiet on the network: this machine's closed network refuses
+ * Chromium's background connections (updates, sync, QUIC), many at a time. playwright's `launch`
+ * gives every browser a new empty profile of its own (`--user-data-dir` in a fresh temporary folder).
+ */
+const chromiumFlags = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync"
+]
+
 const launch = Effect.acquireRelease(
   // A missing browser or a failed launch fails the test with its own message (a defect), never a skip.
   Effect.promise(() =>
-    chromium.launch({ executablePath: chromiumPath(), args: ["--headless", "--no-sandbox", "--disable-gpu"] })
+    chromium.launch({ executablePath: chromiumPath(), args: chromiumFlags })
   ),
   (browser: Browser) => Effect.promise(() => browser.close())
 )

@@ -1,12 +1,11 @@
 /**
- * The RunStore contract (`contract/RunStoreContract.ts`) against both stores: `PgRunStore` on a
- * real PostgreSQL (a fresh schema per test; time passes by moving the stored times back) and
- * `MemoryRunStore` under `TestClock` (time passes by `TestClock.adjust`).
+ * The RunStore contract (`contract/RunStoreContract.ts`) against `PgRunStore` on a real PostgreSQL
+ * (a fresh schema per test; time passes by moving the stored times back).
+ * `contract-memory.test.ts` runs the same contract against `MemoryRunStore` under `TestClock`.
  */
-import { MemoryRunStore, RunStore } from "@leasehold/core"
+import { RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { TestClock } from "effect/testing"
 import { type ContractTarget, runStoreContract } from "./contract/RunStoreContract.js"
 import { freshSchema, storeLayer } from "./support/db.js"
 
@@ -30,15 +29,4 @@ const postgres: ContractTarget = {
   })
 }
 
-const memory: ContractTarget = {
-  name: "MemoryRunStore",
-  clock: "test",
-  make: Effect.map(MemoryRunStore.make, (store) => ({
-    store,
-    passTime: (duration) => TestClock.adjust(duration),
-    settle: Effect.yieldNow
-  }))
-}
-
 runStoreContract(postgres)
-runStoreContract(memory)

@@ -47,7 +47,7 @@ const throughSwitchedProxy = async (sync: boolean, schema: string) => {
   return { pair, proxy, url, storeOf }
 }
 
-describe.skipIf(!Replication.available)("failover", () => {
+describe("failover", () => {
   it("synchronous replication: the standby promoted mid-drain loses nothing; every run completes once, no fence is granted twice", async () => {
     const schema = "failover"
     const { pair, proxy, storeOf, url } = await throughSwitchedProxy(true, schema)

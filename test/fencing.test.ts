@@ -228,7 +228,7 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
 
 fencingSuite("direct", directStores)
 
-describe.skipIf(!PgBouncer.available)("through PgBouncer", () => {
+describe("through PgBouncer", () => {
   fencingSuite(
     "PgBouncer, transaction pooling",
     Effect.flatMap(PgBouncer.start(databaseUrl(), 2), (pooler) => twoStoresAt(pooler.url, { pooler: {} }, { pooler: "transaction" }))

@@ -16,7 +16,6 @@ import { afterEach, assert, describe, it } from "vitest"
 import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
 import { databaseUrl, freshSchema } from "./support/db.js"
 
-const hasFaketime = WorkerProcess.canSkewClocks
 
 interface Env {
   readonly schema: string
@@ -73,7 +72,7 @@ describe("partition acceptance", () => {
   ] as const
 
   for (const scenario of scenarios) {
-    it.skipIf(scenario.skew !== undefined && !hasFaketime)(
+    it(
       `a partitioned worker's write is rejected by the fence, and the run completes once (${scenario.name})`,
       async () => {
         const env = await setup()

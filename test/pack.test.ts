@@ -131,7 +131,7 @@ describe("packed packages in a fresh project", () => {
     if (temp !== "") fs.rmSync(temp, { recursive: true, force: true })
   })
 
-  it("packs dist (and src for source maps) with the exports' targets, no build leftovers", () => {
+  it("packs dist (and src for source maps) with the exports' targets, its README and the MIT licence, no build leftovers", () => {
     const packed = (pkg: string): ReadonlyArray<string> => {
       const files = tarballFiles.get(`@leasehold/${pkg}`)
       assert.isDefined(files, `@leasehold/${pkg} was packed`)
@@ -139,7 +139,16 @@ describe("packed packages in a fresh project", () => {
     }
     const assertHas = (pkg: string, file: string) => assert.isTrue(packed(pkg).includes(file), `@leasehold/${pkg} packs ${file}`)
     for (const pkg of packages) {
-      for (const file of ["package.json", "dist/index.js", "dist/index.d.ts", "dist/index.js.map", "src/index.ts"]) assertHas(pkg, file)
+      for (const file of ["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts", "dist/index.js.map", "src/index.ts"]) {
+        assertHas(pkg, file)
+      }
+      // The licence travels with the package: MIT, the root LICENSE's own text.
+      assert.strictEqual(readJson(path.join(repo, "packages", pkg, "package.json")).license, "MIT", `@leasehold/${pkg}'s license`)
+      assert.strictEqual(
+        fs.readFileSync(path.join(repo, "packages", pkg, "LICENSE"), "utf8"),
+        fs.readFileSync(path.join(repo, "LICENSE"), "utf8"),
+        `@leasehold/${pkg}'s LICENSE is the root's`
+      )
       assert.isFalse(
         packed(pkg).some((f) => f.endsWith(".tsbuildinfo") || f.startsWith("node_modules/") || f.startsWith("test/")),
         `@leasehold/${pkg}: no build state`

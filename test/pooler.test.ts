@@ -48,7 +48,7 @@ const ledgered = (schema: string) =>
       }))
   })
 
-describe.skipIf(!PgBouncer.available)("through PgBouncer in transaction mode", () => {
+describe("through PgBouncer in transaction mode", () => {
   it.live("a drain of 2,000 runs by two workers: each completes once, its ledger row in its fenced transaction", () =>
     Effect.gen(function*() {
       const { a, b, schema } = yield* twoWorkersThrough(4, "pool")

@@ -60,6 +60,39 @@ describe("README", () => {
       }
     }))
 
+  it.live("each published package's README has its own example, and it type-checks against the current packages", () =>
+    Effect.sync(() => {
+      const dir = path.join(root, ".scratch", "package-readme-check")
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.mkdirSync(dir, { recursive: true })
+      const files: Array<string> = []
+      for (const pkg of ["core", "sql", "http", "workflow", "cli"]) {
+        const readme = fs.readFileSync(path.join(root, "packages", pkg, "README.md"), "utf8")
+        assert.match(readme, new RegExp(`^# @leasehold/${pkg}\n`), `packages/${pkg}/README.md names its package`)
+        if (pkg === "http") continue // its blocks are fragments of an application, shown in the repository's README too
+        assert.match(readme, /## Install\n\n```sh\nnpm install /, `packages/${pkg}/README.md says how to install it`)
+        const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!)
+        assert.isAtLeast(blocks.length, 1, `packages/${pkg}/README.md has an example`)
+        // Each package's example is one program (one module).
+        fs.writeFileSync(path.join(dir, `${pkg}.ts`), blocks.join("\n"))
+        files.push(`${pkg}.ts`)
+      }
+      fs.writeFileSync(
+        path.join(dir, "tsconfig.json"),
+        JSON.stringify({
+          extends: "../../tsconfig.base.json",
+          compilerOptions: { noEmit: true, composite: false, declaration: false, declarationMap: false, noUnusedLocals: false },
+          files
+        })
+      )
+      const tsc = path.join(root, "node_modules", "typescript", "bin", "tsc")
+      try {
+        execFileSync(process.execPath, [tsc, "-p", dir], { encoding: "utf8", stdio: "pipe" })
+      } catch (error) {
+        assert.fail(`a package README's code does not compile:\n${(error as { stdout?: string }).stdout ?? String(error)}`)
+      }
+    }))
+
   it.live("the leasehold commands it shows run as written, in order, from the repository", () =>
     Effect.gen(function*() {
       const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
@@ -80,7 +113,8 @@ describe("README", () => {
         for (const line of commands) {
           if (line.startsWith("npx leasehold worker")) {
             // The worker runs until stopped: until the refund it was given has suspended.
-            worker = spawn("sh", ["-c", `exec ${line.split("#")[0]}`], { cwd: root, env, stdio: "ignore" })
+            // A process group of its own: npx starts the worker as its child, and both must stop.
+            worker = spawn("sh", ["-c", `exec ${line.split("#")[0]}`], { cwd: root, env, stdio: "ignore", detached: true })
             const deadline = Date.now() + 30_000
             while (!sh("npx leasehold runs list --state suspended --json").includes("approve-refund")) {
               if (Date.now() > deadline) assert.fail("the refund never suspended")
@@ -99,7 +133,7 @@ describe("README", () => {
         }
         assert.deepInclude(shown.run, { id: "1", kind: "approve-refund", state: "completed", fence: 2 })
       } finally {
-        worker?.kill("SIGTERM")
+        if (worker?.pid !== undefined) process.kill(-worker.pid, "SIGTERM")
       }
       yield* Effect.sleep("500 millis")
       yield* Context.get(server, SqlClient.SqlClient).unsafe(`DROP DATABASE ${name} WITH (FORCE)`)

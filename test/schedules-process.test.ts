@@ -16,7 +16,7 @@ import { freshSchema, storeLayer } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
 describe("schedule ticks across worker processes", () => {
-  it.live.skipIf(!WorkerProcess.canSkewClocks)(
+  it.live(
     "restarts, a pause, an outage and a skewed clock: every tick has exactly one run, missed ticks are backfilled, none fires while paused",
     () =>
       Effect.gen(function*() {

@@ -1,6 +1,7 @@
 /**
  * One PostgreSQL for the whole test run: `DATABASE_URL` when set, otherwise an embedded server in
- * a temporary folder. Each test file then works in its own schema.
+ * a temporary folder. Each test file then works in its own schema. Every project that needs a
+ * database runs this setup; they share one server (started by the first, stopped after the last).
  */
 import { EmbeddedPostgres } from "@leasehold/sql"
 import * as os from "node:os"
@@ -13,6 +14,15 @@ declare module "vitest" {
   }
 }
 
+interface Shared {
+  readonly server: Promise<{ readonly url: string; readonly stop: () => Promise<void> }>
+  users: number
+}
+
+// On globalThis: each project may load this module afresh, but they all run in vitest's one process.
+const sharedKey = Symbol.for("leasehold.test.embeddedPostgres")
+const registry = globalThis as { [sharedKey]?: Shared }
+
 export default async function setup(project: TestProject) {
   // Node's on-disk compile cache for every process the tests start (the CLI, worker processes, the
   // benchmark), as the installed launcher enables it: each would otherwise compile the same modules.
@@ -22,9 +32,16 @@ export default async function setup(project: TestProject) {
     project.provide("databaseUrl", configured)
     return
   }
-  const pg = await EmbeddedPostgres.startUnscoped({ settings: { max_connections: "300" } })
+  const shared = registry[sharedKey] ??= {
+    server: EmbeddedPostgres.startUnscoped({ settings: { max_connections: "300" } }),
+    users: 0
+  }
+  shared.users++
+  const pg = await shared.server
   project.provide("databaseUrl", pg.url)
   return async () => {
+    if (--shared.users > 0) return
+    delete registry[sharedKey]
     await pg.stop()
   }
 }

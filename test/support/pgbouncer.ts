@@ -14,7 +14,7 @@ import { freePort } from "./ports.js"
 
 const binary = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"].find((candidate) => fs.existsSync(candidate))
 
-/** Whether PgBouncer is installed (`apt-get install -y pgbouncer`; `.ci/run` installs it). */
+/** Whether PgBouncer is installed (`apt-get install -y pgbouncer`; npm test installs it). */
 export const available = binary !== undefined
 
 const reachable = (port: number) =>
@@ -38,7 +38,7 @@ export interface Pooler {
 export const start = (databaseUrl: string, poolSize = 4) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
-      if (binary === undefined) throw new Error("PgBouncer is not installed: `apt-get install -y pgbouncer` (.ci/run installs it)")
+      if (binary === undefined) throw new Error("PgBouncer is not installed: `apt-get install -y pgbouncer` (npm test installs it)")
       const target = new URL(databaseUrl)
       const user = decodeURIComponent(target.username || "postgres")
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-pgbouncer-"))

@@ -52,7 +52,7 @@ export interface ReplicatedPair {
 export const start = (options: { readonly sync: boolean }) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
-      if (binDir === undefined) throw new Error("Debian's PostgreSQL binaries are not installed: `apt-get install -y postgresql` (.ci/run installs them)")
+      if (binDir === undefined) throw new Error("Debian's PostgreSQL binaries are not installed: `apt-get install -y postgresql` (npm test installs them)")
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-replication-"))
       if (serverUser !== undefined) fs.chownSync(dir, serverUser.uid, serverUser.gid)
       const primary = path.join(dir, "primary")
