@@ -9,6 +9,7 @@ import { Database } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -823,6 +824,36 @@ describe("leasehold worker", () => {
       assert.deepStrictEqual(
         events.filter((e) => e._tag === "Claimed").map((e) => [e.runId, e.fence]),
         [[quick, 1], [refund, 1], [refund, 2]]
+      )
+    }))
+})
+
+describe("leasehold: a port in use", () => {
+  it.live("serve --port and worker --metrics-port on a busy port say so in one line naming the port and the flag, exit 1", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      yield* openStore(schema)
+      const busy = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          new Promise<net.Server>((resolve, reject) => {
+            const server = net.createServer()
+            server.once("error", reject)
+            server.listen(0, "127.0.0.1", () => resolve(server))
+          })
+        ),
+        (server) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+      )
+      const port = (busy.address() as net.AddressInfo).port
+      const env = { LEASEHOLD_CALLBACK_SECRETS: "k1:" + "s".repeat(32) }
+      assertRejected(
+        yield* leasehold(["serve", "--port", String(port), ...connection(schema)], { env }),
+        1,
+        new RegExp(`^leasehold: port ${port} is in use on 127\\.0\\.0\\.1 \\(--port\\)$`)
+      )
+      assertRejected(
+        yield* leasehold(["worker", "--metrics-port", String(port), ...connection(schema)]),
+        1,
+        new RegExp(`^leasehold: port ${port} is in use on 127\\.0\\.0\\.1 \\(--metrics-port\\)$`)
       )
     }))
 })

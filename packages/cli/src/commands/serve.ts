@@ -8,6 +8,7 @@ import { InvalidConfig } from "@leasehold/core"
 import { Config, Effect, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
+import * as Listen from "../Listen.js"
 import { connectionFlags, UsageError } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
 
@@ -59,7 +60,7 @@ export const serve = Command.make("serve", {
         const modes = `${flags.callbacksOnly ? " (callbacks only)" : ""}${flags.readOnly ? " (read-only)" : ""}`
         process.stdout.write(`leasehold: serving on ${where}${modes}\n`)
         return yield* Effect.never
-      }).pipe(Effect.provide(server)),
+      }).pipe(Effect.provide(server), Listen.explain("--port", host, flags.port)),
       { migrate: false }
     )
   })).pipe(Command.withDescription("Serve callbacks, the admin API and the console over HTTP until SIGINT/SIGTERM"))
