@@ -116,7 +116,15 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     : options.pooler.listenUrl === undefined
     ? undefined
     // The URL alone says where: explicit fields would win over it.
-    : { ...sql.config, url: Redacted.make(options.pooler.listenUrl), host: undefined, port: undefined, path: undefined, stream: undefined }
+    : {
+      ...sql.config,
+      url: Redacted.make(options.pooler.listenUrl),
+      host: undefined,
+      port: undefined,
+      database: undefined,
+      path: undefined,
+      stream: undefined
+    }
   const notifications: Stream.Stream<StoreNotification, StoreError> = listenConfig === undefined
     ? Stream.never
     : Stream.unwrap(
