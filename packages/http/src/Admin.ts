@@ -36,6 +36,7 @@ import { PrometheusMetrics } from "effect/observability"
 import { randomBytes } from "node:crypto"
 import { Handlers } from "./Handlers.js"
 import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
+import * as EventHub from "./internal/EventHub.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
 import { json, problem, secure, securityHeaders } from "./internal/Http.js"
 
@@ -54,7 +55,15 @@ export interface AdminOptions {
   readonly csrfToken?: string | undefined
   /** Largest accepted request body in bytes. Default 1 MiB. */
   readonly maxBodySize?: number | undefined
+  /**
+   * Open `/api/events` streams at once (default `defaultMaxEventStreams`); one more is answered
+   * 503 with `Retry-After`. Every stream shares the server's one LISTEN connection.
+   */
+  readonly maxEventStreams?: number | undefined
 }
+
+/** Open event streams a server allows by default. @category constants */
+export const defaultMaxEventStreams = 64
 
 /** Whether `host` is a loopback address. @category predicates */
 export const isLoopback = (host: string): boolean =>
@@ -206,6 +215,12 @@ export const layer = (options: AdminOptions) =>
     const readOnly = options.readOnly ?? false
     const csrfToken = options.csrfToken ?? randomBytes(32).toString("base64url")
     const limit = options.maxBodySize ?? 1024 * 1024
+    const maxEventStreams = options.maxEventStreams ?? defaultMaxEventStreams
+    if (!Number.isInteger(maxEventStreams) || maxEventStreams < 1) {
+      return yield* new InvalidConfig({ option: "maxEventStreams", issue: `${maxEventStreams} is not a whole number of at least 1` })
+    }
+    // One LISTEN connection for every event stream of this server, opened by the first of them.
+    const hub = yield* EventHub.make(maxEventStreams)
 
     /** Authentication, read-only mode and CSRF, then the route; failures become their status. */
     const guard = <R>(
@@ -395,7 +410,13 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route("GET", "/api/events", guard(false, () =>
         Effect.gen(function*() {
           const store = yield* RunStore
-          const events = store.notifications.pipe(
+          const notifications = hub.subscribe(store)
+          if (notifications === undefined) {
+            return problem(503, "too-many-streams", `this server holds ${maxEventStreams} event streams already; try again later`, {
+              "retry-after": "10"
+            })
+          }
+          const events = notifications.pipe(
             Stream.map((note) => sseEvent(eventName[note._tag], JSON.stringify(note))),
             // An event now and then keeps proxies from closing a quiet stream.
             Stream.merge(Stream.map(Stream.drop(Stream.tick("15 seconds"), 1), () => sseEvent("ping", ""))),

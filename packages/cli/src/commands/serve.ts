@@ -25,6 +25,10 @@ export const serve = Command.make("serve", {
     Flag.withDescription("public URL callback links point at (default: $LEASEHOLD_CALLBACK_BASE_URL, else this server)")
   ),
   callbacksOnly: Flag.Boolean("callbacks-only").pipe(Flag.withDefault(false), Flag.withDescription("serve only POST /callbacks/...")),
+  maxEventStreams: Flag.Int("max-event-streams").pipe(
+    Flag.withDefault(64),
+    Flag.withDescription("open /api/events streams at once, sharing one LISTEN connection; one more is answered 503")
+  ),
   readOnly: Flag.Boolean("read-only").pipe(Flag.withDefault(false), Flag.withDescription("refuse every state-changing admin request (403)"))
 }, (flags) =>
   Effect.gen(function*() {
@@ -50,7 +54,8 @@ export const serve = Command.make("serve", {
       port: flags.port,
       token: Option.getOrUndefined(token),
       readOnly: flags.readOnly,
-      callbacksOnly: flags.callbacksOnly
+      callbacksOnly: flags.callbacksOnly,
+      maxEventStreams: flags.maxEventStreams
     }).pipe(Layer.provide(Layer.mergeAll(callbacks, Handlers.layer(handlers))))
     yield* Connection.withStore(
       flags,
