@@ -37,6 +37,7 @@ import { randomBytes } from "node:crypto"
 import { Handlers } from "./Handlers.js"
 import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
+import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
 import { json, problem, secure, securityHeaders } from "./internal/Http.js"
 
@@ -394,10 +395,19 @@ export const layer = (options: AdminOptions) =>
           return json(200, yield* store.stats)
         }))),
 
-      // Prometheus's text format, behind the same access rules as the API.
+      // Prometheus's text format, behind the same access rules as the API: the store's live runs
+      // and paused queues sampled at each scrape (from indexes only), then this process's own
+      // metric registry.
       HttpRouter.route("GET", "/metrics", guard(false, () =>
-        Effect.map(PrometheusMetrics.format(), (text) =>
-          HttpServerResponse.text(text, { status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8" })))),
+        Effect.gen(function*() {
+          const store = yield* RunStore
+          const [sample, paused] = yield* Effect.all([store.sample, store.pausedQueues])
+          const own = StoreGauges.withoutSampled(yield* PrometheusMetrics.format())
+          return HttpServerResponse.text(StoreGauges.format(sample, paused) + own, {
+            status: 200,
+            contentType: "text/plain; version=0.0.4; charset=utf-8"
+          })
+        }))),
 
       HttpRouter.route("GET", "/api/workers", guard(false, () =>
         Effect.gen(function*() {
