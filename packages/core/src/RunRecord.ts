@@ -78,6 +78,16 @@ export interface ClaimedRun {
   readonly traceParent: string | null
 }
 
+/**
+ * The attempt a handler saw last, as operators are shown it. A suspension gives its attempt back
+ * (waiting is not failing: `attempt` counts the attempts spent against `maxAttempts`), and the
+ * resumed run continues under the same number; so a suspended run's is one more than its `attempt`.
+ *
+ * @category accessors
+ */
+export const attemptSeen = (run: { readonly state: RunState; readonly attempt: number }): number =>
+  run.state === "suspended" ? run.attempt + 1 : run.attempt
+
 /** A claim that was superseded or finished elsewhere is identified by this pair, never by id alone. @category models */
 export interface LeaseKey {
   readonly runId: string

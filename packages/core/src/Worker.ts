@@ -161,6 +161,9 @@ export const run = <R>(
   Effect.scoped(Effect.gen(function*() {
     const config = yield* resolveOptions(options as WorkerOptions<unknown>)
     const { owner } = config
+    // The stop line, added first so that it runs last: once the drain and the loops are over.
+    const annotated = Effect.annotateLogs({ "leasehold.owner": owner })
+    yield* Effect.addFinalizer(() => annotated(Effect.logInfo(`leasehold worker ${owner} stopped`)))
     const traced = config.traces ?? (yield* Telemetry.TraceRuns)
     // Polls that find nothing trace nothing, whether run tracing is on or not (RunSpans.recordedIf).
     const store = traced ? RunSpans.runtimeStatements(yield* RunStore) : RunSpans.untracedClaim(yield* RunStore)
@@ -428,6 +431,10 @@ export const run = <R>(
     yield* Effect.forkScoped(reporting(listenLoop))
     yield* Effect.forkScoped(claimLoop)
     yield* Effect.forkScoped(reporting(ticker))
+    // One line at start, through Effect's logger (an application replaces it with its own `Logger`).
+    yield* annotated(Effect.logInfo(
+      `leasehold worker ${owner} started: queues ${config.queues.join(", ")}, concurrency ${config.concurrency}`
+    ))
     return yield* Effect.never
   }))
 

@@ -2,7 +2,7 @@
  * `leasehold runs list` and `leasehold runs show <id>`: what is in the store, newest first, and one
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
-import { KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
+import { attemptSeen, KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
@@ -73,7 +73,7 @@ const list = Command.make("list", {
         run.queue,
         run.state,
         String(run.fence),
-        `${run.attempt}/${run.maxAttempts}`,
+        `${attemptSeen(run)}/${run.maxAttempts}`,
         Output.time(run.createdAt),
         note(run)
       ])
@@ -176,7 +176,7 @@ const show = Command.make("show", {
       ["run", `${run.id} (${run.kind} on queue ${run.queue})`],
       ["state", run.state + (run.state === "suspended" ? `, awaiting "${run.signalName}" (token ${run.signalToken})` : "")],
       ["fence", String(run.fence)],
-      ["attempt", `${run.attempt} of ${run.maxAttempts}`],
+      ["attempt", `${attemptSeen(run)} of ${run.maxAttempts}`],
       ...(run.concurrencyKey === null ? [] : [[
         "key",
         `${run.concurrencyKey} (${

@@ -209,6 +209,10 @@ const historyOf = (detail) => {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The attempt the handler saw, as the CLI shows it (@leasehold/core RunRecord.attemptSeen): a
+// suspension gives its attempt back while it waits, and the resume continues under that number.
+const attemptSeen = (run) => run.state === "suspended" ? run.attempt + 1 : run.attempt
+
 // Live updates: one EventSource for the page; views refresh (debounced) when runs change, and on
 // a slow timer for changes the store does not announce (a lease running out).
 // ---------------------------------------------------------------------------------------------
@@ -604,7 +608,7 @@ const runsView = (main, params) => {
         h("td", {}, run.queue),
         h("td", {}, stateBadge(run.state)),
         h("td", { class: "num" }, String(run.fence)),
-        h("td", { class: "num" }, `${run.attempt}/${run.maxAttempts}`),
+        h("td", { class: "num" }, `${attemptSeen(run)}/${run.maxAttempts}`),
         h("td", { class: "mono" }, run.leaseOwner ?? ""),
         h("td", {}, time(run.updatedAt))
       )
@@ -739,7 +743,7 @@ const runDetailView = (main, _params, id) => {
         ["Kind", run.kind],
         ["Queue", run.queue],
         ["Fence", h("strong", { class: "fence" }, String(run.fence))],
-        ["Attempt", `${run.attempt} of ${run.maxAttempts}`],
+        ["Attempt", `${attemptSeen(run)} of ${run.maxAttempts}`],
         ["Lease owner", run.leaseOwner ?? "—"],
         ["Lease expires", time(run.leaseExpiresAt)],
         ["Priority", String(run.priority ?? 0)],
