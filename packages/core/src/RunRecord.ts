@@ -88,6 +88,17 @@ export interface ClaimedRun {
 export const attemptSeen = (run: { readonly state: RunState; readonly attempt: number }): number =>
   run.state === "suspended" ? run.attempt + 1 : run.attempt
 
+/**
+ * Whether the run is a workflow execution (`@leasehold/workflow`: kind `workflow/<name>`, keyed by
+ * `workflow/<name>/<execution>`). A suspended one waits on its journal (a deferred, a durable
+ * clock, a child), not on its run's signal: resuming the run only replays it, so operator tools
+ * neither offer nor accept it as an approval.
+ *
+ * @category predicates
+ */
+export const isWorkflowRun = (run: { readonly kind: string; readonly idempotencyKey: string | null }): boolean =>
+  run.kind.startsWith("workflow/") && run.idempotencyKey !== null && run.idempotencyKey.startsWith(`${run.kind}/`)
+
 /** A claim that was superseded or finished elsewhere is identified by this pair, never by id alone. @category models */
 export interface LeaseKey {
   readonly runId: string

@@ -14,6 +14,7 @@ import {
   Client,
   InvalidConfig,
   type InvalidPayload,
+  isWorkflowRun,
   type InvalidTransition,
   type LiveLease,
   type PayloadFieldFilter,
@@ -313,6 +314,17 @@ export const layer = (options: AdminOptions) =>
         Effect.gen(function*() {
           const id = yield* param("id")
           const { payload } = yield* body(ResumeBody, limit)
+          // A workflow waits on its journal: resuming its run would only replay it and suspend
+          // again, with the deferred it waits on still not done.
+          const target = yield* Effect.flatMap(RunStore, (store) => store.get(id))
+          if (target.state === "suspended" && isWorkflowRun(target)) {
+            return yield* Effect.fail(new BadRequest(
+              "workflow-run",
+              `run ${id} is a workflow waiting on its journal (a deferred or a durable clock), not on a signal: ` +
+                "complete the deferred it waits on (DurableDeferred.done, or its callback URL); resuming the run would only replay it",
+              409
+            ))
+          }
           return ok(yield* Client.resume(id, payload ?? null))
         }))),
 

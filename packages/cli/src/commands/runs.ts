@@ -2,9 +2,10 @@
  * `leasehold runs list` and `leasehold runs show <id>`: what is in the store, newest first, and one
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
-import { attemptSeen, KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
+import { attemptSeen, isWorkflowRun, KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
+import { SqlClient } from "effect/sql"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
@@ -150,14 +151,23 @@ const show = Command.make("show", {
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
-    const { events, limits, run } = yield* Connection.withStore(
+    const { clocks, events, limits, run } = yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
         const store = yield* RunStore
         const run = yield* store.get(flags.id)
         const events = yield* store.history(flags.id)
         const limits = run.concurrencyKey === null ? [] : yield* store.keyLimits
-        return { run, events, limits }
+        // A suspended workflow waits on its journal: the durable clocks it has not passed yet.
+        const clocks = run.state === "suspended" && isWorkflowRun(run)
+          ? yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            sql<{ deferred: string; wake_at: Date }>`
+              SELECT c.deferred, c.wake_at FROM ${sql(flags.schema)}.workflow_clocks c
+              WHERE c.execution = ${run.idempotencyKey} AND c.wake_at > now() AND NOT EXISTS (
+                SELECT 1 FROM ${sql(flags.schema)}.workflow_deferreds d WHERE d.execution = c.execution AND d.name = c.deferred)
+              ORDER BY c.wake_at`)
+          : []
+        return { run, events, limits, clocks }
       }),
       { migrate: false }
     )
@@ -170,11 +180,30 @@ const show = Command.make("show", {
       ? []
       : [{ scope: governing.scope, name: governing.scope === "queue" ? run.queue : run.kind, perKey: governing.perKey }]
     if (flags.json) {
-      return yield* Output.json({ run: { ...RunJson.run(run), keyLimits }, ...historyJson(history), events: events.map(RunJson.event) })
+      const workflow = isWorkflowRun(run)
+        ? { workflow: { execution: run.idempotencyKey, clocks: clocks.map((c) => ({ deferred: c.deferred, wakeAt: Output.isoTime(c.wake_at) })) } }
+        : {}
+      return yield* Output.json({
+        run: { ...RunJson.run(run), keyLimits },
+        ...workflow,
+        ...historyJson(history),
+        events: events.map(RunJson.event)
+      })
     }
     yield* Output.lines(Output.fields([
       ["run", `${run.id} (${run.kind} on queue ${run.queue})`],
-      ["state", run.state + (run.state === "suspended" ? `, awaiting "${run.signalName}" (token ${run.signalToken})` : "")],
+      [
+        "state",
+        run.state + (run.state !== "suspended"
+          ? ""
+          : isWorkflowRun(run)
+          ? `, a workflow waiting on ${
+            clocks.length === 0
+              ? "a deferred (its journal)"
+              : clocks.map((c) => `clock "${c.deferred}" until ${Output.time(c.wake_at)}`).join(", ") + " or a deferred"
+          } (execution ${run.idempotencyKey})`
+          : `, awaiting "${run.signalName}" (token ${run.signalToken})`)
+      ],
       ["fence", String(run.fence)],
       ["attempt", `${attemptSeen(run)} of ${run.maxAttempts}`],
       ...(run.concurrencyKey === null ? [] : [[

@@ -213,6 +213,12 @@ const historyOf = (detail) => {
 // suspension gives its attempt back while it waits, and the resume continues under that number.
 const attemptSeen = (run) => run.state === "suspended" ? run.attempt + 1 : run.attempt
 
+// A workflow execution's run (@leasehold/core isWorkflowRun): while suspended it waits on its
+// journal (a deferred, a durable clock), so it is not a decision to offer, and its `wake/<fence>`
+// signal is not what it waits for.
+const isWorkflowRun = (run) =>
+  run.kind.startsWith("workflow/") && typeof run.idempotencyKey === "string" && run.idempotencyKey.startsWith(`${run.kind}/`)
+
 // Live updates: one EventSource for the page; views refresh (debounced) when runs change, and on
 // a slow timer for changes the store does not announce (a lease running out).
 // ---------------------------------------------------------------------------------------------
@@ -754,7 +760,9 @@ const runDetailView = (main, _params, id) => {
         ["Idempotency key", run.idempotencyKey ?? "—"],
         [
           "Waiting for",
-          signal
+          run.state === "suspended" && isWorkflowRun(run)
+            ? `its workflow journal: a deferred or a durable clock (execution ${run.idempotencyKey})`
+            : signal
             ? h(
                 "span",
                 {},
@@ -844,7 +852,7 @@ const runDetailView = (main, _params, id) => {
     replaceKeepingFocus(
       region,
       summary,
-      run.state === "suspended"
+      run.state === "suspended" && !isWorkflowRun(run)
         ? section(
             "decide",
             "Decision",
@@ -1019,7 +1027,8 @@ const approvalsView = (main) => {
   }
 
   const refresh = guarded(list, async () => {
-    const runs = listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs")
+    // A workflow's run waits on its journal, not on a decision: not offered here.
+    const runs = listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").filter((r) => !isWorkflowRun(r))
     const ids = new Set(runs.map((r) => r.id))
     for (const [id, article] of cards) {
       if (!ids.has(id) && !(Date.now() - (decidedAt.get(id) ?? -Infinity) < KEEP_DECIDED_MS)) {
@@ -1191,7 +1200,7 @@ const show = (focus) => {
 
 const refreshApprovalsCount = async () => {
   try {
-    setApprovalsCount(listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").length)
+    setApprovalsCount(listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").filter((r) => !isWorkflowRun(r)).length)
   } catch {
     // The approvals page shows the error; the badge just stays as it was.
   }
