@@ -55,22 +55,31 @@ describe("a workflow's run in the operator tools", () => {
       assert.strictEqual((yield* stores.a.get(approval)).state, "pending")
     }))
 
-  it.live("runs show names the durable clock a suspended workflow waits on, and its execution", () =>
+  it.live("runs show names the deferreds and durable clocks a suspended workflow waits on (not the ones done or passed), and its execution", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
       const id = yield* suspendedAs(stores, "workflow/Ship", "workflow/Ship/e-2", (fence) => `wake/${fence}`)
-      const clocks = `"${stores.schema}".workflow_clocks`
-      yield* stores.sql.unsafe(`INSERT INTO ${clocks} (execution, deferred, wake_at) VALUES
+      const s = `"${stores.schema}"`
+      // What the journal holds as the engine leaves it: clocks scheduled, deferreds awaited (the
+      // replay read them as not done), one of them done since, one clock passed.
+      yield* stores.sql.unsafe(`INSERT INTO ${s}.workflow_clocks (execution, deferred, wake_at) VALUES
         ('workflow/Ship/e-2', 'cool-off', now() + interval '1 hour'), ('workflow/Ship/e-2', 'passed', now() - interval '1 minute')`)
+      yield* stores.sql.unsafe(`INSERT INTO ${s}.workflow_awaits (execution, name, first_awaited_at) VALUES
+        ('workflow/Ship/e-2', 'cool-off', now() - interval '3 seconds'), ('workflow/Ship/e-2', 'passed', now() - interval '2 seconds'),
+        ('workflow/Ship/e-2', 'person/sign-off', now() - interval '1 second'), ('workflow/Ship/e-2', 'label-printed', now())`)
+      yield* stores.sql.unsafe(`INSERT INTO ${s}.workflow_deferreds (execution, name, exit) VALUES ('workflow/Ship/e-2', 'label-printed', '{}')`)
       const shown = yield* leasehold(["runs", "show", id, ...connection(stores.schema)])
       assert.strictEqual(shown.code, 0, shown.stderr)
       assert.match(
         shown.stdout,
-        /^state\s+suspended, a workflow waiting on clock "cool-off" until \S+Z or a deferred \(execution workflow\/Ship\/e-2\)$/m
+        /^state\s+suspended, a workflow waiting on clock "cool-off" until \S+Z, deferred "person\/sign-off" \(for a person: approve it\) \(execution workflow\/Ship\/e-2\)$/m
       )
       assert.notMatch(shown.stdout, /^state.*wake\//m, "the state line names what it waits on, not its wake signal")
       const json = JSON.parse((yield* leasehold(["runs", "show", id, "--json", ...connection(stores.schema)])).stdout)
       assert.strictEqual(json.workflow.execution, "workflow/Ship/e-2")
-      assert.deepStrictEqual(json.workflow.clocks.map((c: { deferred: string }) => c.deferred), ["cool-off"])
+      assert.deepStrictEqual(json.workflow.awaiting.map((a: { name: string; forPerson: boolean }) => [a.name, a.forPerson]), [
+        ["cool-off", false],
+        ["person/sign-off", true]
+      ])
     }))
 })

@@ -99,6 +99,17 @@ export const attemptSeen = (run: { readonly state: RunState; readonly attempt: n
 export const isWorkflowRun = (run: { readonly kind: string; readonly idempotencyKey: string | null }): boolean =>
   run.kind.startsWith("workflow/") && run.idempotencyKey !== null && run.idempotencyKey.startsWith(`${run.kind}/`)
 
+/**
+ * Whether a workflow's deferred is meant for a person: its name begins with `person/` (for
+ * example `DurableDeferred.make("person/approve-payout", { success: ... })`). The operator tools
+ * offer a suspended workflow that awaits one as an approval, and Approve completes that deferred
+ * with the decision (`{ approved, note }` from the console) as its value. Other deferreds are
+ * completed by code (`DurableDeferred.done`, a callback URL), never from the approvals inbox.
+ *
+ * @category predicates
+ */
+export const isForPerson = (deferredName: string): boolean => deferredName.startsWith("person/")
+
 /** A claim that was superseded or finished elsewhere is identified by this pair, never by id alone. @category models */
 export interface LeaseKey {
   readonly runId: string

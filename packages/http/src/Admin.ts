@@ -14,12 +14,14 @@ import {
   Client,
   InvalidConfig,
   type InvalidPayload,
+  isForPerson,
   isWorkflowRun,
   type InvalidTransition,
   type LiveLease,
   type PayloadFieldFilter,
   RunHistory,
   type RunNotFound,
+  type RunRecord,
   RunState,
   RunStore,
   type ScheduleNotFound,
@@ -62,6 +64,24 @@ export interface AdminOptions {
    * 503 with `Retry-After`. Every stream shares the server's one LISTEN connection.
    */
   readonly maxEventStreams?: number | undefined
+  /** Workflows' journals (`WorkflowDecisions`); without it a suspended workflow is only refused as an approval. */
+  readonly workflows?: WorkflowDecisions | undefined
+}
+
+/**
+ * What the admin API reads and writes of workflows' journals (`@leasehold/sql` WorkflowJournal:
+ * `awaiting`, and `deferredDone` with the decision as the deferred's success): with it, a run
+ * page names the deferreds and clocks a suspended workflow waits on, and a workflow that awaits a
+ * deferred meant for a person (`isForPerson`) is an approval whose Approve completes that deferred.
+ *
+ * @category models
+ */
+export interface WorkflowDecisions {
+  readonly awaiting: (
+    executions: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<{ readonly execution: string; readonly name: string; readonly wakeAt: Date | null }>, StoreError>
+  /** Completes the deferred with `value` as its success; false when it was done already. */
+  readonly decide: (execution: string, deferred: string, value: unknown) => Effect.Effect<boolean, StoreError>
 }
 
 /** Open event streams a server allows by default. @category constants */
@@ -246,6 +266,20 @@ export const layer = (options: AdminOptions) =>
 
     const ok = (id: string) => json(200, { id })
 
+    // What suspended workflows wait on, by execution (none without `workflows`).
+    const workflowViews = (runs: ReadonlyArray<RunRecord>) =>
+      Effect.gen(function*() {
+        const executions = runs.filter((r) => r.state === "suspended" && isWorkflowRun(r)).map((r) => r.idempotencyKey!)
+        const views = new Map<string, Array<{ name: string; forPerson: boolean; wakeAt: Date | null }>>()
+        if (executions.length === 0 || options.workflows === undefined) return views
+        for (const a of yield* options.workflows.awaiting(executions)) {
+          views.set(a.execution, [...(views.get(a.execution) ?? []), { name: a.name, forPerson: isForPerson(a.name) && a.wakeAt === null, wakeAt: a.wakeAt }])
+        }
+        return views
+      })
+    const withWorkflow = (run: RunRecord, views: Map<string, ReadonlyArray<unknown>>) =>
+      isWorkflowRun(run) ? { ...run, workflow: { execution: run.idempotencyKey, awaiting: views.get(run.idempotencyKey!) ?? [] } } : run
+
     yield* router.addAll([
       HttpRouter.route("GET", "/api/session", guard(false, (access) =>
         Effect.succeed(json(200, { csrfToken, readOnly, auth: access })))),
@@ -274,7 +308,8 @@ export const layer = (options: AdminOptions) =>
           }
           const store = yield* RunStore
           const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset })
-          return json(200, { runs, limit: pageSize, offset })
+          const views = yield* workflowViews(runs)
+          return json(200, { runs: runs.map((run) => withWorkflow(run, views)), limit: pageSize, offset })
         }))),
 
       HttpRouter.route("POST", "/api/runs", guard(true, () =>
@@ -291,9 +326,10 @@ export const layer = (options: AdminOptions) =>
           const store = yield* RunStore
           const run = yield* store.get(id)
           const events = yield* store.history(id)
+          const views = yield* workflowViews([run])
           // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
           // it: the console shows this story, and the raw events beside it.
-          return json(200, { run, history: { ...RunHistory.fromEvents(events), events } })
+          return json(200, { run: withWorkflow(run, views), history: { ...RunHistory.fromEvents(events), events } })
         }))),
 
       HttpRouter.route("POST", "/api/runs/:id/cancel", guard(true, () =>
@@ -318,10 +354,21 @@ export const layer = (options: AdminOptions) =>
           // again, with the deferred it waits on still not done.
           const target = yield* Effect.flatMap(RunStore, (store) => store.get(id))
           if (target.state === "suspended" && isWorkflowRun(target)) {
+            // Approve completes the one deferred meant for a person it waits on (isForPerson).
+            const awaited = (yield* workflowViews([target])).get(target.idempotencyKey!) ?? []
+            const forPerson = awaited.filter((a) => a.forPerson)
+            if (forPerson.length === 1 && options.workflows !== undefined) {
+              const deferred = forPerson[0]!.name
+              const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, payload ?? null)
+              if (!done) return yield* Effect.fail(new BadRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409))
+              return json(200, { id, deferred })
+            }
             return yield* Effect.fail(new BadRequest(
               "workflow-run",
-              `run ${id} is a workflow waiting on its journal (a deferred or a durable clock), not on a signal: ` +
-                "complete the deferred it waits on (DurableDeferred.done, or its callback URL); resuming the run would only replay it",
+              forPerson.length > 1
+                ? `run ${id} is a workflow waiting on several deferreds meant for a person (${forPerson.map((a) => a.name).join(", ")}): complete the one you mean (DurableDeferred.done)`
+                : `run ${id} is a workflow waiting on its journal (a deferred or a durable clock), not on a person: ` +
+                  "complete the deferred it waits on (DurableDeferred.done, or its callback URL); resuming the run would only replay it",
               409
             ))
           }

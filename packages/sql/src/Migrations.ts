@@ -384,6 +384,17 @@ const keyLimitPeaks = (s: string): ReadonlyArray<string> => [
     ) p GROUP BY scope, name`
 ]
 
+// The deferreds a workflow's replays found not done (issue 27): what a suspended workflow waits on,
+// for the operator tools to name, and to tell the ones meant for a person (WorkflowJournal.forPerson).
+const workflowAwaits = (s: string): ReadonlyArray<string> => [
+  `CREATE TABLE "${s}".workflow_awaits (
+    execution text NOT NULL,
+    name text NOT NULL,
+    first_awaited_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (execution, name)
+  )`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -425,7 +436,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0012_fence_epoch": statements(fenceEpoch(store.schema)),
       "0013_key_admission": statements(keyAdmission(store.schema, store.channel)),
       "0014_key_hot_path": statements(keyHotPath(store.schema)),
-      "0015_key_limit_peaks": statements(keyLimitPeaks(store.schema))
+      "0015_key_limit_peaks": statements(keyLimitPeaks(store.schema)),
+      "0016_workflow_awaits": statements(workflowAwaits(store.schema))
     }))
   })
 })

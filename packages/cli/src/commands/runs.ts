@@ -2,14 +2,22 @@
  * `leasehold runs list` and `leasehold runs show <id>`: what is in the store, newest first, and one
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
-import { attemptSeen, isWorkflowRun, KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
+import { attemptSeen, isForPerson, isWorkflowRun, KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import { SqlClient } from "effect/sql"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
 import * as RunJson from "../RunJson.js"
+import { WorkflowJournal } from "@leasehold/sql"
+
+/** A deferred a workflow awaits: a durable clock with its deadline, one meant for a person, or another. */
+const describeAwaited = (a: WorkflowJournal.Awaited): string =>
+  a.wakeAt !== null
+    ? `clock "${a.name}" until ${Output.time(a.wakeAt)}`
+    : isForPerson(a.name)
+    ? `deferred "${a.name}" (for a person: approve it)`
+    : `deferred "${a.name}"`
 
 /** What a person wants to know first about a run in each state. */
 const note = (run: RunRecord): string => {
@@ -151,23 +159,18 @@ const show = Command.make("show", {
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
-    const { clocks, events, limits, run } = yield* Connection.withStore(
+    const { awaited, events, limits, run } = yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
         const store = yield* RunStore
         const run = yield* store.get(flags.id)
         const events = yield* store.history(flags.id)
         const limits = run.concurrencyKey === null ? [] : yield* store.keyLimits
-        // A suspended workflow waits on its journal: the durable clocks it has not passed yet.
-        const clocks = run.state === "suspended" && isWorkflowRun(run)
-          ? yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
-            sql<{ deferred: string; wake_at: Date }>`
-              SELECT c.deferred, c.wake_at FROM ${sql(flags.schema)}.workflow_clocks c
-              WHERE c.execution = ${run.idempotencyKey} AND c.wake_at > now() AND NOT EXISTS (
-                SELECT 1 FROM ${sql(flags.schema)}.workflow_deferreds d WHERE d.execution = c.execution AND d.name = c.deferred)
-              ORDER BY c.wake_at`)
+        // A suspended workflow waits on its journal: the deferreds and durable clocks it awaits.
+        const awaited = run.state === "suspended" && isWorkflowRun(run)
+          ? yield* Effect.flatMap(WorkflowJournal.make({ schema: flags.schema }), (journal) => journal.awaiting([run.idempotencyKey!]))
           : []
-        return { run, events, limits, clocks }
+        return { run, events, limits, awaited }
       }),
       { migrate: false }
     )
@@ -181,7 +184,12 @@ const show = Command.make("show", {
       : [{ scope: governing.scope, name: governing.scope === "queue" ? run.queue : run.kind, perKey: governing.perKey }]
     if (flags.json) {
       const workflow = isWorkflowRun(run)
-        ? { workflow: { execution: run.idempotencyKey, clocks: clocks.map((c) => ({ deferred: c.deferred, wakeAt: Output.isoTime(c.wake_at) })) } }
+        ? {
+          workflow: {
+            execution: run.idempotencyKey,
+            awaiting: awaited.map((a) => ({ name: a.name, forPerson: isForPerson(a.name) && a.wakeAt === null, wakeAt: Output.isoTime(a.wakeAt) }))
+          }
+        }
         : {}
       return yield* Output.json({
         run: { ...RunJson.run(run), keyLimits },
@@ -197,11 +205,7 @@ const show = Command.make("show", {
         run.state + (run.state !== "suspended"
           ? ""
           : isWorkflowRun(run)
-          ? `, a workflow waiting on ${
-            clocks.length === 0
-              ? "a deferred (its journal)"
-              : clocks.map((c) => `clock "${c.deferred}" until ${Output.time(c.wake_at)}`).join(", ") + " or a deferred"
-          } (execution ${run.idempotencyKey})`
+          ? `, a workflow waiting on ${awaited.length === 0 ? "its journal" : awaited.map(describeAwaited).join(", ")} (execution ${run.idempotencyKey})`
           : `, awaiting "${run.signalName}" (token ${run.signalToken})`)
       ],
       ["fence", String(run.fence)],

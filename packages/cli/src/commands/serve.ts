@@ -11,6 +11,7 @@ import * as Connection from "../Connection.js"
 import * as Listen from "../Listen.js"
 import { connectionFlags, UsageError } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
+import { WorkflowJournal } from "@leasehold/sql"
 
 export const serve = Command.make("serve", {
   ...connectionFlags,
@@ -49,23 +50,32 @@ export const serve = Command.make("serve", {
     const origin = (port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`
     const ownUrl = origin(flags.port)
     const callbacks = Callbacks.layerConfig({ baseUrl: Option.getOrElse(flags.baseUrl, () => ownUrl) })
-    const server = Server.layer({
-      host,
-      port: flags.port,
-      token: Option.getOrUndefined(token),
-      readOnly: flags.readOnly,
-      callbacksOnly: flags.callbacksOnly,
-      maxEventStreams: flags.maxEventStreams
-    }).pipe(Layer.provide(Layer.mergeAll(callbacks, Handlers.layer(handlers))))
     yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
-        const address = (yield* HttpServer.HttpServer).address
-        const where = address._tag === "UnixPathAddress" ? address.path : origin(address.port)
-        const modes = `${flags.callbacksOnly ? " (callbacks only)" : ""}${flags.readOnly ? " (read-only)" : ""}`
-        process.stdout.write(`leasehold: serving on ${where}${modes}\n`)
-        return yield* Effect.never
-      }).pipe(Effect.provide(server), Listen.explain("--port", host, flags.port)),
+        // Workflows' journals: their runs' pages name what they wait on, and Approve completes a
+        // deferred meant for a person.
+        const journal = yield* WorkflowJournal.make({ schema: flags.schema })
+        const server = Server.layer({
+          host,
+          port: flags.port,
+          token: Option.getOrUndefined(token),
+          readOnly: flags.readOnly,
+          callbacksOnly: flags.callbacksOnly,
+          maxEventStreams: flags.maxEventStreams,
+          workflows: {
+            awaiting: journal.awaiting,
+            decide: (execution, deferred, value) => journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value))
+          }
+        }).pipe(Layer.provide(Layer.mergeAll(callbacks, Handlers.layer(handlers))))
+        return yield* Effect.gen(function*() {
+          const address = (yield* HttpServer.HttpServer).address
+          const where = address._tag === "UnixPathAddress" ? address.path : origin(address.port)
+          const modes = `${flags.callbacksOnly ? " (callbacks only)" : ""}${flags.readOnly ? " (read-only)" : ""}`
+          process.stdout.write(`leasehold: serving on ${where}${modes}\n`)
+          return yield* Effect.never
+        }).pipe(Effect.provide(server))
+      }).pipe(Listen.explain("--port", host, flags.port)),
       { migrate: false }
     )
   })).pipe(Command.withDescription("Serve callbacks, the admin API and the console over HTTP until SIGINT/SIGTERM"))

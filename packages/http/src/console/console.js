@@ -219,6 +219,22 @@ const attemptSeen = (run) => run.state === "suspended" ? run.attempt + 1 : run.a
 const isWorkflowRun = (run) =>
   run.kind.startsWith("workflow/") && typeof run.idempotencyKey === "string" && run.idempotencyKey.startsWith(`${run.kind}/`)
 
+// A suspended workflow's deferred meant for a person (named `person/...`, @leasehold/core
+// isForPerson): the server sends it in `run.workflow.awaiting`, and Approve completes it.
+const personDeferred = (run) => (run.workflow?.awaiting ?? []).find((a) => a.forPerson)
+
+/** Whether the run is a decision to offer: a suspended run awaiting a signal, or a workflow awaiting a person. */
+const isDecision = (run) => run.state === "suspended" && (!isWorkflowRun(run) || personDeferred(run) !== undefined)
+
+/** What a suspended workflow waits on, as text. */
+const workflowWaits = (run) => {
+  const awaiting = run.workflow?.awaiting ?? []
+  if (awaiting.length === 0) return `its workflow journal (execution ${run.idempotencyKey})`
+  return awaiting
+    .map((a) => (a.wakeAt ? `clock "${a.name}" until ${new Date(a.wakeAt).toISOString()}` : `deferred "${a.name}"${a.forPerson ? " (for a person)" : ""}`))
+    .join(", ")
+}
+
 // Live updates: one EventSource for the page; views refresh (debounced) when runs change, and on
 // a slow timer for changes the store does not announce (a lease running out).
 // ---------------------------------------------------------------------------------------------
@@ -761,7 +777,7 @@ const runDetailView = (main, _params, id) => {
         [
           "Waiting for",
           run.state === "suspended" && isWorkflowRun(run)
-            ? `its workflow journal: a deferred or a durable clock (execution ${run.idempotencyKey})`
+            ? workflowWaits(run)
             : signal
             ? h(
                 "span",
@@ -852,7 +868,7 @@ const runDetailView = (main, _params, id) => {
     replaceKeepingFocus(
       region,
       summary,
-      run.state === "suspended" && !isWorkflowRun(run)
+      isDecision(run)
         ? section(
             "decide",
             "Decision",
@@ -1003,8 +1019,8 @@ const approvalsView = (main) => {
         h(
           "dd",
           {},
-          signal ? `${signal.name}` : "—",
-          signal?.token ? [" (token ", h("code", {}, signal.token), ")"] : null
+          isWorkflowRun(run) ? workflowWaits(run) : signal ? `${signal.name}` : "—",
+          !isWorkflowRun(run) && signal?.token ? [" (token ", h("code", {}, signal.token), ")"] : null
         ),
         h("dt", {}, "Deadline"),
         h("dd", {}, time(signal?.deadline)),
@@ -1028,7 +1044,7 @@ const approvalsView = (main) => {
 
   const refresh = guarded(list, async () => {
     // A workflow's run waits on its journal, not on a decision: not offered here.
-    const runs = listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").filter((r) => !isWorkflowRun(r))
+    const runs = listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").filter(isDecision)
     const ids = new Set(runs.map((r) => r.id))
     for (const [id, article] of cards) {
       if (!ids.has(id) && !(Date.now() - (decidedAt.get(id) ?? -Infinity) < KEEP_DECIDED_MS)) {
@@ -1200,7 +1216,7 @@ const show = (focus) => {
 
 const refreshApprovalsCount = async () => {
   try {
-    setApprovalsCount(listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").filter((r) => !isWorkflowRun(r)).length)
+    setApprovalsCount(listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").filter(isDecision).length)
   } catch {
     // The approvals page shows the error; the badge just stays as it was.
   }
