@@ -2,7 +2,8 @@
  * A workflow awaiting a deferred meant for a person (named `person/...`) against the real engine,
  * store and admin server: the run page names the deferred, the approvals list carries it, and
  * Approve completes that deferred (the workflow finishes with the decision); a workflow awaiting
- * another deferred is refused as an approval, with nothing written.
+ * another deferred is refused as an approval, with nothing written. In the console (Debian's
+ * chromium): only the first is in the approvals inbox, and approving it there finishes it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { RunStore } from "@leasehold/core"
@@ -16,6 +17,8 @@ import { DurableDeferred, Workflow } from "effect/workflow"
 import { callbacksOptions, postJson, request } from "./support/http.js"
 import { databaseUrl, freshSchema } from "./support/db.js"
 import { eventually } from "./support/workers.js"
+import { execFileSync } from "node:child_process"
+import { chromium } from "playwright-core"
 
 const Decision = Schema.Struct({ approved: Schema.Boolean, note: Schema.String })
 const ApprovePayout = DurableDeferred.make("person/approve-payout", { success: Decision })
@@ -122,5 +125,35 @@ describe("workflow approvals", () => {
       assert.strictEqual((yield* deferreds())[0]!.n, 0, "no deferred completed")
       const run = yield* sql.unsafe<{ state: string }>(`SELECT state FROM "${schema}".runs WHERE id = ${Number(id)}`)
       assert.strictEqual(run[0]!.state, "suspended")
+    }))
+
+  it.live("in the console (chromium): the approvals inbox offers the workflow awaiting a person, not the other; Approve there finishes the workflow", () =>
+    Effect.gen(function*() {
+      const { context, origin, schema, sql } = yield* setUp
+      const payout = yield* Payout.execute({ order: "P-2" }, { discard: true }).pipe(Effect.provideContext(context))
+      const settlement = yield* Settlement.execute({ order: "S-2" }, { discard: true }).pipe(Effect.provideContext(context))
+      const payoutRun = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Payout", payout))
+      const settlementRun = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Settlement", settlement))
+      const executablePath = process.env.CHROMIUM_PATH || execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
+      const browser = yield* Effect.acquireRelease(
+        Effect.promise(() => chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })),
+        (b) => Effect.promise(() => b.close())
+      )
+      yield* Effect.promise(async () => {
+        const page = await browser.newPage({ httpCredentials: { username: "admin", password: token } })
+        await page.goto(`${origin}/#/approvals`)
+        const card = page.locator(`article.approval[data-run-id="${payoutRun}"]`)
+        await card.waitFor({ timeout: 10_000 })
+        assert.include(await card.textContent(), `deferred "person/approve-payout" (for a person)`)
+        assert.strictEqual(await page.locator(`article.approval[data-run-id="${settlementRun}"]`).count(), 0, "not an approval")
+        await card.getByLabel("Note (optional)").fill("paid")
+        await card.getByRole("button", { name: "Approve" }).click()
+        await card.getByText("Approved: the run is resuming.").waitFor({ timeout: 10_000 })
+        await page.goto(`${origin}/#/runs/${settlementRun}`)
+        await page.getByText(`deferred "bank-settled"`).waitFor({ timeout: 10_000 })
+        assert.strictEqual(await page.getByRole("button", { name: "Approve" }).count(), 0, "no decision offered on its page")
+      })
+      const result = yield* Payout.execute({ order: "P-2" }).pipe(Effect.provideContext(context))
+      assert.deepStrictEqual(result, { order: "P-2", approved: true, note: "paid" })
     }))
 })
