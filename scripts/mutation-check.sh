@@ -22,6 +22,16 @@
 #   scripts/mutation-check.sh peak    the hand-off's look for a slot above a lowered limit (only
 #                                     while the limit is below its peak, migration 0015), against
 #                                     test/hand-off.test.ts;
+#   scripts/mutation-check.sh signature  callback URLs sign the v1 texts again (`v1.<run>.<signal>.<exp>`,
+#                                     a deferred's `v1.workflow:<name>:<execution>.<deferred>.<exp>`)
+#                                     instead of length-prefixed parts (http/src/internal/CallbackSignature.ts),
+#                                     against test/http-deferred-callbacks.test.ts (a re-split around a colon);
+#   scripts/mutation-check.sh expiry  `exp` is no longer required to be 1 to 12 digits (CallbackSignature.ts
+#                                     › parseExp), against test/http-callbacks.test.ts (a signed `Infinity`
+#                                     never expires; a v1 URL's re-split into exp verifies);
+#   scripts/mutation-check.sh reclaim  the sweep that follows a sweep which took expired leases
+#                                     (Worker's claim loop: sweeps once per poll interval only),
+#                                     against test/reclaim-process.test.ts and the worker-clock test;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -79,6 +89,30 @@ elif [ "$mutation" = "peak" ]; then
   grep -q "CASE WHEN false THEN" "$admit" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a completion hands its slot on while its key holds one above a lowered limit ($admit)"
   tests=(test/hand-off.test.ts)
+  attempts=1
+elif [ "$mutation" = "signature" ]; then
+  signature="$work/packages/http/src/internal/CallbackSignature.ts"
+  perl -0pi -e 's/encode\(\[runDomain, target\.runId, target\.signal, exp\]\)/`v1.\$\{target.runId\}.\$\{target.signal\}.\$\{exp\}`/; s/encode\(\[deferredDomain,.*?exp\]\)/`v1.workflow:\$\{target.workflow\}:\$\{target.executionId\}.\$\{target.deferred\}.\$\{exp\}`/s' "$signature"
+  grep -q "encode(\[" "$signature" && { echo "mutation incomplete"; exit 2; }
+  # Still referenced, so the mutant compiles (no unused locals).
+  echo 'export const mutantKeeps = [encode, runDomain, deferredDomain]' >> "$signature"
+  echo "mutation: callback URLs sign the ambiguous v1 texts ($signature)"
+  tests=(test/http-deferred-callbacks.test.ts)
+  attempts=1
+elif [ "$mutation" = "expiry" ]; then
+  signature="$work/packages/http/src/internal/CallbackSignature.ts"
+  sed -i 's#/^\[0-9\]{1,12}\$/\.test(exp)#true#' "$signature"
+  grep -q '\[0-9\]{1,12}' "$signature" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: any exp is accepted and read with parseInt ($signature)"
+  tests=(test/http-callbacks.test.ts)
+  attempts=1
+elif [ "$mutation" = "reclaim" ]; then
+  worker="$work/packages/core/src/Worker.ts"
+  # A sweep is never followed by another: once per poll interval, with the slots free then.
+  sed -i 's/sweepAgain = claimed.length > 0 \&\& claimed.every((run) => run.via !== "due")/sweepAgain = false/' "$worker"
+  grep -q 'run.via !== "due")$' "$worker" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: expired leases are swept once per poll interval however many a sweep met ($worker)"
+  tests=(test/reclaim-process.test.ts test/worker-clock.test.ts)
   attempts=1
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/statements/workflow.ts"

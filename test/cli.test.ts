@@ -114,15 +114,15 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_workflow_awaits\n`)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
       assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "run_events", "run_history", "runs", "schedules", "signal_deliveries", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_workflow_awaits"] })
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits"] })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_workflow_awaits)\n`)
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits)\n`)
     }))
 })
 
@@ -301,6 +301,21 @@ describe("leasehold runs", () => {
 
       const paged = yield* leasehold(["runs", "list", "--limit", "2", "--page", "1", ...connection(schema)])
       assert.match(paged.stdout, /\(runs 1-2; more with --page 2\)\n$/)
+      // Keyset pages: the next page is the one before the last id shown.
+      const first = yield* leasehold(["runs", "list", "--limit", "2", ...connection(schema)])
+      assert.match(first.stdout, new RegExp(`\\(more with --before ${r4}\\)\\n$`))
+      assert.deepStrictEqual(yield* ids(["--limit", "2", "--before", r4]), [r3, r2])
+      const last = parse<{ next: string | null; runs: ReadonlyArray<{ id: string }> }>(
+        yield* leasehold(["runs", "list", "--json", "--limit", "2", "--before", r2, ...connection(schema)])
+      )
+      assert.deepStrictEqual([last.runs.map((r) => r.id), last.next], [[r1], null])
+      assert.strictEqual((yield* leasehold(["runs", "list", "--before", r1, ...connection(schema)])).stdout, `no runs before ${r1}\n`)
+      assertRejected(yield* leasehold(["runs", "list", "--before", "r4", ...connection(schema)]), 2, /--before: "r4" is not a run id/)
+      assertRejected(
+        yield* leasehold(["runs", "list", "--before", r4, "--page", "2", ...connection(schema)]),
+        2,
+        /give either --before or --page\/--offset, not both/
+      )
       assertRejected(
         yield* leasehold(["runs", "list", "--page", "2", "--offset", "2", ...connection(schema)]),
         2,

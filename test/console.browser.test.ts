@@ -209,6 +209,25 @@ describe("web console (chromium)", () => {
       })
   )
 
+  it.live("a hash with broken percent-encoding shows a page instead of throwing URI malformed", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems } = yield* consoleSetup
+      for (const hash of ["#%E0%A4%A", "#/runs/%E0%A4%A", "#/runs/%", "#/runs?kind=%E0%A4%A"]) {
+        yield* promise(async () => {
+          await page.goto(`${baseUrl}/${hash}`)
+          await page.locator("#page-title").waitFor({ timeout: 10_000 })
+          assert.notStrictEqual(((await page.locator("#page-title").textContent()) ?? "").trim(), "", hash)
+        })
+      }
+      // The broken run id is shown as typed, as text.
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs/%E0%A4%A`)
+        await page.waitForFunction(() => (globalThis as any).document.title.startsWith("Run %E0%A4%A"), undefined, { timeout: 10_000 })
+      })
+      assert.deepStrictEqual(problems.filter((p) => /URI malformed/.test(p)), [], problems.join("\n"))
+    })
+  )
+
   it.live("a hostile payload shows as text and executes nothing", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
@@ -434,6 +453,31 @@ describe("web console (chromium)", () => {
         )
         assert.deepStrictEqual(problems, [], problems.join("\n"))
       })
+  )
+
+  it.live("the runs page lists newest first by number and pages by cursor: Next shows the older runs, Previous the newer ones", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      // A kind no worker takes, so the runs stay where they are: 60 of them, past a page of 50.
+      const enqueued = yield* stores.b.enqueue(Array.from({ length: 60 }, (_, i) => ({ kind: "paged-kind", payload: { i } })))
+      const newestFirst = enqueued.map((e) => e.id).sort((a, b) => Number(b) - Number(a))
+      const shownIds = () => page.locator("tr[data-run-id]").evaluateAll((rows) => rows.map((row) => row.getAttribute("data-run-id")!))
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs?kind=paged-kind`)
+        await page.locator(`tr[data-run-id="${newestFirst[0]}"]`).waitFor({ timeout: 10_000 })
+        assert.deepStrictEqual(await shownIds(), newestFirst.slice(0, 50))
+        assert.strictEqual(await page.getByRole("link", { name: "Previous" }).count(), 0)
+        await page.getByRole("link", { name: "Next" }).click()
+        await page.locator(`tr[data-run-id="${newestFirst[59]}"]`).waitFor({ timeout: 10_000 })
+        assert.deepStrictEqual(await shownIds(), newestFirst.slice(50))
+        assert.strictEqual(await page.getByRole("link", { name: "Next" }).count(), 0)
+        await page.getByRole("link", { name: "Previous" }).click()
+        await page.locator(`tr[data-run-id="${newestFirst[0]}"]`).waitFor({ timeout: 10_000 })
+        assert.deepStrictEqual(await shownIds(), newestFirst.slice(0, 50))
+        assert.strictEqual(await page.getByRole("link", { name: "Previous" }).count(), 0)
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    })
   )
 
   it.live("a run enqueued after the page loaded appears without a reload", () =>

@@ -236,6 +236,31 @@ describe("admin API routes", () => {
       assert.strictEqual(stats.body.liveLeases, 2)
     }))
 
+  it.live("runs are listed newest first by number (12 down to 1, not as text) and paged by ?before and ?after cursors; a cursor that is not a run id is 400", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const enqueued = yield* stores.a.enqueue(Array.from({ length: 12 }, (_, i) => ({ kind: "refund", payload: { order: `o-${i}`, amount: i } })))
+      const newestFirst = enqueued.map((e) => e.id).sort((a, b) => Number(b) - Number(a))
+      const ids = (query: string) =>
+        Effect.map(request(`${origin}/api/runs?${query}`, { headers: bearer }), (r) => ({
+          ids: r.body.runs.map((run: { id: string }) => run.id),
+          next: r.body.next
+        }))
+      assert.deepStrictEqual((yield* ids("limit=50")).ids, newestFirst)
+      const first = yield* ids("limit=5")
+      assert.deepStrictEqual(first, { ids: newestFirst.slice(0, 5), next: newestFirst[4] })
+      const second = yield* ids(`limit=5&before=${first.next}`)
+      assert.deepStrictEqual(second, { ids: newestFirst.slice(5, 10), next: newestFirst[9] })
+      assert.deepStrictEqual(yield* ids(`limit=5&before=${second.next}`), { ids: newestFirst.slice(10), next: null })
+      // The page before the second (newer than its first run), newest first.
+      assert.deepStrictEqual((yield* ids(`limit=5&after=${second.ids[0]}`)).ids, first.ids)
+      for (const query of ["before=abc", "after=-1", "before=1.5"]) {
+        const bad = yield* request(`${origin}/api/runs?${query}`, { headers: bearer })
+        assert.deepStrictEqual([bad.status, bad.body.error, bad.body.message], [400, "invalid-request", `${query.split("=")[0]} must be a run id (digits)`], query)
+      }
+    }))
+
   it.live("cancel, retry and resume by id or by token move the run; a wrong state is 409 and an unknown run or token 404, writing nothing", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

@@ -16,6 +16,7 @@ import {
   request,
   secretNew,
   secretOld,
+  legacySignature,
   signature,
   snapshot,
   startServer,
@@ -51,8 +52,8 @@ const claimWithUrl = (stores: Stores, signal = "approval", order = "A-1") =>
     return { runId, fence: claimed!.fence, url }
   })
 
-const urlUnder = (stores: Stores, runId: string, fence: number, signal = "approval") =>
-  Callback.url(signal, { expiresIn: "1 hour" }).pipe(
+const urlUnder = (stores: Stores, runId: string, fence: number, signal = "approval", expiresIn: Duration.Input = "1 hour") =>
+  Callback.url(signal, { expiresIn }).pipe(
     Effect.provideService(Fence, { runId, fence, owner: "test" }),
     Effect.provideService(RunStore, stores.a),
     Effect.provideService(Callbacks.Callbacks, callbacks)
@@ -235,6 +236,141 @@ describe("callback URLs", () => {
       assert.strictEqual(refused.status, 403)
       assert.strictEqual(yield* snapshot(stores), before)
       assert.strictEqual((yield* postJson(at(rotated, other.url), { approved: true })).status, 200)
+    }))
+})
+
+describe("signatures that cannot be re-split (issue 27)", () => {
+  it.live("the URL for signal approval.v2 does not verify as signal approval with exp=v2.<exp>, before or after it expires; nothing is written", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* claimWithUrl(stores)
+      const genuine = new URL(yield* urlUnder(stores, run.runId, run.fence, "approval.v2", "2 seconds"))
+      const exp = genuine.searchParams.get("exp")!
+      const sig = genuine.searchParams.get("sig")!
+      // v1 signed `v1.<run>.approval.v2.<exp>`: the same text as signal `approval` with exp `v2.<exp>`.
+      const resplit = `${origin}/callbacks/${run.runId}/approval?exp=v2.${exp}&sig=${sig}`
+      const before = yield* snapshot(stores)
+
+      const early = yield* postJson(resplit, { approved: true })
+      assert.deepStrictEqual([early.status, early.body.error], [403, "exp-invalid"])
+      yield* Effect.sleep(Duration.millis(Math.max(0, Number(exp) * 1000 - Date.now()) + 100))
+      const expired = yield* postJson(at(origin, genuine.href), { approved: true })
+      assert.deepStrictEqual([expired.status, expired.body.error], [410, "expired"])
+      const late = yield* postJson(resplit, { approved: true })
+      assert.deepStrictEqual([late.status, late.body.error], [403, "exp-invalid"])
+      // The signal shifted into the exp's place, the other way round, is no better.
+      const shifted = yield* postJson(`${origin}/callbacks/${run.runId}/approval.v2.${exp}?exp=&sig=${sig}`, { approved: true })
+      assert.strictEqual(shifted.status, 403)
+
+      assert.strictEqual(yield* snapshot(stores), before)
+      assert.deepStrictEqual((yield* runRow(stores, run.runId)).signals, {})
+    }))
+
+  it.live("an exp that is not 1 to 12 digits is refused before anything is read, even when it is signed", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* suspended(stores)
+      const before = yield* snapshot(stores)
+      const now = Math.floor(Date.now() / 1000)
+      for (const exp of ["Infinity", "1e12", `${now + 3600}.5`, `+${now + 3600}`, ` ${now + 3600}`, "0x7fffffff", "9".repeat(13), "-1"]) {
+        const url = `${origin}/callbacks/${run.runId}/approval?exp=${encodeURIComponent(exp)}&sig=${signature(secretNew, run.runId, "approval", exp)}`
+        const answer = yield* postJson(url, { approved: true })
+        assert.deepStrictEqual([answer.status, answer.body.error], [403, "exp-invalid"], exp)
+      }
+      assert.strictEqual(yield* snapshot(stores), before)
+    }))
+
+  it.live("a URL signed before v2 verifies where its text has one reading (digits, no dot in the signal), and only there", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const plain = yield* suspended(stores, "approval", "L-1")
+      const dotted = yield* suspended(stores, "approval.v2", "L-2")
+      const exp = Math.floor(Date.now() / 1000) + 600
+      const before = yield* snapshot(stores)
+      // Its re-split and a dotted signal's own v1 URL are refused.
+      const resplit = yield* postJson(
+        `${origin}/callbacks/${dotted.runId}/approval?exp=v2.${exp}&sig=${legacySignature(secretNew, dotted.runId, "approval.v2", exp)}`,
+        { approved: true }
+      )
+      assert.deepStrictEqual([resplit.status, resplit.body.error], [403, "exp-invalid"])
+      const dottedV1 = yield* postJson(
+        `${origin}/callbacks/${dotted.runId}/approval.v2?exp=${exp}&sig=${legacySignature(secretNew, dotted.runId, "approval.v2", exp)}`,
+        { approved: true }
+      )
+      assert.deepStrictEqual([dottedV1.status, dottedV1.body.error], [403, "signature-invalid"])
+      assert.strictEqual(yield* snapshot(stores), before)
+      const v1 = yield* postJson(
+        `${origin}/callbacks/${plain.runId}/approval?exp=${exp}&sig=${legacySignature(secretNew, plain.runId, "approval", exp)}`,
+        { approved: true }
+      )
+      assert.deepStrictEqual(v1.body, { status: "resumed", runId: plain.runId })
+      // The dotted signal's v2 URL works.
+      assert.deepStrictEqual((yield* postJson(at(origin, dotted.url), { approved: true })).body, { status: "resumed", runId: dotted.runId })
+    }))
+})
+
+describe("bad input to a callback (issue 27)", () => {
+  it.live("a body jsonb refuses (a NUL) is 400 naming where it is; a non-JSON content type is 415; nothing is written", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* suspended(stores)
+      const recording = yield* claimWithUrl(stores, "approval", "R-1")
+      const before = yield* snapshot(stores)
+      for (const target of [run, recording]) {
+        const nul = yield* postJson(at(origin, target.url), '{"approved":true,"note":"a\\u0000b"}')
+        assert.strictEqual(nul.status, 400)
+        assert.strictEqual(nul.body.error, "unstorable")
+        assert.include(nul.body.message, "$.note holds a NUL")
+        const key = yield* postJson(at(origin, target.url), '{"approved":true,"\\u0000":1}')
+        assert.strictEqual(key.status, 400)
+        assert.include(key.body.message, "(a key) holds a NUL")
+      }
+      for (const contentType of ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "application/jsonp"]) {
+        const answer = yield* request(at(origin, run.url), { method: "POST", headers: { "content-type": contentType }, body: "{\"approved\":true}" })
+        assert.deepStrictEqual([answer.status, answer.body.error], [415, "unsupported-media-type"], contentType)
+      }
+      const none = yield* request(at(origin, run.url), { method: "POST", body: new Blob(["{\"approved\":true}"]) })
+      assert.strictEqual(none.status, 415)
+      assert.strictEqual(yield* snapshot(stores), before)
+      assert.deepStrictEqual((yield* runRow(stores, recording.runId)).signals, {})
+      // JSON by another name is accepted: +json and an explicit UTF-8 charset.
+      const accepted = yield* postJson(at(origin, run.url), { approved: true }, { "content-type": "application/cloudevents+json; charset=UTF-8" })
+      assert.deepStrictEqual(accepted.body, { status: "resumed", runId: run.runId })
+    }))
+})
+
+describe("requiring the body's webhook signature (issue 27)", () => {
+  it.live("by default with webhook secrets, a delivery without webhook-* headers is 401 and writes nothing; a signed one resumes", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      // The product's default: required, because webhook secrets are configured.
+      const required = yield* Callbacks.make({ ...callbacksOptions({}), requireWebhookSignature: undefined })
+      assert.isTrue(required.webhookSignatureRequired)
+      const { origin } = yield* startServer(stores, { handlers: [approve], requireWebhookSignature: true })
+      const run = yield* suspended(stores)
+      const before = yield* snapshot(stores)
+      const unsigned = yield* postJson(at(origin, run.url), { approved: true })
+      assert.deepStrictEqual([unsigned.status, unsigned.body.error], [401, "webhook-signature-required"])
+      assert.strictEqual(yield* snapshot(stores), before)
+      const body = JSON.stringify({ approved: true })
+      const signed = yield* postJson(at(origin, run.url), body, webhookHeaders("msg_req", body))
+      assert.deepStrictEqual(signed.body, { status: "resumed", runId: run.runId })
+    }))
+
+  it.live("opted out (or without webhook secrets), the URL's signature is enough; requiring it without secrets is InvalidConfig", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve], requireWebhookSignature: false })
+      const run = yield* suspended(stores)
+      assert.deepStrictEqual((yield* postJson(at(origin, run.url), { approved: true })).body, { status: "resumed", runId: run.runId })
+      const without = yield* Callbacks.make({ ...callbacksOptions({ webhookSecrets: [] }), requireWebhookSignature: undefined })
+      assert.isFalse(without.webhookSignatureRequired)
+      const impossible = yield* Effect.flip(Callbacks.make({ ...callbacksOptions({ webhookSecrets: [] }), requireWebhookSignature: true }))
+      assert.deepInclude(impossible, { _tag: "InvalidConfig", option: "LEASEHOLD_REQUIRE_WEBHOOK_SIGNATURE" })
     }))
 })
 

@@ -5,7 +5,7 @@
  * server's own counters (pg_stat_user_tables), not from timings.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { KeyLimits, RunStore } from "@leasehold/core"
+import { KeyLimits, type ListFilter, RunState, RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient, Statement } from "effect/sql"
 import { PgRunStore } from "@leasehold/sql"
@@ -231,9 +231,111 @@ describe("runtime plans", () => {
     }))
 })
 
+describe("list plans", () => {
+  it.live("run lists on a 24,000-run store, newest first by id in every state and from deep cursors, never scan runs sequentially nor sort more than a page", () =>
+    Effect.gen(function*() {
+      const { schema, sql, store } = yield* freshStore("plans_lists")
+      const ttl = Duration.seconds(30)
+      // Interleaved, so every state's runs are spread over the whole id range.
+      const shares = [["done", 15], ["todo", 4], ["bad", 2], ["cancel", 1], ["wait", 1], ["busy", 1]] as const
+      const pattern = shares.flatMap(([kind, n]) => Array.from({ length: n }, () => kind))
+      yield* store.enqueue(Array.from({ length: 24_000 }, (_, i) => ({ kind: pattern[i % pattern.length]!, payload: { i }, maxAttempts: 1 })))
+      const claimAll = (kind: string, leaseTtl: Duration.Duration) =>
+        Effect.gen(function*() {
+          const claimed: Array<{ runId: string; fence: number }> = []
+          while (true) {
+            const runs = yield* store.claim({ owner: "w", queues: ["default"], kinds: [kind], limit: 1_000, ttl: leaseTtl, dueOnly: true })
+            if (runs.length === 0) return claimed
+            claimed.push(...runs.map((r) => ({ runId: r.id, fence: r.fence })))
+          }
+        })
+      yield* store.completeBatch((yield* claimAll("done", ttl)).map((l) => ({ ...l, result: null })))
+      // Claimed on their last attempt under a lease that expires at once: the next sweep fails them.
+      yield* claimAll("bad", Duration.millis(1))
+      yield* Effect.sleep("20 millis")
+      yield* store.claim({ owner: "w", queues: ["default"], kinds: ["bad"], limit: 10_000, ttl })
+      yield* store.cancelMany({ kind: "cancel" })
+      const waiting = yield* claimAll("wait", ttl)
+      yield* Effect.forEach(waiting, (l, i) => store.suspend({ ...l, signal: "approval", token: `t${i}`, timeout: undefined }), { concurrency: 2, discard: true })
+      yield* claimAll("busy", ttl)
+      yield* sql`ANALYZE ${sql(schema)}.runs`
+      const counts = yield* sql<{ state: string; n: string }>`SELECT state, count(*)::text AS n FROM ${sql(schema)}.runs GROUP BY state`
+      assert.deepStrictEqual(
+        Object.fromEntries(counts.map((c) => [c.state, Number(c.n)])),
+        { completed: 15_000, pending: 4_000, failed: 2_000, cancelled: 1_000, suspended: 1_000, running: 1_000 }
+      )
+
+      const limit = 50
+      const deep = "4000" // below five in six of every state's runs
+      const filters: ReadonlyArray<ListFilter> = [
+        { limit },
+        { limit, before: deep },
+        { limit, after: deep },
+        { limit, kind: "todo", before: deep },
+        ...RunState.literals.flatMap((state) => [{ limit, state }, { limit, state, before: deep }, { limit, state, after: deep }]),
+        { limit: 200, state: "suspended" }
+      ]
+      for (const filter of filters) {
+        const runs = yield* store.list(filter)
+        const ids = runs.map((r) => BigInt(r.id))
+        assert.deepStrictEqual(ids, [...ids].sort((a, b) => a < b ? 1 : a > b ? -1 : 0), `newest first: ${JSON.stringify(filter)}`)
+        assert.strictEqual(runs.length, filter.limit, JSON.stringify(filter))
+        for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+          const plan = flatten(yield* listPlan(sql, store.list(filter), mode))
+          const what = `${JSON.stringify(filter)} (${mode}): ${plan.map((n) => `${n["Node Type"]}${n["Index Name"] ? ` ${n["Index Name"]}` : ""}`).join(" > ")}`
+          assert.deepStrictEqual(plan.filter((n) => n["Node Type"] === "Seq Scan" || n["Node Type"].startsWith("Bitmap")).map((n) => n["Node Type"]), [], what)
+          // Running runs are read from runs_running and sorted: all of them, as many as the
+          // workers' slots, never the table. Every other sort is of the page itself (the page
+          // after a cursor, turned round).
+          const sortable = filter.state === "running" ? 1_000 : filter.limit
+          for (const sort of plan.filter((n) => n["Node Type"] === "Sort")) {
+            assert.isAtMost(sort.Plans!.reduce((sum, n) => sum + n["Actual Rows"]!, 0), sortable, what)
+          }
+          // Index-driven: what the scans read is of the order of the page, not of the table.
+          const read = plan.filter((n) => n["Node Type"].includes("Index"))
+            .reduce((sum, n) => sum + (n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0), 0)
+          assert.isAtMost(read, Math.max(sortable, 10 * filter.limit), `read ${read} rows: ${what}`)
+        }
+      }
+    }))
+})
+
+/**
+ * The plan `store.list` is run with (EXPLAIN ANALYZE of the statement it sends, in a transaction
+ * that is rolled back), with the plan cache mode given: a custom plan for the parameters, or the
+ * generic plan a long-lived connection may settle on.
+ */
+const listPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>, mode: string) =>
+  Effect.gen(function*() {
+    let statement: readonly [string, ReadonlyArray<unknown>] | undefined
+    const capture: Statement.Transformer = (self) =>
+      Effect.suspend(() => {
+        statement = self.compile()
+        return Effect.die("captured")
+      })
+    yield* effect.pipe(Effect.provideService(Statement.CurrentTransformer, capture), Effect.exit)
+    assert.isDefined(statement, "the statement was sent")
+    const [text, params] = statement!
+    let plan: PlanNode | undefined
+    yield* sql.withTransaction(Effect.gen(function*() {
+      const name = `listed_${++probes}`
+      yield* sql`SELECT set_config('plan_cache_mode', ${mode}, true)`
+      yield* sql.unsafe(`PREPARE ${name} AS ${text}`)
+      const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}(${params.map(literal).join(", ")})`
+      )
+      plan = rows[0]!["QUERY PLAN"][0]!.Plan
+      return yield* Effect.fail("roll back")
+    })).pipe(Effect.exit)
+    assert.isDefined(plan, "the statement was explained")
+    return plan!
+  })
+
 interface PlanNode {
   readonly "Node Type": string
   readonly "Subplan Name"?: string
+  readonly "Index Name"?: string
+  readonly "Rows Removed by Filter"?: number
   readonly "Actual Rows"?: number
   readonly "Rows Removed by Join Filter"?: number
   readonly "Actual Loops"?: number

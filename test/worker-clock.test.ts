@@ -291,7 +291,9 @@ describe("claims", () => {
       }
       const sweeps = claims.filter((c) => !c.dueOnly)
       assert.isAbove(claims.length - sweeps.length, 2 * sweeps.length, "most claims are due-only")
-      assert.deepStrictEqual(sweeps.map((s) => s.at), [0, 1000, 2000, 3000, 4000, 5000])
+      // The sweep at 1000 ms took the abandoned run and no due run, so the claim after it swept
+      // again (it might have left more); that one took a due run, and sweeps were periodic again.
+      assert.deepStrictEqual(sweeps.map((s) => s.at), [0, 1000, 1000, 2000, 3000, 4000, 5000])
       // The abandoned run came back through a sweep, never through a due-only claim.
       const reclaim = of(events, "Claimed").find((c) => c.runId === abandoned!.id)
       assert.deepInclude(reclaim, { fence: 2, attempt: 2 })
@@ -301,6 +303,47 @@ describe("claims", () => {
         "completed@2"
       ])
       assert.isEmpty(of(events, "LeaseLost"))
+      yield* stop
+    }))
+
+  it.effect("a busy worker gives its freed slots to expired leases before due runs, until a sweep finds no more", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const claims: Array<{ readonly at: number; readonly dueOnly: boolean; readonly limit: number }> = []
+      const recording: Store = {
+        ...store,
+        claim: (request) =>
+          Effect.andThen(
+            Effect.flatMap(now, (at) => Effect.sync(() => void claims.push({ at, dueOnly: request.dueOnly === true, limit: request.limit }))),
+            store.claim(request)
+          )
+      }
+      // Runs of 100 ms each; two slots, so a slot frees every 50 ms or so.
+      const work = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.sleep("100 millis") })
+      // Six runs whose holder vanished: leases of 500 ms nobody renews.
+      const abandoned = yield* store.enqueue(jobs(6))
+      yield* store.claim({ owner: "vanished", queues: ["default"], kinds: ["job"], limit: 6, ttl: Duration.millis(500) })
+      // A backlog much larger than the worker's slots, and more arriving.
+      yield* store.enqueue(jobs(100))
+      const { events, stop } = yield* startWorker(recording, { ...timing, concurrency: 2, handlers: [work] })
+      // The leases expire at 500 ms; the first sweep after that is the poll's, at 1000 ms, with
+      // the slots free then. Until 1300 ms (three run lengths later, far from the next poll):
+      for (let i = 0; i < 26; i++) yield* TestClock.adjust("50 millis")
+      yield* settle
+      const reclaims = of(events, "Claimed").filter((c) => c.via === "expired")
+      assert.deepStrictEqual(reclaims.map((c) => c.runId).sort(), abandoned.map((r) => r.id).sort(), "every abandoned run reclaimed")
+      assert.deepStrictEqual(reclaims.map((c) => c.fence), [2, 2, 2, 2, 2, 2])
+      // No due run was claimed from the first sweep that met an expired lease until the last reclaim.
+      const claimedRuns = of(events, "Claimed")
+      const first = claimedRuns.findIndex((c) => c.via === "expired")
+      const last = claimedRuns.findLastIndex((c) => c.via === "expired")
+      assert.deepStrictEqual(claimedRuns.slice(first, last + 1).filter((c) => c.via !== "expired").map((c) => c.runId), [])
+      // Each claim from 1000 ms on swept, one or two freed slots each, until one took a due run.
+      const since = claims.findIndex((c) => c.at >= 1000)
+      const lastSweep = claims.findLastIndex((c) => !c.dueOnly)
+      assert.isAtLeast(lastSweep - since + 1, 4, "sweeps kept going while they found expired leases")
+      assert.deepStrictEqual(claims.slice(since, lastSweep + 1).filter((c) => c.dueOnly), [])
+      assert.isAtMost(claims[lastSweep]!.at, 1300)
       yield* stop
     }))
 

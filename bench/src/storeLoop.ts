@@ -8,8 +8,14 @@
  *
  *   npm run build && node bench/dist/storeLoop.js [runs] [batch] [repeats] [chains]
  *
+ * With `layouts` first, it runs candidate storage layouts instead, each on a database of its own,
+ * next to graphile-worker's own statements (layouts/main.ts says how):
+ *
+ *   node bench/dist/storeLoop.js layouts [runs] [rounds] [layout,...]
+ *
  * `DATABASE_URL` names the server (an embedded one is started without it). The server must run on
- * this machine: CPU is read from /proc. docs/adr/0014-per-key-concurrency.md reads its figures.
+ * this machine: CPU is read from /proc. docs/adr/0014-per-key-concurrency.md and
+ * docs/adr/0017-batch-ledger-storage.md read its figures.
  */
 import type { ClaimedRun, RunStore } from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/sql"
@@ -18,6 +24,9 @@ import * as Pg from "./pg.js"
 import { spread } from "./stats.js"
 import { KEYS, KIND, openStore, SCHEMA } from "./systems/leasehold.js"
 import { variants } from "./variants.js"
+import { layoutsMain } from "./layouts/main.js"
+
+const layoutsMode = process.argv[2] === "layouts"
 
 const count = (position: number, name: string, fallback: number, least = 1): number => {
   const given = process.argv[position]
@@ -29,10 +38,11 @@ const count = (position: number, name: string, fallback: number, least = 1): num
   return value
 }
 // The bench drain's shape by default: 100 runs per key (a keyed run costs more on a larger table).
-const runs = count(2, "runs", 100_000, KEYS + 1)
-const batch = count(3, "batch", 500)
-const repeats = count(4, "repeats", 3)
-const chains = count(5, "chains", 1)
+// The layouts mode reads its own arguments (layouts/main.ts).
+const runs = layoutsMode ? 0 : count(2, "runs", 100_000, KEYS + 1)
+const batch = layoutsMode ? 0 : count(3, "batch", 500)
+const repeats = layoutsMode ? 0 : count(4, "repeats", 3)
+const chains = layoutsMode ? 0 : count(5, "chains", 1)
 
 interface Reading {
   readonly serverUs: number
@@ -113,6 +123,7 @@ const measure = async (serverUrl: string, database: string, url: string, store: 
 }
 
 const main = async () => {
+  if (layoutsMode) return layoutsMain(process.argv.slice(3))
   const embedded = process.env.DATABASE_URL ? undefined : await EmbeddedPostgres.startUnscoped()
   const serverUrl = process.env.DATABASE_URL || embedded!.url
   try {

@@ -7,7 +7,7 @@
  * its `now()` (PG: the stored times move back; memory: `TestClock.adjust`).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { KeyLimits, type LeaseKey, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
+import { KeyLimits, type LeaseKey, type ListFilter, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
 import { Duration, Effect, Exit, Fiber, type Scope, Stream } from "effect"
 
 /** A store under test and how time passes for it. */
@@ -527,6 +527,67 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(lease.runId), { state: "suspended", signalToken: "tok-u" })
           assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "suspended@1"])
         }))
+
+      test("values PostgreSQL would refuse (a NUL, an unpaired surrogate, an oversized name or key, a delay past 100 years) are refused first, naming the field, and nothing is written", ({ store }) =>
+        Effect.gen(function*() {
+          const long = "q".repeat(100 * 1024)
+          const options = [
+            [{ kind: "job\u0000" }, "kind", "NUL"],
+            [{ kind: "j".repeat(256) }, "kind", "over the limit of 255"],
+            [{ kind: "job", queue: "a\u0000b" }, "queue", "NUL"],
+            [{ kind: "job", queue: long }, "queue", "over the limit of 255"],
+            [{ kind: "job", queue: "bad\ud800" }, "queue", "unpaired surrogate"],
+            [{ kind: "job", delayMs: 1e300 }, "delay", "100 years"],
+            [{ kind: "job", delayMs: Infinity }, "delay", "100 years"],
+            [{ kind: "job", idempotencyKey: "k".repeat(1025) }, "idempotencyKey", "over the limit of 1024"],
+            [{ kind: "job", idempotencyKey: "k\u0000" }, "idempotencyKey", "NUL"],
+            [{ kind: "job", concurrencyKey: "é".repeat(513) }, "concurrencyKey", "1026 bytes long"]
+          ] as const
+          for (const [request, option, issue] of options) {
+            const error = yield* Effect.flip(store.enqueue([{ kind: "job", payload: { ok: true } }, { payload: null, ...request }]))
+            assert.deepInclude(error, { _tag: "InvalidConfig", option }, option)
+            assert.include((error as { issue: string }).issue, issue, option)
+          }
+          // At the limits exactly: stored.
+          yield* store.enqueue([{ kind: "j".repeat(255), payload: null, queue: "é".repeat(127), idempotencyKey: "k".repeat(1024) }])
+          assert.strictEqual((yield* store.list({ limit: 10, offset: 0 })).length, 1)
+
+          const payloads = [
+            [{ note: "a\u0000b" }, "$.note holds a NUL"],
+            [{ list: [1, { "x y": "\udc00" }] }, "$.list[1][\"x y\"] holds an unpaired surrogate"],
+            [{ "k\u0000": 1 }, "$ (a key) holds a NUL"]
+          ] as const
+          for (const [payload, issue] of payloads) {
+            const error = yield* Effect.flip(store.enqueue([{ kind: "job", payload }]))
+            assert.deepInclude(error, { _tag: "UnstorableValue", what: "payload" })
+            assert.include((error as { issue: string }).issue, issue)
+          }
+          // A string that merely spells the escape is fine.
+          yield* store.enqueue([{ kind: "job", queue: "kept", payload: { text: "\\u0000" } }])
+          assert.strictEqual((yield* store.list({ limit: 10, offset: 0 })).length, 2)
+
+          for (const queue of ["a\u0000b", long]) {
+            assert.deepInclude(yield* Effect.flip(store.pauseQueue(queue)), { _tag: "InvalidConfig", option: "queue" })
+            assert.deepInclude(yield* Effect.flip(store.resumeQueue(queue)), { _tag: "InvalidConfig", option: "queue" })
+          }
+          assert.isEmpty(yield* store.pausedQueues)
+
+          const lease = yield* heldRun(store)
+          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, { s: "\u0000" })), { _tag: "UnstorableValue", what: "checkpoint" })
+          const signal = yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "s\u0000", payload: null, deliveryId: undefined }))
+          assert.deepInclude(signal, { _tag: "UnstorableValue", what: "signal name" })
+          const body = yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "s", payload: { a: "\u0000" }, deliveryId: undefined }))
+          assert.deepInclude(body, { _tag: "UnstorableValue", what: "signal payload" })
+          const deliveryId = yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "s", payload: null, deliveryId: "d".repeat(1025) }))
+          assert.deepInclude(deliveryId, { _tag: "UnstorableValue", what: "webhook-id" })
+          // A token no run could hold names no run.
+          assert.deepInclude(yield* Effect.flip(store.resumeByToken("t\u0000", null)), { _tag: "SignalTokenNotFound" })
+          assert.deepInclude(yield* store.get(lease.runId), { state: "running", checkpoint: null, signals: {} })
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1"])
+          // A failure whose error text holds a NUL is still recorded (the NUL replaced).
+          yield* store.fail({ ...lease, error: { message: "bad\u0000byte" }, retryDelayMs: undefined })
+          assert.deepInclude(yield* store.get(lease.runId), { state: "failed", error: { message: "bad\ufffdbyte" } })
+        }))
     })
 
     describe("paused queues", () => {
@@ -793,6 +854,37 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual((yield* store.list({ kind: "job", state: "pending", limit: 1, offset: 1 })).map((r) => r.id), [ids[1]!])
           assert.deepInclude(yield* Effect.flip(store.get("999999")), { _tag: "RunNotFound" })
           assert.deepInclude(yield* Effect.flip(store.history("999999")), { _tag: "RunNotFound" })
+        }))
+
+      test("list pages newest first by the run's number (40 down to 1, not as text), by keyset cursors before and after an id", ({ store }) =>
+        Effect.gen(function*() {
+          const ids = yield* enqueueJobs(store, 40)
+          assert.deepStrictEqual(ids, Array.from({ length: 40 }, (_, i) => String(i + 1)), "a fresh store numbers its runs from 1")
+          const newestFirst = Array.from({ length: 40 }, (_, i) => String(40 - i))
+          const page = (filter: Omit<ListFilter, "limit"> & { limit?: number }) =>
+            Effect.map(store.list({ limit: 40, ...filter }), (runs) => runs.map((r) => r.id))
+          assert.deepStrictEqual(yield* page({}), newestFirst)
+          // Page after page by the last id of the one before: every run once, in order.
+          const walked: Array<string> = []
+          let before: string | undefined = undefined
+          while (true) {
+            const next: ReadonlyArray<string> = yield* page({ limit: 7, before })
+            if (next.length === 0) break
+            walked.push(...next)
+            before = next.at(-1)
+          }
+          assert.deepStrictEqual(walked, newestFirst)
+          // The page before a cursor's (newer), newest first: the runs nearest above it.
+          assert.deepStrictEqual(yield* page({ limit: 3, after: "9" }), ["12", "11", "10"])
+          assert.deepStrictEqual(yield* page({ limit: 3, after: "39" }), ["40"])
+          assert.deepStrictEqual(yield* page({ before: "12", after: "8" }), ["11", "10", "9"])
+          // With a filter: the cursor and the state together.
+          yield* claimFrom(store, "w1", { limit: 3 })
+          assert.deepStrictEqual(yield* page({ state: "running" }), ["3", "2", "1"])
+          assert.deepStrictEqual(yield* page({ state: "pending", before: "5", limit: 5 }), ["4"])
+          // A cursor that is no run's id selects nothing.
+          assert.deepStrictEqual(yield* page({ before: "x1" }), [])
+          assert.deepStrictEqual(yield* page({ after: "-1" }), [])
         }))
 
       test("list filters by payload fields as text (strings as they are, numbers and booleans as JSON; null never matches)", ({ store }) =>

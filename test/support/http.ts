@@ -20,6 +20,8 @@ export interface ServerSetup {
   readonly handlers?: ReadonlyArray<Handler.Handler> | undefined
   readonly secrets?: ReadonlyArray<string> | undefined
   readonly webhookSecrets?: ReadonlyArray<string> | undefined
+  /** Off unless asked for: most tests post callbacks without `webhook-*` headers. */
+  readonly requireWebhookSignature?: boolean | undefined
   readonly token?: string | undefined
   readonly readOnly?: boolean | undefined
   readonly callbacksOnly?: boolean | undefined
@@ -29,7 +31,8 @@ export interface ServerSetup {
 export const callbacksOptions = (setup: ServerSetup): Callbacks.CallbacksOptions => ({
   baseUrl: publicBase,
   secrets: (setup.secrets ?? [secretNew]).map((s) => Redacted.make(s)),
-  webhookSecrets: (setup.webhookSecrets ?? [webhookSecret]).map((s) => Redacted.make(s))
+  webhookSecrets: (setup.webhookSecrets ?? [webhookSecret]).map((s) => Redacted.make(s)),
+  requireWebhookSignature: setup.requireWebhookSignature ?? false
 })
 
 /** Scoped: the server, listening; `origin` is where to send requests. */
@@ -59,9 +62,26 @@ export const at = (origin: string, callbackUrl: string): string => {
   return `${origin}${url.pathname}${url.search}`
 }
 
-/** `sig` for the parts, as the specification says (base64url HMAC-SHA256 of `v1.run.signal.exp`). */
+/** Each part as `<UTF-8 byte length>:<part>`, concatenated: the specification's v2 signed text. */
+const lengthPrefixed = (parts: ReadonlyArray<string>) => parts.map((p) => `${new TextEncoder().encode(p).length}:${p}`).join("")
+
+/** `sig` for the parts, as the specification says (base64url HMAC-SHA256 of the length-prefixed v2 text). */
 export const signature = (secret: string, runId: string, signal: string, exp: string | number) =>
+  createHmac("sha256", secret).update(lengthPrefixed(["leasehold/callback/v2", runId, signal, String(exp)])).digest("base64url")
+
+/** `sig` of a deferred callback URL (v2, its own domain tag). */
+export const deferredSignature = (secret: string, workflow: string, executionId: string, deferred: string, exp: string | number) =>
+  createHmac("sha256", secret)
+    .update(lengthPrefixed(["leasehold/deferred-callback/v2", workflow, executionId, deferred, String(exp)]))
+    .digest("base64url")
+
+/** `sig` as URLs handed out before v2 carried it: HMAC of `v1.<run>.<signal>.<exp>`. */
+export const legacySignature = (secret: string, runId: string, signal: string, exp: string | number) =>
   createHmac("sha256", secret).update(`v1.${runId}.${signal}.${exp}`).digest("base64url")
+
+/** A v1 deferred URL's `sig`: its run part was `workflow:<name>:<execution>`. */
+export const legacyDeferredSignature = (secret: string, workflow: string, executionId: string, deferred: string, exp: string | number) =>
+  legacySignature(secret, `workflow:${workflow}:${executionId}`, deferred, exp)
 
 export const callbackUrl = (origin: string, secret: string, runId: string, signal: string, exp: number) =>
   `${origin}/callbacks/${runId}/${signal}?exp=${exp}&sig=${signature(secret, runId, signal, exp)}`

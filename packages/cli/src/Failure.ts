@@ -7,6 +7,7 @@
 import { Cause, Predicate } from "effect"
 import { CliError } from "effect/cli"
 import { SqlError } from "effect/sql"
+import { isValueRefused } from "@leasehold/core"
 import { UsageError } from "./Flags.js"
 
 // One line, whitespace collapsed: a schema issue spans several indented lines.
@@ -23,13 +24,14 @@ const messageOf = (error: unknown): string =>
 /**
  * A mistake in how the command was called: effect/cli's parse and validation errors (but not a
  * handler's `UserError`), the commands' own `UsageError`, a payload or kind the tasks reject, an
- * option out of range and a value JSON cannot hold. Leasehold's errors are matched by tag: a
+ * option out of range, a value JSON cannot hold, and a value the database refused (`isValueRefused`). Leasehold's errors are matched by tag: a
  * `--tasks` module may bring its own copy of `@leasehold/core`.
  */
 const isUsageError = (error: unknown): boolean =>
   (CliError.isCliError(error) && error._tag !== "UserError") ||
   error instanceof UsageError ||
-  ["InvalidPayload", "UnknownKind", "InvalidConfig", "UnstorableValue"].some((tag) => Predicate.isTagged(error, tag))
+  ["InvalidPayload", "UnknownKind", "InvalidConfig", "UnstorableValue"].some((tag) => Predicate.isTagged(error, tag)) ||
+  isValueRefused(error)
 
 /** The reason's own cause (the driver's or server's message) says what actually went wrong. */
 const explainSql = (error: SqlError.SqlError): string => {
@@ -53,6 +55,10 @@ export const describeFailure = (cause: Cause.Cause<unknown>): { code: number; me
     // Help was printed already; with errors it was a bad invocation.
     const [first] = error.errors
     return first === undefined ? { code: 0, message: undefined } : { code: 2, message: messageOf(first) }
+  }
+  if (isValueRefused(error)) {
+    const sql = sqlErrorOf(error)
+    return { code: 2, message: `the database refused a value: ${sql === undefined ? messageOf(error) : explainSql(sql).replace(/^database error: /, "")}` }
   }
   if (isUsageError(error)) return { code: 2, message: messageOf(error) }
   const sql = sqlErrorOf(error)

@@ -127,7 +127,10 @@ export type LeaseLossReason =
  */
 export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
   operation: Schema.String,
-  /** The driver's classification when it has one (`ConnectionError`, `StatementTimeoutError`, ...). */
+  /**
+   * The driver's classification when it has one (`ConnectionError`, `StatementTimeoutError`, ...).
+   * `ValueRefused`: the database refused a value of the request (see `isValueRefused`).
+   */
   reason: Schema.String,
   cause: Schema.Defect()
 }) {
@@ -136,6 +139,18 @@ export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
     return `${this.operation}: ${this.reason}: ${detail}`
   }
 }
+
+/**
+ * Whether a failure is the database refusing a value of the request (a NUL, a number out of
+ * range, a key too large): the statement wrote nothing and the same request can never succeed, so
+ * it is the caller's fault (HTTP 400, CLI exit 2), not the store's. Matched by tag and reason, so
+ * another copy of `@leasehold/core` is recognised too.
+ *
+ * @category predicates
+ */
+export const isValueRefused = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StoreError" &&
+  (error as { reason?: unknown }).reason === "ValueRefused"
 
 /** No suspended run holds this signal token (a token exists only while its run waits). @category errors */
 export class SignalTokenNotFound extends Schema.TaggedError<SignalTokenNotFound>()("SignalTokenNotFound", {

@@ -20,6 +20,7 @@
  */
 import { Exit } from "effect"
 import { InvalidConfig } from "./Errors.js"
+import * as Limits from "./Limits.js"
 
 /** @category models */
 export type KeyLimitScope = "queue" | "kind"
@@ -47,18 +48,17 @@ export const perKind = (kind: string, perKey: number): KeyLimit => ({ scope: "ki
 export const check = (limit: KeyLimit): Exit.Exit<KeyLimit, InvalidConfig> => {
   const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
   if (limit.scope !== "queue" && limit.scope !== "kind") return invalid("scope", `"${String(limit.scope)}" is not queue or kind`)
-  if (typeof limit.name !== "string" || limit.name === "") return invalid(limit.scope, "must be a non-empty string")
+  const nameIssue = Limits.textIssue(limit.name, limit.scope === "kind" ? Limits.maxKindBytes : Limits.maxQueueBytes)
+  if (nameIssue !== undefined) return invalid(limit.scope, nameIssue)
   if (!(Number.isInteger(limit.perKey) && limit.perKey >= 1 && limit.perKey < 2 ** 31)) {
     return invalid("perKey", `${limit.perKey} is not a whole number of at least 1`)
   }
   return Exit.succeed({ scope: limit.scope, name: limit.name, perKey: limit.perKey })
 }
 
-/** Checks a concurrency key given at enqueue: a non-empty string. @category validation */
+/** Checks a concurrency key given at enqueue: absent, or within `Limits`. @category validation */
 export const checkKey = (key: unknown): Exit.Exit<void, InvalidConfig> =>
-  key === undefined || (typeof key === "string" && key !== "")
-    ? Exit.void
-    : Exit.fail(new InvalidConfig({ option: "concurrencyKey", issue: "must be a non-empty string" }))
+  key === undefined ? Exit.void : Limits.checkText("concurrencyKey", key, Limits.maxConcurrencyKeyBytes)
 
 /**
  * The limit that governs a keyed run: its kind's if the kind declares one, else its queue's;

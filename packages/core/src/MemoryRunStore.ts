@@ -19,12 +19,19 @@
  * @since 0.1.0
  */
 import { Clock, Duration, Effect, Exit, Layer, PubSub, Stream } from "effect"
-import { type InvalidConfig, RunNotFound, StoreError, type UnstorableValue } from "./Errors.js"
+import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Json from "./Json.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as Schedules from "./Schedules.js"
-import { checkEnqueueRequest, checkQueueName, type EnqueueRequest, type LeaseKey } from "./RunRecord.js"
+import {
+  checkEnqueueRequest,
+  checkQueueName,
+  checkSignalDelivery,
+  type EnqueueRequest,
+  isStorableToken,
+  type LeaseKey
+} from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 
 /** A time column of a run, as `moveTime` may set it. @category testing */
@@ -120,7 +127,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
           new StoreError({ operation: "complete", reason: "InvalidJson", cause: new Error("a result is not JSON text") })
         ),
     fail: Effect.fn("MemoryRunStore.fail")(function*(request) {
-      const error = yield* Effect.orDie(Json.encode(request.error, "error", request.runId))
+      const error = yield* Effect.orDie(Effect.try(() => Json.encodeDiagnostic(request.error)))
       return yield* applyOutcome((now) => state.fail(request, error, now))
     }),
     release: Effect.fn("MemoryRunStore.release")(function*(lease) {
@@ -135,6 +142,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       return yield* applyOutcome((now) => state.suspend(request, timeoutMs, now))
     }),
     deliverSignal: Effect.fn("MemoryRunStore.deliverSignal")(function*(request) {
+      yield* checkSignalDelivery(request)
       if (canonicalId(request.runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
       const text = yield* Json.encode(request.payload ?? null, "signal payload", request.runId)
       return yield* applyOutcome((now) => state.deliverSignal(request, text, now))
@@ -161,6 +169,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       return yield* applyOutcome((now) => state.resumeById(runId, text, now))
     }),
     resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload) {
+      if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
       return yield* applyOutcome((now) => state.resumeByToken(token, text, now))
     }),

@@ -4,14 +4,15 @@
  *
  * @since 0.1.0
  */
-import type { Duration, Schema } from "effect"
-import { Effect } from "effect"
+import type { Schema } from "effect"
+import { Duration, Effect } from "effect"
 import { CurrentRun } from "./CurrentRun.js"
 import type { InvalidConfig, SignalTokenInUse, StoreError, UnstorableValue } from "./Errors.js"
 import * as Options from "./internal/Options.js"
 import * as Settlement from "./internal/Settlement.js"
 import { Fence, leaseKey } from "./Fence.js"
 import * as Handler from "./Handler.js"
+import * as Limits from "./Limits.js"
 import type { SignalOutcome } from "./RunRecord.js"
 import { RunStore, type StaleWrite } from "./RunStore.js"
 
@@ -78,8 +79,12 @@ export const awaitSignal = (
     if (seen !== undefined) return seen
     const fence = yield* Fence
     const store = yield* RunStore
+    yield* Limits.checkText("signal", signal, Limits.maxSignalBytes)
+    const token = options?.token ?? crypto.randomUUID()
+    yield* Limits.checkText("token", token, Limits.maxSignalTokenBytes)
     const timeout = options?.timeout === undefined ? undefined : yield* Options.duration("timeout", options.timeout)
-    const suspended = yield* store.suspend({ ...leaseKey(fence), signal, token: options?.token ?? crypto.randomUUID(), timeout })
+    if (timeout !== undefined) yield* Limits.checkDelay("timeout", Duration.toMillis(timeout))
+    const suspended = yield* store.suspend({ ...leaseKey(fence), signal, token, timeout })
     // Delivered while this attempt was still running (a callback that beat the suspension).
     if (suspended._tag === "AlreadySignalled") return suspended.outcome
     Settlement.report(run, "suspended")

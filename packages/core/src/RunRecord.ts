@@ -5,8 +5,9 @@
  * @since 0.1.0
  */
 import { Exit, Schema } from "effect"
-import { InvalidConfig } from "./Errors.js"
+import { InvalidConfig, UnstorableValue } from "./Errors.js"
 import * as KeyLimits from "./KeyLimits.js"
+import * as Limits from "./Limits.js"
 
 /** @category models */
 export const RunState = Schema.Literals(["pending", "running", "suspended", "completed", "failed", "cancelled"])
@@ -139,42 +140,64 @@ export interface EnqueueRequest {
 const positiveInteger = (n: number) => Number.isInteger(n) && n >= 1
 
 /**
- * Checks an enqueue request's options before anything is written: a non-empty kind, queue and
- * idempotency key, a whole priority, a finite delay of at least 0 and at least one attempt. Every
- * store runs it on each request of a batch.
+ * Checks an enqueue request's options before anything is written: a kind, queue, idempotency key
+ * and concurrency key within `Limits` (non-empty, no NUL, not too long), a whole priority, a
+ * delay from 0 to `Limits.maxDelayMs` and at least one attempt. Every store runs it on each
+ * request of a batch.
  *
  * @category validation
  */
 export const checkEnqueueRequest = (request: EnqueueRequest): Exit.Exit<void, InvalidConfig> => {
   const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
-  if (typeof request.kind !== "string" || request.kind === "") return invalid("kind", "must be a non-empty string")
-  if (request.queue !== undefined && (typeof request.queue !== "string" || request.queue === "")) {
-    return invalid("queue", "must be a non-empty string")
+  const kind = Limits.checkText("kind", request.kind, Limits.maxKindBytes)
+  if (Exit.isFailure(kind)) return kind
+  if (request.queue !== undefined) {
+    const queue = Limits.checkText("queue", request.queue, Limits.maxQueueBytes)
+    if (Exit.isFailure(queue)) return queue
   }
   if (request.priority !== undefined && !(Number.isInteger(request.priority) && Math.abs(request.priority) < 2 ** 31)) {
     return invalid("priority", `${request.priority} is not a whole number`)
   }
-  if (request.delayMs !== undefined && !(Number.isFinite(request.delayMs) && request.delayMs >= 0)) {
-    return invalid("delay", `${request.delayMs} ms is not a finite delay of at least 0`)
+  if (request.delayMs !== undefined) {
+    const delay = Limits.checkDelay("delay", request.delayMs)
+    if (Exit.isFailure(delay)) return delay
   }
   if (request.maxAttempts !== undefined && !(positiveInteger(request.maxAttempts) && request.maxAttempts < 2 ** 31)) {
     return invalid("maxAttempts", `${request.maxAttempts} is not a whole number of at least 1`)
   }
-  if (request.idempotencyKey !== undefined && (typeof request.idempotencyKey !== "string" || request.idempotencyKey === "")) {
-    return invalid("idempotencyKey", "must be a non-empty string")
+  if (request.idempotencyKey !== undefined) {
+    const key = Limits.checkText("idempotencyKey", request.idempotencyKey, Limits.maxIdempotencyKeyBytes)
+    if (Exit.isFailure(key)) return key
   }
   return KeyLimits.checkKey(request.concurrencyKey)
 }
 
 /**
- * Checks a queue name given to pause or resume: a non-empty string, as enqueue requires.
+ * Checks a signal delivery's names before anything is read or written: a signal name and a
+ * `webhook-id` within `Limits`. Both stores run it first.
+ *
+ * @category validation
+ */
+export const checkSignalDelivery = (
+  request: { readonly runId: string; readonly signal: string; readonly deliveryId?: string | undefined }
+): Exit.Exit<void, UnstorableValue> => {
+  const signal = Limits.textIssue(request.signal, Limits.maxSignalBytes)
+  if (signal !== undefined) return Exit.fail(new UnstorableValue({ what: "signal name", runId: request.runId, issue: signal }))
+  const id = request.deliveryId === undefined ? undefined : Limits.textIssue(request.deliveryId, Limits.maxDeliveryIdBytes)
+  if (id !== undefined) return Exit.fail(new UnstorableValue({ what: "webhook-id", runId: request.runId, issue: id }))
+  return Exit.void
+}
+
+/** Whether a signal token could be held by a run at all (`Limits`); one that cannot names no run. @category validation */
+export const isStorableToken = (token: string): boolean => Limits.textIssue(token, Limits.maxSignalTokenBytes) === undefined
+
+/**
+ * Checks a queue name given to pause or resume, as enqueue does (`Limits`).
  *
  * @category validation
  */
 export const checkQueueName = (queue: string): Exit.Exit<void, InvalidConfig> =>
-  typeof queue === "string" && queue !== ""
-    ? Exit.void
-    : Exit.fail(new InvalidConfig({ option: "queue", issue: "must be a non-empty string" }))
+  Limits.checkText("queue", queue, Limits.maxQueueBytes)
 
 /**
  * A paused queue: nothing in it is claimed (due runs, expired leases, passed suspension deadlines)

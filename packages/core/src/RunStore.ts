@@ -51,7 +51,7 @@ export interface ClaimRequest {
    * Due runs only, without the sweep for expired leases and passed suspension deadlines, and from
    * each queue's claim position (`ClaimPosition`): a run made due behind it is left to the sweep.
    * The worker asks for this on notifications and freed slots, and sweeps at least once per poll
-   * interval. Default false: every kind of claimable run, every queue read from its head.
+   * interval and on every claim after a sweep that took expired leases or passed deadlines only. Default false: every kind of claimable run, every queue read from its head.
    */
   readonly dueOnly?: boolean | undefined
 }
@@ -124,10 +124,21 @@ export interface PayloadFieldFilter {
   readonly value: string
 }
 
-/** @category models */
+/**
+ * A page of runs, newest first (by the run's number). Page by keyset: `before` the last id of a
+ * page gives the next one (older), `after` the first id gives the one before it (newer); each is
+ * read from an index however deep the page. A cursor that is not a run id selects nothing.
+ * `offset` skips runs one by one (kept for small pages; deep offsets read every run they skip).
+ *
+ * @category models
+ */
 export interface ListFilter extends RunFilter {
   readonly limit: number
-  readonly offset: number
+  readonly offset?: number | undefined
+  /** Only runs whose id is below this one. */
+  readonly before?: string | undefined
+  /** Only runs whose id is above this one: the `limit` nearest it, still newest first. */
+  readonly after?: string | undefined
 }
 
 /** A lease held now, as the database sees it. @category models */

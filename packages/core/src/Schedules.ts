@@ -11,9 +11,10 @@
  *
  * @since 0.1.0
  */
-import { Cron, Duration, Exit, Option, Result } from "effect"
-import { InvalidConfig } from "./Errors.js"
+import { Cause, Cron, Duration, Exit, Option, Result } from "effect"
+import { InvalidConfig, type UnstorableValue } from "./Errors.js"
 import * as Json from "./Json.js"
+import * as Limits from "./Limits.js"
 
 /** @category models */
 export type MissedTicks = "skip" | "once" | "all"
@@ -116,9 +117,16 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
  */
 export const check = (definition: ScheduleDefinition): Exit.Exit<CheckedSchedule, InvalidConfig> => {
   const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
-  if (!nonEmpty(definition.name)) return invalid("name", "must be a non-empty string")
-  if (!nonEmpty(definition.kind)) return invalid("kind", "must be a non-empty string")
-  if (definition.queue !== undefined && !nonEmpty(definition.queue)) return invalid("queue", "must be a non-empty string")
+  for (
+    const [option, value, max] of [
+      ["name", definition.name, Limits.maxScheduleNameBytes],
+      ["kind", definition.kind, Limits.maxKindBytes],
+      ["queue", definition.queue ?? "default", Limits.maxQueueBytes]
+    ] as const
+  ) {
+    const issue = Limits.textIssue(value, max)
+    if (issue !== undefined) return invalid(option, issue)
+  }
   const timeZone = definition.timeZone ?? "UTC"
   if (!nonEmpty(timeZone)) return invalid("timeZone", "must be a non-empty string")
   if (typeof definition.cron !== "string") return invalid("cron", "must be a string")
@@ -137,7 +145,8 @@ export const check = (definition: ScheduleDefinition): Exit.Exit<CheckedSchedule
   const payload = definition.payload ?? {}
   if (!isPlainObject(payload)) return invalid("payload", "must be a JSON object")
   if ("tick" in payload) return invalid("payload", "its \"tick\" field is reserved for the tick's own description")
-  if (Exit.isFailure(Json.encode(payload, "schedule payload"))) return invalid("payload", "cannot be stored as JSON")
+  const encoded = Json.encode(payload, "schedule payload")
+  if (Exit.isFailure(encoded)) return invalid("payload", `cannot be stored as JSON: ${(Cause.squash(encoded.cause) as UnstorableValue).issue}`)
   const missed = definition.missed ?? "skip"
   if (missed !== "skip" && missed !== "once" && missed !== "all") return invalid("missed", `${JSON.stringify(missed)} is not skip, once or all`)
   const maxBackfill = definition.maxBackfill ?? 10

@@ -313,6 +313,9 @@ export const run = <R>(
     const claimErrors = Schedule.exponential("100 millis").pipe(Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))))
     const pollMs = Duration.toMillis(config.pollInterval)
     let lastSweepAt = Number.NEGATIVE_INFINITY
+    // Whether the last sweep may have left expired leases or passed deadlines behind: it took
+    // some and no due run (its limit was the slots free then, often one on a busy worker).
+    let sweepAgain = false
     const claimOnce = Effect.gen(function*() {
       const free = config.concurrency - inFlight.size
       if (free <= 0) {
@@ -322,9 +325,11 @@ export const run = <R>(
       // The local deadline of a new lease counts from before the claim was sent.
       const sentAt = yield* Heartbeat.monotonicMillis
       // Expired leases and passed suspension deadlines are swept at least once per poll interval
-      // (every poll sweeps); the claims in between, which notifications and freed slots ask for,
-      // look at due runs only. This clock decides only when to look, never who owns a run.
-      const sweep = sentAt - lastSweepAt >= pollMs
+      // (every poll sweeps), and again by every claim after a sweep that may have left some, so
+      // they get the freed slots before due runs do. The other claims, which notifications and
+      // freed slots ask for, look at due runs only. This clock decides only when to look, never
+      // who owns a run.
+      const sweep = sweepAgain || sentAt - lastSweepAt >= pollMs
       const claimed = yield* store.claim({
         owner,
         queues: config.queues,
@@ -333,7 +338,14 @@ export const run = <R>(
         ttl: config.ttl,
         dueOnly: !sweep
       })
-      if (sweep) lastSweepAt = sentAt
+      if (sweep) {
+        lastSweepAt = sentAt
+        // A sweep takes expired leases, then passed deadlines, then due runs: a due run among
+        // what it took means the first two ran out below its limit. (Expired leases on their last
+        // attempt are failed, not returned: a sweep that picked only those looks empty, and what
+        // is left waits for the next poll's sweep.)
+        sweepAgain = claimed.length > 0 && claimed.every((run) => run.via !== "due")
+      }
       const answeredAt = yield* Heartbeat.monotonicMillis
       yield* events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep })
       for (const run of claimed) {
@@ -353,7 +365,7 @@ export const run = <R>(
         // last one, however recent the last due-only claim was. At capacity there is nothing to
         // claim a sweep for; a freed slot wakes the loop.
         const now = yield* Heartbeat.monotonicMillis
-        const untilSweep = atCapacity ? pollMs : Math.min(pollMs, Math.max(0, lastSweepAt + pollMs - now))
+        const untilSweep = atCapacity ? pollMs : sweepAgain ? 0 : Math.min(pollMs, Math.max(0, lastSweepAt + pollMs - now))
         yield* Effect.timeoutOption(Queue.take(wake), Duration.millis(untilSweep))
       }
     }))

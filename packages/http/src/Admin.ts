@@ -15,7 +15,9 @@ import {
   InvalidConfig,
   type InvalidPayload,
   isForPerson,
+  isValueRefused,
   isWorkflowRun,
+  Limits,
   type InvalidTransition,
   type LiveLease,
   type PayloadFieldFilter,
@@ -42,7 +44,7 @@ import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
 import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
-import { json, problem, secure, securityHeaders } from "./internal/Http.js"
+import { isJsonContentType, json, problem, refusedMessage, secure, securityHeaders } from "./internal/Http.js"
 
 /** @category models */
 export interface AdminOptions {
@@ -136,28 +138,51 @@ const answer = (error: unknown): Effect.Effect<HttpServerResponse.HttpServerResp
     case "UnstorableValue":
       return Effect.succeed(problem(400, badInput[failure._tag], failure.message))
     case "StoreError":
-      return Effect.as(
-        Effect.logWarning("admin request failed", failure.operation, failure.reason),
-        problem(503, "store-unavailable", "the store failed; try again")
-      )
+      // A value the database refused is the caller's fault: the same request cannot succeed.
+      return isValueRefused(failure)
+        ? Effect.as(
+          Effect.logWarning("admin request refused", failure.operation, failure.message),
+          problem(400, "value-refused", refusedMessage(failure))
+        )
+        : Effect.as(
+          Effect.logWarning("admin request failed", failure.operation, failure.reason, failure.message),
+          problem(503, "store-unavailable", "the store failed; try again")
+        )
     default:
       // Not one of the reasons above: a fault, reported as such without its details.
       return Effect.as(Effect.logError("admin request failed", error), problem(500, "internal", "internal error"))
   }
 }
 
-/** The body decoded with `schema` (413 past `limit`, 400 when not JSON or not matching). */
+/**
+ * The body decoded with `schema` (415 unless its content type is JSON, 413 past `limit`, 400 when
+ * not JSON or not matching).
+ */
 const body = <S extends Schema.Constraint & { readonly DecodingServices: never }>(schema: S, limit: number) =>
-  HttpServerRequest.schemaBodyJson(schema).pipe(
-    Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit)),
-    Effect.mapError((error) =>
-      error._tag === "SchemaError"
-        ? new BadRequest("invalid-request", error.message.split("\n").join(" "))
-        : error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-        ? new BadRequest("body-too-large", `the body is larger than ${limit} bytes`, 413)
-        : new BadRequest("invalid-json", "the body is not JSON")
-    )
-  ) as Effect.Effect<S["Type"], BadRequest, HttpServerRequest.HttpServerRequest>
+  Effect.andThen(
+    jsonContentType,
+    HttpServerRequest.schemaBodyJson(schema).pipe(
+      Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit)),
+      Effect.mapError((error) =>
+        error._tag === "SchemaError"
+          ? new BadRequest("invalid-request", error.message.split("\n").join(" "))
+          : error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+          ? new BadRequest("body-too-large", `the body is larger than ${limit} bytes`, 413)
+          : new BadRequest("invalid-json", "the body is not JSON")
+      )
+    ) as Effect.Effect<S["Type"], BadRequest, HttpServerRequest.HttpServerRequest>
+  )
+
+/** 415 unless the request declares a JSON body. */
+const jsonContentType: Effect.Effect<void, BadRequest, HttpServerRequest.HttpServerRequest> = Effect.flatMap(
+  HttpServerRequest.HttpServerRequest,
+  (request) =>
+    isJsonContentType(request.headers["content-type"])
+      ? Effect.void
+      : Effect.fail(
+        new BadRequest("unsupported-media-type", "the body must be JSON: content-type application/json (or application/<x>+json), UTF-8", 415)
+      )
+)
 
 const isRunState = Schema.is(RunState)
 
@@ -295,8 +320,20 @@ export const layer = (options: AdminOptions) =>
           const state = stateText
           const kind = single(query.kind)
           const queue = single(query.queue)
+          for (const [name, value, max] of [["kind", kind, Limits.maxKindBytes], ["queue", queue, Limits.maxQueueBytes]] as const) {
+            const issue = value === undefined ? undefined : Limits.textIssue(value, max)
+            if (issue !== undefined) return yield* Effect.fail(new BadRequest("invalid-request", `${name} ${issue}`))
+          }
           const pageSize = yield* wholeNumber("limit", single(query.limit), 50, 1, 500)
           const offset = yield* wholeNumber("offset", single(query.offset), 0, 0, 1_000_000)
+          // Keyset cursors: the runs older (`before`) or newer (`after`) than a run id.
+          const before = single(query.before)
+          const after = single(query.after)
+          for (const [name, cursor] of [["before", before], ["after", after]] as const) {
+            if (cursor !== undefined && !/^[0-9]{1,18}$/.test(cursor)) {
+              return yield* Effect.fail(new BadRequest("invalid-request", `${name} must be a run id (digits)`))
+            }
+          }
           const payload: Array<PayloadFieldFilter> = []
           for (const [key, value] of Object.entries(query)) {
             if (!key.startsWith("payload.")) continue
@@ -307,9 +344,18 @@ export const layer = (options: AdminOptions) =>
             for (const v of typeof value === "string" ? [value] : value) payload.push({ path, value: v })
           }
           const store = yield* RunStore
-          const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset })
+          const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset, before, after })
           const views = yield* workflowViews(runs)
-          return json(200, { runs: runs.map((run) => withWorkflow(run, views)), limit: pageSize, offset })
+          // `next`: the cursor of the older page (the last id of a full page).
+          const next = runs.length === pageSize ? runs.at(-1)!.id : null
+          return json(200, {
+            runs: runs.map((run) => withWorkflow(run, views)),
+            limit: pageSize,
+            offset,
+            before: before ?? null,
+            after: after ?? null,
+            next
+          })
         }))),
 
       HttpRouter.route("POST", "/api/runs", guard(true, () =>

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Fence, InvalidConfig, leaseKey, RunStore } from "@leasehold/core"
+import { Fence, InvalidConfig, leaseKey, Limits, RunStore } from "@leasehold/core"
 import { Duration, Effect, Option } from "effect"
 import { Callbacks } from "./Callbacks.js"
 
@@ -29,7 +29,10 @@ export const url = Effect.fn("Callback.url")(function*(signal: string, options: 
   if (Option.isNone(expiresIn)) {
     return yield* new InvalidConfig({ option: "expiresIn", issue: `${JSON.stringify(options.expiresIn)} is not a positive duration` })
   }
-  if (signal === "") return yield* new InvalidConfig({ option: "signal", issue: "must be a non-empty string" })
+  if (Duration.toMillis(expiresIn.value) > Limits.maxDelayMs) {
+    return yield* new InvalidConfig({ option: "expiresIn", issue: `is longer than ${Limits.maxDelayMs} ms (100 years)` })
+  }
+  yield* Limits.checkText("signal", signal, Limits.maxSignalBytes)
   const expiry = yield* store.callbackExpiry(leaseKey(fence), signal, expiresIn.value)
   const exp = String(Math.floor(expiry.getTime() / 1000))
   const sig = callbacks.sign(fence.runId, signal, exp)

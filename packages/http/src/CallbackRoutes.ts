@@ -5,24 +5,26 @@
  * | status | when |
  * | --- | --- |
  * | 200 | resumed, recorded before the run suspended, or the same outcome delivered again (no-op) |
- * | 400 | the body is not JSON, or fails the schema the handler declares for the signal |
- * | 401 | `exp` or `sig` missing; Standard Webhooks headers incomplete, stale, unverifiable or wrong |
- * | 403 | the signature does not match the run, signal and expiry |
+ * | 400 | the body is not JSON, fails the schema the handler declares for the signal, or holds a value the store cannot keep (a NUL) |
+ * | 401 | `exp` or `sig` missing; Standard Webhooks headers incomplete, stale, unverifiable or wrong, or absent where they are required |
+ * | 403 | the signature does not match the run, signal and expiry, or `exp` is not 1 to 12 digits |
  * | 404 | no such run |
  * | 405 | any method but POST |
  * | 409 | a different outcome was delivered first, or this `webhook-id` was seen before |
  * | 410 | the URL expired, the signal timed out, or the run finished |
  * | 413 | the body is over the limit (1 MiB by default) |
+ * | 415 | the content type is not JSON (`application/json` or `application/<x>+json`, UTF-8) |
  * | 503 | the store failed: nothing is known, retry |
  *
  * @since 0.1.0
  */
-import { Handler, RunStore } from "@leasehold/core"
+import { Handler, isValueRefused, RunStore } from "@leasehold/core"
 import { Clock, Effect, Option } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Callbacks } from "./Callbacks.js"
 import { Handlers } from "./Handlers.js"
-import { bodyFailureResponse, json, parseJson, postOnly, problem, readBody, secure } from "./internal/Http.js"
+import { parseExp } from "./internal/CallbackSignature.js"
+import { bodyFailureResponse, json, notJson, parseJson, postOnly, problem, readBody, refusedMessage, secure } from "./internal/Http.js"
 
 /** @category models */
 export interface CallbackRoutesOptions {
@@ -52,11 +54,16 @@ const deliver = (options: CallbackRoutesOptions) =>
     if (exp === undefined || sig === undefined) {
       return problem(401, "signature-missing", "the callback URL needs its exp and sig parameters")
     }
+    // Refused before the signature is checked: only digits can name an expiry that passes.
+    const expSeconds = parseExp(exp)
+    if (expSeconds === undefined) return problem(403, "exp-invalid", "exp must be unix seconds, 1 to 12 digits")
     if (!callbacks.verify(runId, signal, exp, sig)) {
       return problem(403, "signature-invalid", "the signature does not match this run, signal and expiry")
     }
     const now = yield* Clock.currentTimeMillis
-    if (Number(exp) * 1000 <= now) return problem(410, "expired", "this callback URL has expired")
+    if (expSeconds * 1000 <= now) return problem(410, "expired", "this callback URL has expired")
+    const contentType = notJson(request.headers["content-type"])
+    if (contentType !== undefined) return contentType
 
     const body = yield* Effect.result(readBody(request, limit))
     if (body._tag === "Failure") return bodyFailureResponse(body.failure, limit)
@@ -64,6 +71,13 @@ const deliver = (options: CallbackRoutesOptions) =>
     const headers = request.headers
     let deliveryId: string | undefined
     const webhook = ["webhook-id", "webhook-timestamp", "webhook-signature"].some((name) => headers[name] !== undefined)
+    if (!webhook && callbacks.webhookSignatureRequired) {
+      return problem(
+        401,
+        "webhook-signature-required",
+        "this server accepts callbacks only with a Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature)"
+      )
+    }
     if (webhook) {
       const verified = callbacks.verifyWebhook({
         id: headers["webhook-id"],
@@ -103,11 +117,19 @@ const deliver = (options: CallbackRoutesOptions) =>
     Effect.catchTags({
       RunNotFound: () => Effect.succeed(problem(404, "run-not-found", "no such run")),
       InvalidPayload: (e) => Effect.succeed(problem(400, "invalid-payload", e.issue)),
-      UnstorableValue: (e) => Effect.succeed(problem(400, "unstorable", e.issue)),
+      UnstorableValue: (e) => Effect.succeed(problem(400, "unstorable", e.message)),
       // The store's own failure: what happened is unknown, the sender should retry. Its cause is
-      // logged, not sent.
+      // logged, not sent. A value the database refused is the sender's: retrying cannot help.
       StoreError: (e) =>
-        Effect.as(Effect.logWarning("callback delivery failed", e.operation, e.reason), problem(503, "store-unavailable", "try again"))
+        isValueRefused(e)
+          ? Effect.as(
+            Effect.logWarning("callback delivery refused", e.operation, e.message),
+            problem(400, "value-refused", refusedMessage(e))
+          )
+          : Effect.as(
+            Effect.logWarning("callback delivery failed", e.operation, e.reason, e.message),
+            problem(503, "store-unavailable", "try again")
+          )
     }),
     Effect.map(secure)
   )

@@ -14,16 +14,31 @@ import * as WebhookSignature from "./internal/WebhookSignature.js"
 /** What verifying a Standard Webhooks delivery found. @category models */
 export type WebhookVerification = WebhookSignature.Verification
 
+/** The parts a deferred callback URL signs. @category models */
+export type DeferredTarget = CallbackSignature.DeferredTarget
+
 /** @category services */
 export class Callbacks extends Context.Service<Callbacks, {
   /** Where callback URLs point: the server's public origin (and prefix), without a trailing slash. */
   readonly baseUrl: string
-  /** The `sig` of a callback URL, with the signing (first) secret. */
+  /** The `sig` of a run's callback URL, with the signing (first) secret. */
   readonly sign: (runId: string, signal: string, exp: string) => string
-  /** Whether `sig` signs these parts under one of the secrets; constant time. */
+  /**
+   * Whether `sig` signs this run, signal and expiry under one of the secrets; constant time.
+   * False for an `exp` that is not 1 to 12 digits.
+   */
   readonly verify: (runId: string, signal: string, exp: string, sig: string) => boolean
+  /** The `sig` of a workflow deferred's callback URL, with the signing (first) secret. */
+  readonly signDeferred: (target: DeferredTarget, exp: string) => string
+  /** Whether `sig` signs this workflow, execution, deferred and expiry under one of the secrets. */
+  readonly verifyDeferred: (target: DeferredTarget, exp: string, sig: string) => boolean
   /** Whether Standard Webhooks keys are configured (deliveries with `webhook-*` headers need one). */
   readonly webhooksConfigured: boolean
+  /**
+   * Whether a callback must carry a verified Standard Webhooks signature of its body, on top of
+   * the URL's signature (`requireWebhookSignature`).
+   */
+  readonly webhookSignatureRequired: boolean
   /** Verifies a Standard Webhooks delivery's headers against its raw body. */
   readonly verifyWebhook: (delivery: {
     readonly id: string | undefined
@@ -44,6 +59,14 @@ export interface CallbacksOptions {
   readonly webhookSecrets?: Redacted.Redacted<string> | ReadonlyArray<Redacted.Redacted<string>> | undefined
   /** How far `webhook-timestamp` may be from now. Default 5 minutes. */
   readonly webhookTolerance?: Duration.Input | undefined
+  /**
+   * Refuse (401) a callback without a verified Standard Webhooks signature of its body. Default:
+   * `true` when webhook secrets are given, `false` otherwise (there is nothing to verify with).
+   * Configuring webhook secrets says deliveries are signed; accepting an unsigned one would let
+   * anyone holding the URL choose the body. Set `false` to accept both (a sender that signs and a
+   * person who posts the URL by hand). `true` without webhook secrets is `InvalidConfig`.
+   */
+  readonly requireWebhookSignature?: boolean | undefined
 }
 
 const split = (
@@ -87,12 +110,22 @@ export const make = Effect.fnUntraced(function*(options: CallbacksOptions) {
     return yield* new InvalidConfig({ option: "webhookTolerance", issue: "not a finite duration" })
   }
   const toleranceSeconds = Duration.toSeconds(tolerance)
+  const webhookSignatureRequired = options.requireWebhookSignature ?? keys.length > 0
+  if (webhookSignatureRequired && keys.length === 0) {
+    return yield* new InvalidConfig({
+      option: "LEASEHOLD_REQUIRE_WEBHOOK_SIGNATURE",
+      issue: "needs LEASEHOLD_WEBHOOK_SECRETS: no webhook signature can be verified without them"
+    })
+  }
   const signing = secrets[0]!
   return Callbacks.of({
     baseUrl,
-    sign: (runId, signal, exp) => CallbackSignature.sign(signing, runId, signal, exp),
-    verify: (runId, signal, exp, sig) => CallbackSignature.verify(secrets, runId, signal, exp, sig),
+    sign: (runId, signal, exp) => CallbackSignature.signRun(signing, { runId, signal }, exp),
+    verify: (runId, signal, exp, sig) => CallbackSignature.verifyRun(secrets, { runId, signal }, exp, sig),
+    signDeferred: (target, exp) => CallbackSignature.signDeferred(signing, target, exp),
+    verifyDeferred: (target, exp, sig) => CallbackSignature.verifyDeferred(secrets, target, exp, sig),
     webhooksConfigured: keys.length > 0,
+    webhookSignatureRequired,
     verifyWebhook: (delivery) =>
       WebhookSignature.verify({ ...delivery, keys, nowSeconds: Math.floor(delivery.nowMillis / 1000), toleranceSeconds })
   })
@@ -103,8 +136,9 @@ export const layer = (options: CallbacksOptions): Layer.Layer<Callbacks, Invalid
 
 /**
  * The environment's configuration: `LEASEHOLD_CALLBACK_SECRETS` (required),
- * `LEASEHOLD_WEBHOOK_SECRETS` (optional) and `LEASEHOLD_CALLBACK_BASE_URL` (unless `baseUrl` is
- * given, as `leasehold serve` does with its own address).
+ * `LEASEHOLD_WEBHOOK_SECRETS` (optional), `LEASEHOLD_REQUIRE_WEBHOOK_SIGNATURE` (`true` or
+ * `false`; by default required when webhook secrets are set) and `LEASEHOLD_CALLBACK_BASE_URL`
+ * (unless `baseUrl` is given, as `leasehold serve` does with its own address).
  *
  * @category layers
  */
@@ -116,10 +150,18 @@ export const layerConfig = (defaults: { readonly baseUrl?: string | undefined } 
       const webhookSecrets = yield* Config.option(Config.Redacted("LEASEHOLD_WEBHOOK_SECRETS")).pipe(
         required("LEASEHOLD_WEBHOOK_SECRETS")
       )
+      const requireWebhookSignature = yield* Config.option(Config.Boolean("LEASEHOLD_REQUIRE_WEBHOOK_SIGNATURE")).pipe(
+        required("LEASEHOLD_REQUIRE_WEBHOOK_SIGNATURE")
+      )
       const baseUrlConfig = Config.String("LEASEHOLD_CALLBACK_BASE_URL")
       const baseUrl = yield* (defaults.baseUrl === undefined ? baseUrlConfig : Config.withDefault(baseUrlConfig, defaults.baseUrl))
         .pipe(required("LEASEHOLD_CALLBACK_BASE_URL"))
-      return yield* make({ baseUrl, secrets, webhookSecrets: Option.getOrUndefined(webhookSecrets) })
+      return yield* make({
+        baseUrl,
+        secrets,
+        webhookSecrets: Option.getOrUndefined(webhookSecrets),
+        requireWebhookSignature: Option.getOrUndefined(requireWebhookSignature)
+      })
     })
   )
 

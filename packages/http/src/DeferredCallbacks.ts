@@ -8,31 +8,29 @@
  * | status | when |
  * | --- | --- |
  * | 202 | accepted: the deferred is completed with this value, or was completed before (the first stands) |
- * | 400 | the body is not JSON, or does not decode with the deferred's success schema |
+ * | 400 | the body is not JSON, does not decode with the deferred's success schema, or holds a value the journal cannot keep (a NUL) |
  * | 401 | `exp` or `sig` missing |
- * | 403 | the signature does not match the workflow, execution, deferred and expiry |
+ * | 403 | the signature does not match the workflow, execution, deferred and expiry, or `exp` is not 1 to 12 digits |
  * | 404 | the route does not serve a deferred of that name |
  * | 405 | any method but POST |
  * | 410 | the URL expired |
  * | 413 | the body is over the limit (1 MiB by default) |
+ * | 415 | the content type is not JSON (`application/json` or `application/<x>+json`, UTF-8) |
  * | 503 | the engine's store failed: nothing is known, retry |
  *
  * @since 0.1.0
  */
-import { InvalidConfig } from "@leasehold/core"
+import { InvalidConfig, Json, Limits, type UnstorableValue } from "@leasehold/core"
 import { Cause, Clock, Duration, Effect, Exit, Option, Schema } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import type { DurableDeferred } from "effect/workflow"
 import { WorkflowEngine, WorkflowInstance } from "effect/workflow/WorkflowEngine"
 import { Callbacks } from "./Callbacks.js"
-import { bodyFailureResponse, json, parseJson, postOnly, problem, readBody, secure } from "./internal/Http.js"
+import { parseExp } from "./internal/CallbackSignature.js"
+import { bodyFailureResponse, json, notJson, parseJson, postOnly, problem, readBody, secure } from "./internal/Http.js"
 
 /** The path the route answers on. @category constants */
 export const path = "/workflow-callbacks/:workflow/:execution/:deferred" as const
-
-// The first signed part can never be a run id (those are digits), so a run callback's signature
-// never verifies a deferred's, nor the other way round.
-const subject = (workflow: string, executionId: string) => `workflow:${workflow}:${executionId}`
 
 /** @category models */
 export interface UrlOptions {
@@ -53,10 +51,14 @@ export const url = Effect.fn("DeferredCallbacks.url")(function*(deferred: Durabl
   if (Option.isNone(expiresIn)) {
     return yield* new InvalidConfig({ option: "expiresIn", issue: `${JSON.stringify(options.expiresIn)} is not a positive duration` })
   }
+  if (Duration.toMillis(expiresIn.value) > Limits.maxDelayMs) {
+    return yield* new InvalidConfig({ option: "expiresIn", issue: `is longer than ${Limits.maxDelayMs} ms (100 years)` })
+  }
   const now = yield* Clock.currentTimeMillis
   const exp = String(Math.ceil((now + Duration.toMillis(expiresIn.value)) / 1000))
   const workflow = instance.workflow._tag
-  const sig = callbacks.sign(subject(workflow, instance.executionId), deferred.name, exp)
+  // Signed as its own parts, under a domain of its own: never a run callback's signature.
+  const sig = callbacks.signDeferred({ workflow, executionId: instance.executionId, deferred: deferred.name }, exp)
   const parts = [workflow, instance.executionId, deferred.name].map(encodeURIComponent).join("/")
   return `${callbacks.baseUrl}/workflow-callbacks/${parts}?exp=${exp}&sig=${sig}`
 })
@@ -88,12 +90,16 @@ const complete = (options: DeferredCallbackRoutesOptions) =>
     if (exp === undefined || sig === undefined) {
       return problem(401, "signature-missing", "the callback URL needs its exp and sig parameters")
     }
-    if (!callbacks.verify(subject(workflow, executionId), name, exp, sig)) {
+    const expSeconds = parseExp(exp)
+    if (expSeconds === undefined) return problem(403, "exp-invalid", "exp must be unix seconds, 1 to 12 digits")
+    if (!callbacks.verifyDeferred({ workflow, executionId, deferred: name }, exp, sig)) {
       return problem(403, "signature-invalid", "the signature does not match this workflow, execution, deferred and expiry")
     }
-    if (Number(exp) * 1000 <= (yield* Clock.currentTimeMillis)) return problem(410, "expired", "this callback URL has expired")
+    if (expSeconds * 1000 <= (yield* Clock.currentTimeMillis)) return problem(410, "expired", "this callback URL has expired")
     const deferred = options.deferreds.find((d) => d.name === name)
     if (deferred === undefined) return problem(404, "deferred-not-served", "this server does not complete that deferred")
+    const contentType = notJson(request.headers["content-type"])
+    if (contentType !== undefined) return contentType
 
     const body = yield* Effect.result(readBody(request, limit))
     if (body._tag === "Failure") return bodyFailureResponse(body.failure, limit)
@@ -102,6 +108,9 @@ const complete = (options: DeferredCallbackRoutesOptions) =>
     const schema = Schema.toCodecJson((deferred as DurableDeferred.DurableDeferred<Schema.Top, Schema.Top>).successSchema)
     const value = yield* Effect.result(Schema.decodeUnknownEffect(schema)(parsed.value) as Effect.Effect<unknown, Schema.SchemaError>)
     if (value._tag === "Failure") return problem(400, "invalid-payload", value.failure.message.split("\n").join(" "))
+    // Checked here, not by the journal's statement: a value jsonb refuses is the sender's fault.
+    const storable = Json.encode(parsed.value, "deferred value")
+    if (Exit.isFailure(storable)) return problem(400, "unstorable", (Cause.squash(storable.cause) as UnstorableValue).message)
 
     // The engine's store failing is a defect of `deferredDone`: nothing is known, the sender retries.
     const done = yield* Effect.exit(engine.deferredDone(deferred as DurableDeferred.DurableDeferred<Schema.Top, Schema.Top>, {

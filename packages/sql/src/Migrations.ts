@@ -384,8 +384,17 @@ const keyLimitPeaks = (s: string): ReadonlyArray<string> => [
     ) p GROUP BY scope, name`
 ]
 
+// Lists newest first by the run's number (statements/read.ts › list) read the primary key
+// backwards; for the states few runs are in, whose runs the primary key would pass over by the
+// thousand (the approvals inbox, failed runs), they read this instead. Pending, running and
+// completed runs are left out: they are the states every run passes through, and an entry for
+// each would cost every run of a drain another index write at each step.
+const runsListed = (s: string): ReadonlyArray<string> => [
+  `CREATE INDEX runs_listed ON "${s}".runs (state, id) WHERE state IN ('suspended', 'failed', 'cancelled')`
+]
+
 // The deferreds a workflow's replays found not done (issue 27): what a suspended workflow waits on,
-// for the operator tools to name, and to tell the ones meant for a person (WorkflowJournal.forPerson).
+// for the operator tools to name, and to tell the ones meant for a person (core isForPerson).
 const workflowAwaits = (s: string): ReadonlyArray<string> => [
   `CREATE TABLE "${s}".workflow_awaits (
     execution text NOT NULL,
@@ -437,7 +446,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0013_key_admission": statements(keyAdmission(store.schema, store.channel)),
       "0014_key_hot_path": statements(keyHotPath(store.schema)),
       "0015_key_limit_peaks": statements(keyLimitPeaks(store.schema)),
-      "0016_workflow_awaits": statements(workflowAwaits(store.schema))
+      "0016_runs_listed": statements(runsListed(store.schema)),
+      "0017_workflow_awaits": statements(workflowAwaits(store.schema))
     }))
   })
 })

@@ -9,9 +9,35 @@ import { StoreError } from "@leasehold/core"
 import { Data, Effect } from "effect"
 import { SqlError } from "effect/sql"
 
-/** The `StoreError` for a failed statement of `operation`. @category errors */
-export const fromSql = (operation: string, error: SqlError.SqlError): StoreError =>
-  new StoreError({ operation, reason: error.reason._tag, cause: error })
+/**
+ * The SQLSTATEs with which PostgreSQL refuses a value rather than fails: a NUL in text (22021) or
+ * JSON (22P05), JSON it cannot read (22P02), a number or interval out of range (22003, 22008,
+ * 22015), a string too long (22001), an index entry or row too large (54000). The statement wrote
+ * nothing, and sending it again cannot succeed: the caller's input is at fault.
+ *
+ * @category errors
+ */
+export const valueRefusedCodes: ReadonlySet<string> = new Set(["22021", "22P05", "22P02", "22003", "22008", "22015", "22001", "54000"])
+
+/** The SQLSTATE behind a driver error, when the server sent one. */
+const sqlState = (error: SqlError.SqlError): string | undefined => {
+  const code = (error.reason.cause as { readonly code?: unknown } | undefined)?.code
+  return typeof code === "string" ? code : undefined
+}
+
+/**
+ * The `StoreError` for a failed statement of `operation`. A value PostgreSQL refuses is reason
+ * `ValueRefused` (`valueRefusedCodes`): the checks before each statement (`Limits`, `Json`) are
+ * meant to catch such input first, this is the line behind them.
+ *
+ * @category errors
+ */
+export const fromSql = (operation: string, error: SqlError.SqlError): StoreError => {
+  const code = sqlState(error)
+  return code !== undefined && valueRefusedCodes.has(code)
+    ? new StoreError({ operation, reason: "ValueRefused", cause: error })
+    : new StoreError({ operation, reason: error.reason._tag, cause: error })
+}
 
 /** A row that does not have the shape the store expects (a schema edited by hand, a newer store). @category errors */
 export class MalformedRow extends Data.TaggedError("MalformedRow")<{ readonly message: string }> {}

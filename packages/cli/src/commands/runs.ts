@@ -51,11 +51,22 @@ const list = Command.make("list", {
     Flag.optional,
     Flag.withDescription("runs to skip (instead of --page)")
   ),
+  before: Flag.String("before").pipe(
+    Flag.optional,
+    Flag.withDescription("only runs older than this run id: the next page after one ending at it (read from an index, however deep)")
+  ),
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
     if (Option.isSome(flags.page) && Option.isSome(flags.offset)) {
       return yield* Effect.fail(new UsageError({ message: "give either --page or --offset, not both" }))
+    }
+    const before = Option.getOrUndefined(flags.before)
+    if (before !== undefined && (Option.isSome(flags.page) || Option.isSome(flags.offset))) {
+      return yield* Effect.fail(new UsageError({ message: "give either --before or --page/--offset, not both" }))
+    }
+    if (before !== undefined && !/^[0-9]{1,18}$/.test(before)) {
+      return yield* Effect.fail(new UsageError({ message: `--before: ${JSON.stringify(before)} is not a run id (digits)` }))
     }
     const offset = Option.isSome(flags.page) ? (flags.page.value - 1) * flags.limit : Option.getOrElse(flags.offset, () => 0)
     const runs = yield* Connection.withStore(
@@ -66,14 +77,21 @@ const list = Command.make("list", {
           queue: Option.getOrUndefined(flags.queue),
           kind: Option.getOrUndefined(flags.kind),
           limit: flags.limit,
-          offset
+          offset,
+          before
         })),
       { migrate: false }
     )
+    // The cursor of the next page: the last id of a full one.
+    const next = runs.length === flags.limit ? runs.at(-1)!.id : null
     if (flags.json) {
-      return yield* Output.json({ offset, limit: flags.limit, runs: runs.map(RunJson.run) })
+      return yield* Output.json({ offset, limit: flags.limit, before: before ?? null, next, runs: runs.map(RunJson.run) })
     }
-    if (runs.length === 0) return yield* Output.line(offset === 0 ? "no runs" : `no runs after the first ${offset}`)
+    if (runs.length === 0) {
+      return yield* Output.line(
+        before !== undefined ? `no runs before ${before}` : offset === 0 ? "no runs" : `no runs after the first ${offset}`
+      )
+    }
     yield* Output.lines(Output.table(
       ["ID", "KIND", "QUEUE", "STATE", "FENCE", "ATTEMPT", "CREATED", "NOTE"],
       runs.map((run) => [
@@ -87,9 +105,14 @@ const list = Command.make("list", {
         note(run)
       ])
     ))
-    if (runs.length === flags.limit) {
-      const next = Option.isSome(flags.page) ? `--page ${flags.page.value + 1}` : `--offset ${offset + runs.length}`
-      yield* Output.line(`(runs ${offset + 1}-${offset + runs.length}; more with ${next})`)
+    if (next !== null) {
+      yield* Output.line(
+        Option.isSome(flags.page)
+          ? `(runs ${offset + 1}-${offset + runs.length}; more with --page ${flags.page.value + 1})`
+          : Option.isSome(flags.offset)
+          ? `(runs ${offset + 1}-${offset + runs.length}; more with --offset ${offset + runs.length})`
+          : `(more with --before ${next})`
+      )
     }
   })).pipe(Command.withDescription("List runs, newest first; filter by state, queue, kind"))
 

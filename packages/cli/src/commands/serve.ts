@@ -40,7 +40,7 @@ export const serve = Command.make("serve", {
     // Loaded here, not at the top: the HTTP stack would slow every other command's start.
     const [{ Callbacks, Handlers, Server }, { HttpServer }] = yield* Effect.tryPromise({
       try: () => Promise.all([import("@leasehold/http"), import("effect/http")]),
-      catch: () => new UsageError({ message: "leasehold serve needs @leasehold/http: npm install @leasehold/http" })
+      catch: () => new UsageError({ message: "leasehold serve needs @leasehold/http, which is not installed: install its tarball beside @leasehold/cli (npm pack -w packages/http in a Leasehold clone; README, Using the packages)" })
     })
     const token = yield* Effect.mapError(
       Config.option(Config.Redacted("LEASEHOLD_ADMIN_TOKEN")),

@@ -88,7 +88,7 @@ export const worker = Command.make("worker", {
     // secrets are set; @leasehold/http is loaded only then.
     const callbacks = (process.env.LEASEHOLD_CALLBACK_SECRETS ?? "") === "" ? undefined : yield* Effect.tryPromise({
       try: () => import("@leasehold/http"),
-      catch: () => new UsageError({ message: "LEASEHOLD_CALLBACK_SECRETS is set: callback URLs need @leasehold/http (npm install @leasehold/http)" })
+      catch: () => new UsageError({ message: "LEASEHOLD_CALLBACK_SECRETS is set: callback URLs need @leasehold/http, which is not installed: install its tarball beside @leasehold/cli (README, Using the packages)" })
     })
     const run = Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit }))
     yield* Connection.withStore(

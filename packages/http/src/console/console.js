@@ -185,7 +185,7 @@ const listOf = (body, key) =>
 
 const runsQuery = (filter) => {
   const params = new URLSearchParams()
-  for (const name of ["state", "kind", "queue", "limit", "offset"]) {
+  for (const name of ["state", "kind", "queue", "limit", "before", "after"]) {
     if (filter[name] !== undefined && filter[name] !== "") params.set(name, String(filter[name]))
   }
   if (filter.field && filter.value !== undefined && filter.value !== "")
@@ -568,7 +568,9 @@ const runsView = (main, params) => {
     queue: params.get("queue") ?? "",
     field: params.get("field") ?? "",
     value: params.get("value") ?? "",
-    offset: Number(params.get("offset") ?? 0) || 0
+    // Keyset cursors (run ids): the page older than `before`, or newer than `after`.
+    before: params.get("before") ?? "",
+    after: params.get("after") ?? ""
   }
   const input = (name, label, attrs = {}) =>
     h(
@@ -612,15 +614,21 @@ const runsView = (main, params) => {
   const region = h("div", { "aria-live": "off" }, h("p", { class: "muted" }, "Loading…"))
   main.append(pageHeading("Runs"), form, region)
 
-  const pageLink = (offset, text) => {
+  const pageLink = (cursor, id, text) => {
     const next = new URLSearchParams(params)
-    next.set("offset", String(offset))
+    next.delete("before")
+    next.delete("after")
+    next.set(cursor, id)
     return h("a", { href: `#/runs?${next}`, class: "button secondary", "data-focus-key": `page-${text}` }, text)
   }
 
   const refresh = guarded(region, async () => {
+    // One run more than a page says whether there is more beyond it: older ones, or, after a
+    // cursor, newer ones (that page is the runs nearest above it, newest first).
     const runs = listOf(await get(runsQuery({ ...filter, limit: PAGE + 1 })), "runs")
-    const shown = runs.slice(0, PAGE)
+    const newer = filter.after !== "" ? runs.length > PAGE : filter.before !== ""
+    const older = filter.after !== "" ? runs.length > 0 : runs.length > PAGE
+    const shown = filter.after !== "" ? runs.slice(Math.max(0, runs.length - PAGE)) : runs.slice(0, PAGE)
     const rows = shown.map((run) =>
       h(
         "tr",
@@ -639,7 +647,7 @@ const runsView = (main, params) => {
       region,
       table(
         {
-          text: `Runs ${filter.offset + 1}–${filter.offset + shown.length}${runs.length > PAGE ? " (more on the next page)" : ""}`
+          text: `${newer ? "Runs" : "Newest runs"}, newest first${older ? " (more on the next page)" : ""}`
         },
         ["Run", "Kind", "Queue", "State", "Fence", "Attempt", "Lease owner", "Updated"],
         rows,
@@ -648,8 +656,8 @@ const runsView = (main, params) => {
       h(
         "nav",
         { class: "pager", "aria-label": "Pages" },
-        filter.offset > 0 ? pageLink(Math.max(0, filter.offset - PAGE), "Previous") : null,
-        runs.length > PAGE ? pageLink(filter.offset + PAGE, "Next") : null
+        newer && shown.length > 0 ? pageLink("after", shown[0].id, "Previous") : null,
+        older && shown.length > 0 ? pageLink("before", shown.at(-1).id, "Next") : null
       )
     )
   })
@@ -1180,11 +1188,21 @@ const workersView = (main) => {
 // Router
 // ---------------------------------------------------------------------------------------------
 
+// A hash part with broken percent-encoding (a truncated or hand-edited link) is kept as typed:
+// decodeURIComponent would throw and leave the page blank.
+const decodePart = (part) => {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    return part
+  }
+}
+
 const route = () => {
   const hash = location.hash.startsWith("#/") ? location.hash.slice(1) : "/"
   const [path, query = ""] = hash.split("?")
   const params = new URLSearchParams(query)
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent)
+  const parts = path.split("/").filter(Boolean).map(decodePart)
   if (parts[0] === "runs" && parts[1])
     return { name: "runs", make: (main) => runDetailView(main, params, parts[1]), title: `Run ${parts[1]}` }
   if (parts[0] === "runs") return { name: "runs", make: (main) => runsView(main, params), title: "Runs" }

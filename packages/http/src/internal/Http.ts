@@ -38,6 +38,32 @@ export const bodyFailureResponse = (failure: BodyFailure, limit: number) =>
     ? problem(413, "body-too-large", `the body is larger than ${limit} bytes`)
     : problem(400, "unreadable-body", "the body could not be read")
 
+/**
+ * Whether a `content-type` names JSON in UTF-8: `application/json` or `application/<x>+json`
+ * (any case), with no `charset` or `charset=utf-8`. Other parameters are ignored.
+ */
+export const isJsonContentType = (header: string | undefined): boolean => {
+  if (header === undefined) return false
+  const [type = "", ...parameters] = header.split(";").map((part) => part.trim().toLowerCase())
+  if (!/^application\/([a-z0-9!#$&^_.-]+\+)?json$/.test(type)) return false
+  return parameters.every((parameter) => !parameter.startsWith("charset=") || /^charset="?utf-8"?$/.test(parameter))
+}
+
+/** The 415 for a body that is not declared as JSON, or `undefined` when it is. */
+export const notJson = (header: string | undefined): HttpServerResponse.HttpServerResponse | undefined =>
+  isJsonContentType(header)
+    ? undefined
+    : problem(415, "unsupported-media-type", "the body must be JSON: content-type application/json (or application/<x>+json), UTF-8", {
+      accept: "application/json"
+    })
+
+/** What to tell the caller when the database refused a value: its own words, which name no secret. */
+export const refusedMessage = (error: { readonly cause: unknown }): string => {
+  const reason = (error.cause as { readonly reason?: { readonly cause?: { readonly message?: unknown } } } | undefined)?.reason
+  const detail = typeof reason?.cause?.message === "string" ? `: ${reason.cause.message}` : ""
+  return `the database refused a value of this request${detail}`
+}
+
 /** JSON text to a value, or `undefined` when it is not JSON. */
 export const parseJson = (bytes: Uint8Array): { readonly value: unknown } | undefined => {
   try {

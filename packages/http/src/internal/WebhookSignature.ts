@@ -3,7 +3,10 @@
  * space-separated `v1,<base64 HMAC-SHA256(key, id.timestamp.body)>`; the key is the base64 after
  * `whsec_`; the timestamp must be within the tolerance of now.
  */
+import { Limits } from "@leasehold/core"
 import { constantTimeEqual, decodeBase64, hmac } from "./Hmac.js"
+
+const maxDeliveryIdBytes = Limits.maxDeliveryIdBytes
 
 export type Verification =
   | { readonly _tag: "Valid"; readonly id: string }
@@ -35,6 +38,8 @@ export const verify = (options: {
     return { _tag: "Invalid", reason: "webhook-id, webhook-timestamp and webhook-signature must be sent together" }
   }
   if (id === "") return { _tag: "Invalid", reason: "empty webhook-id" }
+  // Kept for replay refusal: a key the store can index.
+  if (Buffer.byteLength(id, "utf8") > maxDeliveryIdBytes) return { _tag: "Invalid", reason: `webhook-id is longer than ${maxDeliveryIdBytes} bytes` }
   if (!/^\d{1,12}$/.test(timestamp)) return { _tag: "Invalid", reason: "webhook-timestamp is not unix seconds" }
   if (Math.abs(options.nowSeconds - Number(timestamp)) > options.toleranceSeconds) {
     return { _tag: "Invalid", reason: "webhook-timestamp is too far from now" }

@@ -2,7 +2,7 @@
  * Operator and application transitions: resume a suspended run, cancel, retry. Cancel and retry
  * take a run away from whoever may hold it, so both advance the fence: the fence alone decides.
  */
-import { InvalidTransition, Json, type RunFilter, type RunState, RunNotFound, SignalTokenNotFound } from "@leasehold/core"
+import { InvalidTransition, isStorableToken, Json, type RunFilter, type RunState, RunNotFound, SignalTokenNotFound } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../StoreSchema.js"
@@ -67,6 +67,8 @@ export const resumeById = (sql: SqlClient.SqlClient, s: StoreSchema, runId: stri
 /** Resumes the suspended run holding this signal token (unique among suspended runs). */
 export const resumeByToken = (sql: SqlClient.SqlClient, s: StoreSchema, token: string, payload: unknown) =>
   Effect.gen(function*() {
+    // A token no run could hold (a NUL, too long) names no run: nothing to look up.
+    if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     const encoded = yield* encodePayload(payload)
     const rows = yield* resumeWhere(sql, s, sql`signal_token = ${token}`, encoded)
     if (rows.length === 0) return yield* Effect.fail(new SignalTokenNotFound({ token }))

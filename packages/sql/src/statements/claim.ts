@@ -289,8 +289,8 @@ const claimAll = (
 
 /**
  * Due runs only: the claim a notification or a freed slot asks for. It leaves out the two sweeps
- * (expired leases, passed suspension deadlines), which the worker runs at most once per poll
- * interval, and with them the union and re-sort of three branches: the statement the drain sends
+ * (expired leases, passed suspension deadlines), which the worker runs once per poll interval
+ * and again after a sweep that found some (Worker, I53), and with them the union and re-sort of three branches: the statement the drain sends
  * hundreds of times a second is one index scan and one update (docs/adr/0004).
  */
 const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>

@@ -32,7 +32,7 @@ import type { SqlClient, SqlError, Statement } from "effect/sql"
 import * as StoreErrors from "../StoreErrors.js"
 import type { StoreSchema } from "../StoreSchema.js"
 import { handOff, heldSlotColumns } from "./admit.js"
-import { type ClaimRow, json, num, toClaimed } from "./rows.js"
+import { type ClaimRow, num, toClaimed } from "./rows.js"
 
 interface Diagnosis {
   readonly runId: string
@@ -229,6 +229,9 @@ const completeBatchStatement = (
   })
 
 /** Records a failed attempt: a retry after `retryDelayMs` while attempts remain, else failed. */
+/** A run's error as JSON text: characters jsonb refuses are replaced, so the failure is always recorded. */
+const errorText = (error: unknown): string | null => error === undefined ? null : Json.encodeDiagnostic(error)
+
 export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequest) =>
   guardedOne(
     sql,
@@ -244,13 +247,13 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
             THEN now() + ${request.retryDelayMs ?? null}::float8 * interval '1 millisecond' ELSE run_at END,
           finished_at = CASE WHEN ${request.retryDelayMs ?? null}::float8 IS NOT NULL AND attempt < max_attempts
             THEN NULL ELSE now() END,
-          error = ${json(request.error)}::jsonb, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+          error = ${errorText(request.error)}::jsonb, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
         WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"
         RETURNING id, fence, state, lease_owner, run_at
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
         SELECT id, fence, CASE WHEN state = 'failed' THEN 'failed' ELSE 'retry_scheduled' END,
-          jsonb_build_object('error', ${json(request.error)}::jsonb, 'runAt', run_at)
+          jsonb_build_object('error', ${errorText(request.error)}::jsonb, 'runAt', run_at)
         FROM f
       )
       SELECT state FROM f`

@@ -4,6 +4,7 @@
  * run that has not suspended yet, and otherwise writes nothing and says why (docs/adr/0010).
  */
 import {
+  checkSignalDelivery,
   type DeliverSignalRequest,
   Json,
   type LeaseKey,
@@ -23,6 +24,7 @@ import { isRunId } from "./rows.js"
 /** Delivers a signal's outcome to a run, in one transaction holding the run's row. */
 export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request: DeliverSignalRequest) =>
   Effect.gen(function*() {
+    yield* checkSignalDelivery(request)
     if (!isRunId(request.runId)) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
     const payload = yield* Json.encode(request.payload ?? null, "signal payload", request.runId)
     return yield* sql.withTransaction(Effect.gen(function*() {

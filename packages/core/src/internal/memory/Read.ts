@@ -63,13 +63,34 @@ export const matches = (run: StoredRun, filter: RunFilter): boolean => {
   return filter.payload.every((f) => fieldText(payload, f.path) === f.value)
 }
 
-/** Newest first, as the statement orders by id DESC. */
-export const list = (runs: Iterable<StoredRun>, filter: ListFilter): Array<RunRecord> =>
-  [...runs]
+/**
+ * Newest first by the run's number, as the statement orders by the bigint id, from a keyset
+ * cursor: `after` takes the runs nearest above it. A cursor that is not a run id selects nothing.
+ */
+export const list = (runs: Iterable<StoredRun>, filter: ListFilter): Array<RunRecord> => {
+  const cursor = (value: string | undefined) => value === undefined ? undefined : runNumber(value)
+  const before = cursor(filter.before)
+  const after = cursor(filter.after)
+  if (before === null || after === null) return []
+  const offset = filter.offset ?? 0
+  const selected = [...runs]
     .filter((r) => matches(r, filter))
-    .sort((a, b) => Number(b.id) - Number(a.id))
-    .slice(filter.offset, filter.offset + filter.limit)
-    .map(toRecord)
+    .filter((r) => (before === undefined || BigInt(r.id) < before) && (after === undefined || BigInt(r.id) > after))
+    .sort((a, b) => compareIds(b.id, a.id))
+  const page = after === undefined
+    ? selected.slice(offset, offset + filter.limit)
+    : selected.reverse().slice(offset, offset + filter.limit).reverse()
+  return page.map(toRecord)
+}
+
+/** A run id as a number, or null when the text is not one (as the statement's `isRunId`). */
+const runNumber = (value: string): bigint | null => /^[0-9]{1,18}$/.test(value) ? BigInt(value) : null
+
+const compareIds = (a: string, b: string) => {
+  const x = BigInt(a)
+  const y = BigInt(b)
+  return x < y ? -1 : x > y ? 1 : 0
+}
 
 /** Strings in byte order, as Postgres orders them `COLLATE "C"`. */
 export const order = (a: string, b: string) => a < b ? -1 : a > b ? 1 : 0
