@@ -29,7 +29,8 @@ export const liveRuns = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         SELECT queue, 'running', count(*), 0, NULL, count(*) FILTER (WHERE lease_expires_at > now())
         FROM ${s.runs(sql)} WHERE state = 'running' GROUP BY queue
         UNION ALL
-        -- runs_signal_token: every suspended run holds a token, and only a suspended run does
+        -- runs_listed (state, id) for the states few runs are in, or runs_signal_token: every
+        -- suspended run holds a token, and only a suspended run does
         SELECT queue, 'suspended', count(*), 0, NULL, 0
         FROM ${s.runs(sql)} WHERE signal_token IS NOT NULL AND state = 'suspended' GROUP BY queue
       ) live
