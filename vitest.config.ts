@@ -23,6 +23,7 @@ const processes = [
   "test/tracing.test.ts",
   "test/workflow-process.test.ts",
   "test/reclaim-process.test.ts",
+  "test/worker-logs.test.ts",
   "test/bench-smoke.test.ts",
   "test/pack.test.ts",
   "test/readme.test.ts",
@@ -30,6 +31,7 @@ const processes = [
 ]
 const external = [
   "test/console.browser.test.ts",
+  "test/workflow-approvals.test.ts",
   "test/failover.test.ts",
   "test/pooler.test.ts",
   "test/fencing.test.ts",

@@ -9,6 +9,7 @@ import { Database } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -113,15 +114,15 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed\n`)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
-      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "run_events", "run_history", "runs", "schedules", "signal_deliveries", "workflow_activities", "workflow_clocks", "workflow_deferreds"])
+      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "run_events", "run_history", "runs", "schedules", "signal_deliveries", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed"] })
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits"] })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed)\n`)
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits)\n`)
     }))
 })
 
@@ -838,6 +839,36 @@ describe("leasehold worker", () => {
       assert.deepStrictEqual(
         events.filter((e) => e._tag === "Claimed").map((e) => [e.runId, e.fence]),
         [[quick, 1], [refund, 1], [refund, 2]]
+      )
+    }))
+})
+
+describe("leasehold: a port in use", () => {
+  it.live("serve --port and worker --metrics-port on a busy port say so in one line naming the port and the flag, exit 1", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      yield* openStore(schema)
+      const busy = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          new Promise<net.Server>((resolve, reject) => {
+            const server = net.createServer()
+            server.once("error", reject)
+            server.listen(0, "127.0.0.1", () => resolve(server))
+          })
+        ),
+        (server) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+      )
+      const port = (busy.address() as net.AddressInfo).port
+      const env = { LEASEHOLD_CALLBACK_SECRETS: "k1:" + "s".repeat(32) }
+      assertRejected(
+        yield* leasehold(["serve", "--port", String(port), ...connection(schema)], { env }),
+        1,
+        new RegExp(`^leasehold: port ${port} is in use on 127\\.0\\.0\\.1 \\(--port\\)$`)
+      )
+      assertRejected(
+        yield* leasehold(["worker", "--metrics-port", String(port), ...connection(schema)]),
+        1,
+        new RegExp(`^leasehold: port ${port} is in use on 127\\.0\\.0\\.1 \\(--metrics-port\\)$`)
       )
     }))
 })

@@ -167,6 +167,40 @@ describe("run tracing", () => {
       assert.isFalse(otlp.spans.some((s) => s.name.startsWith("leasehold.")), "no run or runtime span")
     }))
 
+  it.live("an idle worker exports no trace for its empty polls; a claim that took a run is one span; database spans name the real database and host", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const otlp = yield* receiver
+      // The test's own reads are not traced: only the worker's and the enqueue's spans are exported.
+      const quietly = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.withTracerEnabled(effect, false)
+      const id = yield* exported(otlp.url, Effect.gen(function*() {
+        const events = yield* startWorker(stores.a, stores.sql, { handlers: [ok], pollInterval: "50 millis" })
+        // About 30 polls, every one of them a sweep that finds nothing.
+        yield* quietly(eventually("30 empty polls", Effect.sync(() => events.filter((e) => e._tag === "ClaimBatch").length >= 30 ? true : undefined)))
+        const id = yield* enqueue(stores, ok, null)
+        yield* quietly(eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed")))
+        return id
+      }))
+      yield* eventually("the run's span exported", Effect.sync(() => otlp.spans.some((s) => s.name === "leasehold.run ok")), "10 seconds")
+      const claims = otlp.spans.filter((s) => s.name === "leasehold.claim")
+      assert.deepStrictEqual(claims.map((s) => [s.parentSpanId ?? null, attribute(s, "leasehold.batch_size")]), [[null, 1]], "one claim span: the one that took the run")
+      const roots = otlp.spans.filter((s) => s.parentSpanId === undefined || s.parentSpanId === "")
+      assert.deepStrictEqual(
+        roots.filter((s) => attribute(s, "db.system.name") !== undefined).map((s) => s.name),
+        [],
+        "no statement of the worker's polls is a trace of its own"
+      )
+      const target = new URL(databaseUrl())
+      const statements = otlp.spans.filter((s) => attribute(s, "db.system.name") === "postgresql")
+      assert.isAbove(statements.length, 0, "the enqueue's statements have spans")
+      for (const span of statements) {
+        assert.strictEqual(attribute(span, "db.namespace"), decodeURIComponent(target.pathname.slice(1)))
+        assert.strictEqual(attribute(span, "server.address"), target.hostname)
+        assert.strictEqual(attribute(span, "server.port"), Number(target.port || 5432))
+      }
+      assert.isDefined(otlp.spans.find((s) => s.name === "leasehold.run ok" && attribute(s, "leasehold.run_id") === id))
+    }))
+
   it.live("a sample rate traces that share of runs, decided per run, and a caller's own traceparent is stored as given", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

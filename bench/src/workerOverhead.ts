@@ -52,6 +52,7 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     list: notImplemented,
     history: notImplemented,
     stats: Effect.die(new Error("not used by this measure")),
+    sample: Effect.die(new Error("not used by this measure")),
     pauseQueue: notImplemented,
     resumeQueue: notImplemented,
     pausedQueues: Effect.die(new Error("not used by this measure")),

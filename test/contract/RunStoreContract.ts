@@ -815,6 +815,33 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual((yield* store.stats).liveLeases, 0, "an expired lease is not live")
         }))
 
+      test("sample counts the runs that have not ended by queue and state, due runs a claim may take with the oldest one's wait, and live leases; ended runs are not counted", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* store.sample, { byStateAndQueue: [], dueByQueue: [], liveLeases: 0 })
+          const ended = yield* heldRun(store, "w1")
+          yield* store.completeBatch([{ ...ended, result: null }])
+          yield* enqueueJobs(store, 2)
+          yield* enqueueJobs(store, 1, { queue: "other" })
+          yield* store.enqueue([{ kind: "job", payload: {}, delayMs: 3_600_000 }])
+          const held = yield* claimFrom(store, "w1", { limit: 1 })
+          const [suspended] = yield* claimFrom(store, "w1", { limit: 1, queues: ["other"] })
+          yield* store.suspend({ runId: suspended!.id, fence: suspended!.fence, signal: "s", token: "tok-sample", timeout: undefined })
+          yield* passTime("5 seconds")
+          const sample = yield* store.sample
+          assert.deepStrictEqual(sample.byStateAndQueue, [
+            { queue: "default", state: "pending", count: 2 },
+            { queue: "default", state: "running", count: 1 },
+            { queue: "other", state: "suspended", count: 1 }
+          ])
+          assert.deepStrictEqual(sample.dueByQueue.map((q) => [q.queue, q.due]), [["default", 1]])
+          assert.isAtLeast(sample.dueByQueue[0]!.oldestDueSeconds, 5)
+          assert.isBelow(sample.dueByQueue[0]!.oldestDueSeconds, 60)
+          assert.strictEqual(sample.liveLeases, 1)
+          assert.strictEqual(held.length, 1)
+          yield* passTime("61 seconds")
+          assert.strictEqual((yield* store.sample).liveLeases, 0, "an expired lease is not live")
+        }))
+
       test("list filters by state, queue and kind, newest first, with limit and offset", ({ store }) =>
         Effect.gen(function*() {
           const ids = yield* enqueueJobs(store, 3)

@@ -9,6 +9,7 @@ import { Context, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
 import { createServer } from "node:http"
+import * as Listen from "./Listen.js"
 
 /** Starts the endpoint in the current scope; returns its URL. */
 export const start = (host: string, port: number) =>
@@ -17,6 +18,6 @@ export const start = (host: string, port: number) =>
       HttpRouter.serve(PrometheusMetrics.layerHttp(), { disableLogger: true, disableListenLog: true }).pipe(
         Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port, host }))
       )
-    )
+    ).pipe(Listen.explain("--metrics-port", host, port))
     return `${HttpServer.formatAddress(Context.get(context, HttpServer.HttpServer).address)}/metrics`
   })

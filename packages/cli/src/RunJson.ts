@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import type { RunEvent, RunRecord } from "@leasehold/core"
+import { attemptSeen, type RunEvent, type RunRecord } from "@leasehold/core"
 import { isoTime } from "./Output.js"
 
 /** A run as `runs list --json` and `runs show --json` print it. */
@@ -15,7 +15,8 @@ export const run = (record: RunRecord) => ({
   state: record.state,
   priority: record.priority,
   fence: record.fence,
-  attempt: record.attempt,
+  // The attempt its handler saw (a suspended run's was given back while it waits: attemptSeen).
+  attempt: attemptSeen(record),
   maxAttempts: record.maxAttempts,
   leaseOwner: record.leaseOwner,
   leaseExpiresAt: isoTime(record.leaseExpiresAt),

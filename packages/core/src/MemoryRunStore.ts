@@ -182,6 +182,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     retryMany: (filter) => apply((now) => state.many(filter, "retry", now)),
     history: (runId) => applyOutcome(() => state.history(runId)),
     stats: apply((now) => state.stats(now)),
+    sample: apply((now) => state.sample(now)),
     pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => state.pauseQueue(queue, now))),
     resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => state.resumeQueue(queue))),
     pausedQueues: apply(() => state.pausedQueues()),

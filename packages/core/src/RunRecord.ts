@@ -79,6 +79,38 @@ export interface ClaimedRun {
   readonly traceParent: string | null
 }
 
+/**
+ * The attempt a handler saw last, as operators are shown it. A suspension gives its attempt back
+ * (waiting is not failing: `attempt` counts the attempts spent against `maxAttempts`), and the
+ * resumed run continues under the same number; so a suspended run's is one more than its `attempt`.
+ *
+ * @category accessors
+ */
+export const attemptSeen = (run: { readonly state: RunState; readonly attempt: number }): number =>
+  run.state === "suspended" ? run.attempt + 1 : run.attempt
+
+/**
+ * Whether the run is a workflow execution (`@leasehold/workflow`: kind `workflow/<name>`, keyed by
+ * `workflow/<name>/<execution>`). A suspended one waits on its journal (a deferred, a durable
+ * clock, a child), not on its run's signal: resuming the run only replays it, so operator tools
+ * neither offer nor accept it as an approval.
+ *
+ * @category predicates
+ */
+export const isWorkflowRun = (run: { readonly kind: string; readonly idempotencyKey: string | null }): boolean =>
+  run.kind.startsWith("workflow/") && run.idempotencyKey !== null && run.idempotencyKey.startsWith(`${run.kind}/`)
+
+/**
+ * Whether a workflow's deferred is meant for a person: its name begins with `person/` (for
+ * example `DurableDeferred.make("person/approve-payout", { success: ... })`). The operator tools
+ * offer a suspended workflow that awaits one as an approval, and Approve completes that deferred
+ * with the decision (`{ approved, note }` from the console) as its value. Other deferreds are
+ * completed by code (`DurableDeferred.done`, a callback URL), never from the approvals inbox.
+ *
+ * @category predicates
+ */
+export const isForPerson = (deferredName: string): boolean => deferredName.startsWith("person/")
+
 /** A claim that was superseded or finished elsewhere is identified by this pair, never by id alone. @category models */
 export interface LeaseKey {
   readonly runId: string

@@ -165,6 +165,25 @@ export interface Stats {
 }
 
 /**
+ * The runs that have not ended, sampled from indexes only (`RunStore.sample`): cheap however many
+ * ended runs the store keeps, so a scrape can read it every time. Ended runs are not counted here
+ * (`stats` counts them, by reading the whole table).
+ *
+ * @category models
+ */
+export interface LiveSample {
+  /** Pending (waiting for a key included), running and suspended runs, by queue. */
+  readonly byStateAndQueue: ReadonlyArray<{ readonly queue: string; readonly state: LiveState; readonly count: number }>
+  /** Due runs a claim may take now (not waiting for a key), by queue, with how long the oldest has waited. */
+  readonly dueByQueue: ReadonlyArray<{ readonly queue: string; readonly due: number; readonly oldestDueSeconds: number }>
+  /** Leases held now, by the store's clock. */
+  readonly liveLeases: number
+}
+
+/** The states of a run that has not ended. @category models */
+export type LiveState = "pending" | "running" | "suspended"
+
+/**
  * A wake-up the store pushes to idle workers. `Subscribed` comes first, once notifications sent
  * from then on are sure to arrive.
  *
@@ -302,6 +321,8 @@ export class RunStore extends Context.Service<RunStore, {
   readonly pauseSchedule: (name: string) => Effect.Effect<boolean, ScheduleNotFound | StoreError>
   /** Resumes a schedule: its next tick is the first after now. */
   readonly resumeSchedule: (name: string) => Effect.Effect<boolean, ScheduleNotFound | StoreError>
+  /** The runs that have not ended, by state and queue, read from indexes only (`LiveSample`). */
+  readonly sample: Effect.Effect<LiveSample, StoreError>
   /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */
   readonly notifications: Stream.Stream<StoreNotification, StoreError>
 }>()("@leasehold/core/RunStore") {}

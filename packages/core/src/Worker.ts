@@ -161,8 +161,12 @@ export const run = <R>(
   Effect.scoped(Effect.gen(function*() {
     const config = yield* resolveOptions(options as WorkerOptions<unknown>)
     const { owner } = config
+    // The stop line, added first so that it runs last: once the drain and the loops are over.
+    const annotated = Effect.annotateLogs({ "leasehold.owner": owner })
+    yield* Effect.addFinalizer(() => annotated(Effect.logInfo(`leasehold worker ${owner} stopped`)))
     const traced = config.traces ?? (yield* Telemetry.TraceRuns)
-    const store = traced ? RunSpans.runtimeStatements(yield* RunStore) : yield* RunStore
+    // Polls that find nothing trace nothing, whether run tracing is on or not (RunSpans.recordedIf).
+    const store = traced ? RunSpans.runtimeStatements(yield* RunStore) : RunSpans.untracedClaim(yield* RunStore)
     const clock = yield* Effect.clockWith(Effect.succeed)
     const registry = yield* Handler.registry(options.handlers)
     const compiled = new Map(
@@ -389,7 +393,17 @@ export const run = <R>(
     const wakeTicker = Queue.offer(scheduleWake, undefined).pipe(Effect.asVoid)
     // Whatever goes wrong in one round (a store error, a defect) is reported and the next round
     // comes a second later: schedules keep ticking as long as the worker runs.
-    const tickRound = store.tickSchedules.pipe(
+    // A round that fires nothing traces nothing, as an empty claim (RunSpans.recordedIf).
+    const tickStatement = traced
+      ? RunSpans.recordedIf(
+        "leasehold.tick_schedules",
+        {},
+        (exit) => Exit.isFailure(exit) || exit.value.fired.length > 0,
+        ({ fired }) => ({ "leasehold.fired": fired.length }),
+        store.tickSchedules
+      )
+      : Effect.withTracerEnabled(store.tickSchedules, false)
+    const tickRound = tickStatement.pipe(
       Effect.catchCause((cause) =>
         Effect.as(events.emit({ _tag: "StoreError", owner, operation: "tick schedules", error: String(Cause.squash(cause)) }), {
           fired: [],
@@ -429,6 +443,10 @@ export const run = <R>(
     yield* Effect.forkScoped(reporting(listenLoop))
     yield* Effect.forkScoped(claimLoop)
     yield* Effect.forkScoped(reporting(ticker))
+    // One line at start, through Effect's logger (an application replaces it with its own `Logger`).
+    yield* annotated(Effect.logInfo(
+      `leasehold worker ${owner} started: queues ${config.queues.join(", ")}, concurrency ${config.concurrency}`
+    ))
     return yield* Effect.never
   }))
 

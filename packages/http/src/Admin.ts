@@ -14,13 +14,16 @@ import {
   Client,
   InvalidConfig,
   type InvalidPayload,
+  isForPerson,
   isValueRefused,
+  isWorkflowRun,
   Limits,
   type InvalidTransition,
   type LiveLease,
   type PayloadFieldFilter,
   RunHistory,
   type RunNotFound,
+  type RunRecord,
   RunState,
   RunStore,
   type ScheduleNotFound,
@@ -38,6 +41,8 @@ import { PrometheusMetrics } from "effect/observability"
 import { randomBytes } from "node:crypto"
 import { Handlers } from "./Handlers.js"
 import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
+import * as EventHub from "./internal/EventHub.js"
+import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
 import { isJsonContentType, json, problem, refusedMessage, secure, securityHeaders } from "./internal/Http.js"
 
@@ -56,7 +61,33 @@ export interface AdminOptions {
   readonly csrfToken?: string | undefined
   /** Largest accepted request body in bytes. Default 1 MiB. */
   readonly maxBodySize?: number | undefined
+  /**
+   * Open `/api/events` streams at once (default `defaultMaxEventStreams`); one more is answered
+   * 503 with `Retry-After`. Every stream shares the server's one LISTEN connection.
+   */
+  readonly maxEventStreams?: number | undefined
+  /** Workflows' journals (`WorkflowDecisions`); without it a suspended workflow is only refused as an approval. */
+  readonly workflows?: WorkflowDecisions | undefined
 }
+
+/**
+ * What the admin API reads and writes of workflows' journals (`@leasehold/sql` WorkflowJournal:
+ * `awaiting`, and `deferredDone` with the decision as the deferred's success): with it, a run
+ * page names the deferreds and clocks a suspended workflow waits on, and a workflow that awaits a
+ * deferred meant for a person (`isForPerson`) is an approval whose Approve completes that deferred.
+ *
+ * @category models
+ */
+export interface WorkflowDecisions {
+  readonly awaiting: (
+    executions: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<{ readonly execution: string; readonly name: string; readonly wakeAt: Date | null }>, StoreError>
+  /** Completes the deferred with `value` as its success; false when it was done already. */
+  readonly decide: (execution: string, deferred: string, value: unknown) => Effect.Effect<boolean, StoreError>
+}
+
+/** Open event streams a server allows by default. @category constants */
+export const defaultMaxEventStreams = 64
 
 /** Whether `host` is a loopback address. @category predicates */
 export const isLoopback = (host: string): boolean =>
@@ -231,6 +262,12 @@ export const layer = (options: AdminOptions) =>
     const readOnly = options.readOnly ?? false
     const csrfToken = options.csrfToken ?? randomBytes(32).toString("base64url")
     const limit = options.maxBodySize ?? 1024 * 1024
+    const maxEventStreams = options.maxEventStreams ?? defaultMaxEventStreams
+    if (!Number.isInteger(maxEventStreams) || maxEventStreams < 1) {
+      return yield* new InvalidConfig({ option: "maxEventStreams", issue: `${maxEventStreams} is not a whole number of at least 1` })
+    }
+    // One LISTEN connection for every event stream of this server, opened by the first of them.
+    const hub = yield* EventHub.make(maxEventStreams)
 
     /** Authentication, read-only mode and CSRF, then the route; failures become their status. */
     const guard = <R>(
@@ -253,6 +290,20 @@ export const layer = (options: AdminOptions) =>
       }).pipe(Effect.map(secure))
 
     const ok = (id: string) => json(200, { id })
+
+    // What suspended workflows wait on, by execution (none without `workflows`).
+    const workflowViews = (runs: ReadonlyArray<RunRecord>) =>
+      Effect.gen(function*() {
+        const executions = runs.filter((r) => r.state === "suspended" && isWorkflowRun(r)).map((r) => r.idempotencyKey!)
+        const views = new Map<string, Array<{ name: string; forPerson: boolean; wakeAt: Date | null }>>()
+        if (executions.length === 0 || options.workflows === undefined) return views
+        for (const a of yield* options.workflows.awaiting(executions)) {
+          views.set(a.execution, [...(views.get(a.execution) ?? []), { name: a.name, forPerson: isForPerson(a.name) && a.wakeAt === null, wakeAt: a.wakeAt }])
+        }
+        return views
+      })
+    const withWorkflow = (run: RunRecord, views: Map<string, ReadonlyArray<unknown>>) =>
+      isWorkflowRun(run) ? { ...run, workflow: { execution: run.idempotencyKey, awaiting: views.get(run.idempotencyKey!) ?? [] } } : run
 
     yield* router.addAll([
       HttpRouter.route("GET", "/api/session", guard(false, (access) =>
@@ -294,9 +345,17 @@ export const layer = (options: AdminOptions) =>
           }
           const store = yield* RunStore
           const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset, before, after })
+          const views = yield* workflowViews(runs)
           // `next`: the cursor of the older page (the last id of a full page).
           const next = runs.length === pageSize ? runs.at(-1)!.id : null
-          return json(200, { runs, limit: pageSize, offset, before: before ?? null, after: after ?? null, next })
+          return json(200, {
+            runs: runs.map((run) => withWorkflow(run, views)),
+            limit: pageSize,
+            offset,
+            before: before ?? null,
+            after: after ?? null,
+            next
+          })
         }))),
 
       HttpRouter.route("POST", "/api/runs", guard(true, () =>
@@ -313,9 +372,10 @@ export const layer = (options: AdminOptions) =>
           const store = yield* RunStore
           const run = yield* store.get(id)
           const events = yield* store.history(id)
+          const views = yield* workflowViews([run])
           // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
           // it: the console shows this story, and the raw events beside it.
-          return json(200, { run, history: { ...RunHistory.fromEvents(events), events } })
+          return json(200, { run: withWorkflow(run, views), history: { ...RunHistory.fromEvents(events), events } })
         }))),
 
       HttpRouter.route("POST", "/api/runs/:id/cancel", guard(true, () =>
@@ -336,6 +396,28 @@ export const layer = (options: AdminOptions) =>
         Effect.gen(function*() {
           const id = yield* param("id")
           const { payload } = yield* body(ResumeBody, limit)
+          // A workflow waits on its journal: resuming its run would only replay it and suspend
+          // again, with the deferred it waits on still not done.
+          const target = yield* Effect.flatMap(RunStore, (store) => store.get(id))
+          if (target.state === "suspended" && isWorkflowRun(target)) {
+            // Approve completes the one deferred meant for a person it waits on (isForPerson).
+            const awaited = (yield* workflowViews([target])).get(target.idempotencyKey!) ?? []
+            const forPerson = awaited.filter((a) => a.forPerson)
+            if (forPerson.length === 1 && options.workflows !== undefined) {
+              const deferred = forPerson[0]!.name
+              const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, payload ?? null)
+              if (!done) return yield* Effect.fail(new BadRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409))
+              return json(200, { id, deferred })
+            }
+            return yield* Effect.fail(new BadRequest(
+              "workflow-run",
+              forPerson.length > 1
+                ? `run ${id} is a workflow waiting on several deferreds meant for a person (${forPerson.map((a) => a.name).join(", ")}): complete the one you mean (DurableDeferred.done)`
+                : `run ${id} is a workflow waiting on its journal (a deferred or a durable clock), not on a person: ` +
+                  "complete the deferred it waits on (DurableDeferred.done, or its callback URL); resuming the run would only replay it",
+              409
+            ))
+          }
           return ok(yield* Client.resume(id, payload ?? null))
         }))),
 
@@ -418,10 +500,19 @@ export const layer = (options: AdminOptions) =>
           return json(200, yield* store.stats)
         }))),
 
-      // Prometheus's text format, behind the same access rules as the API.
+      // Prometheus's text format, behind the same access rules as the API: the store's live runs
+      // and paused queues sampled at each scrape (from indexes only), then this process's own
+      // metric registry.
       HttpRouter.route("GET", "/metrics", guard(false, () =>
-        Effect.map(PrometheusMetrics.format(), (text) =>
-          HttpServerResponse.text(text, { status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8" })))),
+        Effect.gen(function*() {
+          const store = yield* RunStore
+          const [sample, paused] = yield* Effect.all([store.sample, store.pausedQueues])
+          const own = StoreGauges.withoutSampled(yield* PrometheusMetrics.format())
+          return HttpServerResponse.text(StoreGauges.format(sample, paused) + own, {
+            status: 200,
+            contentType: "text/plain; version=0.0.4; charset=utf-8"
+          })
+        }))),
 
       HttpRouter.route("GET", "/api/workers", guard(false, () =>
         Effect.gen(function*() {
@@ -434,7 +525,13 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route("GET", "/api/events", guard(false, () =>
         Effect.gen(function*() {
           const store = yield* RunStore
-          const events = store.notifications.pipe(
+          const notifications = hub.subscribe(store)
+          if (notifications === undefined) {
+            return problem(503, "too-many-streams", `this server holds ${maxEventStreams} event streams already; try again later`, {
+              "retry-after": "10"
+            })
+          }
+          const events = notifications.pipe(
             Stream.map((note) => sseEvent(eventName[note._tag], JSON.stringify(note))),
             // An event now and then keeps proxies from closing a quiet stream.
             Stream.merge(Stream.map(Stream.drop(Stream.tick("15 seconds"), 1), () => sseEvent("ping", ""))),

@@ -29,6 +29,10 @@ export interface RoutesOptions {
   readonly maxBodySize?: number | undefined
   /** The CSRF token (default: random per process). */
   readonly csrfToken?: string | undefined
+  /** Open `/api/events` streams at once (default 64); one more is answered 503 with `Retry-After`. */
+  readonly maxEventStreams?: number | undefined
+  /** Workflows' journals, for their runs' pages and their approvals (`Admin.WorkflowDecisions`). */
+  readonly workflows?: Admin.WorkflowDecisions | undefined
 }
 
 /**

@@ -44,9 +44,51 @@ export const resolveUrl = (options: DatabaseOptions = {}) =>
 export const layer = (options: DatabaseOptions = {}) =>
   Layer.unwrap(Effect.map(resolveUrl(options), (url) => clientLayer(url, options)))
 
+/**
+ * The server and database a URL names, read as the driver reads it. The driver names its spans'
+ * `db.namespace` and `server.address` from explicit fields only (a URL alone reads as database
+ * `postgres` on `localhost`), so the client is given them too; being the URL's own values, they
+ * change nothing about where it connects.
+ *
+ * @category constructors
+ */
+export const addressOf = (url: string): { readonly host?: string; readonly port?: number; readonly database?: string } => {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return {}
+  }
+  if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") return {}
+  const decode = (text: string) => {
+    try {
+      return decodeURIComponent(text)
+    } catch {
+      return undefined
+    }
+  }
+  const hostname = parsed.hostname
+  let host = hostname === "" ? undefined : hostname.startsWith("[") && hostname.endsWith("]") ? hostname.slice(1, -1) : decode(hostname)
+  let port = parsed.port === "" ? undefined : Number(parsed.port)
+  let database = decode(parsed.pathname.replace(/^\//, ""))
+  if (database === "") database = undefined
+  for (const [key, value] of parsed.searchParams) {
+    if (key === "host") host = value
+    else if (key === "port") port = Number(value)
+    else if (key === "dbname") database = value
+  }
+  const validPort = port !== undefined && Number.isInteger(port) && port >= 1 && port <= 65535 ? port : undefined
+  return {
+    ...(host === undefined ? {} : { host }),
+    ...(validPort === undefined ? {} : { port: validPort }),
+    ...(database === undefined ? {} : { database })
+  }
+}
+
 /** A PgClient for an explicit URL. @category layers */
 export const clientLayer = (url: string, options: Omit<DatabaseOptions, "url"> = {}) =>
   PgClient.layer({
+    ...addressOf(url),
     url: Redacted.make(url),
     maxConnections: options.maxConnections ?? 10,
     connectTimeout: "5 seconds",

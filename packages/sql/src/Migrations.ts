@@ -393,6 +393,17 @@ const runsListed = (s: string): ReadonlyArray<string> => [
   `CREATE INDEX runs_listed ON "${s}".runs (state, id) WHERE state IN ('suspended', 'failed', 'cancelled')`
 ]
 
+// The deferreds a workflow's replays found not done (issue 27): what a suspended workflow waits on,
+// for the operator tools to name, and to tell the ones meant for a person (core isForPerson).
+const workflowAwaits = (s: string): ReadonlyArray<string> => [
+  `CREATE TABLE "${s}".workflow_awaits (
+    execution text NOT NULL,
+    name text NOT NULL,
+    first_awaited_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (execution, name)
+  )`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -435,7 +446,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0013_key_admission": statements(keyAdmission(store.schema, store.channel)),
       "0014_key_hot_path": statements(keyHotPath(store.schema)),
       "0015_key_limit_peaks": statements(keyLimitPeaks(store.schema)),
-      "0016_runs_listed": statements(runsListed(store.schema))
+      "0016_runs_listed": statements(runsListed(store.schema)),
+      "0017_workflow_awaits": statements(workflowAwaits(store.schema))
     }))
   })
 })

@@ -18,6 +18,7 @@ import * as keys from "./statements/keys.js"
 import * as queues from "./statements/queues.js"
 import * as read from "./statements/read.js"
 import * as renewStatement from "./statements/renew.js"
+import * as sampleStatement from "./statements/sample.js"
 import * as schedules from "./statements/schedules.js"
 import * as signals from "./statements/signals.js"
 import * as StoreErrors from "./StoreErrors.js"
@@ -116,7 +117,15 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     : options.pooler.listenUrl === undefined
     ? undefined
     // The URL alone says where: explicit fields would win over it.
-    : { ...sql.config, url: Redacted.make(options.pooler.listenUrl), host: undefined, port: undefined, path: undefined, stream: undefined }
+    : {
+      ...sql.config,
+      url: Redacted.make(options.pooler.listenUrl),
+      host: undefined,
+      port: undefined,
+      database: undefined,
+      path: undefined,
+      stream: undefined
+    }
   const notifications: Stream.Stream<StoreNotification, StoreError> = listenConfig === undefined
     ? Stream.never
     : Stream.unwrap(
@@ -163,6 +172,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     retryMany: (filter) => refail("retry")(admin.retryMany(sql, s, filter)),
     history: (runId) => refail("history")(read.history(sql, s, runId)),
     stats: refail("stats")(read.stats(sql, s)),
+    sample: refail("sample")(sampleStatement.sample(sql, s)),
     pauseQueue: (queue) => refail("pause queue")(queues.pause(sql, s, queue)),
     resumeQueue: (queue) => refail("resume queue")(queues.resume(sql, s, queue)),
     pausedQueues: refail("paused queues")(queues.paused(sql, s)),

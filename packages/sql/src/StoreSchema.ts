@@ -31,6 +31,7 @@ export interface StoreSchema {
   readonly workflowActivities: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly workflowDeferreds: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly workflowClocks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly workflowAwaits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The whole history: stored rows plus what each run row records (current claim, completion). */
   readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
@@ -68,6 +69,7 @@ const derive = (schema: string): StoreSchema => {
     keyLimitPeaks: (sql) => sql.literal(`"${schema}".key_limit_peaks`),
     workflowActivities: (sql) => sql.literal(`"${schema}".workflow_activities`),
     workflowDeferreds: (sql) => sql.literal(`"${schema}".workflow_deferreds`),
-    workflowClocks: (sql) => sql.literal(`"${schema}".workflow_clocks`)
+    workflowClocks: (sql) => sql.literal(`"${schema}".workflow_clocks`),
+    workflowAwaits: (sql) => sql.literal(`"${schema}".workflow_awaits`)
   }
 }

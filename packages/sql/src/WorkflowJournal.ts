@@ -15,6 +15,9 @@ import * as statements from "./statements/workflow.js"
 /** @category models */
 export type ExecutionRun = statements.ExecutionRun
 
+/** A deferred an execution waits on (a durable clock's, with its deadline). @category models */
+export type Awaited = statements.Awaited
+
 /** What a wake did: resumed a suspended run, left a signal for a running one, or nothing. @category models */
 export type Wake = statements.Wake
 
@@ -63,7 +66,21 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
   readonly nextClock: (execution: string, since: string) => Effect.Effect<Option.Option<number>, StoreError>
   /** Which of `names` are done: deferreds with an outcome, and durable clocks past their deadline. */
   readonly doneAmong: (execution: string, names: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, StoreError>
+  /**
+   * What these executions wait on: the deferreds their replays found not done (recorded by
+   * `deferredResult`), durable clocks with their deadlines, oldest first.
+   */
+  readonly awaiting: (executions: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Awaited>, StoreError>
 }>()("@leasehold/sql/WorkflowJournal") {}
+
+/**
+ * A deferred's outcome as the engine records it (the JSON of an encoded `Exit`): a success whose
+ * value is `value`, already in the deferred's encoded form. What Approve records for a deferred
+ * meant for a person (`isForPerson`).
+ *
+ * @category constructors
+ */
+export const succeeded = (value: unknown): unknown => ({ _tag: "Success", value })
 
 /** @category models */
 export interface WorkflowJournalOptions {
@@ -91,7 +108,8 @@ export const make = Effect.fnUntraced(function*(options: WorkflowJournalOptions 
       refail("schedule clock")(statements.scheduleClock(sql, s, execution, deferred, durationMs)),
     now: refail("now")(statements.now(sql)),
     nextClock: (execution, since) => refail("next clock")(statements.nextClock(sql, s, execution, since)),
-    doneAmong: (execution, names) => refail("deferreds done")(statements.doneAmong(sql, s, execution, names))
+    doneAmong: (execution, names) => refail("deferreds done")(statements.doneAmong(sql, s, execution, names)),
+    awaiting: (executions) => refail("awaiting")(statements.awaiting(sql, s, executions))
   })
 })
 

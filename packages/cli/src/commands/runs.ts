@@ -2,13 +2,22 @@
  * `leasehold runs list` and `leasehold runs show <id>`: what is in the store, newest first, and one
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
-import { KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
+import { attemptSeen, isForPerson, isWorkflowRun, KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
 import * as RunJson from "../RunJson.js"
+import { WorkflowJournal } from "@leasehold/sql"
+
+/** A deferred a workflow awaits: a durable clock with its deadline, one meant for a person, or another. */
+const describeAwaited = (a: WorkflowJournal.Awaited): string =>
+  a.wakeAt !== null
+    ? `clock "${a.name}" until ${Output.time(a.wakeAt)}`
+    : isForPerson(a.name)
+    ? `deferred "${a.name}" (for a person: approve it)`
+    : `deferred "${a.name}"`
 
 /** What a person wants to know first about a run in each state. */
 const note = (run: RunRecord): string => {
@@ -91,7 +100,7 @@ const list = Command.make("list", {
         run.queue,
         run.state,
         String(run.fence),
-        `${run.attempt}/${run.maxAttempts}`,
+        `${attemptSeen(run)}/${run.maxAttempts}`,
         Output.time(run.createdAt),
         note(run)
       ])
@@ -173,14 +182,18 @@ const show = Command.make("show", {
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
-    const { events, limits, run } = yield* Connection.withStore(
+    const { awaited, events, limits, run } = yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
         const store = yield* RunStore
         const run = yield* store.get(flags.id)
         const events = yield* store.history(flags.id)
         const limits = run.concurrencyKey === null ? [] : yield* store.keyLimits
-        return { run, events, limits }
+        // A suspended workflow waits on its journal: the deferreds and durable clocks it awaits.
+        const awaited = run.state === "suspended" && isWorkflowRun(run)
+          ? yield* Effect.flatMap(WorkflowJournal.make({ schema: flags.schema }), (journal) => journal.awaiting([run.idempotencyKey!]))
+          : []
+        return { run, events, limits, awaited }
       }),
       { migrate: false }
     )
@@ -193,13 +206,33 @@ const show = Command.make("show", {
       ? []
       : [{ scope: governing.scope, name: governing.scope === "queue" ? run.queue : run.kind, perKey: governing.perKey }]
     if (flags.json) {
-      return yield* Output.json({ run: { ...RunJson.run(run), keyLimits }, ...historyJson(history), events: events.map(RunJson.event) })
+      const workflow = isWorkflowRun(run)
+        ? {
+          workflow: {
+            execution: run.idempotencyKey,
+            awaiting: awaited.map((a) => ({ name: a.name, forPerson: isForPerson(a.name) && a.wakeAt === null, wakeAt: Output.isoTime(a.wakeAt) }))
+          }
+        }
+        : {}
+      return yield* Output.json({
+        run: { ...RunJson.run(run), keyLimits },
+        ...workflow,
+        ...historyJson(history),
+        events: events.map(RunJson.event)
+      })
     }
     yield* Output.lines(Output.fields([
       ["run", `${run.id} (${run.kind} on queue ${run.queue})`],
-      ["state", run.state + (run.state === "suspended" ? `, awaiting "${run.signalName}" (token ${run.signalToken})` : "")],
+      [
+        "state",
+        run.state + (run.state !== "suspended"
+          ? ""
+          : isWorkflowRun(run)
+          ? `, a workflow waiting on ${awaited.length === 0 ? "its journal" : awaited.map(describeAwaited).join(", ")} (execution ${run.idempotencyKey})`
+          : `, awaiting "${run.signalName}" (token ${run.signalToken})`)
+      ],
       ["fence", String(run.fence)],
-      ["attempt", `${run.attempt} of ${run.maxAttempts}`],
+      ["attempt", `${attemptSeen(run)} of ${run.maxAttempts}`],
       ...(run.concurrencyKey === null ? [] : [[
         "key",
         `${run.concurrencyKey} (${

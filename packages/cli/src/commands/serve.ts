@@ -8,8 +8,10 @@ import { InvalidConfig } from "@leasehold/core"
 import { Config, Effect, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
+import * as Listen from "../Listen.js"
 import { connectionFlags, UsageError } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
+import { WorkflowJournal } from "@leasehold/sql"
 
 export const serve = Command.make("serve", {
   ...connectionFlags,
@@ -24,6 +26,10 @@ export const serve = Command.make("serve", {
     Flag.withDescription("public URL callback links point at (default: $LEASEHOLD_CALLBACK_BASE_URL, else this server)")
   ),
   callbacksOnly: Flag.Boolean("callbacks-only").pipe(Flag.withDefault(false), Flag.withDescription("serve only POST /callbacks/...")),
+  maxEventStreams: Flag.Int("max-event-streams").pipe(
+    Flag.withDefault(64),
+    Flag.withDescription("open /api/events streams at once, sharing one LISTEN connection; one more is answered 503")
+  ),
   readOnly: Flag.Boolean("read-only").pipe(Flag.withDefault(false), Flag.withDescription("refuse every state-changing admin request (403)"))
 }, (flags) =>
   Effect.gen(function*() {
@@ -44,22 +50,32 @@ export const serve = Command.make("serve", {
     const origin = (port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`
     const ownUrl = origin(flags.port)
     const callbacks = Callbacks.layerConfig({ baseUrl: Option.getOrElse(flags.baseUrl, () => ownUrl) })
-    const server = Server.layer({
-      host,
-      port: flags.port,
-      token: Option.getOrUndefined(token),
-      readOnly: flags.readOnly,
-      callbacksOnly: flags.callbacksOnly
-    }).pipe(Layer.provide(Layer.mergeAll(callbacks, Handlers.layer(handlers))))
     yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
-        const address = (yield* HttpServer.HttpServer).address
-        const where = address._tag === "UnixPathAddress" ? address.path : origin(address.port)
-        const modes = `${flags.callbacksOnly ? " (callbacks only)" : ""}${flags.readOnly ? " (read-only)" : ""}`
-        process.stdout.write(`leasehold: serving on ${where}${modes}\n`)
-        return yield* Effect.never
-      }).pipe(Effect.provide(server)),
+        // Workflows' journals: their runs' pages name what they wait on, and Approve completes a
+        // deferred meant for a person.
+        const journal = yield* WorkflowJournal.make({ schema: flags.schema })
+        const server = Server.layer({
+          host,
+          port: flags.port,
+          token: Option.getOrUndefined(token),
+          readOnly: flags.readOnly,
+          callbacksOnly: flags.callbacksOnly,
+          maxEventStreams: flags.maxEventStreams,
+          workflows: {
+            awaiting: journal.awaiting,
+            decide: (execution, deferred, value) => journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value))
+          }
+        }).pipe(Layer.provide(Layer.mergeAll(callbacks, Handlers.layer(handlers))))
+        return yield* Effect.gen(function*() {
+          const address = (yield* HttpServer.HttpServer).address
+          const where = address._tag === "UnixPathAddress" ? address.path : origin(address.port)
+          const modes = `${flags.callbacksOnly ? " (callbacks only)" : ""}${flags.readOnly ? " (read-only)" : ""}`
+          process.stdout.write(`leasehold: serving on ${where}${modes}\n`)
+          return yield* Effect.never
+        }).pipe(Effect.provide(server))
+      }).pipe(Listen.explain("--port", host, flags.port)),
       { migrate: false }
     )
   })).pipe(Command.withDescription("Serve callbacks, the admin API and the console over HTTP until SIGINT/SIGTERM"))

@@ -3,12 +3,36 @@
  * SIGTERM, then shuts down gracefully.
  */
 import { Worker, WorkerEvents } from "@leasehold/core"
-import { type Duration, Effect, Option } from "effect"
+import { type Duration, Effect, Logger, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import * as Observability from "../Observability.js"
 import { connectionFlags, UsageError } from "../Flags.js"
 import * as Tasks from "../Tasks.js"
+
+/** Events the text mode leaves out. */
+const quiet = (event: WorkerEvents.WorkerEvent): boolean =>
+  event._tag === "HeartbeatSent" || event._tag === "HeartbeatConfirmed" || (event._tag === "ClaimBatch" && event.count === 0)
+
+const messageText = (message: unknown): string =>
+  (Array.isArray(message) ? message : [message]).map((part) => typeof part === "string" ? part : JSON.stringify(part)).join(" ")
+
+/**
+ * The worker's log lines (start, stop, each failed attempt) beside its events on stdout: in the
+ * text mode as `LEVEL message`, in `--json` as one JSON object per line like the events, so the
+ * output stays one JSON document per line. Other loggers (OTLP's) are kept.
+ */
+const lineLogger = (json: boolean) =>
+  Logger.make<unknown, void>(({ date, logLevel, message }) => {
+    const text = messageText(message)
+    process.stdout.write(
+      json ? JSON.stringify({ at: date.getTime(), _tag: "Log", level: logLevel, message: text }) + "\n" : `${logLevel.toUpperCase()} ${text}\n`
+    )
+  })
+
+const withLineLogger = (json: boolean) =>
+  Effect.updateService(Logger.CurrentLoggers, (loggers) =>
+    new Set([...[...loggers].filter((logger) => logger !== Logger.defaultLogger), lineLogger(json)]))
 
 export const worker = Command.make("worker", {
   ...connectionFlags,
@@ -45,7 +69,9 @@ export const worker = Command.make("worker", {
     const emit = (event: WorkerEvents.WorkerEvent) =>
       Effect.sync(() => {
         if (flags.json) process.stdout.write(JSON.stringify({ at: Date.now(), ...event }) + "\n")
-        else if (event._tag !== "HeartbeatSent" && event._tag !== "HeartbeatConfirmed") {
+        // The text is for people: renewals, and claims that took nothing (every poll of an idle
+        // worker), are left out; `--json` keeps every event.
+        else if (!quiet(event)) {
           process.stdout.write(`${event._tag} ${JSON.stringify({ ...event, _tag: undefined, owner: undefined })}\n`)
         }
       })
@@ -69,5 +95,5 @@ export const worker = Command.make("worker", {
       flags,
       Effect.andThen(metricsEndpoint, callbacks === undefined ? run : Effect.provide(run, callbacks.Callbacks.layerConfig())),
       { completedRuns: flags.completedRuns }
-    )
+    ).pipe(withLineLogger(flags.json))
   })).pipe(Command.withDescription("Run a worker until SIGINT/SIGTERM (graceful shutdown)"))

@@ -79,13 +79,21 @@ export const renewOnce = Effect.fnUntraced(function*(
   inFlight: InFlight,
   options: HeartbeatOptions
 ) {
-  const entries = renewable(inFlight)
-  if (entries.length === 0) return
-  const leases = entries.map((e) => ({ runId: e.run.id, fence: e.run.fence }))
   const { owner } = options
   const ttlMs = Duration.toMillis(options.ttl)
   // The deadline a confirmation extends is counted from when the renewal was sent, not received.
   const sentAt = yield* monotonicMillis
+  // A lease whose local deadline has passed unrenewed is stopped, not renewed: the database may
+  // have let another worker take it already. This happens when the process was stopped for
+  // longer than the TTL (SIGSTOP, a long pause) and the heartbeat wakes before the watchdog; it
+  // is the watchdog's loss (`deadline`), not a renewal that failed.
+  const entries: Array<LeaseEntry> = []
+  for (const entry of renewable(inFlight)) {
+    if (sentAt >= entry.deadline) yield* loseLease(owner, entry, "deadline")
+    else entries.push(entry)
+  }
+  if (entries.length === 0) return
+  const leases = entries.map((e) => ({ runId: e.run.id, fence: e.run.fence }))
   const earliest = Math.min(...entries.map((e) => e.deadline))
   yield* WorkerEvents.emit({ _tag: "HeartbeatSent", owner, leases })
   const result = yield* store.renew(owner, leases, options.ttl).pipe(

@@ -164,9 +164,53 @@ const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<
         "fail",
         ctx.store.fail({ ...lease, error: errorJson(error), retryDelayMs }).pipe(
           Effect.map((o): Settlement => o._tag === "Failed" ? "failed" : "retry-scheduled"),
+          Effect.tap((outcome) => logFailedAttempt(ctx, entry, error, outcome, retryDelayMs)),
           Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("fail"))
         )
       )
+  )
+}
+
+const fieldsOf = (error: unknown): string => {
+  if (typeof error !== "object" || error === null) return ""
+  const fields = Object.fromEntries(Object.entries(error).filter(([key]) => key !== "_tag"))
+  try {
+    return Object.keys(fields).length === 0 ? "" : JSON.stringify(fields)
+  } catch {
+    return ""
+  }
+}
+
+/**
+ * One line per failed attempt, with its error, through Effect's logger (an application replaces
+ * it with its own `Logger`): a warning when a retry is scheduled, an error when the run has failed.
+ */
+const logFailedAttempt = (
+  ctx: LeaseContext,
+  entry: LeaseEntry,
+  error: unknown,
+  outcome: Settlement,
+  retryDelayMs: number | undefined
+): Effect.Effect<void> => {
+  const run = entry.run
+  const reason = error instanceof PermanentFailure ? error.reason : error
+  const { tag, message } = describe(reason)
+  // An error without a message (a tagged error of fields only) is told by its fields.
+  const detail = message !== "" ? message : fieldsOf(reason)
+  const what = tag === undefined ? detail : detail === "" ? tag : `${tag}: ${detail}`
+  const next = outcome === "failed"
+    ? "the run has failed"
+    : `retry in ${Duration.format(Duration.millis(retryDelayMs ?? 0))}`
+  const line = `run ${run.id} (${run.kind}) attempt ${run.attempt}/${run.maxAttempts} failed: ${what}; ${next}`
+  return (outcome === "failed" ? Effect.logError(line) : Effect.logWarning(line)).pipe(
+    Effect.annotateLogs({
+      "leasehold.owner": ctx.owner,
+      "leasehold.run_id": run.id,
+      "leasehold.kind": run.kind,
+      "leasehold.queue": run.queue,
+      "leasehold.attempt": run.attempt,
+      "leasehold.fence": run.fence
+    })
   )
 }
 

@@ -4,7 +4,7 @@
  * the OpenTelemetry messaging conventions plus the run's id, kind, queue, attempt, fence and owner.
  * The span is kept on the lease entry, so the heartbeat can record a lost lease on it.
  */
-import { Effect, Option } from "effect"
+import { Clock, Context, Effect, Exit, Option } from "effect"
 import type { RunStore } from "../RunStore.js"
 import * as Telemetry from "../Telemetry.js"
 import type { LeaseEntry } from "./InFlight.js"
@@ -40,12 +40,58 @@ export const consumer = <A, E, R>(entry: LeaseEntry, owner: string, attempt: Eff
   )
 }
 
-/** The store with the runtime's batch statements (claim, renew, completion) each in a span. */
+/**
+ * `effect` with no span of its own and none of its statements' spans, recorded afterwards as one
+ * root span named `name` only when `worth(exit)`: a poll that found nothing makes no trace (an
+ * idle worker polls every second), one that took runs or failed makes one. The span is made
+ * after the fact with its real start, so its statements' own spans are not in it.
+ */
+export const recordedIf = <A, E, R>(
+  name: string,
+  attributes: Record<string, unknown>,
+  worth: (exit: Exit.Exit<A, E>) => boolean,
+  annotate: (value: A) => Record<string, unknown>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Clock.currentTimeNanos, (startTime) =>
+    Effect.flatMap(Effect.exit(Effect.withTracerEnabled(effect, false)), (exit) =>
+      !worth(exit) ? exit : Effect.flatMap(Effect.tracer, (tracer) =>
+        Effect.flatMap(Clock.currentTimeNanos, (endTime) => {
+          const span = tracer.span({
+            name,
+            parent: Option.none(),
+            annotations: Context.empty(),
+            links: [],
+            startTime,
+            kind: "internal",
+            root: true,
+            sampled: true
+          })
+          for (const [key, value] of Object.entries(attributes)) span.attribute(key, value)
+          if (Exit.isSuccess(exit)) for (const [key, value] of Object.entries(annotate(exit.value))) span.attribute(key, value)
+          span.end(endTime, exit)
+          return exit
+        }))))
+
+/** The runtime's claim with no trace at all: spans are made by `runtimeStatements` only. */
+export const untracedClaim = (store: RunStore["Service"]): RunStore["Service"] => ({
+  ...store,
+  claim: (request) => Effect.withTracerEnabled(store.claim(request), false)
+})
+
+/**
+ * The store with the runtime's batch statements (claim, renew, completion) each in a span; a
+ * claim only when it took runs or failed.
+ */
 export const runtimeStatements = (store: RunStore["Service"]): RunStore["Service"] => ({
   ...store,
   claim: (request) =>
-    Effect.tap(store.claim(request), (claimed) => Effect.annotateCurrentSpan("leasehold.batch_size", claimed.length)).pipe(
-      Effect.withSpan("leasehold.claim", { attributes: { "leasehold.limit": request.limit, "leasehold.sweep": request.dueOnly !== true } })
+    recordedIf(
+      "leasehold.claim",
+      { "leasehold.limit": request.limit, "leasehold.sweep": request.dueOnly !== true },
+      (exit) => Exit.isFailure(exit) || exit.value.length > 0,
+      (claimed) => ({ "leasehold.batch_size": claimed.length }),
+      store.claim(request)
     ),
   renew: (owner, leases, ttl) =>
     Effect.tap(store.renew(owner, leases, ttl), (renewed) => Effect.annotateCurrentSpan("leasehold.renewed", renewed.length)).pipe(

@@ -209,6 +209,32 @@ const historyOf = (detail) => {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The attempt the handler saw, as the CLI shows it (@leasehold/core RunRecord.attemptSeen): a
+// suspension gives its attempt back while it waits, and the resume continues under that number.
+const attemptSeen = (run) => run.state === "suspended" ? run.attempt + 1 : run.attempt
+
+// A workflow execution's run (@leasehold/core isWorkflowRun): while suspended it waits on its
+// journal (a deferred, a durable clock), so it is not a decision to offer, and its `wake/<fence>`
+// signal is not what it waits for.
+const isWorkflowRun = (run) =>
+  run.kind.startsWith("workflow/") && typeof run.idempotencyKey === "string" && run.idempotencyKey.startsWith(`${run.kind}/`)
+
+// A suspended workflow's deferred meant for a person (named `person/...`, @leasehold/core
+// isForPerson): the server sends it in `run.workflow.awaiting`, and Approve completes it.
+const personDeferred = (run) => (run.workflow?.awaiting ?? []).find((a) => a.forPerson)
+
+/** Whether the run is a decision to offer: a suspended run awaiting a signal, or a workflow awaiting a person. */
+const isDecision = (run) => run.state === "suspended" && (!isWorkflowRun(run) || personDeferred(run) !== undefined)
+
+/** What a suspended workflow waits on, as text. */
+const workflowWaits = (run) => {
+  const awaiting = run.workflow?.awaiting ?? []
+  if (awaiting.length === 0) return `its workflow journal (execution ${run.idempotencyKey})`
+  return awaiting
+    .map((a) => (a.wakeAt ? `clock "${a.name}" until ${new Date(a.wakeAt).toISOString()}` : `deferred "${a.name}"${a.forPerson ? " (for a person)" : ""}`))
+    .join(", ")
+}
+
 // Live updates: one EventSource for the page; views refresh (debounced) when runs change, and on
 // a slow timer for changes the store does not announce (a lease running out).
 // ---------------------------------------------------------------------------------------------
@@ -612,7 +638,7 @@ const runsView = (main, params) => {
         h("td", {}, run.queue),
         h("td", {}, stateBadge(run.state)),
         h("td", { class: "num" }, String(run.fence)),
-        h("td", { class: "num" }, `${run.attempt}/${run.maxAttempts}`),
+        h("td", { class: "num" }, `${attemptSeen(run)}/${run.maxAttempts}`),
         h("td", { class: "mono" }, run.leaseOwner ?? ""),
         h("td", {}, time(run.updatedAt))
       )
@@ -747,7 +773,7 @@ const runDetailView = (main, _params, id) => {
         ["Kind", run.kind],
         ["Queue", run.queue],
         ["Fence", h("strong", { class: "fence" }, String(run.fence))],
-        ["Attempt", `${run.attempt} of ${run.maxAttempts}`],
+        ["Attempt", `${attemptSeen(run)} of ${run.maxAttempts}`],
         ["Lease owner", run.leaseOwner ?? "—"],
         ["Lease expires", time(run.leaseExpiresAt)],
         ["Priority", String(run.priority ?? 0)],
@@ -758,7 +784,9 @@ const runDetailView = (main, _params, id) => {
         ["Idempotency key", run.idempotencyKey ?? "—"],
         [
           "Waiting for",
-          signal
+          run.state === "suspended" && isWorkflowRun(run)
+            ? workflowWaits(run)
+            : signal
             ? h(
                 "span",
                 {},
@@ -848,7 +876,7 @@ const runDetailView = (main, _params, id) => {
     replaceKeepingFocus(
       region,
       summary,
-      run.state === "suspended"
+      isDecision(run)
         ? section(
             "decide",
             "Decision",
@@ -999,8 +1027,8 @@ const approvalsView = (main) => {
         h(
           "dd",
           {},
-          signal ? `${signal.name}` : "—",
-          signal?.token ? [" (token ", h("code", {}, signal.token), ")"] : null
+          isWorkflowRun(run) ? workflowWaits(run) : signal ? `${signal.name}` : "—",
+          !isWorkflowRun(run) && signal?.token ? [" (token ", h("code", {}, signal.token), ")"] : null
         ),
         h("dt", {}, "Deadline"),
         h("dd", {}, time(signal?.deadline)),
@@ -1023,7 +1051,8 @@ const approvalsView = (main) => {
   }
 
   const refresh = guarded(list, async () => {
-    const runs = listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs")
+    // A workflow's run waits on its journal, not on a decision: not offered here.
+    const runs = listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").filter(isDecision)
     const ids = new Set(runs.map((r) => r.id))
     for (const [id, article] of cards) {
       if (!ids.has(id) && !(Date.now() - (decidedAt.get(id) ?? -Infinity) < KEEP_DECIDED_MS)) {
@@ -1205,7 +1234,7 @@ const show = (focus) => {
 
 const refreshApprovalsCount = async () => {
   try {
-    setApprovalsCount(listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").length)
+    setApprovalsCount(listOf(await get(runsQuery({ state: "suspended", limit: 200 })), "runs").filter(isDecision).length)
   } catch {
     // The approvals page shows the error; the badge just stays as it was.
   }

@@ -95,13 +95,22 @@ export const recordActivity = (
  */
 export const deferredResult = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, name: string) =>
   Effect.map(
+    // Not done: recorded as awaited (once), for the operator tools to name (`awaiting`). The
+    // engine's own interrupt signal is read by every poll, never awaited by the workflow's code.
     sql<{ exit: unknown; clock_due: boolean }>`
-      SELECT exit, false AS clock_due FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ${name}
-      UNION ALL
-      SELECT NULL, true FROM ${s.workflowClocks(sql)}
-      WHERE execution = ${execution} AND deferred = ${name} AND wake_at <= now()
-      ORDER BY clock_due
-      LIMIT 1`,
+      WITH found AS (
+        SELECT exit, false AS clock_due FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ${name}
+        UNION ALL
+        SELECT NULL, true FROM ${s.workflowClocks(sql)}
+        WHERE execution = ${execution} AND deferred = ${name} AND wake_at <= now()
+        ORDER BY clock_due
+        LIMIT 1
+      ), awaited AS (
+        INSERT INTO ${s.workflowAwaits(sql)} (execution, name)
+        SELECT ${execution}, ${name} WHERE ${name}::text <> ${interruptSignalName}::text AND NOT EXISTS (SELECT 1 FROM found)
+        ON CONFLICT (execution, name) DO NOTHING
+      )
+      SELECT exit, clock_due FROM found`,
     (rows): Option.Option<{ readonly exit: unknown } | "clockDue"> =>
       rows.length === 0 ? Option.none() : Option.some(rows[0]!.clock_due ? "clockDue" : { exit: rows[0]!.exit })
   )
@@ -198,4 +207,28 @@ export const doneAmong = (sql: SqlClient.SqlClient, s: StoreSchema, execution: s
       SELECT deferred FROM ${s.workflowClocks(sql)}
       WHERE execution = ${execution} AND deferred = ANY(${names as Array<string>}::text[]) AND wake_at <= now()`,
     (rows) => rows.map((row) => row.name)
+  )
+
+/** The name of the deferred the engine's interrupt completes (Effect's cluster engine's). */
+const interruptSignalName = "Workflow/InterruptSignal"
+
+/** What a suspended execution waits on: a deferred its replays found not done, or a durable clock. */
+export interface Awaited {
+  readonly execution: string
+  readonly name: string
+  /** A durable clock's deadline, when the deferred is a clock's. */
+  readonly wakeAt: Date | null
+}
+
+/** The awaited deferreds of these executions that are not done, oldest first, clocks with their deadlines. */
+export const awaiting = (sql: SqlClient.SqlClient, s: StoreSchema, executions: ReadonlyArray<string>) =>
+  Effect.map(
+    sql<{ execution: string; name: string; wake_at: Date | null }>`
+      SELECT a.execution, a.name, c.wake_at FROM ${s.workflowAwaits(sql)} a
+      LEFT JOIN ${s.workflowClocks(sql)} c ON c.execution = a.execution AND c.deferred = a.name
+      WHERE a.execution = ANY(${executions as Array<string>}::text[])
+        AND NOT EXISTS (SELECT 1 FROM ${s.workflowDeferreds(sql)} d WHERE d.execution = a.execution AND d.name = a.name)
+        AND (c.wake_at IS NULL OR c.wake_at > now())
+      ORDER BY a.execution, a.first_awaited_at, a.name`,
+    (rows) => rows.map((r): Awaited => ({ execution: r.execution, name: r.name, wakeAt: r.wake_at }))
   )

@@ -5,7 +5,7 @@
  * @internal
  */
 import type { RunRecord, RunState } from "../../RunRecord.js"
-import type { ListFilter, RunFilter, Stats } from "../../RunStore.js"
+import type { ListFilter, LiveSample, LiveState, RunFilter, Stats } from "../../RunStore.js"
 import type { StoredEvent, StoredRun } from "./State.js"
 
 /** JSON text as a value; SQL NULL as null. */
@@ -120,5 +120,31 @@ export const stats = (runs: Iterable<StoredRun>, events: ReadonlyArray<StoredEve
     dueByQueue,
     fenceRejections: events.filter((e) => e.event.kind === "stale_write_rejected").length,
     reclaims: events.filter((e) => e.event.kind === "reclaimed").length
+  }
+}
+
+/** What `sample` reads (`packages/sql/src/statements/sample.ts`): the runs that have not ended. */
+export const sample = (runs: Iterable<StoredRun>, now: number): LiveSample => {
+  const counts = new Map<string, { queue: string; state: LiveState; count: number }>()
+  const due = new Map<string, { count: number; oldest: number }>()
+  let liveLeases = 0
+  for (const run of runs) {
+    if (run.state !== "pending" && run.state !== "running" && run.state !== "suspended") continue
+    const key = `${run.queue}\u0000${run.state}`
+    const entry = counts.get(key) ?? { queue: run.queue, state: run.state, count: 0 }
+    entry.count += 1
+    counts.set(key, entry)
+    if (run.state === "running" && run.leaseExpiresAt! > now) liveLeases += 1
+    const waitingForKey = run.keyScope !== null && run.keySlot === null
+    if (run.state === "pending" && !waitingForKey && run.runAt <= now) {
+      const queue = due.get(run.queue) ?? { count: 0, oldest: run.runAt }
+      due.set(run.queue, { count: queue.count + 1, oldest: Math.min(queue.oldest, run.runAt) })
+    }
+  }
+  return {
+    byStateAndQueue: [...counts.values()].sort((a, b) => order(a.queue, b.queue) || order(a.state, b.state)),
+    dueByQueue: [...due.entries()].sort(([a], [b]) => order(a, b))
+      .map(([queue, d]) => ({ queue, due: d.count, oldestDueSeconds: (now - d.oldest) / 1000 })),
+    liveLeases
   }
 }

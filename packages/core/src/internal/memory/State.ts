@@ -45,6 +45,7 @@ import type {
   FailRequest,
   ListFilter,
   LiveLease,
+  LiveSample,
   RunFilter,
   StaleWrite,
   Stats,
@@ -835,6 +836,10 @@ export class State {
 
   stats(now: number): Stats {
     return Read.stats(this.runs.values(), this.events, now)
+  }
+
+  sample(now: number): LiveSample {
+    return Read.sample(this.runs.values(), now)
   }
 
   // --- queues.ts --------------------------------------------------------------------------------

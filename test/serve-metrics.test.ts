@@ -1,0 +1,122 @@
+/**
+ * `/metrics` of the admin server (what `leasehold serve` answers): the store's live runs by state
+ * and queue, due runs and the oldest one's wait, live leases and paused queues, as Prometheus
+ * gauges that agree with the database; read from partial indexes only, however many ended runs
+ * the table keeps.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { KeyLimits, RunStore } from "@leasehold/core"
+import { Callbacks, Handlers, Server } from "@leasehold/http"
+import { liveRuns } from "@leasehold/sql/statements/sample"
+import { StoreSchema } from "@leasehold/sql"
+import { Context, Duration, Effect, Layer, Redacted } from "effect"
+import { HttpServer } from "effect/http"
+import { callbacksOptions, request } from "./support/http.js"
+import { type Stores, twoStores } from "./support/stores.js"
+
+const token = "admin-token-for-tests-0123456789"
+
+const serve = (stores: Stores) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      Server.layer({ host: "127.0.0.1", port: 0, token: Redacted.make(token) }).pipe(
+        Layer.provide(Layer.mergeAll(Callbacks.layer(callbacksOptions({})), Handlers.layer([]), Layer.succeed(RunStore, stores.a)))
+      )
+    )
+    const address = Context.get(context, HttpServer.HttpServer).address
+    if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
+    return `http://127.0.0.1:${address.port}`
+  })
+
+/** `name{labels} value` lines of a scrape, by series. */
+const series = (text: string): Map<string, number> =>
+  new Map(
+    text.split("\n").filter((l) => l !== "" && !l.startsWith("#")).map((l) => {
+      const at = l.lastIndexOf(" ")
+      return [l.slice(0, at), Number(l.slice(at + 1))] as const
+    })
+  )
+
+const claim = (stores: Stores, queue: string, limit: number) =>
+  stores.a.claim({ owner: "w", queues: [queue], kinds: ["k"], limit, ttl: Duration.minutes(5) })
+
+describe("serve /metrics", () => {
+  it.live("exports the store's live runs by state and queue, due runs, the oldest due run's wait, live leases and paused queues, agreeing with the database", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { a, sql, schema } = stores
+      const runs = `"${schema}".runs`
+      // Queue a: two due runs (the older waiting 90 s), one due in an hour, and a key limit of 1
+      // with two runs of one key: one admitted (due), one waiting for the slot.
+      yield* a.setKeyLimits([KeyLimits.perQueue("a", 1)])
+      const [old] = yield* a.enqueue([{ kind: "k", payload: {}, queue: "a" }])
+      yield* sql.unsafe(`UPDATE ${runs} SET run_at = now() - interval '90 seconds' WHERE id = ${Number(old!.id)}`)
+      yield* a.enqueue([
+        { kind: "k", payload: {}, queue: "a" },
+        { kind: "k", payload: {}, queue: "a", delayMs: 3_600_000 },
+        { kind: "k", payload: {}, queue: "a", concurrencyKey: "x" },
+        { kind: "k", payload: {}, queue: "a", concurrencyKey: "x" }
+      ])
+      // Queue b: two running (one lease expired), one suspended, three completed, one failed.
+      yield* a.enqueue(Array.from({ length: 7 }, () => ({ kind: "k", payload: {}, queue: "b", maxAttempts: 1 })))
+      const held = yield* claim(stores, "b", 7)
+      assert.strictEqual(held.length, 7)
+      yield* sql.unsafe(`UPDATE ${runs} SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(held[1]!.id)}`)
+      yield* a.suspend({ runId: held[2]!.id, fence: held[2]!.fence, signal: "approval", token: "t-1", timeout: undefined })
+      yield* a.completeBatch(held.slice(3, 6).map((r) => ({ runId: r.id, fence: r.fence, result: null })))
+      yield* a.fail({ runId: held[6]!.id, fence: held[6]!.fence, error: { message: "no" }, retryDelayMs: undefined })
+      yield* a.pauseQueue("c")
+
+      const origin = yield* serve(stores)
+      const scrape = yield* request(`${origin}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+      assert.strictEqual(scrape.status, 200)
+      assert.match(scrape.headers.get("content-type")!, /^text\/plain; version=0\.0\.4/)
+      const got = series(scrape.body as string)
+
+      // What was built, as the gauges must say it.
+      assert.strictEqual(got.get(`leasehold_queue_runs{queue="a",state="pending"}`), 5)
+      assert.strictEqual(got.get(`leasehold_queue_runs{queue="b",state="running"}`), 2)
+      assert.strictEqual(got.get(`leasehold_queue_runs{queue="b",state="suspended"}`), 1)
+      assert.strictEqual(got.get(`leasehold_queue_due_runs{queue="a"}`), 3)
+      assert.strictEqual(got.get("leasehold_live_leases"), 1)
+      assert.strictEqual(got.get(`leasehold_queue_paused{queue="c"}`), 1)
+      const oldest = got.get(`leasehold_queue_oldest_due_seconds{queue="a"}`)!
+      assert.isAtLeast(oldest, 90)
+      assert.isBelow(oldest, 120)
+      assert.strictEqual(got.get("leasehold_oldest_due_seconds"), oldest)
+      assert.isFalse([...got.keys()].some((k) => /state="(completed|failed|cancelled)"/.test(k)), "ended runs are not sampled")
+
+      // And the database, read directly (the whole table, as a check may).
+      const counts = yield* sql.unsafe<{ queue: string; state: string; n: number }>(
+        `SELECT queue, state, count(*)::int AS n FROM ${runs} WHERE state IN ('pending', 'running', 'suspended') GROUP BY queue, state`
+      )
+      const runSeries = [...got.entries()].filter(([k]) => k.startsWith("leasehold_queue_runs{"))
+      assert.strictEqual(runSeries.length, counts.length)
+      for (const row of counts) assert.strictEqual(got.get(`leasehold_queue_runs{queue="${row.queue}",state="${row.state}"}`), row.n)
+      const [live] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${runs} WHERE state = 'running' AND lease_expires_at > now()`)
+      assert.strictEqual(got.get("leasehold_live_leases"), live!.n)
+    }))
+
+  it.live("the sample reads only partial indexes on a table of 30,000 ended runs (no sequential scan)", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue([{ kind: "k", payload: {}, queue: "a" }])
+      yield* sql.unsafe(
+        `INSERT INTO "${schema}".runs (queue, kind, state, finished_at) SELECT 'a', 'k', 'completed', now() FROM generate_series(1, 30000)`
+      )
+      yield* sql.unsafe(`ANALYZE "${schema}".runs`)
+      const [text, params] = liveRuns(sql, StoreSchema.make(schema)).compile()
+      const plan = yield* sql.withTransaction(Effect.andThen(
+        sql`SET LOCAL enable_seqscan = off`,
+        sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${text}`, params as Array<unknown>)
+      ))
+      const lines = plan.map((r) => r["QUERY PLAN"]).join("\n")
+      assert.notMatch(lines, /Seq Scan/, lines)
+      for (const index of ["runs_due", "runs_waiting_kind", "runs_waiting_queue", "runs_running"]) {
+        assert.include(lines, index, lines)
+      }
+      // Suspended runs: either partial index that holds them only (runs_listed, runs_signal_token).
+      assert.match(lines, /using (runs_listed|runs_signal_token)/, lines)
+    }))
+})
