@@ -5,28 +5,16 @@
  * the table keeps.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { KeyLimits, RunStore } from "@leasehold/core"
-import { Callbacks, Handlers, Server } from "@leasehold/http"
+import { KeyLimits } from "@leasehold/core"
 import { liveRuns } from "@leasehold/sql/statements/sample"
 import { StoreSchema } from "@leasehold/sql"
-import { Context, Duration, Effect, Layer, Redacted } from "effect"
-import { HttpServer } from "effect/http"
-import { callbacksOptions, request } from "./support/http.js"
+import { Duration, Effect } from "effect"
+import { request, startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
 
 const token = "admin-token-for-tests-0123456789"
 
-const serve = (stores: Stores) =>
-  Effect.gen(function*() {
-    const context = yield* Layer.build(
-      Server.layer({ host: "127.0.0.1", port: 0, token: Redacted.make(token) }).pipe(
-        Layer.provide(Layer.mergeAll(Callbacks.layer(callbacksOptions({})), Handlers.layer([]), Layer.succeed(RunStore, stores.a)))
-      )
-    )
-    const address = Context.get(context, HttpServer.HttpServer).address
-    if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
-    return `http://127.0.0.1:${address.port}`
-  })
+const serve = (stores: Stores) => Effect.map(startServer(stores, { token }), (server) => server.origin)
 
 /** `name{labels} value` lines of a scrape, by series. */
 const series = (text: string): Map<string, number> =>

@@ -4,28 +4,15 @@
  * approval (409, nothing written), and `leasehold runs show` names what it waits on.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { RunStore } from "@leasehold/core"
-import { Callbacks, Handlers, Server } from "@leasehold/http"
-import { Context, Duration, Effect, Layer, Redacted } from "effect"
-import { HttpServer } from "effect/http"
+import { Duration, Effect } from "effect"
 import { connection, leasehold } from "./support/cli.js"
-import { callbacksOptions, postJson, snapshot } from "./support/http.js"
+import { postJson, snapshot, startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
 
 const token = "admin-token-for-tests-0123456789"
 const bearer = { authorization: `Bearer ${token}` }
 
-const serve = (stores: Stores) =>
-  Effect.gen(function*() {
-    const context = yield* Layer.build(
-      Server.layer({ host: "127.0.0.1", port: 0, token: Redacted.make(token) }).pipe(
-        Layer.provide(Layer.mergeAll(Callbacks.layer(callbacksOptions({})), Handlers.layer([]), Layer.succeed(RunStore, stores.a)))
-      )
-    )
-    const address = Context.get(context, HttpServer.HttpServer).address
-    if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
-    return `http://127.0.0.1:${address.port}`
-  })
+const serve = (stores: Stores) => Effect.map(startServer(stores, { token }), (server) => server.origin)
 
 /** A run suspended as the workflow engine suspends an execution's run (kind, key and signal as it names them). */
 const suspendedAs = (stores: Stores, kind: string, key: string, signal: (fence: number) => string) =>
