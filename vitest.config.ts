@@ -13,7 +13,8 @@ const unit = [
   "test/schedules-plan.test.ts",
   "test/chaos-plan.test.ts",
   "test/prerequisites.test.ts",
-  "test/skips-reporter.test.ts"
+  "test/skips-reporter.test.ts",
+  "test/database-url.test.ts"
 ]
 const processes = [
   "test/cli.test.ts",

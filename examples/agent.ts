@@ -13,7 +13,8 @@
  * '{"approved":true}'`.
  */
 import { Client, CurrentRun, Fence, type FenceRejected, Handler, Run, RunStore, type RunRecord, Worker } from "@leasehold/core"
-import { Database, EmbeddedPostgres, PgRunStore } from "@leasehold/sql"
+import { EmbeddedPostgres } from "@leasehold/embedded"
+import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Effect, Fiber, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 

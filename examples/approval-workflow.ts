@@ -15,7 +15,8 @@
  * would.
  */
 import { DeferredCallbacks, Callbacks } from "@leasehold/http"
-import { Database, EmbeddedPostgres, PgRunStore } from "@leasehold/sql"
+import { EmbeddedPostgres } from "@leasehold/embedded"
+import { Database, PgRunStore } from "@leasehold/sql"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"

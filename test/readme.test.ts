@@ -66,7 +66,7 @@ describe("README", () => {
       fs.rmSync(dir, { recursive: true, force: true })
       fs.mkdirSync(dir, { recursive: true })
       const files: Array<string> = []
-      for (const pkg of ["core", "sql", "http", "workflow", "cli"]) {
+      for (const pkg of ["core", "embedded", "sql", "http", "workflow", "cli"]) {
         const readme = fs.readFileSync(path.join(root, "packages", pkg, "README.md"), "utf8")
         assert.match(readme, new RegExp(`^# @leasehold/${pkg}\n`), `packages/${pkg}/README.md names its package`)
         if (pkg === "http") continue // its blocks are fragments of an application, shown in the repository's README too

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits } from "@leasehold/core"
-import { liveRuns } from "@leasehold/sql/statements/sample"
+import { liveRuns } from "../packages/sql/dist/internal/statements/sample.js"
 import { StoreSchema } from "@leasehold/sql"
 import { Duration, Effect } from "effect"
 import { request, startServer } from "./support/http.js"

@@ -4,7 +4,7 @@
  * repeat, the same runs and the same number of worker processes for each. Prints the tables on
  * stdout, progress on stderr, and writes results/latest.json and results/latest.svg.
  */
-import { EmbeddedPostgres } from "@leasehold/sql"
+import { EmbeddedPostgres } from "@leasehold/embedded"
 import { execSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"

@@ -18,7 +18,7 @@
  * docs/adr/0017-batch-ledger-storage.md read its figures.
  */
 import type { ClaimedRun, RunStore } from "@leasehold/core"
-import { EmbeddedPostgres } from "@leasehold/sql"
+import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Duration, Effect } from "effect"
 import * as Pg from "./pg.js"
 import { spread } from "./stats.js"

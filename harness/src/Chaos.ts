@@ -9,7 +9,8 @@
  * @since 0.1.0
  */
 import { RunStore } from "@leasehold/core"
-import { Database, EmbeddedPostgres, PgRunStore } from "@leasehold/sql"
+import { EmbeddedPostgres } from "@leasehold/embedded"
+import { Database, PgRunStore } from "@leasehold/sql"
 import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"

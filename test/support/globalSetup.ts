@@ -3,7 +3,7 @@
  * a temporary folder. Each test file then works in its own schema. Every project that needs a
  * database runs this setup; they share one server (started by the first, stopped after the last).
  */
-import { EmbeddedPostgres } from "@leasehold/sql"
+import { EmbeddedPostgres } from "@leasehold/embedded"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { TestProject } from "vitest/node"

@@ -5,7 +5,7 @@
  * 20,000 runs per drain and keyed hand-off by default, 10,000 leases renewed, batches of 500.
  */
 import * as fs from "node:fs"
-import { EmbeddedPostgres } from "@leasehold/sql"
+import { EmbeddedPostgres } from "@leasehold/embedded"
 import * as Pg from "../pg.js"
 import { spread } from "../stats.js"
 import { graphile } from "./graphile.js"

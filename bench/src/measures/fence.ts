@@ -5,7 +5,7 @@
  * are timed from the call to the mapped result (one round trip each).
  */
 import { StoreSchema } from "@leasehold/sql"
-import { completeBatch } from "@leasehold/sql/statements/guarded"
+import { completeBatch } from "../../../packages/sql/dist/internal/statements/guarded.js"
 import { Duration, Effect } from "effect"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"

@@ -1,6 +1,6 @@
 /**
  * BENCH ONLY — never use this to complete runs. Leasehold's batched completion
- * (`packages/sql/src/statements/guarded.ts` › `completeBatch`) with the fence predicate
+ * (`packages/sql/src/internal/statements/guarded.ts` › `completeBatch`) with the fence predicate
  * (`r.fence = i.fence`) removed and nothing else changed (kept in step with it by hand): still one statement, still guarded on
  * `state = 'running'`, no history row (the real one writes none either: the run row records the
  * completion). It exists to show what the fence costs.

@@ -6,7 +6,8 @@
  */
 import type { RunStore } from "@leasehold/core"
 import type { PgClient } from "@effect/sql-pg"
-import { Database, type EmbeddedPostgres, PgRunStore } from "@leasehold/sql"
+import { EmbeddedPostgres } from "@leasehold/embedded"
+import { Database, PgRunStore } from "@leasehold/sql"
 import { Data, Effect, Layer, Option, type Scope } from "effect"
 import { type Migrator, SqlClient, type SqlError } from "effect/sql"
 import * as path from "node:path"
@@ -45,7 +46,12 @@ export const embeddedDataDir = path.resolve(process.env.LEASEHOLD_DATA_DIR ?? ".
 
 /** The URL to use, starting the embedded server in the current scope when none is configured. */
 export const resolveUrl = (flags: ConnectionFlags): Effect.Effect<string, EmbeddedPostgres.EmbeddedPostgresError, Scope.Scope> =>
-  Database.resolveUrl({ url: Option.getOrUndefined(flags.databaseUrl), embeddedDataDir })
+  // With a fallback given, MissingUrl cannot happen.
+  Effect.catchTag(
+    Database.resolveUrl({ url: Option.getOrUndefined(flags.databaseUrl), fallback: EmbeddedPostgres.url({ dataDir: embeddedDataDir }) }),
+    "MissingUrl",
+    (e) => Effect.die(e)
+  )
 
 /** PgClient + RunStore for the connection flags. */
 export const storeLayer = (flags: ConnectionFlags, url: string, options: StoreOptions = {}) =>

@@ -1,19 +1,29 @@
 /**
- * The connection: `DATABASE_URL` (or an explicit URL) when given, the embedded PostgreSQL
- * otherwise.
+ * The connection: an explicit URL, else `DATABASE_URL`, else the URL of `fallback` (such as
+ * `EmbeddedPostgres.url()` from `@leasehold/embedded`, kept out of this package so that the store
+ * does not bring a development server's binaries).
  *
  * @since 0.1.0
  */
 import { PgClient } from "@effect/sql-pg"
-import { Config, Effect, Layer, Option, Redacted } from "effect"
-import * as EmbeddedPostgres from "./EmbeddedPostgres.js"
+import { Config, Data, Effect, Layer, Option, Redacted, type Scope } from "effect"
+
+/** Neither a URL, nor `DATABASE_URL`, nor a fallback was given. */
+export class MissingUrl extends Data.TaggedError("MissingUrl")<{}> {
+  override get message(): string {
+    return "no database URL: set DATABASE_URL, pass url, or give a fallback (EmbeddedPostgres.url() from @leasehold/embedded)"
+  }
+}
 
 /** @category models */
-export interface DatabaseOptions {
-  /** Server URL; `DATABASE_URL` when absent; the embedded server when neither is set. */
+export interface DatabaseOptions<E = never> {
+  /** Server URL; `DATABASE_URL` when absent; `fallback` when neither is set. */
   readonly url?: string | undefined
-  /** Data folder for the embedded server. */
-  readonly embeddedDataDir?: string | undefined
+  /**
+   * The URL to use when neither `url` nor `DATABASE_URL` is set, run in the layer's scope: e.g.
+   * `EmbeddedPostgres.url()` (`@leasehold/embedded`). Without it, a missing URL is `MissingUrl`.
+   */
+  readonly fallback?: Effect.Effect<string, E, Scope.Scope> | undefined
   readonly maxConnections?: number | undefined
   readonly applicationName?: string | undefined
   /**
@@ -26,22 +36,22 @@ export interface DatabaseOptions {
 
 /**
  * The URL to use: `options.url`, else `DATABASE_URL` (read through Effect `Config`, redacted),
- * else the embedded server, started in the current scope.
+ * else `options.fallback`, run in the current scope.
  *
  * @category constructors
  */
-export const resolveUrl = (options: DatabaseOptions = {}) =>
+export const resolveUrl = <E = never>(options: DatabaseOptions<E> = {}): Effect.Effect<string, E | MissingUrl, Scope.Scope> =>
   Effect.gen(function*() {
     if (options.url !== undefined && options.url !== "") return options.url
     // A string setting cannot be malformed: only "missing" can happen, and Config.option covers it.
     const configured = yield* Effect.orDie(Config.option(Config.Redacted("DATABASE_URL")))
     if (Option.isSome(configured) && Redacted.value(configured.value) !== "") return Redacted.value(configured.value)
-    const pg = yield* EmbeddedPostgres.start({ dataDir: options.embeddedDataDir })
-    return pg.url
+    if (options.fallback === undefined) return yield* Effect.fail(new MissingUrl())
+    return yield* options.fallback
   })
 
 /** A PgClient (and SqlClient) for the configured server (see `resolveUrl`). @category layers */
-export const layer = (options: DatabaseOptions = {}) =>
+export const layer = <E = never>(options: DatabaseOptions<E> = {}) =>
   Layer.unwrap(Effect.map(resolveUrl(options), (url) => clientLayer(url, options)))
 
 /**
@@ -86,7 +96,7 @@ export const addressOf = (url: string): { readonly host?: string; readonly port?
 }
 
 /** A PgClient for an explicit URL. @category layers */
-export const clientLayer = (url: string, options: Omit<DatabaseOptions, "url"> = {}) =>
+export const clientLayer = (url: string, options: Omit<DatabaseOptions<unknown>, "url" | "fallback"> = {}) =>
   PgClient.layer({
     ...addressOf(url),
     url: Redacted.make(url),

@@ -285,7 +285,7 @@ const keyAdmission = (s: string, channel: string): ReadonlyArray<string> => [
     WHEN (NEW.concurrency_key IS NOT NULL)
     EXECUTE FUNCTION "${s}".key_slot_rules()`,
   // After the update (but a completion's, which hands its slots on set-based in its own statement,
-  // statements/admit.ts › handOff): the slot given back goes to the key's next waiting due run (in
+  // internal/statements/admit.ts › handOff): the slot given back goes to the key's next waiting due run (in
   // a queue not paused: a paused queue's runs hold no slot), in claim order,
   // skipping runs another transaction holds. Nobody else can take this slot before this
   // transaction commits (every other snapshot still sees it held), so the hand-off never meets
@@ -334,7 +334,7 @@ const keyAdmission = (s: string, channel: string): ReadonlyArray<string> => [
     WHERE state = 'pending' AND concurrency_key IS NOT NULL`
 ]
 
-// A completion gives its key slot back in its own SET (statements/guarded.ts), so the row trigger
+// A completion gives its key slot back in its own SET (internal/statements/guarded.ts), so the row trigger
 // that would do it (a PL/pgSQL call per completed keyed run) is skipped: it fires only when the
 // update leaves a slot held that must be given back (docs/adr/0014, "A leaner hand-off").
 const keyHotPath = (s: string): ReadonlyArray<string> => [
@@ -384,7 +384,7 @@ const keyLimitPeaks = (s: string): ReadonlyArray<string> => [
     ) p GROUP BY scope, name`
 ]
 
-// Lists newest first by the run's number (statements/read.ts › list) read the primary key
+// Lists newest first by the run's number (internal/statements/read.ts › list) read the primary key
 // backwards; for the states few runs are in, whose runs the primary key would pass over by the
 // thousand (the approvals inbox, failed runs), they read this instead. Pending, running and
 // completed runs are left out: they are the states every run passes through, and an entry for

@@ -1,5 +1,5 @@
 /**
- * The Postgres implementation of `RunStore`. Each operation is one statement from `statements/`
+ * The Postgres implementation of `RunStore`. Each operation is one statement from `internal/statements/`
  * (a stale write costs a second one, to say why it was rejected).
  *
  * @since 0.1.0
@@ -10,17 +10,17 @@ import { Effect, Layer, Redacted, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Migrations from "./Migrations.js"
-import * as admin from "./statements/admin.js"
-import * as claimStatement from "./statements/claim.js"
-import * as enqueueStatement from "./statements/enqueue.js"
-import * as guarded from "./statements/guarded.js"
-import * as keys from "./statements/keys.js"
-import * as queues from "./statements/queues.js"
-import * as read from "./statements/read.js"
-import * as renewStatement from "./statements/renew.js"
-import * as sampleStatement from "./statements/sample.js"
-import * as schedules from "./statements/schedules.js"
-import * as signals from "./statements/signals.js"
+import * as admin from "./internal/statements/admin.js"
+import * as claimStatement from "./internal/statements/claim.js"
+import * as enqueueStatement from "./internal/statements/enqueue.js"
+import * as guarded from "./internal/statements/guarded.js"
+import * as keys from "./internal/statements/keys.js"
+import * as queues from "./internal/statements/queues.js"
+import * as read from "./internal/statements/read.js"
+import * as renewStatement from "./internal/statements/renew.js"
+import * as sampleStatement from "./internal/statements/sample.js"
+import * as schedules from "./internal/statements/schedules.js"
+import * as signals from "./internal/statements/signals.js"
 import * as StoreErrors from "./StoreErrors.js"
 import * as StoreSchema from "./StoreSchema.js"
 

@@ -10,7 +10,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, type Option } from "effect"
 import * as StoreErrors from "./StoreErrors.js"
 import * as StoreSchema from "./StoreSchema.js"
-import * as statements from "./statements/workflow.js"
+import * as statements from "./internal/statements/workflow.js"
 
 /** @category models */
 export type ExecutionRun = statements.ExecutionRun

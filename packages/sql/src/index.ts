@@ -4,7 +4,6 @@
  * @since 0.1.0
  */
 export * as Database from "./Database.js"
-export * as EmbeddedPostgres from "./EmbeddedPostgres.js"
 export * as Migrations from "./Migrations.js"
 export * as PgRunStore from "./PgRunStore.js"
 export * as StoreSchema from "./StoreSchema.js"

@@ -1,6 +1,6 @@
 /**
  * The memory store's reads: a run as a `RunRecord` (values parsed afresh, as a database hands back
- * copies), a filtered page of runs, and the counters of `stats` (`packages/sql/src/statements/read.ts`).
+ * copies), a filtered page of runs, and the counters of `stats` (`packages/sql/src/internal/statements/read.ts`).
  *
  * @internal
  */
@@ -123,7 +123,7 @@ export const stats = (runs: Iterable<StoredRun>, events: ReadonlyArray<StoredEve
   }
 }
 
-/** What `sample` reads (`packages/sql/src/statements/sample.ts`): the runs that have not ended. */
+/** What `sample` reads (`packages/sql/src/internal/statements/sample.ts`): the runs that have not ended. */
 export const sample = (runs: Iterable<StoredRun>, now: number): LiveSample => {
   const counts = new Map<string, { queue: string; state: LiveState; count: number }>()
   const due = new Map<string, { count: number; oldest: number }>()

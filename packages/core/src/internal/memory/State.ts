@@ -1,6 +1,6 @@
 /**
  * The memory store's state machine: runs, their history and the transitions the Postgres
- * statements make (`packages/sql/src/statements/`), one synchronous function per statement. Each
+ * statements make (`packages/sql/src/internal/statements/`), one synchronous function per statement. Each
  * takes the store's `now()` and applies the whole transition or nothing, so the effect that calls
  * it is atomic with respect to every other caller. Values are JSON text (encoded by the caller),
  * parsed afresh on every read, as a database hands back copies.

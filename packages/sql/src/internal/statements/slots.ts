@@ -1,7 +1,7 @@
 /**
  * Key slots (migrations 0010 and 0013): the lookups the claim and admission share.
  */
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 
 /**
  * The slots a key holds in the scope that governs it (`scope`, an expression: 'kind' or 'queue'),

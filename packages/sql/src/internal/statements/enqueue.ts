@@ -5,7 +5,7 @@
 import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { admitInPassing } from "./admit.js"
 import { textArray } from "./rows.js"
 

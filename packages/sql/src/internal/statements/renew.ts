@@ -8,7 +8,7 @@
 import type { LeaseKey } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 
 export const renew = (
   sql: SqlClient.SqlClient,

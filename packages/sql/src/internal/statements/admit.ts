@@ -10,7 +10,7 @@
 import { type ClaimNext, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { activeQueues, fenceFloor } from "./claim.js"
 import { heldSlots } from "./slots.js"
 

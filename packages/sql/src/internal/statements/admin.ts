@@ -5,7 +5,7 @@
 import { InvalidTransition, isStorableToken, Json, type RunFilter, type RunState, RunNotFound, SignalTokenNotFound } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { admitInPassing } from "./admit.js"
 import { filterCondition } from "./read.js"
 import { isRunId } from "./rows.js"

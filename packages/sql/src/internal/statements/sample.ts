@@ -5,7 +5,7 @@
 import type { LiveSample, LiveState } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { num } from "./rows.js"
 
 /** Live runs by queue and state; each branch's WHERE repeats its partial index's predicate. */

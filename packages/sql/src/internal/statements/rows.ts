@@ -4,7 +4,7 @@
  */
 import { PgTypes } from "@effect/sql-pg"
 import { Effect, Result, Schema } from "effect"
-import { MalformedRow } from "../StoreErrors.js"
+import { MalformedRow } from "../../StoreErrors.js"
 import { type ClaimedRun, type RunEvent, type RunRecord, RunState, type SignalOutcome } from "@leasehold/core"
 
 /** JSON for a jsonb parameter; `undefined` becomes SQL null. */

@@ -9,7 +9,7 @@
 import { ScheduleNotFound, Schedules } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { enqueue } from "./enqueue.js"
 import { toDate as date } from "./rows.js"
 

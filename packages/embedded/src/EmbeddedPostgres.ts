@@ -325,3 +325,11 @@ export const start = (options: EmbeddedOptions = {}) =>
     }),
     (pg) => Effect.promise(() => pg.stop())
   )
+
+/**
+ * The URL of a server started for the lifetime of the current scope: the `fallback` that makes
+ * `Database.layer` (`@leasehold/sql`) start one when no URL is configured.
+ *
+ * @category constructors
+ */
+export const url = (options: EmbeddedOptions = {}) => Effect.map(start(options), (pg) => pg.url)

@@ -16,7 +16,7 @@ import {
 } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { resumeWhere } from "./admin.js"
 import { diagnose, toError } from "./guarded.js"
 import { isRunId } from "./rows.js"

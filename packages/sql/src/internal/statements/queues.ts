@@ -6,7 +6,7 @@
 import { checkQueueName, type PausedQueue } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { admit, admitted } from "./admit.js"
 import { toDate } from "./rows.js"
 

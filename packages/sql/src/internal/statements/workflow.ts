@@ -8,7 +8,7 @@
 import type { LeaseKey, RunState } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import type { SqlClient } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { resumeWhere } from "./admin.js"
 import { diagnose, toError } from "./guarded.js"
 

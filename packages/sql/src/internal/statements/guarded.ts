@@ -29,8 +29,8 @@ import {
 } from "@leasehold/core"
 import { Duration, Effect, type Exit } from "effect"
 import type { SqlClient, SqlError, Statement } from "effect/sql"
-import * as StoreErrors from "../StoreErrors.js"
-import type { StoreSchema } from "../StoreSchema.js"
+import * as StoreErrors from "../../StoreErrors.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff, heldSlotColumns } from "./admit.js"
 import { type ClaimRow, num, toClaimed } from "./rows.js"
 

@@ -14,7 +14,7 @@
 import { ClaimPosition, type ClaimRequest, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 import { admit, type KeyCursors, retryingCollisions } from "./admit.js"
 

@@ -2,7 +2,7 @@
 import { type ListFilter, type LiveLease, type RunFilter, RunNotFound, RunState, type Stats } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
-import type { StoreSchema } from "../StoreSchema.js"
+import type { StoreSchema } from "../../StoreSchema.js"
 import { isRunId, num, toEvents, toRecords } from "./rows.js"
 
 const columns = (sql: SqlClient.SqlClient) => sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
