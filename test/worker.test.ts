@@ -419,6 +419,28 @@ describe("wake-ups and capacity", () => {
       yield* eventually("claimed", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)), "10 seconds")
     }))
 
+  it.live("a run enqueued after the worker's first claim but before its LISTEN is up is claimed when it listens, not at its next poll", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      let claims = 0
+      const listenGate = yield* Deferred.make<void>()
+      // The store's notifications reach the worker only once the gate opens, as a slow LISTEN would.
+      const slowListen: RunStore["Service"] = {
+        ...stores.a,
+        claim: (request) => Effect.tap(stores.a.claim(request), () => Effect.sync(() => void claims++)),
+        notifications: Stream.unwrap(Effect.as(Deferred.await(listenGate), stores.a.notifications))
+      }
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      const events = yield* startWorker(slowListen, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [job] })
+      yield* eventually("first claim", Effect.sync(() => claims >= 1))
+      // Announced while the worker does not listen: its notification reaches no one here.
+      const [run] = yield* stores.b.enqueue([{ kind: "job", payload: null }])
+      yield* Effect.sleep("200 millis")
+      assert.isFalse(events.some((e) => e._tag === "Claimed"), "claimed before the worker listened")
+      yield* Deferred.succeed(listenGate, undefined)
+      yield* eventually("claimed", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)), "10 seconds")
+    }))
+
   it.live("claims woken by notifications look at due runs only, and expired leases are still swept every poll interval", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
@@ -501,10 +523,12 @@ describe("wake-ups and capacity", () => {
       const [third, fourth] = yield* stores.b.enqueue([0, 1].map((i) => ({ kind: "mail", payload: { i }, concurrencyKey: "L" })))
       const listening = yield* startWorker(counting, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [mail] })
       yield* eventually("listening", Effect.sync(() => listening.some((e) => e._tag === "Listening")))
+      // The first sweep, and the claim the worker makes once it listens (for runs announced before).
+      yield* eventually("the claim on listening", Effect.sync(() => claims.length === 2))
       yield* Deferred.succeed(listens, undefined)
       yield* eventually("both runs of L ran", Effect.sync(() => ran(listening, third!.id) && ran(listening, fourth!.id)), "10 seconds")
       yield* Effect.sleep("300 millis")
-      assert.deepStrictEqual(claims, [false], "one claim: the first sweep; L's second run came with its first's completion")
+      assert.deepStrictEqual(claims, [false, true], "no claim after listening: L's second run came with its first's completion")
     }))
 
   it.live("a keyed completion claims its key's next run for its worker; one that answers after shutdown began gives it back", () =>

@@ -419,9 +419,10 @@ export const run = <R>(
 
     const onNotification = (note: StoreNotification): Effect.Effect<void> => {
       // Listening again after a reconnect: a schedule change may have gone unheard meanwhile.
+      // Runs enqueued before then were announced to no one here: claim once now, not at the next poll.
       if (note._tag === "Subscribed") {
         listening = true
-        return Effect.andThen(wakeTicker, events.emit({ _tag: "Listening", owner }))
+        return Effect.andThen(Effect.andThen(wakeTicker, signalWake), events.emit({ _tag: "Listening", owner }))
       }
       if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
       if (note._tag === "SchedulesChanged") return wakeTicker

@@ -33,6 +33,9 @@ import { ClusterSchema } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 
+/** How often `execute` and `awaitComplete` read an unsettled execution in its first second. */
+const settlePollMs = 10
+
 /** The run kind of a workflow's executions. @category naming */
 export const kindOf = (workflowName: string): string => `workflow/${workflowName}`
 
@@ -220,14 +223,18 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       }
     })
 
+  // Most executions settle within a second of being asked for: look often then, so a caller sees
+  // the result as soon as it is stored, and back off for the long ones.
   const untilSettled = <A>(check: Effect.Effect<Option.Option<A>>) =>
     Effect.gen(function*() {
-      let delayMs = 20
+      let waitedMs = 0
+      let delayMs = settlePollMs
       while (true) {
         const settled = yield* check
         if (Option.isSome(settled)) return settled.value
         yield* Effect.sleep(Duration.millis(delayMs))
-        delayMs = Math.min(delayMs * 2, 500)
+        waitedMs += delayMs
+        if (waitedMs >= 1_000) delayMs = Math.min(delayMs * 2, 500)
       }
     })
 
