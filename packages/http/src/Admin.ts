@@ -15,7 +15,6 @@ import {
   InvalidConfig,
   type InvalidPayload,
   isForPerson,
-  isValueRefused,
   isWorkflowRun,
   Limits,
   type InvalidTransition,
@@ -44,7 +43,7 @@ import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
 import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
-import { isJsonContentType, json, problem, refusedMessage, secure, securityHeaders } from "./internal/Http.js"
+import { isJsonContentType, json, problem, secure, securityHeaders, storeFailureResponse } from "./internal/Http.js"
 
 /** @category models */
 export interface AdminOptions {
@@ -138,16 +137,7 @@ const answer = (error: unknown): Effect.Effect<HttpServerResponse.HttpServerResp
     case "UnstorableValue":
       return Effect.succeed(problem(400, badInput[failure._tag], failure.message))
     case "StoreError":
-      // A value the database refused is the caller's fault: the same request cannot succeed.
-      return isValueRefused(failure)
-        ? Effect.as(
-          Effect.logWarning("admin request refused", failure.operation, failure.message),
-          problem(400, "value-refused", refusedMessage(failure))
-        )
-        : Effect.as(
-          Effect.logWarning("admin request failed", failure.operation, failure.reason, failure.message),
-          problem(503, "store-unavailable", "the store failed; try again")
-        )
+      return storeFailureResponse(failure, "admin request", "the store failed; try again")
     default:
       // Not one of the reasons above: a fault, reported as such without its details.
       return Effect.as(Effect.logError("admin request failed", error), problem(500, "internal", "internal error"))

@@ -18,13 +18,13 @@
  *
  * @since 0.1.0
  */
-import { Handler, isValueRefused, RunStore } from "@leasehold/core"
+import { Handler, RunStore } from "@leasehold/core"
 import { Clock, Effect, Option } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Callbacks } from "./Callbacks.js"
 import { Handlers } from "./Handlers.js"
 import { parseExp } from "./internal/CallbackSignature.js"
-import { bodyFailureResponse, json, notJson, parseJson, postOnly, problem, readBody, refusedMessage, secure } from "./internal/Http.js"
+import { bodyFailureResponse, json, notJson, parseJson, postOnly, problem, readBody, secure, storeFailureResponse } from "./internal/Http.js"
 
 /** @category models */
 export interface CallbackRoutesOptions {
@@ -120,16 +120,7 @@ const deliver = (options: CallbackRoutesOptions) =>
       UnstorableValue: (e) => Effect.succeed(problem(400, "unstorable", e.message)),
       // The store's own failure: what happened is unknown, the sender should retry. Its cause is
       // logged, not sent. A value the database refused is the sender's: retrying cannot help.
-      StoreError: (e) =>
-        isValueRefused(e)
-          ? Effect.as(
-            Effect.logWarning("callback delivery refused", e.operation, e.message),
-            problem(400, "value-refused", refusedMessage(e))
-          )
-          : Effect.as(
-            Effect.logWarning("callback delivery failed", e.operation, e.reason, e.message),
-            problem(503, "store-unavailable", "try again")
-          )
+      StoreError: (e) => storeFailureResponse(e, "callback delivery", "try again")
     }),
     Effect.map(secure)
   )

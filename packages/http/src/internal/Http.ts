@@ -1,4 +1,5 @@
 /** Responses, body reading and headers shared by the routes. */
+import { isValueRefused, type StoreError } from "@leasehold/core"
 import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 
@@ -63,6 +64,22 @@ export const refusedMessage = (error: { readonly cause: unknown }): string => {
   const detail = typeof reason?.cause?.message === "string" ? `: ${reason.cause.message}` : ""
   return `the database refused a value of this request${detail}`
 }
+
+/**
+ * The answer to a store failure: a value the database refused is the caller's (400: the same
+ * request cannot succeed), anything else is ours (503: nothing is known, retry). The cause is
+ * logged as `<subject> refused` or `<subject> failed`, never sent.
+ */
+export const storeFailureResponse = (error: StoreError, subject: string, retry: string) =>
+  isValueRefused(error)
+    ? Effect.as(
+      Effect.logWarning(`${subject} refused`, error.operation, error.message),
+      problem(400, "value-refused", refusedMessage(error))
+    )
+    : Effect.as(
+      Effect.logWarning(`${subject} failed`, error.operation, error.reason, error.message),
+      problem(503, "store-unavailable", retry)
+    )
 
 /** JSON text to a value, or `undefined` when it is not JSON. */
 export const parseJson = (bytes: Uint8Array): { readonly value: unknown } | undefined => {
