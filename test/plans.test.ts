@@ -301,35 +301,11 @@ describe("list plans", () => {
 })
 
 /**
- * The plan `store.list` is run with (EXPLAIN ANALYZE of the statement it sends, in a transaction
- * that is rolled back), with the plan cache mode given: a custom plan for the parameters, or the
- * generic plan a long-lived connection may settle on.
+ * The plan `store.list` is run with, with the plan cache mode given: a custom plan for the
+ * parameters, or the generic plan a long-lived connection may settle on.
  */
 const listPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>, mode: string) =>
-  Effect.gen(function*() {
-    let statement: readonly [string, ReadonlyArray<unknown>] | undefined
-    const capture: Statement.Transformer = (self) =>
-      Effect.suspend(() => {
-        statement = self.compile()
-        return Effect.die("captured")
-      })
-    yield* effect.pipe(Effect.provideService(Statement.CurrentTransformer, capture), Effect.exit)
-    assert.isDefined(statement, "the statement was sent")
-    const [text, params] = statement!
-    let plan: PlanNode | undefined
-    yield* sql.withTransaction(Effect.gen(function*() {
-      const name = `listed_${++probes}`
-      yield* sql`SELECT set_config('plan_cache_mode', ${mode}, true)`
-      yield* sql.unsafe(`PREPARE ${name} AS ${text}`)
-      const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
-        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}(${params.map(literal).join(", ")})`
-      )
-      plan = rows[0]!["QUERY PLAN"][0]!.Plan
-      return yield* Effect.fail("roll back")
-    })).pipe(Effect.exit)
-    assert.isDefined(plan, "the statement was explained")
-    return plan!
-  })
+  planOf(sql, effect, () => true, { plan_cache_mode: mode })
 
 interface PlanNode {
   readonly "Node Type": string
@@ -384,13 +360,25 @@ const removedByJoins = (nodes: ReadonlyArray<PlanNode>) =>
   nodes.reduce((sum, n) => sum + (n["Rows Removed by Join Filter"] ?? 0) * (n["Actual Loops"] ?? 1), 0)
 
 /**
+ * The plan of the first statement `effect` sends that `pick` accepts, as the runtime's connections
+ * plan it (their settings: once, for any batch, a generic plan that knows nothing of the arrays'
+ * lengths).
+ */
+const genericPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>, pick: (text: string) => boolean) =>
+  planOf(sql, effect, pick, PgRunStore.runtimeSettings)
+
+/**
  * The plan of the first statement `effect` sends that `pick` accepts (the ones before it run as
- * usual; it does not), as the runtime's connections plan it (their settings: once, for any batch,
- * a generic plan that knows nothing of the arrays' lengths). Run under EXPLAIN ANALYZE in a
+ * usual; it does not), under the session settings given. Run under EXPLAIN ANALYZE in a
  * transaction that is rolled back.
  */
 let probes = 0
-const genericPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>, pick: (text: string) => boolean) =>
+const planOf = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  effect: Effect.Effect<A, E, R>,
+  pick: (text: string) => boolean,
+  settings: Readonly<Record<string, string>>
+) =>
   Effect.gen(function*() {
     let statement: readonly [string, ReadonlyArray<unknown>] | undefined
     const capture: Statement.Transformer = (self) =>
@@ -408,9 +396,8 @@ const genericPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A,
       // Prepared statements outlive a rollback: each probe has its own name.
       const name = `probed_${++probes}`
       yield* sql.unsafe(`PREPARE ${name} AS ${text}`)
-      // The runtime connections' settings (generic plans among them).
-      for (const [name, value] of Object.entries(PgRunStore.runtimeSettings)) {
-        yield* sql`SELECT set_config(${name}, ${value}, true)`
+      for (const [setting, value] of Object.entries(settings)) {
+        yield* sql`SELECT set_config(${setting}, ${value}, true)`
       }
       const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
         `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${name}(${params.map(literal).join(", ")})`
