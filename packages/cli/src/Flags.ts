@@ -59,6 +59,3 @@ export const durationFlag = (name: string) =>
       () => `a duration such as "5 seconds" or "250 millis"`
     )
   )
-
-/** The demo's own check against the database failed. */
-export class DemoFailed extends Data.TaggedError("DemoFailed")<{ readonly message: string }> {}
