@@ -8,12 +8,12 @@ import type { RunStore } from "@leasehold/core"
 import type { PgClient } from "@effect/sql-pg"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
-import { Data, Effect, Layer, Option, type Scope } from "effect"
+import { Effect, Layer, Option, Schema, type Scope } from "effect"
 import { type Migrator, SqlClient, type SqlError } from "effect/sql"
 import * as path from "node:path"
 
 /** The schema holds no Leasehold store: `leasehold migrate` was never run against it. */
-export class StoreMissing extends Data.TaggedError("StoreMissing")<{ readonly schema: string }> {
+export class StoreMissing extends Schema.TaggedError<StoreMissing>()("StoreMissing", { schema: Schema.String }) {
   override get message(): string {
     return `no Leasehold store in schema "${this.schema}" (run \`leasehold migrate\` first, or check --schema)`
   }

@@ -264,9 +264,9 @@ export const run = <R>(
     const runHandler = (entry: LeaseEntry): Effect.Effect<unknown, unknown> => {
       const run = entry.run
       const handler = compiled.get(run.kind)
-      if (handler === undefined) return Effect.fail(new Lease.PermanentFailure(`no handler for kind ${run.kind}`))
+      if (handler === undefined) return Effect.fail(new Lease.PermanentFailure({ reason: `no handler for kind ${run.kind}` }))
       const decoded = handler.decode(run.payload)
-      if (Exit.isFailure(decoded)) return Effect.mapError(decoded, (error) => new Lease.PermanentFailure(error))
+      if (Exit.isFailure(decoded)) return Effect.mapError(decoded, (error) => new Lease.PermanentFailure({ reason: error }))
       const fence: Fence["Service"] = { runId: run.id, fence: run.fence, owner }
       const current: CurrentRun["Service"] = new Settlement.WorkerRun(run, entry)
       // The RunScope fiber already carries the worker's context (the handlers' services).

@@ -6,10 +6,10 @@
  * @since 0.1.0
  */
 import { PgClient } from "@effect/sql-pg"
-import { Config, Data, Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Config, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 
-/** Neither a URL, nor `DATABASE_URL`, nor a fallback was given. */
-export class MissingUrl extends Data.TaggedError("MissingUrl")<{}> {
+/** Neither a URL, nor `DATABASE_URL`, nor a fallback was given. @category errors */
+export class MissingUrl extends Schema.TaggedError<MissingUrl>()("MissingUrl", {}) {
   override get message(): string {
     return "no database URL: set DATABASE_URL, pass url, or give a fallback (EmbeddedPostgres.url() from @leasehold/embedded)"
   }
