@@ -14,7 +14,8 @@ const unit = [
   "test/chaos-plan.test.ts",
   "test/prerequisites.test.ts",
   "test/skips-reporter.test.ts",
-  "test/database-url.test.ts"
+  "test/database-url.test.ts",
+  "test/schedule-ticker.test.ts"
 ]
 const processes = [
   "test/cli.test.ts",
