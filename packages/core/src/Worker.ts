@@ -241,14 +241,9 @@ export const run = <R>(
       inFlight,
       retry: config.retry,
       finalizeTimeout: config.finalizeTimeout,
-      // A freed slot matters only when capacity is what stopped the last claim; otherwise the
-      // queue was empty then, and new runs announce themselves (or the poll finds them). Waking
-      // on every completion would send an empty claim per run, which delays the claim a
-      // notification asks for behind it. A keyed run's end is no exception while the worker
-      // listens: the key slot it gives back goes to a run its completion claimed for this worker,
-      // or to one that is announced (admit.ts › handOff, migration 0013's trigger). Without
-      // notifications (a pooler and no listen URL) the wake stands in for the announcement.
-      // (Waking on every keyed end cost a keyed drain an empty claim per batch: ADR 0014.)
+      // A freed slot wakes the claim loop only when capacity stopped the last claim: new runs
+      // announce themselves, and a keyed run's slot goes to a run its completion claimed or
+      // announced (admit.ts › handOff). Without notifications the wake stands in for those (ADR 0014).
       monotonicMillis: () => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n),
       onSlotFreed: (run) => {
         if (inFlight.size === 0) Latch.openUnsafe(idle)
@@ -259,8 +254,8 @@ export const run = <R>(
     // Runs before the drain (finalizers run in reverse): completions written while it drains claim nothing.
     yield* Effect.addFinalizer(() => Effect.sync(() => { claimingNext = false }))
 
-    // The per-run path is written without generators and allocates little: at tens of thousands
-    // of runs a second, the worker's own cost per run is what bounds throughput (bench/).
+    // The per-run path is written without generators and allocates little: the worker's own cost
+    // per run bounds its throughput (ADR 0018).
     const attempt = (entry: LeaseEntry) => Effect.scoped(Effect.flatMap(Lease.acquire(leaseContext, entry), () => runHandler(entry)))
     const sampled = RunSpans.sampler(config.traceSampleRate)
     const execute = traced

@@ -58,7 +58,7 @@ const errorJson = (error: unknown): unknown => {
 const nullResult: Exit.Exit<string | null, never> = Exit.succeed(null)
 
 // The common case (the handler succeeded) is kept free of generators and closures: it runs once
-// per run at tens of thousands of runs a second.
+// per run, where the worker's own cost bounds its throughput (ADR 0018).
 const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
   entry.finalizing = true
   if (entry.settled === undefined && Exit.isSuccess(exit)) {
