@@ -15,7 +15,8 @@ const unit = [
   "test/prerequisites.test.ts",
   "test/skips-reporter.test.ts",
   "test/database-url.test.ts",
-  "test/schedule-ticker.test.ts"
+  "test/schedule-ticker.test.ts",
+  "test/import-graph.test.ts"
 ]
 const processes = [
   "test/cli.test.ts",
