@@ -16,7 +16,8 @@ const unit = [
   "test/skips-reporter.test.ts",
   "test/database-url.test.ts",
   "test/schedule-ticker.test.ts",
-  "test/import-graph.test.ts"
+  "test/import-graph.test.ts",
+  "test/error-style.test.ts"
 ]
 const processes = [
   "test/cli.test.ts",
