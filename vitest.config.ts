@@ -14,7 +14,10 @@ const unit = [
   "test/chaos-plan.test.ts",
   "test/prerequisites.test.ts",
   "test/skips-reporter.test.ts",
-  "test/database-url.test.ts"
+  "test/database-url.test.ts",
+  "test/schedule-ticker.test.ts",
+  "test/import-graph.test.ts",
+  "test/error-style.test.ts"
 ]
 const processes = [
   "test/cli.test.ts",

@@ -96,7 +96,7 @@ const tables = Layer.effectDiscard(Effect.gen(function*() {
  * it from `LEASEHOLD_CALLBACK_SECRETS` (`Callbacks.layerConfig`).
  */
 export const appLayer = (options: ExampleOptions) => {
-  const client = Database.clientLayer(options.url, { maxConnections: 6 })
+  const client = Database.layerFromUrl(options.url, { maxConnections: 6 })
   const engine = LeaseholdWorkflows.layer({ schema: options.schema, serve: { ttl: "10 seconds", pollInterval: "200 millis" } }).pipe(
     Layer.provideMerge(PgRunStore.layer({ schema: options.schema }))
   )

@@ -41,6 +41,10 @@
 #   scripts/mutation-check.sh skips   a skipped test no longer fails a CI=true run
 #                                     (test/support/skipsReporter.ts), against
 #                                     test/skips-reporter.test.ts;
+#   scripts/mutation-check.sh circle  core's Fence.ts re-exports from Run.ts, which imports Fence.ts (a new
+#                                     circle), against test/import-graph.test.ts;
+#   scripts/mutation-check.sh upward  @leasehold/http imports @leasehold/sql (same floor, undeclared),
+#                                     against test/import-graph.test.ts;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -136,6 +140,19 @@ elif [ "$mutation" = "skips" ]; then
   grep -q "process.exitCode = 1" "$reporter" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a skipped test no longer fails a CI=true run ($reporter)"
   tests=(test/skips-reporter.test.ts)
+  attempts=1
+elif [ "$mutation" = "circle" ]; then
+  fence="$work/packages/core/src/Fence.ts"
+  grep -q '"./Fence.js"' "$work/packages/core/src/Run.ts" || { echo "mutation incomplete: Run.ts no longer imports Fence.ts"; exit 2; }
+  echo 'export type {} from "./Run.js"' >> "$fence"
+  echo "mutation: $fence imports Run.ts, which imports it"
+  tests=(test/import-graph.test.ts)
+  attempts=1
+elif [ "$mutation" = "upward" ]; then
+  console="$work/packages/http/src/Console.ts"
+  echo 'import type {} from "@leasehold/sql"' >> "$console"
+  echo "mutation: $console imports @leasehold/sql, a package on its own floor that its manifest does not declare"
+  tests=(test/import-graph.test.ts)
   attempts=1
 elif [ "$mutation" = "workflow" ]; then
   journal="$work/packages/sql/src/internal/statements/workflow.ts"

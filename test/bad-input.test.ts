@@ -18,7 +18,7 @@ const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => E
 describe("store options", () => {
   it.live("an invalid schema name, completedRuns or runtimeConnections is InvalidConfig, and no schema is created", () =>
     Effect.gen(function*() {
-      const client = yield* Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 2 }))
+      const client = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 }))
       const sql = Context.get(client, SqlClient.SqlClient)
       const cases: ReadonlyArray<readonly [PgRunStore.PgRunStoreOptions, string]> = [
         [{ schema: "Bad-Name" }, "schema"],

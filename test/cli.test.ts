@@ -14,7 +14,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { background, type CliResult, connection, leasehold, start } from "./support/cli.js"
-import { databaseUrl, freshSchema, storeLayer } from "./support/db.js"
+import { databaseUrl, freshSchema, layerStore } from "./support/db.js"
 import { signature } from "./support/http.js"
 import { eventually } from "./support/workers.js"
 
@@ -23,13 +23,13 @@ const fixtureTasks = fileURLToPath(new URL("./fixtures/cli-tasks.ts", import.met
 /** A store on `schema` (migrated) and its SqlClient, for seeding and for checking what the CLI wrote. */
 const openStore = (schema: string) =>
   Effect.gen(function*() {
-    const context = yield* Layer.build(storeLayer(schema, 3))
+    const context = yield* Layer.build(layerStore(schema, 3))
     return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
   })
 
 /** A bare SqlClient (no store, no migration): to look at schemas the CLI must not create. */
 const openSql = Effect.map(
-  Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 2 })),
+  Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 })),
   (context) => Context.get(context, SqlClient.SqlClient)
 )
 
@@ -89,9 +89,11 @@ describe("leasehold: commands and usage", () => {
     Effect.gen(function*() {
       const help = yield* leasehold(["--help"])
       assertOk(help)
-      for (const command of ["migrate", "enqueue", "runs", "queues", "schedules", "resume", "cancel", "retry", "stats", "worker", "demo"]) {
+      for (const command of ["migrate", "enqueue", "runs", "queues", "schedules", "resume", "cancel", "retry", "stats", "worker", "serve"]) {
         assert.match(help.stdout, new RegExp(`^\\s+${command}\\s+\\S`, "m"), `help lists ${command}`)
       }
+      // The demo is the repository's (`npm start`), built on its test infrastructure: not a command.
+      assert.notMatch(help.stdout, /^\s+demo\s/m)
       const runsHelp = yield* leasehold(["runs", "--help"])
       assert.match(runsHelp.stdout, /^\s+list\s+List runs/m)
       assert.match(runsHelp.stdout, /^\s+show\s+Show a run/m)

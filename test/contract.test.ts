@@ -7,14 +7,14 @@ import { RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { type ContractTarget, runStoreContract } from "./contract/RunStoreContract.js"
-import { freshSchema, storeLayer } from "./support/db.js"
+import { freshSchema, layerStore } from "./support/db.js"
 
 const postgres: ContractTarget = {
   name: "PgRunStore",
   clock: "live",
   make: Effect.gen(function*() {
     const schema = freshSchema("contract")
-    const context = yield* Layer.build(storeLayer(schema, 4))
+    const context = yield* Layer.build(layerStore(schema, 4))
     const sql = Context.get(context, SqlClient.SqlClient)
     return {
       store: Context.get(context, RunStore),

@@ -1,14 +1,13 @@
 /**
- * `leasehold demo` (what `npm start` runs), as a user runs it: the built binary, two worker
- * processes, one partition. It must check itself against the database, exit 0, and leave no
- * process behind.
+ * The demo (what `npm start` runs), as a user runs it: the built program, two worker processes,
+ * one partition. It must check itself against the database, exit 0, and leave no process behind.
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as path from "node:path"
 import { assert, describe, it } from "vitest"
 import { databaseUrl } from "./support/db.js"
 
-const bin = path.resolve(import.meta.dirname, "../packages/cli/dist/bin.js")
+const main = path.resolve(import.meta.dirname, "../demo/dist/main.js")
 
 const workerProcesses = () => {
   try {
@@ -18,9 +17,9 @@ const workerProcesses = () => {
   }
 }
 
-describe("leasehold demo", () => {
+describe("the demo (npm start)", () => {
   it("shows the partition, the reclaim under a higher fence and the rejected stale writes, then checks itself", async () => {
-    const child = spawn(process.execPath, [bin, "demo", "--database-url", databaseUrl()], { stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [main, "--database-url", databaseUrl()], { stdio: ["ignore", "pipe", "pipe"] })
     const ours = new Set<number>()
     const watch = setInterval(() => {
       for (const pid of workerProcesses()) {
@@ -49,4 +48,14 @@ describe("leasehold demo", () => {
     assert.strictEqual(ours.size, 2, "the demo ran two worker processes")
     for (const pid of ours) assert.notInclude(workerProcesses(), pid, `worker process ${pid} left behind`)
   }, 90_000)
+
+  it("a flag it does not know is one line on stderr and exit 2, before anything starts", async () => {
+    const child = spawn(process.execPath, [main, "--databse-url", databaseUrl()], { stdio: ["ignore", "pipe", "pipe"] })
+    let stderr = ""
+    child.stderr.on("data", (chunk) => (stderr += chunk))
+    const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)))
+    assert.strictEqual(code, 2)
+    assert.match(stderr, /^demo: Unknown option '--databse-url'/)
+    assert.strictEqual(stderr.trim().split("\n").length, 1, stderr)
+  })
 })

@@ -6,8 +6,8 @@
  * committed is lost, so every run completes exactly once and no (run, fence) is granted twice.
  */
 import { CurrentRun, Fence, FenceRejected, Run, RunStore } from "@leasehold/core"
-import * as TcpProxy from "@leasehold/cli/demo/TcpProxy"
-import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
+import * as TcpProxy from "@leasehold/testing/TcpProxy"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Duration, Effect, Exit, Layer, Schedule, Scope } from "effect"
 import { SqlClient } from "effect/sql"
@@ -42,7 +42,7 @@ const throughSwitchedProxy = async (sync: boolean, schema: string) => {
   const url = `postgres://postgres@127.0.0.1:${proxy.port}/postgres`
   const storeOf = () =>
     Effect.runPromise(Layer.build(
-      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(url, { maxConnections: 2 })))
+      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: 2 })))
     ).pipe(Scope.provide(scope))).then((context) => ({ store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }))
   return { pair, proxy, url, storeOf }
 }

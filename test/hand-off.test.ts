@@ -10,7 +10,7 @@ import { type ClaimedRun, KeyLimits, RunStore } from "@leasehold/core"
 import { Database, Migrations, PgRunStore, StoreSchema } from "@leasehold/sql"
 import { Context, Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { databaseUrl, freshSchema, storeLayer } from "./support/db.js"
+import { databaseUrl, freshSchema, layerStore } from "./support/db.js"
 
 const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: 10, ttl: Duration.seconds(30) }
 
@@ -31,7 +31,7 @@ const peakOf = (sql: SqlClient.SqlClient, schema: string) =>
 const openStore = (prefix: string) =>
   Effect.gen(function*() {
     const schema = freshSchema(prefix)
-    const context = yield* Layer.build(storeLayer(schema, 2))
+    const context = yield* Layer.build(layerStore(schema, 2))
     return { schema, sql: Context.get(context, SqlClient.SqlClient), store: Context.get(context, RunStore) }
   })
 
@@ -123,7 +123,7 @@ describe("hand-off of a completion batch", () => {
   it.live("the upgrade to 0015 counts the slots held above a limit lowered before it: the hand-off still holds them back", () =>
     Effect.gen(function*() {
       const schema = freshSchema("peakup")
-      const client = yield* Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 4 }))
+      const client = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 4 }))
       const sql = Context.get(client, SqlClient.SqlClient)
       yield* Migrations.run(StoreSchema.make(schema), { upTo: "0014_key_hot_path" }).pipe(Effect.provideContext(client))
       const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))

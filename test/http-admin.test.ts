@@ -404,7 +404,7 @@ describe("mounted in an application's own server", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const app = Layer.mergeAll(
-        Server.routes({ host: "127.0.0.1", callbacksOnly: true }),
+        Server.layerRoutes({ host: "127.0.0.1", callbacksOnly: true }),
         HttpRouter.add("GET", "/health", HttpServerResponse.text("ok"))
       )
       // What the routes need is provided to the served application, as for any route.

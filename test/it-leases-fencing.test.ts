@@ -13,7 +13,7 @@ import { Database, PgRunStore } from "@leasehold/sql"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterEach, assert, describe, it } from "vitest"
-import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { databaseUrl, freshSchema } from "./support/db.js"
 
 
@@ -27,7 +27,7 @@ interface Env {
 const setup = async (): Promise<Env> => {
   const schema = freshSchema("it")
   const runtime = ManagedRuntime.make(
-    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 3 })))
+    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 3 })))
   )
   const run = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   await run(Effect.flatMap(SqlClient.SqlClient, (sql) =>

@@ -16,7 +16,7 @@ import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { fileURLToPath } from "node:url"
 import { background, connection, leasehold } from "./support/cli.js"
-import { freshSchema, storeLayer } from "./support/db.js"
+import { freshSchema, layerStore } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
 const tasks = fileURLToPath(new URL("./fixtures/keyed-tasks.ts", import.meta.url))
@@ -32,7 +32,7 @@ describe("per-key concurrency across worker processes", () => {
     () =>
       Effect.gen(function*() {
         const schema = freshSchema("keyproc")
-        const context = yield* Layer.build(storeLayer(schema, racers * 2))
+        const context = yield* Layer.build(layerStore(schema, racers * 2))
         const sql = Context.get(context, SqlClient.SqlClient)
         const store = Context.get(context, RunStore)
 

@@ -160,7 +160,6 @@ describe("packed packages in a fresh project", () => {
     assert.isFalse(packed("sql").some((f) => f.startsWith("dist/statements/")), "@leasehold/sql packs no dist/statements/")
     assertHas("cli", "bin/leasehold.js")
     assertHas("cli", "dist/bin.js")
-    assertHas("cli", "dist/demo/WorkerProcess.js")
   })
 
   it("npx leasehold --help runs the installed bin", async () => {
@@ -227,6 +226,11 @@ describe("packed packages in a fresh project", () => {
     // The store's statements are internals too.
     const internalStatements = await run(process.execPath, ["--input-type=module", "-e", "await import('@leasehold/sql/internal/statements/guarded')"], { cwd: project })
     assert.match(internalStatements.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
+    // The test infrastructure is @leasehold/testing's, which is private: the cli exports none of it.
+    const cliManifest = readJson(path.join(project, "node_modules", "@leasehold", "cli", "package.json"))
+    assert.deepStrictEqual(Object.keys(cliManifest.exports), ["./package.json", "."])
+    const testInfrastructure = await run(process.execPath, ["--input-type=module", "-e", "await import('@leasehold/cli/demo/TcpProxy')"], { cwd: project })
+    assert.match(testInfrastructure.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
   })
 
   it("the development server's binaries come with @leasehold/embedded only: the store does not depend on them", () => {

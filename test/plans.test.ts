@@ -9,7 +9,7 @@ import { KeyLimits, type ListFilter, RunState, RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient, Statement } from "effect/sql"
 import { PgRunStore } from "@leasehold/sql"
-import { freshSchema, storeLayer } from "./support/db.js"
+import { freshSchema, layerStore } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
 const scans = (sql: SqlClient.SqlClient, schema: string) =>
@@ -335,7 +335,7 @@ const literal = (value: unknown): string => {
 /** A store in a fresh schema (two connections), with its SQL client. */
 const freshStore = (prefix: string) => {
   const schema = freshSchema(prefix)
-  return Effect.map(Layer.build(storeLayer(schema, 2)), (context) => ({
+  return Effect.map(Layer.build(layerStore(schema, 2)), (context) => ({
     schema,
     sql: Context.get(context, SqlClient.SqlClient),
     store: Context.get(context, RunStore)

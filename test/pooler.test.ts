@@ -18,7 +18,7 @@ const pooledStore = (pooler: PgBouncer.Pooler, schema: string, listenUrl?: strin
   Effect.map(
     Layer.build(
       PgRunStore.layer({ schema, pooler: { listenUrl } }).pipe(
-        Layer.provideMerge(Database.clientLayer(pooler.url, { maxConnections: clients, pooler: "transaction" }))
+        Layer.provideMerge(Database.layerFromUrl(pooler.url, { maxConnections: clients, pooler: "transaction" }))
       )
     ),
     (context) => ({ store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) })
@@ -125,7 +125,7 @@ describe("through PgBouncer in transaction mode", () => {
       const pooler = yield* PgBouncer.start(databaseUrl(), 2)
       const context = yield* Layer.build(
         PgRunStore.layer({ schema: freshSchema("poolplain") }).pipe(
-          Layer.provideMerge(Database.clientLayer(pooler.url, { maxConnections: 4, pooler: "transaction" }))
+          Layer.provideMerge(Database.layerFromUrl(pooler.url, { maxConnections: 4, pooler: "transaction" }))
         )
       )
       const claim = yield* Effect.flip(

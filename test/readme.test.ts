@@ -102,7 +102,7 @@ describe("README", () => {
       assert.isAtLeast(commands.length, 7)
       // A database of its own, so the commands' default schema is fresh.
       const name = `readme_${Math.random().toString(36).slice(2, 8)}`
-      const server = yield* Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 1 }))
+      const server = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 1 }))
       yield* Context.get(server, SqlClient.SqlClient).unsafe(`CREATE DATABASE ${name}`)
       const url = new URL(databaseUrl())
       url.pathname = `/${name}`

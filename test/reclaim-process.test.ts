@@ -11,7 +11,7 @@
  * the next freed slot; and the two cores this runs on are shared by both workers and the database.
  */
 import { RunStore } from "@leasehold/core"
-import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
@@ -36,7 +36,7 @@ interface Env {
 const setup = async (): Promise<Env> => {
   const schema = freshSchema("reclaim")
   const runtime = ManagedRuntime.make(
-    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 3 })))
+    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 3 })))
   )
   const run = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   await run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createLedgerTable(`"${schema}".ledger`))))

@@ -4,7 +4,7 @@
  * and every run must still complete exactly once.
  */
 import { RunStore } from "@leasehold/core"
-import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
@@ -21,7 +21,7 @@ afterEach(async () => {
 const setup = async (runs: number) => {
   const schema = freshSchema("rb")
   const runtime = ManagedRuntime.make(
-    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 2 })))
+    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 })))
   )
   cleanup.push(() => runtime.dispose())
   const db = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)

@@ -7,12 +7,12 @@
  * backfilled runs, and no tick inside the pause fired.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Effect, Layer, Context } from "effect"
 import { SqlClient } from "effect/sql"
 import type { ChildProcess } from "node:child_process"
 import { background, connection, leasehold } from "./support/cli.js"
-import { freshSchema, storeLayer } from "./support/db.js"
+import { freshSchema, layerStore } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
 describe("schedule ticks across worker processes", () => {
@@ -21,7 +21,7 @@ describe("schedule ticks across worker processes", () => {
     () =>
       Effect.gen(function*() {
         const schema = freshSchema("schedproc")
-        const context = yield* Layer.build(storeLayer(schema, 2))
+        const context = yield* Layer.build(layerStore(schema, 2))
         const sql = Context.get(context, SqlClient.SqlClient)
         const dbNow = Effect.map(sql<{ now: Date }>`SELECT clock_timestamp() AS now`, (rows) => new Date(rows[0]!.now))
         const set = yield* leasehold([

@@ -8,13 +8,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Handler, RunStore, Schedules } from "@leasehold/core"
 import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { freshSchema, storeLayer } from "./support/db.js"
+import { freshSchema, layerStore } from "./support/db.js"
 import { eventually, startWorker } from "./support/workers.js"
 
 /** A fresh PG store, its SqlClient, and a way to make a schedule's next tick an occurrence minutes ago. */
 const pgStore = Effect.gen(function*() {
   const schema = freshSchema("sched")
-  const context = yield* Layer.build(storeLayer(schema, 8))
+  const context = yield* Layer.build(layerStore(schema, 8))
   const store = Context.get(context, RunStore)
   const sql = Context.get(context, SqlClient.SqlClient)
   // As if the tickers had been down: the next tick becomes the occurrence `minutes` whole minutes back.

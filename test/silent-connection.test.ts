@@ -14,7 +14,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Client, Handler, type RunStore as RunStoreTag, RunStore } from "@leasehold/core"
-import * as TcpProxy from "@leasehold/cli/demo/TcpProxy"
+import * as TcpProxy from "@leasehold/testing/TcpProxy"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -45,7 +45,7 @@ const viaProxy = (url: string, port: number): string => {
 const storeAt = (url: string, schema: string) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
-      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(url, { maxConnections: 4 })))
+      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: 4 })))
     )
     return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
   })

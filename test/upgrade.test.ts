@@ -19,7 +19,7 @@ describe("upgrading a store with runs in flight", () => {
   it.live("from the previous release's schema: leases held across the migration keep their fences; nothing is lost", () =>
     Effect.gen(function*() {
       const schema = freshSchema("upgrade")
-      const client = yield* Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 6 }))
+      const client = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 6 }))
       const sql = Context.get(client, SqlClient.SqlClient)
       const s = StoreSchema.make(schema)
       const old = yield* Migrations.run(s, { upTo: "0006_trace_context" }).pipe(Effect.provideContext(client))

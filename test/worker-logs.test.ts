@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Handler, MemoryRunStore, RunStore, Worker, WorkerEvents } from "@leasehold/core"
-import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Clock, Effect, Fiber, Logger, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { fileURLToPath } from "node:url"

@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Client, CurrentRun, Fence, FenceRejected, Handler, KeyLimits, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Ref, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
-import { freshSchema, storeLayer } from "./support/db.js"
+import { freshSchema, layerStore } from "./support/db.js"
 import { expireLease, readRun, twoStores } from "./support/stores.js"
 import { type Event, eventually, spyOnRenewals, startWorker } from "./support/workers.js"
 
@@ -149,7 +149,7 @@ describe("heartbeat", () => {
   it.live("renewals never wait for the application's pool: a handler holding its only connection for three TTLs keeps its lease", () =>
     Effect.gen(function*() {
       // An application pool of one connection, which the handler holds in a transaction.
-      const context = yield* Layer.build(storeLayer(freshSchema(), 1))
+      const context = yield* Layer.build(layerStore(freshSchema(), 1))
       const store = Context.get(context, RunStore)
       const sql = Context.get(context, SqlClient.SqlClient)
       const held = yield* Deferred.make<void>()

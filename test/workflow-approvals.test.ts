@@ -53,7 +53,7 @@ const setUp = Effect.gen(function*() {
       Layer.provideMerge(LeaseholdWorkflows.layer({ schema })),
       Layer.provideMerge(WorkflowJournal.layer({ schema })),
       Layer.provideMerge(PgRunStore.layer({ schema })),
-      Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 6 }))
+      Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 6 }))
     )
   )
   yield* LeaseholdWorkflows.worker({ owner: "w", ttl: "2 seconds", heartbeat: "300 millis", pollInterval: "50 millis", shutdownGrace: "300 millis" })

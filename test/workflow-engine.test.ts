@@ -618,7 +618,7 @@ describe("the workflow engine against effect/workflow", () => {
         Layer.provideMerge(Layer.succeed(Notes, lines)),
         Layer.provideMerge(LeaseholdWorkflows.layerClient({ schema })),
         Layer.provideMerge(PgRunStore.layer({ schema })),
-        Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 3 }))
+        Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 3 }))
       )
       const executionId = yield* Effect.gen(function*() {
         const executionId = yield* Holiday.execute({ trip: "kyiv", card: "ok" }, { discard: true })
@@ -640,5 +640,5 @@ describe("the workflow engine against effect/workflow", () => {
         Effect.provide(HolidayLayer.pipe(Layer.provideMerge(Layer.succeed(Notes, lines)), Layer.provideMerge(leaseholdEngine({ schema }))))
       )
       assert.deepStrictEqual(lines, ["booked flight", "booked hotel", "paid"])
-    }).pipe(Effect.provide(Database.clientLayer(databaseUrl(), { maxConnections: 2 }))))
+    }).pipe(Effect.provide(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 }))))
 })

@@ -5,7 +5,7 @@
  * execution under its old fence. Lease time is real and short (TTL 2 s).
  */
 import { RunStore } from "@leasehold/core"
-import * as TcpProxy from "@leasehold/cli/demo/TcpProxy"
+import * as TcpProxy from "@leasehold/testing/TcpProxy"
 import { Effect, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { type ChildProcess, spawn } from "node:child_process"

@@ -64,7 +64,7 @@ describe("DurableQueue on Leasehold", () => {
       assert.strictEqual(executionId, yield* Auction.executionId({ lot: "vase", estimate: 100 }))
       const rows = yield* elements(sql, schema)
       assert.deepStrictEqual(rows.map((r) => [r.state, r.fence]), [["completed", "1"]])
-    }).pipe(Effect.provide(Database.clientLayer(databaseUrl(), { maxConnections: 2 }))))
+    }).pipe(Effect.provide(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 }))))
 
   it.live("a worker's failure reaches the workflow as its typed error", () =>
     Effect.gen(function*() {
@@ -77,7 +77,7 @@ describe("DurableQueue on Leasehold", () => {
       const schema = freshSchema("wfqf")
       const layer = LeaseholdQueueStore.layer({ ttl: "1 minute", pollInterval: "20 millis" }).pipe(
         Layer.provideMerge(PgRunStore.layer({ schema })),
-        Layer.provideMerge(Database.clientLayer(databaseUrl(), { maxConnections: 3 }))
+        Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 3 }))
       )
       yield* Effect.gen(function*() {
         const store = yield* PersistedQueue.PersistedQueueStore

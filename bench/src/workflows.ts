@@ -36,7 +36,7 @@ const layerFor = (schema: string) =>
   Layer.mergeAll(StepsLayer, WaitsLayer).pipe(
     Layer.provideMerge(LeaseholdWorkflows.layer({ schema })),
     Layer.provideMerge(PgRunStore.layer({ schema })),
-    Layer.provideMerge(Database.clientLayer(url, { maxConnections: Number(process.env.POOL ?? 20) }))
+    Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: Number(process.env.POOL ?? 20) }))
   )
 
 const countIn = (schema: string, kind: string, state: string) =>
@@ -71,7 +71,7 @@ const measure = (
       })))
     const rate = (ms: number) => Math.round(total / (ms / 1000))
     console.log(`${name.padEnd(9)} ${total}: started in ${(startMs / 1000).toFixed(2)} s (${rate(startMs)}/s), drained in ${(drainMs / 1000).toFixed(2)} s (${rate(drainMs)}/s)`)
-    yield* Effect.scoped(Effect.flatMap(Layer.build(Database.clientLayer(url, { maxConnections: 1 })), (context) =>
+    yield* Effect.scoped(Effect.flatMap(Layer.build(Database.layerFromUrl(url, { maxConnections: 1 })), (context) =>
       Context.get(context, SqlClient.SqlClient).unsafe(`DROP SCHEMA "${schema}" CASCADE`)))
   })
 

@@ -11,7 +11,7 @@
 import { RunStore } from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
-import * as WorkerProcess from "@leasehold/cli/demo/WorkerProcess"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
@@ -72,7 +72,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
   let pg = await EmbeddedPostgres.startUnscoped({ dataDir, persistent: true, settings: { max_connections: "200" } })
   const port = pg.port
   const runtime = ManagedRuntime.make(
-    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.clientLayer(pg.url, { maxConnections: 4, applicationName: "chaos-driver" })))
+    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(pg.url, { maxConnections: 4, applicationName: "chaos-driver" })))
   )
   // The driver's own statements retry through database restarts.
   const dbRetrying = async <A>(effect: Effect.Effect<A, any, RunStore | SqlClient.SqlClient>): Promise<A> => {

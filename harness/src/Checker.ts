@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type { Report } from "@leasehold/cli/demo/WorkerProcess"
+import type { Report } from "@leasehold/testing/WorkerProcess"
 
 export interface Check {
   readonly name: string

@@ -4,7 +4,7 @@
  * test's scope. Synchronous (the standby confirms every commit before it returns) or asynchronous.
  * As root the servers run as the `postgres` OS user (PostgreSQL refuses root).
  */
-import * as TcpProxy from "@leasehold/cli/demo/TcpProxy"
+import * as TcpProxy from "@leasehold/testing/TcpProxy"
 import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"

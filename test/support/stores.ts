@@ -18,7 +18,7 @@ export interface Stores {
 const storeOn = (schema: string, options: PgRunStore.PgRunStoreOptions, url = databaseUrl(), client: Database.DatabaseOptions = {}) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
-      PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.clientLayer(url, { maxConnections: 4, ...client })))
+      PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: 4, ...client })))
     )
     return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
   })

@@ -21,6 +21,6 @@ export const leaseholdEngine = (options: { readonly url?: string; readonly prefi
     return LeaseholdWorkflows.layer({ schema, serve }).pipe(
       Layer.provideMerge(PgRunStore.layer({ schema })),
       Layer.provideMerge(Layer.succeed(EngineSchema, schema)),
-      Layer.provideMerge(Database.clientLayer(options.url ?? databaseUrl(), { maxConnections: 6 }))
+      Layer.provideMerge(Database.layerFromUrl(options.url ?? databaseUrl(), { maxConnections: 6 }))
     )
   }))

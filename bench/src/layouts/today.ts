@@ -16,7 +16,7 @@ const build = async (url: string, schema: string, completedRuns: PgRunStore.Comp
   const scope = Effect.runSync(Scope.make())
   // One connection in each of the store's pools: the loop sends one statement at a time.
   const layer = PgRunStore.layer({ schema, migrate, completedRuns, runtimeConnections: 1 }).pipe(
-    Layer.provideMerge(Database.clientLayer(url, { maxConnections: 1, applicationName: "layout" }))
+    Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: 1, applicationName: "layout" }))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
   return {

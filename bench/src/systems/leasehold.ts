@@ -38,7 +38,7 @@ export const openStore = async (
 ) => {
   const scope = Effect.runSync(Scope.make())
   const layer = PgRunStore.layer({ schema: SCHEMA, migrate: options.migrate, completedRuns: options.completedRuns }).pipe(
-    Layer.provideMerge(Database.clientLayer(url, { maxConnections: options.maxConnections, applicationName: "bench-leasehold" }))
+    Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: options.maxConnections, applicationName: "bench-leasehold" }))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
   return {

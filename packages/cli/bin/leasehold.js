@@ -5,7 +5,7 @@
 import { existsSync } from "node:fs"
 import module from "node:module"
 
-// Compiled modules are cached on disk (Node >= 22.1): a command starts in about half the time.
+// Compiled modules are cached on disk (Node >= 22.1), which every command's start pays less for (ADR 0019).
 module.enableCompileCache?.()
 
 const entry = new URL("../dist/bin.js", import.meta.url)

@@ -5,7 +5,6 @@
  */
 import { Command } from "effect/cli"
 import { cancel, resume, retry } from "./commands/admin.js"
-import { demo } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
 import { migrate } from "./commands/migrate.js"
 import { queues } from "./commands/queues.js"
@@ -18,7 +17,7 @@ import { worker } from "./commands/worker.js"
 
 export const leasehold = Command.make("leasehold").pipe(
   Command.withDescription("Durable runs with leases and fencing on PostgreSQL"),
-  Command.withSubcommands([migrate, enqueue, runs, queues, limits, schedules, resume, cancel, retry, stats, worker, serve, demo])
+  Command.withSubcommands([migrate, enqueue, runs, queues, limits, schedules, resume, cancel, retry, stats, worker, serve])
 )
 
 export const run = Command.run(leasehold, { version: "0.1.0" })

@@ -8,12 +8,12 @@ import type { RunStore } from "@leasehold/core"
 import type { PgClient } from "@effect/sql-pg"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
-import { Data, Effect, Layer, Option, type Scope } from "effect"
+import { Effect, Layer, Option, Schema, type Scope } from "effect"
 import { type Migrator, SqlClient, type SqlError } from "effect/sql"
 import * as path from "node:path"
 
 /** The schema holds no Leasehold store: `leasehold migrate` was never run against it. */
-export class StoreMissing extends Data.TaggedError("StoreMissing")<{ readonly schema: string }> {
+export class StoreMissing extends Schema.TaggedError<StoreMissing>()("StoreMissing", { schema: Schema.String }) {
   override get message(): string {
     return `no Leasehold store in schema "${this.schema}" (run \`leasehold migrate\` first, or check --schema)`
   }
@@ -54,9 +54,9 @@ export const resolveUrl = (flags: ConnectionFlags): Effect.Effect<string, Embedd
   )
 
 /** PgClient + RunStore for the connection flags. */
-export const storeLayer = (flags: ConnectionFlags, url: string, options: StoreOptions = {}) =>
+export const layerStore = (flags: ConnectionFlags, url: string, options: StoreOptions = {}) =>
   PgRunStore.layer({ schema: flags.schema, migrate: options.migrate ?? true, completedRuns: options.completedRuns }).pipe(
-    Layer.provideMerge(Database.clientLayer(url))
+    Layer.provideMerge(Database.layerFromUrl(url))
   )
 
 /** Fails with `StoreMissing` unless the schema holds the store's tables. */
@@ -85,7 +85,7 @@ export const withStore = <A, E, R>(
   options: StoreOptions = {}
 ): Effect.Effect<A, E | ConnectionError, Exclude<R, RunStore | PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>> => {
   const checked = options.migrate === false ? Effect.andThen(requireStore(flags.schema), effect) : effect
-  return withConnection(flags, (url) => storeLayer(flags, url, options), checked) as any
+  return withConnection(flags, (url) => layerStore(flags, url, options), checked) as any
 }
 
 /** Runs `effect` with only a PgClient (no store built, no migration). */
@@ -93,4 +93,4 @@ export const withClient = <A, E, R>(
   flags: ConnectionFlags,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | ConnectionError, Exclude<R, PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>> =>
-  withConnection(flags, (url) => Database.clientLayer(url), effect) as any
+  withConnection(flags, (url) => Database.layerFromUrl(url), effect) as any

@@ -1,10 +1,10 @@
 /** Flags shared by several commands, and the error for a user's mistake. */
 import { StoreSchema } from "@leasehold/sql"
-import { Data, Duration, Effect, Option } from "effect"
+import { Duration, Effect, Option, Schema } from "effect"
 import { Flag } from "effect/cli"
 
 /** A mistake in how the command was called: one line, exit code 2. */
-export class UsageError extends Data.TaggedError("UsageError")<{ readonly message: string }> {}
+export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
 
 export const connectionFlags = {
   databaseUrl: Flag.String("database-url").pipe(
@@ -59,6 +59,3 @@ export const durationFlag = (name: string) =>
       () => `a duration such as "5 seconds" or "250 millis"`
     )
   )
-
-/** The demo's own check against the database failed. */
-export class DemoFailed extends Data.TaggedError("DemoFailed")<{ readonly message: string }> {}

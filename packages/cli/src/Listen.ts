@@ -5,10 +5,10 @@
  *
  * @since 0.1.0
  */
-import { Data, Effect, Predicate } from "effect"
+import { Effect, Predicate, Schema } from "effect"
 
 /** Listening on `host:port` failed. */
-export class ListenFailed extends Data.TaggedError("ListenFailed")<{ readonly message: string }> {}
+export class ListenFailed extends Schema.TaggedError<ListenFailed>()("ListenFailed", { message: Schema.String }) {}
 
 const reason = (code: unknown, port: number): string =>
   code === "EADDRINUSE"

@@ -24,7 +24,7 @@ if (enabled) {
 
 /**
  * The exporters and run tracing when `enabled`, nothing otherwise. The exporters' modules are
- * loaded only then: every other start of the command would pay for them (about 70 ms).
+ * loaded only then: every other start of the command would pay for them (ADR 0019).
  */
 export const layer: Layer.Layer<OtlpExporter.Flusher> | Layer.Layer<never> = enabled
   ? Layer.unwrap(Effect.promise(async () => {

@@ -1,6 +1,6 @@
 /**
- * Handlers used by `leasehold demo` and as a `--tasks` example: a short job, and an agent-like run
- * that records a checkpoint and suspends for a human approval.
+ * The handlers `leasehold worker` runs without `--tasks`, and an example of a tasks module: a
+ * short job, and an agent-like run that records a checkpoint and suspends for a human approval.
  *
  * @since 0.1.0
  */

@@ -3,7 +3,8 @@
  * Entry point of the `leasehold` command. A user's mistake gets one line on stderr and exit code
  * 2; a failure (unknown run, unreachable database, ...) one line and exit code 1.
  */
-// Deep imports: the package index loads its HTTP stack too (undici), ~0.25 s of every command's start.
+// Deep imports: the package index loads its HTTP stack too (undici), which every command's start
+// would pay for (ADR 0019).
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Effect, Exit } from "effect"

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Stream } from "effect"
+import { Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Stream } from "effect"
 import * as os from "node:os"
 import * as Backoff from "./internal/Backoff.js"
 
@@ -27,6 +27,7 @@ import * as Settlement from "./internal/Settlement.js"
 import type { ClaimedRun } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 import * as KeyLimits from "./KeyLimits.js"
+import * as ScheduleTicker from "./ScheduleTicker.js"
 import type * as Schedules from "./Schedules.js"
 import * as WorkerEvents from "./WorkerEvents.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
@@ -76,10 +77,15 @@ export interface WorkerOptions<R> {
   /**
    * Schedules this worker registers when it starts (`Schedules.ScheduleDefinition`): registering
    * the same definition from many workers yields one schedule. Every worker ticks every schedule of
-   * its store, registered here, from the CLI or the store API: one run per tick whatever the number
-   * of workers (`Schedules`).
+   * its store (unless `tickSchedules` is false), registered here, from the CLI or the store API: one
+   * run per tick whatever the number of workers (`Schedules`).
    */
   readonly schedules?: ReadonlyArray<Schedules.ScheduleDefinition> | undefined
+  /**
+   * Tick the store's schedules (`ScheduleTicker`). Default true. False: this worker registers its
+   * `schedules` but fires no tick, for a deployment that ticks elsewhere (`ScheduleTicker.layer`).
+   */
+  readonly tickSchedules?: boolean | undefined
   /**
    * Per-key limits this worker declares when it starts, before its first claim
    * (`KeyLimits.perKind`, `KeyLimits.perQueue`): a limit already declared for the same queue or
@@ -235,14 +241,9 @@ export const run = <R>(
       inFlight,
       retry: config.retry,
       finalizeTimeout: config.finalizeTimeout,
-      // A freed slot matters only when capacity is what stopped the last claim; otherwise the
-      // queue was empty then, and new runs announce themselves (or the poll finds them). Waking
-      // on every completion would send an empty claim per run, which delays the claim a
-      // notification asks for behind it. A keyed run's end is no exception while the worker
-      // listens: the key slot it gives back goes to a run its completion claimed for this worker,
-      // or to one that is announced (admit.ts › handOff, migration 0013's trigger). Without
-      // notifications (a pooler and no listen URL) the wake stands in for the announcement.
-      // (Waking on every keyed end cost a keyed drain an empty claim per batch: ADR 0014.)
+      // A freed slot wakes the claim loop only when capacity stopped the last claim: new runs
+      // announce themselves, and a keyed run's slot goes to a run its completion claimed or
+      // announced (admit.ts › handOff). Without notifications the wake stands in for those (ADR 0014).
       monotonicMillis: () => Number(clock.monotonicTimeNanosUnsafe() / 1_000_000n),
       onSlotFreed: (run) => {
         if (inFlight.size === 0) Latch.openUnsafe(idle)
@@ -253,8 +254,8 @@ export const run = <R>(
     // Runs before the drain (finalizers run in reverse): completions written while it drains claim nothing.
     yield* Effect.addFinalizer(() => Effect.sync(() => { claimingNext = false }))
 
-    // The per-run path is written without generators and allocates little: at tens of thousands
-    // of runs a second, the worker's own cost per run is what bounds throughput (bench/).
+    // The per-run path is written without generators and allocates little: the worker's own cost
+    // per run bounds its throughput (ADR 0018).
     const attempt = (entry: LeaseEntry) => Effect.scoped(Effect.flatMap(Lease.acquire(leaseContext, entry), () => runHandler(entry)))
     const sampled = RunSpans.sampler(config.traceSampleRate)
     const execute = traced
@@ -264,9 +265,9 @@ export const run = <R>(
     const runHandler = (entry: LeaseEntry): Effect.Effect<unknown, unknown> => {
       const run = entry.run
       const handler = compiled.get(run.kind)
-      if (handler === undefined) return Effect.fail(new Lease.PermanentFailure(`no handler for kind ${run.kind}`))
+      if (handler === undefined) return Effect.fail(new Lease.PermanentFailure({ reason: `no handler for kind ${run.kind}` }))
       const decoded = handler.decode(run.payload)
-      if (Exit.isFailure(decoded)) return Effect.mapError(decoded, (error) => new Lease.PermanentFailure(error))
+      if (Exit.isFailure(decoded)) return Effect.mapError(decoded, (error) => new Lease.PermanentFailure({ reason: error }))
       const fence: Fence["Service"] = { runId: run.id, fence: run.fence, owner }
       const current: CurrentRun["Service"] = new Settlement.WorkerRun(run, entry)
       // The RunScope fiber already carries the worker's context (the handlers' services).
@@ -380,52 +381,19 @@ export const run = <R>(
       )
     }
 
-    // Schedules: registered once at start; then tick, and sleep until the next tick by the store's
-    // clock (at most a minute, in case a wake-up was missed), or until a schedule changes.
-    if (options.schedules !== undefined && options.schedules.length > 0) {
-      yield* store.registerSchedules(options.schedules).pipe(
-        Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "register schedules", error: String(error) })),
-        Effect.retry({ schedule: claimErrors, while: (error) => error._tag === "StoreError" }),
-        Effect.catchTag("StoreError", Effect.die)
-      )
-    }
-    const scheduleWake = yield* Queue.sliding<void>(1)
-    const wakeTicker = Queue.offer(scheduleWake, undefined).pipe(Effect.asVoid)
-    // Whatever goes wrong in one round (a store error, a defect) is reported and the next round
-    // comes a second later: schedules keep ticking as long as the worker runs.
-    // A round that fires nothing traces nothing, as an empty claim (RunSpans.recordedIf).
-    const tickStatement = traced
-      ? RunSpans.recordedIf(
-        "leasehold.tick_schedules",
-        {},
-        (exit) => Exit.isFailure(exit) || exit.value.fired.length > 0,
-        ({ fired }) => ({ "leasehold.fired": fired.length }),
-        store.tickSchedules
-      )
-      : Effect.withTracerEnabled(store.tickSchedules, false)
-    const tickRound = tickStatement.pipe(
-      Effect.catchCause((cause) =>
-        Effect.as(events.emit({ _tag: "StoreError", owner, operation: "tick schedules", error: String(Cause.squash(cause)) }), {
-          fired: [],
-          nextInMs: 1_000
-        }))
-    )
-    const ticker = Effect.forever(Effect.gen(function*() {
-      const { fired, nextInMs } = yield* tickRound
-      // A due schedule another ticker holds at this moment: look again shortly, not at once.
-      const wait = nextInMs === null ? 60_000 : Math.min(60_000, Math.max(fired.length > 0 ? 0 : 100, nextInMs))
-      yield* Effect.timeoutOption(Queue.take(scheduleWake), Duration.millis(wait))
-    }))
+    // Schedules: registered once at start, then ticked by this worker unless told not to (ScheduleTicker).
+    yield* ScheduleTicker.register(store, events, owner, options.schedules)
+    const ticker = yield* ScheduleTicker.make(store, events, owner, traced)
 
     const onNotification = (note: StoreNotification): Effect.Effect<void> => {
       // Listening again after a reconnect: a schedule change may have gone unheard meanwhile.
       // Runs enqueued before then were announced to no one here: claim once now, not at the next poll.
       if (note._tag === "Subscribed") {
         listening = true
-        return Effect.andThen(Effect.andThen(wakeTicker, signalWake), events.emit({ _tag: "Listening", owner }))
+        return Effect.andThen(Effect.andThen(ticker.wake, signalWake), events.emit({ _tag: "Listening", owner }))
       }
       if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
-      if (note._tag === "SchedulesChanged") return wakeTicker
+      if (note._tag === "SchedulesChanged") return ticker.wake
       return Effect.forEach(
         [...inFlight.values()].filter((entry) => entry.run.id === note.runId),
         (entry) => Heartbeat.loseLease(owner, entry, "cancelled"),
@@ -443,7 +411,7 @@ export const run = <R>(
 
     yield* Effect.forkScoped(reporting(listenLoop))
     yield* Effect.forkScoped(claimLoop)
-    yield* Effect.forkScoped(reporting(ticker))
+    if (options.tickSchedules !== false) yield* Effect.forkScoped(reporting(ticker.loop))
     // One line at start, through Effect's logger (an application replaces it with its own `Logger`).
     yield* annotated(Effect.logInfo(
       `leasehold worker ${owner} started: queues ${config.queues.join(", ")}, concurrency ${config.concurrency}`

@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Data, Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
@@ -20,7 +20,9 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 
 /** The embedded server could not be started. @category errors */
-export class EmbeddedPostgresError extends Data.TaggedError("EmbeddedPostgresError")<{ readonly message: string }> {}
+export class EmbeddedPostgresError extends Schema.TaggedError<EmbeddedPostgresError>()("EmbeddedPostgresError", {
+  message: Schema.String
+}) {}
 
 /** @category models */
 export interface EmbeddedOptions {

@@ -107,11 +107,14 @@ type Failure =
   | StoreError
   | BadRequest
 
-/** A request the API cannot act on, answered 400 (or `status`). */
-class BadRequest {
-  readonly _tag = "BadRequest"
-  constructor(readonly error: string, readonly message: string, readonly status = 400) {}
-}
+/** A request the API cannot act on, answered with `status` (the problem's `error` code and `message`). */
+class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", {
+  error: Schema.String,
+  message: Schema.String,
+  status: Schema.Number
+}) {}
+
+const badRequest = (error: string, message: string, status = 400) => new BadRequest({ error, message, status })
 
 const badInput = {
   InvalidPayload: "invalid-payload",
@@ -155,10 +158,10 @@ const body = <S extends Schema.Constraint & { readonly DecodingServices: never }
       Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(limit)),
       Effect.mapError((error) =>
         error._tag === "SchemaError"
-          ? new BadRequest("invalid-request", error.message.split("\n").join(" "))
+          ? badRequest("invalid-request", error.message.split("\n").join(" "))
           : error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-          ? new BadRequest("body-too-large", `the body is larger than ${limit} bytes`, 413)
-          : new BadRequest("invalid-json", "the body is not JSON")
+          ? badRequest("body-too-large", `the body is larger than ${limit} bytes`, 413)
+          : badRequest("invalid-json", "the body is not JSON")
       )
     ) as Effect.Effect<S["Type"], BadRequest, HttpServerRequest.HttpServerRequest>
   )
@@ -170,7 +173,7 @@ const jsonContentType: Effect.Effect<void, BadRequest, HttpServerRequest.HttpSer
     isJsonContentType(request.headers["content-type"])
       ? Effect.void
       : Effect.fail(
-        new BadRequest("unsupported-media-type", "the body must be JSON: content-type application/json (or application/<x>+json), UTF-8", 415)
+        badRequest("unsupported-media-type", "the body must be JSON: content-type application/json (or application/<x>+json), UTF-8", 415)
       )
 )
 
@@ -218,7 +221,7 @@ const wholeNumber = (name: string, text: string | undefined, fallback: number, m
   const n = Number(text)
   return Number.isInteger(n) && n >= min && n <= max
     ? Effect.succeed(n)
-    : Effect.fail(new BadRequest("invalid-request", `${name} must be a whole number from ${min} to ${max}`))
+    : Effect.fail(badRequest("invalid-request", `${name} must be a whole number from ${min} to ${max}`))
 }
 
 const sseEvent = (event: string, data: string) => Sse.encoder.write({ _tag: "Event", event, id: undefined, data })
@@ -305,14 +308,14 @@ export const layer = (options: AdminOptions) =>
           const stateText = single(query.state)
           if (stateText !== undefined && !isRunState(stateText)) {
             const states = RunState.literals.join(", ")
-            return yield* Effect.fail(new BadRequest("invalid-request", `state must be one of ${states}`))
+            return yield* Effect.fail(badRequest("invalid-request", `state must be one of ${states}`))
           }
           const state = stateText
           const kind = single(query.kind)
           const queue = single(query.queue)
           for (const [name, value, max] of [["kind", kind, Limits.maxKindBytes], ["queue", queue, Limits.maxQueueBytes]] as const) {
             const issue = value === undefined ? undefined : Limits.textIssue(value, max)
-            if (issue !== undefined) return yield* Effect.fail(new BadRequest("invalid-request", `${name} ${issue}`))
+            if (issue !== undefined) return yield* Effect.fail(badRequest("invalid-request", `${name} ${issue}`))
           }
           const pageSize = yield* wholeNumber("limit", single(query.limit), 50, 1, 500)
           const offset = yield* wholeNumber("offset", single(query.offset), 0, 0, 1_000_000)
@@ -321,7 +324,7 @@ export const layer = (options: AdminOptions) =>
           const after = single(query.after)
           for (const [name, cursor] of [["before", before], ["after", after]] as const) {
             if (cursor !== undefined && !/^[0-9]{1,18}$/.test(cursor)) {
-              return yield* Effect.fail(new BadRequest("invalid-request", `${name} must be a run id (digits)`))
+              return yield* Effect.fail(badRequest("invalid-request", `${name} must be a run id (digits)`))
             }
           }
           const payload: Array<PayloadFieldFilter> = []
@@ -329,7 +332,7 @@ export const layer = (options: AdminOptions) =>
             if (!key.startsWith("payload.")) continue
             const path = key.slice("payload.".length).split(".")
             if (path.some((part) => part === "")) {
-              return yield* Effect.fail(new BadRequest("invalid-request", `${key} is not payload.<field>`))
+              return yield* Effect.fail(badRequest("invalid-request", `${key} is not payload.<field>`))
             }
             for (const v of typeof value === "string" ? [value] : value) payload.push({ path, value: v })
           }
@@ -396,10 +399,10 @@ export const layer = (options: AdminOptions) =>
             if (forPerson.length === 1 && options.workflows !== undefined) {
               const deferred = forPerson[0]!.name
               const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, payload ?? null)
-              if (!done) return yield* Effect.fail(new BadRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409))
+              if (!done) return yield* Effect.fail(badRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409))
               return json(200, { id, deferred })
             }
-            return yield* Effect.fail(new BadRequest(
+            return yield* Effect.fail(badRequest(
               "workflow-run",
               forPerson.length > 1
                 ? `run ${id} is a workflow waiting on several deferreds meant for a person (${forPerson.map((a) => a.name).join(", ")}): complete the one you mean (DurableDeferred.done)`
@@ -426,7 +429,7 @@ export const layer = (options: AdminOptions) =>
             const payload = Object.entries(requested.payload ?? {}).map(([field, value]) => ({ path: field.split("."), value }))
             if (state === undefined && kind === undefined && queue === undefined && payload.length === 0) {
               return yield* Effect.fail(
-                new BadRequest("invalid-request", `bulk ${action} needs a state, kind, queue or payload filter`)
+                badRequest("invalid-request", `bulk ${action} needs a state, kind, queue or payload filter`)
               )
             }
             const store = yield* RunStore

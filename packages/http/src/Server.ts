@@ -1,7 +1,7 @@
 /**
  * Everything in one place: the callback route, the admin API and the console, as routes for an
- * application's own Effect HTTP server (`routes`) or as a Node HTTP server of their own (`layer`,
- * what `leasehold serve` runs).
+ * application's own Effect HTTP server (`layerRoutes`) or as a Node HTTP server of their own
+ * (`layer`, what `leasehold serve` runs).
  *
  * @since 0.1.0
  */
@@ -42,7 +42,7 @@ export interface RoutesOptions {
  *
  * @category layers
  */
-export const routes = (options: RoutesOptions) => {
+export const layerRoutes = (options: RoutesOptions) => {
   const callbacks = CallbackRoutes.layer({ maxBodySize: options.maxBodySize })
   if (options.callbacksOnly === true) return callbacks
   const admin = Admin.layer(options)
@@ -50,6 +50,12 @@ export const routes = (options: RoutesOptions) => {
   const consoleOptions = typeof options.console === "object" ? options.console : {}
   return Layer.mergeAll(callbacks, admin, Console.layer({ ...consoleOptions, token: options.token }))
 }
+
+/**
+ * @deprecated Renamed `layerRoutes` (Effect's layer naming); this alias goes in a later release.
+ * @category layers
+ */
+export const routes = layerRoutes
 
 /** @category models */
 export interface ServerOptions extends RoutesOptions {
@@ -63,13 +69,13 @@ export interface ServerOptions extends RoutesOptions {
 }
 
 /**
- * A Node HTTP server on `host:port` serving `routes`. Requests are not logged (a callback URL's
- * query is a credential). Requires `Callbacks`, `RunStore` and `Handlers`; provides `HttpServer`.
+ * A Node HTTP server on `host:port` serving `layerRoutes`. Requests are not logged (a callback
+ * URL's query is a credential). Requires `Callbacks`, `RunStore` and `Handlers`; provides `HttpServer`.
  *
  * @category layers
  */
 export const layer = (options: ServerOptions) =>
-  HttpRouter.serve(routes(options), { disableLogger: true, disableListenLog: true }).pipe(
+  HttpRouter.serve(layerRoutes(options), { disableLogger: true, disableListenLog: true }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(() => createServer(), {
       port: options.port,
       host: options.host,

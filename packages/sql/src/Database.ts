@@ -6,10 +6,10 @@
  * @since 0.1.0
  */
 import { PgClient } from "@effect/sql-pg"
-import { Config, Data, Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Config, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 
-/** Neither a URL, nor `DATABASE_URL`, nor a fallback was given. */
-export class MissingUrl extends Data.TaggedError("MissingUrl")<{}> {
+/** Neither a URL, nor `DATABASE_URL`, nor a fallback was given. @category errors */
+export class MissingUrl extends Schema.TaggedError<MissingUrl>()("MissingUrl", {}) {
   override get message(): string {
     return "no database URL: set DATABASE_URL, pass url, or give a fallback (EmbeddedPostgres.url() from @leasehold/embedded)"
   }
@@ -52,7 +52,7 @@ export const resolveUrl = <E = never>(options: DatabaseOptions<E> = {}): Effect.
 
 /** A PgClient (and SqlClient) for the configured server (see `resolveUrl`). @category layers */
 export const layer = <E = never>(options: DatabaseOptions<E> = {}) =>
-  Layer.unwrap(Effect.map(resolveUrl(options), (url) => clientLayer(url, options)))
+  Layer.unwrap(Effect.map(resolveUrl(options), (url) => layerFromUrl(url, options)))
 
 /**
  * The server and database a URL names, read as the driver reads it. The driver names its spans'
@@ -95,8 +95,12 @@ export const addressOf = (url: string): { readonly host?: string; readonly port?
   }
 }
 
-/** A PgClient for an explicit URL. @category layers */
-export const clientLayer = (url: string, options: Omit<DatabaseOptions<unknown>, "url" | "fallback"> = {}) =>
+/**
+ * A PgClient (and SqlClient) for an explicit URL: no `DATABASE_URL`, no fallback.
+ *
+ * @category layers
+ */
+export const layerFromUrl = (url: string, options: Omit<DatabaseOptions<unknown>, "url" | "fallback"> = {}) =>
   PgClient.layer({
     ...addressOf(url),
     url: Redacted.make(url),
@@ -105,3 +109,9 @@ export const clientLayer = (url: string, options: Omit<DatabaseOptions<unknown>,
     applicationName: options.applicationName ?? "leasehold",
     ...(options.pooler === "transaction" ? { prepare: false } : {})
   })
+
+/**
+ * @deprecated Renamed `layerFromUrl` (Effect's layer naming); this alias goes in a later release.
+ * @category layers
+ */
+export const clientLayer = layerFromUrl

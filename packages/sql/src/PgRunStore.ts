@@ -79,8 +79,8 @@ export const runtimeSettings: Readonly<Record<string, string>> = {
   plan_cache_mode: "force_generic_plan",
   enable_seqscan: "off",
   enable_bitmapscan: "off",
-  // A plan the settings above penalize can cost enough to be JIT-compiled on every execution
-  // (100 ms for a lookup of one row); no runtime statement gains from JIT.
+  // A plan the settings above penalize can cost enough to be JIT-compiled on every execution, and
+  // no runtime statement gains from JIT (ADR 0002).
   jit: "off"
 }
 

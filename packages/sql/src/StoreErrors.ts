@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { StoreError } from "@leasehold/core"
-import { Data, Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlError } from "effect/sql"
 
 /**
@@ -40,7 +40,7 @@ export const fromSql = (operation: string, error: SqlError.SqlError): StoreError
 }
 
 /** A row that does not have the shape the store expects (a schema edited by hand, a newer store). @category errors */
-export class MalformedRow extends Data.TaggedError("MalformedRow")<{ readonly message: string }> {}
+export class MalformedRow extends Schema.TaggedError<MalformedRow>()("MalformedRow", { message: Schema.String }) {}
 
 type DriverError = SqlError.SqlError | MalformedRow
 

@@ -106,7 +106,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdQueueStoreOpti
 
 /**
  * Effect's `PersistedQueue` (and so `DurableQueue`) over Leasehold runs. Needs the `RunStore`
- * (`PgRunStore.layer` over `Database.clientLayer`).
+ * (`PgRunStore.layer` over `Database.layerFromUrl`).
  *
  * @category layers
  */

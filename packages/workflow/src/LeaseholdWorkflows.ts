@@ -583,7 +583,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
 
 /**
  * The `WorkflowEngine` and the handlers of the workflows registered with it. Needs the `RunStore`
- * and the PgClient it runs on (`PgRunStore.layer` over `Database.clientLayer`).
+ * and the PgClient it runs on (`PgRunStore.layer` over `Database.layerFromUrl`).
  *
  * @category layers
  */

@@ -64,8 +64,8 @@ export const make = Effect.fnUntraced(function*(
   /** How many batches may be written at once (each on its own connection). */
   flushers = 1
 ) {
-  // Completions wait in a plain array; the flusher is woken at most once per batch. (A queue offer
-  // and a Deferred per completion cost more than the statement's share per run.)
+  // Completions wait in a plain array; the flusher is woken at most once per batch, not once per
+  // completion (ADR 0018).
   let queued: Array<Pending> = []
   const wake = yield* Queue.sliding<void>(1)
   const takeBatch = (): Array<Pending> => {

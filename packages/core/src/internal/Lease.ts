@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Exit, Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Schema, Scope } from "effect"
 import type { StoreError } from "../Errors.js"
 import * as Backoff from "./Backoff.js"
 import * as Deadline from "./Deadline.js"
@@ -36,10 +36,7 @@ export interface LeaseContext {
 }
 
 /** Marks a failure that retrying cannot fix (a payload that no longer decodes). @category models */
-export class PermanentFailure {
-  readonly _tag = "PermanentFailure"
-  constructor(readonly reason: unknown) {}
-}
+export class PermanentFailure extends Schema.TaggedError<PermanentFailure>()("PermanentFailure", { reason: Schema.Defect() }) {}
 
 type Settlement = "completed" | "retry-scheduled" | "failed" | "released" | "suspended" | "abandoned"
 
@@ -61,14 +58,14 @@ const errorJson = (error: unknown): unknown => {
 const nullResult: Exit.Exit<string | null, never> = Exit.succeed(null)
 
 // The common case (the handler succeeded) is kept free of generators and closures: it runs once
-// per run at tens of thousands of runs a second.
+// per run, where the worker's own cost bounds its throughput (ADR 0018).
 const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
   entry.finalizing = true
   if (entry.settled === undefined && Exit.isSuccess(exit)) {
     // The result is encoded here, per run: one that JSON cannot hold fails this run alone instead
     // of the statement its batch shares with others.
     const result = exit.value === undefined || exit.value === null ? nullResult : entry.encodeResult(entry.run.id, exit.value)
-    if (Exit.isFailure(result)) return settled(ctx, entry, settleFailure(ctx, entry, Cause.fail(new PermanentFailure(Cause.squash(result.cause)))))
+    if (Exit.isFailure(result)) return settled(ctx, entry, settleFailure(ctx, entry, Cause.fail(new PermanentFailure({ reason: Cause.squash(result.cause) }))))
     // The completion is handed to the batcher and the RunScope closes at once; the lease stays in
     // the in-flight set (renewed, its slot taken) until the batch answers, and the rest of the
     // settlement runs on the flushing fiber. No fiber per run waits for its batch.

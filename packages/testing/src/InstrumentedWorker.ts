@@ -1,8 +1,9 @@
 /**
- * A Leasehold worker as a separate OS process, for the demo and the multi-process tests. It reaches PostgreSQL
- * through the URL it is given (the test's proxy) and reports, as one JSON line per event on
- * stdout, everything it does: claims with fences, heartbeats sent and confirmed, RunScope
- * interruptions, handler work ticks, and every write it attempts with its outcome.
+ * A Leasehold worker as a separate OS process, for the multi-process tests, the fault harness and
+ * the demo. It reaches PostgreSQL through the URL it is given (the test's proxy) and reports, as
+ * one JSON line per event on stdout, everything it does: claims with fences, heartbeats sent and
+ * confirmed, RunScope interruptions, handler work ticks, and every write it attempts with its
+ * outcome.
  *
  * Commands arrive as JSON lines on stdin:
  *   {"cmd":"finish","runId":"1"}              the handler holding run 1 writes its ledger row and completes
@@ -14,10 +15,10 @@
  */
 import { CurrentRun, Fence, Handler, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
-import * as Observability from "../Observability.js"
 import { Deferred, Effect, Layer, Queue, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as readline from "node:readline"
+import * as Otlp from "./internal/Otlp.js"
 
 /** Passed as JSON in LEASEHOLD_WORKER_CONFIG. */
 export interface Config {
@@ -181,13 +182,13 @@ const main = Effect.gen(function*() {
 })
 
 const layer = PgRunStore.layer({ schema: config.schema, migrate: false }).pipe(
-  Layer.provideMerge(Database.clientLayer(config.url, { maxConnections: config.maxConnections ?? 4, applicationName: owner }))
+  Layer.provideMerge(Database.layerFromUrl(config.url, { maxConnections: config.maxConnections ?? 4, applicationName: owner }))
 )
 
 const fiber = Effect.runFork(Effect.scoped(main).pipe(
   Effect.provide(layer),
   // Traces and metrics exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
-  Effect.provide(Observability.layer),
+  Effect.provide(Otlp.layer),
   Effect.catchCause((cause) => report({ type: "crashed", cause: String(cause) }))
 ))
 // SIGTERM/SIGINT interrupt the worker, which shuts down gracefully; then the process exits.

@@ -1,26 +1,31 @@
 /**
- * `leasehold demo` (what `npm start` runs): leases and fencing at work, live.
+ * The demo (what `npm start` runs): leases and fencing at work, live.
  *
- * Starts PostgreSQL (embedded by default), enqueues sample runs — short jobs, one long
- * reconciliation, and agent-style refunds that suspend for a person's approval — and starts two
- * worker PROCESSES, each behind its own TCP proxy. Mid-run it cuts one worker off from the database
- * (its sockets stay open: silence, not a reset), and shows its lease expiring, the run reclaimed
- * under a higher fence, and the stale worker's writes rejected with `FenceRejected` when it comes
- * back. The suspended refunds hold no worker until they are approved. It ends by checking itself
- * against the database and exits 0 only if every run completed exactly once.
+ * Enqueues sample runs — short jobs, one long reconciliation, and agent-style refunds that suspend
+ * for a person's approval — and starts two worker PROCESSES, each behind its own TCP proxy. Mid-run
+ * it cuts one worker off from the database (its sockets stay open: silence, not a reset), and
+ * shows its lease expiring, the run reclaimed under a higher fence, and the stale worker's writes
+ * rejected with `FenceRejected` when it comes back. The suspended refunds hold no worker until they
+ * are approved. It ends by checking itself against the database and succeeds only if every run
+ * completed exactly once.
+ *
+ * The worker processes and their proxies are `@leasehold/testing`'s: the demo is a fault
+ * scenario told as it happens, which is why it lives beside the fault harness and not in the
+ * published `leasehold` command.
  */
 import { RunStore } from "@leasehold/core"
-import { Effect } from "effect"
-import { Command } from "effect/cli"
+import { Database, PgRunStore } from "@leasehold/sql"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
+import { Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import * as Connection from "../Connection.js"
-import * as LiveView from "../demo/LiveView.js"
-import * as WorkerProcess from "../demo/WorkerProcess.js"
-import { connectionFlags, DemoFailed } from "../Flags.js"
+import * as LiveView from "./LiveView.js"
 
 const shortJobs = 24
 const refunds = 3
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The demo's own check against the database failed, or a step of the story did not happen. */
+export class DemoFailed extends Schema.TaggedError<DemoFailed>()("DemoFailed", { message: Schema.String }) {}
 
 interface RunRow {
   readonly id: string
@@ -30,9 +35,9 @@ interface RunRow {
   readonly lease_owner: string | null
 }
 
-export const demo = Command.make("demo", connectionFlags, (flags) =>
-  Effect.scoped(Effect.gen(function*() {
-    const url = yield* Connection.resolveUrl(flags)
+/** Plays the demo against the PostgreSQL at `url`, in a schema of its own. */
+export const run = (url: string) =>
+  Effect.gen(function*() {
     const schema = `demo_${Date.now().toString(36)}`
     const ledger = `"${schema}".ledger`
     return yield* Effect.provide(
@@ -48,9 +53,9 @@ export const demo = Command.make("demo", connectionFlags, (flags) =>
           catch: (e) => e instanceof DemoFailed ? e : new DemoFailed({ message: String((e as Error)?.message ?? e) })
         })
       }),
-      Connection.storeLayer({ ...flags, schema }, url)
+      PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(url)))
     )
-  })).pipe(Effect.asVoid)).pipe(Command.withDescription("Show leases, fencing and suspension at work: two workers, one partition"))
+  })
 
 interface Stage {
   readonly url: string
