@@ -8,6 +8,7 @@ import { defineConfig } from "vitest/config"
  * PostgreSQL's server binaries, faketime).
  */
 const unit = [
+  "examples/testing-handlers.test.ts",
   "test/invariants.test.ts",
   "test/worker-clock.test.ts",
   "test/contract-memory.test.ts",
