@@ -214,3 +214,75 @@ export const codeBlocks = (file: string): Array<CodeBlock> => {
   }
   return blocks
 }
+
+// --- The documents a reader follows ----------------------------------------------------------
+
+/** The README, the guides and the reference pages a reader follows (evidence files are records). */
+export const readerDocs = (): Array<string> => [
+  "README.md",
+  ...filesUnder("docs/guides", (name) => name.endsWith(".md")),
+  "docs/DEPLOYMENT.md",
+  "docs/CONTRIBUTING.md"
+]
+
+/**
+ * Every shell block those documents show, by its first line: run as written by
+ * test/doc-commands.test.ts, or why not. A block not listed here fails test/docs.test.ts.
+ */
+export const shellBlocks: ReadonlyArray<{ readonly file: string; readonly firstLine: string; readonly run: true } | {
+  readonly file: string
+  readonly firstLine: string
+  readonly notRun: string
+}> = [
+  {
+    file: "README.md",
+    firstLine: "npm install   # the packages, and Node 24 as a dev dependency (the machine's own Node may be older)",
+    notRun:
+      "`npm install` ran before the tests could; `npm test` is the suite itself; `npm start` is run as written by test/doc-commands.test.ts › \"the README's npm start runs the demo from a folder of the clone\""
+  },
+  { file: "docs/guides/cli.md", firstLine: "npx leasehold migrate                                     # create or upgrade the store's schema", run: true },
+  { file: "docs/guides/http.md", firstLine: "# With DATABASE_URL set: the worker, the ingress and these commands share one server.", run: true },
+  {
+    file: "docs/guides/packages.md",
+    firstLine: "npm run build && npm pack -w packages/core -w packages/embedded -w packages/sql -w packages/http -w packages/workflow -w packages/cli",
+    notRun: "test/pack.test.ts packs the same workspaces"
+  },
+  {
+    file: "docs/guides/packages.md",
+    firstLine: "npm install ./leasehold-core-0.1.0.tgz ./leasehold-embedded-0.1.0.tgz ./leasehold-sql-0.1.0.tgz \\",
+    notRun: "test/pack.test.ts installs the tarballs into a fresh project outside the repository"
+  },
+  {
+    file: "docs/CONTRIBUTING.md",
+    firstLine: "npm test                # everything: provisions, builds, runs all four projects",
+    notRun: "the suite itself"
+  },
+  {
+    file: "docs/CONTRIBUTING.md",
+    firstLine: "npm run bench            # Leasehold, graphile-worker and pg-boss against the same PostgreSQL (full profile)",
+    notRun: "the full profile takes about 15 minutes; test/bench-smoke.test.ts runs the quick one"
+  }
+]
+
+/** The shell blocks of the reader's documents, as they stand. */
+export const shellBlocksInDocs = (): Array<CodeBlock> =>
+  readerDocs().flatMap((file) => codeBlocks(file).filter((b) => b.lang === "sh"))
+
+/**
+ * Whether `block` is an excerpt of `source`: its lines, in order and contiguous, except where a
+ * line of the block is only `// …` (text left out there).
+ */
+export const isExcerpt = (block: string, source: string): boolean => {
+  const pieces = block.split(/^[ \t]*\/\/ …[ \t]*$\n?/m).map((p) => p.replace(/\n+$/, "")).filter((p) => p.trim() !== "")
+  let from = 0
+  for (const piece of pieces) {
+    const at = source.indexOf(piece, from)
+    if (at < 0) return false
+    // Whole lines: the piece starts at a line's start and ends at a line's end.
+    if (at > 0 && source[at - 1] !== "\n") return false
+    const end = at + piece.length
+    if (end < source.length && source[end] !== "\n") return false
+    from = end
+  }
+  return pieces.length > 0
+}
