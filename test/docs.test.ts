@@ -11,7 +11,12 @@ import { assert, describe, it } from "vitest"
 import { codeBlocks, exists, filesUnder, isExcerpt, read, readerDocs, repo, shellBlocks, shellBlocksInDocs } from "./support/docs.js"
 
 const examples = filesUnder("examples", (name) => name.endsWith(".ts"))
-const linked = [...readerDocs(), ...filesUnder("packages", (name) => name === "README.md"), "docs/INVARIANTS.md", "docs/adr/README.md"]
+const linked = [
+  ...readerDocs(),
+  ...filesUnder("packages", (name) => name === "README.md"),
+  ...filesUnder("docs", (name) => name.endsWith(".md")),
+  ...filesUnder("bench", (name) => name.endsWith(".md"))
+]
 
 describe("the README and the guides", () => {
   it("show TypeScript only as excerpts of the programs in examples/", () => {
@@ -35,7 +40,7 @@ describe("the README and the guides", () => {
     assert.sameMembers(inDocs.map(key), shellBlocks.map(key), "every shell block is listed in test/support/docs.ts (shellBlocks), and every listed one exists")
   })
 
-  it("link only to files that exist", () => {
+  it("link only to files that exist (and so do the ADRs, evidence and benchmark results)", () => {
     const problems: Array<string> = []
     for (const file of linked) {
       for (const [, target] of read(file).matchAll(/\]\(([^)\s]+)\)/g)) {
