@@ -1,13 +1,16 @@
 import { defineConfig } from "vitest/config"
 
 /**
- * Test projects by what they need (README, "Tests"). `unit` needs nothing but Node: no database,
+ * Test projects by what they need (docs/CONTRIBUTING.md, "Tests"). `unit` needs nothing but Node: no database,
  * no globalSetup. `pg` needs a PostgreSQL (embedded, or DATABASE_URL): every test file not named
  * below. `processes` also starts worker processes, the `leasehold` binary or npm. `external` also
  * drives Debian programs that `npm test` provisions (Chromium, PgBouncer, a standby built with
  * PostgreSQL's server binaries, faketime).
  */
 const unit = [
+  "test/docs.test.ts",
+  "examples/testing-handlers.test.ts",
+  "test/invariants.test.ts",
   "test/worker-clock.test.ts",
   "test/contract-memory.test.ts",
   "test/schedules-plan.test.ts",
@@ -20,6 +23,8 @@ const unit = [
   "test/error-style.test.ts"
 ]
 const processes = [
+  "test/examples.test.ts",
+  "test/doc-commands.test.ts",
   "test/cli.test.ts",
   "test/demo.test.ts",
   "test/keys-process.test.ts",
@@ -30,7 +35,6 @@ const processes = [
   "test/worker-logs.test.ts",
   "test/bench-smoke.test.ts",
   "test/pack.test.ts",
-  "test/readme.test.ts",
   "test/embedded-private-dir.test.ts"
 ]
 const external = [

@@ -1,0 +1,90 @@
+/**
+ * The README and the guides cannot drift from the code: every TypeScript block they show is an
+ * excerpt of a program in examples/ (which the build type-checks and test/examples.test.ts runs),
+ * every shell block is run as written by test/doc-commands.test.ts or says why not, every link
+ * leads to a file that exists, and each guide is one click from the README. Plain file reading,
+ * no database.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { assert, describe, it } from "vitest"
+import { codeBlocks, exists, filesUnder, isExcerpt, read, readerDocs, repo, shellBlocks, shellBlocksInDocs } from "./support/docs.js"
+
+const examples = filesUnder("examples", (name) => name.endsWith(".ts"))
+const linked = [
+  ...readerDocs(),
+  ...filesUnder("packages", (name) => name === "README.md"),
+  ...filesUnder("docs", (name) => name.endsWith(".md")),
+  ...filesUnder("bench", (name) => name.endsWith(".md"))
+]
+
+describe("the README and the guides", () => {
+  it("show TypeScript only as excerpts of the programs in examples/", () => {
+    const problems: Array<string> = []
+    let blocks = 0
+    for (const file of readerDocs()) {
+      for (const block of codeBlocks(file).filter((b) => b.lang === "ts")) {
+        blocks++
+        if (!examples.some((example) => isExcerpt(block.body, read(example)))) {
+          problems.push(`${file}:${block.line}: this block is not an excerpt of any file in examples/`)
+        }
+      }
+    }
+    assert.isAtLeast(blocks, 12)
+    assert.deepStrictEqual(problems, [])
+  })
+
+  it("show shell blocks that test/doc-commands.test.ts runs, or that say why not", () => {
+    const inDocs = shellBlocksInDocs().map((b) => ({ file: b.file, firstLine: b.body.split("\n")[0]! }))
+    const key = (b: { file: string; firstLine: string }) => `${b.file}: ${b.firstLine}`
+    assert.sameMembers(inDocs.map(key), shellBlocks.map(key), "every shell block is listed in test/support/docs.ts (shellBlocks), and every listed one exists")
+  })
+
+  it("link only to files that exist (and so do the ADRs, evidence and benchmark results)", () => {
+    const problems: Array<string> = []
+    for (const file of linked) {
+      for (const [, target] of read(file).matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:/.test(target!) || target!.startsWith("#")) continue
+        const relative = path.posix.normalize(path.posix.join(path.posix.dirname(file), target!.split("#")[0]!))
+        // A file, or a folder (GitHub lists it).
+        if (!fs.existsSync(path.join(repo, relative))) problems.push(`${file}: ${target} (${relative}) does not exist`)
+      }
+    }
+    assert.deepStrictEqual(problems, [])
+  })
+
+  it("put every guide one click from a README of about 10 KB", () => {
+    const readme = read("README.md")
+    assert.isAtMost(Buffer.byteLength(readme), 12_000, "the README stays a front door: pitch, quickstart, one example, the guides")
+    for (const guide of filesUnder("docs/guides", (name) => name.endsWith(".md"))) {
+      assert.include(readme, `](${guide})`, `the README links ${guide}`)
+    }
+    assert.include(readme, "](docs/DEPLOYMENT.md)")
+    assert.include(readme, "## Dependencies, and why each")
+  })
+
+  it("run every example: each program in examples/ is run by a test", () => {
+    // The shell blocks test/doc-commands.test.ts runs count as runners too (a tasks module they name).
+    const run = shellBlocksInDocs().filter((b) => shellBlocks.some((s) => "run" in s && s.file === b.file && s.firstLine === b.body.split("\n")[0]))
+    const runners = [read("test/examples.test.ts"), read("test/doc-commands.test.ts"), ...run.map((b) => b.body)].join("\n")
+    for (const example of examples.filter((file) => !file.endsWith(".test.ts"))) {
+      const name = path.posix.basename(example)
+      assert.isTrue(
+        runners.includes(`"${name}"`) || runners.includes(example) || exists(example.replace(/\.ts$/, ".test.ts")),
+        `${example} is run by test/examples.test.ts, a shell block test/doc-commands.test.ts runs, or a test of its own`
+      )
+    }
+  })
+})
+
+describe("the excerpt check", () => {
+  const source = ["const a = 1", "const b = 2", "  const c = 3", "const d = 4", ""].join("\n")
+  it("accepts whole consecutive lines, and text left out at a `// …` line", () => {
+    assert.isTrue(isExcerpt("const b = 2\n  const c = 3", source))
+    assert.isTrue(isExcerpt("const a = 1\n// …\nconst d = 4", source))
+    assert.isFalse(isExcerpt("const a = 1\nconst c = 3", source), "not contiguous")
+    assert.isFalse(isExcerpt("const c = 3", source), "not a whole line")
+    assert.isFalse(isExcerpt("const d = 4\n// …\nconst a = 1", source), "out of order")
+    assert.isFalse(isExcerpt("const e = 5", source))
+  })
+})
