@@ -122,6 +122,8 @@ export interface RunFilter {
   readonly ids?: ReadonlyArray<string> | undefined
   /** The run's concurrency key (`KeyLimits`). */
   readonly concurrencyKey?: string | undefined
+  /** The run's idempotency key (a schedule's tick: `Schedules.tickKey`). */
+  readonly idempotencyKey?: string | undefined
   /** Runs whose stored error, as JSON text, contains this text (letter case ignored). */
   readonly errorText?: string | undefined
   /** Created at or after this time. */

@@ -61,6 +61,7 @@ export const matches = (run: StoredRun, filter: RunFilter): boolean => {
   if (filter.kind !== undefined && run.kind !== filter.kind) return false
   if (filter.ids !== undefined && !filter.ids.some((id) => runNumber(id) !== null && BigInt(id) === BigInt(run.id))) return false
   if (filter.concurrencyKey !== undefined && run.concurrencyKey !== filter.concurrencyKey) return false
+  if (filter.idempotencyKey !== undefined && run.idempotencyKey !== filter.idempotencyKey) return false
   if (filter.errorText !== undefined && !(run.error ?? "").toLowerCase().includes(filter.errorText.toLowerCase())) return false
   if (filter.createdFrom !== undefined && run.createdAt < filter.createdFrom.getTime()) return false
   if (filter.createdTo !== undefined && run.createdAt >= filter.createdTo.getTime()) return false

@@ -34,6 +34,7 @@ export const filterCondition = (sql: SqlClient.SqlClient, filter: RunFilter): St
     // Ids that are not run ids name no run (an empty array selects nothing).
     ...(filter.ids === undefined ? [] : [sql`id = ANY(${filter.ids.filter(isRunId)}::bigint[])`]),
     ...(filter.concurrencyKey === undefined ? [] : [sql`concurrency_key = ${filter.concurrencyKey}`]),
+    ...(filter.idempotencyKey === undefined ? [] : [sql`idempotency_key = ${filter.idempotencyKey}`]),
     ...(filter.errorText === undefined ? [] : [sql`error::text ILIKE ${`%${escapeLike(filter.errorText)}%`}`]),
     ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
     ...(filter.createdTo === undefined ? [] : [sql`created_at < ${filter.createdTo}`])
