@@ -190,9 +190,9 @@ describe("web console (chromium)", () => {
             (await attempts.nth(row).locator("td").allTextContents()).map((t) => t.trim())
           const [first, second] = [await cells(0), await cells(1)]
           assert.strictEqual(first[0], "1")
-          assert.strictEqual(first[5], "suspended")
+          assert.strictEqual(first[6], "suspended")
           assert.strictEqual(second[0], "2")
-          assert.strictEqual(second[5], "completed")
+          assert.strictEqual(second[6], "completed")
           assert.notStrictEqual(second[1], "—", "the fence 2 attempt names its owner")
 
           // The suspension, resumed with the decision; the note shows as the characters typed.
@@ -338,8 +338,8 @@ describe("web console (chromium)", () => {
         const live = await page.locator("section[aria-labelledby=live-leases] tbody tr td").allTextContents()
         assert.deepStrictEqual(live.slice(0, 5).map((t) => t.trim()), [`#${held!.id}`, "operator-laptop", "resize-image", "manual", "1"])
           assert.strictEqual(
-            await page.locator("svg.chart").getAttribute("aria-label"),
-            "3 runs finished in the last 10 minutes"
+            await page.locator("svg[data-chart=finished]").getAttribute("aria-label"),
+            "3 runs finished in the last 60 minutes"
           )
 
           // From the keyboard: the Workers link, then Enter; focus lands on the new page's heading.
@@ -425,7 +425,7 @@ describe("web console (chromium)", () => {
             await page.keyboard.press("Tab")
             order.push(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent?.trim()))
           }
-          assert.deepStrictEqual(order, ["Skip to content", "Overview", "Runs", "Approvals", "Workers"])
+          assert.deepStrictEqual(order, ["Skip to content", "Overview", "Queues", "Runs", "Schedules"])
           // The skip link moves focus to the content.
           await page.keyboard.press("Shift+Tab")
           await page.keyboard.press("Shift+Tab")
