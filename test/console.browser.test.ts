@@ -695,7 +695,7 @@ describe("web console pages (chromium)", () => {
         assert.include(await page.locator(".bulk [role=group]").textContent(), "Retry 100 runs?")
         assert.strictEqual(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent), "Yes, retry 100 runs")
         await page.keyboard.press("Enter")
-        await page.getByText("Retried 100 runs.").waitFor({ timeout: 10_000 })
+        await page.locator("main .form-message", { hasText: "Retried 100 runs." }).waitFor({ timeout: 10_000 })
       })
       assert.strictEqual(yield* count("pending"), 100)
       assert.strictEqual(yield* count("failed"), 1, "the run not selected stays failed")
