@@ -116,15 +116,15 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits\n`)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0019_worker_registry, 0020_activity_window\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
       assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "run_events", "run_history", "runs", "schedules", "signal_deliveries", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits"] })
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits", "0019_worker_registry", "0020_activity_window"] })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits)\n`)
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0019_worker_registry, 0020_activity_window)\n`)
     }))
 })
 
@@ -506,6 +506,8 @@ describe("leasehold stats", () => {
       const schema = freshSchema("cli")
       const { sql, store } = yield* openStore(schema)
       const empty = parse(yield* leasehold(["stats", "--json", ...connection(schema)]))
+      assert.deepInclude(empty.activity, { minutes: 10, series: [], truncated: false })
+      delete empty.activity
       assert.deepStrictEqual(empty, {
         byState: { pending: 0, running: 0, suspended: 0, completed: 0, failed: 0, cancelled: 0 },
         byStateAndQueue: [],
@@ -552,6 +554,9 @@ describe("leasehold stats", () => {
       assert.match(lines[0]!, /^QUEUE\s+PENDING\s+RUNNING\s+SUSPENDED\s+COMPLETED\s+FAILED\s+CANCELLED\s+TOTAL$/)
       assert.match(lines[1]!, /^default\s+1\s+1\s+0\s+0\s+0\s+0\s+2$/)
       assert.match(lines[2]!, /^money\s+0\s+0\s+0\s+1\s+0\s+1\s+2$/)
+      // The minute's activity, read from the run that finished in it.
+      assert.include(text.stdout, "finished in the last 10 minutes:")
+      assert.match(text.stdout, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\s+money\s+1\s+0\s/m)
       assert.match(lines[3]!, /^\(all\)\s+1\s+1\s+0\s+1\s+0\s+1\s+4$/)
       // Aligned: each count sits under its header.
       for (const row of lines.slice(1, 4)) assert.match(row.slice(lines[0]!.indexOf("TOTAL")), /^[0-9]+$/)

@@ -5,7 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { SampleTasks } from "@leasehold/cli"
-import { Duration, Effect } from "effect"
+import { Handler, KeyLimits, Run } from "@leasehold/core"
+import { Duration, Effect, Schema } from "effect"
 import { execFileSync } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -76,17 +77,21 @@ const readRun = (stores: Stores, runId: string) =>
 const consoleSetupWith = (options: {
   /** `LEASEHOLD_ADMIN_TOKEN`; the browser then answers the basic-auth challenge with it. */
   readonly token?: string | undefined
+  readonly traceUrl?: string | undefined
+  /** The worker's and the server's handlers besides the sample tasks. */
+  readonly handlers?: ReadonlyArray<Handler.Handler> | undefined
 }) =>
   Effect.gen(function*() {
     const stores = yield* twoStores
+    const handlers = [...SampleTasks.handlers, ...(options.handlers ?? [])]
     yield* startWorker(stores.a, stores.sql, {
-      handlers: SampleTasks.handlers,
+      handlers,
       concurrency: 4,
       ttl: "10 seconds",
       pollInterval: "100 millis"
     })
     // `leasehold serve`'s server (admin API, callbacks, console) on a free loopback port.
-    const { origin: baseUrl } = yield* startServer(stores, { handlers: SampleTasks.handlers, token: options.token })
+    const { origin: baseUrl } = yield* startServer(stores, { handlers, token: options.token, traceUrl: options.traceUrl })
     const browser = yield* launch
     const page = yield* Effect.promise(() =>
       browser.newPage({
@@ -190,9 +195,9 @@ describe("web console (chromium)", () => {
             (await attempts.nth(row).locator("td").allTextContents()).map((t) => t.trim())
           const [first, second] = [await cells(0), await cells(1)]
           assert.strictEqual(first[0], "1")
-          assert.strictEqual(first[5], "suspended")
+          assert.strictEqual(first[6], "suspended")
           assert.strictEqual(second[0], "2")
-          assert.strictEqual(second[5], "completed")
+          assert.strictEqual(second[6], "completed")
           assert.notStrictEqual(second[1], "—", "the fence 2 attempt names its owner")
 
           // The suspension, resumed with the decision; the note shows as the characters typed.
@@ -338,8 +343,8 @@ describe("web console (chromium)", () => {
         const live = await page.locator("section[aria-labelledby=live-leases] tbody tr td").allTextContents()
         assert.deepStrictEqual(live.slice(0, 5).map((t) => t.trim()), [`#${held!.id}`, "operator-laptop", "resize-image", "manual", "1"])
           assert.strictEqual(
-            await page.locator("svg.chart").getAttribute("aria-label"),
-            "3 runs finished in the last 10 minutes"
+            await page.locator("svg[data-chart=finished]").getAttribute("aria-label"),
+            "3 runs finished in the last 60 minutes"
           )
 
           // From the keyboard: the Workers link, then Enter; focus lands on the new page's heading.
@@ -425,7 +430,7 @@ describe("web console (chromium)", () => {
             await page.keyboard.press("Tab")
             order.push(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent?.trim()))
           }
-          assert.deepStrictEqual(order, ["Skip to content", "Overview", "Runs", "Approvals", "Workers"])
+          assert.deepStrictEqual(order, ["Skip to content", "Overview", "Queues", "Runs", "Schedules"])
           // The skip link moves focus to the content.
           await page.keyboard.press("Shift+Tab")
           await page.keyboard.press("Shift+Tab")
@@ -523,4 +528,235 @@ describe("web console (chromium)", () => {
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     })
   )
+})
+
+/** A page's screenshot for the README (docs/console-<name>.png) on UPDATE_SCREENSHOTS=1, else into the temporary folder. */
+const shot = (page: Page, name: string) =>
+  page.screenshot({
+    path: process.env.UPDATE_SCREENSHOTS === "1"
+      ? path.resolve(import.meta.dirname, "..", "docs", `console-${name}.png`)
+      : path.join(os.tmpdir(), `leasehold-console-${name}.png`),
+    fullPage: true
+  })
+
+const rowCells = async (page: Page, selector: string) => (await page.locator(selector).locator("td, th").allTextContents()).map((t) => t.trim())
+
+/** A refund whose approval signal declares its schema: an amount (a number) and an optional reason. */
+const payout = Handler.make({
+  kind: "approve-payout",
+  payload: Schema.Struct({ order: Schema.String }),
+  signals: { approval: Schema.Struct({ approved: Schema.Boolean, amount: Schema.Number, reason: Schema.optional(Schema.String) }) },
+  handle: ({ order }) => Effect.map(Run.awaitSignal("approval", { token: `payout-${order}` }), (decision) => ({ order, decision }))
+})
+
+describe("web console pages (chromium)", () => {
+  it.live("queues: counts by state and the oldest due run; pausing a queue marks it paused (and stores it) until it is resumed", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      // A queue no worker serves: its runs stay pending.
+      yield* stores.b.enqueue([1, 2, 3].map((width) => ({ kind: "resize-image", queue: "mail", payload: { image: "m.png", width } })))
+      const paused = () => Effect.map(stores.sql.unsafe<{ queue: string }>(`SELECT queue FROM "${stores.schema}".paused_queues`), (rows) => rows.map((r) => r.queue))
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/queues`)
+        const row = page.locator(`tr[data-queue="mail"]`)
+        await row.waitFor({ timeout: 10_000 })
+        const cells = await rowCells(page, `tr[data-queue="mail"]`)
+        assert.strictEqual(cells[0], "mail")
+        assert.strictEqual(cells[1], "active")
+        assert.strictEqual(cells[2], "3", "pending")
+        assert.strictEqual(cells[8], "3", "due")
+        await page.getByRole("button", { name: "Pause queue mail" }).click()
+        await row.locator(".badge.paused").waitFor({ timeout: 10_000 })
+        await page.getByRole("button", { name: "Resume queue mail" }).waitFor()
+        await page.evaluate(() => (globalThis as any).document.activeElement?.blur())
+        await shot(page, "queues")
+      })
+      assert.deepStrictEqual(yield* paused(), ["mail"])
+      yield* promise(async () => {
+        await page.getByRole("button", { name: "Resume queue mail" }).click()
+        await page.locator(`tr[data-queue="mail"] .badge.active`).waitFor({ timeout: 10_000 })
+      })
+      assert.deepStrictEqual(yield* paused(), [])
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
+  it.live("schedules: next ticks, the last tick's run linked with its state, the missed-tick policy, and pause / resume", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      yield* stores.b.registerSchedules([{ name: "nightly-thumbs", cron: "0 3 * * *", kind: "resize-image", payload: { image: "n.png", width: 9 }, missed: "once" }])
+      // Its next tick is made due now, and ticked: one run enqueued for that tick.
+      yield* stores.sql.unsafe(`UPDATE "${stores.schema}".schedules SET next_tick = now() - interval '1 second'`)
+      // This ticker or the worker's: either way one run for the tick.
+      yield* stores.b.tickSchedules
+      const [tickRun] = yield* eventually("the tick's run", Effect.map(stores.b.list({ kind: "resize-image", limit: 1 }), (runs) => runs.length > 0 && runs))
+      const runId = tickRun!.id
+      const isPaused = () => Effect.map(stores.sql.unsafe<{ paused: boolean }>(`SELECT paused FROM "${stores.schema}".schedules`), (rows) => rows[0]!.paused)
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/schedules`)
+        const row = page.locator(`tr[data-schedule="nightly-thumbs"]`)
+        await row.waitFor({ timeout: 10_000 })
+        await row.locator(`a[href="#/runs/${runId}"]`).waitFor({ timeout: 10_000 })
+        const cells = await rowCells(page, `tr[data-schedule="nightly-thumbs"]`)
+        assert.strictEqual(cells[1], `0 3 * * * UTC`)
+        assert.strictEqual(await row.locator("td").nth(3).locator("li").count(), 3, "the next three ticks")
+        assert.match(cells[7]!, /^run once for missed ticks/)
+        assert.strictEqual(cells[8], "active")
+        await page.getByRole("button", { name: "Pause schedule nightly-thumbs" }).click()
+        await row.locator(".badge.paused").waitFor({ timeout: 10_000 })
+        await page.evaluate(() => (globalThis as any).document.activeElement?.blur())
+        await shot(page, "schedules")
+      })
+      assert.isTrue(yield* isPaused())
+      yield* promise(async () => {
+        await page.getByRole("button", { name: "Resume schedule nightly-thumbs" }).click()
+        await page.locator(`tr[data-schedule="nightly-thumbs"] .badge.active`).waitFor({ timeout: 10_000 })
+      })
+      assert.isFalse(yield* isPaused())
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
+  it.live("key limits: the limit, the slots each key holds and the key waiting longest first", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      yield* stores.b.setKeyLimits([KeyLimits.perKind("export", 1)])
+      const keyed = (key: string, n: number) =>
+        stores.b.enqueue(Array.from({ length: n }, (_, i) => ({ kind: "export", queue: "exports", payload: { i }, concurrencyKey: key })))
+      yield* keyed("tenant-a", 3)
+      yield* keyed("tenant-b", 1)
+      // Claimed by hand (no worker serves "exports"): each key's first run holds its one slot.
+      const claimed = yield* stores.b.claim({ owner: "hand", queues: ["exports"], kinds: ["export"], limit: 10, ttl: Duration.seconds(60) })
+      assert.strictEqual(claimed.length, 2)
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/limits`)
+        const limit = page.locator(`section[data-limit="kind:export"]`)
+        await limit.waitFor({ timeout: 10_000 })
+        assert.include(await limit.locator("dl").textContent(), "Limit per key1")
+        const keys = await limit.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key")))
+        assert.deepStrictEqual(keys, ["tenant-a", "tenant-b"], "the key with runs waiting first")
+        assert.deepStrictEqual((await rowCells(page, `section[data-limit="kind:export"] tr[data-key="tenant-a"]`)).slice(1, 3), ["1 of 1", "2"])
+        assert.deepStrictEqual((await rowCells(page, `section[data-limit="kind:export"] tr[data-key="tenant-b"]`)).slice(1, 4), ["1 of 1", "0", "—"])
+        await shot(page, "limits")
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
+  it.live("workers: an idle worker is listed from the registry with its host, pid, version, queues, concurrency and heartbeat", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems } = yield* consoleSetup
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/workers`)
+        const row = page.locator("tr[data-owner]").first()
+        await row.waitFor({ timeout: 10_000 })
+        const cells = (await row.locator("td").allTextContents()).map((t) => t.trim())
+        assert.strictEqual(cells[1], os.hostname())
+        assert.strictEqual(cells[2], String(process.pid))
+        assert.match(cells[3]!, /^\d+\.\d+\.\d+/)
+        assert.strictEqual(cells[4], "default")
+        assert.strictEqual(cells[5], "4")
+        assert.strictEqual(cells[6], "0 of 4", "idle: holds no run")
+        assert.match(cells[7]!, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \(\d+ (ms|s) ago\)$/)
+        assert.strictEqual(await page.locator("section.worker").count(), 0, "no lease to list")
+        await shot(page, "workers")
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
+  it.live("runs: search by error text and by id, an error column, and a bulk retry of 100 failed runs confirmed with its count", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      // 100 runs of a kind no worker takes, failed on their one attempt, and one failed otherwise.
+      const enqueued = yield* stores.b.enqueue(Array.from({ length: 101 }, (_, i) => ({ kind: "doomed", payload: { i }, maxAttempts: 1 })))
+      const claimed = yield* stores.b.claim({ owner: "hand", queues: ["default"], kinds: ["doomed"], limit: 101, ttl: Duration.seconds(60) })
+      assert.strictEqual(claimed.length, 101)
+      for (const [i, run] of claimed.entries()) {
+        yield* stores.b.fail({ runId: run.id, fence: run.fence, error: { message: i === 100 ? "quota exceeded" : `disk full on volume ${i}` }, retryDelayMs: undefined })
+      }
+      const lone = claimed[100]!.id
+      const count = (state: string) =>
+        Effect.map(stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs WHERE kind = 'doomed' AND state = '${state}'`), (r) => r[0]!.n)
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs?id=${lone}`)
+        await page.locator(`tr[data-run-id="${lone}"]`).waitFor({ timeout: 10_000 })
+        assert.strictEqual(await page.locator("main tbody tr").count(), 1)
+        assert.strictEqual((await page.locator(`tr[data-run-id="${lone}"] td.error-cell`).textContent())?.trim(), "quota exceeded")
+
+        await page.goto(`${baseUrl}/#/runs`)
+        await page.getByLabel("State").selectOption("failed")
+        await page.getByLabel("Error text").fill("DISK FULL")
+        await page.getByLabel("Per page").selectOption("100")
+        await page.getByRole("button", { name: "Search" }).click()
+        await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("tr[data-run-id]").length === 100, undefined, { timeout: 10_000 })
+        assert.strictEqual(await page.locator(`tr[data-run-id="${lone}"]`).count(), 0, "the run failed otherwise is not found")
+        assert.match((await page.locator("td.error-cell").first().textContent()) ?? "", /^disk full on volume \d+$/)
+        await page.getByLabel("Select every run on this page").check()
+        assert.strictEqual(await page.locator(".bulk .muted").textContent(), "100 selected")
+        await shot(page, "runs")
+        await page.getByRole("button", { name: "Retry selected" }).click()
+        assert.include(await page.locator(".bulk [role=group]").textContent(), "Retry 100 runs?")
+        assert.strictEqual(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent), "Yes, retry 100 runs")
+        await page.keyboard.press("Enter")
+        await page.locator("main .form-message", { hasText: "Retried 100 runs." }).waitFor({ timeout: 10_000 })
+      })
+      assert.strictEqual(yield* count("pending"), 100)
+      assert.strictEqual(yield* count("failed"), 1, "the run not selected stays failed")
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+      assert.strictEqual(enqueued.length, 101)
+    }))
+
+  it.live("run page: date, duration, wait and run time, and the trace id linked through the configured trace URL template", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ traceUrl: "http://tracing.example.test/trace/{traceId}?span={spanId}" })
+      const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
+      const spanId = "00f067aa0ba902b7"
+      const [enqueued] = yield* stores.b.enqueue([{ kind: "resize-image", payload: { image: "t.png", width: 5 }, traceParent: `00-${traceId}-${spanId}-01` }])
+      const runId = enqueued!.id
+      yield* eventually("the traced run completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed"))
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs/${runId}`)
+        await page.waitForFunction(() => (globalThis as any).document.querySelector(".summary .badge")?.textContent === "completed", undefined, { timeout: 10_000 })
+        const fact = async (term: string) => (await page.locator(".summary > div", { has: page.locator(`dt:text-is("${term}")`) }).locator("dd").textContent())?.trim() ?? ""
+        const link = page.locator(".summary a", { hasText: traceId })
+        assert.strictEqual(await link.getAttribute("href"), `http://tracing.example.test/trace/${traceId}?span=${spanId}`)
+        assert.match(await fact("Created"), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \(/)
+        assert.match(await fact("Finished"), /^\d{4}-\d{2}-\d{2} /)
+        for (const term of ["Duration", "Wait time", "Run time"]) assert.match(await fact(term), /^\d+ (ms|s)$/, term)
+        // The sample task sleeps 50 ms: its run time says so.
+        assert.isAtLeast(Number(/^(\d+) ms$/.exec(await fact("Run time"))?.[1] ?? 1000), 50)
+        await shot(page, "run")
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
+  it.live("approvals: oldest first, and a form built from the signal's schema whose number field is checked in the page and sent as a number", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ handlers: [payout] })
+      const older = yield* enqueueRefund(stores, "O-1", 1)
+      const [enqueued] = yield* stores.b.enqueue([{ kind: "approve-payout", payload: { order: "P-9" } }])
+      const runId = enqueued!.id
+      yield* eventually("the payout suspends", Effect.map(readRun(stores, runId), (run) => run.state === "suspended"))
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/approvals`)
+        const card = page.locator(`article.approval[data-run-id="${runId}"]`)
+        await card.waitFor({ timeout: 10_000 })
+        const order = await page.locator("article.approval").evaluateAll((cards) => cards.map((c) => c.getAttribute("data-run-id")))
+        assert.deepStrictEqual(order, [older, runId], "the one waiting longest first")
+        const amount = card.getByLabel("Amount", { exact: true })
+        assert.strictEqual(await amount.getAttribute("type"), "number")
+        assert.strictEqual(await card.getByLabel("Reason (optional)").count(), 1)
+        assert.strictEqual(await card.getByLabel("Note (optional)").count(), 0, "the schema's fields, not the default form's")
+        // Nothing typed: refused in the page, nothing sent.
+        await card.getByRole("button", { name: "Approve" }).click()
+        await card.getByText("Amount is required").waitFor({ timeout: 5_000 })
+        assert.strictEqual(await amount.getAttribute("aria-invalid"), "true")
+        assert.strictEqual(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("name")), "amount")
+        await shot(page, "approvals")
+        await amount.fill("12.5")
+        await card.getByLabel("Reason (optional)").fill("partial")
+        await card.getByRole("button", { name: "Approve" }).click()
+        await card.getByText("Approved: the run is resuming.").waitFor({ timeout: 10_000 })
+      })
+      const done = yield* eventually("the payout completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run), "20 seconds")
+      assert.deepStrictEqual(done.result, { order: "P-9", decision: { _tag: "Signalled", payload: { approved: true, amount: 12.5, reason: "partial" } } })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
 })

@@ -22,7 +22,10 @@ const postgres: ContractTarget = {
       passTime: (duration) => {
         const shift = `${Duration.toMillis(Duration.fromInputUnsafe(duration))} * interval '1 millisecond'`
         return sql.unsafe(`UPDATE "${schema}".runs SET run_at = run_at - ${shift},
-          lease_expires_at = lease_expires_at - ${shift}, suspend_deadline = suspend_deadline - ${shift}`)
+          lease_expires_at = lease_expires_at - ${shift}, suspend_deadline = suspend_deadline - ${shift}`).pipe(
+          Effect.andThen(sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
+            last_heartbeat_at = last_heartbeat_at - ${shift}`))
+        )
       },
       settle: Effect.sleep("50 millis")
     }

@@ -13,7 +13,7 @@ import { LeaseholdWorkflows } from "@leasehold/workflow"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
-import { DurableDeferred, Workflow } from "effect/workflow"
+import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 import { callbacksOptions, postJson, request } from "./support/http.js"
 import { databaseUrl, freshSchema } from "./support/db.js"
 import { eventually } from "./support/workers.js"
@@ -29,7 +29,10 @@ const Payout = Workflow.make("Payout", {
   success: Schema.Struct({ order: Schema.String, approved: Schema.Boolean, note: Schema.String }),
   idempotencyKey: ({ order }) => order
 })
+// A payout that quotes first (an activity, journalled under its holder's fence), then asks a person.
+const Quote = Activity.make({ name: "quote", success: Schema.Number, execute: Effect.succeed(42) })
 const PayoutLayer = Payout.toLayer(Effect.fnUntraced(function*({ order }) {
+  yield* Quote
   const decision = yield* DurableDeferred.await(ApprovePayout)
   return { order, ...decision }
 }))
@@ -66,6 +69,7 @@ const setUp = Effect.gen(function*() {
       token: Redacted.make(token),
       workflows: {
         awaiting: journal.awaiting,
+        journal: journal.journal,
         decide: (execution, deferred, value) => journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value))
       }
     }).pipe(Layer.provide(Layer.mergeAll(
@@ -141,6 +145,18 @@ describe("workflow approvals", () => {
       )
       yield* Effect.promise(async () => {
         const page = await browser.newPage({ httpCredentials: { username: "admin", password: token } })
+        // The payout's page shows its journal: the quote activity with its fence and result, the person's deferred awaited.
+        await page.goto(`${origin}/#/runs/${payoutRun}`)
+        const journal = page.locator("section[aria-labelledby=journal] tbody tr")
+        await journal.first().waitFor({ timeout: 10_000 })
+        const entries = await journal.evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll("td")].slice(1).map((td) => td.textContent?.trim())))
+        assert.deepStrictEqual(entries, [
+          ["activity", "quote", "1", "1", "succeeded", "42"],
+          ["deferred", "person/approve-payout", "", "", "awaited", ""]
+        ])
+        if (process.env.UPDATE_SCREENSHOTS === "1") {
+          await page.screenshot({ path: new URL("../docs/console-workflow.png", import.meta.url).pathname, fullPage: true })
+        }
         await page.goto(`${origin}/#/approvals`)
         const card = page.locator(`article.approval[data-run-id="${payoutRun}"]`)
         await card.waitFor({ timeout: 10_000 })

@@ -64,6 +64,12 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     schedules: Effect.die(new Error("not used by this measure")),
     pauseSchedule: notImplemented,
     resumeSchedule: notImplemented,
+    // The worker announces itself at each heartbeat: nothing to store here.
+    announceWorker: () => Effect.void,
+    retireWorker: () => Effect.succeed(true),
+    workers: Effect.die(new Error("not used by this measure")),
+    activity: () => Effect.die(new Error("not used by this measure")),
+    keyUsage: () => Effect.die(new Error("not used by this measure")),
     notifications: Stream.never
   }
 }

@@ -792,6 +792,114 @@ export const runStoreContract = (target: ContractTarget): void => {
         }))
     })
 
+    describe("operators' reads", () => {
+      const announcement = (owner: string, runsHeld: number) => ({
+        owner,
+        host: "host-a",
+        pid: 42,
+        version: "0.1.0",
+        queues: ["default", "emails"],
+        kinds: ["job"],
+        concurrency: 8,
+        runsHeld,
+        startedAt: new Date("2026-01-01T00:00:00Z"),
+        ttl: Duration.seconds(30)
+      })
+
+      test("the worker registry lists each announced worker once with its latest announcement, drops it after its ttl, and forgets a retired one", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* store.workers, [])
+          yield* store.announceWorker(announcement("w-b", 0))
+          yield* store.announceWorker(announcement("w-a", 1))
+          yield* store.announceWorker(announcement("w-a", 3))
+          const listed = yield* store.workers
+          assert.deepStrictEqual(listed.map((w) => [w.owner, w.runsHeld]), [["w-a", 3], ["w-b", 0]])
+          assert.deepInclude(listed[0]!, { host: "host-a", pid: 42, version: "0.1.0", concurrency: 8 })
+          assert.deepStrictEqual(listed[0]!.queues, ["default", "emails"])
+          assert.strictEqual(listed[0]!.startedAt.toISOString(), "2026-01-01T00:00:00.000Z")
+          assert.isBelow(listed[0]!.lastHeartbeatAt.getTime(), listed[0]!.expiresAt.getTime())
+          yield* passTime("20 seconds")
+          yield* store.announceWorker(announcement("w-a", 2))
+          yield* passTime("20 seconds")
+          assert.deepStrictEqual((yield* store.workers).map((w) => w.owner), ["w-a"], "w-b missed its ttl; w-a announced since")
+          assert.isTrue(yield* store.retireWorker("w-a"))
+          assert.isFalse(yield* store.retireWorker("w-a"))
+          assert.deepStrictEqual(yield* store.workers, [])
+        }))
+
+      test("runs are found by id, concurrency key, error text (any case, wildcards literal) and creation time; a bulk retry by ids takes only those", ({ store }) =>
+        Effect.gen(function*() {
+          const ids = yield* enqueueJobs(store, 3, { maxAttempts: 1 })
+          const [keyed] = yield* store.enqueue([{ kind: "job", payload: {}, queue: "keyed", concurrencyKey: "tenant-7" }])
+          const claimed = yield* claimFrom(store, "w1", { limit: 3 })
+          for (const [i, run] of claimed.entries()) {
+            yield* store.fail({ runId: run.id, fence: run.fence, error: { message: i === 0 ? "Timeout talking to 100%_sure" : "refused" }, retryDelayMs: undefined })
+          }
+          const find = (filter: Omit<ListFilter, "limit">) => Effect.map(store.list({ limit: 50, ...filter }), (runs) => runs.map((r) => r.id))
+          assert.deepStrictEqual(yield* find({ ids: [ids[1]!, "not-an-id", "999999"] }), [ids[1]])
+          assert.deepStrictEqual(yield* find({ concurrencyKey: "tenant-7" }), [keyed!.id])
+          assert.deepStrictEqual(yield* find({ errorText: "TIMEOUT" }), [claimed[0]!.id])
+          assert.deepStrictEqual(yield* find({ errorText: "100%_sure" }), [claimed[0]!.id])
+          assert.deepStrictEqual(yield* find({ errorText: "100_" }), [], "% and _ are matched as themselves")
+          assert.deepStrictEqual(yield* find({ state: "failed", errorText: "refused" }), [claimed[2]!.id, claimed[1]!.id])
+          const created = (yield* store.get(ids[0]!)).createdAt
+          assert.deepStrictEqual(yield* find({ createdTo: created }), [])
+          assert.strictEqual((yield* find({ createdFrom: created })).length, 4)
+          assert.deepStrictEqual(yield* find({ ids: [] }), [])
+          const retried = yield* store.retryMany({ ids: [ids[0]!, ids[2]!] })
+          assert.deepStrictEqual([...retried].sort(), [ids[0]!, ids[2]!].sort())
+          assert.strictEqual((yield* store.get(ids[1]!)).state, "failed")
+        }))
+
+      test("activity counts completions and failures per queue and minute with wait and run times, takes at most maxRuns (and says so), and refuses a bad window", ({ store }) =>
+        Effect.gen(function*() {
+          const empty = yield* store.activity({ minutes: 60 })
+          assert.deepStrictEqual([empty.series, empty.truncated, empty.minutes], [[], false, 60])
+          yield* enqueueJobs(store, 2, { maxAttempts: 1 })
+          yield* enqueueJobs(store, 1, { queue: "other" })
+          const [a, b] = yield* claimFrom(store, "w1", { limit: 2 })
+          const [c] = yield* claimFrom(store, "w1", { queues: ["other"] })
+          yield* store.completeBatch([{ runId: a!.id, fence: a!.fence, result: null }, { runId: c!.id, fence: c!.fence, result: null }])
+          yield* store.fail({ runId: b!.id, fence: b!.fence, error: { message: "no" }, retryDelayMs: undefined })
+          const activity = yield* store.activity({ minutes: 60 })
+          const byQueue = new Map<string, { completed: number; failed: number }>()
+          for (const m of activity.series) {
+            const q = byQueue.get(m.queue) ?? { completed: 0, failed: 0 }
+            byQueue.set(m.queue, { completed: q.completed + m.completed, failed: q.failed + m.failed })
+            assert.isNotNull(m.waitMs)
+            assert.isAtLeast(m.runMs!.p95, m.runMs!.p50)
+            assert.isAtLeast(m.minute.getTime(), activity.since.getTime())
+          }
+          assert.deepStrictEqual(Object.fromEntries(byQueue), { default: { completed: 1, failed: 1 }, other: { completed: 1, failed: 0 } })
+          assert.isFalse(activity.truncated)
+          const capped = yield* store.activity({ minutes: 60, maxRuns: 2 })
+          assert.strictEqual(capped.series.reduce((n, m) => n + m.completed + m.failed, 0), 2)
+          assert.isTrue(capped.truncated)
+          for (const minutes of [0, 1441, 1.5]) {
+            const refused = yield* Effect.flip(store.activity({ minutes }))
+            assert.deepInclude(refused, { _tag: "InvalidConfig", option: "minutes" })
+          }
+        }))
+
+      test("keyUsage lists a limit's keys, the one waiting longest first, with the slots each holds", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const enqueueKey = (key: string, n: number) =>
+            store.enqueue(Array.from({ length: n }, () => ({ kind: "job", payload: {}, concurrencyKey: key })))
+          yield* enqueueKey("old", 3)
+          yield* passTime("10 seconds")
+          yield* enqueueKey("new", 2)
+          yield* enqueueKey("solo", 1)
+          yield* claimFrom(store, "w1", { limit: 10 })
+          const usage = yield* store.keyUsage("kind", "job", 10)
+          assert.deepStrictEqual(usage.map((u) => [u.key, u.held, u.waiting]), [["old", 1, 2], ["new", 1, 1], ["solo", 1, 0]])
+          assert.isAtLeast(usage[0]!.oldestWaitingSeconds!, 10)
+          assert.isNull(usage[2]!.oldestWaitingSeconds)
+          assert.strictEqual((yield* store.keyUsage("kind", "job", 1)).length, 1)
+          assert.deepStrictEqual(yield* store.keyUsage("queue", "default", 10), [])
+        }))
+    })
+
     describe("reads and notifications", () => {
       test("stats count runs by queue and state, live leases, the oldest due run's wait, rejections and reclaims", ({ passTime, store }) =>
         Effect.gen(function*() {

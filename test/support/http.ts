@@ -26,6 +26,8 @@ export interface ServerSetup {
   readonly readOnly?: boolean | undefined
   readonly callbacksOnly?: boolean | undefined
   readonly host?: string | undefined
+  /** The console's trace viewer URL template (`Admin.AdminOptions.traceUrl`). */
+  readonly traceUrl?: string | undefined
 }
 
 export const callbacksOptions = (setup: ServerSetup): Callbacks.CallbacksOptions => ({
@@ -44,7 +46,8 @@ export const startServer = (stores: Stores, setup: ServerSetup = {}) =>
         port: 0,
         token: setup.token === undefined ? undefined : Redacted.make(setup.token),
         readOnly: setup.readOnly,
-        callbacksOnly: setup.callbacksOnly
+        callbacksOnly: setup.callbacksOnly,
+        traceUrl: setup.traceUrl
       }).pipe(Layer.provide(Layer.mergeAll(
         Callbacks.layer(callbacksOptions(setup)),
         Handlers.layer(setup.handlers ?? []),

@@ -20,7 +20,9 @@
  */
 import { Clock, Duration, Effect, Exit, Layer, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
+import * as Operators from "./internal/memory/Operators.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
+import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as Schedules from "./Schedules.js"
@@ -87,6 +89,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
   const clock = yield* Clock.Clock
   const pubsub = yield* PubSub.unbounded<StoreNotification>()
   const state = new State()
+  const workers = new Operators.Workers()
 
   /** One transition at the store's `now()`, then its notifications: one statement, committed. */
   const apply = <A>(transition: (now: number) => A): Effect.Effect<A> =>
@@ -202,6 +205,12 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     schedules: apply(() => state.schedules()),
     pauseSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, true, now)),
     resumeSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, false, now)),
+    announceWorker: (announcement) => apply((now) => workers.announce(announcement, now)),
+    retireWorker: (owner) => apply(() => workers.retire(owner)),
+    workers: apply((now) => workers.list(now)),
+    activity: (request) =>
+      Effect.andThen(Activity.check(request), apply((now) => Operators.activity(state.runs.values(), state.events, now, request))),
+    keyUsage: (scope, name, top) => apply((now) => Operators.keyUsage(state.runs.values(), scope, name, top, now)),
     // Subscribed before `Subscribed` is emitted: what is published from then on arrives.
     notifications: Stream.unwrap(Effect.map(
       PubSub.subscribe(pubsub),

@@ -53,6 +53,8 @@ export interface RunRecord {
   readonly keySlot: number | null
   /** Pending but held back by its key's limit: it is admitted when a slot of its key is free. */
   readonly waitingForKey: boolean
+  /** The W3C `traceparent` stored when it was enqueued, if it was traced (see `Telemetry`). */
+  readonly traceParent: string | null
   readonly createdAt: Date
   readonly updatedAt: Date
   readonly finishedAt: Date | null

@@ -36,6 +36,8 @@ import type {
 } from "./RunRecord.js"
 import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
 import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
+import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
+import type { WorkerAnnouncement, WorkerInfo } from "./WorkerRegistry.js"
 
 /** A guarded write failed because the writer no longer holds the run. @category models */
 export type StaleWrite = FenceRejected | LeaseNotHeld | RunNotFound
@@ -116,6 +118,18 @@ export interface RunFilter {
    * number or boolean as JSON writes it; a missing field or JSON null never matches).
    */
   readonly payload?: ReadonlyArray<PayloadFieldFilter> | undefined
+  /** Only these runs, by id (an operator's selection); ids that name no run select nothing. */
+  readonly ids?: ReadonlyArray<string> | undefined
+  /** The run's concurrency key (`KeyLimits`). */
+  readonly concurrencyKey?: string | undefined
+  /** The run's idempotency key (a schedule's tick: `Schedules.tickKey`). */
+  readonly idempotencyKey?: string | undefined
+  /** Runs whose stored error, as JSON text, contains this text (letter case ignored). */
+  readonly errorText?: string | undefined
+  /** Created at or after this time. */
+  readonly createdFrom?: Date | undefined
+  /** Created before this time. */
+  readonly createdTo?: Date | undefined
 }
 
 /** @category models */
@@ -323,6 +337,27 @@ export class RunStore extends Context.Service<RunStore, {
   readonly resumeSchedule: (name: string) => Effect.Effect<boolean, ScheduleNotFound | StoreError>
   /** The runs that have not ended, by state and queue, read from indexes only (`LiveSample`). */
   readonly sample: Effect.Effect<LiveSample, StoreError>
+  /**
+   * Records that a worker process is alive (`WorkerRegistry`): one row per owner, written again at
+   * each of its heartbeats in place (no index covers what changes). A row not refreshed within its
+   * announcement's `ttl` is no longer listed, and is deleted by the next announcement of another worker.
+   */
+  readonly announceWorker: (announcement: WorkerAnnouncement) => Effect.Effect<void, StoreError>
+  /** Removes a worker's row (its shutdown); false when there was none. */
+  readonly retireWorker: (owner: string) => Effect.Effect<boolean, StoreError>
+  /** The workers alive now (announced within their ttl, by the store's clock), by owner. */
+  readonly workers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
+  /**
+   * Completions, failures and wait / run time percentiles per queue and minute over the last
+   * minutes (`Activity`), read from the runs that finished in that window only (bounded by
+   * `ActivityRequest.maxRuns`), never from the whole table.
+   */
+  readonly activity: (request: ActivityRequest) => Effect.Effect<Activity, InvalidConfig | StoreError>
+  /**
+   * The keys of a key limit's scope that hold slots or have runs waiting for one, those waiting
+   * longest first, at most `top` of them.
+   */
+  readonly keyUsage: (scope: KeyLimitScope, name: string, top: number) => Effect.Effect<ReadonlyArray<KeyUsage>, StoreError>
   /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */
   readonly notifications: Stream.Stream<StoreNotification, StoreError>
 }>()("@leasehold/core/RunStore") {}

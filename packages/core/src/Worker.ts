@@ -31,6 +31,7 @@ import * as ScheduleTicker from "./ScheduleTicker.js"
 import type * as Schedules from "./Schedules.js"
 import * as WorkerEvents from "./WorkerEvents.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
+import * as WorkerRegistry from "./WorkerRegistry.js"
 
 /** @category models */
 export interface WorkerOptions<R> {
@@ -225,6 +226,8 @@ export const run = <R>(
     )
     const reporting = Effect.provideService(WorkerEvents.WorkerEvents, events)
     yield* Effect.forkScoped(reporting(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat })))
+    // Operators see this worker, idle or not, until it has drained (forked before the drain's finalizer).
+    yield* Effect.forkScoped(WorkerRegistry.announce(store, { ...config, kinds: registry.kinds, interval: config.heartbeat, runsHeld: () => inFlight.size }))
     // One deadline watchdog for every lease of this worker (not a fiber and a timer per run).
     const watchdog: Heartbeat.WatchdogState = { nextCheckAt: Number.POSITIVE_INFINITY }
     const watchdogWake = yield* Queue.sliding<void>(1)

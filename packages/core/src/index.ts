@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+export * as Activity from "./Activity.js"
 export * as ClaimPosition from "./ClaimPosition.js"
 export * as Client from "./Client.js"
 export * from "./CurrentRun.js"
@@ -22,4 +23,5 @@ export * as Telemetry from "./Telemetry.js"
 export * as Worker from "./Worker.js"
 export * as WorkerEvents from "./WorkerEvents.js"
 export * as WorkerMetrics from "./WorkerMetrics.js"
+export * as WorkerRegistry from "./WorkerRegistry.js"
 export * as MemoryRunStore from "./MemoryRunStore.js"

@@ -12,6 +12,7 @@
  */
 import {
   Client,
+  Handler,
   InvalidConfig,
   type InvalidPayload,
   isForPerson,
@@ -41,6 +42,9 @@ import { randomBytes } from "node:crypto"
 import { Handlers } from "./Handlers.js"
 import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
+import * as Queues from "./internal/Queues.js"
+import * as RunSearch from "./internal/RunSearch.js"
+import { withSignalSchema } from "./internal/SignalSchemas.js"
 import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
 import { isJsonContentType, json, problem, secure, securityHeaders, storeFailureResponse } from "./internal/Http.js"
@@ -67,6 +71,12 @@ export interface AdminOptions {
   readonly maxEventStreams?: number | undefined
   /** Workflows' journals (`WorkflowDecisions`); without it a suspended workflow is only refused as an approval. */
   readonly workflows?: WorkflowDecisions | undefined
+  /**
+   * Where a run's trace is shown (Jaeger, Tempo, Honeycomb): a URL with `{traceId}` (and
+   * optionally `{spanId}`) in it, which the console fills in from the run's stored `traceparent`.
+   * For example `http://localhost:16686/trace/{traceId}`. Without it the trace id is shown unlinked.
+   */
+  readonly traceUrl?: string | undefined
 }
 
 /**
@@ -83,6 +93,8 @@ export interface WorkflowDecisions {
   ) => Effect.Effect<ReadonlyArray<{ readonly execution: string; readonly name: string; readonly wakeAt: Date | null }>, StoreError>
   /** Completes the deferred with `value` as its success; false when it was done already. */
   readonly decide: (execution: string, deferred: string, value: unknown) => Effect.Effect<boolean, StoreError>
+  /** The execution's journal (`WorkflowJournal.journal`), shown on its run's page. */
+  readonly journal?: ((execution: string) => Effect.Effect<ReadonlyArray<unknown>, StoreError>) | undefined
 }
 
 /** Open event streams a server allows by default. @category constants */
@@ -191,10 +203,15 @@ const EnqueueBody = Schema.Struct({
 
 const ResumeBody = Schema.Struct({ payload: Schema.optional(Schema.Unknown) })
 
+/** Most runs a bulk action may name by id. @category constants */
+export const maxBulkIds = 1000
+
 const BulkBody = Schema.Struct({
   state: Schema.optional(RunState),
   kind: Schema.optional(Schema.String),
   queue: Schema.optional(Schema.String),
+  /** The runs selected, by id (at most `maxBulkIds`). */
+  ids: Schema.optional(Schema.Array(Schema.String).check(Schema.isMaxLength(maxBulkIds))),
   /** `{ "<field>": "<value>" }`: as `payload.<field>=<value>` in the runs list. */
   payload: Schema.optional(Schema.Record(Schema.String, Schema.String))
 })
@@ -300,7 +317,7 @@ export const layer = (options: AdminOptions) =>
 
     yield* router.addAll([
       HttpRouter.route("GET", "/api/session", guard(false, (access) =>
-        Effect.succeed(json(200, { csrfToken, readOnly, auth: access })))),
+        Effect.succeed(json(200, { csrfToken, readOnly, auth: access, traceUrl: options.traceUrl ?? null })))),
 
       HttpRouter.route("GET", "/api/runs", guard(false, () =>
         Effect.gen(function*() {
@@ -336,13 +353,15 @@ export const layer = (options: AdminOptions) =>
             }
             for (const v of typeof value === "string" ? [value] : value) payload.push({ path, value: v })
           }
+          const search = yield* Effect.mapError(RunSearch.fromQuery(query), (issue) => badRequest("invalid-request", issue))
           const store = yield* RunStore
-          const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset, before, after })
+          const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset, before, after, ...search })
           const views = yield* workflowViews(runs)
           // `next`: the cursor of the older page (the last id of a full page).
           const next = runs.length === pageSize ? runs.at(-1)!.id : null
+          const registry = yield* Handlers
           return json(200, {
-            runs: runs.map((run) => withWorkflow(run, views)),
+            runs: runs.map((run) => withSignalSchema(registry, withWorkflow(run, views))),
             limit: pageSize,
             offset,
             before: before ?? null,
@@ -366,9 +385,17 @@ export const layer = (options: AdminOptions) =>
           const run = yield* store.get(id)
           const events = yield* store.history(id)
           const views = yield* workflowViews([run])
+          const journal = isWorkflowRun(run) && options.workflows?.journal !== undefined
+            ? yield* options.workflows.journal(run.idempotencyKey!)
+            : null
+          const registry = yield* Handlers
           // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
           // it: the console shows this story, and the raw events beside it.
-          return json(200, { run: withWorkflow(run, views), history: { ...RunHistory.fromEvents(events), events } })
+          return json(200, {
+            run: withSignalSchema(registry, withWorkflow(run, views)),
+            history: { ...RunHistory.fromEvents(events), events },
+            journal
+          })
         }))),
 
       HttpRouter.route("POST", "/api/runs/:id/cancel", guard(true, () =>
@@ -411,6 +438,11 @@ export const layer = (options: AdminOptions) =>
               409
             ))
           }
+          // A handler that declares the signal's schema gets only what decodes with it (400 otherwise).
+          const handler = (yield* Handlers).get(target.kind)
+          if (target.state === "suspended" && target.signalName !== null && handler !== undefined) {
+            yield* Handler.decodeSignal(handler, target.signalName, payload ?? null)
+          }
           return ok(yield* Client.resume(id, payload ?? null))
         }))),
 
@@ -425,15 +457,17 @@ export const layer = (options: AdminOptions) =>
         HttpRouter.route("POST", `/api/runs/bulk/${action}`, guard(true, () =>
           Effect.gen(function*() {
             const requested = yield* body(BulkBody, limit)
-            const { state, kind, queue } = requested
+            const { ids, kind, queue, state } = requested
             const payload = Object.entries(requested.payload ?? {}).map(([field, value]) => ({ path: field.split("."), value }))
-            if (state === undefined && kind === undefined && queue === undefined && payload.length === 0) {
+            if (state === undefined && kind === undefined && queue === undefined && payload.length === 0 && ids === undefined) {
               return yield* Effect.fail(
-                badRequest("invalid-request", `bulk ${action} needs a state, kind, queue or payload filter`)
+                badRequest("invalid-request", `bulk ${action} needs ids, or a state, kind, queue or payload filter`)
               )
             }
+            const badId = ids?.find((id) => !/^[0-9]{1,18}$/.test(id))
+            if (badId !== undefined) return yield* Effect.fail(badRequest("invalid-request", `ids: ${JSON.stringify(badId)} is not a run id (digits)`))
             const store = yield* RunStore
-            const filter = { state, kind, queue, payload }
+            const filter = { state, kind, queue, payload, ids }
             const affected = yield* (action === "cancel" ? store.cancelMany(filter) : store.retryMany(filter))
             return json(200, { affected })
           })))
@@ -457,10 +491,18 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route("GET", "/api/schedules", guard(false, () =>
         Effect.gen(function*() {
           const store = yield* RunStore
-          const schedules = (yield* store.schedules).map((s) => ({
-            ...s,
-            nextTicks: s.paused ? [] : [s.nextTick, ...Schedules.upcoming(s, s.nextTick, 2)]
-          }))
+          const schedules = yield* Effect.forEach(yield* store.schedules, (s) =>
+            Effect.gen(function*() {
+              // The last tick's run, by its idempotency key (one index lookup per schedule).
+              const [lastRun] = s.lastTick === null
+                ? []
+                : yield* store.list({ idempotencyKey: Schedules.tickKey(s.name, s.lastTick), limit: 1 })
+              return {
+                ...s,
+                nextTicks: s.paused ? [] : [s.nextTick, ...Schedules.upcoming(s, s.nextTick, 2)],
+                lastRun: lastRun === undefined ? null : { id: lastRun.id, state: lastRun.state, finishedAt: lastRun.finishedAt }
+              }
+            }))
           return json(200, { schedules })
         }))),
 
@@ -507,12 +549,55 @@ export const layer = (options: AdminOptions) =>
           })
         }))),
 
+      // Every worker process the registry lists (idle ones too), each with the leases it holds;
+      // then owners of live leases that no registry row names (a claim made by hand, a worker of
+      // an older version), with `registered: false`.
       HttpRouter.route("GET", "/api/workers", guard(false, () =>
         Effect.gen(function*() {
           const store = yield* RunStore
+          const [leases, registered] = yield* Effect.all([store.leases, store.workers])
           const byOwner = new Map<string, Array<LiveLease>>()
-          for (const lease of yield* store.leases) byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease])
-          return json(200, { workers: [...byOwner].map(([owner, leases]) => ({ owner, leases })) })
+          for (const lease of leases) byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease])
+          const known = new Set(registered.map((w) => w.owner))
+          return json(200, {
+            workers: [
+              ...registered.map((w) => ({ ...w, registered: true, leases: byOwner.get(w.owner) ?? [] })),
+              ...[...byOwner].filter(([owner]) => !known.has(owner)).map(([owner, held]) => ({ owner, registered: false, leases: held }))
+            ]
+          })
+        }))),
+
+      // Per queue: runs by state, the oldest due run's wait, whether it is paused, and the
+      // completions and failures of the last minutes (RunStore.activity).
+      HttpRouter.route("GET", "/api/queues", guard(false, () =>
+        Effect.gen(function*() {
+          const store = yield* RunStore
+          const [stats, paused, registered, activity] = yield* Effect.all([
+            store.stats,
+            store.pausedQueues,
+            store.workers,
+            store.activity({ minutes: 5 })
+          ])
+          return json(200, { queues: Queues.overview(stats, paused, registered, activity) })
+        }))),
+
+      HttpRouter.route("GET", "/api/activity", guard(false, () =>
+        Effect.gen(function*() {
+          const query = yield* HttpServerRequest.ParsedSearchParams
+          const minutes = yield* wholeNumber("minutes", single(query.minutes), 60, 1, 1440)
+          const store = yield* RunStore
+          return json(200, yield* store.activity({ minutes }))
+        }))),
+
+      // Declared key limits, each with the keys waiting longest (RunStore.keyUsage).
+      HttpRouter.route("GET", "/api/limits", guard(false, () =>
+        Effect.gen(function*() {
+          const query = yield* HttpServerRequest.ParsedSearchParams
+          const top = yield* wholeNumber("top", single(query.top), 10, 1, 100)
+          const store = yield* RunStore
+          const limits = yield* Effect.forEach(yield* store.keyLimits, (limit) =>
+            Effect.map(store.keyUsage(limit.scope, limit.name, top), (keys) => ({ ...limit, keys })))
+          return json(200, { limits })
         }))),
 
       HttpRouter.route("GET", "/api/events", guard(false, () =>

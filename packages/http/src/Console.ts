@@ -1,7 +1,8 @@
 /**
- * The web console: static files (HTML, one JS module, CSS) served at `/` by the same server as
- * the admin API, behind the same authentication, with the same security headers. The files live
- * in this package's `src/console/` (no build step); `root` serves another folder.
+ * The web console: static files (HTML, ES modules compiled from `src/console/`'s TypeScript, CSS,
+ * and the preact package's modules under `vendor/`) served at `/` by the same server as the admin
+ * API, behind the same authentication, with the same security headers. The build puts them in
+ * this package's `dist/console/` (tsc, then `scripts/console-assets.mjs`); `root` serves another folder.
  *
  * @since 0.1.0
  */
@@ -11,8 +12,8 @@ import { fileURLToPath } from "node:url"
 import { admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import { secure } from "./internal/Http.js"
 
-/** Where the console's files are: `src/console/` beside this package's `dist/`. @category constants */
-export const defaultRoot: string = fileURLToPath(new URL("../src/console/", import.meta.url))
+/** Where the console's files are: `dist/console/` of this package. @category constants */
+export const defaultRoot: string = fileURLToPath(new URL("./console/", import.meta.url))
 
 /** @category models */
 export interface ConsoleOptions {

@@ -33,6 +33,8 @@ export interface RoutesOptions {
   readonly maxEventStreams?: number | undefined
   /** Workflows' journals, for their runs' pages and their approvals (`Admin.WorkflowDecisions`). */
   readonly workflows?: Admin.WorkflowDecisions | undefined
+  /** A trace viewer's URL with `{traceId}`, for the console's run pages (`Admin.AdminOptions.traceUrl`). */
+  readonly traceUrl?: string | undefined
 }
 
 /**

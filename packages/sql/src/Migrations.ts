@@ -404,6 +404,33 @@ const workflowAwaits = (s: string): ReadonlyArray<string> => [
   )`
 ]
 
+// The worker registry (core WorkerRegistry): one row per worker process, refreshed at each of its
+// heartbeats. Only the primary key indexes it, so a refresh (heartbeat, runs held, expiry) is a HOT
+// update, and the low fillfactor leaves room on the page for the new version.
+const workerRegistry = (s: string): ReadonlyArray<string> => [
+  `CREATE TABLE "${s}".workers (
+    owner text PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    version text NOT NULL,
+    queues text[] NOT NULL,
+    kinds text[] NOT NULL,
+    concurrency integer NOT NULL,
+    runs_held integer NOT NULL,
+    started_at timestamptz NOT NULL,
+    last_heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL
+  ) WITH (fillfactor = 50)`
+]
+
+// The console's charts and `leasehold stats` read the runs that finished in the last minutes
+// (internal/statements/operators.ts › activity). A BRIN index keeps one summary per range of
+// pages, so a finishing run (an update that is not HOT anyway: its state changes) adds no index
+// entry of its own; runs finish roughly in the order their pages fill, so recent ranges are few.
+const activityWindow = (s: string): ReadonlyArray<string> => [
+  `CREATE INDEX runs_finished_brin ON "${s}".runs USING brin (finished_at) WITH (autosummarize = on)`
+]
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -447,7 +474,9 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0014_key_hot_path": statements(keyHotPath(store.schema)),
       "0015_key_limit_peaks": statements(keyLimitPeaks(store.schema)),
       "0016_runs_listed": statements(runsListed(store.schema)),
-      "0017_workflow_awaits": statements(workflowAwaits(store.schema))
+      "0017_workflow_awaits": statements(workflowAwaits(store.schema)),
+      "0019_worker_registry": statements(workerRegistry(store.schema)),
+      "0020_activity_window": statements(activityWindow(store.schema))
     }))
   })
 })

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { ClaimPosition, InvalidConfig, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
+import { Activity, ClaimPosition, InvalidConfig, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Stream } from "effect"
 import type { SqlError } from "effect/sql"
@@ -15,6 +15,7 @@ import * as claimStatement from "./internal/statements/claim.js"
 import * as enqueueStatement from "./internal/statements/enqueue.js"
 import * as guarded from "./internal/statements/guarded.js"
 import * as keys from "./internal/statements/keys.js"
+import * as operators from "./internal/statements/operators.js"
 import * as queues from "./internal/statements/queues.js"
 import * as read from "./internal/statements/read.js"
 import * as renewStatement from "./internal/statements/renew.js"
@@ -184,6 +185,11 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     schedules: refail("schedules")(schedules.list(sql, s)),
     pauseSchedule: (name) => refail("pause schedule")(schedules.setPaused(sql, s, name, true)),
     resumeSchedule: (name) => refail("resume schedule")(schedules.setPaused(sql, s, name, false)),
+    announceWorker: (announcement) => refail("announce worker")(operators.announceWorker(sql, s, announcement)),
+    retireWorker: (owner) => refail("retire worker")(operators.retireWorker(sql, s, owner)),
+    workers: refail("workers")(operators.workers(sql, s)),
+    activity: (request) => Effect.andThen(Activity.check(request), refail("activity")(operators.activity(sql, s, request))),
+    keyUsage: (scope, name, top) => refail("key usage")(operators.keyUsage(sql, s, scope, name, top)),
     notifications
   })
 })

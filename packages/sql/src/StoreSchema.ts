@@ -32,6 +32,8 @@ export interface StoreSchema {
   readonly workflowDeferreds: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly workflowClocks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly workflowAwaits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** The worker registry: one row per worker process alive (migration 0019). */
+  readonly workers: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The whole history: stored rows plus what each run row records (current claim, completion). */
   readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
@@ -70,6 +72,7 @@ const derive = (schema: string): StoreSchema => {
     workflowActivities: (sql) => sql.literal(`"${schema}".workflow_activities`),
     workflowDeferreds: (sql) => sql.literal(`"${schema}".workflow_deferreds`),
     workflowClocks: (sql) => sql.literal(`"${schema}".workflow_clocks`),
-    workflowAwaits: (sql) => sql.literal(`"${schema}".workflow_awaits`)
+    workflowAwaits: (sql) => sql.literal(`"${schema}".workflow_awaits`),
+    workers: (sql) => sql.literal(`"${schema}".workers`)
   }
 }

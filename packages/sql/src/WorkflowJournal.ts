@@ -18,6 +18,9 @@ export type ExecutionRun = statements.ExecutionRun
 /** A deferred an execution waits on (a durable clock's, with its deadline). @category models */
 export type Awaited = statements.Awaited
 
+/** One line of an execution's journal (`journal`). @category models */
+export type JournalEntry = statements.JournalEntry
+
 /** What a wake did: resumed a suspended run, left a signal for a running one, or nothing. @category models */
 export type Wake = statements.Wake
 
@@ -71,6 +74,11 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
    * `deferredResult`), durable clocks with their deadlines, oldest first.
    */
   readonly awaiting: (executions: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Awaited>, StoreError>
+  /**
+   * An execution's journal in the order it was written, for operators: activity results with the
+   * fence of their holder, deferreds done and awaited, durable clocks.
+   */
+  readonly journal: (execution: string) => Effect.Effect<ReadonlyArray<JournalEntry>, StoreError>
 }>()("@leasehold/sql/WorkflowJournal") {}
 
 /**
@@ -109,7 +117,8 @@ export const make = Effect.fnUntraced(function*(options: WorkflowJournalOptions 
     now: refail("now")(statements.now(sql)),
     nextClock: (execution, since) => refail("next clock")(statements.nextClock(sql, s, execution, since)),
     doneAmong: (execution, names) => refail("deferreds done")(statements.doneAmong(sql, s, execution, names)),
-    awaiting: (executions) => refail("awaiting")(statements.awaiting(sql, s, executions))
+    awaiting: (executions) => refail("awaiting")(statements.awaiting(sql, s, executions)),
+    journal: (execution) => refail("journal")(statements.journal(sql, s, execution))
   })
 })
 

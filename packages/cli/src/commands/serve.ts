@@ -46,6 +46,11 @@ export const serve = Command.make("serve", {
       Config.option(Config.Redacted("LEASEHOLD_ADMIN_TOKEN")),
       () => new InvalidConfig({ option: "LEASEHOLD_ADMIN_TOKEN", issue: "is invalid in the environment" })
     )
+    // A trace viewer's URL with {traceId} (Jaeger, Tempo, Honeycomb): the console links each run's trace there.
+    const traceUrl = yield* Effect.mapError(
+      Config.option(Config.String("LEASEHOLD_TRACE_URL")),
+      () => new InvalidConfig({ option: "LEASEHOLD_TRACE_URL", issue: "is invalid in the environment" })
+    )
     const host = flags.host
     const origin = (port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`
     const ownUrl = origin(flags.port)
@@ -63,8 +68,10 @@ export const serve = Command.make("serve", {
           readOnly: flags.readOnly,
           callbacksOnly: flags.callbacksOnly,
           maxEventStreams: flags.maxEventStreams,
+          traceUrl: Option.getOrUndefined(traceUrl),
           workflows: {
             awaiting: journal.awaiting,
+            journal: journal.journal,
             decide: (execution, deferred, value) => journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value))
           }
         }).pipe(Layer.provide(Layer.mergeAll(callbacks, Handlers.layer(handlers))))

@@ -3,9 +3,9 @@
  * long the oldest due run has waited, and how often the fence rejected a stale write or a lease
  * expired and was reclaimed; and the per-key limits declared, with the keys they hold.
  */
-import { type KeyLimits, RunState, RunStore, type Stats } from "@leasehold/core"
+import { type Activity, type KeyLimits, RunState, RunStore, type Stats } from "@leasehold/core"
 import { Effect } from "effect"
-import { Command } from "effect/cli"
+import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag } from "../Flags.js"
 import * as Output from "../Output.js"
@@ -36,11 +36,34 @@ export const keyLimitsTable = (limits: ReadonlyArray<KeyLimits.KeyLimitInfo>) =>
     limits.map((l) => [`${l.scope} ${l.name}`, String(l.perKey), String(l.keysRunning), String(l.keyedDue)])
   )
 
-export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag }, (flags) =>
+const ms = (value: number | undefined) => (value === undefined ? "-" : value < 1000 ? `${Math.round(value)}ms` : `${(value / 1000).toFixed(1)}s`)
+
+/** Per minute and queue: completions, failures, wait and run time percentiles (`RunStore.activity`). */
+export const activityTable = (activity: Activity.Activity) =>
+  Output.table(
+    ["MINUTE", "QUEUE", "COMPLETED", "FAILED", "WAIT P50", "WAIT P95", "RUN P50", "RUN P95"],
+    activity.series.map((m) => [
+      m.minute.toISOString().slice(0, 16).replace("T", " "),
+      m.queue,
+      String(m.completed),
+      String(m.failed),
+      ms(m.waitMs?.p50),
+      ms(m.waitMs?.p95),
+      ms(m.runMs?.p50),
+      ms(m.runMs?.p95)
+    ])
+  )
+
+const minutesFlag = Flag.Int("minutes").pipe(
+  Flag.withDefault(10),
+  Flag.withDescription("minutes of activity to show per queue and minute (1 to 1440; from the runs finished in them)")
+)
+
+export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag, minutes: minutesFlag }, (flags) =>
   Effect.gen(function*() {
-    const [stats, keyLimits] = yield* Connection.withStore(
+    const [stats, keyLimits, activity] = yield* Connection.withStore(
       flags,
-      RunStore.use((s) => Effect.all([s.stats, s.keyLimits])),
+      RunStore.use((s) => Effect.all([s.stats, s.keyLimits, s.activity({ minutes: flags.minutes })])),
       { migrate: false }
     )
     if (flags.json) {
@@ -54,7 +77,8 @@ export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag 
         oldestPendingSeconds: stats.oldestPendingSeconds,
         fenceRejections: stats.fenceRejections,
         reclaims: stats.reclaims,
-        keyLimits
+        keyLimits,
+        activity
       })
     }
     yield* Output.lines(countsTable(stats))
@@ -69,4 +93,7 @@ export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag 
       yield* Output.line()
       yield* Output.lines(keyLimitsTable(keyLimits))
     }
-  })).pipe(Command.withDescription("Counts by state and queue, live leases, oldest pending run, fence rejections, reclaims"))
+    yield* Output.line()
+    yield* Output.line(`finished in the last ${activity.minutes} minutes${activity.truncated ? " (the latest runs only: more finished than are read)" : ""}:`)
+    yield* activity.series.length === 0 ? Output.line("  none") : Output.lines(activityTable(activity))
+  })).pipe(Command.withDescription("Counts by state and queue, live leases, oldest pending run, fence rejections, reclaims, and per-minute completions, failures and wait/run time percentiles"))

@@ -37,6 +37,7 @@ export const toRecord = (run: StoredRun): RunRecord => ({
   concurrencyKey: run.concurrencyKey,
   keySlot: run.keySlot,
   waitingForKey: run.state === "pending" && run.keyScope !== null && run.keySlot === null,
+  traceParent: run.traceParent,
   createdAt: new Date(run.createdAt),
   updatedAt: new Date(run.updatedAt),
   finishedAt: date(run.finishedAt)
@@ -58,6 +59,12 @@ export const matches = (run: StoredRun, filter: RunFilter): boolean => {
   if (filter.state !== undefined && run.state !== filter.state) return false
   if (filter.queue !== undefined && run.queue !== filter.queue) return false
   if (filter.kind !== undefined && run.kind !== filter.kind) return false
+  if (filter.ids !== undefined && !filter.ids.some((id) => runNumber(id) !== null && BigInt(id) === BigInt(run.id))) return false
+  if (filter.concurrencyKey !== undefined && run.concurrencyKey !== filter.concurrencyKey) return false
+  if (filter.idempotencyKey !== undefined && run.idempotencyKey !== filter.idempotencyKey) return false
+  if (filter.errorText !== undefined && !(run.error ?? "").toLowerCase().includes(filter.errorText.toLowerCase())) return false
+  if (filter.createdFrom !== undefined && run.createdAt < filter.createdFrom.getTime()) return false
+  if (filter.createdTo !== undefined && run.createdAt >= filter.createdTo.getTime()) return false
   if (filter.payload === undefined || filter.payload.length === 0) return true
   const payload = parse(run.payload)
   return filter.payload.every((f) => fieldText(payload, f.path) === f.value)

@@ -8,7 +8,7 @@ import { isRunId, num, toEvents, toRecords } from "./rows.js"
 const columns = (sql: SqlClient.SqlClient) => sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
   attempt, max_attempts, fence, lease_owner, lease_expires_at, checkpoint, result, error, signal_name, signal_token,
   suspend_deadline, signals, idempotency_key, concurrency_key, key_slot,
-  (state = 'pending' AND key_scope IS NOT NULL AND key_slot IS NULL) AS waiting_for_key, created_at, updated_at, finished_at`)
+  (state = 'pending' AND key_scope IS NOT NULL AND key_slot IS NULL) AS waiting_for_key, trace_parent, created_at, updated_at, finished_at`)
 
 export const get = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
   Effect.gen(function*() {
@@ -30,8 +30,18 @@ export const filterCondition = (sql: SqlClient.SqlClient, filter: RunFilter): St
     ...(filter.queue === undefined ? [] : [sql`queue = ${filter.queue}`]),
     ...(filter.kind === undefined ? [] : [sql`kind = ${filter.kind}`]),
     // `#>>` reads a field as text: a string as it is, a number or boolean as JSON; null as NULL.
-    ...(filter.payload ?? []).map((f) => sql`payload #>> ${f.path as Array<string>}::text[] = ${f.value}`)
+    ...(filter.payload ?? []).map((f) => sql`payload #>> ${f.path as Array<string>}::text[] = ${f.value}`),
+    // Ids that are not run ids name no run (an empty array selects nothing).
+    ...(filter.ids === undefined ? [] : [sql`id = ANY(${filter.ids.filter(isRunId)}::bigint[])`]),
+    ...(filter.concurrencyKey === undefined ? [] : [sql`concurrency_key = ${filter.concurrencyKey}`]),
+    ...(filter.idempotencyKey === undefined ? [] : [sql`idempotency_key = ${filter.idempotencyKey}`]),
+    ...(filter.errorText === undefined ? [] : [sql`error::text ILIKE ${`%${escapeLike(filter.errorText)}%`}`]),
+    ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
+    ...(filter.createdTo === undefined ? [] : [sql`created_at < ${filter.createdTo}`])
   ])
+
+/** Text matched as it is by LIKE: its wildcards and the escape character escaped. */
+const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 
 /**
  * `state = '<state>'` with the state written out (one of six words, checked), not a parameter: a

@@ -79,6 +79,7 @@ const RunRow = Schema.Struct({
   concurrency_key: Schema.NullOr(Schema.String),
   key_slot: Schema.NullOr(Schema.Number),
   waiting_for_key: Schema.Boolean,
+  trace_parent: Schema.NullOr(Schema.String),
   created_at: Timestamp,
   updated_at: Timestamp,
   finished_at: NullableTimestamp
@@ -131,6 +132,7 @@ export const toRecords = (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyA
       concurrencyKey: row.concurrency_key,
       keySlot: row.key_slot,
       waitingForKey: row.waiting_for_key,
+      traceParent: row.trace_parent,
       createdAt: row.created_at,
       updatedAt: row.updated_at,
       finishedAt: row.finished_at

@@ -232,3 +232,43 @@ export const awaiting = (sql: SqlClient.SqlClient, s: StoreSchema, executions: R
       ORDER BY a.execution, a.first_awaited_at, a.name`,
     (rows) => rows.map((r): Awaited => ({ execution: r.execution, name: r.name, wakeAt: r.wake_at }))
   )
+
+/** One line of an execution's journal, as operators are shown it. */
+export type JournalEntry =
+  | { readonly type: "activity"; readonly name: string; readonly attempt: number; readonly fence: number; readonly exit: unknown; readonly at: Date }
+  | { readonly type: "deferred"; readonly name: string; readonly exit: unknown; readonly done: boolean; readonly at: Date }
+  | { readonly type: "clock"; readonly name: string; readonly wakeAt: Date; readonly fired: boolean }
+
+/**
+ * An execution's journal in the order it was written: activity results (with the fence each was
+ * recorded under), deferreds done and awaited, durable clocks with their deadlines (by the
+ * database's clock, whether each has fired).
+ */
+export const journal = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
+  Effect.map(
+    sql<{ type: "activity" | "deferred" | "clock"; name: string; attempt: number | null; fence: string | null; exit: unknown; done: boolean; at: Date; fired: boolean }>`
+      SELECT * FROM (
+        SELECT 'activity' AS type, activity AS name, attempt, fence::text AS fence, exit, true AS done, recorded_at AS at, false AS fired
+        FROM ${s.workflowActivities(sql)} WHERE execution = ${execution}
+        UNION ALL
+        SELECT 'deferred', name, NULL, NULL, exit, true, recorded_at, false
+        FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution}
+          AND name NOT IN (SELECT deferred FROM ${s.workflowClocks(sql)} WHERE execution = ${execution})
+        UNION ALL
+        SELECT 'deferred', a.name, NULL, NULL, NULL, false, a.first_awaited_at, false
+        FROM ${s.workflowAwaits(sql)} a WHERE a.execution = ${execution}
+          AND NOT EXISTS (SELECT 1 FROM ${s.workflowDeferreds(sql)} d WHERE d.execution = a.execution AND d.name = a.name)
+          AND NOT EXISTS (SELECT 1 FROM ${s.workflowClocks(sql)} c WHERE c.execution = a.execution AND c.deferred = a.name)
+        UNION ALL
+        SELECT 'clock', deferred, NULL, NULL, NULL, true, wake_at, wake_at <= now()
+        FROM ${s.workflowClocks(sql)} WHERE execution = ${execution}
+      ) j ORDER BY j.at, j.type, j.name COLLATE "C", j.attempt`,
+    (rows) =>
+      rows.map((r): JournalEntry =>
+        r.type === "activity"
+          ? { type: "activity", name: r.name, attempt: r.attempt!, fence: Number(r.fence), exit: r.exit, at: r.at }
+          : r.type === "deferred"
+          ? { type: "deferred", name: r.name, exit: r.exit, done: r.done, at: r.at }
+          : { type: "clock", name: r.name, wakeAt: r.at, fired: r.fired }
+      )
+  )

@@ -1,0 +1,161 @@
+/**
+ * What the store has done lately, for operators: per queue and minute, the runs that completed and
+ * failed and how long they waited (due → claimed) and ran (claimed → finished), as percentiles; and
+ * how a key limit's keys use their slots. Read by `RunStore.activity` and `RunStore.keyUsage`,
+ * shown by the console's charts and `leasehold stats`.
+ *
+ * @since 0.1.0
+ */
+import { Exit } from "effect"
+import { InvalidConfig } from "./Errors.js"
+
+/** @category models */
+export interface ActivityRequest {
+  /** The window, in whole minutes back from the store's now (1 to 1440). */
+  readonly minutes: number
+  /**
+   * The most finished runs read (the latest finished first); more in the window are left out and
+   * `Activity.truncated` says so. Default `defaultMaxRuns`.
+   */
+  readonly maxRuns?: number | undefined
+}
+
+/** Finished runs an activity read takes at most by default. @category constants */
+export const defaultMaxRuns = 200_000
+
+/** Milliseconds at the 50th, 95th and 99th percentiles. @category models */
+export interface Percentiles {
+  readonly p50: number
+  readonly p95: number
+  readonly p99: number
+}
+
+/** @category models */
+export interface ActivityMinute {
+  readonly queue: string
+  /** The minute's start, by the store's clock. */
+  readonly minute: Date
+  readonly completed: number
+  readonly failed: number
+  /** From due to claimed, of the attempt that finished; null when no run of the minute has a claim recorded. */
+  readonly waitMs: Percentiles | null
+  /** From claimed to finished, of the attempt that finished. */
+  readonly runMs: Percentiles | null
+}
+
+/** @category models */
+export interface Activity {
+  /** The window's start (a minute's start), by the store's clock. */
+  readonly since: Date
+  readonly minutes: number
+  /** By minute, then queue; minutes in which nothing finished are absent. */
+  readonly series: ReadonlyArray<ActivityMinute>
+  /** More runs finished in the window than `maxRuns`: the oldest of them are not counted. */
+  readonly truncated: boolean
+}
+
+/** One finished run, as the memory store reads it. @category models */
+export interface FinishedRun {
+  readonly queue: string
+  readonly state: "completed" | "failed"
+  readonly finishedAt: number
+  readonly claimedAt: number | null
+  readonly dueAt: number
+}
+
+const minuteMs = 60_000
+
+/**
+ * A percentile by linear interpolation between the closest ranks, as PostgreSQL's
+ * `percentile_cont` computes it, of values sorted ascending.
+ *
+ * @category math
+ */
+export const percentile = (sorted: ReadonlyArray<number>, fraction: number): number => {
+  if (sorted.length === 0) return Number.NaN
+  const rank = fraction * (sorted.length - 1)
+  const low = Math.floor(rank)
+  const high = Math.ceil(rank)
+  return sorted[low]! + (sorted[high]! - sorted[low]!) * (rank - low)
+}
+
+const percentiles = (values: Array<number>): Percentiles | null => {
+  if (values.length === 0) return null
+  values.sort((a, b) => a - b)
+  return { p50: percentile(values, 0.5), p95: percentile(values, 0.95), p99: percentile(values, 0.99) }
+}
+
+/**
+ * The window `minutes` back from `now`, starting at a minute's start: the minute `now` is in and
+ * the `minutes - 1` before it.
+ *
+ * @category math
+ */
+export const windowStart = (now: number, minutes: number): number => Math.floor(now / minuteMs) * minuteMs - (minutes - 1) * minuteMs
+
+/**
+ * The activity of finished runs: the ones in the window, latest finished first up to `maxRuns`,
+ * per queue and minute (the memory store's read; `PgRunStore` does the same in SQL).
+ *
+ * @category constructors
+ */
+export const summarize = (runs: Iterable<FinishedRun>, now: number, request: ActivityRequest): Activity => {
+  const since = windowStart(now, request.minutes)
+  const inWindow = [...runs].filter((r) => r.finishedAt >= since).sort((a, b) => b.finishedAt - a.finishedAt)
+  const maxRuns = request.maxRuns ?? defaultMaxRuns
+  const taken = inWindow.slice(0, maxRuns)
+  const groups = new Map<string, { queue: string; minute: number; completed: number; failed: number; wait: Array<number>; run: Array<number> }>()
+  for (const r of taken) {
+    const minute = Math.floor(r.finishedAt / minuteMs) * minuteMs
+    const key = `${minute}\u0000${r.queue}`
+    const group = groups.get(key) ?? { queue: r.queue, minute, completed: 0, failed: 0, wait: [], run: [] }
+    if (r.state === "completed") group.completed += 1
+    else group.failed += 1
+    if (r.claimedAt !== null) {
+      group.wait.push(Math.max(0, r.claimedAt - r.dueAt))
+      group.run.push(Math.max(0, r.finishedAt - r.claimedAt))
+    }
+    groups.set(key, group)
+  }
+  const series = [...groups.values()]
+    .sort((a, b) => a.minute - b.minute || (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0))
+    .map((g): ActivityMinute => ({
+      queue: g.queue,
+      minute: new Date(g.minute),
+      completed: g.completed,
+      failed: g.failed,
+      waitMs: percentiles(g.wait),
+      runMs: percentiles(g.run)
+    }))
+  return { since: new Date(since), minutes: request.minutes, series, truncated: inWindow.length > taken.length }
+}
+
+/**
+ * A key's use of its limit: the slots its runs hold (running, or admitted and pending) and the
+ * runs waiting for one, with how long the oldest of them has been due.
+ *
+ * @category models
+ */
+export interface KeyUsage {
+  readonly key: string
+  readonly held: number
+  readonly waiting: number
+  /** Seconds since the oldest waiting run became due, by the store's clock; null when none waits. */
+  readonly oldestWaitingSeconds: number | null
+}
+
+/**
+ * The request, checked: a window of 1 to 1440 whole minutes, `maxRuns` a whole number of at
+ * least 1. Stores check it first, so a bad one reads nothing.
+ *
+ * @category validation
+ */
+export const check = (request: ActivityRequest): Exit.Exit<ActivityRequest, InvalidConfig> => {
+  if (!(Number.isInteger(request.minutes) && request.minutes >= 1 && request.minutes <= 1440)) {
+    return Exit.fail(new InvalidConfig({ option: "minutes", issue: `${request.minutes} is not a whole number from 1 to 1440` }))
+  }
+  if (request.maxRuns !== undefined && !(Number.isInteger(request.maxRuns) && request.maxRuns >= 1)) {
+    return Exit.fail(new InvalidConfig({ option: "maxRuns", issue: `${request.maxRuns} is not a whole number of at least 1` }))
+  }
+  return Exit.succeed(request)
+}

@@ -1,0 +1,96 @@
+/**
+ * The worker registry: every worker process announces itself in the store (owner, host, pid,
+ * version, queues, concurrency, the runs it holds), again at each heartbeat, so operators see idle
+ * workers too, not only the owners of live leases. One row per worker, written in place: the
+ * store's row is not indexed by anything the heartbeat changes, so a refresh is a HOT update
+ * (PgRunStore, migration `0019_worker_registry`) and nothing counts up per run. A worker that stops
+ * removes its row; one that dies stops being listed once its `ttl` passes, and its row is deleted
+ * by another worker's next announcement.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Schedule } from "effect"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import type { RunStore } from "./RunStore.js"
+
+/** What a worker says of itself. @category models */
+export interface WorkerAnnouncement {
+  readonly owner: string
+  readonly host: string
+  readonly pid: number
+  /** The version of `@leasehold/core` it runs. */
+  readonly version: string
+  readonly queues: ReadonlyArray<string>
+  readonly kinds: ReadonlyArray<string>
+  readonly concurrency: number
+  /** Runs it holds now (leases in flight). */
+  readonly runsHeld: number
+  /** When the worker started, by its own clock (shown only, never compared with the store's). */
+  readonly startedAt: Date
+  /** How long the row counts as alive without a new announcement, by the store's clock. */
+  readonly ttl: Duration.Duration
+}
+
+/** A worker as the store lists it. @category models */
+export interface WorkerInfo {
+  readonly owner: string
+  readonly host: string
+  readonly pid: number
+  readonly version: string
+  readonly queues: ReadonlyArray<string>
+  readonly kinds: ReadonlyArray<string>
+  readonly concurrency: number
+  readonly runsHeld: number
+  readonly startedAt: Date
+  /** Its last announcement, by the store's clock. */
+  readonly lastHeartbeatAt: Date
+  /** When it stops being listed unless it announces itself again, by the store's clock. */
+  readonly expiresAt: Date
+}
+
+/** The version of this package, as a worker announces it. @category constants */
+export const version: string = (createRequire(import.meta.url)("../package.json") as { readonly version: string }).version
+
+/** @category models */
+export interface AnnounceOptions {
+  readonly owner: string
+  readonly queues: ReadonlyArray<string>
+  readonly kinds: ReadonlyArray<string>
+  readonly concurrency: number
+  /** How often to announce: the worker's heartbeat interval. */
+  readonly interval: Duration.Duration
+  /** Runs held now, read at each announcement. */
+  readonly runsHeld: () => number
+}
+
+/**
+ * Announces the worker at once and then every `interval` for as long as it runs, and retires it
+ * when interrupted. A failed announcement is retried at the next interval: the registry is for
+ * operators only, and never stops or slows the worker's work.
+ *
+ * @category running
+ */
+export const announce = (store: RunStore["Service"], options: AnnounceOptions): Effect.Effect<never> => {
+  const startedAt = new Date()
+  // Three missed heartbeats, as a lease's TTL is a few heartbeats long.
+  const ttl = Duration.millis(Duration.toMillis(options.interval) * 3)
+  const once = Effect.suspend(() =>
+    store.announceWorker({
+      owner: options.owner,
+      host: os.hostname(),
+      pid: process.pid,
+      version,
+      queues: options.queues,
+      kinds: options.kinds,
+      concurrency: options.concurrency,
+      runsHeld: options.runsHeld(),
+      startedAt,
+      ttl
+    })
+  ).pipe(Effect.ignore, Effect.withTracerEnabled(false))
+  return Effect.repeat(once, Schedule.spaced(options.interval)).pipe(
+    Effect.andThen(Effect.never),
+    Effect.ensuring(Effect.ignore(Effect.withTracerEnabled(store.retireWorker(options.owner), false)))
+  )
+}

@@ -1,0 +1,108 @@
+/**
+ * The memory store's reads for operators beside `Read.ts`: the worker registry, per-minute
+ * activity and a key limit's keys (`packages/sql/src/internal/statements/operators.ts`).
+ *
+ * @internal
+ */
+import { Duration } from "effect"
+import * as Activity from "../../Activity.js"
+import type { KeyLimitScope } from "../../KeyLimits.js"
+import type { WorkerAnnouncement, WorkerInfo } from "../../WorkerRegistry.js"
+import { order } from "./Read.js"
+import type { StoredEvent, StoredRun } from "./State.js"
+
+interface WorkerRow {
+  readonly announcement: WorkerAnnouncement
+  readonly lastHeartbeatAt: number
+  readonly expiresAt: number
+}
+
+/** One row per worker, as the `workers` table keeps them. */
+export class Workers {
+  private readonly rows = new Map<string, WorkerRow>()
+
+  announce(announcement: WorkerAnnouncement, now: number): void {
+    // Rows dead for a while go, as the statement deletes them (others' only).
+    for (const [owner, row] of this.rows) if (owner !== announcement.owner && row.expiresAt < now - agedOutMs) this.rows.delete(owner)
+    this.rows.set(announcement.owner, { announcement, lastHeartbeatAt: now, expiresAt: now + Duration.toMillis(announcement.ttl) })
+  }
+
+  retire(owner: string): boolean {
+    return this.rows.delete(owner)
+  }
+
+  list(now: number): Array<WorkerInfo> {
+    return [...this.rows.values()]
+      .filter((row) => row.expiresAt > now)
+      .sort((a, b) => order(a.announcement.owner, b.announcement.owner))
+      .map(({ announcement: a, expiresAt, lastHeartbeatAt }) => ({
+        owner: a.owner,
+        host: a.host,
+        pid: a.pid,
+        version: a.version,
+        queues: [...a.queues],
+        kinds: [...a.kinds],
+        concurrency: a.concurrency,
+        runsHeld: a.runsHeld,
+        startedAt: new Date(a.startedAt.getTime()),
+        lastHeartbeatAt: new Date(lastHeartbeatAt),
+        expiresAt: new Date(expiresAt)
+      }))
+  }
+}
+
+/** How long past its expiry a dead worker's row is kept (shown nowhere, deleted after). */
+export const agedOutMs = 10 * 60_000
+
+/** The latest claim of each run, from its history (the Postgres row keeps it as `claimed_at`). */
+const lastClaims = (events: ReadonlyArray<StoredEvent>): Map<string, number> => {
+  const claims = new Map<string, number>()
+  for (const e of events) {
+    if (e.event.kind === "claimed" || e.event.kind === "reclaimed" || e.event.kind === "signal_timed_out") {
+      claims.set(e.runId, e.event.at.getTime())
+    }
+  }
+  return claims
+}
+
+export const activity = (
+  runs: Iterable<StoredRun>,
+  events: ReadonlyArray<StoredEvent>,
+  now: number,
+  request: Activity.ActivityRequest
+): Activity.Activity => {
+  const claims = lastClaims(events)
+  const finished: Array<Activity.FinishedRun> = []
+  for (const run of runs) {
+    if ((run.state !== "completed" && run.state !== "failed") || run.finishedAt === null) continue
+    finished.push({ queue: run.queue, state: run.state, finishedAt: run.finishedAt, claimedAt: claims.get(run.id) ?? null, dueAt: run.runAt })
+  }
+  return Activity.summarize(finished, now, request)
+}
+
+export const keyUsage = (runs: Iterable<StoredRun>, scope: KeyLimitScope, name: string, top: number, now: number): Array<Activity.KeyUsage> => {
+  const keys = new Map<string, { held: number; waiting: number; oldest: number | null }>()
+  for (const run of runs) {
+    if (run.concurrencyKey === null || run.keyScope !== scope || (scope === "queue" ? run.queue : run.kind) !== name) continue
+    const entry = keys.get(run.concurrencyKey) ?? { held: 0, waiting: 0, oldest: null }
+    if (run.keySlot !== null) entry.held += 1
+    else if (run.state === "pending" && run.runAt <= now) {
+      entry.waiting += 1
+      entry.oldest = entry.oldest === null ? run.runAt : Math.min(entry.oldest, run.runAt)
+    }
+    keys.set(run.concurrencyKey, entry)
+  }
+  return [...keys.entries()]
+    .filter(([, k]) => k.held > 0 || k.waiting > 0)
+    .map(([key, k]): Activity.KeyUsage => ({
+      key,
+      held: k.held,
+      waiting: k.waiting,
+      oldestWaitingSeconds: k.oldest === null ? null : (now - k.oldest) / 1000
+    }))
+    // Waiting longest first, then the keys holding most, then by name.
+    .sort((a, b) =>
+      (b.oldestWaitingSeconds ?? -1) - (a.oldestWaitingSeconds ?? -1) || b.held - a.held || order(a.key, b.key)
+    )
+    .slice(0, top)
+}

@@ -1,0 +1,138 @@
+// Charts of the store's activity (GET /api/activity): finished runs per minute (completed and
+// failed, stacked bars), and wait and run time percentiles per minute (lines). SVG with a title per
+// bar and point, and an aria-label saying what the chart shows in words.
+import { Fragment, h } from "./vendor/preact.js"
+import type { Activity, Percentiles } from "./api.js"
+import { duration } from "./format.js"
+
+const width = 600
+const height = 120
+const minuteMs = 60_000
+
+interface Minute {
+  readonly at: Date
+  readonly completed: number
+  readonly failed: number
+  readonly wait: Percentiles | null
+  readonly run: Percentiles | null
+}
+
+const highest = (a: Percentiles | null, b: Percentiles | null): Percentiles | null =>
+  a === null ? b : b === null ? a : { p50: Math.max(a.p50, b.p50), p95: Math.max(a.p95, b.p95), p99: Math.max(a.p99, b.p99) }
+
+/**
+ * One slot per minute of the window, for `queue` or all queues. Across queues the counts add up;
+ * the percentiles shown are the highest queue's (percentiles of different queues do not add).
+ */
+export const minutes = (activity: Activity, queue: string | null): Array<Minute> => {
+  const since = new Date(activity.since).getTime()
+  const slots: Array<Minute> = Array.from({ length: activity.minutes }, (_, i) => ({
+    at: new Date(since + i * minuteMs),
+    completed: 0,
+    failed: 0,
+    wait: null,
+    run: null
+  }))
+  for (const m of activity.series) {
+    if (queue !== null && m.queue !== queue) continue
+    const i = Math.floor((new Date(m.minute).getTime() - since) / minuteMs)
+    const slot = slots[i]
+    if (slot === undefined) continue
+    slots[i] = {
+      at: slot.at,
+      completed: slot.completed + m.completed,
+      failed: slot.failed + m.failed,
+      wait: highest(slot.wait, m.waitMs),
+      run: highest(slot.run, m.runMs)
+    }
+  }
+  return slots
+}
+
+const hhmm = (date: Date) => date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+
+/** Labels under every tenth slot or so. */
+const axis = (slots: ReadonlyArray<Minute>, slot: number) => {
+  const every = Math.max(1, Math.ceil(slots.length / 6))
+  return slots.map((m, i) =>
+    i % every === 0
+      ? <text key={`t${i}`} x={i * slot + slot / 2} y={height + 15} text-anchor="middle" class="axis">{hhmm(m.at)}</text>
+      : null
+  )
+}
+
+export const FinishedChart = ({ slots, note }: { readonly slots: ReadonlyArray<Minute>; readonly note: string }) => {
+  const max = Math.max(1, ...slots.map((b) => b.completed + b.failed))
+  const slot = width / Math.max(1, slots.length)
+  const total = slots.reduce((sum, b) => sum + b.completed + b.failed, 0)
+  const failed = slots.reduce((sum, b) => sum + b.failed, 0)
+  return (
+    <figure class="chart-box">
+      <svg viewBox={`0 0 ${width} ${height + 20}`} role="img" class="chart" data-chart="finished"
+        aria-label={`${total} runs finished in the last ${slots.length} minutes`}>
+        {slots.map((b, i) => {
+          const ch = (b.completed / max) * (height - 16)
+          const fh = (b.failed / max) * (height - 16)
+          const x = i * slot + slot * 0.1
+          const label = `${hhmm(b.at)}: ${b.completed} completed, ${b.failed} failed`
+          return (
+            <g key={i}>
+              <rect x={x} y={height - ch} width={slot * 0.8} height={ch} class="bar-completed"><title>{label}</title></rect>
+              <rect x={x} y={height - ch - fh} width={slot * 0.8} height={fh} class="bar-failed"><title>{label}</title></rect>
+            </g>
+          )
+        })}
+        {axis(slots, slot)}
+      </svg>
+      <figcaption class="muted">
+        {note} {total} finished, {failed} failed. <span class="legend completed">completed</span>{" "}
+        <span class="legend failed">failed</span>
+      </figcaption>
+    </figure>
+  )
+}
+
+/** p50 and p95 lines of wait or run time; minutes with no finished run leave a gap. */
+export const LatencyChart = ({ slots, pick, what }: {
+  readonly slots: ReadonlyArray<Minute>
+  readonly pick: (m: Minute) => Percentiles | null
+  readonly what: string
+}) => {
+  const values = slots.map(pick)
+  const max = Math.max(1, ...values.map((v) => v?.p95 ?? 0))
+  const slot = width / Math.max(1, slots.length)
+  const y = (ms: number) => height - (ms / max) * (height - 16)
+  const line = (key: "p50" | "p95") => {
+    const parts: Array<string> = []
+    values.forEach((v, i) => {
+      if (v === null) return
+      const prev = i > 0 ? values[i - 1] : null
+      parts.push(`${prev === null || prev === undefined ? "M" : "L"}${(i * slot + slot / 2).toFixed(1)},${y(v[key]).toFixed(1)}`)
+    })
+    return parts.join(" ")
+  }
+  const latest = [...values].reverse().find((v) => v !== null) ?? null
+  return (
+    <figure class="chart-box">
+      <svg viewBox={`0 0 ${width} ${height + 20}`} role="img" class="chart" data-chart={what}
+        aria-label={latest === null ? `No ${what} in the window` : `${what}: latest p50 ${duration(latest.p50)}, p95 ${duration(latest.p95)}; highest p95 ${duration(max)}`}>
+        <path d={line("p95")} class="line-p95" />
+        <path d={line("p50")} class="line-p50" />
+        {values.map((v, i) =>
+          v === null ? null : (
+            <Fragment key={i}>
+              <circle cx={i * slot + slot / 2} cy={y(v.p95)} r={2.5} class="dot-p95">
+                <title>{`${hhmm(slots[i]!.at)}: p50 ${duration(v.p50)}, p95 ${duration(v.p95)}, p99 ${duration(v.p99)}`}</title>
+              </circle>
+            </Fragment>
+          )
+        )}
+        <text x={4} y={12} class="axis">{duration(max)}</text>
+        {axis(slots, slot)}
+      </svg>
+      <figcaption class="muted">
+        {what} per minute: <span class="legend p50">p50</span> <span class="legend p95">p95</span>
+      </figcaption>
+    </figure>
+  )
+}

@@ -1,0 +1,166 @@
+/**
+ * Reads and writes for operators beside `read.ts`: the worker registry (migration 0019), the
+ * activity of the last minutes (migration 0020's BRIN index on `finished_at`) and a key limit's keys
+ * (the slot and waiting indexes of migrations 0010 and 0013). None is on a worker's run path.
+ */
+import { Activity, type KeyLimits, type WorkerRegistry } from "@leasehold/core"
+import { Duration, Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { StoreSchema } from "../../StoreSchema.js"
+import { num, textArray, toDate } from "./rows.js"
+
+/** How long past its expiry a dead worker's row is kept before another worker's announcement deletes it. */
+const agedOut = "10 minutes"
+
+/**
+ * Upserts the worker's row and deletes other workers' rows dead for a while. The refresh changes
+ * only unindexed columns: a HOT update.
+ */
+export const announceWorker = (sql: SqlClient.SqlClient, s: StoreSchema, a: WorkerRegistry.WorkerAnnouncement) =>
+  Effect.asVoid(sql`
+    WITH aged_out AS (
+      DELETE FROM ${s.workers(sql)} WHERE expires_at < now() - ${agedOut}::interval AND owner <> ${a.owner}
+    )
+    INSERT INTO ${s.workers(sql)} AS w (owner, host, pid, version, queues, kinds, concurrency, runs_held, started_at, expires_at)
+    VALUES (${a.owner}, ${a.host}, ${a.pid}, ${a.version}, ${textArray(a.queues)}, ${textArray(a.kinds)}, ${a.concurrency},
+      ${a.runsHeld}, ${a.startedAt}, now() + ${Duration.toMillis(a.ttl)} * interval '1 millisecond')
+    ON CONFLICT (owner) DO UPDATE SET
+      runs_held = excluded.runs_held, last_heartbeat_at = now(), expires_at = excluded.expires_at,
+      host = excluded.host, pid = excluded.pid, version = excluded.version, queues = excluded.queues,
+      kinds = excluded.kinds, concurrency = excluded.concurrency, started_at = excluded.started_at`)
+
+export const retireWorker = (sql: SqlClient.SqlClient, s: StoreSchema, owner: string) =>
+  Effect.map(sql`DELETE FROM ${s.workers(sql)} WHERE owner = ${owner} RETURNING owner`, (rows) => rows.length > 0)
+
+export const workers = (sql: SqlClient.SqlClient, s: StoreSchema) =>
+  Effect.map(
+    sql<{
+      owner: string
+      host: string
+      pid: number
+      version: string
+      queues: ReadonlyArray<string>
+      kinds: ReadonlyArray<string>
+      concurrency: number
+      runs_held: number
+      started_at: Date
+      last_heartbeat_at: Date
+      expires_at: Date
+    }>`
+      SELECT owner, host, pid, version, queues, kinds, concurrency, runs_held, started_at, last_heartbeat_at, expires_at
+      FROM ${s.workers(sql)} WHERE expires_at > now() ORDER BY owner COLLATE "C"`,
+    (rows) =>
+      rows.map((r): WorkerRegistry.WorkerInfo => ({
+        owner: r.owner,
+        host: r.host,
+        pid: r.pid,
+        version: r.version,
+        queues: r.queues,
+        kinds: r.kinds,
+        concurrency: r.concurrency,
+        runsHeld: r.runs_held,
+        startedAt: toDate(r.started_at),
+        lastHeartbeatAt: toDate(r.last_heartbeat_at),
+        expiresAt: toDate(r.expires_at)
+      }))
+  )
+
+type Row = {
+  queue: string
+  minute: Date
+  completed: bigint
+  failed: bigint
+  wait_p50: number | null
+  wait_p95: number | null
+  wait_p99: number | null
+  run_p50: number | null
+  run_p95: number | null
+  run_p99: number | null
+}
+
+/**
+ * The runs finished since the window's start (through `runs_finished_brin`), the latest
+ * `maxRuns + 1` of them (the one more says whether the window held more), grouped by queue and
+ * minute with `percentile_cont` over due → claimed and claimed → finished.
+ */
+export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Activity.ActivityRequest) =>
+  Effect.gen(function*() {
+    const maxRuns = request.maxRuns ?? Activity.defaultMaxRuns
+    const [window] = yield* sql<{ since: Date }>`
+      SELECT date_trunc('minute', now()) - (${request.minutes - 1} * interval '1 minute') AS since`
+    const since = toDate(window!.since)
+    const [counted] = yield* sql<{ n: bigint }>`
+      SELECT count(*) AS n FROM (
+        SELECT 1 FROM ${s.runs(sql)} WHERE finished_at >= ${since} AND state IN ('completed', 'failed') LIMIT ${maxRuns + 1}
+      ) w`
+    const rows = yield* sql<Row>`
+      WITH finished AS (
+        SELECT queue, state, finished_at,
+          extract(epoch FROM claimed_at - run_at) * 1000 AS wait_ms,
+          extract(epoch FROM finished_at - claimed_at) * 1000 AS run_ms
+        FROM ${s.runs(sql)}
+        WHERE finished_at >= ${since} AND state IN ('completed', 'failed')
+        ORDER BY finished_at DESC LIMIT ${maxRuns}
+      )
+      SELECT queue, date_trunc('minute', finished_at) AS minute,
+        count(*) FILTER (WHERE state = 'completed') AS completed,
+        count(*) FILTER (WHERE state = 'failed') AS failed,
+        percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(wait_ms, 0)) AS wait_p50,
+        percentile_cont(0.95) WITHIN GROUP (ORDER BY greatest(wait_ms, 0)) AS wait_p95,
+        percentile_cont(0.99) WITHIN GROUP (ORDER BY greatest(wait_ms, 0)) AS wait_p99,
+        percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(run_ms, 0)) AS run_p50,
+        percentile_cont(0.95) WITHIN GROUP (ORDER BY greatest(run_ms, 0)) AS run_p95,
+        percentile_cont(0.99) WITHIN GROUP (ORDER BY greatest(run_ms, 0)) AS run_p99
+      FROM finished GROUP BY 2, 1 ORDER BY 2, queue COLLATE "C"`
+    const pct = (p50: number | null, p95: number | null, p99: number | null) =>
+      p50 === null || p95 === null || p99 === null ? null : { p50: Number(p50), p95: Number(p95), p99: Number(p99) }
+    return {
+      since,
+      minutes: request.minutes,
+      series: rows.map((r): Activity.ActivityMinute => ({
+        queue: r.queue,
+        minute: toDate(r.minute),
+        completed: num(r.completed),
+        failed: num(r.failed),
+        waitMs: pct(r.wait_p50, r.wait_p95, r.wait_p99),
+        runMs: pct(r.run_p50, r.run_p95, r.run_p99)
+      })),
+      truncated: num(counted!.n) > maxRuns
+    } satisfies Activity.Activity
+  })
+
+/**
+ * A key limit's keys: slots held (the `runs_key_slots_<scope>` index) and due runs waiting (the
+ * `runs_waiting_<scope>` index), waiting longest first.
+ */
+export const keyUsage = (sql: SqlClient.SqlClient, s: StoreSchema, scope: KeyLimits.KeyLimitScope, name: string, top: number) => {
+  // The scope's column, one of two words (checked), so each branch reads its own partial index.
+  const column = sql.literal(scope === "kind" ? "kind" : "queue")
+  const inScope = sql.literal(scope === "kind" ? "key_scope = 'kind'" : "key_scope = 'queue'")
+  return Effect.map(
+    sql<{ key: string; held: bigint; waiting: bigint; oldest: number | null }>`
+      WITH held AS (
+        SELECT concurrency_key AS key, count(*) AS held FROM ${s.runs(sql)}
+        WHERE ${inScope} AND key_slot IS NOT NULL AND ${column} = ${name}
+        GROUP BY concurrency_key
+      ), waiting AS (
+        SELECT concurrency_key AS key, count(*) AS waiting, min(run_at) AS oldest FROM ${s.runs(sql)}
+        WHERE state = 'pending' AND ${inScope} AND key_slot IS NULL AND ${column} = ${name} AND run_at <= now()
+        GROUP BY concurrency_key
+      )
+      SELECT * FROM (
+        SELECT coalesce(h.key, w.key) AS key, coalesce(h.held, 0) AS held, coalesce(w.waiting, 0) AS waiting,
+          extract(epoch FROM now() - w.oldest)::float8 AS oldest
+        FROM held h FULL JOIN waiting w ON w.key = h.key
+      ) u
+      ORDER BY u.oldest DESC NULLS LAST, u.held DESC, u.key COLLATE "C"
+      LIMIT ${top}`,
+    (rows) =>
+      rows.map((r): Activity.KeyUsage => ({
+        key: r.key,
+        held: num(r.held),
+        waiting: num(r.waiting),
+        oldestWaitingSeconds: r.oldest === null ? null : Number(r.oldest)
+      }))
+  )
+}
