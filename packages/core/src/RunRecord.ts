@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Exit, Schema } from "effect"
+import { type Duration, Exit, Schema } from "effect"
 import { InvalidConfig, UnstorableValue } from "./Errors.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as Limits from "./Limits.js"
@@ -272,3 +272,38 @@ export type SuspendOutcome =
 
 /** What a failed attempt turned into. @category models */
 export type FailOutcome = { readonly _tag: "RetryScheduled"; readonly delayMs: number } | { readonly _tag: "Failed" }
+
+/** What a worker says of itself. @category models */
+export interface WorkerAnnouncement {
+  readonly owner: string
+  readonly host: string
+  readonly pid: number
+  /** The version of `@leasehold/core` it runs. */
+  readonly version: string
+  readonly queues: ReadonlyArray<string>
+  readonly kinds: ReadonlyArray<string>
+  readonly concurrency: number
+  /** Runs it holds now (leases in flight). */
+  readonly runsHeld: number
+  /** When the worker started, by its own clock (shown only, never compared with the store's). */
+  readonly startedAt: Date
+  /** How long the row counts as alive without a new announcement, by the store's clock. */
+  readonly ttl: Duration.Duration
+}
+
+/** A worker as the store lists it. @category models */
+export interface WorkerInfo {
+  readonly owner: string
+  readonly host: string
+  readonly pid: number
+  readonly version: string
+  readonly queues: ReadonlyArray<string>
+  readonly kinds: ReadonlyArray<string>
+  readonly concurrency: number
+  readonly runsHeld: number
+  readonly startedAt: Date
+  /** Its last announcement, by the store's clock. */
+  readonly lastHeartbeatAt: Date
+  /** When it stops being listed unless it announces itself again, by the store's clock. */
+  readonly expiresAt: Date
+}

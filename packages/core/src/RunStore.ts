@@ -32,12 +32,13 @@ import type {
   RunRecord,
   RunState,
   SignalDelivery,
-  SuspendOutcome
+  SuspendOutcome,
+  WorkerAnnouncement,
+  WorkerInfo
 } from "./RunRecord.js"
 import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
 import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
 import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
-import type { WorkerAnnouncement, WorkerInfo } from "./WorkerRegistry.js"
 
 /** A guarded write failed because the writer no longer holds the run. @category models */
 export type StaleWrite = FenceRejected | LeaseNotHeld | RunNotFound

@@ -14,40 +14,8 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import type { RunStore } from "./RunStore.js"
 
-/** What a worker says of itself. @category models */
-export interface WorkerAnnouncement {
-  readonly owner: string
-  readonly host: string
-  readonly pid: number
-  /** The version of `@leasehold/core` it runs. */
-  readonly version: string
-  readonly queues: ReadonlyArray<string>
-  readonly kinds: ReadonlyArray<string>
-  readonly concurrency: number
-  /** Runs it holds now (leases in flight). */
-  readonly runsHeld: number
-  /** When the worker started, by its own clock (shown only, never compared with the store's). */
-  readonly startedAt: Date
-  /** How long the row counts as alive without a new announcement, by the store's clock. */
-  readonly ttl: Duration.Duration
-}
-
-/** A worker as the store lists it. @category models */
-export interface WorkerInfo {
-  readonly owner: string
-  readonly host: string
-  readonly pid: number
-  readonly version: string
-  readonly queues: ReadonlyArray<string>
-  readonly kinds: ReadonlyArray<string>
-  readonly concurrency: number
-  readonly runsHeld: number
-  readonly startedAt: Date
-  /** Its last announcement, by the store's clock. */
-  readonly lastHeartbeatAt: Date
-  /** When it stops being listed unless it announces itself again, by the store's clock. */
-  readonly expiresAt: Date
-}
+// The models live beside the store's other models (RunRecord), which the store's interface imports.
+export type { WorkerAnnouncement, WorkerInfo } from "./RunRecord.js"
 
 /** The version of this package, as a worker announces it. @category constants */
 export const version: string = (createRequire(import.meta.url)("../package.json") as { readonly version: string }).version
