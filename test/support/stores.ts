@@ -46,12 +46,17 @@ export const twoStores = twoStoresWith({})
 
 /** Moves a run's lease expiry into the past: the database's clock, not a sleep, makes it expire. */
 export const expireLease = (stores: Stores, runId: string) =>
-  stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`)
+  Effect.andThen(
+    stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`),
+    // A run the ledger holds expires with its claim batch.
+    stores.sql.unsafe(`UPDATE "${stores.schema}".claim_batches SET expires_at = now() - interval '1 second'
+      WHERE span @> ${Number(runId)}::bigint AND settled_at IS NULL`)
+  )
 
 export const readRun = (stores: Stores, runId: string) =>
   Effect.map(
     stores.sql.unsafe<{ state: string; fence: bigint; lease_owner: string | null; lease_expires_at: Date | null; attempt: number }>(
-      `SELECT state, fence, lease_owner, lease_expires_at, attempt FROM "${stores.schema}".runs WHERE id = ${Number(runId)}`
+      `SELECT state, fence, lease_owner, lease_expires_at, attempt FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`
     ),
     (rows) => ({ ...rows[0]!, fence: Number(rows[0]!.fence) })
   )
