@@ -530,6 +530,28 @@ const batchLedger = (s: string): ReadonlyArray<string> => [
           WHERE d.claim_batch = c.batch), 0) >= cardinality(c.ids);
     RETURN moved;
   END $fn$`,
+  // The whole history, the ledger's claims and completions included (those of runs their rows
+  // have not taken over: a closed run's claim is on its row). Reading one run's history by id
+  // goes to the tables (internal/statements/read.ts): this view reads every batch.
+  `CREATE OR REPLACE VIEW "${s}".run_history AS
+    SELECT e.id::text AS id, e.id AS seq, e.run_id, e.fence, e.kind, e.owner, e.detail, e.at
+    FROM "${s}".run_events e
+    UNION ALL
+    SELECT r.id || '/claimed/' || r.claimed_fence, NULL, r.id, r.claimed_fence, 'claimed', r.claimed_by,
+      jsonb_build_object('attempt', r.claimed_attempt), r.claimed_at
+    FROM "${s}".runs r WHERE r.claimed_at IS NOT NULL
+    UNION ALL
+    SELECT r.id || '/completed', NULL, r.id, r.fence, 'completed', NULL, NULL, r.finished_at
+    FROM "${s}".runs r WHERE r.state = 'completed'
+    UNION ALL
+    SELECT u.id || '/claimed/' || u.fence, NULL, u.id, u.fence, 'claimed', c.owner, jsonb_build_object('attempt', u.attempt), c.claimed_at
+    FROM "${s}".claim_batches c, unnest(c.ids, c.fences, c.attempts) AS u(id, fence, attempt)
+    WHERE u.id <> ALL (c.closed)
+    UNION ALL
+    SELECT u.id || '/completed', NULL, u.id, u.fence, 'completed', NULL, NULL, d.at
+    FROM "${s}".completion_batches d JOIN "${s}".claim_batches c ON c.batch = d.claim_batch,
+      unnest(d.ids, d.fences) AS u(id, fence)
+    WHERE u.id <> ALL (c.closed)`,
   // Each run as it stands: a ledger run's state, fence, lease and result read from the ledger.
   `CREATE VIEW "${s}".runs_now AS
     SELECT r.id, r.queue, r.kind, r.payload, r.priority, r.run_at,

@@ -104,8 +104,15 @@ export const history = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string)
     // The ledger's share: the claim and completion of a run its row has not taken over (closed).
     const rows = yield* sql`
       SELECT id, run_id, fence, kind, owner, detail, at FROM (
-        SELECT id, seq, run_id, fence, kind, owner, detail, at FROM ${s.history(sql)}
-        WHERE run_id = ${runId}::bigint
+        SELECT e.id::text AS id, e.id AS seq, e.run_id, e.fence, e.kind, e.owner, e.detail, e.at
+        FROM ${s.events(sql)} e WHERE e.run_id = ${runId}::bigint
+        UNION ALL
+        SELECT r.id || '/claimed/' || r.claimed_fence, NULL, r.id, r.claimed_fence, 'claimed', r.claimed_by,
+          jsonb_build_object('attempt', r.claimed_attempt), r.claimed_at
+        FROM ${s.runs(sql)} r WHERE r.id = ${runId}::bigint AND r.claimed_at IS NOT NULL
+        UNION ALL
+        SELECT r.id || '/completed', NULL, r.id, r.fence, 'completed', NULL, NULL, r.finished_at
+        FROM ${s.runs(sql)} r WHERE r.id = ${runId}::bigint AND r.state = 'completed'
         UNION ALL
         SELECT c.run_id || '/claimed/' || c.fence, NULL, c.run_id, c.fence, 'claimed', c.owner,
           jsonb_build_object('attempt', c.attempt), c.claimed_at
