@@ -198,7 +198,7 @@ const taking = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest,
         WHERE p.ledger AND r.state = 'ledger'
       ), batch AS (
         INSERT INTO ${s.claimBatches(sql)} (owner, expires_at, ids, fences, attempts, span)
-        SELECT ${request.owner}, now() + ${Duration.toMillis(request.ttl)}::float8 * interval '1 millisecond',
+        SELECT ${request.owner}::text, now() + ${Duration.toMillis(request.ttl)}::float8 * interval '1 millisecond',
           array_agg(id ORDER BY pos), array_agg(fence ORDER BY pos), array_agg(attempt ORDER BY pos),
           range_agg(int8range(id, id + 1))
         FROM granted HAVING count(*) > 0

@@ -88,9 +88,11 @@ const openLeases = (sql: SqlClient.SqlClient, s: StoreSchema, lock: "key share" 
     SELECT d.claim_batch AS batch, unnest(d.ids) AS id FROM ${sql.literal(`"${s.schema}".completion_batches`)} d
     WHERE d.claim_batch = ANY (ARRAY(SELECT batch FROM held))
   ), open_leases AS MATERIALIZED (
+    -- Set differences as hashed subplans (NOT IN over a CTE), never a join that compares the
+    -- batch's runs pair by pair (test/plans.test.ts).
     SELECT DISTINCT ON (i.id, i.fence) i.* FROM input i JOIN held h ON h.batch = i.batch
     WHERE h.ids[i.pos] = i.id AND h.fences[i.pos] = i.fence AND i.id <> ALL (h.closed)
-      AND NOT EXISTS (SELECT 1 FROM earlier e WHERE e.batch = i.batch AND e.id = i.id)
+      AND (i.batch, i.id) NOT IN (SELECT batch, id FROM earlier)
     ORDER BY i.id, i.fence, i.ord
   )`
 }
@@ -127,7 +129,7 @@ export const complete = (
         WHERE c.batch = d.claim_batch
           AND d.n + cardinality(h.closed) + (SELECT count(*) FROM earlier e WHERE e.batch = d.claim_batch) >= h.size
       )
-      SELECT i.ord::text AS ord FROM input i WHERE NOT EXISTS (SELECT 1 FROM open_leases o WHERE o.ord = i.ord)`
+      SELECT i.ord::text AS ord FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)`
     for (const lease of leases) refs.delete(lease)
     return rows.map((r) => Number(r.ord) - 1)
   })
@@ -154,22 +156,22 @@ export const renew = (
       ${openLeases(sql, s, "none", owner)},
       lapsed AS MATERIALIZED (
         SELECT h.batch, u.id, h.expires_at FROM held h, unnest(h.ids) AS u(id)
-        WHERE h.batch IN (SELECT batch FROM open_leases) AND u.id <> ALL (h.closed)
-          AND NOT EXISTS (SELECT 1 FROM earlier e WHERE e.batch = h.batch AND e.id = u.id)
-          AND NOT EXISTS (SELECT 1 FROM open_leases o WHERE o.batch = h.batch AND o.id = u.id)
+        WHERE h.batch = ANY (ARRAY(SELECT DISTINCT batch FROM open_leases)) AND u.id <> ALL (h.closed)
+          AND (h.batch, u.id) NOT IN (SELECT batch, id FROM earlier)
+          AND (h.batch, u.id) NOT IN (SELECT batch, id FROM open_leases)
       ), renewed AS (
         -- Rechecked on the row as it stands after any wait: a batch a hold closed runs of meanwhile
         -- (the sweep, an exceptional write) is not renewed here; its leases go to their rows.
         UPDATE ${sql.literal(`"${s.schema}".claim_batches`)} c
         SET expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
         FROM held h
-        WHERE c.batch = h.batch AND h.batch IN (SELECT batch FROM open_leases)
+        WHERE c.batch = h.batch AND h.batch = ANY (ARRAY(SELECT DISTINCT batch FROM open_leases))
           AND c.settled_at IS NULL AND cardinality(c.closed) = cardinality(h.closed)
         RETURNING c.batch
       )
       SELECT 'lost' AS tag, i.ord::text AS ord, NULL::text AS id, NULL::timestamptz AS expires_at FROM input i
       -- By run and fence, not place: a lease listed twice is renewed once and held twice.
-      WHERE NOT EXISTS (SELECT 1 FROM open_leases o JOIN renewed n ON n.batch = o.batch WHERE o.id = i.id AND o.fence = i.fence)
+      WHERE (i.id, i.fence) NOT IN (SELECT o.id, o.fence FROM open_leases o WHERE o.batch = ANY (ARRAY(SELECT batch FROM renewed)))
       UNION ALL
       SELECT 'lapsed', NULL, l.id::text, l.expires_at FROM lapsed l`
     const lapsed = rows.filter((r) => r.tag === "lapsed")

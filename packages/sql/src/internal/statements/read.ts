@@ -57,7 +57,9 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
     ])
     // The states only a row records (never the ledger) are read from the rows and their index;
     // the others as each run stands (runs_now), newest first by the primary key.
-    const from = filter.state === "suspended" || filter.state === "failed" || filter.state === "cancelled" ? s.runs(sql) : s.runsNow(sql)
+    if (filter.state === "running") return yield* listRunning(sql, s, filter)
+    const rare = filter.state === "suspended" || filter.state === "failed" || filter.state === "cancelled"
+    const from = rare ? s.runs(sql) : s.runsNow(sql)
     const rows = filter.after === undefined
       ? yield* sql`
         SELECT ${columns(sql)} FROM ${from} r WHERE ${where}
@@ -67,6 +69,34 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
           SELECT ${columns(sql)}, r.id AS seq FROM ${from} r WHERE ${where}
           ORDER BY r.id LIMIT ${filter.limit} OFFSET ${filter.offset ?? 0}
         ) page ORDER BY page.seq DESC`
+    return yield* toRecords(rows)
+  })
+
+/**
+ * Running runs are few (as many as the workers' slots): their ids are read from where they are
+ * held (their rows' runs_running, the ledger's open batches), filtered on their rows and sorted,
+ * and only the page is read as each run stands. Never a search of the table.
+ */
+const listRunning = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilter) =>
+  Effect.gen(function*() {
+    const where = sql.and([
+      filterCondition(sql, { ...filter, state: undefined }),
+      ...(filter.before === undefined ? [] : [sql`r.id < ${filter.before}::bigint`]),
+      ...(filter.after === undefined ? [] : [sql`r.id > ${filter.after}::bigint`])
+    ])
+    const held = sql`
+      SELECT h.run_id FROM (
+        SELECT id AS run_id FROM ${s.runs(sql)} WHERE state = 'running'
+        UNION ALL
+        SELECT o.id FROM ${openLedgerRuns(sql, s)} o
+      ) h
+      -- One primary-key probe per running run, its filter read on its row.
+      CROSS JOIN LATERAL (SELECT r.id FROM ${s.runs(sql)} r WHERE r.id = h.run_id AND ${where} LIMIT 1) r
+      ORDER BY h.run_id ${filter.after === undefined ? sql`DESC` : sql`ASC`} LIMIT ${filter.limit} OFFSET ${filter.offset ?? 0}`
+    const rows = yield* sql`
+      SELECT ${columns(sql)} FROM (${held}) page
+      CROSS JOIN LATERAL (SELECT * FROM ${s.runsNow(sql)} v WHERE v.id = page.run_id) n
+      ORDER BY page.run_id DESC`
     return yield* toRecords(rows)
   })
 

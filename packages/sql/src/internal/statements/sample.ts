@@ -15,9 +15,14 @@ import { num } from "./rows.js"
 export const openLedgerRuns = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql`(
     SELECT c.batch, c.owner, c.expires_at, u.id, u.fence, u.attempt
-    FROM ${s.claimBatches(sql)} c, unnest(c.ids, c.fences, c.attempts) AS u(id, fence, attempt)
-    WHERE c.settled_at IS NULL AND u.id <> ALL (c.closed)
-      AND NOT EXISTS (SELECT 1 FROM ${s.completionBatches(sql)} d WHERE d.claim_batch = c.batch AND u.id = ANY (d.ids))
+    FROM ${s.claimBatches(sql)} c
+      -- Each open batch's completions read once, by its index (never a scan of all completions).
+      CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(x), '{}') AS done FROM ${s.completionBatches(sql)} d, unnest(d.ids) AS x
+        WHERE d.claim_batch = c.batch
+      ) k,
+      unnest(c.ids, c.fences, c.attempts) AS u(id, fence, attempt)
+    WHERE c.settled_at IS NULL AND u.id <> ALL (c.closed) AND u.id <> ALL (k.done)
   )`
 
 /** Live runs by queue and state; each branch's WHERE repeats its partial index's predicate. */
