@@ -6,7 +6,7 @@ import { RunStore } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { databaseUrl, freshSchema } from "./db.js"
+import { databaseUrl, freshSchema, setLeaseExpirySql } from "./db.js"
 
 export interface Stores {
   readonly schema: string
@@ -46,12 +46,7 @@ export const twoStores = twoStoresWith({})
 
 /** Moves a run's lease expiry into the past: the database's clock, not a sleep, makes it expire. */
 export const expireLease = (stores: Stores, runId: string) =>
-  Effect.andThen(
-    stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`),
-    // A run the ledger holds expires with its claim batch.
-    stores.sql.unsafe(`UPDATE "${stores.schema}".claim_batches SET expires_at = now() - interval '1 second'
-      WHERE span @> ${Number(runId)}::bigint AND settled_at IS NULL`)
-  )
+  stores.sql.unsafe(setLeaseExpirySql(stores.schema, runId, "now() - interval '1 second'"))
 
 export const readRun = (stores: Stores, runId: string) =>
   Effect.map(
