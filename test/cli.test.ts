@@ -14,7 +14,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { background, type CliResult, connection, leasehold, start } from "./support/cli.js"
-import { databaseUrl, freshSchema, layerStore } from "./support/db.js"
+import { databaseUrl, freshSchema, layerStore, setLeaseExpirySql } from "./support/db.js"
 import { signature } from "./support/http.js"
 import { eventually } from "./support/workers.js"
 
@@ -82,7 +82,7 @@ const claimOne = (store: RunStore["Service"], owner: string, queue: string, kind
   )
 
 const expireLease = (sql: SqlClient.SqlClient, schema: string, runId: string) =>
-  sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`)
+  sql.unsafe(setLeaseExpirySql(schema, runId, "now() - interval '1 second'"))
 
 describe("leasehold: commands and usage", () => {
   it.live("--help lists every command; an unknown command, flag or bad schema name is a usage error (exit 2)", () =>
@@ -412,7 +412,7 @@ describe("leasehold resume, cancel, retry", () => {
 
       const snapshot = Effect.map(
         sql.unsafe<{ id: string; state: string; fence: string; updated_at: Date; signals: unknown }>(
-          `SELECT id::text AS id, state, fence::text AS fence, updated_at, signals FROM "${schema}".runs ORDER BY id`
+          `SELECT id::text AS id, state, fence::text AS fence, updated_at, signals FROM "${schema}".runs_now ORDER BY id`
         ),
         (rows) => JSON.stringify(rows)
       )
@@ -481,7 +481,7 @@ describe("leasehold stats", () => {
         yield* store.suspend({ runId: id, fence: claimed.fence, signal: "approval", token, timeout: undefined })
       }
       const states = Effect.map(
-        sql.unsafe<{ id: string; state: string }>(`SELECT id::text AS id, state FROM "${schema}".runs ORDER BY id`),
+        sql.unsafe<{ id: string; state: string }>(`SELECT id::text AS id, state FROM "${schema}".runs_now ORDER BY id`),
         (rows) => rows.map((r) => [r.id, r.state])
       )
       // Neither or both: a usage error, and nothing moves.
@@ -525,7 +525,7 @@ describe("leasehold stats", () => {
         { kind: "resize-image", payload: {}, queue: "money" }
       ])).map((e) => e.id) as [string, string, string, string]
       // Due a while ago, so the oldest pending age is known to be at least a minute.
-      yield* sql.unsafe(`UPDATE "${schema}".runs SET run_at = now() - interval '90 seconds' WHERE state = 'pending'`)
+      yield* sql.unsafe(`UPDATE "${schema}".runs SET run_at = now() - interval '90 seconds' WHERE state IN ('pending', 'ledger')`)
       const first = yield* claimOne(store, "worker-a", "default", "resize-image") // a
       yield* expireLease(sql, schema, a)
       yield* claimOne(store, "worker-b", "default", "resize-image") // a again: a reclaim, live lease

@@ -65,7 +65,7 @@ const screenshotPath = process.env.UPDATE_SCREENSHOTS === "1"
 const readRun = (stores: Stores, runId: string) =>
   Effect.map(
     stores.sql.unsafe<{ state: string; fence: string; result: unknown }>(
-      `SELECT state, fence::text AS fence, result FROM "${stores.schema}".runs WHERE id = ${Number(runId)}`
+      `SELECT state, fence::text AS fence, result FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`
     ),
     (rows) => ({ state: rows[0]!.state, fence: Number(rows[0]!.fence), result: rows[0]!.result })
   )

@@ -21,10 +21,19 @@ const postgres: ContractTarget = {
       // Everything the store compares with now() moves back: as if now() had moved on.
       passTime: (duration) => {
         const shift = `${Duration.toMillis(Duration.fromInputUnsafe(duration))} * interval '1 millisecond'`
-        return sql.unsafe(`UPDATE "${schema}".runs SET run_at = run_at - ${shift},
-          lease_expires_at = lease_expires_at - ${shift}, suspend_deadline = suspend_deadline - ${shift}`).pipe(
-          Effect.andThen(sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
-            last_heartbeat_at = last_heartbeat_at - ${shift}`))
+        return Effect.andThen(
+          sql.unsafe(`UPDATE "${schema}".runs SET run_at = run_at - ${shift},
+          lease_expires_at = lease_expires_at - ${shift}, suspend_deadline = suspend_deadline - ${shift}`),
+          // The ledger's times move with the rows': ready runs' due times, claim batches' leases;
+          // and the worker registry's.
+          Effect.andThen(
+            Effect.andThen(
+              sql.unsafe(`UPDATE "${schema}".ready SET run_at = run_at - ${shift}`),
+              sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`)
+            ),
+            sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
+            last_heartbeat_at = last_heartbeat_at - ${shift}`)
+          )
         )
       },
       settle: Effect.sleep("50 millis")

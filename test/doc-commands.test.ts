@@ -27,7 +27,7 @@ const shellBlock = (file: string): string => {
 /** A database of its own for one test (so the commands' default schema is fresh), dropped after. */
 const withDatabase = <A, E>(prefix: string, use: (url: string) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
-    const server = yield* Layer.build(Database.clientLayer(databaseUrl(), { maxConnections: 1 }))
+    const server = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 1 }))
     const sql = Context.get(server, SqlClient.SqlClient)
     const name = `${prefix}_${Math.random().toString(36).slice(2, 8)}`
     yield* sql.unsafe(`CREATE DATABASE ${name}`)

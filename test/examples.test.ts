@@ -115,7 +115,7 @@ const run = (file: string, env: NodeJS.ProcessEnv) =>
 /** Runs `f` with a client of the server at `url`, closed after. */
 const onServer = (url: string, f: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, unknown>) =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const context = yield* Layer.build(Database.clientLayer(url, { maxConnections: 1 }))
+    const context = yield* Layer.build(Database.layerFromUrl(url, { maxConnections: 1 }))
     yield* f(Context.get(context, SqlClient.SqlClient))
   })))
 

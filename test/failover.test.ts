@@ -63,7 +63,7 @@ describe("failover", () => {
     ))
     for (const worker of workers) cleanup.push(() => worker.kill())
     await Promise.all(workers.map((w) => w.waitFor("started", (r) => r.type === "started")))
-    const completed = async () => Number((await query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".runs WHERE state = 'completed'`))[0]!.n)
+    const completed = async () => Number((await query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".runs_now WHERE state = 'completed'`))[0]!.n)
     await until("a third of the runs complete", async () => (await completed()) >= total / 3)
 
     // The primary's loss: stopped at once; the standby promoted; the proxy switched to it. Worker B
@@ -82,7 +82,7 @@ describe("failover", () => {
     assert.strictEqual(ledger.length, total)
     assert.strictEqual(new Set(ledger.map((row) => row.run_id)).size, total)
     const mismatched = await query<{ n: string }>(
-      `SELECT count(*) AS n FROM "${schema}".ledger l JOIN "${schema}".runs r ON r.id = l.run_id WHERE r.fence <> l.fence`
+      `SELECT count(*) AS n FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE r.fence <> l.fence`
     )
     assert.strictEqual(Number(mismatched[0]!.n), 0)
 

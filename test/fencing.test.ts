@@ -90,7 +90,9 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         const stores = yield* twoStores
         yield* enqueueJobs(stores, 3)
         const held = yield* claimOne(stores.a, "worker-a", 3)
-        // One lease as a promoted server would grant it (ADR 0016); the others as before.
+        // One lease as a promoted server would grant it (ADR 0016); the others as before. The
+        // fence is set on the run's row, so the run is moved there from the ledger first.
+        yield* stores.sql.unsafe(`SELECT "${stores.schema}".hold(ARRAY[${Number(held[1]!.id)}]::bigint[])`)
         yield* stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET fence = 4294967296 WHERE id = ${Number(held[1]!.id)}`)
         const leases = held.map((r, i) => ({ runId: r.id, fence: i === 1 ? 2 ** 32 : r.fence }))
         assert.deepStrictEqual((yield* stores.a.renew("worker-a", leases, ttl)).map((l) => l.fence).sort(), [1, 1, 2 ** 32].sort())
@@ -111,6 +113,8 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         const stores = yield* twoStores
         const [run] = yield* enqueueJobs(stores, 1)
         yield* claimOne(stores.a, "worker-a")
+        // On the run's row (the ledger's fences are written once, by the claim).
+        yield* stores.sql.unsafe(`SELECT "${stores.schema}".hold(ARRAY[${Number(run!.id)}]::bigint[])`)
         const error = yield* stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET fence = 0 WHERE id = ${run!.id}`).pipe(Effect.flip)
         assert.strictEqual(error._tag, "SqlError")
         assert.strictEqual((yield* readRun(stores, run!.id)).fence, 1)

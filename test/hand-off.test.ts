@@ -128,10 +128,24 @@ describe("hand-off of a completion batch", () => {
       yield* Migrations.run(StoreSchema.make(schema), { upTo: "0014_key_hot_path" }).pipe(Effect.provideContext(client))
       const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
       const store = Context.get(context, RunStore)
-      // Before 0015: a limit of 3 taken by three runs, then lowered to 1.
-      const { ids, running } = yield* threeHolding(store, 6)
+      // Before 0015: a limit of 3 taken by three runs, then lowered to 1. The runs are claimed as
+      // that release's claim did (its row update): today's claim reads tables 0015 predates.
+      yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
+      const ids = (yield* store.enqueue(Array.from({ length: 6 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
+        .map((r) => r.id)
+      yield* sql.unsafe(`UPDATE "${schema}".runs SET state = 'running', fence = 1, attempt = 1, lease_owner = 'w',
+        lease_expires_at = now() + interval '30 seconds' WHERE id = ANY('{${ids.slice(0, 3).join(",")}}'::bigint[])`)
+      const held = yield* sql.unsafe<{ id: string; key_slot: number }>(
+        `SELECT id::text, key_slot FROM "${schema}".runs WHERE state = 'running' ORDER BY key_slot`
+      )
+      assert.deepStrictEqual(held.map((r) => [r.id, r.key_slot]), ids.slice(0, 3).map((id, slot) => [id, slot]), "the key's first three hold its three slots")
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       yield* Migrations.run(StoreSchema.make(schema)).pipe(Effect.provideContext(client))
+      const running = yield* Effect.forEach(ids.slice(0, 3), (id) =>
+        Effect.map(store.get(id), (run): ClaimedRun => ({
+          id, queue: run.queue, kind: run.kind, payload: run.payload, attempt: run.attempt, maxAttempts: run.maxAttempts,
+          fence: run.fence, checkpoint: null, signals: {}, concurrencyKey: "K", via: "due", waitMs: 0, traceParent: null
+        })))
       assert.strictEqual(yield* peakOf(sql, schema), 3, "the peak counts slot 2, held above the lowered limit")
       yield* lowered(store, running, ids.slice(3))
     }))

@@ -71,7 +71,7 @@ const suspended = (stores: Stores, signal = "approval", order = "A-1") =>
 const runRow = (stores: Stores, runId: string) =>
   Effect.map(
     stores.sql.unsafe<{ state: string; fence: bigint; signals: Record<string, unknown> }>(
-      `SELECT state, fence, signals FROM "${stores.schema}".runs WHERE id = ${Number(runId)}`
+      `SELECT state, fence, signals FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`
     ),
     (rows) => ({ ...rows[0]!, fence: Number(rows[0]!.fence) })
   ).pipe(Effect.orDie)

@@ -14,7 +14,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterEach, assert, describe, it } from "vitest"
 import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
-import { databaseUrl, freshSchema } from "./support/db.js"
+import { databaseUrl, freshSchema, setLeaseExpirySql } from "./support/db.js"
 
 
 interface Env {
@@ -200,7 +200,7 @@ describe("partition acceptance", () => {
       // Only the other worker can reach the database; the run's lease is expired by the database.
       holder.proxy.partition()
       await env.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql.unsafe(`UPDATE "${env.schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${runId}`)
+        sql.unsafe(setLeaseExpirySql(env.schema, runId, "now() - interval '1 second'"))
       ))
       const next = await other.waitFor(`cycle ${cycle}: claim after fence ${fence}`, isEvent("Claimed", runId, (r) => r.fence > fence), 5_000)
       holder.proxy.heal()

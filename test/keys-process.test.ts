@@ -61,7 +61,7 @@ describe("per-key concurrency across worker processes", () => {
         const worker = () =>
           background(["worker", "--tasks", tasks, "--queue", "keys-a,keys-b", "--concurrency", "20", "--ttl", "2 seconds", ...connection(schema)])
         const completed = Effect.map(
-          sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE state = 'completed'`),
+          sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state = 'completed'`),
           (rows) => rows[0]!.n
         )
 

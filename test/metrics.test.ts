@@ -103,11 +103,11 @@ describe("worker metrics", () => {
       yield* Deferred.succeed(proceed, undefined)
 
       yield* eventually("the stale completion rejected", Effect.map(count(stores, "run_events WHERE kind = 'stale_write_rejected'"), (n) => n === 1))
-      yield* eventually("every other run ended", Effect.map(count(stores, "runs WHERE state IN ('pending', 'running')"), (n) => n === 1))
+      yield* eventually("every other run ended", Effect.map(count(stores, "runs_now WHERE state IN ('pending', 'running')"), (n) => n === 1))
       const metric = yield* eventually("the settlements recorded", Effect.map(scrape(url), (m) => m("leasehold_runs_settled_total") === 9 && m))
 
-      const completed = yield* count(stores, "runs WHERE state = 'completed'")
-      const failed = yield* count(stores, "runs WHERE state = 'failed'")
+      const completed = yield* count(stores, "runs_now WHERE state = 'completed'")
+      const failed = yield* count(stores, "runs_now WHERE state = 'failed'")
       // The thief's claim of the stolen run is a reclaim too, but not this worker's.
       const reclaims = yield* count(stores, "run_events WHERE kind = 'reclaimed' AND owner <> 'thief'")
       const rejections = yield* count(stores, "run_events WHERE kind = 'stale_write_rejected'")

@@ -36,7 +36,7 @@ import { PgRunStore } from "@leasehold/sql"
 import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import fc from "fast-check"
-import { databaseUrl, freshSchema } from "./support/db.js"
+import { databaseUrl, freshSchema, setLeaseExpirySql } from "./support/db.js"
 
 interface Real {
   readonly store: RunStore["Service"]
@@ -271,7 +271,7 @@ const readState = (real: Real): Promise<Array<RunSnapshot>> =>
       (r.state = 'pending' AND r.key_scope IS NOT NULL AND r.key_slot IS NULL) AS waiting_for_key,
       (SELECT string_agg(e.kind || '@' || e.fence, ' ' ORDER BY e.at, e.seq NULLS LAST) FROM "${real.schema}".run_history e
         WHERE e.run_id = r.id) AS events
-    FROM "${real.schema}".runs r ORDER BY r.id`)).then((rows) =>
+    FROM "${real.schema}".runs_now r ORDER BY r.id`)).then((rows) =>
     rows.map((row): RunSnapshot => ({
       id: row.id,
       state: row.state,
@@ -543,9 +543,11 @@ class Advance extends Step {
     }
     for (const shift of shifts) {
       expected(m.memory.moveTime(shift.runId, memoryColumn[shift.column], new Date(pastEpoch + shift.stamp * 1000)))
+      const at = `timestamptz '2000-01-01 00:00:00+00' + ${shift.stamp} * interval '1 second'`
       await must(real.sql.unsafe(
-        `UPDATE "${real.schema}".runs SET ${shift.column} = timestamptz '2000-01-01 00:00:00+00' + ${shift.stamp} * interval '1 second'
-         WHERE id = ${Number(shift.runId)}`
+        shift.column === "lease_expires_at"
+          ? setLeaseExpirySql(real.schema, shift.runId, at)
+          : `UPDATE "${real.schema}".runs SET ${shift.column} = ${at} WHERE id = ${Number(shift.runId)}`
       ))
     }
     m.log.push(`advance ${shifts.map((s) => `${s.runId}.${s.column}=past${s.stamp}`).join(", ") || "(nothing)"}`)
@@ -1053,7 +1055,7 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
       const fresh = async () => {
         if (scope !== undefined) await must(Scope.close(scope, Exit.void))
         scope = await must(Scope.make())
-        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks RESTART IDENTITY`))
+        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".claim_batches, "${once.schema}".completion_batches RESTART IDENTITY`))
         const store = await must(
           PgRunStore.make({ schema: once.schema, migrate: false, runtimeConnections: 1 }).pipe(
             Scope.provide(scope),

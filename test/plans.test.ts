@@ -8,8 +8,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits, type ListFilter, RunState, RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient, Statement } from "effect/sql"
-import { PgRunStore } from "@leasehold/sql"
-import { freshSchema, layerStore } from "./support/db.js"
+import { PgTypes } from "@effect/sql-pg"
+import { Database, PgRunStore } from "@leasehold/sql"
+import { databaseUrl, freshSchema, layerStore } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
 const scans = (sql: SqlClient.SqlClient, schema: string) =>
@@ -173,7 +174,7 @@ describe("runtime plans", () => {
         // The claim itself (a sweep first admits and times out; those statements run as they are).
         const plan = yield* genericPlan(sql, store.claim({ ...request, dueOnly }), (text) => text.includes("claimed AS"))
         const nodes = flatten(plan)
-        const claimed = nodes.find((n) => n["Subplan Name"] === "CTE claimed")
+        const claimed = nodes.find((n) => n["Subplan Name"] === "CTE row_claimed")
         assert.strictEqual(claimed?.["Actual Rows"], limit, `the ${dueOnly ? "due-only " : "sweep's "}claim took its limit`)
         // Joined to the CTE that picked them by a nested loop, the picked runs were read again
         // for each of them: 1,000 × 1,000 rows, all but 1,000 removed by its join filter.
@@ -196,9 +197,35 @@ describe("runtime plans", () => {
       assert.isBelow(removedByJoins(reclaim), limit, "the sweep's reclaims were compared pair by pair")
     }))
 
+  it.live("in the ledger, a claim of 1,000 runs, their renewal and their completion each write one batch row and reach each run once (no join quadratic in the batch)", () =>
+    Effect.gen(function*() {
+      const limit = 1_000
+      const { schema, sql, store } = yield* freshStore("plans_ledger")
+      yield* store.enqueue(Array.from({ length: 3 * limit }, (_, i) => ({ kind: "noop", payload: { i } })))
+      yield* sql`ANALYZE ${sql(schema)}.runs`
+      const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit, ttl: Duration.seconds(30) }
+      for (const dueOnly of [false, true]) {
+        const nodes = flatten(yield* genericPlan(sql, store.claim({ ...request, dueOnly }), (text) => text.includes("granted AS")))
+        assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE granted")?.["Actual Rows"], limit, `the ${dueOnly ? "due-only " : "sweep's "}claim took its limit`)
+        assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE batch")?.["Actual Rows"], 1, "one claim batch")
+        assert.isBelow(removedByJoins(nodes), limit, `the ${dueOnly ? "due-only " : "sweep's "}claim compared its runs pair by pair`)
+      }
+      const held = (yield* store.claim(request)).map((r) => ({ runId: r.id, fence: r.fence }))
+      assert.strictEqual(held.length, limit)
+      const renewal = flatten(yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), () => true))
+      assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE open_leases")?.["Actual Rows"], limit, "every lease found open")
+      assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE renewed")?.["Actual Rows"], 1, "one batch row renewed")
+      assert.isBelow(removedByJoins(renewal), limit, "the renewal compared its leases pair by pair")
+      const completion = flatten(yield* genericPlan(sql, store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))), () => true))
+      assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE open_leases")?.["Actual Rows"], limit, "every run completed")
+      assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE done")?.["Actual Rows"], 1, "one completion batch")
+      assert.isBelow(removedByJoins(completion), limit, "the completion compared its runs pair by pair")
+    }))
+
   it.live("a heartbeat renewal rewrites each lease in place (a HOT update): no index names the lease's expiry", () =>
     Effect.gen(function*() {
-      const { schema, sql, store } = yield* freshStore("plans_hot")
+      // Leases kept in the run rows: the ledger's renewal has its own test, below.
+      const { schema, sql, store } = yield* freshStore("plans_hot", { storage: "rows" })
       const updates = Effect.map(
         sql<{ upd: string; hot: string }>`
           SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot
@@ -259,7 +286,7 @@ describe("list plans", () => {
       yield* Effect.forEach(waiting, (l, i) => store.suspend({ ...l, signal: "approval", token: `t${i}`, timeout: undefined }), { concurrency: 2, discard: true })
       yield* claimAll("busy", ttl)
       yield* sql`ANALYZE ${sql(schema)}.runs`
-      const counts = yield* sql<{ state: string; n: string }>`SELECT state, count(*)::text AS n FROM ${sql(schema)}.runs GROUP BY state`
+      const counts = yield* sql<{ state: string; n: string }>`SELECT state, count(*)::text AS n FROM ${sql(schema)}.runs_now GROUP BY state`
       assert.deepStrictEqual(
         Object.fromEntries(counts.map((c) => [c.state, Number(c.n)])),
         { completed: 15_000, pending: 4_000, failed: 2_000, cancelled: 1_000, suspended: 1_000, running: 1_000 }
@@ -283,7 +310,14 @@ describe("list plans", () => {
         for (const mode of ["force_custom_plan", "force_generic_plan"]) {
           const plan = flatten(yield* listPlan(sql, store.list(filter), mode))
           const what = `${JSON.stringify(filter)} (${mode}): ${plan.map((n) => `${n["Node Type"]}${n["Index Name"] ? ` ${n["Index Name"]}` : ""}`).join(" > ")}`
-          assert.deepStrictEqual(plan.filter((n) => n["Node Type"] === "Seq Scan" || n["Node Type"].startsWith("Bitmap")).map((n) => n["Node Type"]), [], what)
+          // A run's claim batch is found through the span index, which the planner may read as a
+          // bitmap (one or two batches): only a bitmap read of the runs themselves is a scan.
+          assert.deepStrictEqual(
+            plan.filter((n) => n["Node Type"] === "Seq Scan" || (n["Node Type"] === "Bitmap Heap Scan" && n["Relation Name"] === "runs"))
+              .map((n) => n["Node Type"]),
+            [],
+            what
+          )
           // Running runs are read from runs_running and sorted: all of them, as many as the
           // workers' slots, never the table. Every other sort is of the page itself (the page
           // after a cursor, turned round).
@@ -294,7 +328,10 @@ describe("list plans", () => {
           // Index-driven: what the scans read is of the order of the page, not of the table.
           const read = plan.filter((n) => n["Node Type"].includes("Index"))
             .reduce((sum, n) => sum + (n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0), 0)
-          assert.isAtMost(read, Math.max(sortable, 10 * filter.limit), `read ${read} rows: ${what}`)
+          // A state one run in 24 is in may be read off the primary key (about 24 entries per run
+          // listed) where the planner finds the table's pages in id order: the ledger leaves the
+          // rows of routine runs where they were inserted. Still a bound of the page's order.
+          assert.isAtMost(read, Math.max(sortable, 25 * filter.limit), `read ${read} rows: ${what}`)
         }
       }
     }))
@@ -311,6 +348,7 @@ interface PlanNode {
   readonly "Node Type": string
   readonly "Subplan Name"?: string
   readonly "Index Name"?: string
+  readonly "Relation Name"?: string
   readonly "Rows Removed by Filter"?: number
   readonly "Actual Rows"?: number
   readonly "Rows Removed by Join Filter"?: number
@@ -324,6 +362,8 @@ const flatten = (node: PlanNode): ReadonlyArray<PlanNode> => [node, ...(node.Pla
 const literal = (value: unknown): string => {
   const quoted = (text: string) => `'${text.replaceAll("'", "''")}'`
   if (value === null || value === undefined) return "NULL"
+  // A parameter whose type the statement states (PgTypes.array): its values, as an array would be.
+  if (PgTypes.isParameter(value)) return literal(value.value)
   if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") return quoted(String(value))
   if (Array.isArray(value)) {
     const element = (e: unknown) => e === null ? "NULL" : `"${String(e).replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`
@@ -333,9 +373,12 @@ const literal = (value: unknown): string => {
 }
 
 /** A store in a fresh schema (two connections), with its SQL client. */
-const freshStore = (prefix: string) => {
+const freshStore = (prefix: string, options: PgRunStore.PgRunStoreOptions = {}) => {
   const schema = freshSchema(prefix)
-  return Effect.map(Layer.build(layerStore(schema, 2)), (context) => ({
+  const layer = Object.keys(options).length === 0
+    ? layerStore(schema, 2)
+    : PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 })))
+  return Effect.map(Layer.build(layer), (context) => ({
     schema,
     sql: Context.get(context, SqlClient.SqlClient),
     store: Context.get(context, RunStore)

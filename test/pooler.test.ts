@@ -9,7 +9,7 @@ import { CurrentRun, Fence, FenceRejected, Handler, Run, RunStore, type WorkerEv
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { databaseUrl, freshSchema } from "./support/db.js"
+import { databaseUrl, freshSchema, setLeaseExpirySql } from "./support/db.js"
 import * as PgBouncer from "./support/pgbouncer.js"
 import { eventually, startWorker } from "./support/workers.js"
 
@@ -60,14 +60,14 @@ describe("through PgBouncer in transaction mode", () => {
       const count = (query: string) => Effect.map(a.sql.unsafe<{ n: number }>(query), (rows) => rows[0]!.n)
       yield* eventually(
         "every run completed",
-        Effect.map(count(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE state = 'completed'`), (n) => n === total),
+        Effect.map(count(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state = 'completed'`), (n) => n === total),
         "60 seconds"
       )
       assert.strictEqual(yield* count(`SELECT count(*)::int AS n FROM "${schema}".ledger`), total)
       assert.strictEqual(yield* count(`SELECT count(DISTINCT run_id)::int AS n FROM "${schema}".ledger`), total)
       // Each row was written under the fence its run completed with.
       assert.strictEqual(
-        yield* count(`SELECT count(*)::int AS n FROM "${schema}".ledger l JOIN "${schema}".runs r ON r.id = l.run_id WHERE r.fence <> l.fence`),
+        yield* count(`SELECT count(*)::int AS n FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE r.fence <> l.fence`),
         0
       )
     }), 120_000)
@@ -79,7 +79,7 @@ describe("through PgBouncer in transaction mode", () => {
       const claim = (store: RunStore["Service"], owner: string) =>
         store.claim({ owner, queues: ["default"], kinds: ["ledgered"], limit: 1, ttl: Duration.minutes(1) })
       yield* claim(a.store, "a")
-      yield* a.sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(run!.id)}`)
+      yield* a.sql.unsafe(setLeaseExpirySql(schema, run!.id, "now() - interval '1 second'"))
       const [second] = yield* claim(b.store, "b")
       assert.strictEqual(second!.fence, 2)
 

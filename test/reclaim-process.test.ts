@@ -125,7 +125,7 @@ const assertReclaimedWithinBound = async (env: Env, ids: ReadonlyArray<string>, 
   for (const ms of after) assert.isAtMost(ms, bound, `reclaimed within TTL ${ttlMs} + poll ${pollMs} + margin ${marginMs} ms`)
   const states = await query<{ id: string; state: string; fence: string; lease_owner: string | null }>(
     env,
-    `SELECT id::text, state, fence::text, lease_owner FROM "${env.schema}".runs WHERE id = ANY($1::bigint[]) ORDER BY id`,
+    `SELECT id::text, state, fence::text, lease_owner FROM "${env.schema}".runs_now WHERE id = ANY($1::bigint[]) ORDER BY id`,
     [ids]
   )
   for (const row of states) {
@@ -157,7 +157,7 @@ describe("reclaim bound across worker processes (TTL 3 s, poll 1 s, B at 10 slot
     // None of A's runs is still at fence 1 under an expired lease.
     const stale = await query<{ id: string }>(
       env,
-      `SELECT id::text FROM "${env.schema}".runs WHERE id = ANY($1::bigint[]) AND fence = 1`,
+      `SELECT id::text FROM "${env.schema}".runs_now WHERE id = ANY($1::bigint[]) AND fence = 1`,
       [ids]
     )
     assert.deepStrictEqual(stale, [])

@@ -30,7 +30,7 @@ const setup = async (runs: number) => {
   await db(Effect.flatMap(RunStore, (store) =>
     store.enqueue(Array.from({ length: runs }, (_, i) => ({ kind: "chaos-step", payload: { workMs: 40 + (i % 4) * 30, checkpoint: i % 3 === 0 }, maxAttempts: 20 })))
   ))
-  const open = async () => (await sql(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE state <> 'completed'`))[0].n as number
+  const open = async () => (await sql(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state <> 'completed'`))[0].n as number
   const verdict = async () => ({
     notOnce: await sql(`SELECT r.id FROM "${schema}".runs r LEFT JOIN "${schema}".ledger l ON l.run_id = r.id GROUP BY r.id HAVING count(l.run_id) <> 1`),
     staleEntries: await sql(`SELECT l.run_id FROM "${schema}".ledger l JOIN "${schema}".runs r ON r.id = l.run_id WHERE l.fence <> r.fence`)

@@ -11,6 +11,7 @@ import { StoreSchema } from "@leasehold/sql"
 import { Duration, Effect } from "effect"
 import { request, startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
+import { setLeaseExpirySql } from "./support/db.js"
 
 const token = "admin-token-for-tests-0123456789"
 
@@ -49,7 +50,7 @@ describe("serve /metrics", () => {
       yield* a.enqueue(Array.from({ length: 7 }, () => ({ kind: "k", payload: {}, queue: "b", maxAttempts: 1 })))
       const held = yield* claim(stores, "b", 7)
       assert.strictEqual(held.length, 7)
-      yield* sql.unsafe(`UPDATE ${runs} SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(held[1]!.id)}`)
+      yield* sql.unsafe(setLeaseExpirySql(schema, held[1]!.id, "now() - interval '1 second'"))
       yield* a.suspend({ runId: held[2]!.id, fence: held[2]!.fence, signal: "approval", token: "t-1", timeout: undefined })
       yield* a.completeBatch(held.slice(3, 6).map((r) => ({ runId: r.id, fence: r.fence, result: null })))
       yield* a.fail({ runId: held[6]!.id, fence: held[6]!.fence, error: { message: "no" }, retryDelayMs: undefined })
@@ -76,12 +77,12 @@ describe("serve /metrics", () => {
 
       // And the database, read directly (the whole table, as a check may).
       const counts = yield* sql.unsafe<{ queue: string; state: string; n: number }>(
-        `SELECT queue, state, count(*)::int AS n FROM ${runs} WHERE state IN ('pending', 'running', 'suspended') GROUP BY queue, state`
+        `SELECT queue, state, count(*)::int AS n FROM ${runs}_now WHERE state IN ('pending', 'running', 'suspended') GROUP BY queue, state`
       )
       const runSeries = [...got.entries()].filter(([k]) => k.startsWith("leasehold_queue_runs{"))
       assert.strictEqual(runSeries.length, counts.length)
       for (const row of counts) assert.strictEqual(got.get(`leasehold_queue_runs{queue="${row.queue}",state="${row.state}"}`), row.n)
-      const [live] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${runs} WHERE state = 'running' AND lease_expires_at > now()`)
+      const [live] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${runs}_now WHERE state = 'running' AND lease_expires_at > now()`)
       assert.strictEqual(got.get("leasehold_live_leases"), live!.n)
     }))
 
@@ -101,7 +102,7 @@ describe("serve /metrics", () => {
       ))
       const lines = plan.map((r) => r["QUERY PLAN"]).join("\n")
       assert.notMatch(lines, /Seq Scan/, lines)
-      for (const index of ["runs_due", "runs_waiting_kind", "runs_waiting_queue", "runs_running"]) {
+      for (const index of ["ready_due", "runs_waiting_kind", "runs_waiting_queue", "runs_running", "claim_batches_open"]) {
         assert.include(lines, index, lines)
       }
       // Suspended runs: either partial index that holds them only (runs_listed, runs_signal_token).

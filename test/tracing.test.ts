@@ -212,7 +212,7 @@ describe("run tracing", () => {
         for (let i = 0; i < 40; i++) ids.push(yield* enqueue(stores, ok, { i }))
         const own = yield* Client.enqueue(ok, null, { traceParent: mine }).pipe(Effect.provideService(RunStore, stores.a))
         yield* eventually("all completed", Effect.map(
-          stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs WHERE state = 'completed'`),
+          stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs_now WHERE state = 'completed'`),
           (rows) => rows[0]!.n === 41
         ))
         return { ids, own: own.id }

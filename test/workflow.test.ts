@@ -25,7 +25,7 @@ import {
   Shipment,
   Trip
 } from "./fixtures/workflows.js"
-import { databaseUrl, freshSchema } from "./support/db.js"
+import { databaseUrl, freshSchema, setLeaseExpirySql } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
 const fast = { ttl: "2 seconds", heartbeat: "300 millis", pollInterval: "50 millis", shutdownGrace: "300 millis" } as const
@@ -77,7 +77,7 @@ const supersededWhileBooking = (
       Effect.forkScoped
     )
     yield* eventually("A has booked", Effect.map(ledger(sql, schema), (lines) => lines.length === 1))
-    yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(first!.id)}`)
+    yield* sql.unsafe(setLeaseExpirySql(schema, first!.id, "now() - interval '1 second'"))
     assert.strictEqual((yield* claim("b"))[0]!.fence, 2)
     yield* Deferred.succeed(Context.get(context, Gate), void 0)
     return yield* Fiber.join(holderA)
@@ -285,7 +285,7 @@ describe("workflows on Leasehold", () => {
       const claim = (owner: string) =>
         store.claim({ owner, queues: ["default"], kinds: ["workflow/Shipment"], limit: 1, ttl: "1 minute" as any })
       const [first] = yield* claim("a")
-      yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(first!.id)}`)
+      yield* sql.unsafe(setLeaseExpirySql(schema, first!.id, "now() - interval '1 second'"))
       const [second] = yield* claim("b")
       assert.strictEqual(second!.fence, 2)
 

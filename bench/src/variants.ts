@@ -5,7 +5,7 @@
 import type { GraphileOptions } from "./systems/graphile.js"
 import { graphile } from "./systems/graphile.js"
 import type { LeaseholdOptions } from "./systems/leasehold.js"
-import { leasehold, leaseholdDeleting, leaseholdKeyed } from "./systems/leasehold.js"
+import { leasehold, leaseholdDeleting, leaseholdKeyed, leaseholdRows } from "./systems/leasehold.js"
 import type { PgBossOptions } from "./systems/pgboss.js"
 import { pgboss } from "./systems/pgboss.js"
 import type { System } from "./systems/system.js"
@@ -13,6 +13,7 @@ import type { System } from "./systems/system.js"
 export type VariantId =
   | "leasehold"
   | "leasehold-delete"
+  | "leasehold-rows"
   | "leasehold-keyed"
   | "leasehold-metrics"
   | "leasehold-traces"
@@ -82,6 +83,15 @@ export const variants: ReadonlyArray<Variant<any>> = [
     mode: "tuned",
     options: leaseholdOptions,
     source: "the same Worker.run options on a store built with completedRuns: \"delete\" (a completion deletes the run and its history in its guarded statement, as graphile-worker deletes finished jobs); leases, heartbeats and fences on"
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-rows",
+    label: "Leasehold, run rows (no ledger)",
+    system: leaseholdRows,
+    mode: "tuned",
+    options: leaseholdOptions,
+    source: "the same Worker.run options on a store built with storage: \"rows\" (the layout before the batch ledger: each claim and completion writes the run's row), history kept",
+    optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {
     id: "leasehold-keyed",

@@ -6,7 +6,7 @@ import { RunStore } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { databaseUrl, freshSchema } from "./db.js"
+import { databaseUrl, freshSchema, setLeaseExpirySql } from "./db.js"
 
 export interface Stores {
   readonly schema: string
@@ -46,12 +46,12 @@ export const twoStores = twoStoresWith({})
 
 /** Moves a run's lease expiry into the past: the database's clock, not a sleep, makes it expire. */
 export const expireLease = (stores: Stores, runId: string) =>
-  stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`)
+  stores.sql.unsafe(setLeaseExpirySql(stores.schema, runId, "now() - interval '1 second'"))
 
 export const readRun = (stores: Stores, runId: string) =>
   Effect.map(
     stores.sql.unsafe<{ state: string; fence: bigint; lease_owner: string | null; lease_expires_at: Date | null; attempt: number }>(
-      `SELECT state, fence, lease_owner, lease_expires_at, attempt FROM "${stores.schema}".runs WHERE id = ${Number(runId)}`
+      `SELECT state, fence, lease_owner, lease_expires_at, attempt FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`
     ),
     (rows) => ({ ...rows[0]!, fence: Number(rows[0]!.fence) })
   )

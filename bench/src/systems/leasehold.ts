@@ -34,10 +34,15 @@ const Payload = Schema.Struct({ i: Schema.Number })
 /** A store and its SqlClient, built in a scope the caller closes. */
 export const openStore = async (
   url: string,
-  options: { readonly maxConnections: number; readonly migrate: boolean; readonly completedRuns?: PgRunStore.CompletedRuns }
+  options: {
+    readonly maxConnections: number
+    readonly migrate: boolean
+    readonly completedRuns?: PgRunStore.CompletedRuns
+    readonly storage?: PgRunStore.Storage
+  }
 ) => {
   const scope = Effect.runSync(Scope.make())
-  const layer = PgRunStore.layer({ schema: SCHEMA, migrate: options.migrate, completedRuns: options.completedRuns }).pipe(
+  const layer = PgRunStore.layer({ schema: SCHEMA, migrate: options.migrate, completedRuns: options.completedRuns, storage: options.storage }).pipe(
     Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: options.maxConnections, applicationName: "bench-leasehold" }))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
@@ -54,8 +59,8 @@ const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise
 const keyLimits = [KeyLimits.perKind(KIND, 1)]
 
 /** Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none. */
-const enqueueSessionWith = (keys: number | undefined) => async (url: string): Promise<EnqueueSession> => {
-  const { store, close } = await openStore(url, { maxConnections: 2, migrate: true })
+const enqueueSessionWith = (keys: number | undefined, storage: PgRunStore.Storage = "ledger") => async (url: string): Promise<EnqueueSession> => {
+  const { store, close } = await openStore(url, { maxConnections: 2, migrate: true, storage })
   // The limit is declared before the runs, as an application declares it: each run is admitted
   // or left waiting as it is enqueued (the workers declare the same limit again, which changes nothing).
   if (keys !== undefined) await run(store.setKeyLimits(keyLimits))
@@ -68,9 +73,9 @@ const enqueueSessionWith = (keys: number | undefined) => async (url: string): Pr
 }
 const enqueueSession = enqueueSessionWith(undefined)
 
-const startWorker = (completedRuns: PgRunStore.CompletedRuns, keyLimits?: ReadonlyArray<KeyLimits.KeyLimit>) =>
+const startWorker = (completedRuns: PgRunStore.CompletedRuns, keyLimits?: ReadonlyArray<KeyLimits.KeyLimit>, storage?: PgRunStore.Storage) =>
 async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<WorkerHandle> => {
-  const opened = await openStore(url, { maxConnections: options.maxConnections, migrate: false, completedRuns })
+  const opened = await openStore(url, { maxConnections: options.maxConnections, migrate: false, completedRuns, ...(storage === undefined ? {} : { storage }) })
   const store = hooks.wrapStore === undefined ? opened.store : hooks.wrapStore(opened.store)
   const handler = Handler.make({
     kind: KIND,
@@ -111,9 +116,21 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
   }
 }
 
-/** Rows still to finish: pending or running (each count served by its partial index). */
-const remainingSql = `SELECT ((SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'pending')
-  + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'running'))::int AS n`
+/**
+ * Runs still to finish, each count served by an index: ready to claim, waiting for a key's slot,
+ * running in their rows, running in the ledger (open in their claim batches).
+ */
+const remainingSql = `SELECT ((SELECT count(*) FROM ${SCHEMA}.ready)
+  + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'pending' AND key_scope = 'kind' AND key_slot IS NULL)
+  + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'pending' AND key_scope = 'queue' AND key_slot IS NULL)
+  + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'running')
+  + (SELECT coalesce(sum(cardinality(c.ids) - cardinality(c.closed)
+      - coalesce((SELECT sum(cardinality(d.ids)) FROM ${SCHEMA}.completion_batches d WHERE d.claim_batch = c.batch), 0)), 0)
+    FROM ${SCHEMA}.claim_batches c WHERE c.settled_at IS NULL))::int AS n`
+
+/** Runs completed: in their rows, and in the ledger's completion batches. */
+const completedSql = () => `SELECT ((SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed')
+  + (SELECT coalesce(sum(cardinality(ids)), 0) FROM ${SCHEMA}.completion_batches))::int AS n`
 
 const keeping: System<LeaseholdOptions> = {
   name: "leasehold",
@@ -121,11 +138,11 @@ const keeping: System<LeaseholdOptions> = {
   enqueueSession,
   startWorker: startWorker("keep"),
   remainingSql,
-  completedSql: () => `SELECT count(*)::int AS n FROM ${SCHEMA}.runs WHERE state = 'completed'`,
+  completedSql,
   verifySql: `SELECT
       (SELECT count(*) FROM ${SCHEMA}.runs)::int AS total,
-      (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed')::int AS completed,
-      (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed' AND fence <> 1)::int AS reclaimed,
+      (SELECT count(*) FROM ${SCHEMA}.runs_now WHERE state = 'completed')::int AS completed,
+      (SELECT count(*) FROM ${SCHEMA}.runs_now WHERE state = 'completed' AND fence <> 1)::int AS reclaimed,
       (SELECT count(*) FROM (SELECT run_id FROM ${SCHEMA}.run_history GROUP BY run_id
         HAVING array_agg(kind ORDER BY at, seq NULLS LAST) = ARRAY['claimed', 'completed']) h)::int AS history`
 }
@@ -135,7 +152,7 @@ const keeping: System<LeaseholdOptions> = {
 const deleting: System<LeaseholdOptions> = {
   name: "leasehold (completed runs deleted)",
   schemas: [SCHEMA],
-  enqueueSession,
+  enqueueSession: enqueueSessionWith(undefined, "rows"),
   startWorker: startWorker("delete"),
   remainingSql,
   completedSql: (total) => `SELECT (${total} - count(*))::int AS n FROM ${SCHEMA}.runs`,
@@ -153,6 +170,16 @@ const keyed: System<LeaseholdOptions> = {
   startWorker: startWorker("keep", keyLimits)
 }
 
+// Today's layout before the ledger (every run's row written by its claim and its completion),
+// measured beside it in the same run.
+const rows: System<LeaseholdOptions> = {
+  ...keeping,
+  name: "leasehold (run rows, no ledger)",
+  enqueueSession: enqueueSessionWith(undefined, "rows"),
+  startWorker: startWorker("keep", undefined, "rows")
+}
+
 export const leasehold = keeping
+export const leaseholdRows = rows
 export const leaseholdKeyed = keyed
 export const leaseholdDeleting = deleting

@@ -135,7 +135,11 @@ export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
   cause: Schema.Defect()
 }) {
   override get message(): string {
-    const detail = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    // A driver's error may come from another realm or have no prototype: read its message as data.
+    const cause = this.cause as { readonly message?: unknown } | null | undefined
+    const detail = typeof cause === "object" && cause !== null && typeof cause.message === "string"
+      ? cause.message
+      : typeof cause === "object" && cause !== null ? Object.prototype.toString.call(cause) : String(cause)
     return `${this.operation}: ${this.reason}: ${detail}`
   }
 }

@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
-import { Activity, ClaimPosition, InvalidConfig, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
+import { Activity, ClaimPosition, InvalidConfig, type LeaseKey, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { Effect, Layer, Redacted, Stream } from "effect"
+import { type Duration, Effect, Layer, Redacted, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Migrations from "./Migrations.js"
@@ -16,6 +16,7 @@ import * as enqueueStatement from "./internal/statements/enqueue.js"
 import * as guarded from "./internal/statements/guarded.js"
 import * as keys from "./internal/statements/keys.js"
 import * as operators from "./internal/statements/operators.js"
+import * as ledger from "./internal/statements/ledger.js"
 import * as queues from "./internal/statements/queues.js"
 import * as read from "./internal/statements/read.js"
 import * as renewStatement from "./internal/statements/renew.js"
@@ -28,8 +29,20 @@ import * as StoreSchema from "./StoreSchema.js"
 /** What becomes of a completed run (see `PgRunStoreOptions.completedRuns`). @category models */
 export type CompletedRuns = guarded.CompletedRuns
 
+/** Where new runs are recorded (see `PgRunStoreOptions.storage`). @category models */
+export type Storage = enqueueStatement.Storage
+
 /** @category models */
 export interface PgRunStoreOptions {
+  /**
+   * Where this store records the runs it enqueues: `"ledger"` puts those with neither an
+   * idempotency key nor a concurrency key in the batch ledger (docs/adr/0017): a claim appends
+   * one row per claim statement and a completion one row per completion statement, and the run's
+   * own row is not written on that path (the default, but with `completedRuns: "delete"`). `"rows"`
+   * writes every run's row at each step.
+   * Stores of either kind share a schema: each reads and writes runs recorded either way.
+   */
+  readonly storage?: Storage | undefined
   /** Postgres schema holding the tables. Default `leasehold`. */
   readonly schema?: string | undefined
   /** Run migrations when the layer is built. Default true. */
@@ -93,6 +106,13 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   if (completedRuns !== "keep" && completedRuns !== "delete") {
     return yield* new InvalidConfig({ option: "completedRuns", issue: `${JSON.stringify(completedRuns)} is not "keep" or "delete"` })
   }
+  const storage = options.storage ?? (completedRuns === "delete" ? "rows" : "ledger")
+  if (storage !== "ledger" && storage !== "rows") {
+    return yield* new InvalidConfig({ option: "storage", issue: `${JSON.stringify(storage)} is not "ledger" or "rows"` })
+  }
+  if (storage === "ledger" && completedRuns === "delete") {
+    return yield* new InvalidConfig({ option: "completedRuns", issue: `"delete" needs storage "rows": the ledger keeps its history by batch` })
+  }
   const runtimeConnections = options.runtimeConnections ?? 4
   if (!Number.isInteger(runtimeConnections) || runtimeConnections < 1) {
     return yield* new InvalidConfig({ option: "runtimeConnections", issue: `${runtimeConnections} is not a whole number of at least 1` })
@@ -150,18 +170,43 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   const positions = new ClaimPosition.Positions()
   // Where each key limit's sweep stands among its waiting keys (admit.ts › waitingKeys), likewise.
   const keyCursors = new Map<string, string>()
+  // Where the ledger put each lease this store claimed there (ledger.ts › LedgerRefs).
+  const refs = new ledger.LedgerRefs()
+  const renew = (owner: string, leases: ReadonlyArray<LeaseKey>, ttl: Duration.Duration) =>
+    Effect.gen(function*() {
+      // The leases this store claimed in the ledger are renewed there, one update per batch; the
+      // others (and those the ledger no longer holds) in their rows; what the rows miss may still
+      // be in the ledger, claimed by another store of this owner.
+      const inLedger = leases.flatMap((lease, i) => refs.has(lease) ? [i] : [])
+      const ledgerMissed = inLedger.length === 0
+        ? []
+        : (yield* ledger.renew(runtime, s, owner, inLedger.map((i) => leases[i]!), ttl, refs)).map((m) => inLedger[m]!)
+      const tried = new Set(inLedger)
+      const inRows = [...leases.flatMap((_, i) => tried.has(i) ? [] : [i]), ...ledgerMissed]
+      const renewedInRows = inRows.length === 0 ? [] : yield* renewStatement.renew(runtime, s, owner, inRows.map((i) => leases[i]!), ttl)
+      const held = new Set(renewedInRows.map((l) => `${l.runId}:${l.fence}`))
+      const rowsMissed = inRows.filter((i) => !tried.has(i) && !held.has(`${String(BigInt(leases[i]!.runId))}:${leases[i]!.fence}`))
+      const lateMissed = new Set(
+        rowsMissed.length === 0
+          ? []
+          : (yield* ledger.renew(runtime, s, owner, rowsMissed.map((i) => leases[i]!), ttl, refs)).map((m) => rowsMissed[m]!)
+      )
+      const lost = new Set([...ledgerMissed.filter((i) => !held.has(`${String(BigInt(leases[i]!.runId))}:${leases[i]!.fence}`)), ...lateMissed])
+      for (const i of lost) refs.delete(leases[i]!)
+      return leases.flatMap((lease, i) => lost.has(i) ? [] : [{ runId: String(BigInt(lease.runId)), fence: lease.fence }])
+    })
   return RunStore.of({
-    enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
-    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, positions, request, keyCursors)),
-    renew: (owner, leases, ttl) => refail("renew")(renewStatement.renew(runtime, s, owner, leases, ttl)),
-    completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next)),
-    fail: (request) => refail("fail")(guarded.fail(sql, s, request)),
-    release: (lease) => refail("release")(guarded.release(sql, s, lease)),
-    checkpoint: (lease, value) => refail("checkpoint")(guarded.checkpoint(sql, s, lease, value)),
-    suspend: (request) => refail("suspend")(guarded.suspend(sql, s, request)),
+    enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests, storage).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
+    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, positions, request, keyCursors, refs)),
+    renew: (owner, leases, ttl) => refail("renew")(renew(owner, leases, ttl)),
+    completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
+    fail: (request) => refail("fail")(guarded.fail(sql, s, request, refs)),
+    release: (lease) => refail("release")(guarded.release(sql, s, lease, refs)),
+    checkpoint: (lease, value) => refail("checkpoint")(guarded.checkpoint(sql, s, lease, value, refs)),
+    suspend: (request) => refail("suspend")(guarded.suspend(sql, s, request, refs)),
     deliverSignal: (request) => refail("deliver signal")(signals.deliverSignal(sql, s, request)),
     callbackExpiry: (lease, signal, expiresIn) => refail("callback")(signals.callbackExpiry(sql, s, lease, signal, expiresIn)),
-    completeInTransaction: (lease, effect, encode) => guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns),
+    completeInTransaction: (lease, effect, encode) => guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns, refs),
     resumeById: (runId, payload) => refail("resume")(admin.resumeById(sql, s, runId, payload)),
     resumeByToken: (token, payload) => refail("resume")(admin.resumeByToken(sql, s, token, payload)),
     cancel: (runId) => refail("cancel")(admin.cancel(sql, s, runId)),

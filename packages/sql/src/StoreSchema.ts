@@ -34,6 +34,13 @@ export interface StoreSchema {
   readonly workflowAwaits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The worker registry: one row per worker process alive (migration 0019). */
   readonly workers: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Runs a claim may take (migration 0018): pending in their rows or in the ledger. */
+  readonly ready: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** The ledger's claim batches and completion batches (migration 0018). */
+  readonly claimBatches: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly completionBatches: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Each run as it stands, a ledger run's state read from the ledger (migration 0018). */
+  readonly runsNow: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The whole history: stored rows plus what each run row records (current claim, completion). */
   readonly history: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
 }
@@ -65,6 +72,10 @@ const derive = (schema: string): StoreSchema => {
     callbacks: (sql) => sql.literal(`"${schema}".callbacks`),
     deliveries: (sql) => sql.literal(`"${schema}".signal_deliveries`),
     history: (sql) => sql.literal(`"${schema}".run_history`),
+    ready: (sql) => sql.literal(`"${schema}".ready`),
+    claimBatches: (sql) => sql.literal(`"${schema}".claim_batches`),
+    completionBatches: (sql) => sql.literal(`"${schema}".completion_batches`),
+    runsNow: (sql) => sql.literal(`"${schema}".runs_now`),
     pausedQueues: (sql) => sql.literal(`"${schema}".paused_queues`),
     schedules: (sql) => sql.literal(`"${schema}".schedules`),
     keyLimits: (sql) => sql.literal(`"${schema}".key_limits`),

@@ -9,11 +9,13 @@ import type { StoreSchema } from "../../StoreSchema.js"
 import { admitInPassing } from "./admit.js"
 import { filterCondition } from "./read.js"
 import { isRunId } from "./rows.js"
+import * as ledger from "./ledger.js"
+import { openLedgerRuns } from "./sample.js"
 
 const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operation: string) =>
   Effect.gen(function*() {
     const rows = yield* sql<{ id: string; state: RunState }>`
-      SELECT id::text AS id, state FROM ${s.runs(sql)} WHERE id = ${runId}::bigint`
+      SELECT id::text AS id, state FROM ${s.runsNow(sql)} WHERE id = ${runId}::bigint`
     const row = rows[0]
     return yield* row === undefined
       ? Effect.fail(new RunNotFound({ runId }))
@@ -141,6 +143,8 @@ const admitKeysOf = (
 export const cancel = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
+    // A run in the ledger moves to its row first, where the cancel's own statement decides.
+    yield* ledger.hold(sql, s, [runId])
     const rows = yield* cancelWhere(sql, s, sql`id = ${runId}::bigint`)
     if (rows.length === 0) return yield* explain(sql, s, runId, "cancel")
   })
@@ -155,7 +159,25 @@ export const retry = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =
 
 /** Cancels every unfinished run the filter selects, in one statement; returns their ids. */
 export const cancelMany = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
-  Effect.map(cancelWhere(sql, s, filterCondition(sql, filter)), (rows) => rows.map((r) => r.id))
+  Effect.andThen(
+    holdMatching(sql, s, filter),
+    Effect.map(cancelWhere(sql, s, filterCondition(sql, filter)), (rows) => rows.map((r) => r.id))
+  )
+
+/**
+ * Moves to their rows the runs of the ledger a cancel by `filter` may take: those pending (their
+ * ready rows) and those running (open in their batches). Completed ones stay where they are.
+ */
+const holdMatching = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
+  filter.state !== undefined && filter.state !== "pending" && filter.state !== "running"
+    ? Effect.void
+    : Effect.asVoid(sql`SELECT ${sql.literal(`"${s.schema}".hold`)}(ARRAY(
+        SELECT r.id FROM ${s.runs(sql)} r
+        WHERE r.id IN (
+          SELECT y.id FROM ${s.ready(sql)} y WHERE y.ledger
+          UNION ALL
+          SELECT o.id FROM ${openLedgerRuns(sql, s)} o
+        ) AND r.state = 'ledger' AND ${filterCondition(sql, { ...filter, state: undefined })}), NULL)`)
 
 /** Retries every failed or cancelled run the filter selects, in one statement; returns their ids. */
 export const retryMany = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>

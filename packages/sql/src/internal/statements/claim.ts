@@ -17,6 +17,21 @@ import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 import { admit, type KeyCursors, retryingCollisions } from "./admit.js"
+import * as ledger from "./ledger.js"
+
+/** Where the ledger put a claimed run (null for a run claimed in its row). */
+interface LedgerPlace {
+  readonly batch: string | null
+  readonly pos: number | null
+}
+
+/** The claimed runs, each the ledger put in a batch remembered with its place there. */
+const remembered = (refs: ledger.LedgerRefs, rows: ReadonlyArray<ClaimRow & LedgerPlace>) => {
+  for (const row of rows) {
+    if (row.batch !== null && row.pos !== null) refs.set(row.id, Number(row.fence), { batch: row.batch, pos: row.pos })
+  }
+  return rows.map(toClaimed)
+}
 
 /**
  * The lowest fence a claim may grant on this server's timeline (`fence_floor()`, migration
@@ -31,8 +46,9 @@ export const claim = (
   s: StoreSchema,
   positions: ClaimPosition.Positions,
   request: ClaimRequest,
-  keyCursors: KeyCursors = new Map()
-) => request.dueOnly === true ? claimDue(sql, s, positions, request) : claimAll(sql, s, positions, request, keyCursors)
+  keyCursors: KeyCursors = new Map(),
+  refs: ledger.LedgerRefs = new ledger.LedgerRefs()
+) => request.dueOnly === true ? claimDue(sql, s, positions, request, refs) : claimAll(sql, s, positions, request, keyCursors, refs)
 
 /**
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
@@ -65,10 +81,9 @@ const lanes = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) 
   const lowest = -2147483648
   const part = (range: Statement.Fragment) =>
     sql`SELECT * FROM (
-      SELECT id, queue, kind, priority, run_at, concurrency_key, claimed_by, claimed_at, claimed_fence, claimed_attempt
-      FROM ${s.runs(sql)}
-      WHERE state = 'pending' AND (key_scope IS NULL OR key_slot IS NOT NULL) AND run_at <= now() AND queue = q.name
-        AND kind = ANY(${request.kinds as Array<string>}::text[]) AND ${range}
+      SELECT ctid AS ready_ctid, id, queue, kind, priority, run_at, ledger
+      FROM ${s.ready(sql)}
+      WHERE run_at <= now() AND queue = q.name AND kind = ANY(${request.kinds as Array<string>}::text[]) AND ${range}
       ORDER BY priority DESC, run_at, id LIMIT ${request.limit}
       FOR UPDATE SKIP LOCKED
     )`
@@ -159,6 +174,45 @@ const claimedColumns = (sql: SqlClient.SqlClient) =>
           r.concurrency_key, r.state, r.trace_parent, r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms`)
 
 /**
+ * Takes the due runs `picked` (ready_ctid, id, ledger, priority, run_at), locked by the claim, as
+ * CTE `claimed_due`: their ready rows deleted; the runs the ledger holds (state `ledger`) claimed
+ * in one new claim batch at fence + 1 (or the floor), their rows untouched; the others claimed in
+ * their rows (`claimPending`), the claim each supersedes moved into the history (`prior`).
+ */
+const taking = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, picked: Statement.Fragment) =>
+  sql`picked AS MATERIALIZED (${picked}),
+      taken AS (
+        DELETE FROM ${s.ready(sql)} y WHERE y.ctid = ANY(ARRAY(SELECT ready_ctid FROM picked))
+      ), prior AS (
+        SELECT r.id, r.claimed_fence, r.claimed_by, r.claimed_attempt, r.claimed_at FROM ${s.runs(sql)} r
+        WHERE r.id = ANY(ARRAY(SELECT id FROM picked WHERE NOT ledger)) AND r.claimed_at IS NOT NULL
+      ), row_claimed AS (
+        ${claimPending(sql, s, request, sql`ARRAY(SELECT id FROM picked WHERE NOT ledger)`)}
+      ), granted AS MATERIALIZED (
+        SELECT r.id, r.queue, r.kind, r.payload, greatest(r.fence + 1, f.floor) AS fence, r.attempt + 1 AS attempt,
+          r.max_attempts, r.checkpoint, r.signals, r.concurrency_key, r.trace_parent, r.priority, r.run_at,
+          row_number() OVER (ORDER BY p.priority DESC, p.run_at, p.id) AS pos
+        FROM picked p CROSS JOIN fence_floor f
+          -- One primary-key probe per pick (never a join the planner could loop over the picks).
+          CROSS JOIN LATERAL (SELECT * FROM ${s.runs(sql)} o WHERE o.id = p.id) r
+        WHERE p.ledger AND r.state = 'ledger'
+      ), batch AS (
+        INSERT INTO ${s.claimBatches(sql)} (owner, expires_at, ids, fences, attempts, span)
+        SELECT ${request.owner}::text, now() + ${Duration.toMillis(request.ttl)}::float8 * interval '1 millisecond',
+          array_agg(id ORDER BY pos), array_agg(fence ORDER BY pos), array_agg(attempt ORDER BY pos),
+          range_agg(int8range(id, id + 1))
+        FROM granted HAVING count(*) > 0
+        RETURNING batch
+      ), claimed_due AS (
+        SELECT c.*, NULL::bigint AS batch, NULL::bigint AS pos FROM row_claimed c
+        UNION ALL
+        SELECT g.id, g.queue, g.kind, g.payload, g.attempt, g.max_attempts, g.fence, g.checkpoint, g.signals,
+          g.concurrency_key, 'running'::text, g.trace_parent, g.priority, (extract(epoch FROM g.run_at) * 1000)::float8,
+          2, (extract(epoch FROM now() - g.run_at) * 1000)::float8, b.batch, g.pos
+        FROM granted g CROSS JOIN batch b
+      )`
+
+/**
  * Suspensions a key limit governs whose deadline passed: each becomes pending with its signal
  * timed out, and waits in its key's line (migration 0013's key_slot_rules) at its own place in
  * claim order (its run_at is still its first one's: ahead of the runs enqueued after it). It is
@@ -183,16 +237,23 @@ const timeOutGoverned = (sql: SqlClient.SqlClient, s: StoreSchema, request: Clai
     INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
     SELECT id, fence, 'signal_timed_out', jsonb_build_object('attempt', attempt) FROM timed_out`
 
+/** How many expired ledger batches one sweep moves to their rows (the rest wait for the next). */
+const expiredBatchesPerSweep = 8
+
 /** Due, abandoned and timed-out runs, in that statement's order: expired leases first. */
 const claimAll = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   positions: ClaimPosition.Positions,
   request: ClaimRequest,
-  keyCursors: KeyCursors
+  keyCursors: KeyCursors,
+  refs: ledger.LedgerRefs
 ) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
+    // Ledger batches whose lease expired have their open runs moved to their rows first: the
+    // expired-lease branch below reclaims them there.
+    yield* ledger.expire(sql, s, expiredBatchesPerSweep)
     const runs = s.runs(sql)
     const queues = activeQueues(sql, s, request.queues)
     const kinds = request.kinds as Array<string>
@@ -207,11 +268,11 @@ const claimAll = (
       if (last === null) keyCursors.delete(group)
       else keyCursors.set(group, last)
     }
-    const rows = yield* sql<ClaimRow & PlacedRow & { origin: number }>`
+    const rows = yield* sql<ClaimRow & PlacedRow & LedgerPlace & { origin: number }>`
       WITH ${fenceFloor(sql, s)}, expired AS (
         -- A reclaimed run keeps the key slot it already holds.
-        SELECT id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
-          claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key FROM ${runs}
+        SELECT NULL::tid AS ready_ctid, id, 0 AS origin, 0 AS priority, lease_expires_at AS due_at,
+          claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key, false AS ledger FROM ${runs}
         WHERE state = 'running' AND lease_expires_at <= now()
           AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[])
         ORDER BY lease_expires_at, id LIMIT ${limit}
@@ -219,15 +280,16 @@ const claimAll = (
       ), timed_out AS (
         -- A suspension that timed out starts running again, unless a key limit governs it: that
         -- one joined its key's line before this claim (timeOutGoverned).
-        SELECT id, 1 AS origin, 0 AS priority, suspend_deadline AS due_at,
-          claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key FROM ${runs} r
+        SELECT NULL::tid AS ready_ctid, id, 1 AS origin, 0 AS priority, suspend_deadline AS due_at,
+          claimed_by, claimed_at, claimed_fence, claimed_attempt, queue, kind, concurrency_key, false AS ledger FROM ${runs} r
         WHERE state = 'suspended' AND suspend_deadline <= now()
           AND queue = ANY(${queues}) AND kind = ANY(${kinds}::text[]) AND NOT ${governed(sql, s, "r")}
         ORDER BY suspend_deadline, id LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ), due AS (
-        SELECT d.id, 2 AS origin, d.priority, d.run_at AS due_at,
-          d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt, d.queue, d.kind, d.concurrency_key
+        SELECT d.ready_ctid, d.id, 2 AS origin, d.priority, d.run_at AS due_at,
+          NULL::text AS claimed_by, NULL::timestamptz AS claimed_at, NULL::bigint AS claimed_fence,
+          NULL::integer AS claimed_attempt, d.queue, d.kind, NULL::text AS concurrency_key, d.ledger
         -- A due keyed run was admitted before: it holds its slot already.
         ${dueRows(sql, s, request)}
       ), candidates AS (
@@ -236,9 +298,8 @@ const claimAll = (
         SELECT * FROM (
           SELECT * FROM expired UNION ALL SELECT * FROM timed_out UNION ALL SELECT * FROM due
         ) c ORDER BY origin, priority DESC, due_at, id LIMIT ${limit}
-      ), claimed_due AS (
-        ${claimPending(sql, s, request, sql`ARRAY(SELECT id FROM candidates WHERE origin = 2)`)}
-      ), claimed_other AS (
+      ), ${taking(sql, s, request, sql`SELECT ready_ctid, id, ledger, priority, due_at AS run_at FROM candidates WHERE origin = 2`)},
+      claimed_other AS (
         -- Reclaims and timed-out suspensions: they need their pick's origin and due time.
         UPDATE ${runs} r SET
           fence = greatest(r.fence + 1, f.floor),
@@ -261,7 +322,8 @@ const claimAll = (
         -- read again for each pick): one probe per pick. The runtime's settings keep the plan on
         -- the index whatever the table held when planned (PgRunStore.runtimeSettings).
         FROM candidates p, fence_floor f WHERE p.origin < 2 AND r.id = p.id
-        RETURNING ${claimedColumns(sql)}, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms
+        RETURNING ${claimedColumns(sql)}, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms,
+          NULL::bigint AS batch, NULL::bigint AS pos
       ), claimed AS (
         SELECT * FROM claimed_due UNION ALL SELECT * FROM claimed_other
       ), history AS (
@@ -270,13 +332,16 @@ const claimAll = (
         SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
         FROM candidates WHERE claimed_at IS NOT NULL
         UNION ALL
+        SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
+        FROM prior
+        UNION ALL
         SELECT id, fence,
           CASE WHEN state = 'failed' THEN 'failed' WHEN origin = 0 THEN 'reclaimed' ELSE 'signal_timed_out' END,
           ${request.owner}, jsonb_build_object('attempt', attempt), now()
         FROM claimed WHERE origin <> 2
       )
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, origin, wait_ms,
-        trace_parent, priority, run_at_ms
+        trace_parent, priority, run_at_ms, batch::text AS batch, pos::int AS pos
       FROM claimed
       -- In claim order: reclaims, then timed-out suspensions, each by due time; then due runs.
       ORDER BY claimed.origin, CASE WHEN claimed.origin < 2 THEN claimed.wait_ms END DESC,
@@ -284,7 +349,7 @@ const claimAll = (
         claimed.id`
     // A due run this sweep took from behind a queue's position: that queue starts from its head again.
     positions.rewind(request.kinds, rows.filter((row) => row.origin === 2).map(placed))
-    return rows.filter((row) => row.state === "running").map(toClaimed)
+    return remembered(refs, rows.filter((row) => row.state === "running"))
   })
 
 /**
@@ -293,27 +358,32 @@ const claimAll = (
  * and again after a sweep that found some (Worker, I53), and with them the union and re-sort of three branches: the statement the drain sends
  * hundreds of times a second is one index scan and one update (docs/adr/0004).
  */
-const claimDue = (sql: SqlClient.SqlClient, s: StoreSchema, positions: ClaimPosition.Positions, request: ClaimRequest) =>
+const claimDue = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  positions: ClaimPosition.Positions,
+  request: ClaimRequest,
+  refs: ledger.LedgerRefs
+) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
-    const rows = yield* sql<ClaimRow & PlacedRow & { keyed: boolean }>`
-      WITH ${fenceFloor(sql, s)}, due AS (
-        SELECT d.id, d.priority, d.run_at, d.claimed_by, d.claimed_at, d.claimed_fence, d.claimed_attempt
+    const rows = yield* sql<ClaimRow & PlacedRow & LedgerPlace & { keyed: boolean }>`
+      WITH ${fenceFloor(sql, s)}, due AS MATERIALIZED (
+        SELECT d.ready_ctid, d.id, d.priority, d.run_at, d.ledger
         ${dueRows(sql, s, request, positions.of(request.queues, request.kinds))}
-      ), claimed AS (
-        ${claimPending(sql, s, request, sql`ARRAY(SELECT id FROM due)`)}
-      ), history AS (
+      ), ${taking(sql, s, request, sql`SELECT ready_ctid, id, ledger, priority, run_at FROM due`)},
+      history AS (
         -- The claim this one supersedes (a retried or released run's) moves into the history.
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
         SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
-        FROM due WHERE claimed_at IS NOT NULL
+        FROM prior
       )
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, wait_ms, trace_parent,
-        priority, run_at_ms, ${keyLimitDeclared(sql, s, request)} AS keyed
-      FROM claimed
+        priority, run_at_ms, ${keyLimitDeclared(sql, s, request)} AS keyed, batch::text AS batch, pos::int AS pos
+      FROM claimed_due claimed
       -- In claim order (the update went by primary key).
       ORDER BY claimed.priority DESC, claimed.run_at_ms, claimed.id`
     // A claim under a key limit read from the head (admitted runs are made due late): it moves no position.
     if (rows.length > 0 && rows[0]!.keyed !== true) positions.advance(request.kinds, rows.map(placed))
-    return rows.map(toClaimed)
+    return remembered(refs, rows)
   })

@@ -25,7 +25,13 @@ const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyA
       ${textArray(requests.map((r) => r.concurrencyKey ?? null))}::text[]
     ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, trace_parent, concurrency_key, ord)`
 
-export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>) =>
+/**
+ * Where a new run is recorded: `ledger` puts the runs with neither an idempotency key nor a
+ * concurrency key in the batch ledger (migration 0018); `rows` records every run in its row.
+ */
+export type Storage = "ledger" | "rows"
+
+export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>, storage: Storage = "rows") =>
   Effect.gen(function*() {
     if (requests.length === 0) return [] as ReadonlyArray<Enqueued>
     // Every payload is encoded before the statement: one JSON cannot hold writes nothing at all.
@@ -35,7 +41,7 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
       payloads.push(yield* Json.encode(request.payload ?? null, "payload"))
     }
     const insert = requests.every((r) => r.idempotencyKey === undefined)
-      ? enqueueWithoutKeys(sql, s, requests, payloads)
+      ? enqueueWithoutKeys(sql, s, requests, payloads, storage)
       : enqueueWithKeys(sql, s, requests, payloads)
     const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
     if (keys.length === 0) return yield* insert
@@ -91,15 +97,17 @@ const enqueueWithoutKeys = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   requests: ReadonlyArray<EnqueueRequest>,
-  payloads: ReadonlyArray<string>
+  payloads: ReadonlyArray<string>,
+  storage: Storage
 ) =>
   Effect.map(
     sql<{ id: string }>`
       WITH input AS MATERIALIZED (
         ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
-        INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key)
-        SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent, concurrency_key
+        INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state)
+        SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent, concurrency_key,
+          ${storage === "ledger" ? sql`CASE WHEN concurrency_key IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`}
         FROM input ORDER BY ord
         RETURNING queue
       ), woken AS (

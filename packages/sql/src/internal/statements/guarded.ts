@@ -33,6 +33,7 @@ import * as StoreErrors from "../../StoreErrors.js"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff, heldSlotColumns } from "./admit.js"
 import { type ClaimRow, num, toClaimed } from "./rows.js"
+import * as ledger from "./ledger.js"
 
 interface Diagnosis {
   readonly runId: string
@@ -49,7 +50,7 @@ export const diagnose = (sql: SqlClient.SqlClient, s: StoreSchema, operation: st
         SELECT * FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[]) AS t(id, fence)
       ), current AS (
         SELECT i.id, i.fence AS presented, r.fence AS stored, r.state
-        FROM input i LEFT JOIN ${s.runs(sql)} r ON r.id = i.id
+        FROM input i LEFT JOIN ${s.runsNow(sql)} r ON r.id = i.id
       ), recorded AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
         SELECT id, presented, 'stale_write_rejected',
@@ -78,12 +79,35 @@ export const guardedOne = <A, E>(
   s: StoreSchema,
   operation: string,
   lease: LeaseKey,
-  write: Effect.Effect<ReadonlyArray<A>, E>
+  write: Effect.Effect<ReadonlyArray<A>, E>,
+  refs?: ledger.LedgerRefs
 ) =>
-  Effect.flatMap(write, (rows) =>
+  Effect.flatMap(inRow(sql, s, lease, write, refs), (rows) =>
     rows.length > 0
       ? Effect.succeed(rows[0]!)
       : Effect.flatMap(diagnose(sql, s, operation, [lease]), ([d]) => Effect.fail(toError(operation, d!))))
+
+/**
+ * Runs a guarded write of one run on its row, the run moved out of the ledger first (ledger.ts ›
+ * hold) when this store claimed it there, or when the write matched nothing and the run may still
+ * be in the ledger (claimed by another process): then the write is tried once more.
+ */
+export const inRow = <A, E>(
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  lease: LeaseKey,
+  write: Effect.Effect<ReadonlyArray<A>, E>,
+  refs?: ledger.LedgerRefs
+): Effect.Effect<ReadonlyArray<A>, E | SqlError.SqlError> => {
+  if (refs !== undefined && refs.has(lease)) {
+    refs.delete(lease)
+    return Effect.andThen(ledger.hold(sql, s, [lease.runId]), write)
+  }
+  return Effect.flatMap(write, (rows) =>
+    rows.length > 0
+      ? Effect.succeed(rows)
+      : Effect.flatMap(ledger.hold(sql, s, [lease.runId]), (moved) => moved > 0 ? write : Effect.succeed(rows)))
+}
 
 /**
  * What becomes of a completed run: `keep` (default) or `delete` in the completion's own guarded
@@ -111,21 +135,47 @@ export const completeBatch = (
   s: StoreSchema,
   items: ReadonlyArray<CompleteItem>,
   completedRuns: CompletedRuns = "keep",
-  next?: ClaimNext
+  next?: ClaimNext,
+  refs?: ledger.LedgerRefs
+) =>
+  refs === undefined ? completeInRows(sql, s, items, completedRuns, next) : Effect.gen(function*() {
+    // The runs this store claimed in the ledger are completed there, in one statement; the rest
+    // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
+    const inLedger = items.flatMap((item, i) => refs.has(item) ? [i] : [])
+    const missed = inLedger.length === 0 ? [] : yield* ledger.complete(sql, s, inLedger.map((i) => items[i]!), refs)
+    const tried = new Set(inLedger)
+    const rest = [...items.flatMap((_, i) => tried.has(i) ? [] : [i]), ...missed.map((m) => inLedger[m]!)]
+    const outcomes: Array<FinalizeOutcome> = items.map((i) => ({ _tag: "Finalized", runId: i.runId, fence: i.fence }))
+    if (rest.length === 0) return outcomes
+    const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
+    rest.forEach((i, k) => {
+      outcomes[i] = restOutcomes[k]!
+    })
+    return outcomes
+  })
+
+const completeInRows = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  items: ReadonlyArray<CompleteItem>,
+  completedRuns: CompletedRuns,
+  next?: ClaimNext,
+  refs?: ledger.LedgerRefs
 ) =>
   // A completion that claims is one transaction with its diagnosis: a failure after the statement
   // (the diagnosis' round trip) rolls the claims back with it, so a retried batch does not find its
   // completions done and the runs it claimed leased to nobody who knows it.
   next === undefined || items.every((i) => i.keyed === false)
-    ? completeBatchStatement(sql, s, items, completedRuns)
-    : sql.withTransaction(completeBatchStatement(sql, s, items, completedRuns, next))
+    ? completeBatchStatement(sql, s, items, completedRuns, undefined, refs)
+    : sql.withTransaction(completeBatchStatement(sql, s, items, completedRuns, next, refs))
 
 const completeBatchStatement = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   items: ReadonlyArray<CompleteItem>,
   completedRuns: CompletedRuns,
-  next?: ClaimNext
+  next?: ClaimNext,
+  refs?: ledger.LedgerRefs
 ) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
@@ -198,7 +248,12 @@ const completeBatchStatement = (
       FROM input i
       WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)
       ${claimedNext}`
-    const missed = rows.filter((r) => r.tag === "missed")
+    const missedInRows = rows.filter((r) => r.tag === "missed")
+    // A run another process claimed in the ledger is completed there (its batch found by its span).
+    const stillMissed = refs === undefined || missedInRows.length === 0
+      ? missedInRows.map((_, k) => k)
+      : yield* ledger.complete(sql, s, missedInRows.map((r) => ({ ...items[Number(r.ord)]!, runId: r.id })), refs)
+    const missed = stillMissed.map((k) => missedInRows[k]!)
     // Each successor goes to the (first) item whose run freed its slot, by position.
     const successors = new Map(rows.filter((r) => r.tag === "next").map((r) => [Number(r.ord), toClaimed(r)]))
     const outcomes = items.map((i, ord): FinalizeOutcome => {
@@ -232,7 +287,7 @@ const completeBatchStatement = (
 /** A run's error as JSON text: characters jsonb refuses are replaced, so the failure is always recorded. */
 const errorText = (error: unknown): string | null => error === undefined ? null : Json.encodeDiagnostic(error)
 
-export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequest) =>
+export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequest, refs?: ledger.LedgerRefs) =>
   guardedOne(
     sql,
     s,
@@ -256,7 +311,8 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
           jsonb_build_object('error', ${errorText(request.error)}::jsonb, 'runAt', run_at)
         FROM f
       )
-      SELECT state FROM f`
+      SELECT state FROM f`,
+    refs
   ).pipe(
     Effect.map((row): FailOutcome =>
       row.state === "failed" ? { _tag: "Failed" } : { _tag: "RetryScheduled", delayMs: request.retryDelayMs ?? 0 }
@@ -264,7 +320,7 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
   )
 
 /** Gives the run back at once, refunding the attempt: the run did not fail, its worker let go. */
-export const release = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey) =>
+export const release = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, refs?: ledger.LedgerRefs) =>
   guardedOne(
     sql,
     s,
@@ -280,10 +336,11 @@ export const release = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKe
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'released' FROM r
       )
-      SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM r`
+      SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM r`,
+    refs
   ).pipe(Effect.asVoid)
 
-export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, value: unknown) =>
+export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, value: unknown, refs?: ledger.LedgerRefs) =>
   Effect.flatMap(Json.encode(value ?? null, "checkpoint", lease.runId), (encoded) =>
     guardedOne(
       sql,
@@ -293,15 +350,16 @@ export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: Leas
       sql<{ id: string }>`
         UPDATE ${s.runs(sql)} SET checkpoint = ${encoded}::jsonb, updated_at = now()
         WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
-        RETURNING id::text AS id`
+        RETURNING id::text AS id`,
+      refs
     )).pipe(Effect.asVoid)
 
 /** Suspends the run and releases its lease outright; the attempt is refunded (waiting is not failing). */
-export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: SuspendRequest) => {
+export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: SuspendRequest, refs?: ledger.LedgerRefs) => {
   const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
   const held = sql`id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"`
   return Effect.gen(function*() {
-    const suspended = yield* sql<{ id: string }>`
+    const suspended = yield* inRow(sql, s, request, sql<{ id: string }>`
       WITH u AS (
         UPDATE ${s.runs(sql)} SET
           state = 'suspended', lease_owner = NULL, lease_expires_at = NULL,
@@ -317,7 +375,7 @@ export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: Suspe
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
         SELECT id, fence, 'suspended', jsonb_build_object('signal', signal_name, 'deadline', suspend_deadline) FROM u
       )
-      SELECT id::text AS id FROM u`
+      SELECT id::text AS id FROM u`, refs)
     if (suspended.length > 0) return { _tag: "Suspended" } satisfies SuspendOutcome as SuspendOutcome
     const delivered = yield* sql<{ outcome: SignalOutcome | null }>`
       SELECT signals -> ${request.signal}::text AS outcome FROM ${s.runs(sql)} WHERE ${held}`
@@ -346,10 +404,11 @@ export const completeInTransaction = <A, E, R>(
   lease: LeaseKey,
   effect: Effect.Effect<A, E, R>,
   encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>,
-  completedRuns: CompletedRuns = "keep"
+  completedRuns: CompletedRuns = "keep",
+  refs?: ledger.LedgerRefs
 ): Effect.Effect<A, E | FenceRejected | LeaseNotHeld | RunNotFound | UnstorableValue | StoreError, R> => {
   const readFence = sql<{ fence: bigint; state: RunState }>`
-    SELECT fence, state FROM ${s.runs(sql)} WHERE id = ${lease.runId}::bigint`
+    SELECT fence, state FROM ${s.runsNow(sql)} WHERE id = ${lease.runId}::bigint`
   // The stored row decides, as `diagnose` reads it: gone is RunNotFound (a deleted completion), a
   // higher fence is FenceRejected, the same fence on a run no longer running is LeaseNotHeld.
   const rejection = (rows: ReadonlyArray<{ fence: bigint; state: RunState }>) =>
@@ -406,7 +465,10 @@ export const completeInTransaction = <A, E, R>(
     if (done.length === 0) return yield* Effect.flatMap(readFence, rejection)
     return value
   })
-  return sql.withTransaction(body).pipe(
+  // A run in the ledger is moved to its row first, outside the caller's transaction: held
+  // inside it, the hold would keep its whole claim batch's completions waiting until it ends.
+  refs?.delete(lease)
+  return Effect.andThen(ledger.hold(sql, s, [lease.runId]), sql.withTransaction(body)).pipe(
     StoreErrors.refail("transaction"),
     // The history row for a rejected transaction is written after the rollback, on its own.
     Effect.tapError((error) => (error as { _tag?: unknown })._tag === "FenceRejected" ? Effect.ignore(diagnose(sql, s, "transaction", [lease])) : Effect.void),

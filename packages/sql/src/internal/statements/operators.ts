@@ -89,18 +89,38 @@ export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Acti
     const [window] = yield* sql<{ since: Date }>`
       SELECT date_trunc('minute', now()) - (${request.minutes - 1} * interval '1 minute') AS since`
     const since = toDate(window!.since)
+    // Runs finished in their rows (by the BRIN index on finished_at) and in the ledger (its
+    // completion batches by time, each run's claim read from its claim batch), the latest first.
+    const ledgerFinished = sql`
+      SELECT r.queue, 'completed'::text AS state, d.at AS finished_at,
+        extract(epoch FROM c.claimed_at - r.run_at) * 1000 AS wait_ms,
+        extract(epoch FROM d.at - c.claimed_at) * 1000 AS run_ms
+      FROM (
+        SELECT * FROM ${s.completionBatches(sql)} WHERE at >= ${since} ORDER BY at DESC LIMIT ${maxRuns + 1}
+      ) d
+      JOIN ${s.claimBatches(sql)} c ON c.batch = d.claim_batch
+      CROSS JOIN LATERAL unnest(d.ids) AS u(id)
+      JOIN ${s.runs(sql)} r ON r.id = u.id
+      WHERE u.id <> ALL (c.closed)
+      LIMIT ${maxRuns + 1}`
     const [counted] = yield* sql<{ n: bigint }>`
       SELECT count(*) AS n FROM (
-        SELECT 1 FROM ${s.runs(sql)} WHERE finished_at >= ${since} AND state IN ('completed', 'failed') LIMIT ${maxRuns + 1}
+        (SELECT 1 FROM ${s.runs(sql)} WHERE finished_at >= ${since} AND state IN ('completed', 'failed') LIMIT ${maxRuns + 1})
+        UNION ALL
+        (SELECT 1 FROM (${ledgerFinished}) l)
       ) w`
     const rows = yield* sql<Row>`
       WITH finished AS (
-        SELECT queue, state, finished_at,
-          extract(epoch FROM claimed_at - run_at) * 1000 AS wait_ms,
-          extract(epoch FROM finished_at - claimed_at) * 1000 AS run_ms
-        FROM ${s.runs(sql)}
-        WHERE finished_at >= ${since} AND state IN ('completed', 'failed')
-        ORDER BY finished_at DESC LIMIT ${maxRuns}
+        SELECT * FROM (
+          (SELECT queue, state, finished_at,
+            extract(epoch FROM claimed_at - run_at) * 1000 AS wait_ms,
+            extract(epoch FROM finished_at - claimed_at) * 1000 AS run_ms
+          FROM ${s.runs(sql)}
+          WHERE finished_at >= ${since} AND state IN ('completed', 'failed')
+          ORDER BY finished_at DESC LIMIT ${maxRuns})
+          UNION ALL
+          (${ledgerFinished})
+        ) f ORDER BY finished_at DESC LIMIT ${maxRuns}
       )
       SELECT queue, date_trunc('minute', finished_at) AS minute,
         count(*) FILTER (WHERE state = 'completed') AS completed,

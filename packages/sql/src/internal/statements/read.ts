@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { isRunId, num, toEvents, toRecords } from "./rows.js"
+import { openLedgerRuns } from "./sample.js"
 
 const columns = (sql: SqlClient.SqlClient) => sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
   attempt, max_attempts, fence, lease_owner, lease_expires_at, checkpoint, result, error, signal_name, signal_token,
@@ -13,7 +14,7 @@ const columns = (sql: SqlClient.SqlClient) => sql.literal(`id::text AS id, queue
 export const get = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
-    const rows = yield* sql`SELECT ${columns(sql)} FROM ${s.runs(sql)} WHERE id = ${runId}::bigint`
+    const rows = yield* sql`SELECT ${columns(sql)} FROM ${s.runsNow(sql)} WHERE id = ${runId}::bigint`
     if (rows.length === 0) return yield* Effect.fail(new RunNotFound({ runId }))
     return (yield* toRecords(rows))[0]!
   })
@@ -64,15 +65,48 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
       ...(filter.before === undefined ? [] : [sql`r.id < ${filter.before}::bigint`]),
       ...(filter.after === undefined ? [] : [sql`r.id > ${filter.after}::bigint`])
     ])
+    // The states only a row records (never the ledger) are read from the rows and their index;
+    // the others as each run stands (runs_now), newest first by the primary key.
+    if (filter.state === "running") return yield* listRunning(sql, s, filter)
+    const rare = filter.state === "suspended" || filter.state === "failed" || filter.state === "cancelled"
+    const from = rare ? s.runs(sql) : s.runsNow(sql)
     const rows = filter.after === undefined
       ? yield* sql`
-        SELECT ${columns(sql)} FROM ${s.runs(sql)} r WHERE ${where}
+        SELECT ${columns(sql)} FROM ${from} r WHERE ${where}
         ORDER BY r.id DESC LIMIT ${filter.limit} OFFSET ${filter.offset ?? 0}`
       : yield* sql`
         SELECT * FROM (
-          SELECT ${columns(sql)}, r.id AS seq FROM ${s.runs(sql)} r WHERE ${where}
+          SELECT ${columns(sql)}, r.id AS seq FROM ${from} r WHERE ${where}
           ORDER BY r.id LIMIT ${filter.limit} OFFSET ${filter.offset ?? 0}
         ) page ORDER BY page.seq DESC`
+    return yield* toRecords(rows)
+  })
+
+/**
+ * Running runs are few (as many as the workers' slots): their ids are read from where they are
+ * held (their rows' runs_running, the ledger's open batches), filtered on their rows and sorted,
+ * and only the page is read as each run stands. Never a search of the table.
+ */
+const listRunning = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilter) =>
+  Effect.gen(function*() {
+    const where = sql.and([
+      filterCondition(sql, { ...filter, state: undefined }),
+      ...(filter.before === undefined ? [] : [sql`r.id < ${filter.before}::bigint`]),
+      ...(filter.after === undefined ? [] : [sql`r.id > ${filter.after}::bigint`])
+    ])
+    const held = sql`
+      SELECT h.run_id FROM (
+        SELECT id AS run_id FROM ${s.runs(sql)} WHERE state = 'running'
+        UNION ALL
+        SELECT o.id FROM ${openLedgerRuns(sql, s)} o
+      ) h
+      -- One primary-key probe per running run, its filter read on its row.
+      CROSS JOIN LATERAL (SELECT r.id FROM ${s.runs(sql)} r WHERE r.id = h.run_id AND ${where} LIMIT 1) r
+      ORDER BY h.run_id ${filter.after === undefined ? sql`DESC` : sql`ASC`} LIMIT ${filter.limit} OFFSET ${filter.offset ?? 0}`
+    const rows = yield* sql`
+      SELECT ${columns(sql)} FROM (${held}) page
+      CROSS JOIN LATERAL (SELECT * FROM ${s.runsNow(sql)} v WHERE v.id = page.run_id) n
+      ORDER BY page.run_id DESC`
     return yield* toRecords(rows)
   })
 
@@ -80,10 +114,17 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
 export const leases = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.map(
     sql<{ owner: string; run_id: string; fence: bigint; kind: string; queue: string; attempt: number; expires_in_ms: number }>`
-      SELECT lease_owner AS owner, id::text AS run_id, fence, kind, queue, attempt,
-        greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000)::float8 AS expires_in_ms
-      FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now()
-      ORDER BY lease_owner, id`,
+      SELECT owner, id::text AS run_id, fence, kind, queue, attempt, expires_in_ms FROM (
+        SELECT lease_owner AS owner, id, fence, kind, queue, attempt,
+          greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000)::float8 AS expires_in_ms
+        FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now()
+        UNION ALL
+        SELECT o.owner, o.id, o.fence, r.kind, r.queue, o.attempt,
+          greatest(0, extract(epoch FROM o.expires_at - now()) * 1000)::float8
+        FROM ${openLedgerRuns(sql, s)} o JOIN ${s.runs(sql)} r ON r.id = o.id
+        WHERE o.expires_at > now()
+      ) held
+      ORDER BY owner, id`,
     (rows) =>
       rows.map((r): LiveLease => ({
         owner: r.owner,
@@ -100,23 +141,55 @@ export const history = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string)
   Effect.gen(function*() {
     yield* get(sql, s, runId)
     // Stored rows and what the run row records (its current claim, its completion), in time order.
+    // The ledger's share: the claim and completion of a run its row has not taken over (closed).
     const rows = yield* sql`
-      SELECT id, run_id, fence, kind, owner, detail, at FROM ${s.history(sql)}
-      WHERE run_id = ${runId}::bigint ORDER BY at, seq NULLS LAST`
+      SELECT id, run_id, fence, kind, owner, detail, at FROM (
+        SELECT e.id::text AS id, e.id AS seq, e.run_id, e.fence, e.kind, e.owner, e.detail, e.at
+        FROM ${s.events(sql)} e WHERE e.run_id = ${runId}::bigint
+        UNION ALL
+        SELECT r.id || '/claimed/' || r.claimed_fence, NULL, r.id, r.claimed_fence, 'claimed', r.claimed_by,
+          jsonb_build_object('attempt', r.claimed_attempt), r.claimed_at
+        FROM ${s.runs(sql)} r WHERE r.id = ${runId}::bigint AND r.claimed_at IS NOT NULL
+        UNION ALL
+        SELECT r.id || '/completed', NULL, r.id, r.fence, 'completed', NULL, NULL, r.finished_at
+        FROM ${s.runs(sql)} r WHERE r.id = ${runId}::bigint AND r.state = 'completed'
+        UNION ALL
+        SELECT c.run_id || '/claimed/' || c.fence, NULL, c.run_id, c.fence, 'claimed', c.owner,
+          jsonb_build_object('attempt', c.attempt), c.claimed_at
+        FROM ${ledgerClaims(sql, s, runId)} c
+        UNION ALL
+        SELECT c.run_id || '/completed', NULL, c.run_id, c.fence, 'completed', NULL, NULL, d.at
+        FROM ${ledgerClaims(sql, s, runId)} c
+        JOIN ${s.completionBatches(sql)} d ON d.claim_batch = c.batch AND c.run_id = ANY (d.ids)
+      ) h
+      ORDER BY at, seq NULLS LAST`
     return yield* toEvents(rows)
   })
+
+/** The ledger claims of one run its row has not taken over, as a FROM item. */
+const ledgerClaims = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
+  sql`(
+    SELECT c.batch, ${runId}::bigint AS run_id, c.fences[p.pos] AS fence, c.attempts[p.pos] AS attempt, c.owner, c.claimed_at
+    FROM ${s.claimBatches(sql)} c, LATERAL (SELECT array_position(c.ids, ${runId}::bigint) AS pos) p
+    WHERE c.span @> ${runId}::bigint AND ${runId}::bigint <> ALL (c.closed)
+  )`
 
 export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.gen(function*() {
     const byStateAndQueue = yield* sql<{ queue: string; state: RunState; count: bigint }>`
-      SELECT queue, state, count(*) AS count FROM ${s.runs(sql)} GROUP BY queue, state ORDER BY queue, state`
-    // Through runs_due (queue, priority, run_at, id) WHERE pending: the due runs only.
+      SELECT queue, state, count(*) AS count FROM ${s.runsNow(sql)} GROUP BY queue, state ORDER BY queue, state`
+    // The due runs only: those a claim may take (ready), and keyed ones waiting for a slot.
     const dueByQueue = yield* sql<{ queue: string; due: bigint; oldest: number }>`
-      SELECT queue, count(*) AS due, extract(epoch FROM now() - min(run_at))::float8 AS oldest
-      FROM ${s.runs(sql)} WHERE state = 'pending' AND run_at <= now() GROUP BY queue ORDER BY queue`
+      SELECT queue, count(*) AS due, extract(epoch FROM now() - min(run_at))::float8 AS oldest FROM (
+        SELECT queue, run_at FROM ${s.ready(sql)} WHERE run_at <= now()
+        UNION ALL
+        SELECT queue, run_at FROM ${s.runs(sql)}
+        WHERE state = 'pending' AND key_scope IS NOT NULL AND key_slot IS NULL AND run_at <= now()
+      ) due GROUP BY queue ORDER BY queue`
     const [row] = yield* sql<{ live: bigint; rejections: bigint; reclaims: bigint }>`
       SELECT
-        (SELECT count(*) FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now()) AS live,
+        (SELECT count(*) FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now())
+          + (SELECT count(*) FROM ${openLedgerRuns(sql, s)} o WHERE o.expires_at > now()) AS live,
         (SELECT count(*) FROM ${s.events(sql)} WHERE kind = 'stale_write_rejected') AS rejections,
         (SELECT count(*) FROM ${s.events(sql)} WHERE kind = 'reclaimed') AS reclaims`
     const due = dueByQueue.map((r) => ({ queue: r.queue, due: num(r.due), oldestDueSeconds: Number(r.oldest) }))

@@ -8,15 +8,32 @@ import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { num } from "./rows.js"
 
+/**
+ * The runs open in the ledger now, as a FROM item (batch, owner, expires_at, id, fence, attempt):
+ * the unsettled batches' runs, less those closed and those completed.
+ */
+export const openLedgerRuns = (sql: SqlClient.SqlClient, s: StoreSchema) =>
+  sql`(
+    SELECT c.batch, c.owner, c.expires_at, u.id, u.fence, u.attempt
+    FROM ${s.claimBatches(sql)} c
+      -- Each open batch's completions read once, by its index (never a scan of all completions).
+      CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(x), '{}') AS done FROM ${s.completionBatches(sql)} d, unnest(d.ids) AS x
+        WHERE d.claim_batch = c.batch
+      ) k,
+      unnest(c.ids, c.fences, c.attempts) AS u(id, fence, attempt)
+    WHERE c.settled_at IS NULL AND u.id <> ALL (c.closed) AND u.id <> ALL (k.done)
+  )`
+
 /** Live runs by queue and state; each branch's WHERE repeats its partial index's predicate. */
 export const liveRuns = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql<{ queue: string; state: LiveState; count: bigint; due: bigint; oldest: number | null; live: bigint }>`
       SELECT queue, state, sum(count) AS count, sum(due) AS due, max(oldest) AS oldest, sum(live) AS live FROM (
-        -- runs_due: pending runs a claim may take (no key limit governs them, or they hold a slot)
+        -- ready: pending runs a claim may take (no key limit governs them, or they hold a slot)
         SELECT queue, 'pending' AS state, count(*) AS count,
           count(*) FILTER (WHERE run_at <= now()) AS due,
           extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now()))::float8 AS oldest, 0 AS live
-        FROM ${s.runs(sql)} WHERE state = 'pending' AND (key_scope IS NULL OR key_slot IS NOT NULL) GROUP BY queue
+        FROM ${s.ready(sql)} GROUP BY queue
         UNION ALL
         -- runs_waiting_kind and runs_waiting_queue: pending runs waiting for their key's slot
         SELECT queue, 'pending', count(*), 0, NULL, 0
@@ -28,6 +45,10 @@ export const liveRuns = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         -- runs_running
         SELECT queue, 'running', count(*), 0, NULL, count(*) FILTER (WHERE lease_expires_at > now())
         FROM ${s.runs(sql)} WHERE state = 'running' GROUP BY queue
+        UNION ALL
+        -- claim_batches_open: runs running in the ledger (open in an unsettled batch)
+        SELECT r.queue, 'running', count(*), 0, NULL, count(*) FILTER (WHERE o.expires_at > now())
+        FROM ${openLedgerRuns(sql, s)} o JOIN ${s.runs(sql)} r ON r.id = o.id GROUP BY r.queue
         UNION ALL
         -- runs_listed (state, id) for the states few runs are in, or runs_signal_token: every
         -- suspended run holds a token, and only a suspended run does

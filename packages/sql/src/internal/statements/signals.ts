@@ -18,7 +18,8 @@ import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { resumeWhere } from "./admin.js"
-import { diagnose, toError } from "./guarded.js"
+import { diagnose, inRow, toError } from "./guarded.js"
+import * as ledger from "./ledger.js"
 import { isRunId } from "./rows.js"
 
 /** Delivers a signal's outcome to a run, in one transaction holding the run's row. */
@@ -27,9 +28,12 @@ export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request:
     yield* checkSignalDelivery(request)
     if (!isRunId(request.runId)) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
     const payload = yield* Json.encode(request.payload ?? null, "signal payload", request.runId)
+    // From here on the row says where the run stands: a run still in state ledger is completed.
+    yield* ledger.hold(sql, s, [request.runId])
     return yield* sql.withTransaction(Effect.gen(function*() {
       const [run] = yield* sql<{ id: string; state: RunState; signal_name: string | null; delivered: SignalOutcome | null; same: boolean | null }>`
-        SELECT id::text AS id, state, signal_name, signals -> ${request.signal}::text AS delivered,
+        SELECT id::text AS id, CASE WHEN state = 'ledger' THEN 'completed' ELSE state END AS state, signal_name,
+          signals -> ${request.signal}::text AS delivered,
           (signals -> ${request.signal}::text -> 'payload') = ${payload}::jsonb AS same
         FROM ${s.runs(sql)} WHERE id = ${request.runId}::bigint FOR UPDATE`
       if (run === undefined) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
@@ -71,7 +75,7 @@ export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request:
 /** The callback expiry of a held run's signal: fixed by the first request, under the fence. */
 export const callbackExpiry = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, signal: string, expiresIn: Duration.Duration) =>
   Effect.gen(function*() {
-    const rows = yield* sql<{ expires_at: Date }>`
+    const rows = yield* inRow(sql, s, lease, sql<{ expires_at: Date }>`
       WITH holder AS (
         SELECT id FROM ${s.runs(sql)}
         WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
@@ -83,7 +87,7 @@ export const callbackExpiry = (sql: SqlClient.SqlClient, s: StoreSchema, lease: 
       )
       SELECT expires_at FROM fixed
       UNION ALL
-      SELECT c.expires_at FROM ${s.callbacks(sql)} c JOIN holder h ON c.run_id = h.id WHERE c.signal = ${signal}`
+      SELECT c.expires_at FROM ${s.callbacks(sql)} c JOIN holder h ON c.run_id = h.id WHERE c.signal = ${signal}`)
     if (rows.length > 0) return new Date(rows[0]!.expires_at)
     const [diagnosis] = yield* diagnose(sql, s, "callback", [lease])
     return yield* Effect.fail(toError("callback", diagnosis!))

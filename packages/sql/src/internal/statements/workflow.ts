@@ -10,7 +10,7 @@ import { Effect, Option } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { resumeWhere } from "./admin.js"
-import { diagnose, toError } from "./guarded.js"
+import { diagnose, inRow, toError } from "./guarded.js"
 
 /** The run of an execution, as a poll or a wake sees it. */
 export interface ExecutionRun {
@@ -66,7 +66,7 @@ export const recordActivity = (
   exit: unknown
 ) =>
   Effect.gen(function*() {
-    const rows = yield* sql<{ exit: unknown }>`
+    const rows = yield* inRow(sql, s, lease, sql<{ exit: unknown }>`
       WITH holder AS (
         SELECT id FROM ${s.runs(sql)}
         WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
@@ -80,7 +80,7 @@ export const recordActivity = (
       SELECT exit FROM recorded
       UNION ALL
       SELECT a.exit FROM ${s.workflowActivities(sql)} a, holder
-      WHERE a.execution = ${execution} AND a.activity = ${activity} AND a.attempt = ${attempt}`
+      WHERE a.execution = ${execution} AND a.activity = ${activity} AND a.attempt = ${attempt}`)
     if (rows.length > 0) return rows[0]!.exit
     // Not the holder, or a result recorded by a transaction this statement's snapshot predates.
     const stored = yield* activityResult(sql, s, execution, activity, attempt)
@@ -156,10 +156,10 @@ export const deferredDone = (sql: SqlClient.SqlClient, s: StoreSchema, execution
 /** Takes a wake left for this holder, under its fence, so its next suspension waits again. */
 export const consumeWake = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey) =>
   Effect.gen(function*() {
-    const rows = yield* sql`
+    const rows = yield* inRow(sql, s, lease, sql`
       UPDATE ${s.runs(sql)} SET signals = signals - ${wakeSignal(lease.fence)}::text, updated_at = now()
       WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
-      RETURNING id`
+      RETURNING id`)
     if (rows.length > 0) return
     const [diagnosis] = yield* diagnose(sql, s, "wake", [lease])
     return yield* Effect.fail(toError("wake", diagnosis!))

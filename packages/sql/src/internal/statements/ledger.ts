@@ -1,0 +1,209 @@
+/**
+ * The batch ledger's statements (migration 0018, docs/adr/0017-batch-ledger-storage.md): a run in
+ * state `ledger` is claimed by one claim-batch row per claim statement (claim.ts), completed by one
+ * completion-batch row per completion statement, and renewed by one update per batch. Every other
+ * write first moves the run to its row (`hold`), where the row's own guarded statements decide.
+ *
+ * A run is running under fence f while it sits at its place in an unsettled claim batch with fence
+ * f, is not in that batch's `closed` array and not named by one of its completion batches.
+ */
+import type { LeaseKey } from "@leasehold/core"
+import { Duration, Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { StoreSchema } from "../../StoreSchema.js"
+import { textArray } from "./rows.js"
+
+/** Where a claim put a run: its claim batch and its place (1-based) in the batch's arrays. */
+export interface LedgerRef {
+  readonly batch: string
+  readonly pos: number
+}
+
+/**
+ * The claim references of the leases this store claimed, in this process's memory only: they
+ * spare a completion or a renewal the search for a run's batch. A lease without one (claimed by
+ * another process, or forgotten) is found by its batch's span instead.
+ */
+export class LedgerRefs {
+  private readonly refs = new Map<string, LedgerRef>()
+  set(runId: string, fence: number, ref: LedgerRef): void {
+    this.refs.set(`${runId}:${fence}`, ref)
+  }
+  get(lease: LeaseKey): LedgerRef | undefined {
+    return this.refs.get(`${String(BigInt(lease.runId))}:${lease.fence}`)
+  }
+  has(lease: LeaseKey): boolean {
+    return this.get(lease) !== undefined
+  }
+  delete(lease: LeaseKey): void {
+    this.refs.delete(`${String(BigInt(lease.runId))}:${lease.fence}`)
+  }
+  get size(): number {
+    return this.refs.size
+  }
+}
+
+const isRunId = (id: string) => /^[0-9]{1,19}$/.test(id)
+
+/**
+ * The leases as a statement's `input` rows (id, fence, result, batch, pos, ord), each with its claim
+ * reference: the one given, else its unsettled batch found through the span index.
+ */
+const inputRows = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  leases: ReadonlyArray<LeaseKey>,
+  refs: LedgerRefs,
+  results: ReadonlyArray<string | null> | null
+) => {
+  const known = leases.map((l) => refs.get(l))
+  return sql`
+    SELECT t.id, t.fence, t.result, t.ord, coalesce(t.batch, f.batch) AS batch, coalesce(t.pos, f.pos) AS pos
+    FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[],
+      ${results}::jsonb[], ${textArray(known.map((r) => r?.batch ?? null))}::bigint[],
+      ${textArray(known.map((r) => r === undefined ? null : String(r.pos)))}::integer[])
+      WITH ORDINALITY AS t(id, fence, result, batch, pos, ord)
+    LEFT JOIN LATERAL (
+      SELECT b.batch, array_position(b.ids, t.id) AS pos FROM ${sql.literal(`"${s.schema}".claim_batches`)} b
+      WHERE t.batch IS NULL AND b.span @> t.id AND b.settled_at IS NULL ORDER BY b.batch DESC LIMIT 1
+    ) f ON true`
+}
+
+/**
+ * The open batches of `input` (`held`, locked FOR KEY SHARE when `lock`: the FOR UPDATE of `hold`
+ * waits for this statement's transaction), the completions they have (`earlier`), and the leases
+ * of `input` still open at their place and fence (`open_leases`).
+ */
+const openLeases = (sql: SqlClient.SqlClient, s: StoreSchema, lock: "key share" | "none", owner?: string) => {
+  const batches = sql.literal(`"${s.schema}".claim_batches`)
+  return sql`
+  held AS MATERIALIZED (
+    -- The arrays sliced: one detoasted copy per batch, not one per subscript.
+    SELECT c.batch, c.ids[1:] AS ids, c.fences[1:] AS fences, c.closed, cardinality(c.ids) AS size, c.expires_at
+    FROM ${batches} c
+    WHERE c.batch = ANY (ARRAY(SELECT DISTINCT batch FROM input WHERE batch IS NOT NULL)) AND c.settled_at IS NULL
+      ${owner === undefined ? sql`` : sql`AND c.owner = ${owner}`}
+    ${lock === "key share" ? sql`FOR KEY SHARE OF c` : sql``}
+  ), earlier AS MATERIALIZED (
+    SELECT d.claim_batch AS batch, unnest(d.ids) AS id FROM ${sql.literal(`"${s.schema}".completion_batches`)} d
+    WHERE d.claim_batch = ANY (ARRAY(SELECT batch FROM held))
+  ), open_leases AS MATERIALIZED (
+    -- Set differences as hashed subplans (NOT IN over a CTE), never a join that compares the
+    -- batch's runs pair by pair (test/plans.test.ts).
+    SELECT DISTINCT ON (i.id, i.fence) i.* FROM input i JOIN held h ON h.batch = i.batch
+    WHERE h.ids[i.pos] = i.id AND h.fences[i.pos] = i.fence AND i.id <> ALL (h.closed)
+      AND (i.batch, i.id) NOT IN (SELECT batch, id FROM earlier)
+    ORDER BY i.id, i.fence, i.ord
+  )`
+}
+
+/**
+ * Completes the leases still open in the ledger: one completion-batch row per claim batch, results
+ * only when one is not null, each batch settled once all its runs are completed or closed. Returns
+ * the places (0-based) of the leases it did not complete, for the row's own completion to decide.
+ */
+export const complete = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  leases: ReadonlyArray<LeaseKey & { readonly result: string | null }>,
+  refs: LedgerRefs
+) =>
+  Effect.gen(function*() {
+    if (leases.length === 0) return [] as ReadonlyArray<number>
+    const usable = leases.filter((l) => isRunId(l.runId))
+    if (usable.length < leases.length) return leases.map((_, i) => i)
+    const results = leases.some((l) => l.result !== null) ? leases.map((l) => l.result ?? "null") : null
+    const rows = yield* sql<{ ord: string }>`
+      WITH input AS MATERIALIZED (${inputRows(sql, s, leases, refs, results)}),
+      ${openLeases(sql, s, "key share")},
+      done AS (
+        INSERT INTO ${sql.literal(`"${s.schema}".completion_batches`)} (claim_batch, ids, fences, results)
+        SELECT batch, array_agg(id ORDER BY ord), array_agg(fence ORDER BY ord),
+          CASE WHEN bool_or(result IS NOT NULL AND result <> 'null'::jsonb)
+            THEN array_agg(coalesce(result, 'null'::jsonb) ORDER BY ord) END
+        FROM open_leases GROUP BY batch
+        RETURNING claim_batch, cardinality(ids) AS n
+      ), settled AS (
+        UPDATE ${sql.literal(`"${s.schema}".claim_batches`)} c SET settled_at = now()
+        FROM done d JOIN held h ON h.batch = d.claim_batch
+        WHERE c.batch = d.claim_batch
+          AND d.n + cardinality(h.closed) + (SELECT count(*) FROM earlier e WHERE e.batch = d.claim_batch) >= h.size
+      )
+      SELECT i.ord::text AS ord FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)`
+    for (const lease of leases) refs.delete(lease)
+    return rows.map((r) => Number(r.ord) - 1)
+  })
+
+/**
+ * Renews the owner's leases open in the ledger: one update per claim batch. Runs of a renewed
+ * batch its worker no longer names keep the expiry they had: they are moved to their rows with
+ * it (`hold`), where they expire and are reclaimed as any lease. Returns the places (0-based) of
+ * the leases not renewed here, for the row's own renewal to decide.
+ */
+export const renew = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  owner: string,
+  leases: ReadonlyArray<LeaseKey>,
+  ttl: Duration.Duration,
+  refs: LedgerRefs
+) =>
+  Effect.gen(function*() {
+    if (leases.length === 0) return [] as ReadonlyArray<number>
+    if (!leases.every((l) => isRunId(l.runId))) return leases.map((_, i) => i)
+    const rows = yield* sql<{ tag: "lost" | "lapsed"; ord: string | null; id: string | null; expires_at: Date | null }>`
+      WITH input AS MATERIALIZED (${inputRows(sql, s, leases, refs, null)}),
+      ${openLeases(sql, s, "none", owner)},
+      lapsed AS MATERIALIZED (
+        SELECT h.batch, u.id, h.expires_at FROM held h, unnest(h.ids) AS u(id)
+        WHERE h.batch = ANY (ARRAY(SELECT DISTINCT batch FROM open_leases)) AND u.id <> ALL (h.closed)
+          AND (h.batch, u.id) NOT IN (SELECT batch, id FROM earlier)
+          AND (h.batch, u.id) NOT IN (SELECT batch, id FROM open_leases)
+      ), renewed AS (
+        -- Rechecked on the row as it stands after any wait: a batch a hold closed runs of meanwhile
+        -- (the sweep, an exceptional write) is not renewed here; its leases go to their rows.
+        UPDATE ${sql.literal(`"${s.schema}".claim_batches`)} c
+        SET expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
+        FROM held h
+        WHERE c.batch = h.batch AND h.batch = ANY (ARRAY(SELECT DISTINCT batch FROM open_leases))
+          AND c.settled_at IS NULL AND cardinality(c.closed) = cardinality(h.closed)
+        RETURNING c.batch
+      )
+      SELECT 'lost' AS tag, i.ord::text AS ord, NULL::text AS id, NULL::timestamptz AS expires_at FROM input i
+      -- By run and fence, not place: a lease listed twice is renewed once and held twice.
+      WHERE (i.id, i.fence) NOT IN (SELECT o.id, o.fence FROM open_leases o WHERE o.batch = ANY (ARRAY(SELECT batch FROM renewed)))
+      UNION ALL
+      SELECT 'lapsed', NULL, l.id::text, l.expires_at FROM lapsed l`
+    const lapsed = rows.filter((r) => r.tag === "lapsed")
+    if (lapsed.length > 0) {
+      const until = lapsed.reduce((min, r) => (r.expires_at! < min ? r.expires_at! : min), lapsed[0]!.expires_at!)
+      yield* hold(sql, s, lapsed.map((r) => r.id!), until)
+    }
+    return rows.filter((r) => r.tag === "lost").map((r) => Number(r.ord) - 1)
+  })
+
+/**
+ * Moves runs from the ledger to their rows (the migration's `hold`): a pending one stays pending,
+ * an open one becomes running with its batch's lease, or until `leaseUntil`. Runs not in the
+ * ledger are left as they are. Its own statement, committed before the write it prepares: it
+ * changes how a run is recorded, never who holds it.
+ */
+export const hold = (sql: SqlClient.SqlClient, s: StoreSchema, ids: ReadonlyArray<string>, leaseUntil?: Date) =>
+  ids.length === 0 || !ids.every(isRunId)
+    ? Effect.succeed(0)
+    : Effect.map(
+      sql<{ moved: number }>`SELECT ${sql.literal(`"${s.schema}".hold`)}(${ids as Array<string>}::bigint[],
+        ${leaseUntil ?? null}::timestamptz) AS moved`,
+      (rows) => rows[0]?.moved ?? 0
+    )
+
+/**
+ * The sweep's share of the ledger: the open runs of up to `batches` claim batches whose lease
+ * expired are moved to their rows, where the claim's expired-lease branch reclaims them.
+ */
+export const expire = (sql: SqlClient.SqlClient, s: StoreSchema, batches: number) =>
+  sql`SELECT ${sql.literal(`"${s.schema}".hold`)}(ARRAY(
+      SELECT u.id FROM (
+        SELECT c.ids FROM ${sql.literal(`"${s.schema}".claim_batches`)} c
+        WHERE c.settled_at IS NULL AND c.expires_at <= now() ORDER BY c.expires_at LIMIT ${batches}
+      ) e, unnest(e.ids) AS u(id)), NULL) AS moved`

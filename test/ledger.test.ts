@@ -1,0 +1,138 @@
+/**
+ * The batch ledger (migration 0018, docs/adr/0017): what a claim, a completion and a renewal write,
+ * and the guards that keep its per-run fences, per-run expiry and guarded writes, on a real
+ * PostgreSQL. Two stores over one schema stand for two worker processes; lease time is moved by
+ * the database's clock (expired batches), never by the test's.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Exit } from "effect"
+import { expireLease, twoStores } from "./support/stores.js"
+
+const ttl = Duration.seconds(30)
+const claimOf = (owner: string, limit = 100) => ({ owner, queues: ["default"], kinds: ["job"], limit, ttl })
+
+const count = (sql: import("effect/sql").SqlClient.SqlClient, text: string) =>
+  Effect.map(sql.unsafe<{ n: string }>(text), (rows) => Number(rows[0]!.n))
+
+describe("the batch ledger", () => {
+  it.live("a claim of 50 runs writes one claim batch and a completion one completion batch; the run rows are not written; the history is whole", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue(Array.from({ length: 50 }, (_, i) => ({ kind: "job", payload: { i } })))
+      const before = yield* sql.unsafe<{ id: string; xmin: string }>(`SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`)
+      const claimed = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(claimed.length, 50)
+      assert.isTrue(claimed.every((r) => r.fence === 1 && r.attempt === 1))
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches`), 1)
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".ready`), 0)
+      const outcomes = yield* stores.a.completeBatch(claimed.map((r) => ({ runId: r.id, fence: r.fence, result: r.id === claimed[0]!.id ? "{\"ok\":1}" : null, keyed: false })))
+      assert.isTrue(outcomes.every((o) => o._tag === "Finalized"))
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".completion_batches`), 1)
+      // Not one run row was written by the claim or the completion.
+      const after = yield* sql.unsafe<{ id: string; xmin: string }>(`SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`)
+      assert.deepStrictEqual(after, before)
+      const first = yield* stores.a.get(claimed[0]!.id)
+      assert.strictEqual(first.state, "completed")
+      assert.strictEqual(first.fence, 1)
+      assert.deepStrictEqual(first.result, { ok: 1 })
+      const history = yield* stores.a.history(claimed[1]!.id)
+      assert.deepStrictEqual(history.map((e) => [e.kind, e.fence]), [["claimed", 1], ["completed", 1]])
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches WHERE settled_at IS NULL`), 0)
+    })))
+
+  it.live("a holder whose batch expired and was reclaimed by another worker has its completion, failure and renewal refused by the fence, naming both fences", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: {} }])
+      const [held] = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(held!.fence, 1)
+      yield* expireLease(stores, run!.id)
+      const [reclaimed] = yield* stores.b.claim(claimOf("w-b"))
+      assert.strictEqual(reclaimed!.id, run!.id)
+      assert.strictEqual(reclaimed!.fence, 2)
+      assert.strictEqual(reclaimed!.via, "expired")
+      const [outcome] = yield* stores.a.completeBatch([{ runId: run!.id, fence: 1, result: null, keyed: false }])
+      assert.deepStrictEqual(outcome, { _tag: "Rejected", runId: run!.id, fence: 1, storedFence: 2, state: "running" })
+      const failed = yield* Effect.exit(stores.a.fail({ runId: run!.id, fence: 1, error: "late", retryDelayMs: 0 }))
+      assert.isTrue(Exit.isFailure(failed))
+      const error = Exit.isFailure(failed) ? (failed.cause as unknown as { reasons: Array<{ error: unknown }> }).reasons[0]!.error : undefined
+      assert.deepInclude(error as object, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", [{ runId: run!.id, fence: 1 }], ttl), [])
+      // The new holder completes; the history names the first claim, the reclaim and the rejections.
+      const [done] = yield* stores.b.completeBatch([{ runId: run!.id, fence: 2, result: null, keyed: false }])
+      assert.strictEqual(done!._tag, "Finalized")
+      const history = yield* stores.b.history(run!.id)
+      const kinds = history.map((e) => e.kind)
+      assert.deepStrictEqual(kinds.filter((k) => k === "claimed" || k === "reclaimed" || k === "completed"), ["claimed", "reclaimed", "completed"])
+      assert.isTrue(history.some((e) => e.kind === "stale_write_rejected" && e.fence === 1))
+      assert.strictEqual((yield* stores.b.get(run!.id)).state, "completed")
+    })))
+
+  it.live("a run its worker stops naming in renewals keeps the expiry it had and is reclaimed; the runs it names stay held", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i } })))
+      const claimed = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(claimed.length, 3)
+      // The batch's lease runs out in 2 seconds; the renewal names two of its three runs.
+      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() + interval '2 seconds'`)
+      const named = claimed.slice(0, 2).map((r) => ({ runId: r.id, fence: r.fence }))
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", named, ttl), named)
+      yield* Effect.sleep("2500 millis")
+      const reclaimed = yield* stores.b.claim(claimOf("w-b"))
+      assert.deepStrictEqual(reclaimed.map((r) => [r.id, r.fence, r.via]), [[claimed[2]!.id, 2, "expired"]])
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", named, ttl), named)
+      const outcomes = yield* stores.a.completeBatch(claimed.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: false })))
+      assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized", "Rejected"])
+    })))
+
+  it.live("an operator's cancel of a run running in the ledger advances its fence: the holder's completion is refused and the run stays cancelled", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: {} }])
+      const [held] = yield* stores.a.claim(claimOf("w-a"))
+      yield* stores.b.cancel(run!.id)
+      const [outcome] = yield* stores.a.completeBatch([{ runId: run!.id, fence: held!.fence, result: null, keyed: false }])
+      assert.strictEqual(outcome!._tag, "Rejected")
+      const stored = yield* stores.a.get(run!.id)
+      assert.strictEqual(stored.state, "cancelled")
+      assert.isAbove(stored.fence, held!.fence)
+    })))
+
+  it.live("a claimed run is never claimable again while the ledger holds it, whatever updates its row (a changed due time or priority)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: {} }])
+      yield* stores.a.claim(claimOf("w-a"))
+      yield* sql.unsafe(`UPDATE "${schema}".runs SET run_at = now() - interval '1 minute', priority = 5 WHERE id = ${Number(run!.id)}`)
+      assert.deepStrictEqual(yield* stores.b.claim({ ...claimOf("w-b"), dueOnly: true }), [])
+      assert.deepStrictEqual(yield* stores.b.claim(claimOf("w-b")), [])
+      assert.strictEqual((yield* stores.a.get(run!.id)).state, "running")
+    })))
+
+  it.live("completions and cancels racing over 200 held runs: each run ends one way, and its holder is told the truth", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      yield* stores.a.enqueue(Array.from({ length: 200 }, (_, i) => ({ kind: "job", payload: { i } })))
+      const claimed = yield* stores.a.claim(claimOf("w-a", 200))
+      assert.strictEqual(claimed.length, 200)
+      const victims = claimed.filter((_, i) => i % 2 === 1)
+      const [outcomes] = yield* Effect.all([
+        Effect.forEach([0, 1, 2, 3], (part) =>
+          stores.a.completeBatch(claimed.filter((_, i) => i % 4 === part).map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: false }))),
+          { concurrency: "unbounded" }
+        ).pipe(Effect.map((parts) => parts.flat())),
+        Effect.forEach(victims, (r) => Effect.ignore(stores.b.cancel(r.id)), { concurrency: 8 })
+      ], { concurrency: "unbounded" })
+      for (const outcome of outcomes) {
+        const stored = yield* stores.a.get(outcome.runId)
+        if (outcome._tag === "Finalized") assert.strictEqual(stored.state, "completed", `run ${outcome.runId} was told Finalized`)
+        else assert.strictEqual(stored.state, "cancelled", `run ${outcome.runId} was told ${outcome._tag}`)
+      }
+      const evens = claimed.filter((_, i) => i % 2 === 0)
+      for (const r of evens) assert.strictEqual((yield* stores.a.get(r.id)).state, "completed")
+    })))
+})
