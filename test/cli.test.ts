@@ -116,15 +116,15 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0019_worker_registry, 0020_activity_window\n`)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
-      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "run_events", "run_history", "runs", "schedules", "signal_deliveries", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
+      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "claim_batches", "completion_batches", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "ready", "run_events", "run_history", "runs", "runs_now", "schedules", "signal_deliveries", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds", "workers"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits", "0019_worker_registry", "0020_activity_window"] })
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits", "0018_batch_ledger", "0019_worker_registry", "0020_activity_window"] })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0019_worker_registry, 0020_activity_window)\n`)
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window)\n`)
     }))
 })
 
@@ -141,7 +141,7 @@ describe("leasehold enqueue", () => {
       assert.strictEqual(result.stdout, `enqueued run ${id} (approve-refund on queue money)\n`)
       const [row] = yield* sql.unsafe<any>(`
         SELECT kind, queue, priority, max_attempts, payload, state, fence,
-          extract(epoch FROM run_at - created_at)::float8 AS delay FROM "${schema}".runs WHERE id = ${id}`)
+          extract(epoch FROM run_at - created_at)::float8 AS delay FROM "${schema}".runs_now WHERE id = ${id}`)
       assert.deepInclude(row, { kind: "approve-refund", queue: "money", priority: 7, max_attempts: 3, state: "pending" })
       assert.deepStrictEqual(row.payload, { order: "A-1", amount: 42 })
       assert.strictEqual(Number(row.fence), 0)

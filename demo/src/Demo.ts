@@ -146,10 +146,10 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
     // The summary checks itself against the database.
     const verdict = await db(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const runs = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE state = 'completed'`)
+      const runs = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state = 'completed'`)
       const entries = yield* sql.unsafe<{ run_id: string; n: number; fence: string; final_fence: string }>(
         `SELECT l.run_id::text, count(*)::int AS n, max(l.fence)::text AS fence, max(r.fence)::text AS final_fence
-         FROM ${ledger} l JOIN "${schema}".runs r ON r.id = l.run_id GROUP BY l.run_id`
+         FROM ${ledger} l JOIN "${schema}".runs_now r ON r.id = l.run_id GROUP BY l.run_id`
       )
       const rejected = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".run_events WHERE kind = 'stale_write_rejected'`)
       return { completed: runs[0]!.n, entries, rejected: rejected[0]!.n }
@@ -190,7 +190,7 @@ const narrate = (worker: WorkerProcess.WorkerProcess, longId: string, say: (line
 
 const runRows = (db: Stage["db"], schema: string) =>
   db(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql.unsafe<RunRow & { fence: any }>(`SELECT id::text, kind, state, fence, lease_owner FROM "${schema}".runs ORDER BY id`)
+    sql.unsafe<RunRow & { fence: any }>(`SELECT id::text, kind, state, fence, lease_owner FROM "${schema}".runs_now ORDER BY id`)
   )).then((rows) => rows.map((r) => ({ ...r, fence: Number(r.fence) })))
 
 const statusBlock = async (db: Stage["db"], schema: string, total: number, longId: string) => {

@@ -202,7 +202,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
     let lastProgress = Date.now()
     while (Date.now() - lastProgress < 60_000) {
       const rows = await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE state IN ('pending', 'running', 'suspended')`)
+        sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state IN ('pending', 'running', 'suspended')`)
       ))
       if (rows[0]!.n < open) lastProgress = Date.now()
       open = rows[0]!.n
@@ -218,7 +218,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
       sql.withTransaction(Effect.andThen(
         sql.unsafe(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`),
         Effect.all({
-          runs: sql.unsafe<{ id: string; state: string; fence: string; kind: string }>(`SELECT id::text, state, fence::text, kind FROM "${schema}".runs`),
+          runs: sql.unsafe<{ id: string; state: string; fence: string; kind: string }>(`SELECT id::text, state, fence::text, kind FROM "${schema}".runs_now`),
           events: sql.unsafe<{ run_id: string; kind: string; fence: string }>(`SELECT run_id::text, kind, fence::text FROM "${schema}".run_history ORDER BY at, seq NULLS LAST`),
           ledger: sql.unsafe<{ run_id: string; fence: string; owner: string }>(`SELECT run_id::text, fence::text, owner FROM ${ledger}`)
         })

@@ -69,7 +69,10 @@ export const reclaim = async (ctx: BenchContext, repeat: number, params: Reclaim
     await sleep(500 + Math.random() * (params.ttlMs / 3))
     const [left] = await Pg.query<{ ms: number }>(
       url,
-      `SELECT (extract(epoch FROM max(lease_expires_at) - now()) * 1000)::float8 AS ms FROM ${SCHEMA}.runs WHERE state = 'running'`
+      // Leases kept in the run rows and in the ledger's open claim batches.
+      `SELECT (extract(epoch FROM max(e) - now()) * 1000)::float8 AS ms FROM (
+         SELECT lease_expires_at AS e FROM ${SCHEMA}.runs WHERE state = 'running'
+         UNION ALL SELECT expires_at FROM ${SCHEMA}.claim_batches WHERE settled_at IS NULL) l`
     )
     const killedAt = monotonicMs()
     a.kill9()
@@ -79,7 +82,7 @@ export const reclaim = async (ctx: BenchContext, repeat: number, params: Reclaim
     if (reclaimedAt === undefined) throw new Error("reclaim: B did not reclaim every lease in time")
     const [check] = await Pg.query<{ fence2: number; events: number }>(
       url,
-      `SELECT (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'running' AND fence = 2)::int AS fence2,
+      `SELECT (SELECT count(*) FROM ${SCHEMA}.runs_now WHERE state = 'running' AND fence = 2)::int AS fence2,
          (SELECT count(*) FROM ${SCHEMA}.run_events WHERE kind = 'reclaimed')::int AS events`
     )
     const reclaimMs = reclaimedAt - killedAt

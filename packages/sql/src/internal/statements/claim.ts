@@ -47,8 +47,12 @@ export const claim = (
   positions: ClaimPosition.Positions,
   request: ClaimRequest,
   keyCursors: KeyCursors = new Map(),
-  refs: ledger.LedgerRefs = new ledger.LedgerRefs()
-) => request.dueOnly === true ? claimDue(sql, s, positions, request, refs) : claimAll(sql, s, positions, request, keyCursors, refs)
+  refs: ledger.LedgerRefs = new ledger.LedgerRefs(),
+  intoLedger = true
+) =>
+  request.dueOnly === true
+    ? claimDue(sql, s, positions, request, refs, intoLedger)
+    : claimAll(sql, s, positions, request, keyCursors, refs, intoLedger)
 
 /**
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
@@ -175,6 +179,7 @@ const claimedColumns = (sql: SqlClient.SqlClient) =>
 
 /**
  * Takes the due runs `picked` (ready_ctid, id, ledger, priority, run_at), locked by the claim, as
+ * (a store of storage "rows" picks every run with ledger false: it claims them in their rows)
  * CTE `claimed_due`: their ready rows deleted; the runs the ledger holds (state `ledger`) claimed
  * in one new claim batch at fence + 1 (or the floor), their rows untouched; the others claimed in
  * their rows (`claimPending`), the claim each supersedes moved into the history (`prior`).
@@ -247,7 +252,8 @@ const claimAll = (
   positions: ClaimPosition.Positions,
   request: ClaimRequest,
   keyCursors: KeyCursors,
-  refs: ledger.LedgerRefs
+  refs: ledger.LedgerRefs,
+  intoLedger: boolean
 ) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
@@ -298,7 +304,7 @@ const claimAll = (
         SELECT * FROM (
           SELECT * FROM expired UNION ALL SELECT * FROM timed_out UNION ALL SELECT * FROM due
         ) c ORDER BY origin, priority DESC, due_at, id LIMIT ${limit}
-      ), ${taking(sql, s, request, sql`SELECT ready_ctid, id, ledger, priority, due_at AS run_at FROM candidates WHERE origin = 2`)},
+      ), ${taking(sql, s, request, sql`SELECT ready_ctid, id, ledger AND ${intoLedger}::boolean AS ledger, priority, due_at AS run_at FROM candidates WHERE origin = 2`)},
       claimed_other AS (
         -- Reclaims and timed-out suspensions: they need their pick's origin and due time.
         UPDATE ${runs} r SET
@@ -363,7 +369,8 @@ const claimDue = (
   s: StoreSchema,
   positions: ClaimPosition.Positions,
   request: ClaimRequest,
-  refs: ledger.LedgerRefs
+  refs: ledger.LedgerRefs,
+  intoLedger: boolean
 ) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
@@ -371,7 +378,7 @@ const claimDue = (
       WITH ${fenceFloor(sql, s)}, due AS MATERIALIZED (
         SELECT d.ready_ctid, d.id, d.priority, d.run_at, d.ledger
         ${dueRows(sql, s, request, positions.of(request.queues, request.kinds))}
-      ), ${taking(sql, s, request, sql`SELECT ready_ctid, id, ledger, priority, run_at FROM due`)},
+      ), ${taking(sql, s, request, sql`SELECT ready_ctid, id, ledger AND ${intoLedger}::boolean AS ledger, priority, run_at FROM due`)},
       history AS (
         -- The claim this one supersedes (a retried or released run's) moves into the history.
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
