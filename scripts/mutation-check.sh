@@ -45,6 +45,20 @@
 #                                     circle), against test/import-graph.test.ts;
 #   scripts/mutation-check.sh upward  @leasehold/http imports @leasehold/sql (same floor, undeclared),
 #                                     against test/import-graph.test.ts;
+#   scripts/mutation-check.sh ledger-fence  a ledger completion no longer compares the lease's
+#                                     fence with its batch's (internal/statements/ledger.ts ›
+#                                     openLeases), against test/fencing.test.ts and test/ledger.test.ts;
+#   scripts/mutation-check.sh ledger-closed  a ledger completion no longer skips the runs moved
+#                                     to their rows (the batch's `closed`), against test/ledger.test.ts;
+#   scripts/mutation-check.sh ledger-lapse  a renewal no longer moves the runs its worker stopped
+#                                     naming to their rows with their expiry (ledger.ts › renew),
+#                                     against test/ledger.test.ts;
+#   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
+#                                     when missing (migration 0018's ready_on_update), against
+#                                     test/ledger.test.ts (a run the ledger holds is claimed again);
+#   scripts/mutation-check.sh ledger-lock  ledger completions no longer lock their batches FOR KEY
+#                                     SHARE (a hold then misses a completion in flight), against
+#                                     test/ledger.test.ts's race, up to three times;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -68,6 +82,41 @@ if [ "$mutation" = "keys" ]; then
   grep -q "CREATE UNIQUE INDEX runs_key_slots" "$migrations" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the running runs' key slots are no longer unique ($migrations)"
   tests=(test/keys-process.test.ts)
+  attempts=3
+elif [ "$mutation" = "ledger-fence" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/WHERE h.ids\[i.pos\] = i.id AND h.fences\[i.pos\] = i.fence AND/WHERE h.ids[i.pos] = i.id AND/' "$ledger"
+  grep -q "h.fences\[i.pos\] = i.fence" "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a ledger completion or renewal matches any fence at the run's place ($ledger)"
+  tests=(test/fencing.test.ts test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-closed" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/ AND i.id <> ALL (h.closed)$//' "$ledger"
+  grep -q "i.id <> ALL (h.closed)" "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a ledger completion completes runs moved to their rows ($ledger)"
+  tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-lapse" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/    if (lapsed.length > 0) {/    if (lapsed.length < 0) {/' "$ledger"
+  grep -q "if (lapsed.length > 0)" "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a renewal extends every open run of a batch it names, named or not ($ledger)"
+  tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-ready" ]; then
+  migrations="$work/packages/sql/src/Migrations.ts"
+  perl -0pi -e 's/UPDATE "\$\{s\}"\.ready SET queue = NEW\.queue, kind = NEW\.kind, priority = NEW\.priority, run_at = NEW\.run_at,\s*ledger = NEW\.state = .ledger.\s*WHERE id = NEW\.id;/INSERT INTO "\$\{s\}".ready (id, queue, kind, priority, run_at, ledger) VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.run_at, NEW.state = \x27ledger\x27) ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at;/' "$migrations"
+  grep -q "ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at" "$migrations" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: an update of a ready run's row makes it ready again, held or not ($migrations)"
+  tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-lock" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/lock === "key share" ? sql`FOR KEY SHARE OF c` : sql``/sql``/' "$ledger"
+  grep -q 'FOR KEY SHARE OF c' "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: ledger completions take no lock on their batches ($ledger)"
+  tests=(test/ledger.test.ts)
   attempts=3
 elif [ "$mutation" = "epoch" ]; then
   claim="$work/packages/sql/src/internal/statements/claim.ts"

@@ -88,17 +88,19 @@ describe("the batch ledger", () => {
       assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized", "Rejected"])
     })))
 
-  it.live("an operator's cancel of a run running in the ledger advances its fence: the holder's completion is refused and the run stays cancelled", () =>
+  it.live("an operator's cancel of a run running in the ledger advances its fence: the holder's completion is refused and the run stays cancelled; its batch's other run completes", () =>
     Effect.scoped(Effect.gen(function*() {
       const stores = yield* twoStores
-      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: {} }])
-      const [held] = yield* stores.a.claim(claimOf("w-a"))
+      const [run, other] = yield* stores.a.enqueue([{ kind: "job", payload: {} }, { kind: "job", payload: {} }])
+      const held = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(held.length, 2)
       yield* stores.b.cancel(run!.id)
-      const [outcome] = yield* stores.a.completeBatch([{ runId: run!.id, fence: held!.fence, result: null, keyed: false }])
-      assert.strictEqual(outcome!._tag, "Rejected")
+      const outcomes = yield* stores.a.completeBatch(held.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: false })))
+      assert.deepStrictEqual(outcomes.map((o) => [o.runId, o._tag]), [[run!.id, "Rejected"], [other!.id, "Finalized"]])
       const stored = yield* stores.a.get(run!.id)
       assert.strictEqual(stored.state, "cancelled")
-      assert.isAbove(stored.fence, held!.fence)
+      assert.isAbove(stored.fence, held[0]!.fence)
+      assert.strictEqual((yield* stores.a.get(other!.id)).state, "completed")
     })))
 
   it.live("a claimed run is never claimable again while the ledger holds it, whatever updates its row (a changed due time or priority)", () =>
