@@ -10,8 +10,8 @@ import * as path from "node:path"
 
 const repo = path.resolve(import.meta.dirname, "..")
 
-/** Left to the storage redesign (issue 32): a wrapper that never leaves `completeInTransaction`. */
-const knownExceptions = new Set(["packages/sql/src/internal/statements/guarded.ts: CallerFailure"])
+/** None left: the fenced transaction's wrappers became Schema errors with the storage redesign. */
+const knownExceptions = new Set<string>()
 
 const sourceFiles = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

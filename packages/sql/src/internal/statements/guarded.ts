@@ -27,7 +27,7 @@ import {
   SignalTokenInUse,
   type SuspendRequest
 } from "@leasehold/core"
-import { Duration, Effect, type Exit } from "effect"
+import { Duration, Effect, type Exit, Schema } from "effect"
 import type { SqlClient, SqlError, Statement } from "effect/sql"
 import * as StoreErrors from "../../StoreErrors.js"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -458,26 +458,53 @@ export const completeInTransaction = <A, E, R>(
   const body = Effect.gen(function*() {
     yield* check
     // The caller's own failures are told apart from the store's (its SqlErrors are its own).
-    const value = yield* Effect.mapError(effect, (error) => new CallerFailure(error))
+    const value = yield* Effect.mapError(effect, (error) => new CallerFailure({ error }))
     const result = yield* encodeResult(value)
     const done = yield* complete(result)
     // Superseded between the check and the completion: say why, and roll back.
     if (done.length === 0) return yield* Effect.flatMap(readFence, rejection)
     return value
   })
-  // A run in the ledger is moved to its row first, outside the caller's transaction: held
-  // inside it, the hold would keep its whole claim batch's completions waiting until it ends.
-  refs?.delete(lease)
-  return Effect.andThen(ledger.hold(sql, s, [lease.runId]), sql.withTransaction(body)).pipe(
+  // A run this store claimed in the ledger completes there, in the caller's transaction: its
+  // batch row held FOR KEY SHARE from the check to the commit (a hold, a sweep's among them,
+  // waits for the transaction; other completions do not), the completion one completion batch.
+  const ref = refs?.get(lease)
+  const inLedger = Effect.gen(function*() {
+    const held = yield* sql`
+      SELECT 1 FROM ${s.claimBatches(sql)} c
+      WHERE c.batch = ${ref!.batch}::bigint AND c.settled_at IS NULL AND c.ids[${ref!.pos}::int] = ${lease.runId}::bigint
+        AND c.fences[${ref!.pos}::int] = ${lease.fence}::bigint AND ${lease.runId}::bigint <> ALL (c.closed)
+        AND NOT EXISTS (SELECT 1 FROM ${s.completionBatches(sql)} d WHERE d.claim_batch = c.batch AND ${lease.runId}::bigint = ANY (d.ids))
+      FOR KEY SHARE OF c`
+    // Not open in its batch any more (moved to its row, or superseded there): the row decides.
+    if (held.length === 0) return yield* Effect.fail(new MovedToRow())
+    const value = yield* Effect.mapError(effect, (error) => new CallerFailure({ error }))
+    const result = yield* encodeResult(value)
+    const missed = yield* ledger.complete(sql, s, [{ ...lease, result }], refs!)
+    if (missed.length > 0) return yield* Effect.flatMap(readFence, rejection)
+    return value
+  })
+  // Otherwise the run's row decides; a run still in the ledger is moved there first, outside the
+  // caller's transaction (a hold inside it would keep its whole batch's completions waiting).
+  const inRows = Effect.suspend(() => {
+    refs?.delete(lease)
+    return Effect.andThen(ledger.hold(sql, s, [lease.runId]), sql.withTransaction(body))
+  })
+  const transaction = ref === undefined
+    ? inRows
+    : sql.withTransaction(inLedger).pipe(
+      Effect.catchIf((error): error is MovedToRow => error instanceof MovedToRow, () => inRows)
+    )
+  return transaction.pipe(
     StoreErrors.refail("transaction"),
     // The history row for a rejected transaction is written after the rollback, on its own.
     Effect.tapError((error) => (error as { _tag?: unknown })._tag === "FenceRejected" ? Effect.ignore(diagnose(sql, s, "transaction", [lease])) : Effect.void),
-    Effect.catchIf((error): error is CallerFailure<E> => error instanceof CallerFailure, (failure) => Effect.fail(failure.error))
+    Effect.catchIf((error): error is CallerFailure => error instanceof CallerFailure, (failure) => Effect.fail(failure.error as E))
   ) as Effect.Effect<A, E | FenceRejected | LeaseNotHeld | RunNotFound | UnstorableValue | StoreError, R>
 }
 
+/** A fenced transaction's run found moved from the ledger to its row: the row's transaction follows. */
+class MovedToRow extends Schema.TaggedError<MovedToRow>()("MovedToRow", {}) {}
+
 /** A failure of the caller's effect inside a fenced transaction, kept apart from the store's own. */
-class CallerFailure<E> {
-  readonly _tag = "CallerFailure"
-  constructor(readonly error: E) {}
-}
+class CallerFailure extends Schema.TaggedError<CallerFailure>()("CallerFailure", { error: Schema.Unknown }) {}
