@@ -69,6 +69,10 @@ describe("fenced transaction", () => {
       yield* ledgerTable(stores)
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
       yield* stores.a.claim({ owner: "a", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+      // A run in the batch ledger cannot be taken over while its holder's transaction is open (the
+      // transaction holds its batch row FOR KEY SHARE; a takeover's hold waits for it): the fence
+      // moves mid-transaction only on a run's row, where this run is put first.
+      yield* stores.sql.unsafe(`SELECT "${stores.schema}".hold(ARRAY[${Number(run!.id)}]::bigint[])`)
       // Inside A's transaction, after its first check and its own write, B takes the run over on
       // another connection.
       const takeover = Effect.gen(function*() {
