@@ -51,7 +51,7 @@ const examples: ReadonlyArray<Example> = [
     leaves: (sql) =>
       Effect.gen(function*() {
         assert.lengthOf(yield* sql`SELECT 1 FROM leasehold_lean.runs`, 0, "the completed run was deleted with its completion")
-        assert.lengthOf(yield* sql`SELECT 1 FROM leasehold.runs WHERE state = 'completed'`, 1, "the default store keeps it")
+        assert.lengthOf(yield* sql`SELECT 1 FROM leasehold.runs_now WHERE state = 'completed'`, 1, "the default store keeps it")
       })
   },
   {

@@ -33,7 +33,7 @@ const setup = async (runs: number) => {
   const open = async () => (await sql(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state <> 'completed'`))[0].n as number
   const verdict = async () => ({
     notOnce: await sql(`SELECT r.id FROM "${schema}".runs r LEFT JOIN "${schema}".ledger l ON l.run_id = r.id GROUP BY r.id HAVING count(l.run_id) <> 1`),
-    staleEntries: await sql(`SELECT l.run_id FROM "${schema}".ledger l JOIN "${schema}".runs r ON r.id = l.run_id WHERE l.fence <> r.fence`)
+    staleEntries: await sql(`SELECT l.run_id FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE l.fence <> r.fence`)
   })
   return { schema, sql, open, verdict }
 }
