@@ -88,7 +88,7 @@ elif [ "$mutation" = "ledger-fence" ]; then
   sed -i 's/WHERE h.ids\[i.pos\] = i.id AND h.fences\[i.pos\] = i.fence AND/WHERE h.ids[i.pos] = i.id AND/' "$ledger"
   grep -q "h.fences\[i.pos\] = i.fence" "$ledger" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a ledger completion or renewal matches any fence at the run's place ($ledger)"
-  tests=(test/fencing.test.ts test/ledger.test.ts)
+  tests=(test/ledger.test.ts test/fencing.test.ts)
   attempts=1
 elif [ "$mutation" = "ledger-closed" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

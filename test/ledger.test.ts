@@ -69,6 +69,21 @@ describe("the batch ledger", () => {
       assert.strictEqual((yield* stores.b.get(run!.id)).state, "completed")
     })))
 
+  it.live("a fence the ledger did not grant is refused at the run's place, and the run stays held under its own", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const [run] = yield* stores.a.enqueue([{ kind: "job", payload: {} }])
+      const [held] = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(held!.fence, 1)
+      for (const fence of [0, 2]) {
+        const [outcome] = yield* stores.b.completeBatch([{ runId: run!.id, fence, result: null, keyed: false }])
+        assert.deepInclude(outcome, { _tag: "Rejected", fence, storedFence: 1, state: "running" })
+        assert.deepStrictEqual(yield* stores.b.renew("w-a", [{ runId: run!.id, fence }], ttl), [])
+      }
+      const [done] = yield* stores.a.completeBatch([{ runId: run!.id, fence: 1, result: null, keyed: false }])
+      assert.strictEqual(done!._tag, "Finalized")
+    })))
+
   it.live("a run its worker stops naming in renewals keeps the expiry it had and is reclaimed; the runs it names stay held", () =>
     Effect.scoped(Effect.gen(function*() {
       const stores = yield* twoStores
