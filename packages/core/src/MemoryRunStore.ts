@@ -18,8 +18,9 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Exit, Layer, PubSub, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
+import { Journal } from "./internal/memory/Journal.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Json from "./Json.js"
 import * as KeyLimits from "./KeyLimits.js"
@@ -33,6 +34,7 @@ import {
   type LeaseKey
 } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
+import { WorkflowJournal } from "./WorkflowJournal.js"
 
 /** A time column of a run, as `moveTime` may set it. @category testing */
 export type { TimeColumn }
@@ -45,6 +47,8 @@ export type { TimeColumn }
  */
 export interface Controlled {
   readonly store: RunStore["Service"]
+  /** The workflow journal kept beside the store's runs. */
+  readonly journal: WorkflowJournal["Service"]
   readonly moveTime: (runId: string, column: TimeColumn, at: Date) => Effect.Effect<void>
   /** Sets a schedule's next tick, as a test against Postgres updates `schedules.next_tick`. */
   readonly moveNextTick: (name: string, at: Date) => Effect.Effect<void>
@@ -209,8 +213,29 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     ))
   })
 
+  const kept = new Journal(state)
+  const journal = WorkflowJournal.of({
+    sqlClient: undefined,
+    execution: (execution) => apply(() => Option.fromNullishOr(kept.execution(execution))),
+    activityResult: (execution, activity, attempt) => apply(() => Option.fromNullishOr(kept.activityResult(execution, activity, attempt))),
+    recordActivity: (lease, execution, activity, attempt, exit) =>
+      applyOutcome((now) => kept.recordActivity(lease, execution, activity, attempt, JSON.stringify(exit ?? null), now)),
+    deferredResult: (execution, name) => apply((now) => Option.fromNullishOr(kept.deferredResult(execution, name, now))),
+    // No transaction to share: an activity's own writes are its own (see `completeInTransaction`).
+    transaction: (effect) => effect,
+    deferredDone: (execution, name, exit) => apply((now) => kept.deferredDone(execution, name, JSON.stringify(exit ?? null), now)),
+    wake: (execution, reason) => apply((now) => kept.wake(execution, reason, now)),
+    consumeWake: (lease) => applyOutcome((now) => kept.consumeWake(lease, now)),
+    scheduleClock: (execution, deferred, durationMs) => apply((now) => kept.scheduleClock(execution, deferred, durationMs, now)),
+    now: apply((now) => String(Math.round(now * 1000))),
+    nextClock: (execution, since) => apply((now) => Option.fromNullishOr(kept.nextClock(execution, since, now))),
+    doneAmong: (execution, names) => apply((now) => kept.doneAmong(execution, names, now)),
+    awaiting: (executions) => apply((now) => kept.awaiting(executions, now))
+  })
+
   return {
     store,
+    journal,
     moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime())),
     moveNextTick: (name, at) => Effect.sync(() => state.setNextTick(name, at.getTime()))
   } satisfies Controlled
@@ -224,9 +249,14 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
 export const make: Effect.Effect<RunStore["Service"]> = Effect.map(makeControlled, (controlled) => controlled.store)
 
 /**
- * The store as a layer. Each build is a new, empty store whose clock is the `Clock` of the context
- * it is built in: build it inside an `it.effect` test to drive it with `TestClock`.
+ * The store as a layer, with the workflow journal kept beside its runs (`WorkflowJournal`, which
+ * `@leasehold/workflow`'s engine takes from context). Each build is a new, empty store whose
+ * clock is the `Clock` of the context it is built in: build it inside an `it.effect` test to drive
+ * it with `TestClock`.
  *
  * @category layers
  */
-export const layer: Layer.Layer<RunStore> = Layer.effect(RunStore, make)
+export const layer: Layer.Layer<RunStore | WorkflowJournal> = Layer.effectContext(Effect.map(
+  makeControlled,
+  ({ journal, store }) => Context.make(RunStore, store).pipe(Context.add(WorkflowJournal, journal))
+))

@@ -24,11 +24,11 @@ import {
   RunStore,
   StoreError,
   terminalStates,
-  Worker
+  Worker,
+  WorkerEvents,
+  WorkflowJournal
 } from "@leasehold/core"
-import { WorkflowJournal } from "@leasehold/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Cause, Context, Duration, Effect, Exit, Fiber, FiberHandle, Layer, Option, Schema, Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Fiber, FiberHandle, Latch, Layer, Option, Schema, Scope } from "effect"
 import { ClusterSchema } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
@@ -64,15 +64,20 @@ export const currentFence: Effect.Effect<Fence["Service"]> = Effect.flatMap(
 export interface LeaseholdWorkflowsOptions {
   /** The queue executions are enqueued on. Default `default`. */
   readonly queue?: string | undefined
-  /** The store's Postgres schema (for the journal). Default `leasehold`. */
+  /**
+   * @deprecated The journal now comes from context, in the store's schema (`PgRunStore.layer`
+   * provides it): this option is ignored.
+   */
   readonly schema?: string | undefined
   /** Attempts an execution may crash through (suspensions do not count). Default the store's (5). */
   readonly maxAttempts?: number | undefined
   /**
    * Serve the registered workflows from this layer: a `Worker.run` with these options, started in
    * the layer's scope and restarted with the new set of handlers each time a workflow registers
-   * (registration happens as the workflow layers build, before any work). Without it, run
-   * `LeaseholdWorkflows.worker` yourself.
+   * (registration happens as the workflow layers build, before any work). Each registration
+   * waits, up to `readyTimeout`, until the restarted worker listens and has answered its first
+   * claim, so an execution started as soon as the layers are built is claimed at once. Without
+   * it, run `LeaseholdWorkflows.worker` yourself.
    */
   readonly serve?: Omit<Worker.WorkerOptions<never>, "handlers"> | undefined
   /**
@@ -81,6 +86,8 @@ export interface LeaseholdWorkflowsOptions {
    * is, the replay is stopped where it stands and replayed under the same fence. Default 100 ms.
    */
   readonly wakePollInterval?: Duration.Input | undefined
+  /** How long a registration waits for the serving worker to be ready (see `serve`). Default 5 s. */
+  readonly readyTimeout?: Duration.Input | undefined
 }
 
 /** The registered workflows, as handlers for `Worker.run`. @category services */
@@ -192,11 +199,14 @@ type Registered = {
   readonly execute: (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
 }
 
-/** Builds the engine over the `RunStore` and PgClient in context. @category constructors */
+/**
+ * Builds the engine over the `RunStore` and the `WorkflowJournal` in context (`PgRunStore.layer`
+ * and `MemoryRunStore.layer` each provide both). @category constructors
+ */
 export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptions = {}) {
   const store = yield* RunStore
-  const client = yield* PgClient.PgClient
-  const journal = yield* WorkflowJournal.make({ schema: options.schema })
+  const journal = yield* WorkflowJournal.WorkflowJournal
+  const readyTimeout = Duration.fromInputUnsafe(options.readyTimeout ?? "5 seconds")
   const queue = options.queue ?? "default"
   const registered = new Map<string, Registered>()
   const served = yield* FiberHandle.make<never, unknown>()
@@ -248,7 +258,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         if (options.serve === undefined) return
         // Restarted with every workflow registered so far; the previous worker shuts down first.
         const context = yield* Effect.context<never>()
-        yield* FiberHandle.run(served, serveWith(options.serve).pipe(Effect.provideContext(context)))
+        const ready = yield* Latch.make()
+        yield* FiberHandle.run(served, serveWith(options.serve, ready).pipe(Effect.provideContext(context)))
+        // Bounded: a store that cannot be reached now delays the layer, never blocks it.
+        yield* Effect.timeoutOption(ready.await, readyTimeout)
       }),
 
     execute: Effect.fnUntraced(function*(workflow, request) {
@@ -322,9 +335,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       const transactional = Context.get(activity.annotations, ClusterSchema.WithTransaction)
       const sql = transactional ? yield* SqlClient.SqlClient : undefined
       // One transaction holds the activity's writes and its result only on one client.
-      if (sql !== undefined && sql !== client) {
+      if (sql !== undefined && sql !== journal.sqlClient) {
         return yield* Effect.die(
-          new Error(`activity ${activity.name} is WithTransaction, but its SqlClient is not the PgClient the workflow engine was built on`)
+          new Error(`activity ${activity.name} is WithTransaction, but its SqlClient is not the one the workflow journal writes through`)
         )
       }
       const runAndRecord = Effect.gen(function*() {
@@ -575,15 +588,34 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       )
   })
 
-  const serveWith = (serve: Omit<Worker.WorkerOptions<never>, "handlers">) =>
-    worker(serve).pipe(Effect.provideService(WorkflowHandlers, handlers)) as Effect.Effect<never, unknown>
+  // Ready once it listens (what is enqueued from then on is announced to it) and its first claim
+  // is answered (its connection and plans are warm); a worker that cannot listen (a pooler without
+  // a listen URL) is ready at its second claim, a poll interval after its first.
+  const serveWith = (serve: Omit<Worker.WorkerOptions<never>, "handlers">, ready: Latch.Latch) =>
+    Effect.gen(function*() {
+      const outer = yield* WorkerEvents.WorkerEvents
+      let listened = false
+      let claims = 0
+      const sink: WorkerEvents.Sink = {
+        emit: (event) => {
+          if (event._tag === "Listening") listened = true
+          if (event._tag === "ClaimBatch" && (listened || ++claims > 1)) ready.openUnsafe()
+          return outer.emit(event)
+        }
+      }
+      return yield* worker(serve).pipe(
+        Effect.provideService(WorkflowHandlers, handlers),
+        Effect.provideService(WorkerEvents.WorkerEvents, sink)
+      )
+    }) as Effect.Effect<never, unknown>
 
   return Context.make(WorkflowEngine.WorkflowEngine, engine).pipe(Context.add(WorkflowHandlers, handlers))
 })
 
 /**
  * The `WorkflowEngine` and the handlers of the workflows registered with it. Needs the `RunStore`
- * and the PgClient it runs on (`PgRunStore.layer` over `Database.clientLayer`).
+ * and the `WorkflowJournal` (`PgRunStore.layer` over `Database.layer` gives both, in one schema;
+ * `MemoryRunStore.layer` gives both in memory).
  *
  * @category layers
  */

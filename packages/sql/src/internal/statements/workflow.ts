@@ -5,27 +5,17 @@
  * A wake resumes the execution's run when it is suspended, and otherwise leaves a signal its
  * holder's next suspension finds, in one transaction holding the run's row.
  */
-import type { LeaseKey, RunState } from "@leasehold/core"
+import { type LeaseKey, type RunState, WorkflowJournal } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { resumeWhere } from "./admin.js"
 import { diagnose, toError } from "./guarded.js"
 
-/** The run of an execution, as a poll or a wake sees it. */
-export interface ExecutionRun {
-  readonly runId: string
-  readonly state: RunState
-  readonly fence: number
-  readonly result: unknown
-  readonly error: unknown
-}
-
-/** What a wake did to the execution's run. */
-export type Wake = "resumed" | "signalled" | "none"
-
-/** The name of the signal a holder of `fence` suspends on, and a wake leaves for it. */
-export const wakeSignal = (fence: number) => `wake/${fence}`
+type Awaited = WorkflowJournal.Awaited
+type ExecutionRun = WorkflowJournal.ExecutionRun
+type Wake = WorkflowJournal.Wake
+const { interruptSignalName, wakeSignal } = WorkflowJournal
 
 export const executionRun = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
   Effect.map(
@@ -209,16 +199,6 @@ export const doneAmong = (sql: SqlClient.SqlClient, s: StoreSchema, execution: s
     (rows) => rows.map((row) => row.name)
   )
 
-/** The name of the deferred the engine's interrupt completes (Effect's cluster engine's). */
-const interruptSignalName = "Workflow/InterruptSignal"
-
-/** What a suspended execution waits on: a deferred its replays found not done, or a durable clock. */
-export interface Awaited {
-  readonly execution: string
-  readonly name: string
-  /** A durable clock's deadline, when the deferred is a clock's. */
-  readonly wakeAt: Date | null
-}
 
 /** The awaited deferreds of these executions that are not done, oldest first, clocks with their deadlines. */
 export const awaiting = (sql: SqlClient.SqlClient, s: StoreSchema, executions: ReadonlyArray<string>) =>
