@@ -36,6 +36,9 @@ import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/work
 /** How often `execute` and `awaitComplete` read an unsettled execution in its first second. */
 const settlePollMs = 10
 
+/** The yields a worker's restart waits for, so one burst of registrations restarts it once. */
+const registrationBurst = 8
+
 /** The run kind of a workflow's executions. @category naming */
 export const kindOf = (workflowName: string): string => `workflow/${workflowName}`
 
@@ -74,10 +77,11 @@ export interface LeaseholdWorkflowsOptions {
   /**
    * Serve the registered workflows from this layer: a `Worker.run` with these options, started in
    * the layer's scope and restarted with the new set of handlers each time a workflow registers
-   * (registration happens as the workflow layers build, before any work). Each registration
-   * waits, up to `readyTimeout`, until the restarted worker listens and has answered its first
-   * claim, so an execution started as soon as the layers are built is claimed at once. Without
-   * it, run `LeaseholdWorkflows.worker` yourself.
+   * (registration happens as the workflow layers build, before any work; a burst of registrations
+   * restarts it once). `execute` waits, up to `readyTimeout`, until that worker listens and has
+   * answered its first claim, so an execution started as soon as the layers are built is claimed
+   * at once rather than after the worker's start. Without it, run `LeaseholdWorkflows.worker`
+   * yourself.
    */
   readonly serve?: Omit<Worker.WorkerOptions<never>, "handlers"> | undefined
   /**
@@ -86,7 +90,7 @@ export interface LeaseholdWorkflowsOptions {
    * is, the replay is stopped where it stands and replayed under the same fence. Default 100 ms.
    */
   readonly wakePollInterval?: Duration.Input | undefined
-  /** How long a registration waits for the serving worker to be ready (see `serve`). Default 5 s. */
+  /** How long `execute` waits for the serving worker to be ready (see `serve`). Default 5 s. */
   readonly readyTimeout?: Duration.Input | undefined
 }
 
@@ -210,6 +214,11 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
   const queue = options.queue ?? "default"
   const registered = new Map<string, Registered>()
   const served = yield* FiberHandle.make<never, unknown>()
+  // Opened when the worker serving every workflow registered so far is ready (`serveWith`).
+  let serving: Latch.Latch | undefined
+  const untilServing = Effect.suspend(() =>
+    serving === undefined ? Effect.void : Effect.asVoid(Effect.timeoutOption(serving.await, readyTimeout))
+  )
 
   /** The execution's outcome as the store has it: none while it has not finished or suspended. */
   const currentResult = (workflow: Workflow.Any, key: string) =>
@@ -256,12 +265,13 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       Effect.gen(function*() {
         registered.set(workflow._tag, { workflow, execute })
         if (options.serve === undefined) return
-        // Restarted with every workflow registered so far; the previous worker shuts down first.
+        // Restarted with every workflow registered so far; the previous worker shuts down first. The
+        // start yields first, so the registrations of layers building together restart it once.
         const context = yield* Effect.context<never>()
         const ready = yield* Latch.make()
-        yield* FiberHandle.run(served, serveWith(options.serve, ready).pipe(Effect.provideContext(context)))
-        // Bounded: a store that cannot be reached now delays the layer, never blocks it.
-        yield* Effect.timeoutOption(ready.await, readyTimeout)
+        serving = ready
+        const start = Effect.andThen(Effect.repeat(Effect.yieldNow, { times: registrationBurst }), serveWith(options.serve, ready))
+        yield* FiberHandle.run(served, start.pipe(Effect.provideContext(context)))
       }),
 
     execute: Effect.fnUntraced(function*(workflow, request) {
@@ -279,6 +289,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         maxAttempts: options.maxAttempts,
         payload: { executionId: request.executionId, payload, ...(parent === undefined ? {} : { parent }) }
       }]))
+      // Claimed once this process's worker listens, not after its start (bounded: a store that
+      // cannot be reached delays the caller, never blocks it).
+      yield* untilServing
       if (request.discard) return undefined as any
       // A parent replays rather than waits: the child's completion wakes it.
       if (request.parent !== undefined) {
