@@ -242,6 +242,25 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       }
     })
 
+  // Opened, and replaced, each time this process's worker has stored a run's settlement: a caller
+  // waiting on an execution looks again at once rather than at its next poll (and needs no clock
+  // to pass, under `TestClock`). Runs settled by other processes are found by polling.
+  let settledHere = Latch.makeUnsafe()
+  const announceSettled = () => {
+    const settled = settledHere
+    settledHere = Latch.makeUnsafe()
+    settled.openUnsafe()
+  }
+  // As Effect's engines do, shutting the engine down interrupts the callers still waiting on it.
+  let shutDown = false
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      shutDown = true
+      announceSettled()
+      serving?.openUnsafe()
+    })
+  )
+
   // Most executions settle within a second of being asked for: look often then, so a caller sees
   // the result as soon as it is stored, and back off for the long ones.
   const untilSettled = <A>(check: Effect.Effect<Option.Option<A>>) =>
@@ -249,9 +268,13 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       let waitedMs = 0
       let delayMs = settlePollMs
       while (true) {
+        // Taken before the look, so a settlement stored during it is not missed.
+        const woken = settledHere
+        if (shutDown) return yield* Effect.interrupt
         const settled = yield* check
         if (Option.isSome(settled)) return settled.value
-        yield* Effect.sleep(Duration.millis(delayMs))
+        yield* Effect.timeoutOption(woken.await, Duration.millis(delayMs))
+        if (shutDown) return yield* Effect.interrupt
         waitedMs += delayMs
         if (waitedMs >= 1_000) delayMs = Math.min(delayMs * 2, 500)
       }
@@ -292,6 +315,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       // Claimed once this process's worker listens, not after its start (bounded: a store that
       // cannot be reached delays the caller, never blocks it).
       yield* untilServing
+      if (shutDown) return yield* Effect.interrupt
       if (request.discard) return undefined as any
       // A parent replays rather than waits: the child's completion wakes it.
       if (request.parent !== undefined) {
@@ -613,6 +637,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         emit: (event) => {
           if (event._tag === "Listening") listened = true
           if (event._tag === "ClaimBatch" && (listened || ++claims > 1)) ready.openUnsafe()
+          if (event._tag === "RunSettled") announceSettled()
           return outer.emit(event)
         }
       }
