@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { FenceRejected, MemoryRunStore, RunStore, WorkflowJournal } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
-import { Context, Duration, Effect, Exit, Layer, Option, Schema, type Scope } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 import { databaseUrl, freshSchema } from "./support/db.js"
@@ -169,4 +169,44 @@ describe("LeaseholdWorkflows on MemoryRunStore.layer (no database)", () => {
       Layer.provideMerge(LeaseholdWorkflows.layerServe({ ttl: "2 seconds", pollInterval: "50 millis", shutdownGrace: "100 millis" })),
       Layer.provideMerge(MemoryRunStore.layer)
     ))))
+
+  const Double = Workflow.make("memory/Double", {
+    payload: { n: Schema.Number },
+    success: Schema.Number,
+    idempotencyKey: ({ n }) => String(n)
+  })
+  const DoubleLayer = Double.toLayer(({ n }) => Activity.make({ name: "double", success: Schema.Number, execute: Effect.succeed(n * 2) }))
+  const serve = { ttl: "2 seconds", pollInterval: "50 millis", shutdownGrace: "0 millis" } as const
+
+  it.effect("under TestClock, execute returns the result its own worker stored without the clock moving: the settlement wakes it", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Double.execute({ n: 21 }).pipe(Effect.forkChild({ startImmediately: true }))
+      // Real work only (the store, the worker, the replay): no TestClock.adjust.
+      for (let i = 0; i < 5_000 && fiber.pollUnsafe() === undefined; i++) yield* Effect.yieldNow
+      const exit = fiber.pollUnsafe()
+      assert(exit !== undefined, "execute is still waiting: it was not woken by the settlement")
+      assert.deepStrictEqual(exit, Exit.succeed(42))
+    }).pipe(Effect.provide(DoubleLayer.pipe(
+      Layer.provideMerge(LeaseholdWorkflows.layerServe(serve)),
+      Layer.provideMerge(MemoryRunStore.layer)
+    ))))
+
+  it.live("shutting the engine down interrupts a caller still waiting on an execution", () =>
+    Effect.gen(function*() {
+      const Stuck = Workflow.make("memory/Stuck", { payload: { id: Schema.String }, idempotencyKey: ({ id }) => id })
+      const scope = yield* Scope.make()
+      const context = yield* Scope.provide(
+        Layer.build(Stuck.toLayer(() => Effect.never).pipe(
+          Layer.provideMerge(LeaseholdWorkflows.layerServe(serve)),
+          Layer.provideMerge(MemoryRunStore.layer)
+        )),
+        scope
+      )
+      const store = Context.get(context, RunStore)
+      const fiber = yield* Stuck.execute({ id: "one" }).pipe(Effect.provideContext(context), Effect.forkChild({ startImmediately: true }))
+      while ((yield* store.list({ limit: 1, state: "running" })).length === 0) yield* Effect.sleep(5)
+      yield* Scope.close(scope, Exit.void)
+      const exit = yield* Fiber.await(fiber).pipe(Effect.timeout("5 seconds"))
+      assert(Exit.hasInterrupts(exit), `the caller ended otherwise: ${String(exit)}`)
+    }))
 })
