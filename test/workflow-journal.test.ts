@@ -76,6 +76,10 @@ for (const target of [postgres, memory]) {
         assert.strictEqual(refused.storedFence, second.fence)
         assert(Option.isNone(yield* journal.activityResult("exec/1", "other", 1)))
         assert.deepStrictEqual(yield* journal.activityResult("exec/1", "step", 1), Option.some({ v: 1 }))
+        // An activity's start reads its result and a pending interrupt together.
+        assert.deepStrictEqual(yield* journal.activityStart("exec/1", "step", 1), { stored: Option.some({ v: 1 }), interruptPending: false })
+        yield* journal.deferredDone("exec/1", WorkflowJournal.interruptSignalName, { _tag: "Success", value: null })
+        assert.deepStrictEqual(yield* journal.activityStart("exec/1", "next", 1), { stored: Option.none(), interruptPending: true })
       }))
 
     it.live("a deferred's first outcome stands and wakes the execution: a running holder's next suspension returns, a suspended run is resumed", () =>

@@ -34,7 +34,7 @@ import {
   type LeaseKey
 } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
-import { WorkflowJournal } from "./WorkflowJournal.js"
+import { interruptSignalName, WorkflowJournal } from "./WorkflowJournal.js"
 
 /** A time column of a run, as `moveTime` may set it. @category testing */
 export type { TimeColumn }
@@ -218,6 +218,11 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     sqlClient: undefined,
     execution: (execution) => apply(() => Option.fromNullishOr(kept.execution(execution))),
     activityResult: (execution, activity, attempt) => apply(() => Option.fromNullishOr(kept.activityResult(execution, activity, attempt))),
+    activityStart: (execution, activity, attempt) =>
+      apply(() => ({
+        stored: Option.fromNullishOr(kept.activityResult(execution, activity, attempt)),
+        interruptPending: kept.isDone(execution, interruptSignalName)
+      })),
     recordActivity: (lease, execution, activity, attempt, exit) =>
       applyOutcome((now) => kept.recordActivity(lease, execution, activity, attempt, JSON.stringify(exit ?? null), now)),
     deferredResult: (execution, name) => apply((now) => Option.fromNullishOr(kept.deferredResult(execution, name, now))),

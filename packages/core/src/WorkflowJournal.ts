@@ -49,6 +49,15 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
   readonly execution: (execution: string) => Effect.Effect<Option.Option<ExecutionRun>, StoreError>
   readonly activityResult: (execution: string, activity: string, attempt: number) => Effect.Effect<Option.Option<unknown>, StoreError>
   /**
+   * What an activity's start needs, in one read: its recorded result, and whether an interrupt of
+   * the execution is pending (its deferred `interruptSignalName` done).
+   */
+  readonly activityStart: (
+    execution: string,
+    activity: string,
+    attempt: number
+  ) => Effect.Effect<{ readonly stored: Option.Option<unknown>; readonly interruptPending: boolean }, StoreError>
+  /**
    * Records an activity's result (an encoded `Exit`) under the holder's fence and returns the
    * result that stands: this one, or the one an earlier holder recorded first.
    */

@@ -44,6 +44,8 @@ export const makeWith = (sql: SqlClient.SqlClient, s: StoreSchema.StoreSchema): 
     execution: (execution) => refail("workflow execution")(statements.executionRun(sql, s, execution)),
     activityResult: (execution, activity, attempt) =>
       refail("activity result")(statements.activityResult(sql, s, execution, activity, attempt)),
+    activityStart: (execution, activity, attempt) =>
+      refail("activity start")(statements.activityStart(sql, s, execution, activity, attempt)),
     recordActivity: (lease, execution, activity, attempt, exit) =>
       refail("record activity")(statements.recordActivity(sql, s, lease, execution, activity, attempt, exit)),
     deferredResult: (execution, name) => refail("deferred result")(statements.deferredResult(sql, s, execution, name)),

@@ -358,10 +358,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       yield* unlessAbandoned
       const instance = yield* WorkflowEngine.WorkflowInstance
       const key = executionKey(instance.workflow._tag, instance.executionId)
-      const stored = yield* orFault(journal.activityResult(key, activity.name, attempt))
+      const { interruptPending: interrupting, stored } = yield* orFault(journal.activityStart(key, activity.name, attempt))
       if (Option.isSome(stored)) return new Workflow.Complete({ exit: decodeExit(stored.value) })
       // A pending interrupt replays only to rebuild compensations: no new activity starts.
-      if (!instance.interrupted && (yield* interruptPending(key))) return new Workflow.Suspended({})
+      if (!instance.interrupted && interrupting) return new Workflow.Suspended({})
       const fence = yield* Effect.serviceOption(Fence)
       if (Option.isNone(fence)) {
         return yield* Effect.die(new Error(`activity ${activity.name} ran outside a Leasehold run: no Fence`))

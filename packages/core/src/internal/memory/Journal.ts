@@ -48,6 +48,11 @@ export class Journal {
     return { ok: true, value: parse(stored) }
   }
 
+  /** Whether the deferred has an outcome. */
+  isDone(execution: string, name: string): boolean {
+    return this.deferreds.has(keyOf(execution, name))
+  }
+
   private clockDue(execution: string, name: string, now: number): boolean {
     const clock = this.clocks.get(keyOf(execution, name))
     return clock !== undefined && clock.wakeAt <= now

@@ -40,6 +40,19 @@ export const activityResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
     (rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => row.exit)
   )
 
+/** An activity's recorded result and whether an interrupt of its execution is pending, in one read. */
+export const activityStart = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, activity: string, attempt: number) =>
+  Effect.map(
+    sql<{ exit: unknown; interrupt_pending: boolean }>`
+      SELECT
+        (SELECT exit FROM ${s.workflowActivities(sql)} WHERE execution = ${execution} AND activity = ${activity} AND attempt = ${attempt}) AS exit,
+        EXISTS (SELECT 1 FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ${interruptSignalName}) AS interrupt_pending`,
+    (rows) => ({
+      stored: Option.fromNullishOr(rows[0]?.exit ?? null),
+      interruptPending: rows[0]?.interrupt_pending === true
+    })
+  )
+
 /**
  * Records an activity's result under the holder's fence and returns the result that stands: this
  * one, or one an earlier holder recorded first. The holder's row is locked in share mode, so a
