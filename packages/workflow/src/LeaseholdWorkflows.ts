@@ -78,7 +78,7 @@ export interface LeaseholdWorkflowsOptions {
    * Serve the registered workflows from this layer: a `Worker.run` with these options, started in
    * the layer's scope and restarted with the new set of handlers each time a workflow registers
    * (registration happens as the workflow layers build, before any work; a burst of registrations
-   * restarts it once). `execute` waits, up to `readyTimeout`, until that worker listens and has
+   * restarts it once, and the first registration waits for the first worker). `execute` waits, up to `readyTimeout`, until that worker listens and has
    * answered its first claim, so an execution started as soon as the layers are built is claimed
    * at once rather than after the worker's start. Without it, run `LeaseholdWorkflows.worker`
    * yourself.
@@ -214,8 +214,12 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
   const queue = options.queue ?? "default"
   const registered = new Map<string, Registered>()
   const served = yield* FiberHandle.make<never, unknown>()
-  // Opened when the worker serving every workflow registered so far is ready (`serveWith`).
+  // Opened when the worker serving every workflow registered so far is ready (`serveWith`). A
+  // worker replaced before it was ready hands its latch to the next one: whoever waits on it is
+  // let go by the worker that does become ready.
   let serving: Latch.Latch | undefined
+  let notYetReady: Latch.Latch | undefined
+  let servedOnce = false
   const untilServing = Effect.suspend(() =>
     serving === undefined ? Effect.void : Effect.asVoid(Effect.timeoutOption(serving.await, readyTimeout))
   )
@@ -291,10 +295,17 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         // Restarted with every workflow registered so far; the previous worker shuts down first. The
         // start yields first, so the registrations of layers building together restart it once.
         const context = yield* Effect.context<never>()
-        const ready = yield* Latch.make()
+        const ready = notYetReady ?? Latch.makeUnsafe()
+        notYetReady = ready
         serving = ready
         const start = Effect.andThen(Effect.repeat(Effect.yieldNow, { times: registrationBurst }), serveWith(options.serve, ready))
         yield* FiberHandle.run(served, start.pipe(Effect.provideContext(context)))
+        // The first worker's start (its connections, its first plans) is paid here, as the layers
+        // build, rather than by the first execution; later restarts are warm and are not waited for.
+        if (!servedOnce) {
+          servedOnce = true
+          yield* untilServing
+        }
       }),
 
     execute: Effect.fnUntraced(function*(workflow, request) {
@@ -636,7 +647,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       const sink: WorkerEvents.Sink = {
         emit: (event) => {
           if (event._tag === "Listening") listened = true
-          if (event._tag === "ClaimBatch" && (listened || ++claims > 1)) ready.openUnsafe()
+          if (event._tag === "ClaimBatch" && (listened || ++claims > 1)) {
+            ready.openUnsafe()
+            if (notYetReady === ready) notYetReady = undefined
+          }
           if (event._tag === "RunSettled") announceSettled()
           return outer.emit(event)
         }
