@@ -97,7 +97,7 @@ const tables = Layer.effectDiscard(Effect.gen(function*() {
  */
 export const appLayer = (options: ExampleOptions) => {
   const client = Database.layerFromUrl(options.url, { maxConnections: 6 })
-  const engine = LeaseholdWorkflows.layer({ schema: options.schema, serve: { ttl: "10 seconds", pollInterval: "200 millis" } }).pipe(
+  const engine = LeaseholdWorkflows.layer({ serve: { ttl: "10 seconds", pollInterval: "200 millis" } }).pipe(
     Layer.provideMerge(PgRunStore.layer({ schema: options.schema }))
   )
   const callbacks = Callbacks.layer({

@@ -9,6 +9,8 @@
 #                                     times (a race: it shows in most runs, not in every one);
 #   scripts/mutation-check.sh workflow  the holder check of a workflow activity's recorded result
 #                                     (internal/statements/workflow.ts), against the workflow tests;
+#   scripts/mutation-check.sh memory-journal  the same holder check in the memory twin
+#                                     (core internal/memory/Journal.ts), against test/workflow-journal.test.ts;
 #   scripts/mutation-check.sh wake    the wake of a running replay parked on a wait that ended
 #                                     (LeaseholdWorkflows › wakeWhenDone never acts), against
 #                                     test/workflow-engine.test.ts and the workflow process test;
@@ -212,6 +214,14 @@ elif [ "$mutation" = "workflow" ]; then
   grep -A3 "WITH holder AS" "$journal" | grep -q "AND fence" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: an activity's result is recorded whatever the holder's fence ($journal)"
   tests=(test/workflow.test.ts test/workflow-process.test.ts)
+  attempts=1
+elif [ "$mutation" = "memory-journal" ]; then
+  journal="$work/packages/core/src/internal/memory/Journal.ts"
+  # The memory twin records an activity's result whatever the holder's fence.
+  sed -i 's/if (this.state.holder(lease) === undefined) return/if (false) return/' "$journal"
+  grep -q "this.state.holder(lease) === undefined" "$journal" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the memory journal records an activity's result whatever the holder's fence ($journal)"
+  tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"

@@ -616,7 +616,7 @@ describe("the workflow engine against effect/workflow", () => {
       const lines: Array<string> = []
       const client = HolidayLayer.pipe(
         Layer.provideMerge(Layer.succeed(Notes, lines)),
-        Layer.provideMerge(LeaseholdWorkflows.layerClient({ schema })),
+        Layer.provideMerge(LeaseholdWorkflows.layerClient()),
         Layer.provideMerge(PgRunStore.layer({ schema })),
         Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 3 }))
       )

@@ -1,7 +1,8 @@
 /**
  * Leasehold's workflow engine as one layer, for tests that are written against `effect/workflow`
  * alone: a fresh schema of the test PostgreSQL, the store, and the engine serving the registered
- * workflows with a worker of its own (short leases, fast polls). `EngineSchema` names the schema so
+ * workflows with a worker of its own (short leases, fast polls). The store's layer gives the journal
+ * too, in the same schema. `EngineSchema` names the schema so
  * a test can read the runs and the journal.
  */
 import { Database, PgRunStore } from "@leasehold/sql"
@@ -18,7 +19,7 @@ export class EngineSchema extends Context.Service<EngineSchema, string>()("test/
 export const leaseholdEngine = (options: { readonly url?: string; readonly prefix?: string; readonly schema?: string } = {}) =>
   Layer.unwrap(Effect.sync(() => {
     const schema = options.schema ?? freshSchema(options.prefix ?? "wfe")
-    return LeaseholdWorkflows.layer({ schema, serve }).pipe(
+    return LeaseholdWorkflows.layer({ serve }).pipe(
       Layer.provideMerge(PgRunStore.layer({ schema })),
       Layer.provideMerge(Layer.succeed(EngineSchema, schema)),
       Layer.provideMerge(Database.layerFromUrl(options.url ?? databaseUrl(), { maxConnections: 6 }))

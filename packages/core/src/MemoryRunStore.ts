@@ -18,9 +18,10 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Exit, Layer, PubSub, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import * as Operators from "./internal/memory/Operators.js"
+import { Journal } from "./internal/memory/Journal.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
@@ -35,6 +36,7 @@ import {
   type LeaseKey
 } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
+import { interruptSignalName, WorkflowJournal } from "./WorkflowJournal.js"
 
 /** A time column of a run, as `moveTime` may set it. @category testing */
 export type { TimeColumn }
@@ -47,6 +49,8 @@ export type { TimeColumn }
  */
 export interface Controlled {
   readonly store: RunStore["Service"]
+  /** The workflow journal kept beside the store's runs. */
+  readonly journal: WorkflowJournal["Service"]
   readonly moveTime: (runId: string, column: TimeColumn, at: Date) => Effect.Effect<void>
   /** Sets a schedule's next tick, as a test against Postgres updates `schedules.next_tick`. */
   readonly moveNextTick: (name: string, at: Date) => Effect.Effect<void>
@@ -218,8 +222,35 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     ))
   })
 
+  const kept = new Journal(state)
+  const journal = WorkflowJournal.of({
+    sqlClient: undefined,
+    execution: (execution) => apply(() => Option.fromNullishOr(kept.execution(execution))),
+    activityResult: (execution, activity, attempt) => apply(() => Option.fromNullishOr(kept.activityResult(execution, activity, attempt))),
+    activityStart: (execution, activity, attempt) =>
+      apply(() => ({
+        stored: Option.fromNullishOr(kept.activityResult(execution, activity, attempt)),
+        interruptPending: kept.isDone(execution, interruptSignalName)
+      })),
+    recordActivity: (lease, execution, activity, attempt, exit) =>
+      applyOutcome((now) => kept.recordActivity(lease, execution, activity, attempt, JSON.stringify(exit ?? null), now)),
+    deferredResult: (execution, name) => apply((now) => Option.fromNullishOr(kept.deferredResult(execution, name, now))),
+    // No transaction to share: an activity's own writes are its own (see `completeInTransaction`).
+    transaction: (effect) => effect,
+    deferredDone: (execution, name, exit) => apply((now) => kept.deferredDone(execution, name, JSON.stringify(exit ?? null), now)),
+    wake: (execution, reason) => apply((now) => kept.wake(execution, reason, now)),
+    consumeWake: (lease) => applyOutcome((now) => kept.consumeWake(lease, now)),
+    scheduleClock: (execution, deferred, durationMs) => apply((now) => kept.scheduleClock(execution, deferred, durationMs, now)),
+    now: apply((now) => String(Math.round(now * 1000))),
+    nextClock: (execution, since) => apply((now) => Option.fromNullishOr(kept.nextClock(execution, since, now))),
+    doneAmong: (execution, names) => apply((now) => kept.doneAmong(execution, names, now)),
+    awaiting: (executions) => apply((now) => kept.awaiting(executions, now)),
+    journal: (execution) => apply((now) => kept.journal(execution, now))
+  })
+
   return {
     store,
+    journal,
     moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime())),
     moveNextTick: (name, at) => Effect.sync(() => state.setNextTick(name, at.getTime()))
   } satisfies Controlled
@@ -233,9 +264,14 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
 export const make: Effect.Effect<RunStore["Service"]> = Effect.map(makeControlled, (controlled) => controlled.store)
 
 /**
- * The store as a layer. Each build is a new, empty store whose clock is the `Clock` of the context
- * it is built in: build it inside an `it.effect` test to drive it with `TestClock`.
+ * The store as a layer, with the workflow journal kept beside its runs (`WorkflowJournal`, which
+ * `@leasehold/workflow`'s engine takes from context). Each build is a new, empty store whose
+ * clock is the `Clock` of the context it is built in: build it inside an `it.effect` test to drive
+ * it with `TestClock`.
  *
  * @category layers
  */
-export const layer: Layer.Layer<RunStore> = Layer.effect(RunStore, make)
+export const layer: Layer.Layer<RunStore | WorkflowJournal> = Layer.effectContext(Effect.map(
+  makeControlled,
+  ({ journal, store }) => Context.make(RunStore, store).pipe(Context.add(WorkflowJournal, journal))
+))

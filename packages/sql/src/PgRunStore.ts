@@ -6,7 +6,7 @@
  */
 import { Activity, ClaimPosition, InvalidConfig, type LeaseKey, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { type Duration, Effect, Layer, Redacted, Stream } from "effect"
+import { Context, type Duration, Effect, Layer, Redacted, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Migrations from "./Migrations.js"
@@ -25,6 +25,7 @@ import * as schedules from "./internal/statements/schedules.js"
 import * as signals from "./internal/statements/signals.js"
 import * as StoreErrors from "./StoreErrors.js"
 import * as StoreSchema from "./StoreSchema.js"
+import * as WorkflowJournal from "./WorkflowJournal.js"
 
 /** What becomes of a completed run (see `PgRunStoreOptions.completedRuns`). @category models */
 export type CompletedRuns = guarded.CompletedRuns
@@ -239,5 +240,16 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   })
 })
 
-/** The store as a layer over a PgClient (see `Database.layer`). @category layers */
-export const layer = (options: PgRunStoreOptions = {}) => Layer.effect(RunStore, make(options))
+/**
+ * The store as a layer over a PgClient (see `Database.layer`), with the workflow journal kept in
+ * the same schema (`WorkflowJournal`, which `@leasehold/workflow`'s engine takes from context).
+ *
+ * @category layers
+ */
+export const layer = (options: PgRunStoreOptions = {}) =>
+  Layer.effectContext(Effect.gen(function*() {
+    const store = yield* make(options)
+    const sql = yield* PgClient.PgClient
+    const s = yield* Effect.fromResult(StoreSchema.validate(options.schema))
+    return Context.make(RunStore, store).pipe(Context.add(WorkflowJournal.WorkflowJournal, WorkflowJournal.makeWith(sql, s)))
+  }))

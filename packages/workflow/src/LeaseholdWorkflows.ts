@@ -24,17 +24,20 @@ import {
   RunStore,
   StoreError,
   terminalStates,
-  Worker
+  Worker,
+  WorkerEvents,
+  WorkflowJournal
 } from "@leasehold/core"
-import { WorkflowJournal } from "@leasehold/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Cause, Context, Duration, Effect, Exit, Fiber, FiberHandle, Layer, Option, Schema, Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Fiber, FiberHandle, Latch, Layer, Option, Schema, Scope } from "effect"
 import { ClusterSchema } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 
 /** How often `execute` and `awaitComplete` read an unsettled execution in its first second. */
 const settlePollMs = 10
+
+/** The yields a worker's restart waits for, so one burst of registrations restarts it once. */
+const registrationBurst = 8
 
 /** The run kind of a workflow's executions. @category naming */
 export const kindOf = (workflowName: string): string => `workflow/${workflowName}`
@@ -64,15 +67,21 @@ export const currentFence: Effect.Effect<Fence["Service"]> = Effect.flatMap(
 export interface LeaseholdWorkflowsOptions {
   /** The queue executions are enqueued on. Default `default`. */
   readonly queue?: string | undefined
-  /** The store's Postgres schema (for the journal). Default `leasehold`. */
+  /**
+   * @deprecated The journal now comes from context, in the store's schema (`PgRunStore.layer`
+   * provides it): this option is ignored.
+   */
   readonly schema?: string | undefined
   /** Attempts an execution may crash through (suspensions do not count). Default the store's (5). */
   readonly maxAttempts?: number | undefined
   /**
    * Serve the registered workflows from this layer: a `Worker.run` with these options, started in
    * the layer's scope and restarted with the new set of handlers each time a workflow registers
-   * (registration happens as the workflow layers build, before any work). Without it, run
-   * `LeaseholdWorkflows.worker` yourself.
+   * (registration happens as the workflow layers build, before any work; a burst of registrations
+   * restarts it once, and the first registration waits for the first worker). `execute` waits, up to `readyTimeout`, until that worker listens and has
+   * answered its first claim, so an execution started as soon as the layers are built is claimed
+   * at once rather than after the worker's start. Without it, run `LeaseholdWorkflows.worker`
+   * yourself.
    */
   readonly serve?: Omit<Worker.WorkerOptions<never>, "handlers"> | undefined
   /**
@@ -81,6 +90,8 @@ export interface LeaseholdWorkflowsOptions {
    * is, the replay is stopped where it stands and replayed under the same fence. Default 100 ms.
    */
   readonly wakePollInterval?: Duration.Input | undefined
+  /** How long `execute` waits for the serving worker to be ready (see `serve`). Default 5 s. */
+  readonly readyTimeout?: Duration.Input | undefined
 }
 
 /** The registered workflows, as handlers for `Worker.run`. @category services */
@@ -192,14 +203,26 @@ type Registered = {
   readonly execute: (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
 }
 
-/** Builds the engine over the `RunStore` and PgClient in context. @category constructors */
+/**
+ * Builds the engine over the `RunStore` and the `WorkflowJournal` in context (`PgRunStore.layer`
+ * and `MemoryRunStore.layer` each provide both). @category constructors
+ */
 export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptions = {}) {
   const store = yield* RunStore
-  const client = yield* PgClient.PgClient
-  const journal = yield* WorkflowJournal.make({ schema: options.schema })
+  const journal = yield* WorkflowJournal.WorkflowJournal
+  const readyTimeout = Duration.fromInputUnsafe(options.readyTimeout ?? "5 seconds")
   const queue = options.queue ?? "default"
   const registered = new Map<string, Registered>()
   const served = yield* FiberHandle.make<never, unknown>()
+  // Opened when the worker serving every workflow registered so far is ready (`serveWith`). A
+  // worker replaced before it was ready hands its latch to the next one: whoever waits on it is
+  // let go by the worker that does become ready.
+  let serving: Latch.Latch | undefined
+  let notYetReady: Latch.Latch | undefined
+  let servedOnce = false
+  const untilServing = Effect.suspend(() =>
+    serving === undefined ? Effect.void : Effect.asVoid(Effect.timeoutOption(serving.await, readyTimeout))
+  )
 
   /** The execution's outcome as the store has it: none while it has not finished or suspended. */
   const currentResult = (workflow: Workflow.Any, key: string) =>
@@ -223,6 +246,25 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       }
     })
 
+  // Opened, and replaced, each time this process's worker has stored a run's settlement: a caller
+  // waiting on an execution looks again at once rather than at its next poll (and needs no clock
+  // to pass, under `TestClock`). Runs settled by other processes are found by polling.
+  let settledHere = Latch.makeUnsafe()
+  const announceSettled = () => {
+    const settled = settledHere
+    settledHere = Latch.makeUnsafe()
+    settled.openUnsafe()
+  }
+  // As Effect's engines do, shutting the engine down interrupts the callers still waiting on it.
+  let shutDown = false
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      shutDown = true
+      announceSettled()
+      serving?.openUnsafe()
+    })
+  )
+
   // Most executions settle within a second of being asked for: look often then, so a caller sees
   // the result as soon as it is stored, and back off for the long ones.
   const untilSettled = <A>(check: Effect.Effect<Option.Option<A>>) =>
@@ -230,9 +272,13 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       let waitedMs = 0
       let delayMs = settlePollMs
       while (true) {
+        // Taken before the look, so a settlement stored during it is not missed.
+        const woken = settledHere
+        if (shutDown) return yield* Effect.interrupt
         const settled = yield* check
         if (Option.isSome(settled)) return settled.value
-        yield* Effect.sleep(Duration.millis(delayMs))
+        yield* Effect.timeoutOption(woken.await, Duration.millis(delayMs))
+        if (shutDown) return yield* Effect.interrupt
         waitedMs += delayMs
         if (waitedMs >= 1_000) delayMs = Math.min(delayMs * 2, 500)
       }
@@ -246,9 +292,20 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       Effect.gen(function*() {
         registered.set(workflow._tag, { workflow, execute })
         if (options.serve === undefined) return
-        // Restarted with every workflow registered so far; the previous worker shuts down first.
+        // Restarted with every workflow registered so far; the previous worker shuts down first. The
+        // start yields first, so the registrations of layers building together restart it once.
         const context = yield* Effect.context<never>()
-        yield* FiberHandle.run(served, serveWith(options.serve).pipe(Effect.provideContext(context)))
+        const ready = notYetReady ?? Latch.makeUnsafe()
+        notYetReady = ready
+        serving = ready
+        const start = Effect.andThen(Effect.repeat(Effect.yieldNow, { times: registrationBurst }), serveWith(options.serve, ready))
+        yield* FiberHandle.run(served, start.pipe(Effect.provideContext(context)))
+        // The first worker's start (its connections, its first plans) is paid here, as the layers
+        // build, rather than by the first execution; later restarts are warm and are not waited for.
+        if (!servedOnce) {
+          servedOnce = true
+          yield* untilServing
+        }
       }),
 
     execute: Effect.fnUntraced(function*(workflow, request) {
@@ -266,6 +323,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         maxAttempts: options.maxAttempts,
         payload: { executionId: request.executionId, payload, ...(parent === undefined ? {} : { parent }) }
       }]))
+      // Claimed once this process's worker listens, not after its start (bounded: a store that
+      // cannot be reached delays the caller, never blocks it).
+      yield* untilServing
+      if (shutDown) return yield* Effect.interrupt
       if (request.discard) return undefined as any
       // A parent replays rather than waits: the child's completion wakes it.
       if (request.parent !== undefined) {
@@ -308,10 +369,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       yield* unlessAbandoned
       const instance = yield* WorkflowEngine.WorkflowInstance
       const key = executionKey(instance.workflow._tag, instance.executionId)
-      const stored = yield* orFault(journal.activityResult(key, activity.name, attempt))
+      const { interruptPending: interrupting, stored } = yield* orFault(journal.activityStart(key, activity.name, attempt))
       if (Option.isSome(stored)) return new Workflow.Complete({ exit: decodeExit(stored.value) })
       // A pending interrupt replays only to rebuild compensations: no new activity starts.
-      if (!instance.interrupted && (yield* interruptPending(key))) return new Workflow.Suspended({})
+      if (!instance.interrupted && interrupting) return new Workflow.Suspended({})
       const fence = yield* Effect.serviceOption(Fence)
       if (Option.isNone(fence)) {
         return yield* Effect.die(new Error(`activity ${activity.name} ran outside a Leasehold run: no Fence`))
@@ -322,9 +383,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       const transactional = Context.get(activity.annotations, ClusterSchema.WithTransaction)
       const sql = transactional ? yield* SqlClient.SqlClient : undefined
       // One transaction holds the activity's writes and its result only on one client.
-      if (sql !== undefined && sql !== client) {
+      if (sql !== undefined && sql !== journal.sqlClient) {
         return yield* Effect.die(
-          new Error(`activity ${activity.name} is WithTransaction, but its SqlClient is not the PgClient the workflow engine was built on`)
+          new Error(`activity ${activity.name} is WithTransaction, but its SqlClient is not the one the workflow journal writes through`)
         )
       }
       const runAndRecord = Effect.gen(function*() {
@@ -575,15 +636,38 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       )
   })
 
-  const serveWith = (serve: Omit<Worker.WorkerOptions<never>, "handlers">) =>
-    worker(serve).pipe(Effect.provideService(WorkflowHandlers, handlers)) as Effect.Effect<never, unknown>
+  // Ready once it listens (what is enqueued from then on is announced to it) and its first claim
+  // is answered (its connection and plans are warm); a worker that cannot listen (a pooler without
+  // a listen URL) is ready at its second claim, a poll interval after its first.
+  const serveWith = (serve: Omit<Worker.WorkerOptions<never>, "handlers">, ready: Latch.Latch) =>
+    Effect.gen(function*() {
+      const outer = yield* WorkerEvents.WorkerEvents
+      let listened = false
+      let claims = 0
+      const sink: WorkerEvents.Sink = {
+        emit: (event) => {
+          if (event._tag === "Listening") listened = true
+          if (event._tag === "ClaimBatch" && (listened || ++claims > 1)) {
+            ready.openUnsafe()
+            if (notYetReady === ready) notYetReady = undefined
+          }
+          if (event._tag === "RunSettled") announceSettled()
+          return outer.emit(event)
+        }
+      }
+      return yield* worker(serve).pipe(
+        Effect.provideService(WorkflowHandlers, handlers),
+        Effect.provideService(WorkerEvents.WorkerEvents, sink)
+      )
+    }) as Effect.Effect<never, unknown>
 
   return Context.make(WorkflowEngine.WorkflowEngine, engine).pipe(Context.add(WorkflowHandlers, handlers))
 })
 
 /**
  * The `WorkflowEngine` and the handlers of the workflows registered with it. Needs the `RunStore`
- * and the PgClient it runs on (`PgRunStore.layer` over `Database.layerFromUrl`).
+ * and the `WorkflowJournal` (`PgRunStore.layer` over `Database.layerFromUrl` or `Database.layer` gives both, in one schema;
+ * `MemoryRunStore.layer` gives both in memory).
  *
  * @category layers
  */

@@ -702,6 +702,28 @@ export class State {
     return ok({ _tag: "Recorded", runId })
   }
 
+  // --- workflow.ts -------------------------------------------------------------------------------
+
+  /** The run enqueued under this idempotency key, if any (an execution's run). */
+  byIdempotencyKey(key: string): StoredRun | undefined {
+    const id = this.keys.get(key)
+    return id === undefined ? undefined : this.runs.get(id)
+  }
+
+  /** Leaves a signal for a running run's holder, whose next suspension on it then returns at once. */
+  leaveSignal(run: StoredRun, signal: string, payload: string, now: number): void {
+    run.signals = JSON.stringify({ ...(parse(run.signals) as object), [signal]: { _tag: "Signalled", payload: parse(payload) } })
+    run.updatedAt = now
+  }
+
+  /** Takes a signal left for the holder, under its fence. */
+  takeSignal(lease: LeaseKey, signal: string, operation: string, now: number): Outcome<void, StaleWrite> {
+    return this.guarded(lease, operation, now, (run) => {
+      const { [signal]: _taken, ...rest } = parse(run.signals) as Record<string, unknown>
+      run.signals = JSON.stringify(rest)
+    })
+  }
+
   // --- admin.ts ----------------------------------------------------------------------------------
 
   private resume(run: StoredRun, payload: string, now: number): string {

@@ -5,27 +5,17 @@
  * A wake resumes the execution's run when it is suspended, and otherwise leaves a signal its
  * holder's next suspension finds, in one transaction holding the run's row.
  */
-import type { LeaseKey, RunState } from "@leasehold/core"
+import { type LeaseKey, type RunState, WorkflowJournal } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { resumeWhere } from "./admin.js"
 import { diagnose, inRow, toError } from "./guarded.js"
 
-/** The run of an execution, as a poll or a wake sees it. */
-export interface ExecutionRun {
-  readonly runId: string
-  readonly state: RunState
-  readonly fence: number
-  readonly result: unknown
-  readonly error: unknown
-}
-
-/** What a wake did to the execution's run. */
-export type Wake = "resumed" | "signalled" | "none"
-
-/** The name of the signal a holder of `fence` suspends on, and a wake leaves for it. */
-export const wakeSignal = (fence: number) => `wake/${fence}`
+type Awaited = WorkflowJournal.Awaited
+type ExecutionRun = WorkflowJournal.ExecutionRun
+type Wake = WorkflowJournal.Wake
+const { interruptSignalName, wakeSignal } = WorkflowJournal
 
 export const executionRun = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
   Effect.map(
@@ -48,6 +38,19 @@ export const activityResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
       SELECT exit FROM ${s.workflowActivities(sql)}
       WHERE execution = ${execution} AND activity = ${activity} AND attempt = ${attempt}`,
     (rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => row.exit)
+  )
+
+/** An activity's recorded result and whether an interrupt of its execution is pending, in one read. */
+export const activityStart = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, activity: string, attempt: number) =>
+  Effect.map(
+    sql<{ exit: unknown; interrupt_pending: boolean }>`
+      SELECT
+        (SELECT exit FROM ${s.workflowActivities(sql)} WHERE execution = ${execution} AND activity = ${activity} AND attempt = ${attempt}) AS exit,
+        EXISTS (SELECT 1 FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ${interruptSignalName}) AS interrupt_pending`,
+    (rows) => ({
+      stored: Option.fromNullishOr(rows[0]?.exit ?? null),
+      interruptPending: rows[0]?.interrupt_pending === true
+    })
   )
 
 /**
@@ -209,16 +212,6 @@ export const doneAmong = (sql: SqlClient.SqlClient, s: StoreSchema, execution: s
     (rows) => rows.map((row) => row.name)
   )
 
-/** The name of the deferred the engine's interrupt completes (Effect's cluster engine's). */
-const interruptSignalName = "Workflow/InterruptSignal"
-
-/** What a suspended execution waits on: a deferred its replays found not done, or a durable clock. */
-export interface Awaited {
-  readonly execution: string
-  readonly name: string
-  /** A durable clock's deadline, when the deferred is a clock's. */
-  readonly wakeAt: Date | null
-}
 
 /** The awaited deferreds of these executions that are not done, oldest first, clocks with their deadlines. */
 export const awaiting = (sql: SqlClient.SqlClient, s: StoreSchema, executions: ReadonlyArray<string>) =>
@@ -233,11 +226,8 @@ export const awaiting = (sql: SqlClient.SqlClient, s: StoreSchema, executions: R
     (rows) => rows.map((r): Awaited => ({ execution: r.execution, name: r.name, wakeAt: r.wake_at }))
   )
 
-/** One line of an execution's journal, as operators are shown it. */
-export type JournalEntry =
-  | { readonly type: "activity"; readonly name: string; readonly attempt: number; readonly fence: number; readonly exit: unknown; readonly at: Date }
-  | { readonly type: "deferred"; readonly name: string; readonly exit: unknown; readonly done: boolean; readonly at: Date }
-  | { readonly type: "clock"; readonly name: string; readonly wakeAt: Date; readonly fired: boolean }
+/** One line of an execution's journal (core's `WorkflowJournal.JournalEntry`). */
+export type JournalEntry = WorkflowJournal.JournalEntry
 
 /**
  * An execution's journal in the order it was written: activity results (with the fence each was
