@@ -128,6 +128,19 @@ const emailedLink = (executionId: string) =>
     }
   })
 
+/** Waits until the execution's run is suspended on the approval: holding no lease, no slot. */
+const suspended = (executionId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const schema = yield* ExampleSchema
+    const key = LeaseholdWorkflows.executionKey(Refund._tag, executionId)
+    while (true) {
+      const rows = yield* sql<{ state: string }>`SELECT state FROM ${sql(schema)}.runs WHERE idempotency_key = ${key}`
+      if (rows[0]?.state === "suspended") return
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
 /** Starts the refund, approves it through its link (on this server's port) and waits for the result. */
 export const refundAndApprove = (order: string, say: (line: string) => void) =>
   Effect.gen(function*() {
@@ -138,6 +151,7 @@ export const refundAndApprove = (order: string, say: (line: string) => void) =>
     if (address._tag === "UnixPathAddress") return yield* Effect.die(new Error("expected a TCP server"))
     link.port = String(address.port)
     say(`refund ${order}: waiting for approval (link in the outbox)`)
+    yield* suspended(executionId)
     const response = yield* Effect.promise(() =>
       fetch(link, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ approvedBy: "sam@example.com" }) })
     )
