@@ -372,6 +372,10 @@ describe("web console (chromium)", () => {
             timeout: 5_000
           })
           await page.locator(`tr[data-run-id="${a7}"]`).waitFor({ timeout: 10_000 })
+          // The filtered page replaces the unfiltered one when its answer arrives: wait for it.
+          await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("main tbody tr").length === 1, undefined, {
+            timeout: 10_000
+          }).catch(() => undefined)
           assert.strictEqual(await page.locator("main tbody tr").count(), 1)
         })
         assert.deepStrictEqual(problems, [], problems.join("\n"))
@@ -411,10 +415,17 @@ describe("web console (chromium)", () => {
           await cancel.focus()
           await page.keyboard.press("Enter")
           const activeText = () => page.evaluate(() => (globalThis as any).document.activeElement?.textContent)
+          // Each key's render (and the focus it moves) follows the key's event: wait for it.
+          const focusOn = (text: string) =>
+            page.waitForFunction((t) => (globalThis as any).document.activeElement?.textContent === t, text, { timeout: 10_000 })
+              .catch(() => undefined)
+          await focusOn("Yes, cancel run")
           assert.strictEqual(await activeText(), "Yes, cancel run")
           await page.keyboard.press("Escape")
+          await focusOn("Cancel run")
           assert.strictEqual(await activeText(), "Cancel run")
           await page.keyboard.press("Enter")
+          await focusOn("Yes, cancel run")
           await page.keyboard.press("Enter")
           await page.getByRole("button", { name: "Retry run" }).waitFor({ timeout: 10_000 })
           assert.strictEqual(await page.locator(".summary .badge").textContent(), "cancelled")
