@@ -36,6 +36,7 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
       }),
     fail: notImplemented,
     release: notImplemented,
+    snooze: notImplemented,
     checkpoint: notImplemented,
     suspend: notImplemented,
     completeInTransaction: notImplemented,

@@ -203,6 +203,7 @@ export const runStoreContract = (target: ContractTarget): void => {
             yield* Effect.flip(store.suspend({ ...stale, signal: "s", token: "t-stale", timeout: undefined })),
             expect("suspend")
           )
+          assert.deepInclude(yield* Effect.flip(store.snooze({ ...stale, delayMs: 5_000 })), expect("snooze"))
           const record = yield* store.get(stale.runId)
           assert.deepInclude(record, { state: "running", leaseOwner: "w2", fence: 2, attempt: 2, checkpoint: null, error: null })
           const history = yield* store.history(stale.runId)
@@ -211,9 +212,10 @@ export const runStoreContract = (target: ContractTarget): void => {
             [1, "checkpoint"],
             [1, "fail"],
             [1, "release"],
-            [1, "suspend"]
+            [1, "suspend"],
+            [1, "snooze"]
           ])
-          assert.strictEqual((yield* store.stats).fenceRejections, 4)
+          assert.strictEqual((yield* store.stats).fenceRejections, 5)
         }))
 
       test("a holder that already let its run go gets LeaseNotHeld, an unknown run RunNotFound, and neither is recorded as stale", ({ store }) =>
@@ -287,6 +289,57 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(lease.runId), { state: "pending", attempt: 0, leaseOwner: null, fence: 1 })
           const [again] = yield* claimFrom(store, "w2")
           assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1, checkpoint: { step: 3 } })
+        }))
+    })
+
+    describe("snooze", () => {
+      test("snooze lets the lease go, refunds the attempt and makes the run due after its delay, by the store's clock", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store, "w1", { maxAttempts: 1 })
+          yield* store.checkpoint(lease, { step: 1 })
+          yield* store.snooze({ ...lease, delayMs: 30_000 })
+          const record = yield* store.get(lease.runId)
+          assert.deepInclude(record, { state: "pending", attempt: 0, leaseOwner: null, leaseExpiresAt: null, fence: 1, error: null })
+          assert.isNull(record.finishedAt)
+          assert.isEmpty(yield* claimFrom(store, "w2"), "not due before its delay")
+          // The holder's lease is gone: its next write is refused, as after a release.
+          assert.deepInclude(yield* Effect.flip(store.snooze({ ...lease, delayMs: 0 })), {
+            _tag: "LeaseNotHeld",
+            state: "pending",
+            operation: "snooze"
+          })
+          yield* passTime("31 seconds")
+          const [again] = yield* claimFrom(store, "w2")
+          // maxAttempts 1, and still a first attempt: snoozing used none.
+          assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1, checkpoint: { step: 1 } })
+          yield* store.snooze({ runId: lease.runId, fence: 2, delayMs: 0 })
+          const [third] = yield* claimFrom(store, "w1")
+          assert.deepInclude(third, { id: lease.runId, fence: 3, attempt: 1 })
+          const history = yield* store.history(lease.runId)
+          assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), ["claimed@1", "snoozed@1", "claimed@2", "snoozed@2", "claimed@3"])
+          assert.isString((history[1]!.detail as { runAt: unknown }).runAt)
+          assert.strictEqual((yield* store.stats).fenceRejections, 0)
+        }))
+
+      test("a snoozed keyed run gives its key slot to the key's next run and waits in the key's line again", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const [k1, k2] = (yield* store.enqueue([
+            { kind: "job", payload: { i: 1 }, concurrencyKey: "K" },
+            { kind: "job", payload: { i: 2 }, concurrencyKey: "K" }
+          ])).map((r) => r.id)
+          const [first] = yield* claimFrom(store, "w1")
+          assert.strictEqual(first!.id, k1!)
+          yield* store.snooze({ runId: k1!, fence: 1, delayMs: 10_000 })
+          const [second, ...none] = yield* claimFrom(store, "w1")
+          assert.strictEqual(second!.id, k2!, "the slot went to the next of K")
+          assert.isEmpty(none)
+          yield* passTime("11 seconds")
+          assert.isEmpty(yield* claimFrom(store, "w1"), "k1 is due, but K's one slot is k2's")
+          assert.deepInclude(yield* store.get(k1!), { state: "pending", waitingForKey: true })
+          yield* store.completeBatch([{ runId: k2!, fence: 1, result: null }])
+          const [back] = yield* claimFrom(store, "w1")
+          assert.deepInclude(back, { id: k1!, fence: 2, attempt: 1 })
         }))
     })
 

@@ -140,6 +140,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     release: Effect.fn("MemoryRunStore.release")(function*(lease) {
       return yield* applyOutcome((now) => state.release(lease, now))
     }),
+    snooze: Effect.fn("MemoryRunStore.snooze")(function*(request) {
+      return yield* applyOutcome((now) => state.snooze(request, now))
+    }),
     checkpoint: Effect.fn("MemoryRunStore.checkpoint")(function*(lease, value) {
       const text = yield* Json.encode(value ?? null, "checkpoint", lease.runId)
       return yield* applyOutcome((now) => state.checkpoint(lease, text, now))

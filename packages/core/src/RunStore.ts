@@ -94,6 +94,12 @@ export interface FailRequest extends LeaseKey {
 }
 
 /** @category models */
+export interface SnoozeRequest extends LeaseKey {
+  /** How long until the run is due again, counted from the store's `now()` (0 to `Limits.maxDelayMs`). */
+  readonly delayMs: number
+}
+
+/** @category models */
 export interface SuspendRequest extends LeaseKey {
   readonly signal: string
   readonly token: string
@@ -243,6 +249,12 @@ export class RunStore extends Context.Service<RunStore, {
   readonly fail: (request: FailRequest) => Effect.Effect<FailOutcome, StaleWrite | StoreError>
   /** Gives a run back at once (shutdown, lost lease) without charging it an attempt. */
   readonly release: (lease: LeaseKey) => Effect.Effect<void, StaleWrite | StoreError>
+  /**
+   * Ends the held attempt without failing it (`Run.snooze`): the run is pending again, due at the
+   * store's `now()` + `delayMs`, its attempt given back and its lease and key slot let go, as
+   * `release` does. Guarded by id + fence + running.
+   */
+  readonly snooze: (request: SnoozeRequest) => Effect.Effect<void, StaleWrite | StoreError>
   readonly checkpoint: (lease: LeaseKey, value: unknown) => Effect.Effect<void, StaleWrite | UnstorableValue | StoreError>
   /**
    * Suspends the run and releases its lease outright; or, when the signal's outcome was delivered

@@ -177,7 +177,7 @@ export const run = <R>(
     const clock = yield* Effect.clockWith(Effect.succeed)
     const registry = yield* Handler.registry(options.handlers)
     const compiled = new Map(
-      options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h) }])
+      options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h), retry: h.retry }])
     )
     const inFlight: InFlight = new Map()
     // Open while no lease is in flight: shutdown waits on it instead of polling.
@@ -287,6 +287,7 @@ export const run = <R>(
         key,
         claimedAt: sentAt,
         encodeResult: compiled.get(run.kind)?.encodeResult ?? schemaless,
+        retrySchedule: compiled.get(run.kind)?.retry,
         deadline: sentAt + ttlMs,
         settled: undefined,
         finalizing: false,

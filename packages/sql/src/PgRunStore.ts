@@ -203,6 +203,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request, refs)),
     release: (lease) => refail("release")(guarded.release(sql, s, lease, refs)),
+    snooze: (request) => refail("snooze")(guarded.snooze(sql, s, request, refs)),
     checkpoint: (lease, value) => refail("checkpoint")(guarded.checkpoint(sql, s, lease, value, refs)),
     suspend: (request) => refail("suspend")(guarded.suspend(sql, s, request, refs)),
     deliverSignal: (request) => refail("deliver signal")(signals.deliverSignal(sql, s, request)),

@@ -49,6 +49,7 @@ import type {
   RunFilter,
   StaleWrite,
   Stats,
+  SnoozeRequest,
   StoreNotification,
   SuspendRequest
 } from "../../RunStore.js"
@@ -633,6 +634,18 @@ export class State {
       run.attempt = Math.max(run.attempt - 1, 0)
       this.record(run, "released", run.fence, null, null, now)
       this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
+    })
+  }
+
+  /** As `release`, but due `delayMs` from now (`Run.snooze`): the attempt is given back too. */
+  snooze(request: SnoozeRequest, now: number) {
+    return this.guarded(request, "snooze", now, (run) => {
+      this.letGo(run)
+      this.enter(run, "pending")
+      run.runAt = now + request.delayMs
+      run.attempt = Math.max(run.attempt - 1, 0)
+      this.record(run, "snoozed", run.fence, null, { runAt: new Date(run.runAt).toISOString() }, now)
+      if (request.delayMs === 0) this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
     })
   }
 
