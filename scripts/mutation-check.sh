@@ -58,6 +58,11 @@
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
+#   scripts/mutation-check.sh snooze-fence  a snooze no longer compares the fence (guarded.ts ›
+#                                     snooze), against the contract suite on PostgreSQL (a stale
+#                                     holder's snooze must be FenceRejected);
+#   scripts/mutation-check.sh snooze-attempt  a snooze no longer gives the attempt back (guarded.ts
+#                                     › snooze), against the contract suite on PostgreSQL;
 #   scripts/mutation-check.sh ledger-lock  ledger completions no longer lock their batches FOR KEY
 #                                     SHARE (a hold then misses a completion in flight), against
 #                                     test/ledger.test.ts's race, up to three times. OPEN: it
@@ -114,6 +119,18 @@ elif [ "$mutation" = "ledger-ready" ]; then
   grep -q "ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at" "$migrations" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: an update of a ready run's row makes it ready again, held or not ($migrations)"
   tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "snooze-fence" ] || [ "$mutation" = "snooze-attempt" ]; then
+  guarded="$work/packages/sql/src/internal/statements/guarded.ts"
+  if [ "$mutation" = "snooze-fence" ]; then
+    perl -0pi -e 's/(run_at = now\(\) \+ \$\{request\.delayMs\}[^\n]*\n[^\n]*\n\s*WHERE id = \$\{request\.runId\}::bigint) AND fence = \$\{request\.fence\}::bigint/$1/' "$guarded"
+    echo "mutation: a snooze matches its run by id and state, not fence ($guarded)"
+  else
+    perl -0pi -e 's/(run_at = now\(\) \+ \$\{request\.delayMs\}[^\n]*\n\s*)attempt = greatest\(attempt - 1, 0\), /$1/' "$guarded"
+    echo "mutation: a snooze keeps the attempt it ended ($guarded)"
+  fi
+  cmp -s "$guarded" "$repo/packages/sql/src/internal/statements/guarded.ts" && { echo "mutation incomplete"; exit 2; }
+  tests=(test/contract.test.ts -t "snooze|superseded holder")
   attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

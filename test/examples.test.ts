@@ -39,7 +39,9 @@ const examples: ReadonlyArray<Example> = [
     prints: [
       /^resize-image: completed, attempt 2, result \{"fence":2,"runId":"1","width":640,"attempt":2\}$/m,
       /^quote: completed, stored result \{"cents":"1999"\}$/m,
-      /^unstorable: failed, attempt 1: .*UnstorableValue.*BigInt/m
+      /^unstorable: failed, attempt 1: .*UnstorableValue.*BigInt/m,
+      /^poll-export: completed, attempt 1 of 1, fence 2$/m,
+      /^charge: failed after 3 of 10 attempts$/m
     ]
   },
   {
