@@ -29,7 +29,10 @@ const postgres: ContractTarget = {
           Effect.andThen(
             Effect.andThen(
               sql.unsafe(`UPDATE "${schema}".ready SET run_at = run_at - ${shift}`),
-              sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`)
+              Effect.andThen(
+                sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`),
+                sql.unsafe(`UPDATE "${schema}".rate_starts SET started_at = started_at - ${shift}`)
+              )
             ),
             sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
             last_heartbeat_at = last_heartbeat_at - ${shift}`)

@@ -37,6 +37,7 @@ import type {
   WorkerInfo
 } from "./RunRecord.js"
 import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
+import type { RateLimit, RateLimitInfo, RateLimitScope } from "./RateLimits.js"
 import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
 import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
 
@@ -329,6 +330,16 @@ export class RunStore extends Context.Service<RunStore, {
   readonly removeKeyLimit: (scope: KeyLimitScope, name: string) => Effect.Effect<boolean, StoreError>
   /** The declared limits, by scope and name, with how many keys run and how many keyed runs are due in each. */
   readonly keyLimits: Effect.Effect<ReadonlyArray<KeyLimitInfo>, StoreError>
+  /**
+   * Declares rate limits (`RateLimits.check` first: one invalid limit writes nothing); a limit
+   * already declared for the same queue or kind is replaced. Claims apply it from the moment this
+   * commits, to the runs that have not started (a run already running is not stopped).
+   */
+  readonly setRateLimits: (limits: ReadonlyArray<RateLimit>) => Effect.Effect<void, InvalidConfig | StoreError>
+  /** Removes the rate limit of a queue or kind; false when there was none. Its runs start freely. */
+  readonly removeRateLimit: (scope: RateLimitScope, name: string) => Effect.Effect<boolean, StoreError>
+  /** The declared rate limits, by scope and name, with the starts in each one's last interval and its due runs. */
+  readonly rateLimits: Effect.Effect<ReadonlyArray<RateLimitInfo>, StoreError>
   /**
    * Registers schedules (`Schedules.check` first: one invalid definition writes nothing). A new
    * schedule's first tick is the first after now; a changed definition takes effect from now on,

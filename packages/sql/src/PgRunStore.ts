@@ -15,6 +15,7 @@ import * as claimStatement from "./internal/statements/claim.js"
 import * as enqueueStatement from "./internal/statements/enqueue.js"
 import * as guarded from "./internal/statements/guarded.js"
 import * as keys from "./internal/statements/keys.js"
+import * as rate from "./internal/statements/rate.js"
 import * as operators from "./internal/statements/operators.js"
 import * as ledger from "./internal/statements/ledger.js"
 import * as queues from "./internal/statements/queues.js"
@@ -227,6 +228,9 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     setKeyLimits: (limits) => refail("set key limits")(keys.set(sql, s, limits)),
     removeKeyLimit: (scope, name) => refail("remove key limit")(keys.remove(sql, s, scope, name)),
     keyLimits: refail("key limits")(keys.list(sql, s)),
+    setRateLimits: (limits) => refail("set rate limits")(rate.set(sql, s, limits)),
+    removeRateLimit: (scope, name) => refail("remove rate limit")(rate.remove(sql, s, scope, name)),
+    rateLimits: refail("rate limits")(rate.list(sql, s)),
     registerSchedules: (definitions) => refail("register schedules")(schedules.register(sql, s, definitions)),
     tickSchedules: refail("tick schedules")(schedules.tick(sql, s)),
     schedules: refail("schedules")(schedules.list(sql, s)),

@@ -52,7 +52,7 @@ const waitingKeys = (s: StoreSchema, scope: "kind" | "queue") =>
  */
 const firstWaiting = (s: StoreSchema, scope: "kind" | "queue", window: string) =>
   `SELECT * FROM (
-      SELECT w.id, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt
+      SELECT w.id, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt, w.rate_scope
       FROM ${waitingOf(s, scope, "k")} AND w.concurrency_key = k.key AND w.run_at <= now()
         -- A paused queue's runs are not admitted: they would hold their keys' slots while paused.
         -- (Read once per statement: the paused queues are few, and the list is an init plan.)
@@ -168,7 +168,8 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
   // the row), and comes back as the `next` of the completion whose slot it took.
   const claims = next === undefined
     ? sql`false`
-    : sql`(r.kind = ANY(${next.kinds as Array<string>}::text[]) AND r.queue = ANY(${activeQueues(sql, s, next.queues)}))`
+    // A run a rate limit governs is given its slot, not started: only the rated claim starts it.
+    : sql`(r.rate_scope IS NULL AND r.kind = ANY(${next.kinds as Array<string>}::text[]) AND r.queue = ANY(${activeQueues(sql, s, next.queues)}))`
   const owner = next?.owner ?? null
   const ttlMs = next === undefined ? 0 : Duration.toMillis(next.ttl)
   // What a successor carries into the update and the history (the lateral's run, `r`).
