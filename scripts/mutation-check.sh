@@ -63,6 +63,12 @@
 #                                     holder's snooze must be FenceRejected);
 #   scripts/mutation-check.sh snooze-attempt  a snooze no longer gives the attempt back (guarded.ts
 #                                     › snooze), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh rate-room  a rated claim takes as many runs of a window as its limit
+#                                     asks, whatever the window's room (rate.ts › claimRated),
+#                                     against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh rate-lock  rated claims no longer lock their windows (rate.ts ›
+#                                     claimRated), against test/rate-process.test.ts, up to three
+#                                     times (a race between claimers);
 #   scripts/mutation-check.sh ledger-lock  ledger completions no longer lock their batches FOR KEY
 #                                     SHARE (a hold then misses a completion in flight), against
 #                                     test/ledger.test.ts's race, up to three times. OPEN: it
@@ -132,6 +138,20 @@ elif [ "$mutation" = "snooze-fence" ] || [ "$mutation" = "snooze-attempt" ]; the
   cmp -s "$guarded" "$repo/packages/sql/src/internal/statements/guarded.ts" && { echo "mutation incomplete"; exit 2; }
   tests=(test/contract.test.ts -t "snooze|superseded holder")
   attempts=1
+elif [ "$mutation" = "rate-room" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i 's/LIMIT greatest(w.room, 0)/LIMIT ${request.limit}/' "$rate"
+  grep -q 'greatest(w.room, 0)' "$rate" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a rated claim ignores its windows' room ($rate)"
+  tests=(test/contract.test.ts -t "rate limits")
+  attempts=1
+elif [ "$mutation" = "rate-lock" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i "s/WHERE pg_try_advisory_xact_lock(hashtextextended(/WHERE true OR pg_try_advisory_xact_lock(hashtextextended(/" "$rate"
+  grep -q 'WHERE true OR pg_try_advisory_xact_lock' "$rate" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: rated claims take no lock on their windows ($rate)"
+  tests=(test/rate-process.test.ts)
+  attempts=3
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
   sed -i 's/lock === "key share" ? sql`FOR KEY SHARE OF c` : sql``/sql``/' "$ledger"
