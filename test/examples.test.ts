@@ -76,6 +76,15 @@ const examples: ReadonlyArray<Example> = [
       })
   },
   {
+    file: "rate-limits.ts",
+    prints: [/^rate limit kind sync-tenant: 3 per 1000 ms per key; at most 3 starts of a tenant in any second$/m],
+    leaves: (sql) =>
+      Effect.gen(function*() {
+        const runs = yield* sql`SELECT 1 FROM leasehold.runs WHERE kind = 'sync-tenant' AND state = 'completed' AND rate_scope = 'kind'`
+        assert.lengthOf(runs, 12, "every sync ran governed by the rate limit")
+      })
+  },
+  {
     file: "workflow.ts",
     prints: [/^refund A-\S+ approved by sam@example\.com: run completed under fence 2, 1 payment$/m]
   },

@@ -52,7 +52,7 @@ const waitingKeys = (s: StoreSchema, scope: "kind" | "queue") =>
  */
 const firstWaiting = (s: StoreSchema, scope: "kind" | "queue", window: string) =>
   `SELECT * FROM (
-      SELECT w.id, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt, w.rate_scope
+      SELECT w.id, w.queue, w.kind, w.priority, w.run_at, w.claimed_by, w.claimed_at, w.claimed_fence, w.claimed_attempt
       FROM ${waitingOf(s, scope, "k")} AND w.concurrency_key = k.key AND w.run_at <= now()
         -- A paused queue's runs are not admitted: they would hold their keys' slots while paused.
         -- (Read once per statement: the paused queues are few, and the list is an init plan.)
@@ -169,7 +169,10 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
   const claims = next === undefined
     ? sql`false`
     // A run a rate limit governs is given its slot, not started: only the rated claim starts it.
-    : sql`(r.rate_scope IS NULL AND r.kind = ANY(${next.kinds as Array<string>}::text[]) AND r.queue = ANY(${activeQueues(sql, s, next.queues)}))`
+    // (One primary-key probe, only in a completion that claims: the admission statements that share
+    // these lines read no column a store's older schema lacks.)
+    : sql`(r.kind = ANY(${next.kinds as Array<string>}::text[]) AND r.queue = ANY(${activeQueues(sql, s, next.queues)})
+        AND NOT EXISTS (SELECT 1 FROM ${s.runs(sql)} x WHERE x.id = r.id AND x.rate_scope IS NOT NULL))`
   const owner = next?.owner ?? null
   const ttlMs = next === undefined ? 0 : Duration.toMillis(next.ttl)
   // What a successor carries into the update and the history (the lateral's run, `r`).
