@@ -199,7 +199,11 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     })
   return RunStore.of({
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests, storage).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
-    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, positions, request, keyCursors, refs, storage === "ledger")),
+    // Runs a rate limit governs are started first (rate.ts), then the routine claim takes the rest.
+    claim: (request) =>
+      refail("claim")(
+        rate.withRated(runtime, s, request, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger"))
+      ),
     renew: (owner, leases, ttl) => refail("renew")(renew(owner, leases, ttl)),
     completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request, refs)),

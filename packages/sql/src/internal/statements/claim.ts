@@ -18,7 +18,6 @@ import type { StoreSchema } from "../../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 import { admit, type KeyCursors, retryingCollisions } from "./admit.js"
 import * as ledger from "./ledger.js"
-import * as rate from "./rate.js"
 
 /** Where the ledger put a claimed run (null for a run claimed in its row). */
 interface LedgerPlace {
@@ -51,16 +50,9 @@ export const claim = (
   refs: ledger.LedgerRefs = new ledger.LedgerRefs(),
   intoLedger = true
 ) =>
-  // Runs a rate limit governs are started first, by the rated claim (rate.ts), while their
-  // windows have room; the routine claim takes the rest of the limit from the ready set.
-  Effect.flatMap(rate.claimRated(sql, s, request), (ratedRows) => {
-    const rated = ratedRows.map(toClaimed)
-    const rest = { ...request, limit: request.limit - rated.length }
-    const routine = rest.dueOnly === true
-      ? claimDue(sql, s, positions, rest, refs, intoLedger)
-      : claimAll(sql, s, positions, rest, keyCursors, refs, intoLedger)
-    return rated.length === 0 ? routine : Effect.map(routine, (claimed) => [...rated, ...claimed])
-  })
+  request.dueOnly === true
+    ? claimDue(sql, s, positions, request, refs, intoLedger)
+    : claimAll(sql, s, positions, request, keyCursors, refs, intoLedger)
 
 /**
  * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per

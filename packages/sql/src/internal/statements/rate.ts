@@ -16,12 +16,12 @@
  * holds more than `limit` of them (a sliding window). No row is updated per start.
  */
 import { KeyLimits, RateLimits } from "@leasehold/core"
-import type { ClaimRequest } from "@leasehold/core"
+import type { ClaimedRun, ClaimRequest } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { activeQueues, fenceFloor } from "./claim.js"
-import { type ClaimRow, num } from "./rows.js"
+import { type ClaimRow, num, toClaimed } from "./rows.js"
 
 /**
  * The rate limit governing a run of `kind` in `queue` (SQL expressions of the statement): `'kind'`
@@ -42,6 +42,24 @@ interface Window {
 
 /** Starts up to `request.limit` governed runs whose windows have room (the module's steps 1 and 2). */
 export const claimRated = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+  Effect.map(claimRatedRows(sql, s, request), (rows) => rows.map(toClaimed))
+
+/**
+ * A claim: the rated claim first, then the routine claim (`claim`, claim.ts) for the rest of the
+ * limit from the ready set. Composed here, so claim.ts need not know of rate limits.
+ */
+export const withRated = <E, R>(
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: ClaimRequest,
+  routine: (rest: ClaimRequest) => Effect.Effect<ReadonlyArray<ClaimedRun>, E, R>
+) =>
+  Effect.flatMap(claimRated(sql, s, request), (rated) =>
+    rated.length === 0
+      ? routine(request)
+      : Effect.map(routine({ ...request, limit: request.limit - rated.length }), (claimed) => [...rated, ...claimed]))
+
+const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return [] as ReadonlyArray<ClaimRow>
     const kinds = request.kinds as Array<string>
