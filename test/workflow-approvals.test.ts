@@ -46,13 +46,26 @@ const SettlementLayer = Settlement.toLayer(Effect.fnUntraced(function*() {
   return yield* DurableDeferred.await(Settled)
 }))
 
+// A refund whose person's decision has a number: the console's form is built from this schema.
+const RefundDecision = Schema.Struct({ approved: Schema.Boolean, amount: Schema.Number, note: Schema.optional(Schema.String) })
+const ApproveRefund = DurableDeferred.make("person/approve-refund", { success: RefundDecision })
+const Refund = Workflow.make("Refund", {
+  payload: { order: Schema.String },
+  success: Schema.Struct({ order: Schema.String, decision: RefundDecision }),
+  idempotencyKey: ({ order }) => order
+})
+const RefundLayer = Refund.toLayer(Effect.fnUntraced(function*({ order }) {
+  const decision = yield* DurableDeferred.await(ApproveRefund)
+  return { order, decision }
+}))
+
 const token = "admin-token-for-tests-0123456789"
 const bearer = { authorization: `Bearer ${token}` }
 
 const setUp = Effect.gen(function*() {
   const schema = freshSchema("wfappr")
   const context = yield* Layer.build(
-    Layer.mergeAll(PayoutLayer, SettlementLayer).pipe(
+    Layer.mergeAll(PayoutLayer, SettlementLayer, RefundLayer).pipe(
       Layer.provideMerge(LeaseholdWorkflows.layer({ schema })),
       Layer.provideMerge(WorkflowJournal.layer({ schema })),
       Layer.provideMerge(PgRunStore.layer({ schema })),
@@ -70,7 +83,8 @@ const setUp = Effect.gen(function*() {
       workflows: {
         awaiting: journal.awaiting,
         journal: journal.journal,
-        decide: (execution, deferred, value) => journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value))
+        decide: (execution, deferred, value) => journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value)),
+        deferreds: [ApproveRefund]
       }
     }).pipe(Layer.provide(Layer.mergeAll(
       Callbacks.layer(callbacksOptions({})),
@@ -171,5 +185,65 @@ describe("workflow approvals", () => {
       })
       const result = yield* Payout.execute({ order: "P-2" }).pipe(Effect.provideContext(context))
       assert.deepStrictEqual(result, { order: "P-2", approved: true, note: "paid" })
+    }))
+
+  it.live("a decision that does not decode with the deferred's schema is refused (400, nothing written); the schema is the run's signalSchema", () =>
+    Effect.gen(function*() {
+      const { context, origin, schema, sql } = yield* setUp
+      const executionId = yield* Refund.execute({ order: "R-1" }, { discard: true }).pipe(Effect.provideContext(context))
+      const id = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Refund", executionId))
+      const page = yield* request(`${origin}/api/runs/${id}`, { headers: bearer })
+      const properties = page.body.run.signalSchema.schema.properties
+      assert.deepStrictEqual(Object.keys(properties), ["approved", "amount", "note"])
+      const refused = yield* postJson(`${origin}/api/runs/${id}/resume`, { payload: { approved: true, amount: "12" } }, bearer)
+      assert.strictEqual(refused.status, 400, JSON.stringify(refused.body))
+      assert.strictEqual(refused.body.error, "invalid-payload")
+      assert.include(refused.body.message, "amount")
+      const deferreds = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".workflow_deferreds`)
+      assert.strictEqual(deferreds[0]!.n, 0, "no deferred completed")
+      // A workflow without the schema given keeps the default form's { approved, note }.
+      const payout = yield* Payout.execute({ order: "P-3" }, { discard: true }).pipe(Effect.provideContext(context))
+      const payoutRun = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Payout", payout))
+      const payoutPage = yield* request(`${origin}/api/runs/${payoutRun}`, { headers: bearer })
+      assert.strictEqual(payoutPage.body.run.signalSchema, undefined)
+    }))
+
+  it.live("in the console (chromium): a workflow's approval form is built from its deferred's schema; a non-number amount is refused in the page, a number reaches the workflow as a number", () =>
+    Effect.gen(function*() {
+      const { context, origin, schema, sql } = yield* setUp
+      const executionId = yield* Refund.execute({ order: "R-2" }, { discard: true }).pipe(Effect.provideContext(context))
+      const runId = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Refund", executionId))
+      const executablePath = process.env.CHROMIUM_PATH || execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
+      const browser = yield* Effect.acquireRelease(
+        Effect.promise(() => chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })),
+        (b) => Effect.promise(() => b.close())
+      )
+      const posted: Array<string> = []
+      yield* Effect.promise(async () => {
+        const page = await browser.newPage({ httpCredentials: { username: "admin", password: token } })
+        page.on("request", (r) => {
+          if (r.method() === "POST") posted.push(r.postData() ?? "")
+        })
+        await page.goto(`${origin}/#/approvals`)
+        const card = page.locator(`article.approval[data-run-id="${runId}"]`)
+        await card.waitFor({ timeout: 10_000 })
+        const amount = card.getByLabel("Amount", { exact: true })
+        assert.strictEqual(await amount.getAttribute("type"), "number")
+        assert.strictEqual(await card.getByLabel("Note (optional)").count(), 1, "the schema's optional note")
+        // Text that is not a number: the browser keeps it as bad input, the form says why and sends nothing.
+        await amount.focus()
+        await page.keyboard.type("1e")
+        await card.getByRole("button", { name: "Approve" }).click()
+        await card.getByText("Amount must be a number").waitFor({ timeout: 5_000 })
+        assert.strictEqual(await amount.getAttribute("aria-invalid"), "true")
+        assert.deepStrictEqual(posted, [], "nothing sent")
+        await amount.fill("12.5")
+        await card.getByRole("button", { name: "Approve" }).click()
+        await card.getByText("Approved: the run is resuming.").waitFor({ timeout: 10_000 })
+      })
+      assert.deepStrictEqual(posted.map((p) => JSON.parse(p)), [{ payload: { approved: true, amount: 12.5 } }])
+      const result = yield* Refund.execute({ order: "R-2" }).pipe(Effect.provideContext(context))
+      assert.deepStrictEqual(result, { order: "R-2", decision: { approved: true, amount: 12.5 } })
+      assert.strictEqual(typeof result.decision.amount, "number")
     }))
 })
