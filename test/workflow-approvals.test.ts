@@ -59,13 +59,24 @@ const RefundLayer = Refund.toLayer(Effect.fnUntraced(function*({ order }) {
   return { order, decision }
 }))
 
+// A batch of refunds: each order a child workflow (Refund) awaiting a person; the batch waits for them.
+const RefundBatch = Workflow.make("RefundBatch", {
+  payload: { orders: Schema.Array(Schema.String) },
+  success: Schema.Number,
+  idempotencyKey: ({ orders }) => orders.join("+")
+})
+const RefundBatchLayer = RefundBatch.toLayer(Effect.fnUntraced(function*({ orders }) {
+  const done = yield* Effect.forEach(orders, (order) => Refund.execute({ order }), { concurrency: "unbounded" })
+  return done.length
+}))
+
 const token = "admin-token-for-tests-0123456789"
 const bearer = { authorization: `Bearer ${token}` }
 
 const setUp = Effect.gen(function*() {
   const schema = freshSchema("wfappr")
   const context = yield* Layer.build(
-    Layer.mergeAll(PayoutLayer, SettlementLayer, RefundLayer).pipe(
+    Layer.mergeAll(PayoutLayer, SettlementLayer, RefundLayer, RefundBatchLayer).pipe(
       Layer.provideMerge(LeaseholdWorkflows.layer({ schema })),
       Layer.provideMerge(WorkflowJournal.layer({ schema })),
       Layer.provideMerge(PgRunStore.layer({ schema })),
@@ -245,5 +256,49 @@ describe("workflow approvals", () => {
       const result = yield* Refund.execute({ order: "R-2" }).pipe(Effect.provideContext(context))
       assert.deepStrictEqual(result, { order: "R-2", decision: { approved: true, amount: 12.5 } })
       assert.strictEqual(typeof result.decision.amount, "number")
+    }))
+
+  it.live("a workflow's run page lists its child workflows, each linked to its own run page (API and chromium)", () =>
+    Effect.gen(function*() {
+      const { context, origin, schema, sql } = yield* setUp
+      const batch = yield* RefundBatch.execute({ orders: ["C-1", "C-2"] }, { discard: true }).pipe(Effect.provideContext(context))
+      const batchKey = LeaseholdWorkflows.executionKey("RefundBatch", batch)
+      const childRuns = yield* eventually("both children suspend", Effect.map(
+        sql.unsafe<{ id: string; key: string }>(
+          `SELECT id::text AS id, idempotency_key AS key FROM "${schema}".runs WHERE kind = 'workflow/Refund' AND state = 'suspended' ORDER BY id`
+        ),
+        (rows) => rows.length === 2 ? rows : undefined
+      ), "20 seconds")
+      const batchRun = yield* suspendedRun(sql, schema, batchKey)
+      // Another workflow's child is not this one's.
+      const other = yield* Refund.execute({ order: "C-9" }, { discard: true }).pipe(Effect.provideContext(context))
+      yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Refund", other))
+      const page = yield* request(`${origin}/api/runs/${batchRun}`, { headers: bearer })
+      assert.deepStrictEqual(
+        page.body.children.map((c: { id: string; kind: string; state: string; execution: string }) => [c.id, c.kind, c.state, c.execution]),
+        childRuns.map((c) => [c.id, "workflow/Refund", "suspended", c.key])
+      )
+      const childPage = yield* request(`${origin}/api/runs/${childRuns[0]!.id}`, { headers: bearer })
+      assert.deepStrictEqual(childPage.body.children, [], "a child without children of its own")
+      const executablePath = process.env.CHROMIUM_PATH || execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
+      const browser = yield* Effect.acquireRelease(
+        Effect.promise(() => chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })),
+        (b) => Effect.promise(() => b.close())
+      )
+      yield* Effect.promise(async () => {
+        const page = await browser.newPage({ httpCredentials: { username: "admin", password: token } })
+        await page.goto(`${origin}/#/runs/${batchRun}`)
+        const rows = page.locator("section[aria-labelledby=children] tbody tr")
+        await rows.first().waitFor({ timeout: 10_000 })
+        const shown = await rows.evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("td")].slice(0, 4).map((td) => td.textContent?.trim())))
+        assert.deepStrictEqual(shown.map((r) => r.slice(1)), childRuns.map((c) => ["Refund", c.key, "suspended"]))
+        // Its link opens the child's page, by keyboard.
+        const link = rows.first().getByRole("link")
+        await link.focus()
+        await page.keyboard.press("Enter")
+        await page.waitForURL(`**/#/runs/${childRuns[0]!.id}`)
+        await page.locator("h1", { hasText: "Run" }).waitFor()
+        await page.locator("section[aria-labelledby=children]").getByText("No child workflow.").waitFor({ timeout: 10_000 })
+      })
     }))
 })

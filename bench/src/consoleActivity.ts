@@ -27,6 +27,7 @@ const schema = `console_activity_${total}`
 const chunk = 5_000
 const failedRuns = 2_000
 const queues = ["default", "emails", "billing", "reports"]
+const kinds = Array.from({ length: 7 }, (_, i) => `task-${i}`)
 
 const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`)
 
@@ -36,14 +37,14 @@ const fill = (store: RunStore["Service"], count: number, label: string) =>
     for (let done = 0; done < count; done += chunk) {
       const n = Math.min(chunk, count - done)
       yield* store.enqueue(Array.from({ length: n }, (_, i) => ({
-        kind: `task-${(done + i) % 7}`,
+        kind: kinds[(done + i) % kinds.length]!,
         queue: queues[(done + i) % queues.length]!,
         payload: { order: `O-${label}-${done + i}`, customer: `C-${(done + i) % 5000}` }
       })))
       let left = n
       while (left > 0) {
-        const claimed = yield* store.claim({ owner: `bench-${label}`, queues, kinds: [], limit: 1_000, ttl: Duration.minutes(5) })
-        if (claimed.length === 0) break
+        const claimed = yield* store.claim({ owner: `bench-${label}`, queues, kinds, limit: 1_000, ttl: Duration.minutes(5) })
+        if (claimed.length === 0) return yield* Effect.die(new Error(`${label}: ${left} runs enqueued but not claimable`))
         yield* store.completeBatch(claimed.map((c) => ({ runId: c.id, fence: c.fence, result: JSON.stringify({ ok: c.id }), keyed: false })))
         left -= claimed.length
       }
@@ -62,7 +63,7 @@ const failSome = (store: RunStore["Service"], count: number) =>
     let left = count
     while (left > 0) {
       const claimed = yield* store.claim({ owner: "bench-fail", queues, kinds: ["charge"], limit: 500, ttl: Duration.minutes(5) })
-      if (claimed.length === 0) break
+      if (claimed.length === 0) return yield* Effect.die(new Error(`${left} runs to fail but not claimable`))
       for (const c of claimed) {
         yield* Effect.ignore(store.fail({ runId: c.id, fence: c.fence, error: { message: `card declined for ${c.id}` }, retryDelayMs: undefined }))
       }

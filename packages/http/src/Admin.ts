@@ -104,6 +104,9 @@ export interface WorkflowDecisions {
   readonly deferreds?: ReadonlyArray<{ readonly name: string; readonly successSchema: Schema.Top }> | undefined
 }
 
+/** A workflow run's page lists at most this many child workflows (the oldest first). @category constants */
+export const maxChildrenShown = 100
+
 /** Open event streams a server allows by default. @category constants */
 export const defaultMaxEventStreams = 64
 
@@ -396,13 +399,21 @@ export const layer = (options: AdminOptions) =>
           const journal = isWorkflowRun(run) && options.workflows?.journal !== undefined
             ? yield* options.workflows.journal(run.idempotencyKey!)
             : null
+          // A workflow's children: the runs whose payload names its execution as their parent
+          // (what a child wakes when it ends), enqueued after it, so read forward from its id.
+          const children = isWorkflowRun(run)
+            ? (yield* store.list({ payload: [{ path: ["parent"], value: run.idempotencyKey! }], after: run.id, limit: maxChildrenShown }))
+              .map((child) => ({ id: child.id, kind: child.kind, state: child.state, execution: child.idempotencyKey, createdAt: child.createdAt, finishedAt: child.finishedAt }))
+              .reverse()
+            : null
           const registry = yield* Handlers
           // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
           // it: the console shows this story, and the raw events beside it.
           return json(200, {
             run: withSignalSchema(registry, deferredSchemas, withWorkflow(run, views)),
             history: { ...RunHistory.fromEvents(events), events },
-            journal
+            journal,
+            children
           })
         }))),
 

@@ -107,6 +107,17 @@ export interface RunDetail {
     readonly events: ReadonlyArray<RunEvent>
   }
   readonly journal: ReadonlyArray<JournalEntry> | null
+  /** A workflow run's child workflows (their runs), oldest first; null for other runs. */
+  readonly children?: ReadonlyArray<ChildRun> | null
+}
+
+export interface ChildRun {
+  readonly id: string
+  readonly kind: string
+  readonly state: string
+  readonly execution: string | null
+  readonly createdAt: string
+  readonly finishedAt: string | null
 }
 
 export interface Lease {
