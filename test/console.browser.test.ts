@@ -365,9 +365,9 @@ describe("web console (chromium)", () => {
 
           // Runs filtered by a payload field: only the A-7 refund.
           await page.goto(`${baseUrl}/#/runs`)
-          await page.getByLabel("Payload field").fill("order")
-          await page.getByLabel("Payload value").fill("A-7")
-          await page.getByLabel("Payload value").press("Enter")
+          await page.getByLabel("Payload field", { exact: true }).fill("order")
+          await page.getByLabel("Payload value", { exact: true }).fill("A-7")
+          await page.getByLabel("Payload value", { exact: true }).press("Enter")
           await page.waitForFunction(() => (globalThis as any).location.hash.includes("value=A-7"), undefined, {
             timeout: 5_000
           })
@@ -376,6 +376,16 @@ describe("web console (chromium)", () => {
           await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("main tbody tr").length === 1, undefined, {
             timeout: 10_000
           }).catch(() => undefined)
+          assert.strictEqual(await page.locator("main tbody tr").count(), 1)
+
+          // Two payload fields, both required: A-7 with amount 7 matches, with amount 8 nothing does.
+          await page.getByLabel("Second payload field").fill("amount")
+          await page.getByLabel("Second payload value").fill("8")
+          await page.getByLabel("Second payload value").press("Enter")
+          await page.getByText("No runs match.").waitFor({ timeout: 10_000 })
+          await page.getByLabel("Second payload value").fill("7")
+          await page.getByLabel("Second payload value").press("Enter")
+          await page.locator(`tr[data-run-id="${a7}"]`).waitFor({ timeout: 10_000 })
           assert.strictEqual(await page.locator("main tbody tr").count(), 1)
         })
         assert.deepStrictEqual(problems, [], problems.join("\n"))

@@ -923,6 +923,32 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual((yield* store.stats).liveLeases, 0, "an expired lease is not live")
         }))
 
+      test("stats count completed runs (in the ledger or in their rows), failed ones and the rest of a batch still running, by queue", ({ store }) =>
+        Effect.gen(function*() {
+          yield* enqueueJobs(store, 4, { maxAttempts: 1 })
+          yield* enqueueJobs(store, 1, { queue: "other" })
+          const claimed = yield* claimFrom(store, "w1", { limit: 4 })
+          assert.strictEqual(claimed.length, 4)
+          // Two complete together (one completion batch), one fails (moved to its row), one still runs.
+          yield* store.completeBatch(claimed.slice(0, 2).map((c) => ({ runId: c.id, fence: c.fence, result: null })))
+          yield* store.fail({ runId: claimed[2]!.id, fence: claimed[2]!.fence, error: { message: "no" }, retryDelayMs: undefined })
+          const [other] = yield* claimFrom(store, "w2", { queues: ["other"] })
+          yield* store.completeBatch([{ runId: other!.id, fence: other!.fence, result: null }])
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [
+            { queue: "default", state: "completed", count: 2 },
+            { queue: "default", state: "failed", count: 1 },
+            { queue: "default", state: "running", count: 1 },
+            { queue: "other", state: "completed", count: 1 }
+          ])
+          // The one still running completes: its batch is settled, and it is counted completed.
+          yield* store.completeBatch([{ runId: claimed[3]!.id, fence: claimed[3]!.fence, result: null }])
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [
+            { queue: "default", state: "completed", count: 3 },
+            { queue: "default", state: "failed", count: 1 },
+            { queue: "other", state: "completed", count: 1 }
+          ])
+        }))
+
       test("sample counts the runs that have not ended by queue and state, due runs a claim may take with the oldest one's wait, and live leases; ended runs are not counted", ({ passTime, store }) =>
         Effect.gen(function*() {
           assert.deepStrictEqual(yield* store.sample, { byStateAndQueue: [], dueByQueue: [], liveLeases: 0 })
