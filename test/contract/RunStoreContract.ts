@@ -894,6 +894,8 @@ export const runStoreContract = (target: ContractTarget): void => {
           const usage = yield* store.keyUsage("kind", "job", 10)
           assert.deepStrictEqual(usage.map((u) => [u.key, u.held, u.waiting]), [["old", 1, 2], ["new", 1, 1], ["solo", 1, 0]])
           assert.isAtLeast(usage[0]!.oldestWaitingSeconds!, 10)
+          // The runs waiting for their key's slot are due runs in stats too (the kind scope's index).
+          assert.deepStrictEqual((yield* store.stats).dueByQueue.map((q) => [q.queue, q.due]), [["default", 3]])
           assert.isNull(usage[2]!.oldestWaitingSeconds)
           assert.strictEqual((yield* store.keyUsage("kind", "job", 1)).length, 1)
           assert.deepStrictEqual(yield* store.keyUsage("queue", "default", 10), [])

@@ -206,8 +206,12 @@ export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
       SELECT queue, count(*) AS due, extract(epoch FROM now() - min(run_at))::float8 AS oldest FROM (
         SELECT queue, run_at FROM ${s.ready(sql)} WHERE run_at <= now()
         UNION ALL
+        -- One branch per key scope, each its partial index's predicate (runs_waiting_kind, _queue).
         SELECT queue, run_at FROM ${s.runs(sql)}
-        WHERE state = 'pending' AND key_scope IS NOT NULL AND key_slot IS NULL AND run_at <= now()
+        WHERE state = 'pending' AND key_scope = 'kind' AND key_slot IS NULL AND run_at <= now()
+        UNION ALL
+        SELECT queue, run_at FROM ${s.runs(sql)}
+        WHERE state = 'pending' AND key_scope = 'queue' AND key_slot IS NULL AND run_at <= now()
       ) due GROUP BY queue ORDER BY queue`
     const [row] = yield* sql<{ live: bigint; rejections: bigint; reclaims: bigint }>`
       SELECT
