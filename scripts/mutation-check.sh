@@ -58,6 +58,10 @@
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
+#   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
+#                                     decoded with its person deferred's success schema
+#                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
+#                                     test/workflow-approvals.test.ts (a text amount is refused, nothing written);
 #   scripts/mutation-check.sh ledger-lock  ledger completions no longer lock their batches FOR KEY
 #                                     SHARE (a hold then misses a completion in flight), against
 #                                     test/ledger.test.ts's race, up to three times. OPEN: it
@@ -222,6 +226,14 @@ elif [ "$mutation" = "memory-journal" ]; then
   grep -q "this.state.holder(lease) === undefined" "$journal" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the memory journal records an activity's result whatever the holder's fence ($journal)"
   tests=(test/workflow-journal.test.ts)
+  attempts=1
+elif [ "$mutation" = "deferred-schema" ]; then
+  schemas="$work/packages/http/src/internal/SignalSchemas.ts"
+  sed -i 's/  if (schema === undefined) return Effect.succeed(input)$/  if (schema === undefined || input !== schema) return Effect.succeed(input)/' "$schemas"
+  grep -q "if (schema === undefined) return Effect.succeed(input)" "$schemas" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a workflow's decision is recorded without decoding it with its deferred's schema ($schemas)"
+  # The API test alone: the mutant's copy has no console assets (tsc only), so its browser tests fail anyway.
+  tests=(test/workflow-approvals.test.ts -t "does not decode with the deferred's schema")
   attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
