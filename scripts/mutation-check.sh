@@ -85,7 +85,7 @@ done
 for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" "$work/node_modules/@leasehold/$(basename "$entry")"; done
 
 if [ "$mutation" = "keys" ]; then
-  migrations="$work/packages/sql/src/Migrations.ts"
+  migrations="$work/packages/sql/migrations/0010_key_concurrency.sql"
   sed -i "s/CREATE UNIQUE INDEX runs_key_slots_/CREATE INDEX runs_key_slots_/" "$migrations"
   grep -q "CREATE UNIQUE INDEX runs_key_slots" "$migrations" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the running runs' key slots are no longer unique ($migrations)"
@@ -113,8 +113,8 @@ elif [ "$mutation" = "ledger-lapse" ]; then
   tests=(test/ledger.test.ts)
   attempts=1
 elif [ "$mutation" = "ledger-ready" ]; then
-  migrations="$work/packages/sql/src/Migrations.ts"
-  perl -0pi -e 's/UPDATE "\$\{s\}"\.ready SET queue = NEW\.queue, kind = NEW\.kind, priority = NEW\.priority, run_at = NEW\.run_at,\s*ledger = NEW\.state = .ledger.\s*WHERE id = NEW\.id;/INSERT INTO "\$\{s\}".ready (id, queue, kind, priority, run_at, ledger) VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.run_at, NEW.state = \x27ledger\x27) ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at;/' "$migrations"
+  migrations="$work/packages/sql/migrations/0018_batch_ledger.sql"
+  perl -0pi -e 's/UPDATE "\{\{schema\}\}"\.ready SET queue = NEW\.queue, kind = NEW\.kind, priority = NEW\.priority, run_at = NEW\.run_at,\s*ledger = NEW\.state = .ledger.\s*WHERE id = NEW\.id;/INSERT INTO "{{schema}}".ready (id, queue, kind, priority, run_at, ledger) VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.run_at, NEW.state = \x27ledger\x27) ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at;/' "$migrations"
   grep -q "ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at" "$migrations" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: an update of a ready run's row makes it ready again, held or not ($migrations)"
   tests=(test/ledger.test.ts)
@@ -143,10 +143,10 @@ elif [ "$mutation" = "position" ]; then
   attempts=3
 elif [ "$mutation" = "handoff" ]; then
   admit="$work/packages/sql/src/internal/statements/admit.ts"
-  migrations="$work/packages/sql/src/Migrations.ts"
+  migrations="$work/packages/sql/migrations/0013_key_admission.sql"
   # Completions hand no slot on (their hand-off updates nothing), and the row trigger finds no successor.
   sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND false/' "$admit"
-  sed -i 's/    IF successor IS NOT NULL THEN/    IF false THEN/' "$migrations"
+  sed -i 's/^  IF successor IS NOT NULL THEN/  IF false THEN/' "$migrations"
   grep -q "WHERE r.id = sc.id AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
   grep -q "IF successor IS NOT NULL" "$migrations" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a freed key slot is not handed on ($admit, $migrations)"
