@@ -263,7 +263,7 @@ export const renewClaimed = (
         -- The runs of each batch no longer open there: moved to their rows, or completed.
         SELECT h.batch, u.id FROM held h, unnest(h.closed) AS u(id)
         UNION
-        SELECT d.claim_batch, u.id FROM ${sql.literal(`"${s.schema}".completion_batches`)} d, unnest(d.ids) AS u(id)
+        SELECT d.claim_batch AS batch, u.id FROM ${sql.literal(`"${s.schema}".completion_batches`)} d, unnest(d.ids) AS u(id)
         WHERE d.claim_batch = ANY (ARRAY(SELECT batch FROM held))
       ), counts AS MATERIALIZED (
         SELECT e.batch, count(*) AS ended, count(*) FILTER (WHERE h.named @> e.id) AS lost
