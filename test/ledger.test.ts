@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit } from "effect"
 import { setLeaseExpirySql } from "./support/db.js"
-import { expireLease, readRun, twoStores } from "./support/stores.js"
+import { expireLease, readRun, twoStores, twoStoresWith } from "./support/stores.js"
 
 const ttl = Duration.seconds(30)
 const claimOf = (owner: string, limit = 100) => ({ owner, queues: ["default"], kinds: ["job"], limit, ttl })
@@ -220,14 +220,42 @@ describe("the batch ledger", () => {
       assert.deepStrictEqual([...after.runs], [...before.runs])
       assert.deepStrictEqual(yield* stores.b.renew("w-b", taken.map((r) => ({ runId: r.id, fence: r.fence })), ttl), taken.map((r) => ({ runId: r.id, fence: 2 })))
     })))
+
+  it.live("one renewal carries ledger leases and row leases (a keyed run, an idempotent one), and on a rows store only row leases: the held ones are renewed, a reclaimed one is lost and its new holder's lease stays its own", () =>
+    Effect.scoped(Effect.gen(function*() {
+      for (const storage of ["ledger", "rows"] as const) {
+        const stores = yield* twoStoresWith({ storage })
+        const { sql, schema } = stores
+        // Apart: an enqueue with an idempotency key records its whole batch in rows.
+        yield* stores.a.enqueue([{ kind: "job", payload: { i: 1 } }, { kind: "job", payload: { i: 2 } }])
+        yield* stores.a.enqueue([{ kind: "job", payload: { i: 3 }, idempotencyKey: "once" }, { kind: "job", payload: { i: 4 }, concurrencyKey: "k" }])
+        const claimed = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
+        assert.strictEqual(claimed.length, 4, storage)
+        const inRows = yield* count(sql, `SELECT count(*) AS n FROM "${schema}".runs WHERE state = 'running'`)
+        assert.strictEqual(inRows, storage === "ledger" ? 2 : 4, `${storage}: the runs claimed in their rows`)
+        const [plain, , once, keyed] = claimed
+        // The idempotent run's lease runs out and another worker takes it at fence 2.
+        yield* expireLease(stores, once!.runId)
+        const [taken] = yield* stores.b.claim(claimOf("w-b"))
+        assert.deepStrictEqual([taken!.id, taken!.fence], [once!.runId, 2], storage)
+        yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() + interval '5 seconds' WHERE id = ${Number(keyed!.runId)}`)
+        const before = yield* expiries(stores)
+        const held = claimed.filter((l) => l !== once)
+        assert.deepStrictEqual(yield* stores.a.renew("w-a", claimed, ttl), held, storage)
+        const after = yield* expiries(stores)
+        assert.isAbove(after.runs.get(keyed!.runId)!, before.runs.get(keyed!.runId)! + 20_000, `${storage}: the keyed run's lease was extended`)
+        assert.strictEqual(after.runs.get(once!.runId), before.runs.get(once!.runId), `${storage}: the new holder's lease did not move`)
+        assert.strictEqual((yield* readRun(stores, plain!.runId)).lease_owner, "w-a")
+      }
+    })))
 })
 
-/** The claim batch's expiry (the store's one batch) and each run row's lease expiry, in ms. */
+/** The claim batch's expiry (the store's one batch, if any) and each run row's lease expiry, in ms. */
 const expiries = (stores: import("./support/stores.js").Stores) =>
   Effect.gen(function*() {
-    const [batch] = yield* stores.sql.unsafe<{ at: Date }>(`SELECT max(expires_at) AS at FROM "${stores.schema}".claim_batches`)
+    const [batch] = yield* stores.sql.unsafe<{ at: Date | null }>(`SELECT max(expires_at) AS at FROM "${stores.schema}".claim_batches`)
     const rows = yield* stores.sql.unsafe<{ id: string; at: Date | null }>(
       `SELECT id::text AS id, lease_expires_at AS at FROM "${stores.schema}".runs WHERE state = 'running' ORDER BY id`
     )
-    return { batch: batch!.at.getTime(), runs: new Map(rows.map((r) => [r.id, r.at?.getTime()])) }
+    return { batch: batch?.at?.getTime() ?? Number.NaN, runs: new Map(rows.map((r) => [r.id, r.at?.getTime()])) }
   })
