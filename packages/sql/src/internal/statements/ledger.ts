@@ -186,30 +186,51 @@ export const renew = (
     return rows.filter((r) => r.tag === "lost").map((r) => Number(r.ord) - 1)
   })
 
-/**
- * The ids a renewal names in one claim batch as the text of an int8multirange (sorted, adjacent
- * ids merged): one range for a batch whose runs are all still held and were enqueued together.
- */
-const idRanges = (ids: ReadonlyArray<string>): string => {
-  // Exact as numbers below 2^53; longer ids as bigints.
-  const exact = ids.every((id) => id.length <= 15)
-  const values: Array<number | bigint> = ids.map((id) => exact ? Number(id) : BigInt(id))
-  values.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
-  const one = exact ? 1 : 1n
-  const next = (v: number | bigint) => (v as number) + (one as number)
-  const parts: Array<string> = []
-  let from = values[0]!
-  let to = from
-  for (let i = 1; i <= values.length; i++) {
-    const v = values[i]
-    if (v !== undefined && v <= next(to)) {
-      if (v > to) to = v
-      continue
-    }
-    parts.push(`[${from},${next(to)})`)
-    if (v !== undefined) from = to = v
+/** The leases a renewal names in one claim batch, by their place in it (a place is one run). */
+class NamedInBatch {
+  /** The run id at each named place. */
+  readonly ids: Array<string> = []
+  /** The leases naming each place: the first one, then any that list it again. */
+  readonly first: Array<number> = []
+  readonly again: Array<{ readonly pos: number; readonly lease: number }> = []
+  add(pos: number, id: string, lease: number): void {
+    if (this.first[pos] === undefined) {
+      this.first[pos] = lease
+      this.ids[pos] = id
+    } else this.again.push({ pos, lease })
   }
-  return `{${parts.join(",")}}`
+  /** The leases naming run `id`. */
+  leasesOf(id: string): Array<number> {
+    const pos = this.ids.indexOf(id)
+    return pos < 0 ? [] : [this.first[pos]!, ...this.again.filter((a) => a.pos === pos).map((a) => a.lease)]
+  }
+  /** Every lease naming this batch. */
+  leases(): Array<number> {
+    return [...this.first.filter((i) => i !== undefined), ...this.again.map((a) => a.lease)]
+  }
+  /**
+   * The named ids as the text of an int8multirange, read in place order: a claim lists its runs in
+   * id order mostly, so a batch whose runs are all held is one range. Out of order ids start a
+   * range of their own (the server sorts and merges them).
+   */
+  ranges(): string {
+    const parts: Array<string> = []
+    let from: bigint | number | undefined
+    let to: bigint | number = 0
+    const close = () => from !== undefined && parts.push(`[${from},${typeof to === "number" ? to + 1 : to + 1n})`)
+    this.ids.forEach((text) => {
+      // Exact as numbers below 2^53; longer ids as bigints.
+      const id = text.length <= 15 ? Number(text) : BigInt(text)
+      if (from !== undefined && typeof id === typeof to && (typeof id === "number" ? id === (to as number) + 1 : id === (to as bigint) + 1n)) {
+        to = id
+        return
+      }
+      close()
+      from = to = id
+    })
+    close()
+    return `{${parts.join(",")}}`
+  }
 }
 
 /**
@@ -235,22 +256,18 @@ export const renewClaimed = (
   ttl: Duration.Duration
 ) =>
   Effect.gen(function*() {
-    // Per batch: the places of the leases naming it, by run id (a lease listed twice is one run).
-    const byBatch = new Map<string, Map<string, Array<number>>>()
+    const byBatch = new Map<string, NamedInBatch>()
     leases.forEach(({ ref, runId }, i) => {
-      const id = canonicalRunId(runId)
-      let runs = byBatch.get(ref.batch)
-      if (runs === undefined) byBatch.set(ref.batch, runs = new Map())
-      const places = runs.get(id)
-      if (places === undefined) runs.set(id, [i])
-      else places.push(i)
+      let named = byBatch.get(ref.batch)
+      if (named === undefined) byBatch.set(ref.batch, named = new NamedInBatch())
+      named.add(ref.pos, canonicalRunId(runId), i)
     })
     const batches = [...byBatch.keys()]
     if (batches.length === 0) return [] as ReadonlyArray<number>
     const batchTable = sql.literal(`"${s.schema}".claim_batches`)
     const rows = yield* sql<{ tag: "stale" | "lost" | "lapsed"; batch: string; id: string | null; expires_at: Date | null }>`
       WITH named AS MATERIALIZED (
-        SELECT n.batch, n.ids FROM unnest(${batches}::bigint[], ${textArray(batches.map((b) => idRanges([...byBatch.get(b)!.keys()])))}::int8multirange[]) AS n(batch, ids)
+        SELECT n.batch, n.ids FROM unnest(${batches}::bigint[], ${textArray(batches.map((b) => byBatch.get(b)!.ranges()))}::int8multirange[]) AS n(batch, ids)
       ), held AS MATERIALIZED (
         -- Counted from the ranges: the ids array is read only by a lapse.
         SELECT c.batch, n.ids AS named, (SELECT sum(upper(r) - lower(r)) FROM unnest(n.ids) AS r) AS n,
@@ -296,8 +313,8 @@ export const renewClaimed = (
     const missed: Array<number> = []
     const lapsed: Array<{ id: string; expiresAt: Date }> = []
     for (const row of rows) {
-      if (row.tag === "stale") for (const places of byBatch.get(row.batch)!.values()) missed.push(...places)
-      else if (row.tag === "lost") missed.push(...(byBatch.get(row.batch)?.get(row.id!) ?? []))
+      if (row.tag === "stale") missed.push(...byBatch.get(row.batch)!.leases())
+      else if (row.tag === "lost") missed.push(...byBatch.get(row.batch)!.leasesOf(row.id!))
       else lapsed.push({ id: row.id!, expiresAt: row.expires_at! })
     }
     if (lapsed.length > 0) {
