@@ -55,6 +55,13 @@
 #   scripts/mutation-check.sh ledger-lapse  a renewal no longer moves the runs its worker stopped
 #                                     naming to their rows with their expiry (ledger.ts › renew),
 #                                     against test/ledger.test.ts;
+#   scripts/mutation-check.sh ledger-renew-ended  a renewal by claim batch no longer counts the runs
+#                                     moved to their rows (the batch's `closed`) as ended there
+#                                     (ledger.ts › renewClaimed), against test/ledger.test.ts (a
+#                                     cancelled and a reclaimed run are answered as held);
+#   scripts/mutation-check.sh ledger-renew-owner  a renewal by claim batch no longer checks the
+#                                     batch's owner (ledger.ts › renewClaimed), against
+#                                     test/ledger.test.ts (another owner's name extends the batch);
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
@@ -110,6 +117,20 @@ elif [ "$mutation" = "ledger-lapse" ]; then
   sed -i 's/    if (lapsed.length > 0) {/    if (lapsed.length < 0) {/' "$ledger"
   grep -q "if (lapsed.length > 0)" "$ledger" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a renewal extends every open run of a batch it names, named or not ($ledger)"
+  tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-renew-ended" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  perl -0pi -e 's/SELECT h\.batch, u\.id FROM held h, unnest\(h\.closed\) AS u\(id\)\n\s*UNION\n//' "$ledger"
+  grep -q "unnest(h.closed)" "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a renewal by claim batch takes the runs moved to their rows for open ($ledger)"
+  tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-renew-owner" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/AND c.settled_at IS NULL AND c.owner = ${owner}$/AND c.settled_at IS NULL/' "$ledger"
+  grep -q 'AND c.settled_at IS NULL AND c.owner = ${owner}$' "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a renewal by claim batch renews a batch whatever its owner ($ledger)"
   tests=(test/ledger.test.ts)
   attempts=1
 elif [ "$mutation" = "ledger-ready" ]; then

@@ -186,6 +186,29 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(taken.map((t) => [t.id, t.fence]), [[b!, 2]])
           assert.strictEqual((yield* store.get(a!)).leaseOwner, "w1")
         }))
+
+      test("a renewal loses exactly the runs its holder no longer holds (completed, cancelled, reclaimed after the lease it stopped renewing ran out) and never extends the new holder's lease", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const ids = yield* enqueueJobs(store, 5)
+          assert.strictEqual((yield* claimFrom(store, "w1")).length, 5)
+          const [done, cancelled, forgotten, ...kept] = ids.map((id): LeaseKey => ({ runId: id!, fence: 1 }))
+          yield* store.completeBatch([{ ...done!, result: null }])
+          yield* store.cancel(cancelled!.runId)
+          // `forgotten` is not named: it keeps its first expiry, and another worker takes it after.
+          assert.deepStrictEqual(yield* store.renew("w1", [done!, cancelled!, ...kept], ttl), kept)
+          yield* passTime("40 seconds")
+          assert.deepStrictEqual(yield* store.renew("w1", kept, ttl), kept)
+          yield* passTime("30 seconds")
+          const [taken] = yield* claimFrom(store, "w2")
+          assert.deepStrictEqual([taken!.id, taken!.fence], [forgotten!.runId, 2])
+          // The stale holder names it again: lost, and w2's lease runs out on its own time.
+          yield* passTime("20 seconds")
+          assert.deepStrictEqual(yield* store.renew("w1", [forgotten!, ...kept], ttl), kept)
+          yield* passTime("41 seconds")
+          const again = yield* claimFrom(store, "w3")
+          assert.deepStrictEqual(again.map((r) => [r.id, r.fence]), [[forgotten!.runId, 3]])
+          assert.strictEqual((yield* store.get(kept[0]!.runId)).leaseOwner, "w1")
+        }))
     })
 
     describe("guarded writes", () => {
