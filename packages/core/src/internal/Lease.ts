@@ -212,13 +212,23 @@ const logFailedAttempt = (
 }
 
 /**
- * Acquires the lease as a resource of the current scope (the RunScope). Closing the scope runs
- * the fenced finalizer with the scope's exit.
+ * Runs `handle` in a RunScope that holds the lease: `handle` is given the new scope (to provide as
+ * `Scope`), and when it exits the scope is closed (the handler's own finalizers, last added
+ * first), then the fenced finalizer runs with the handler's exit, whatever the closing gave.
  *
  * @category constructors
  */
-export const acquire = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<LeaseEntry, never, Scope.Scope> =>
-  // The claim is already made (acquiring is registering its finalizer, with nothing to interrupt
-  // in between), so the finalizer is added to the scope directly: `acquireRelease` would also
-  // re-provide the acquiring context to it, copying the worker's whole context once per run.
-  Effect.flatMap(Effect.scope, (scope) => Effect.as(Scope.addFinalizerExit(scope, (exit) => finalize(ctx, entry, exit)), entry))
+export const scoped = <A, E, R>(
+  ctx: LeaseContext,
+  entry: LeaseEntry,
+  handle: (scope: Scope.Scope) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
+  // The claim is already made, so holding the lease is only this finalizer: the scope is made and
+  // closed here rather than by `Effect.scoped` with the finalizer added to it by an effect, which
+  // is a few more steps per run for the same order of finalizers.
+  const scope = Scope.makeUnsafe()
+  return Effect.onExit(handle(scope), (exit) => {
+    const closing = Scope.closeUnsafe(scope, exit)
+    return closing === undefined ? finalize(ctx, entry, exit) : Effect.ensuring(closing, finalize(ctx, entry, exit))
+  })
+}

@@ -25,21 +25,38 @@ export interface LedgerRef {
  * another process, or forgotten) is found by its batch's span instead.
  */
 export class LedgerRefs {
+  // Keyed by the id as the database prints it (`id::text`), which is how the store's own claims
+  // hand it out: a lease named so is found at once; one spelled otherwise ("007") is looked up
+  // again under its canonical spelling.
   private readonly refs = new Map<string, LedgerRef>()
   set(runId: string, fence: number, ref: LedgerRef): void {
     this.refs.set(`${runId}:${fence}`, ref)
   }
   get(lease: LeaseKey): LedgerRef | undefined {
-    return this.refs.get(`${String(BigInt(lease.runId))}:${lease.fence}`)
+    const ref = this.refs.get(`${lease.runId}:${lease.fence}`)
+    if (ref !== undefined) return ref
+    const id = canonicalId(lease.runId)
+    return id === undefined || id === lease.runId ? undefined : this.refs.get(`${id}:${lease.fence}`)
   }
   has(lease: LeaseKey): boolean {
     return this.get(lease) !== undefined
   }
   delete(lease: LeaseKey): void {
-    this.refs.delete(`${String(BigInt(lease.runId))}:${lease.fence}`)
+    if (this.refs.delete(`${lease.runId}:${lease.fence}`)) return
+    const id = canonicalId(lease.runId)
+    if (id !== undefined && id !== lease.runId) this.refs.delete(`${id}:${lease.fence}`)
   }
   get size(): number {
     return this.refs.size
+  }
+}
+
+/** A run id as the database prints it, or undefined for text that is no integer. */
+const canonicalId = (runId: string): string | undefined => {
+  try {
+    return String(BigInt(runId))
+  } catch {
+    return undefined
   }
 }
 
