@@ -72,7 +72,10 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
     return Effect.sync(() =>
       ctx.batcher.submit(
         { runId: entry.run.id, fence: entry.run.fence, result: result.value, keyed: entry.run.concurrencyKey !== null },
-        (answer) => settled(ctx, entry, completionSettlement(ctx, entry, answer))
+        (answer) =>
+          Exit.isSuccess(answer) && answer.value._tag === "Finalized"
+            ? settledAs(ctx, entry, "completed")
+            : settled(ctx, entry, completionSettlement(ctx, entry, answer))
       )
     )
   }
@@ -85,22 +88,28 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
 
 // Reports the settlement, then frees the slot whatever happened.
 const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Settlement>): Effect.Effect<void> =>
-  Effect.flatMap(settle, (outcome) =>
-    ctx.events.emit({
-      _tag: "RunSettled",
-      owner: ctx.owner,
-      runId: entry.run.id,
-      fence: entry.run.fence,
-      kind: entry.run.kind,
-      queue: entry.run.queue,
-      durationMs: ctx.monotonicMillis() - entry.claimedAt,
-      outcome
-    })).pipe(
-    Effect.ensuring(Effect.suspend(() => {
-      ctx.inFlight.delete(entry.key)
-      return ctx.onSlotFreed(entry.run)
-    }))
-  )
+  Effect.onExit(Effect.flatMap(settle, (outcome) => reportSettled(ctx, entry, outcome)), () => freeSlot(ctx, entry))
+
+// The same for an outcome already known (a batched completion that went through).
+const settledAs = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement): Effect.Effect<void> =>
+  Effect.onExit(reportSettled(ctx, entry, outcome), () => freeSlot(ctx, entry))
+
+const reportSettled = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement): Effect.Effect<void> =>
+  ctx.events.emit({
+    _tag: "RunSettled",
+    owner: ctx.owner,
+    runId: entry.run.id,
+    fence: entry.run.fence,
+    kind: entry.run.kind,
+    queue: entry.run.queue,
+    durationMs: ctx.monotonicMillis() - entry.claimedAt,
+    outcome
+  })
+
+const freeSlot = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<void> => {
+  ctx.inFlight.delete(entry.key)
+  return ctx.onSlotFreed(entry.run)
+}
 
 const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, presentedFence: number, storedFence: number) =>
   Effect.as(

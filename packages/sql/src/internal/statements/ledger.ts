@@ -76,7 +76,7 @@ const inputRows = (
   const known = leases.map((l) => refs.get(l))
   return sql`
     SELECT t.id, t.fence, t.result, t.ord, coalesce(t.batch, f.batch) AS batch, coalesce(t.pos, f.pos) AS pos
-    FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[],
+    FROM unnest(${textArray(leases.map((l) => l.runId))}::bigint[], ${textArray(leases.map((l) => String(l.fence)))}::bigint[],
       ${results}::jsonb[], ${textArray(known.map((r) => r?.batch ?? null))}::bigint[],
       ${textArray(known.map((r) => r === undefined ? null : String(r.pos)))}::integer[])
       WITH ORDINALITY AS t(id, fence, result, batch, pos, ord)
