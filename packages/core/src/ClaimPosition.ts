@@ -86,8 +86,11 @@ export class Positions {
    * claims, not one sweep's worth per poll interval.
    */
   rewind(kinds: ReadonlyArray<string>, takenDue: ReadonlyArray<Placed>): void {
+    // One key per queue, not per run: a sweep takes hundreds of runs from a handful of queues.
+    const keys = new Map<string, string>()
     for (const run of takenDue) {
-      const key = Positions.key(run.queue, kinds)
+      let key = keys.get(run.queue)
+      if (key === undefined) keys.set(run.queue, key = Positions.key(run.queue, kinds))
       if (!reaches(this.byKey.get(key), run)) this.byKey.delete(key)
     }
   }
