@@ -25,6 +25,8 @@ export interface LedgerRef {
  * another process, or forgotten) is found by its batch's span instead.
  */
 export class LedgerRefs {
+  // Keyed by the id as the database prints it (`id::text`), which is how the store's own claims
+  // hand it out; a lease spelled otherwise ("007") is looked up under that spelling.
   private readonly refs = new Map<string, LedgerRef>()
   set(runId: string, fence: number, ref: LedgerRef): void {
     this.refs.set(`${runId}:${fence}`, ref)
@@ -63,7 +65,7 @@ const inputRows = (
   const known = leases.map((l) => refs.get(l))
   return sql`
     SELECT t.id, t.fence, t.result, t.ord, coalesce(t.batch, f.batch) AS batch, coalesce(t.pos, f.pos) AS pos
-    FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[],
+    FROM unnest(${textArray(leases.map((l) => l.runId))}::bigint[], ${textArray(leases.map((l) => String(l.fence)))}::bigint[],
       ${results}::jsonb[], ${textArray(known.map((r) => r?.batch ?? null))}::bigint[],
       ${textArray(known.map((r) => r === undefined ? null : String(r.pos)))}::integer[])
       WITH ORDINALITY AS t(id, fence, result, batch, pos, ord)
