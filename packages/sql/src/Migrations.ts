@@ -6,6 +6,7 @@
  */
 import { Effect } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
+import { enqueueFunction } from "./internal/migrations/enqueueFunction.js"
 import type { StoreSchema } from "./StoreSchema.js"
 
 const init = (s: string): ReadonlyArray<string> => [
@@ -662,7 +663,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0017_workflow_awaits": statements(workflowAwaits(store.schema)),
       "0018_batch_ledger": statements(batchLedger(store.schema)),
       "0019_worker_registry": statements(workerRegistry(store.schema)),
-      "0020_activity_window": statements(activityWindow(store.schema))
+      "0020_activity_window": statements(activityWindow(store.schema)),
+      "0021_enqueue_function": statements(enqueueFunction(store.schema, store.channel))
     }))
   })
 })
