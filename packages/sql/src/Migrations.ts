@@ -7,6 +7,7 @@
 import { Effect } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { enqueueFunction } from "./internal/migrations/enqueueFunction.js"
+import { uniqueWindows } from "./internal/migrations/uniqueWindows.js"
 import type { StoreSchema } from "./StoreSchema.js"
 
 const init = (s: string): ReadonlyArray<string> => [
@@ -664,7 +665,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
       "0018_batch_ledger": statements(batchLedger(store.schema)),
       "0019_worker_registry": statements(workerRegistry(store.schema)),
       "0020_activity_window": statements(activityWindow(store.schema)),
-      "0021_enqueue_function": statements(enqueueFunction(store.schema, store.channel))
+      "0021_enqueue_function": statements(enqueueFunction(store.schema, store.channel)),
+      "0022_unique_windows": statements(uniqueWindows(store.schema, store.channel))
     }))
   })
 })
