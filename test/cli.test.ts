@@ -172,6 +172,23 @@ describe("leasehold enqueue", () => {
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 1, events: 0 })
     }))
 
+  it.live("a unique key yields the run that holds it, and the second enqueue says so", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const args = ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":10}`, "--unique-key", "a.png", "--unique-for", "1 hour"]
+      const first = parse<{ id: string; created: boolean }>(yield* leasehold([...args, "--json", ...connection(schema)]))
+      assert.isTrue(first.created)
+      const second = yield* leasehold(["enqueue", "resize-image", "--payload", `{"image":"a.png","width":20}`, "--unique-key", "a.png", ...connection(schema)])
+      assertOk(second)
+      assert.strictEqual(second.stdout, `run ${first.id} already holds this unique window (not enqueued again)\n`)
+      const byPayload = ["enqueue", "resize-image", "--payload", `{"width":10,"image":"b.png"}`, "--unique-by-payload", "--json"]
+      const third = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
+      const fourth = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
+      assert.deepStrictEqual(fourth, { id: third.id, created: false })
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 2, events: 0 })
+    }))
+
   it.live("--tasks takes the kinds and schemas from the given module", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")
@@ -213,6 +230,8 @@ describe("leasehold enqueue", () => {
         ["zero max attempts", ["enqueue", "resize-image", "--payload", valid, "--max-attempts", "0"], /--max-attempts: "0"\. Expected: a positive integer/],
         ["unloadable tasks module", ["enqueue", "resize-image", "--payload", valid, "--tasks", path.join(dir, "tasks.js")], /cannot load tasks module .*tasks\.js/],
         ["unknown flag", ["enqueue", "resize-image", "--payload", valid, "--colour", "red"], /Unrecognized flag: --colour/],
+        ["unknown unique state", ["enqueue", "resize-image", "--payload", valid, "--unique-states", "pending,done"], /invalid option unique\.states: "done" is not a run state/],
+        ["zero unique period", ["enqueue", "resize-image", "--payload", valid, "--unique-for", "0 seconds"], /invalid option unique\.periodMs: 0 ms is not a period of more than 0/],
         ["no kind", ["enqueue", "--payload", valid], /Missing required argument: kind/],
         ["malformed worker TTL", ["worker", "--ttl", "thirty seconds"], /invalid option ttl: "thirty seconds" is not a duration/],
         ["heartbeat over half the TTL", ["worker", "--ttl", "10 seconds", "--heartbeat", "6 seconds"], /invalid option heartbeat: 6s must be more than 0 and at most half the TTL \(10s\)/],

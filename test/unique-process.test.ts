@@ -51,10 +51,10 @@ const psqlEnqueuer = (schema: string, order: ReadonlyArray<number>) =>
   )
 
 /** Every enqueuer's answers for each key agree on one run, exactly one of them created it; the runs by key. */
-const onePerKey = (answers: ReadonlyArray<{ key: string; id: string; created: boolean }>): Map<string, string> => {
+const onePerKey = (answers: ReadonlyArray<{ key: string; id: string; created: boolean }>, count = keys): Map<string, string> => {
   const byKey = new Map<string, Array<{ id: string; created: boolean }>>()
   for (const a of answers) byKey.set(a.key, [...(byKey.get(a.key) ?? []), a])
-  assert.strictEqual(byKey.size, keys)
+  assert.strictEqual(byKey.size, count)
   const runs = new Map<string, string>()
   for (const [key, seen] of byKey) {
     assert.strictEqual(new Set(seen.map((s) => s.id)).size, 1, `every enqueuer of ${key} is told the same run`)
@@ -63,6 +63,9 @@ const onePerKey = (answers: ReadonlyArray<{ key: string; id: string; created: bo
   }
   return runs
 }
+
+/** Keys of the connections' race, each met by every connection at once. */
+const racedKeys = 40
 
 const jobRuns = (stores: Stores) =>
   Effect.map(
@@ -100,29 +103,28 @@ describe("uniqueness windows under concurrent enqueuers", () => {
       assert.strictEqual(holds[0]!.n, keys, "each key's hold names its pending run")
     }))
 
-  it.live("connections of two stores enqueueing batches of the same unique keys at once through the TypeScript enqueue: one run per key", () =>
+  it.live("eight connections of two stores enqueueing each unique key at the same moment: one run per key, and again once the runs left their window", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      const seed = Date.now() % 100_000
-      console.log(`unique-process seed ${seed}`)
       const enqueuers = 8
-      const answers = yield* Effect.all(
-        Array.from({ length: enqueuers }, (_, e) => {
-          const order = shuffled(keys, seed + e)
-          const store = e % 2 === 0 ? stores.a : stores.b
-          // Batches of 10: each batch one transaction, its holds taken in its own order.
-          return Effect.forEach(Array.from({ length: keys / 10 }, (_, b) => order.slice(b * 10, b * 10 + 10)), (batch) =>
-            Effect.map(
-              store.enqueue(batch.map((k) => ({ kind: "job", payload: { from: e }, unique: { key: `k${k}` } }))),
-              (out: ReadonlyArray<Enqueued>) => out.map((o, i) => ({ key: `k${batch[i]}`, id: o.id, created: o.created }))
-            ).pipe(
-              // Two batches taking the same holds in opposite orders can deadlock: PostgreSQL aborts one, which wrote nothing, and it is sent again.
-              Effect.retry({ times: 20, while: (error) => (error as { reason?: unknown }).reason === "DeadlockError" })
-            ))
-        }),
-        { concurrency: "unbounded" }
+      // Key by key, every connection enqueues it at once (the pools hold 4 connections each).
+      const race = Effect.map(
+        Effect.forEach(Array.from({ length: racedKeys }, (_, k) => `k${k + 1}`), (key) =>
+          Effect.all(
+            Array.from({ length: enqueuers }, (_, e) =>
+              Effect.map(
+                (e % 2 === 0 ? stores.a : stores.b).enqueue([{ kind: "job", payload: { from: e }, unique: { key } }]),
+                (out: ReadonlyArray<Enqueued>) => ({ key, id: out[0]!.id, created: out[0]!.created })
+              )),
+            { concurrency: "unbounded" }
+          )),
+        (answers) => onePerKey(answers.flat(), racedKeys)
       )
-      onePerKey(answers.flat().flat())
-      assert.strictEqual(yield* jobRuns(stores), keys)
+      const first = yield* race
+      assert.strictEqual(yield* jobRuns(stores), racedKeys)
+      yield* stores.a.cancelMany({ kind: "job" })
+      const second = yield* race
+      assert.strictEqual(yield* jobRuns(stores), 2 * racedKeys)
+      for (const [key, id] of second) assert.notStrictEqual(id, first.get(key), `${key}: a new run`)
     }))
 })
