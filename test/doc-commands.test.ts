@@ -142,6 +142,13 @@ describe("the commands the documents show", () => {
           `send-email|mail|0|{"to": "ana@example.com"}|welcome-ana`,
           `ship|shipping|0|{"order": 2, "total": 25.5}|`
         ])
+        // The uniqueness window's call, twice: the second yields the first's run.
+        const unique = codeBlocks(file).filter((b) => b.lang === "sql")[2]!.body
+        const twice = [0, 1].map(() =>
+          execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At"], { env, input: unique, encoding: "utf8", stdio: "pipe" }).trim()
+        )
+        const [id] = twice[0]!.split("|")
+        assert.deepStrictEqual(twice, [`${id}|t`, `${id}|f`])
       })))
 
   it.live("the README's npm start runs the demo from a folder of the clone", () =>

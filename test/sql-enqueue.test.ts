@@ -96,6 +96,8 @@ describe("enqueue from SQL", () => {
         [{ kind: "later", payload: {}, delayMs: 60_000 }, `'later', '{}', run_at => now() + interval '60 seconds'`],
         [{ kind: "idem", payload: {}, idempotencyKey: "ts-1" }, `'idem', '{}', idempotency_key => 'sql-1'`],
         [{ kind: "unlimited", payload: {}, concurrencyKey: "ts" }, `'unlimited', '{}', concurrency_key => 'sql'`],
+        // A unique run is recorded in its row, not the ledger (migration 0022).
+        [{ kind: "once", payload: {}, unique: { key: "ts", periodMs: 60_000 } }, `'once', '{}', unique_key => 'sql', unique_for => '1 minute'`],
         // Under a limit of 1: the first of a key is admitted (holds slot 0), the second waits.
         [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`],
         [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`]
@@ -145,7 +147,14 @@ describe("enqueue from SQL", () => {
         [undefined, `'k', '{}', run_at => 'infinity'`, "run_at", "delay"],
         [{ kind: "k", payload: {}, idempotencyKey: "" }, `'k', '{}', idempotency_key => ''`, "idempotency_key", "idempotencyKey"],
         [{ kind: "k", payload: {}, idempotencyKey: "i".repeat(1025) }, `'k', '{}', idempotency_key => '${"i".repeat(1025)}'`, "idempotency_key", "idempotencyKey"],
-        [{ kind: "k", payload: {}, concurrencyKey: "" }, `'k', '{}', concurrency_key => ''`, "concurrency_key", "concurrencyKey"]
+        [{ kind: "k", payload: {}, concurrencyKey: "" }, `'k', '{}', concurrency_key => ''`, "concurrency_key", "concurrencyKey"],
+        // Uniqueness windows (migration 0022): the same refusals, worded for SQL's types.
+        [undefined, `'k', '{}', unique_for => '0 seconds'`, "unique_for", "unique.periodMs"],
+        [undefined, `'k', '{}', unique_for => '-1 hour'`, "unique_for", "unique.periodMs"],
+        [undefined, `'k', '{}', unique_states => '{}'`, "unique_states", "unique.states"],
+        [{ kind: "k", payload: {}, unique: { states: ["pending", "done" as never] } }, `'k', '{}', unique_states => '{pending,done}'`, "unique_states", "unique.states"],
+        [{ kind: "k", payload: {}, unique: { key: "" } }, `'k', '{}', unique_key => ''`, "unique_key", "unique.key"],
+        [{ kind: "k", payload: {}, idempotencyKey: "i", unique: { key: "u" } }, `'k', '{}', idempotency_key => 'i', unique_key => 'u'`, "unique", "unique"]
       ]
       const before = yield* written(stores)
       for (const [request, args, sqlOption, tsOption] of cases) {
@@ -157,7 +166,7 @@ describe("enqueue from SQL", () => {
           assert.instanceOf(ts, InvalidConfig)
           assert.strictEqual((ts as InvalidConfig).option, tsOption)
           // The names' checks are one rule: the same words after the option.
-          if (tsOption !== "delay") assert.strictEqual(refused.message!.split(": ").slice(1).join(": "), (ts as InvalidConfig).issue, args)
+          if (tsOption !== "delay" && tsOption !== "unique") assert.strictEqual(refused.message!.split(": ").slice(1).join(": "), (ts as InvalidConfig).issue, args)
         }
       }
       // A payload that is not JSON is refused by the cast, before the function runs.
