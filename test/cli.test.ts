@@ -187,6 +187,15 @@ describe("leasehold enqueue", () => {
       const fourth = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
       assert.deepStrictEqual(fourth, { id: third.id, created: false })
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 2, events: 0 })
+      // A bad window: one line, exit 2, nothing written.
+      const bad: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+        [["--unique-states", "pending,done"], /invalid option unique\.states: "done" is not a run state/],
+        [["--unique-key", "c.png", "--unique-for", "0 seconds"], /invalid option unique\.periodMs: 0 ms is not a period of more than 0/]
+      ]
+      for (const [flags, reason] of bad) {
+        assertRejected(yield* leasehold(["enqueue", "resize-image", "--payload", `{"image":"c.png","width":1}`, ...flags, ...connection(schema)]), 2, reason)
+      }
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 2, events: 0 })
     }))
 
   it.live("--tasks takes the kinds and schemas from the given module", () =>
@@ -230,8 +239,6 @@ describe("leasehold enqueue", () => {
         ["zero max attempts", ["enqueue", "resize-image", "--payload", valid, "--max-attempts", "0"], /--max-attempts: "0"\. Expected: a positive integer/],
         ["unloadable tasks module", ["enqueue", "resize-image", "--payload", valid, "--tasks", path.join(dir, "tasks.js")], /cannot load tasks module .*tasks\.js/],
         ["unknown flag", ["enqueue", "resize-image", "--payload", valid, "--colour", "red"], /Unrecognized flag: --colour/],
-        ["unknown unique state", ["enqueue", "resize-image", "--payload", valid, "--unique-states", "pending,done"], /invalid option unique\.states: "done" is not a run state/],
-        ["zero unique period", ["enqueue", "resize-image", "--payload", valid, "--unique-for", "0 seconds"], /invalid option unique\.periodMs: 0 ms is not a period of more than 0/],
         ["no kind", ["enqueue", "--payload", valid], /Missing required argument: kind/],
         ["malformed worker TTL", ["worker", "--ttl", "thirty seconds"], /invalid option ttl: "thirty seconds" is not a duration/],
         ["heartbeat over half the TTL", ["worker", "--ttl", "10 seconds", "--heartbeat", "6 seconds"], /invalid option heartbeat: 6s must be more than 0 and at most half the TTL \(10s\)/],
