@@ -20,7 +20,8 @@ const unit = [
   "test/database-url.test.ts",
   "test/schedule-ticker.test.ts",
   "test/import-graph.test.ts",
-  "test/error-style.test.ts"
+  "test/error-style.test.ts",
+  "test/migrations.test.ts"
 ]
 const processes = [
   "test/sql-enqueue.test.ts",

@@ -63,6 +63,10 @@
 #                                     (two enqueuers of a released key both take it), up to three times;
 #   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
 #                                     (migration 0022's enqueue_run), against test/sql-enqueue.test.ts;
+#   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
+#                                     decoded with its person deferred's success schema
+#                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
+#                                     test/workflow-approvals.test.ts (a text amount is refused, nothing written);
 #   scripts/mutation-check.sh ledger-lock  ledger completions no longer lock their batches FOR KEY
 #                                     SHARE (a hold then misses a completion in flight), against
 #                                     test/ledger.test.ts's race, up to three times. OPEN: it
@@ -86,7 +90,7 @@ done
 for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" "$work/node_modules/@leasehold/$(basename "$entry")"; done
 
 if [ "$mutation" = "keys" ]; then
-  migrations="$work/packages/sql/src/Migrations.ts"
+  migrations="$work/packages/sql/migrations/0010_key_concurrency.sql"
   sed -i "s/CREATE UNIQUE INDEX runs_key_slots_/CREATE INDEX runs_key_slots_/" "$migrations"
   grep -q "CREATE UNIQUE INDEX runs_key_slots" "$migrations" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the running runs' key slots are no longer unique ($migrations)"
@@ -114,8 +118,8 @@ elif [ "$mutation" = "ledger-lapse" ]; then
   tests=(test/ledger.test.ts)
   attempts=1
 elif [ "$mutation" = "ledger-ready" ]; then
-  migrations="$work/packages/sql/src/Migrations.ts"
-  perl -0pi -e 's/UPDATE "\$\{s\}"\.ready SET queue = NEW\.queue, kind = NEW\.kind, priority = NEW\.priority, run_at = NEW\.run_at,\s*ledger = NEW\.state = .ledger.\s*WHERE id = NEW\.id;/INSERT INTO "\$\{s\}".ready (id, queue, kind, priority, run_at, ledger) VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.run_at, NEW.state = \x27ledger\x27) ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at;/' "$migrations"
+  migrations="$work/packages/sql/migrations/0018_batch_ledger.sql"
+  perl -0pi -e 's/UPDATE "\{\{schema\}\}"\.ready SET queue = NEW\.queue, kind = NEW\.kind, priority = NEW\.priority, run_at = NEW\.run_at,\s*ledger = NEW\.state = .ledger.\s*WHERE id = NEW\.id;/INSERT INTO "{{schema}}".ready (id, queue, kind, priority, run_at, ledger) VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.run_at, NEW.state = \x27ledger\x27) ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at;/' "$migrations"
   grep -q "ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at" "$migrations" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: an update of a ready run's row makes it ready again, held or not ($migrations)"
   tests=(test/ledger.test.ts)
@@ -144,10 +148,10 @@ elif [ "$mutation" = "position" ]; then
   attempts=3
 elif [ "$mutation" = "handoff" ]; then
   admit="$work/packages/sql/src/internal/statements/admit.ts"
-  migrations="$work/packages/sql/src/Migrations.ts"
+  migrations="$work/packages/sql/migrations/0013_key_admission.sql"
   # Completions hand no slot on (their hand-off updates nothing), and the row trigger finds no successor.
   sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND false/' "$admit"
-  sed -i 's/    IF successor IS NOT NULL THEN/    IF false THEN/' "$migrations"
+  sed -i 's/^  IF successor IS NOT NULL THEN/  IF false THEN/' "$migrations"
   grep -q "WHERE r.id = sc.id AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
   grep -q "IF successor IS NOT NULL" "$migrations" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a freed key slot is not handed on ($admit, $migrations)"
@@ -229,18 +233,26 @@ elif [ "$mutation" = "memory-journal" ]; then
   tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-lock" ]; then
-  windows="$work/packages/sql/src/internal/migrations/uniqueWindows.ts"
+  windows="$work/packages/sql/migrations/0022_unique_windows.sql"
   sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
   grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
   tests=(test/unique-process.test.ts)
   attempts=3
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
-  windows="$work/packages/sql/src/internal/migrations/uniqueWindows.ts"
+  windows="$work/packages/sql/migrations/0022_unique_windows.sql"
   sed -i "s/CASE WHEN idempotency_key IS NULL AND concurrency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
   tests=(test/sql-enqueue.test.ts)
+  attempts=1
+elif [ "$mutation" = "deferred-schema" ]; then
+  schemas="$work/packages/http/src/internal/SignalSchemas.ts"
+  sed -i 's/  if (schema === undefined) return Effect.succeed(input)$/  if (schema === undefined || input !== schema) return Effect.succeed(input)/' "$schemas"
+  grep -q "if (schema === undefined) return Effect.succeed(input)" "$schemas" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a workflow's decision is recorded without decoding it with its deferred's schema ($schemas)"
+  # The API test alone: the mutant's copy has no console assets (tsc only), so its browser tests fail anyway.
+  tests=(test/workflow-approvals.test.ts -t "does not decode with the deferred's schema")
   attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"

@@ -979,6 +979,8 @@ export const runStoreContract = (target: ContractTarget): void => {
           const usage = yield* store.keyUsage("kind", "job", 10)
           assert.deepStrictEqual(usage.map((u) => [u.key, u.held, u.waiting]), [["old", 1, 2], ["new", 1, 1], ["solo", 1, 0]])
           assert.isAtLeast(usage[0]!.oldestWaitingSeconds!, 10)
+          // The runs waiting for their key's slot are due runs in stats too (the kind scope's index).
+          assert.deepStrictEqual((yield* store.stats).dueByQueue.map((q) => [q.queue, q.due]), [["default", 3]])
           assert.isNull(usage[2]!.oldestWaitingSeconds)
           assert.strictEqual((yield* store.keyUsage("kind", "job", 1)).length, 1)
           assert.deepStrictEqual(yield* store.keyUsage("queue", "default", 10), [])
@@ -1006,6 +1008,32 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.isTrue(stats.dueByQueue.every((q) => q.oldestDueSeconds >= 5 && q.oldestDueSeconds < 60))
           yield* passTime("61 seconds")
           assert.strictEqual((yield* store.stats).liveLeases, 0, "an expired lease is not live")
+        }))
+
+      test("stats count completed runs (in the ledger or in their rows), failed ones and the rest of a batch still running, by queue", ({ store }) =>
+        Effect.gen(function*() {
+          yield* enqueueJobs(store, 4, { maxAttempts: 1 })
+          yield* enqueueJobs(store, 1, { queue: "other" })
+          const claimed = yield* claimFrom(store, "w1", { limit: 4 })
+          assert.strictEqual(claimed.length, 4)
+          // Two complete together (one completion batch), one fails (moved to its row), one still runs.
+          yield* store.completeBatch(claimed.slice(0, 2).map((c) => ({ runId: c.id, fence: c.fence, result: null })))
+          yield* store.fail({ runId: claimed[2]!.id, fence: claimed[2]!.fence, error: { message: "no" }, retryDelayMs: undefined })
+          const [other] = yield* claimFrom(store, "w2", { queues: ["other"] })
+          yield* store.completeBatch([{ runId: other!.id, fence: other!.fence, result: null }])
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [
+            { queue: "default", state: "completed", count: 2 },
+            { queue: "default", state: "failed", count: 1 },
+            { queue: "default", state: "running", count: 1 },
+            { queue: "other", state: "completed", count: 1 }
+          ])
+          // The one still running completes: its batch is settled, and it is counted completed.
+          yield* store.completeBatch([{ runId: claimed[3]!.id, fence: claimed[3]!.fence, result: null }])
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [
+            { queue: "default", state: "completed", count: 3 },
+            { queue: "default", state: "failed", count: 1 },
+            { queue: "other", state: "completed", count: 1 }
+          ])
         }))
 
       test("sample counts the runs that have not ended by queue and state, due runs a claim may take with the oldest one's wait, and live leases; ended runs are not counted", ({ passTime, store }) =>

@@ -45,7 +45,7 @@ import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
 import * as Queues from "./internal/Queues.js"
 import * as RunSearch from "./internal/RunSearch.js"
-import { withSignalSchema } from "./internal/SignalSchemas.js"
+import { encodeDecision, personDeferred, withSignalSchema } from "./internal/SignalSchemas.js"
 import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
 import { isJsonContentType, json, problem, secure, securityHeaders, storeFailureResponse } from "./internal/Http.js"
@@ -96,7 +96,17 @@ export interface WorkflowDecisions {
   readonly decide: (execution: string, deferred: string, value: unknown) => Effect.Effect<boolean, StoreError>
   /** The execution's journal (`WorkflowJournal.journal`), shown on its run's page. */
   readonly journal?: ((execution: string) => Effect.Effect<ReadonlyArray<unknown>, StoreError>) | undefined
+  /**
+   * The deferreds meant for a person (`DurableDeferred.make("person/...", { success })`): the
+   * approval form of a workflow awaiting one is built from its success schema, and a decision that
+   * does not decode with it is refused (400, nothing written). Without it the form is
+   * `{ approved, note }` and the decision is recorded as sent.
+   */
+  readonly deferreds?: ReadonlyArray<{ readonly name: string; readonly successSchema: Schema.Top }> | undefined
 }
+
+/** A workflow run's page lists at most this many child workflows (the oldest first). @category constants */
+export const maxChildrenShown = 100
 
 /** Open event streams a server allows by default. @category constants */
 export const defaultMaxEventStreams = 64
@@ -308,6 +318,7 @@ export const layer = (options: AdminOptions) =>
       }).pipe(Effect.map(secure))
 
     const ok = (id: string) => json(200, { id })
+    const deferredSchemas = new Map((options.workflows?.deferreds ?? []).map((d) => [d.name, d.successSchema] as const))
 
     // What suspended workflows wait on, by execution (none without `workflows`).
     const workflowViews = (runs: ReadonlyArray<RunRecord>) =>
@@ -320,7 +331,7 @@ export const layer = (options: AdminOptions) =>
         }
         return views
       })
-    const withWorkflow = (run: RunRecord, views: Map<string, ReadonlyArray<unknown>>) =>
+    const withWorkflow = (run: RunRecord, views: Map<string, ReadonlyArray<{ readonly name: string; readonly forPerson: boolean }>>) =>
       isWorkflowRun(run) ? { ...run, workflow: { execution: run.idempotencyKey, awaiting: views.get(run.idempotencyKey!) ?? [] } } : run
 
     yield* router.addAll([
@@ -369,7 +380,7 @@ export const layer = (options: AdminOptions) =>
           const next = runs.length === pageSize ? runs.at(-1)!.id : null
           const registry = yield* Handlers
           return json(200, {
-            runs: runs.map((run) => withSignalSchema(registry, withWorkflow(run, views))),
+            runs: runs.map((run) => withSignalSchema(registry, deferredSchemas, withWorkflow(run, views))),
             limit: pageSize,
             offset,
             before: before ?? null,
@@ -399,13 +410,21 @@ export const layer = (options: AdminOptions) =>
           const journal = isWorkflowRun(run) && options.workflows?.journal !== undefined
             ? yield* options.workflows.journal(run.idempotencyKey!)
             : null
+          // A workflow's children: the runs whose payload names its execution as their parent
+          // (what a child wakes when it ends), enqueued after it, so read forward from its id.
+          const children = isWorkflowRun(run)
+            ? (yield* store.list({ payload: [{ path: ["parent"], value: run.idempotencyKey! }], after: run.id, limit: maxChildrenShown }))
+              .map((child) => ({ id: child.id, kind: child.kind, state: child.state, execution: child.idempotencyKey, createdAt: child.createdAt, finishedAt: child.finishedAt }))
+              .reverse()
+            : null
           const registry = yield* Handlers
           // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
           // it: the console shows this story, and the raw events beside it.
           return json(200, {
-            run: withSignalSchema(registry, withWorkflow(run, views)),
+            run: withSignalSchema(registry, deferredSchemas, withWorkflow(run, views)),
             history: { ...RunHistory.fromEvents(events), events },
-            journal
+            journal,
+            children
           })
         }))),
 
@@ -434,9 +453,11 @@ export const layer = (options: AdminOptions) =>
             // Approve completes the one deferred meant for a person it waits on (isForPerson).
             const awaited = (yield* workflowViews([target])).get(target.idempotencyKey!) ?? []
             const forPerson = awaited.filter((a) => a.forPerson)
-            if (forPerson.length === 1 && options.workflows !== undefined) {
-              const deferred = forPerson[0]!.name
-              const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, payload ?? null)
+            const deferred = personDeferred({ ...target, workflow: { awaiting: awaited } })
+            if (deferred !== undefined && options.workflows !== undefined) {
+              // Only what decodes with the deferred's schema is recorded, in its encoded form.
+              const value = yield* encodeDecision(deferredSchemas, target, deferred, payload ?? null)
+              const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, value)
               if (!done) return yield* Effect.fail(badRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409))
               return json(200, { id, deferred })
             }

@@ -1,48 +1,36 @@
-/**
- * Migration 0021: enqueue from SQL (issue 33, docs/guides/enqueue-from-sql.md). The functions
- * `enqueue` and `enqueue_run` in the store's schema do what one TypeScript enqueue does
- * (internal/statements/enqueue.ts with core's `checkEnqueueRequest`): the same defaults, the same
- * checks (a bad value raises `invalid_parameter_value` naming the option, as `InvalidConfig` does,
- * before anything is written), an idempotency key that yields the run it already names, a keyed run
- * governed and admitted as the TypeScript enqueue admits it, a run without keys recorded in the
- * ledger (the default store's rule), and the workers of its queue woken by the same notification.
- * They run in the caller's transaction: a trigger's enqueue commits or rolls back with its write.
- * `test/sql-enqueue.test.ts` holds the two paths equal.
- */
+-- Enqueue from SQL (issue 33, docs/guides/enqueue-from-sql.md). The functions enqueue and
+-- enqueue_run in the store's schema do what one TypeScript enqueue does
+-- (internal/statements/enqueue.ts with core's checkEnqueueRequest): the same defaults, the same
+-- checks (a bad value raises invalid_parameter_value naming the option, as InvalidConfig does,
+-- before anything is written), an idempotency key that yields the run it already names, a keyed
+-- run governed and admitted as the TypeScript enqueue admits it (admit_key: admit.ts's admission
+-- for one kind, queue and key, giving up on a collision as admitInPassing does), a run without keys
+-- recorded in the ledger (the default store's rule), and the workers of its queue woken by the same
+-- notification. They run in the caller's transaction: a trigger's enqueue commits or rolls back
+-- with its write. test/sql-enqueue.test.ts holds the two paths equal.
 
-/** Why a name or key cannot be stored (core `Limits.textIssue`), or NULL when it can. */
-const textIssue = (s: string): string =>
-  `CREATE FUNCTION "${s}".text_issue(value text, max_bytes integer) RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
+CREATE FUNCTION "{{schema}}".text_issue(value text, max_bytes integer) RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
     -- PostgreSQL's text holds neither NUL nor an unpaired surrogate: only emptiness and length remain.
     SELECT CASE
       WHEN value IS NULL OR value = '' THEN 'must be a non-empty string'
       WHEN octet_length(convert_to(value, 'UTF8')) > max_bytes
         THEN 'is ' || octet_length(convert_to(value, 'UTF8')) || ' bytes long, over the limit of ' || max_bytes
     END
-  $fn$`
+  $fn$;
 
-/**
- * A keyed run's admission in passing (internal/statements/admit.ts › admit with one kind, queue
- * and key): the key's free slots, below the limit that governs it and no more than the limit
- * leaves room for beside every slot held, go to its waiting due runs in claim order, in queues
- * not paused. Called in a subtransaction: one that meets another admission of the key (a slot
- * taken since its snapshot, a deadlock) gives up, as `admitInPassing` does, and leaves the runs
- * waiting for the next sweep.
- */
-const admitKey = (s: string, channel: string): string =>
-  `CREATE FUNCTION "${s}".admit_key(p_kind text, p_queue text, p_key text) RETURNS integer LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION "{{schema}}".admit_key(p_kind text, p_queue text, p_key text) RETURNS integer LANGUAGE plpgsql AS $fn$
   DECLARE
     admitted integer := 0;
     violated text;
   BEGIN
     WITH groups AS MATERIALIZED (
-      SELECT l.scope, l.name, l.per_key FROM "${s}".key_limits l
+      SELECT l.scope, l.name, l.per_key FROM "{{schema}}".key_limits l
       WHERE (l.scope = 'kind' AND l.name = p_kind) OR (l.scope = 'queue' AND l.name = p_queue)
     ), held AS MATERIALIZED (
       SELECT g.*, CASE g.scope
-          WHEN 'kind' THEN ARRAY(SELECT o.key_slot FROM "${s}".runs o WHERE o.key_scope = 'kind'
+          WHEN 'kind' THEN ARRAY(SELECT o.key_slot FROM "{{schema}}".runs o WHERE o.key_scope = 'kind'
             AND o.kind = g.name AND o.concurrency_key = p_key AND o.key_slot IS NOT NULL)
-          ELSE ARRAY(SELECT o.key_slot FROM "${s}".runs o WHERE o.key_scope = 'queue'
+          ELSE ARRAY(SELECT o.key_slot FROM "{{schema}}".runs o WHERE o.key_scope = 'queue'
             AND o.queue = g.name AND o.concurrency_key = p_key AND o.key_slot IS NOT NULL)
         END AS slots
       FROM groups g
@@ -57,28 +45,28 @@ const admitKey = (s: string, channel: string): string =>
       SELECT r.id, k.slots[row_number() OVER (PARTITION BY k.scope ORDER BY r.priority DESC, r.run_at, r.id)] AS slot
       FROM free k CROSS JOIN LATERAL (
         SELECT * FROM (
-          SELECT w.id, w.priority, w.run_at FROM "${s}".runs w
+          SELECT w.id, w.priority, w.run_at FROM "{{schema}}".runs w
           WHERE k.scope = 'kind' AND w.state = 'pending' AND w.key_scope = 'kind' AND w.key_slot IS NULL
             AND w.kind = k.name AND w.concurrency_key = p_key AND w.run_at <= now()
-            AND w.queue <> ALL (ARRAY(SELECT p.queue FROM "${s}".paused_queues p))
+            AND w.queue <> ALL (ARRAY(SELECT p.queue FROM "{{schema}}".paused_queues p))
           ORDER BY w.priority DESC, w.run_at, w.id LIMIT k.free
           FOR UPDATE OF w SKIP LOCKED
         ) kind_runs
         UNION ALL
         SELECT * FROM (
-          SELECT w.id, w.priority, w.run_at FROM "${s}".runs w
+          SELECT w.id, w.priority, w.run_at FROM "{{schema}}".runs w
           WHERE k.scope = 'queue' AND w.state = 'pending' AND w.key_scope = 'queue' AND w.key_slot IS NULL
             AND w.queue = k.name AND w.concurrency_key = p_key AND w.run_at <= now()
-            AND w.queue <> ALL (ARRAY(SELECT p.queue FROM "${s}".paused_queues p))
+            AND w.queue <> ALL (ARRAY(SELECT p.queue FROM "{{schema}}".paused_queues p))
           ORDER BY w.priority DESC, w.run_at, w.id LIMIT k.free
           FOR UPDATE OF w SKIP LOCKED
         ) queue_runs
       ) r
     ), taken AS (
-      UPDATE "${s}".runs r SET key_slot = w.slot FROM waiting w WHERE r.id = w.id
+      UPDATE "{{schema}}".runs r SET key_slot = w.slot FROM waiting w WHERE r.id = w.id
       RETURNING r.queue
     ), woken AS (
-      SELECT pg_notify('${channel}', 'q:' || queue) FROM (SELECT DISTINCT queue FROM taken) q
+      SELECT pg_notify('{{channel}}', 'q:' || queue) FROM (SELECT DISTINCT queue FROM taken) q
     )
     SELECT (SELECT count(*) FROM taken) + 0 * (SELECT count(*) FROM woken) INTO admitted;
     RETURN admitted;
@@ -89,18 +77,16 @@ const admitKey = (s: string, channel: string): string =>
       IF violated IN ('runs_key_slots_kind', 'runs_key_slots_queue') THEN RETURN 0; END IF;
       RAISE;
   END
-  $fn$`
+  $fn$;
 
-/** The checks of core `checkEnqueueRequest`, in its order, on one request's values. */
-const checkRequest = (s: string): string =>
-  `CREATE FUNCTION "${s}".check_enqueue(kind text, queue text, run_at timestamptz, priority integer,
+CREATE FUNCTION "{{schema}}".check_enqueue(kind text, queue text, run_at timestamptz, priority integer,
     max_attempts integer, idempotency_key text, concurrency_key text) RETURNS void LANGUAGE plpgsql STABLE AS $fn$
   DECLARE
     issue text;
   BEGIN
-    issue := "${s}".text_issue(kind, 255);
+    issue := "{{schema}}".text_issue(kind, 255);
     IF issue IS NOT NULL THEN RAISE EXCEPTION 'invalid option %: %', 'kind', issue USING ERRCODE = 'invalid_parameter_value'; END IF;
-    issue := "${s}".text_issue(queue, 255);
+    issue := "{{schema}}".text_issue(queue, 255);
     IF issue IS NOT NULL THEN RAISE EXCEPTION 'invalid option %: %', 'queue', issue USING ERRCODE = 'invalid_parameter_value'; END IF;
     -- A whole number below 2^31 in magnitude, as the TypeScript check asks (integer's least value is not).
     IF priority IS NULL OR priority = -2147483648 THEN
@@ -116,30 +102,25 @@ const checkRequest = (s: string): string =>
         USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF idempotency_key IS NOT NULL THEN
-      issue := "${s}".text_issue(idempotency_key, 1024);
+      issue := "{{schema}}".text_issue(idempotency_key, 1024);
       IF issue IS NOT NULL THEN RAISE EXCEPTION 'invalid option %: %', 'idempotency_key', issue USING ERRCODE = 'invalid_parameter_value'; END IF;
     END IF;
     IF concurrency_key IS NOT NULL THEN
-      issue := "${s}".text_issue(concurrency_key, 1024);
+      issue := "{{schema}}".text_issue(concurrency_key, 1024);
       IF issue IS NOT NULL THEN RAISE EXCEPTION 'invalid option %: %', 'concurrency_key', issue USING ERRCODE = 'invalid_parameter_value'; END IF;
     END IF;
   END
-  $fn$`
+  $fn$;
 
-/**
- * One run, as one TypeScript enqueue of one request: its id, and whether it was created (false:
- * an earlier enqueue with the same idempotency key created it).
- */
-const enqueueRun = (s: string, channel: string): string =>
-  `CREATE FUNCTION "${s}".enqueue_run(kind text, payload jsonb, queue text DEFAULT 'default', run_at timestamptz DEFAULT now(),
+CREATE FUNCTION "{{schema}}".enqueue_run(kind text, payload jsonb, queue text DEFAULT 'default', run_at timestamptz DEFAULT now(),
     priority integer DEFAULT 0, max_attempts integer DEFAULT 5, idempotency_key text DEFAULT NULL,
     concurrency_key text DEFAULT NULL, trace_parent text DEFAULT NULL, OUT id bigint, OUT created boolean)
   LANGUAGE plpgsql AS $fn$
   -- Unqualified names are columns where a table is in scope (the conflict target), else parameters.
   #variable_conflict use_column
   BEGIN
-    PERFORM "${s}".check_enqueue(kind, queue, run_at, priority, max_attempts, idempotency_key, concurrency_key);
-    INSERT INTO "${s}".runs AS r (kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent,
+    PERFORM "{{schema}}".check_enqueue(kind, queue, run_at, priority, max_attempts, idempotency_key, concurrency_key);
+    INSERT INTO "{{schema}}".runs AS r (kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent,
       concurrency_key, state)
     VALUES (kind, coalesce(payload, 'null'::jsonb), queue, priority, greatest(run_at, now()), max_attempts, idempotency_key,
       trace_parent, concurrency_key,
@@ -149,29 +130,19 @@ const enqueueRun = (s: string, channel: string): string =>
     RETURNING r.id INTO id;
     IF id IS NULL THEN
       -- A new statement, a new snapshot: the run of the key the insert met, committed before it went on.
-      SELECT r.id INTO id FROM "${s}".runs r WHERE r.idempotency_key = enqueue_run.idempotency_key;
+      SELECT r.id INTO id FROM "{{schema}}".runs r WHERE r.idempotency_key = enqueue_run.idempotency_key;
       created := false;
       RETURN;
     END IF;
     created := true;
-    PERFORM pg_notify('${channel}', 'q:' || queue);
-    IF concurrency_key IS NOT NULL THEN PERFORM "${s}".admit_key(kind, queue, concurrency_key); END IF;
+    PERFORM pg_notify('{{channel}}', 'q:' || queue);
+    IF concurrency_key IS NOT NULL THEN PERFORM "{{schema}}".admit_key(kind, queue, concurrency_key); END IF;
   END
-  $fn$`
+  $fn$;
 
-/** `enqueue_run`'s id alone: what an application's trigger or a psql session usually wants. */
-const enqueue = (s: string): string =>
-  `CREATE FUNCTION "${s}".enqueue(kind text, payload jsonb, queue text DEFAULT 'default', run_at timestamptz DEFAULT now(),
+CREATE FUNCTION "{{schema}}".enqueue(kind text, payload jsonb, queue text DEFAULT 'default', run_at timestamptz DEFAULT now(),
     priority integer DEFAULT 0, max_attempts integer DEFAULT 5, idempotency_key text DEFAULT NULL,
     concurrency_key text DEFAULT NULL, trace_parent text DEFAULT NULL) RETURNS bigint
   LANGUAGE sql AS $fn$
-    SELECT e.id FROM "${s}".enqueue_run($1, $2, $3, $4, $5, $6, $7, $8, $9) e
-  $fn$`
-
-export const enqueueFunction = (s: string, channel: string): ReadonlyArray<string> => [
-  textIssue(s),
-  admitKey(s, channel),
-  checkRequest(s),
-  enqueueRun(s, channel),
-  enqueue(s)
-]
+    SELECT e.id FROM "{{schema}}".enqueue_run($1, $2, $3, $4, $5, $6, $7, $8, $9) e
+  $fn$;
