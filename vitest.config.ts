@@ -24,6 +24,8 @@ const unit = [
   "test/migrations.test.ts"
 ]
 const processes = [
+  "test/sql-enqueue.test.ts",
+  "test/unique-process.test.ts",
   "test/examples.test.ts",
   "test/doc-commands.test.ts",
   "test/cli.test.ts",

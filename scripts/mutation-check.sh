@@ -65,6 +65,11 @@
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
+#   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
+#                                     (migration 0022's enqueue_run), against test/unique-process.test.ts
+#                                     (two enqueuers of a released key both take it), up to three times;
+#   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
+#                                     (migration 0022's enqueue_run), against test/sql-enqueue.test.ts;
 #   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
 #                                     decoded with its person deferred's success schema
 #                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
@@ -247,6 +252,20 @@ elif [ "$mutation" = "memory-journal" ]; then
   grep -q "this.state.holder(lease) === undefined" "$journal" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the memory journal records an activity's result whatever the holder's fence ($journal)"
   tests=(test/workflow-journal.test.ts)
+  attempts=1
+elif [ "$mutation" = "unique-lock" ]; then
+  windows="$work/packages/sql/migrations/0022_unique_windows.sql"
+  sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
+  grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
+  tests=(test/unique-process.test.ts)
+  attempts=3
+elif [ "$mutation" = "sql-enqueue-ledger" ]; then
+  windows="$work/packages/sql/migrations/0022_unique_windows.sql"
+  sed -i "s/CASE WHEN idempotency_key IS NULL AND concurrency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
+  grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
+  tests=(test/sql-enqueue.test.ts)
   attempts=1
 elif [ "$mutation" = "deferred-schema" ]; then
   schemas="$work/packages/http/src/internal/SignalSchemas.ts"

@@ -172,6 +172,32 @@ describe("leasehold enqueue", () => {
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 1, events: 0 })
     }))
 
+  it.live("a unique key yields the run that holds it, and the second enqueue says so", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const args = ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":10}`, "--unique-key", "a.png", "--unique-for", "1 hour"]
+      const first = parse<{ id: string; created: boolean }>(yield* leasehold([...args, "--json", ...connection(schema)]))
+      assert.isTrue(first.created)
+      const second = yield* leasehold(["enqueue", "resize-image", "--payload", `{"image":"a.png","width":20}`, "--unique-key", "a.png", ...connection(schema)])
+      assertOk(second)
+      assert.strictEqual(second.stdout, `run ${first.id} already holds this unique window (not enqueued again)\n`)
+      const byPayload = ["enqueue", "resize-image", "--payload", `{"width":10,"image":"b.png"}`, "--unique-by-payload", "--json"]
+      const third = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
+      const fourth = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
+      assert.deepStrictEqual(fourth, { id: third.id, created: false })
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 2, events: 0 })
+      // A bad window: one line, exit 2, nothing written.
+      const bad: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+        [["--unique-states", "pending,done"], /invalid option unique\.states: "done" is not a run state/],
+        [["--unique-key", "c.png", "--unique-for", "0 seconds"], /invalid option unique\.periodMs: 0 ms is not a period of more than 0/]
+      ]
+      for (const [flags, reason] of bad) {
+        assertRejected(yield* leasehold(["enqueue", "resize-image", "--payload", `{"image":"c.png","width":1}`, ...flags, ...connection(schema)]), 2, reason)
+      }
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 2, events: 0 })
+    }))
+
   it.live("--tasks takes the kinds and schemas from the given module", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")

@@ -31,8 +31,11 @@ const postgres: ContractTarget = {
               sql.unsafe(`UPDATE "${schema}".ready SET run_at = run_at - ${shift}`),
               sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`)
             ),
-            sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
-            last_heartbeat_at = last_heartbeat_at - ${shift}`)
+            Effect.andThen(
+              sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
+            last_heartbeat_at = last_heartbeat_at - ${shift}`),
+              sql.unsafe(`UPDATE "${schema}".unique_holds SET held_until = held_until - ${shift}`)
+            )
           )
         )
       },

@@ -28,6 +28,8 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0018_batch_ledger", "6a4e70965f23e10145a459a733825a4cd7c5f6dbdfe6f4415dfe3cdab559319c"],
   ["0019_worker_registry", "78b44f216b7e891419c225e3f88807acfeed1889c62a10ed037a14acec381a4d"],
   ["0020_activity_window", "1ab1b70ac35eeaad6cb0bcd4172457498e3a4106193e7b2fbaaa373f2b609205"],
+  ["0021_enqueue_function", "36af38fd3792d2408dd62d0875a490f6e3fddc13cdabea5f3b78200960cdd952"],
+  ["0022_unique_windows", "efadda1cee80af835755c43ef3da5c16848992aa0616074a5e821d7641deca69"],
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")

@@ -126,6 +126,91 @@ export const runStoreContract = (target: ContractTarget): void => {
         }))
     })
 
+    describe("unique windows", () => {
+      test("a unique key while the run is unfinished: a duplicate yields it, in a batch and across calls, per kind; once it completes a new run is enqueued", ({ store }) =>
+        Effect.gen(function*() {
+          const batch = yield* store.enqueue([
+            { kind: "job", payload: { v: 1 }, unique: { key: "order-7" } },
+            { kind: "job", payload: { v: 2 }, unique: { key: "order-7" } },
+            { kind: "mail", payload: { v: 3 }, unique: { key: "order-7" } }
+          ])
+          assert.deepStrictEqual(batch.map((e) => e.created), [true, false, true])
+          assert.strictEqual(batch[1]!.id, batch[0]!.id)
+          assert.notStrictEqual(batch[2]!.id, batch[0]!.id, "another kind's key is another window")
+          // Held while running too.
+          const [claimed] = yield* claimFrom(store, "w1", { limit: 1 })
+          assert.strictEqual(claimed!.id, batch[0]!.id)
+          const [running] = yield* store.enqueue([{ kind: "job", payload: { v: 4 }, unique: { key: "order-7" } }])
+          assert.deepStrictEqual(running, { id: batch[0]!.id, created: false })
+          assert.deepStrictEqual((yield* store.get(batch[0]!.id)).payload, { v: 1 })
+          yield* store.completeBatch([{ runId: claimed!.id, fence: claimed!.fence, result: null }])
+          const [after] = yield* store.enqueue([{ kind: "job", payload: { v: 5 }, unique: { key: "order-7" } }])
+          assert.isTrue(after!.created)
+          assert.notStrictEqual(after!.id, batch[0]!.id)
+          assert.strictEqual((yield* store.list({ limit: 10, kind: "job" })).length, 2)
+        }))
+
+      test("unique by payload: payloads equal as JSON values are duplicates whatever their keys' order, others are not", ({ store }) =>
+        Effect.gen(function*() {
+          const out = yield* store.enqueue([
+            { kind: "job", payload: { a: 1, b: [1, { c: null }] }, unique: {} },
+            { kind: "job", payload: { b: [1, { c: null }], a: 1 }, unique: {} },
+            { kind: "job", payload: { a: 1, b: [1, { c: 0 }] }, unique: {} },
+            { kind: "job", payload: { a: 1, b: [1, { c: null }] } }
+          ])
+          assert.deepStrictEqual(out.map((e) => e.created), [true, false, true, true])
+          assert.strictEqual(out[1]!.id, out[0]!.id)
+        }))
+
+      test("a window of states holds only while its run is in them; a window of a period holds in every state until it passes", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const [pending] = yield* store.enqueue([{ kind: "job", payload: null, unique: { key: "p", states: ["pending"] } }])
+          const [claimed] = yield* claimFrom(store, "w1", { limit: 1 })
+          assert.strictEqual(claimed!.id, pending!.id)
+          const [whileRunning] = yield* store.enqueue([{ kind: "job", payload: null, unique: { key: "p", states: ["pending"] } }])
+          assert.isTrue(whileRunning!.created, "the running run no longer holds a window of pending")
+
+          const [first] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          yield* store.cancel(first!.id)
+          const [cancelled] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          assert.deepStrictEqual(cancelled, { id: first!.id, created: false }, "a period holds in any state")
+          yield* passTime("59 minutes")
+          const [within] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          assert.isFalse(within!.created)
+          yield* passTime("2 minutes")
+          const [next] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          assert.isTrue(next!.created)
+          // A period and states: held while both hold.
+          const [both] = yield* store.enqueue([{ kind: "sms", payload: null, unique: { key: "b", periodMs: 3_600_000, states: ["pending"] } }])
+          yield* store.cancel(both!.id)
+          const [afterCancel] = yield* store.enqueue([{ kind: "sms", payload: null, unique: { key: "b", periodMs: 3_600_000 } }])
+          assert.isTrue(afterCancel!.created, "the cancelled run left its window's states")
+        }))
+
+      test("a bad window is refused with InvalidConfig naming it, and nothing is written", ({ store }) =>
+        Effect.gen(function*() {
+          const bad: Array<[unknown, string]> = [
+            [{ periodMs: 0 }, "unique.periodMs"],
+            [{ periodMs: -5 }, "unique.periodMs"],
+            [{ periodMs: Number.NaN }, "unique.periodMs"],
+            [{ states: [] }, "unique.states"],
+            [{ states: ["pending", "done"] }, "unique.states"],
+            [{ key: "" }, "unique.key"],
+            [{ key: "k".repeat(1025) }, "unique.key"]
+          ]
+          for (const [unique, option] of bad) {
+            const refused = yield* Effect.flip(store.enqueue([
+              { kind: "job", payload: null },
+              { kind: "job", payload: null, unique: unique as never }
+            ]))
+            assert.deepInclude(refused, { _tag: "InvalidConfig", option }, JSON.stringify(unique))
+          }
+          const combined = yield* Effect.flip(store.enqueue([{ kind: "job", payload: null, idempotencyKey: "i", unique: { key: "u" } }]))
+          assert.deepInclude(combined, { _tag: "InvalidConfig", option: "unique" })
+          assert.isEmpty(yield* store.list({ limit: 10 }))
+        }))
+    })
+
     describe("fences and expired leases", () => {
       test("each claim raises the fence by exactly 1: an expired lease is reclaimed under the next fence, before due runs", ({ passTime, store }) =>
         Effect.gen(function*() {

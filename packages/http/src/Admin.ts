@@ -32,6 +32,7 @@ import {
   type StoreError,
   type StoreNotification,
   type UnknownKind,
+  type UniqueWindow,
   type UnstorableValue
 } from "@leasehold/core"
 import { ByteSize, Duration, Effect, Redacted, Schema, Stream } from "effect"
@@ -208,7 +209,14 @@ const EnqueueBody = Schema.Struct({
   priority: Schema.optional(Schema.Number),
   delayMs: Schema.optional(Schema.Number),
   maxAttempts: Schema.optional(Schema.Number),
-  idempotencyKey: Schema.optional(Schema.String)
+  idempotencyKey: Schema.optional(Schema.String),
+  concurrencyKey: Schema.optional(Schema.String),
+  /** A uniqueness window (core `UniqueWindow`): its states are checked by the enqueue, which names a bad one. */
+  unique: Schema.optional(Schema.Struct({
+    key: Schema.optional(Schema.String),
+    states: Schema.optional(Schema.Array(Schema.String)),
+    periodMs: Schema.optional(Schema.Number)
+  }))
 })
 
 const ResumeBody = Schema.Struct({ payload: Schema.optional(Schema.Unknown) })
@@ -383,9 +391,12 @@ export const layer = (options: AdminOptions) =>
 
       HttpRouter.route("POST", "/api/runs", guard(true, () =>
         Effect.gen(function*() {
-          const { kind, payload, ...options } = yield* body(EnqueueBody, limit)
+          const { kind, payload, unique, ...options } = yield* body(EnqueueBody, limit)
           const registry = yield* Handlers
-          const enqueued = yield* Client.enqueueUnknown(registry, kind, payload ?? {}, options)
+          const enqueued = yield* Client.enqueueUnknown(registry, kind, payload ?? {}, {
+            ...options,
+            ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
+          })
           return json(enqueued.created ? 201 : 200, enqueued)
         }))),
 
