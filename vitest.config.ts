@@ -20,9 +20,12 @@ const unit = [
   "test/database-url.test.ts",
   "test/schedule-ticker.test.ts",
   "test/import-graph.test.ts",
-  "test/error-style.test.ts"
+  "test/error-style.test.ts",
+  "test/migrations.test.ts"
 ]
 const processes = [
+  "test/sql-enqueue.test.ts",
+  "test/unique-process.test.ts",
   "test/examples.test.ts",
   "test/doc-commands.test.ts",
   "test/cli.test.ts",

@@ -55,6 +55,13 @@
 #   scripts/mutation-check.sh ledger-lapse  a renewal no longer moves the runs its worker stopped
 #                                     naming to their rows with their expiry (ledger.ts › renew),
 #                                     against test/ledger.test.ts;
+#   scripts/mutation-check.sh ledger-renew-ended  a renewal by claim batch no longer counts the runs
+#                                     moved to their rows (the batch's `closed`) as ended there
+#                                     (ledger.ts › renewClaimed), against test/ledger.test.ts (a
+#                                     cancelled and a reclaimed run are answered as held);
+#   scripts/mutation-check.sh ledger-renew-owner  a renewal by claim batch no longer checks the
+#                                     batch's owner (ledger.ts › renewClaimed), against
+#                                     test/ledger.test.ts (another owner's name extends the batch);
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
@@ -69,6 +76,15 @@
 #   scripts/mutation-check.sh rate-lock  rated claims no longer lock their windows (rate.ts ›
 #                                     claimRated), against test/rate-process.test.ts, up to three
 #                                     times (a race between claimers);
+#   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
+#                                     (migration 0022's enqueue_run), against test/unique-process.test.ts
+#                                     (two enqueuers of a released key both take it), up to three times;
+#   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
+#                                     (migration 0022's enqueue_run), against test/sql-enqueue.test.ts;
+#   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
+#                                     decoded with its person deferred's success schema
+#                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
+#                                     test/workflow-approvals.test.ts (a text amount is refused, nothing written);
 #   scripts/mutation-check.sh ledger-lock  ledger completions no longer lock their batches FOR KEY
 #                                     SHARE (a hold then misses a completion in flight), against
 #                                     test/ledger.test.ts's race, up to three times. OPEN: it
@@ -92,7 +108,7 @@ done
 for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" "$work/node_modules/@leasehold/$(basename "$entry")"; done
 
 if [ "$mutation" = "keys" ]; then
-  migrations="$work/packages/sql/src/Migrations.ts"
+  migrations="$work/packages/sql/migrations/0010_key_concurrency.sql"
   sed -i "s/CREATE UNIQUE INDEX runs_key_slots_/CREATE INDEX runs_key_slots_/" "$migrations"
   grep -q "CREATE UNIQUE INDEX runs_key_slots" "$migrations" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the running runs' key slots are no longer unique ($migrations)"
@@ -119,9 +135,23 @@ elif [ "$mutation" = "ledger-lapse" ]; then
   echo "mutation: a renewal extends every open run of a batch it names, named or not ($ledger)"
   tests=(test/ledger.test.ts)
   attempts=1
+elif [ "$mutation" = "ledger-renew-ended" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  perl -0pi -e 's/SELECT h\.batch, u\.id FROM held h, unnest\(h\.closed\) AS u\(id\)\n\s*UNION\n//' "$ledger"
+  grep -q "unnest(h.closed)" "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a renewal by claim batch takes the runs moved to their rows for open ($ledger)"
+  tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-renew-owner" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/AND c.settled_at IS NULL AND c.owner = ${owner}$/AND c.settled_at IS NULL/' "$ledger"
+  grep -q 'AND c.settled_at IS NULL AND c.owner = ${owner}$' "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a renewal by claim batch renews a batch whatever its owner ($ledger)"
+  tests=(test/ledger.test.ts)
+  attempts=1
 elif [ "$mutation" = "ledger-ready" ]; then
-  migrations="$work/packages/sql/src/Migrations.ts"
-  perl -0pi -e 's/UPDATE "\$\{s\}"\.ready SET queue = NEW\.queue, kind = NEW\.kind, priority = NEW\.priority, run_at = NEW\.run_at,\s*ledger = NEW\.state = .ledger.\s*WHERE id = NEW\.id;/INSERT INTO "\$\{s\}".ready (id, queue, kind, priority, run_at, ledger) VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.run_at, NEW.state = \x27ledger\x27) ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at;/' "$migrations"
+  migrations="$work/packages/sql/migrations/0018_batch_ledger.sql"
+  perl -0pi -e 's/UPDATE "\{\{schema\}\}"\.ready SET queue = NEW\.queue, kind = NEW\.kind, priority = NEW\.priority, run_at = NEW\.run_at,\s*ledger = NEW\.state = .ledger.\s*WHERE id = NEW\.id;/INSERT INTO "{{schema}}".ready (id, queue, kind, priority, run_at, ledger) VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.run_at, NEW.state = \x27ledger\x27) ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at;/' "$migrations"
   grep -q "ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at" "$migrations" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: an update of a ready run's row makes it ready again, held or not ($migrations)"
   tests=(test/ledger.test.ts)
@@ -176,10 +206,10 @@ elif [ "$mutation" = "position" ]; then
   attempts=3
 elif [ "$mutation" = "handoff" ]; then
   admit="$work/packages/sql/src/internal/statements/admit.ts"
-  migrations="$work/packages/sql/src/Migrations.ts"
+  migrations="$work/packages/sql/migrations/0013_key_admission.sql"
   # Completions hand no slot on (their hand-off updates nothing), and the row trigger finds no successor.
   sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND false/' "$admit"
-  sed -i 's/    IF successor IS NOT NULL THEN/    IF false THEN/' "$migrations"
+  sed -i 's/^  IF successor IS NOT NULL THEN/  IF false THEN/' "$migrations"
   grep -q "WHERE r.id = sc.id AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
   grep -q "IF successor IS NOT NULL" "$migrations" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a freed key slot is not handed on ($admit, $migrations)"
@@ -259,6 +289,28 @@ elif [ "$mutation" = "memory-journal" ]; then
   grep -q "this.state.holder(lease) === undefined" "$journal" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the memory journal records an activity's result whatever the holder's fence ($journal)"
   tests=(test/workflow-journal.test.ts)
+  attempts=1
+elif [ "$mutation" = "unique-lock" ]; then
+  windows="$work/packages/sql/migrations/0022_unique_windows.sql"
+  sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
+  grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
+  tests=(test/unique-process.test.ts)
+  attempts=3
+elif [ "$mutation" = "sql-enqueue-ledger" ]; then
+  windows="$work/packages/sql/migrations/0022_unique_windows.sql"
+  sed -i "s/CASE WHEN idempotency_key IS NULL AND concurrency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
+  grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
+  tests=(test/sql-enqueue.test.ts)
+  attempts=1
+elif [ "$mutation" = "deferred-schema" ]; then
+  schemas="$work/packages/http/src/internal/SignalSchemas.ts"
+  sed -i 's/  if (schema === undefined) return Effect.succeed(input)$/  if (schema === undefined || input !== schema) return Effect.succeed(input)/' "$schemas"
+  grep -q "if (schema === undefined) return Effect.succeed(input)" "$schemas" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a workflow's decision is recorded without decoding it with its deferred's schema ($schemas)"
+  # The API test alone: the mutant's copy has no console assets (tsc only), so its browser tests fail anyway.
+  tests=(test/workflow-approvals.test.ts -t "does not decode with the deferred's schema")
   attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"

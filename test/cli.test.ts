@@ -116,15 +116,15 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0023_rate_limits\n`)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
-      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "claim_batches", "completion_batches", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "rate_limits", "rate_starts", "ready", "run_events", "run_history", "runs", "runs_now", "schedules", "signal_deliveries", "workers", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
+      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "claim_batches", "completion_batches", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "rate_limits", "rate_starts", "ready", "run_events", "run_history", "runs", "runs_now", "schedules", "signal_deliveries", "unique_holds", "workers", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits", "0018_batch_ledger", "0019_worker_registry", "0020_activity_window", "0023_rate_limits"] })
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits", "0018_batch_ledger", "0019_worker_registry", "0020_activity_window", "0021_enqueue_function", "0022_unique_windows", "0023_rate_limits"] })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0023_rate_limits)\n`)
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits)\n`)
     }))
 })
 
@@ -170,6 +170,32 @@ describe("leasehold enqueue", () => {
       assertOk(third)
       assert.strictEqual(third.stdout, `run ${first.id} already exists for idempotency key "order-7" (not enqueued again)\n`)
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 1, events: 0 })
+    }))
+
+  it.live("a unique key yields the run that holds it, and the second enqueue says so", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const args = ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":10}`, "--unique-key", "a.png", "--unique-for", "1 hour"]
+      const first = parse<{ id: string; created: boolean }>(yield* leasehold([...args, "--json", ...connection(schema)]))
+      assert.isTrue(first.created)
+      const second = yield* leasehold(["enqueue", "resize-image", "--payload", `{"image":"a.png","width":20}`, "--unique-key", "a.png", ...connection(schema)])
+      assertOk(second)
+      assert.strictEqual(second.stdout, `run ${first.id} already holds this unique window (not enqueued again)\n`)
+      const byPayload = ["enqueue", "resize-image", "--payload", `{"width":10,"image":"b.png"}`, "--unique-by-payload", "--json"]
+      const third = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
+      const fourth = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
+      assert.deepStrictEqual(fourth, { id: third.id, created: false })
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 2, events: 0 })
+      // A bad window: one line, exit 2, nothing written.
+      const bad: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+        [["--unique-states", "pending,done"], /invalid option unique\.states: "done" is not a run state/],
+        [["--unique-key", "c.png", "--unique-for", "0 seconds"], /invalid option unique\.periodMs: 0 ms is not a period of more than 0/]
+      ]
+      for (const [flags, reason] of bad) {
+        assertRejected(yield* leasehold(["enqueue", "resize-image", "--payload", `{"image":"c.png","width":1}`, ...flags, ...connection(schema)]), 2, reason)
+      }
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 2, events: 0 })
     }))
 
   it.live("--tasks takes the kinds and schemas from the given module", () =>

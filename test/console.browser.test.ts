@@ -365,9 +365,9 @@ describe("web console (chromium)", () => {
 
           // Runs filtered by a payload field: only the A-7 refund.
           await page.goto(`${baseUrl}/#/runs`)
-          await page.getByLabel("Payload field").fill("order")
-          await page.getByLabel("Payload value").fill("A-7")
-          await page.getByLabel("Payload value").press("Enter")
+          await page.getByLabel("Payload field", { exact: true }).fill("order")
+          await page.getByLabel("Payload value", { exact: true }).fill("A-7")
+          await page.getByLabel("Payload value", { exact: true }).press("Enter")
           await page.waitForFunction(() => (globalThis as any).location.hash.includes("value=A-7"), undefined, {
             timeout: 5_000
           })
@@ -376,6 +376,16 @@ describe("web console (chromium)", () => {
           await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("main tbody tr").length === 1, undefined, {
             timeout: 10_000
           }).catch(() => undefined)
+          assert.strictEqual(await page.locator("main tbody tr").count(), 1)
+
+          // Two payload fields, both required: A-7 with amount 7 matches, with amount 8 nothing does.
+          await page.getByLabel("Second payload field").fill("amount")
+          await page.getByLabel("Second payload value").fill("8")
+          await page.getByLabel("Second payload value").press("Enter")
+          await page.getByText("No runs match.").waitFor({ timeout: 10_000 })
+          await page.getByLabel("Second payload value").fill("7")
+          await page.getByLabel("Second payload value").press("Enter")
+          await page.locator(`tr[data-run-id="${a7}"]`).waitFor({ timeout: 10_000 })
           assert.strictEqual(await page.locator("main tbody tr").count(), 1)
         })
         assert.deepStrictEqual(problems, [], problems.join("\n"))
@@ -560,7 +570,86 @@ const payout = Handler.make({
   handle: ({ order }) => Effect.map(Run.awaitSignal("approval", { token: `payout-${order}` }), (decision) => ({ order, decision }))
 })
 
+/**
+ * What of the open page does not fit: the page scrolling sideways, a table's box wider than the
+ * page, and each word of a table cell or badge that the browser split across two lines (a word's
+ * text range drawn as more than one line box), JSON shown in a cell aside.
+ */
+const layoutIssues = (page: Page) =>
+  page.evaluate(() => {
+    const doc = (globalThis as any).document
+    const issues: Array<string> = []
+    const root = doc.documentElement
+    if (root.scrollWidth > root.clientWidth) issues.push(`the page scrolls sideways: ${root.scrollWidth} > ${root.clientWidth}`)
+    for (const wrap of doc.querySelectorAll(".table-wrap")) {
+      if (wrap.getBoundingClientRect().right > root.clientWidth) issues.push("a table's box is wider than the page")
+    }
+    for (const cell of doc.querySelectorAll("td, th, .badge, .outcome")) {
+      const walker = doc.createTreeWalker(cell, 4 /* NodeFilter.SHOW_TEXT */)
+      for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
+        // JSON shown in a cell is data that wraps where it must (.inline-json); the rest must not split.
+        if (node.parentElement?.closest(".inline-json, pre") !== null) continue
+        const text: string = node.textContent ?? ""
+        for (const match of text.matchAll(/\S+/g)) {
+          const range = doc.createRange()
+          range.setStart(node, match.index)
+          range.setEnd(node, match.index + match[0].length)
+          const lines = new Set([...range.getClientRects()].filter((r: any) => r.width > 0).map((r: any) => Math.round(r.top)))
+          if (lines.size > 1) issues.push(`"${match[0]}" is split across ${lines.size} lines`)
+        }
+      }
+    }
+    return issues
+  })
+
+/** The queues table's box: whether its table is wider than it (then the box scrolls, not the page). */
+const queuesTable = (page: Page) =>
+  page.locator("main .table-wrap").first().evaluate((wrap: any) => ({
+    fits: wrap.scrollWidth <= wrap.clientWidth,
+    widths: `table ${wrap.scrollWidth} px in a ${wrap.clientWidth} px box; columns ` +
+      [...wrap.querySelectorAll("thead th")].map((th: any) => `${th.textContent} ${Math.round(th.getBoundingClientRect().width)}`).join(", ")
+  }))
+
 describe("web console pages (chromium)", () => {
+  it.live("layout at 1280 px: the queues table fits the page, nothing scrolls sideways, and no id, badge or word in a table is split across lines", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      // Long queue names and every state's count, a paused queue, a run that failed and is retried.
+      yield* stores.b.enqueue([
+        ...[1, 2, 3].map((width) => ({ kind: "resize-image", queue: "notifications-high-priority", payload: { image: "q.png", width } })),
+        { kind: "resize-image", queue: "reports-nightly-eu-west", payload: { image: "r.png", width: 1 } }
+      ])
+      yield* stores.b.pauseQueue("reports-nightly-eu-west")
+      // A run of a kind no worker takes, failed by hand with a retry due later ("retry scheduled").
+      const [failing] = yield* stores.b.enqueue([{ kind: "doomed", payload: { image: "missing-file.png" }, maxAttempts: 3 }])
+      const [held] = yield* stores.b.claim({ owner: "hand-held-owner-7f3c9a2e-long-identifier", queues: ["default"], kinds: ["doomed"], limit: 1, ttl: Duration.seconds(60) })
+      yield* stores.b.fail({ runId: held!.id, fence: held!.fence, error: { message: "image not found" }, retryDelayMs: 3_600_000 })
+      yield* promise(async () => {
+        for (const [route, ready] of [
+          ["#/queues", `tr[data-queue="reports-nightly-eu-west"] .badge.paused`],
+          ["#/workers", "tr[data-owner]"],
+          ["#/runs", "tbody tr"],
+          [`#/runs/${failing!.id}`, "section[aria-labelledby=attempts] tbody tr"]
+        ] as const) {
+          await page.goto(`${baseUrl}/${route}`)
+          await page.locator(ready).first().waitFor({ timeout: 10_000 })
+          assert.deepStrictEqual(await layoutIssues(page), [], route)
+          if (route === "#/queues") {
+            const table = await queuesTable(page)
+            assert.isTrue(table.fits, `the queues table fits its box at 1280 px: ${table.widths}`)
+          }
+        }
+        // Narrower than the table: its box scrolls, the page does not, and still no word splits.
+        await page.setViewportSize({ width: 800, height: 900 })
+        await page.goto(`${baseUrl}/#/queues`)
+        await page.locator(`tr[data-queue="reports-nightly-eu-west"]`).waitFor({ timeout: 10_000 })
+        assert.deepStrictEqual(await layoutIssues(page), [], "#/queues at 800 px")
+        assert.isFalse((await queuesTable(page)).fits, "at 800 px the table's own box scrolls")
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
+
   it.live("queues: counts by state and the oldest due run; pausing a queue marks it paused (and stores it) until it is resumed", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup

@@ -34,8 +34,11 @@ const postgres: ContractTarget = {
                 sql.unsafe(`UPDATE "${schema}".rate_starts SET started_at = started_at - ${shift}`)
               )
             ),
-            sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
-            last_heartbeat_at = last_heartbeat_at - ${shift}`)
+            Effect.andThen(
+              sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
+            last_heartbeat_at = last_heartbeat_at - ${shift}`),
+              sql.unsafe(`UPDATE "${schema}".unique_holds SET held_until = held_until - ${shift}`)
+            )
           )
         )
       },

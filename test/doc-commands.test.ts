@@ -124,6 +124,33 @@ describe("the commands the documents show", () => {
         }
       })))
 
+  it.live("docs/guides/enqueue-from-sql.md: psql and the trigger run as written; the rolled-back order enqueued nothing", () =>
+    withDatabase("doc_sql", (url) =>
+      Effect.gen(function*() {
+        const file = "docs/guides/enqueue-from-sql.md"
+        const env = envWith(url)
+        execFileSync("sh", ["-c", shellBlock(file)], { cwd: root, env, encoding: "utf8", stdio: "pipe" })
+        // The trigger's block, pasted into psql as a reader would (the first sql block is the signature).
+        const trigger = codeBlocks(file).filter((b) => b.lang === "sql")[1]!.body
+        execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-q"], { env, input: trigger, encoding: "utf8", stdio: "pipe" })
+        const runs = execFileSync("psql", [url, "-At", "-c", "SELECT kind, queue, priority, payload::text, idempotency_key FROM leasehold.runs ORDER BY id"], {
+          env,
+          encoding: "utf8"
+        }).trim().split("\n")
+        assert.deepStrictEqual(runs, [
+          `send-email|mail|5|{"to": "ana@example.com"}|`,
+          `send-email|mail|0|{"to": "ana@example.com"}|welcome-ana`,
+          `ship|shipping|0|{"order": 2, "total": 25.5}|`
+        ])
+        // The uniqueness window's call, twice: the second yields the first's run.
+        const unique = codeBlocks(file).filter((b) => b.lang === "sql")[2]!.body
+        const twice = [0, 1].map(() =>
+          execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At"], { env, input: unique, encoding: "utf8", stdio: "pipe" }).trim()
+        )
+        const [id] = twice[0]!.split("|")
+        assert.deepStrictEqual(twice, [`${id}|t`, `${id}|f`])
+      })))
+
   it.live("the README's npm start runs the demo from a folder of the clone", () =>
     withDatabase("doc_start", (url) =>
       Effect.gen(function*() {

@@ -65,6 +65,13 @@ describe("failover", () => {
     await Promise.all(workers.map((w) => w.waitFor("started", (r) => r.type === "started")))
     const completed = async () => Number((await query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".runs_now WHERE state = 'completed'`))[0]!.n)
     await until("a third of the runs complete", async () => (await completed()) >= total / 3)
+    // B must hold runs when it dies, or there is nothing of its to reclaim: between a wave's
+    // completions and its next claim it can hold none.
+    const heldNowByB = async () =>
+      Number((await query<{ n: string }>(
+        `SELECT count(*) AS n FROM "${schema}".runs_now WHERE state = 'running' AND lease_owner = 'worker-b'`
+      ))[0]!.n)
+    await until("worker B holds runs", async () => (await heldNowByB()) >= 3)
 
     // The primary's loss: stopped at once; the standby promoted; the proxy switched to it. Worker B
     // dies with it (kill -9): the runs it held must be reclaimed by A on the new primary.

@@ -182,6 +182,25 @@ describe("admin API access", () => {
 })
 
 describe("admin API routes", () => {
+  it.live("enqueue with a unique window: 201 then 200 naming the run that holds it; a bad window is 400 naming it, and nothing is written", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const body = (amount: number) => ({ kind: "refund", payload: { order: "U-1", amount }, unique: { key: "U-1", periodMs: 3_600_000 } })
+      const created = yield* postJson(`${origin}/api/runs`, body(1), bearer)
+      assert.strictEqual(created.status, 201)
+      const again = yield* postJson(`${origin}/api/runs`, body(2), bearer)
+      assert.deepStrictEqual([again.status, again.body], [200, { id: created.body.id, created: false }])
+      const before = yield* snapshot(stores)
+      const bad = yield* postJson(`${origin}/api/runs`, { ...body(3), unique: { key: "U-2", states: ["pending", "done"] } }, bearer)
+      assert.strictEqual(bad.status, 400)
+      assert.include(JSON.stringify(bad.body), "unique.states")
+      const zero = yield* postJson(`${origin}/api/runs`, { ...body(3), unique: { key: "U-2", periodMs: 0 } }, bearer)
+      assert.strictEqual(zero.status, 400)
+      assert.include(JSON.stringify(zero.body), "unique.periodMs")
+      assert.strictEqual(yield* snapshot(stores), before)
+    }))
+
   it.live("enqueue is checked against the registered handlers; list filters by state, kind and payload field; a run comes with its history", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

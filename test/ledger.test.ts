@@ -6,7 +6,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit } from "effect"
-import { expireLease, twoStores } from "./support/stores.js"
+import { setLeaseExpirySql } from "./support/db.js"
+import { expireLease, readRun, twoStores, twoStoresWith } from "./support/stores.js"
 
 const ttl = Duration.seconds(30)
 const claimOf = (owner: string, limit = 100) => ({ owner, queues: ["default"], kinds: ["job"], limit, ttl })
@@ -152,4 +153,109 @@ describe("the batch ledger", () => {
       const evens = claimed.filter((_, i) => i % 2 === 0)
       for (const r of evens) assert.strictEqual((yield* stores.a.get(r.id)).state, "completed")
     })))
+  it.live("a renewal by claim batch answers exactly the leases still held: a run completed elsewhere, one an operator cancelled and one reclaimed by another worker are lost, one not named lapses with the expiry it had, and no one else's lease moves", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue(Array.from({ length: 6 }, (_, i) => ({ kind: "job", payload: { i } })))
+      const claimed = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(claimed.length, 6)
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches`), 1)
+      const [completed, cancelled, reclaimed, unnamed, ...kept] = claimed.map((r) => ({ runId: r.id, fence: r.fence }))
+      // Completed under its fence by another store of the same owner (no claim reference there).
+      const [done] = yield* stores.b.completeBatch([{ ...completed!, result: null, keyed: false }])
+      assert.strictEqual(done!._tag, "Finalized")
+      yield* stores.b.cancel(cancelled!.runId)
+      // Moved to its row with a lease already over, as a lapse that ran out, and reclaimed at fence 2.
+      yield* sql.unsafe(setLeaseExpirySql(schema, reclaimed!.runId, "now() - interval '1 second'"))
+      const [taken] = yield* stores.b.claim(claimOf("w-b"))
+      assert.deepStrictEqual([taken!.id, taken!.fence, taken!.via], [reclaimed!.runId, 2, "expired"])
+      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() + interval '5 seconds'`)
+      const before = yield* expiries(stores)
+      const named = [completed!, cancelled!, reclaimed!, ...kept]
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", named, ttl), kept)
+      const after = yield* expiries(stores)
+      assert.isAbove(after.batch, before.batch + 20_000, "the batch's lease was extended")
+      // The unnamed run was moved to its row with the batch's expiry as it was, not the new one.
+      const lapsed = yield* readRun(stores, unnamed!.runId)
+      assert.deepStrictEqual([lapsed.state, lapsed.fence, lapsed.lease_owner], ["running", 1, "w-a"])
+      assert.strictEqual(lapsed.lease_expires_at!.getTime(), before.batch)
+      // The new holder's lease is its own: the stale renewal did not touch it.
+      const other = yield* readRun(stores, reclaimed!.runId)
+      assert.deepStrictEqual([other.state, other.fence, other.lease_owner], ["running", 2, "w-b"])
+      assert.strictEqual(other.lease_expires_at!.getTime(), before.runs.get(reclaimed!.runId))
+      assert.strictEqual((yield* stores.a.get(cancelled!.runId)).state, "cancelled")
+      assert.strictEqual((yield* stores.a.get(completed!.runId)).state, "completed")
+      // A lease listed twice is renewed once and answered twice; the next round names the kept ones only.
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", [kept[0]!, kept[0]!, kept[1]!], ttl), [kept[0]!, kept[0]!, kept[1]!])
+    })))
+
+  it.live("a renewal under another owner's name renews nothing of a batch this store claimed and leaves its expiry as it was", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i } })))
+      const held = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
+      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() + interval '5 seconds'`)
+      const before = yield* expiries(stores)
+      assert.deepStrictEqual(yield* stores.a.renew("w-x", held, ttl), [])
+      assert.strictEqual((yield* expiries(stores)).batch, before.batch)
+      // Its holder still holds them all.
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", held, ttl), held)
+      assert.isAbove((yield* expiries(stores)).batch, before.batch + 20_000)
+    })))
+
+  it.live("a batch whose lease expired and whose runs were all reclaimed answers every lease of it as lost, and the new holder's leases keep their own expiry", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i } })))
+      const held = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
+      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second'`)
+      const taken = yield* stores.b.claim(claimOf("w-b"))
+      assert.deepStrictEqual(taken.map((r) => [r.id, r.fence]), held.map((l) => [l.runId, 2]))
+      const before = yield* expiries(stores)
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", held, ttl), [])
+      const after = yield* expiries(stores)
+      assert.deepStrictEqual([...after.runs], [...before.runs])
+      assert.deepStrictEqual(yield* stores.b.renew("w-b", taken.map((r) => ({ runId: r.id, fence: r.fence })), ttl), taken.map((r) => ({ runId: r.id, fence: 2 })))
+    })))
+
+  it.live("one renewal carries ledger leases and row leases (a keyed run, an idempotent one), and on a rows store only row leases: the held ones are renewed, a reclaimed one is lost and its new holder's lease stays its own", () =>
+    Effect.scoped(Effect.gen(function*() {
+      for (const storage of ["ledger", "rows"] as const) {
+        const stores = yield* twoStoresWith({ storage })
+        const { sql, schema } = stores
+        // Apart: an enqueue with an idempotency key records its whole batch in rows.
+        yield* stores.a.enqueue([{ kind: "job", payload: { i: 1 } }, { kind: "job", payload: { i: 2 } }])
+        yield* stores.a.enqueue([{ kind: "job", payload: { i: 3 }, idempotencyKey: "once" }, { kind: "job", payload: { i: 4 }, concurrencyKey: "k" }])
+        const claimed = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
+        assert.strictEqual(claimed.length, 4, storage)
+        const inRows = yield* count(sql, `SELECT count(*) AS n FROM "${schema}".runs WHERE state = 'running'`)
+        assert.strictEqual(inRows, storage === "ledger" ? 2 : 4, `${storage}: the runs claimed in their rows`)
+        const [plain, , once, keyed] = claimed
+        // The idempotent run's lease runs out and another worker takes it at fence 2.
+        yield* expireLease(stores, once!.runId)
+        const [taken] = yield* stores.b.claim(claimOf("w-b"))
+        assert.deepStrictEqual([taken!.id, taken!.fence], [once!.runId, 2], storage)
+        yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() + interval '5 seconds' WHERE id = ${Number(keyed!.runId)}`)
+        const before = yield* expiries(stores)
+        const held = claimed.filter((l) => l !== once)
+        assert.deepStrictEqual(yield* stores.a.renew("w-a", claimed, ttl), held, storage)
+        const after = yield* expiries(stores)
+        assert.isAbove(after.runs.get(keyed!.runId)!, before.runs.get(keyed!.runId)! + 20_000, `${storage}: the keyed run's lease was extended`)
+        assert.strictEqual(after.runs.get(once!.runId), before.runs.get(once!.runId), `${storage}: the new holder's lease did not move`)
+        assert.strictEqual((yield* readRun(stores, plain!.runId)).lease_owner, "w-a")
+      }
+    })))
 })
+
+/** The claim batch's expiry (the store's one batch, if any) and each run row's lease expiry, in ms. */
+const expiries = (stores: import("./support/stores.js").Stores) =>
+  Effect.gen(function*() {
+    const [batch] = yield* stores.sql.unsafe<{ at: Date | null }>(`SELECT max(expires_at) AS at FROM "${stores.schema}".claim_batches`)
+    const rows = yield* stores.sql.unsafe<{ id: string; at: Date | null }>(
+      `SELECT id::text AS id, lease_expires_at AS at FROM "${stores.schema}".runs WHERE state = 'running' ORDER BY id`
+    )
+    return { batch: batch?.at?.getTime() ?? Number.NaN, runs: new Map(rows.map((r) => [r.id, r.at?.getTime()])) }
+  })

@@ -158,6 +158,9 @@ describe("packed packages in a fresh project", () => {
     // The store's statements sit under internal/, which its exports block, not beside its public modules.
     assertHas("sql", "dist/internal/statements/guarded.js")
     assert.isFalse(packed("sql").some((f) => f.startsWith("dist/statements/")), "@leasehold/sql packs no dist/statements/")
+    // The migrations are read from the installed package when a store is created.
+    assertHas("sql", "migrations/0001_init.sql")
+    assertHas("sql", "migrations/0018_batch_ledger.sql")
     assertHas("cli", "bin/leasehold.js")
     assertHas("cli", "dist/bin.js")
   })

@@ -30,10 +30,10 @@ import { eventually } from "./support/workers.js"
 
 const fast = { ttl: "2 seconds", heartbeat: "300 millis", pollInterval: "50 millis", shutdownGrace: "300 millis" } as const
 
-const setUp = (prefix: string) =>
+const setUp = (prefix: string, engine: LeaseholdWorkflows.LeaseholdWorkflowsOptions = {}) =>
   Effect.gen(function*() {
     const schema = freshSchema(prefix)
-    const context = yield* Layer.build(appLayer(databaseUrl(), schema, 0, 8))
+    const context = yield* Layer.build(appLayer(databaseUrl(), schema, 0, 8, engine))
     const sql = Context.get(context, SqlClient.SqlClient)
     yield* createLedger(sql, schema)
     return { schema, context, sql, store: Context.get(context, RunStore) }
@@ -165,6 +165,29 @@ describe("workflows on Leasehold", () => {
       const history = (yield* Context.get(context, RunStore).history(done.id)).map((e) => e.kind)
       assert.include(history, "signal_timed_out")
       yield* Scope.close(second, Exit.void)
+    }))
+
+  it.live("a clock that fired before the replay reads as done: the replay is not stopped for it while it reads it", () =>
+    Effect.gen(function*() {
+      // The watcher asks every millisecond, so it asks while each replay's read of its clock is in
+      // flight (Effect registers the await before the read): stopping the replay then would
+      // suspend the run with nothing left to wake it.
+      const { context, schema, sql } = yield* setUp("wfnapread", { wakePollInterval: "1 millis" })
+      yield* startWorker(context, yield* Effect.scope, "w1")
+      const naps = Array.from({ length: 5 }, (_, i) => ({ id: `nap-read-${i}`, millis: 300 }))
+      const executions = yield* Effect.forEach(naps, (payload) =>
+        Effect.andThen(Nap.execute(payload, { discard: true }).pipe(Effect.provideContext(context)), Nap.executionId(payload)))
+      for (const executionId of executions) {
+        const done = yield* eventually(
+          `nap ${executionId} completes`,
+          Effect.map(runOf(sql, schema, Nap, executionId), (run) => run?.state === "completed" && run),
+          "20 seconds"
+        )
+        // Claimed once, woken by its clock's deadline once: fence 2.
+        assert.strictEqual(done.fence, 2)
+      }
+      const lines = yield* ledger(sql, schema)
+      assert.strictEqual(lines.filter((l) => l.step === "after").length, naps.length)
     }))
 
   it.live("interrupt runs the workflow's compensations, under the fence of the run that applies it", () =>

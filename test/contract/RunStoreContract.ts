@@ -126,6 +126,91 @@ export const runStoreContract = (target: ContractTarget): void => {
         }))
     })
 
+    describe("unique windows", () => {
+      test("a unique key while the run is unfinished: a duplicate yields it, in a batch and across calls, per kind; once it completes a new run is enqueued", ({ store }) =>
+        Effect.gen(function*() {
+          const batch = yield* store.enqueue([
+            { kind: "job", payload: { v: 1 }, unique: { key: "order-7" } },
+            { kind: "job", payload: { v: 2 }, unique: { key: "order-7" } },
+            { kind: "mail", payload: { v: 3 }, unique: { key: "order-7" } }
+          ])
+          assert.deepStrictEqual(batch.map((e) => e.created), [true, false, true])
+          assert.strictEqual(batch[1]!.id, batch[0]!.id)
+          assert.notStrictEqual(batch[2]!.id, batch[0]!.id, "another kind's key is another window")
+          // Held while running too.
+          const [claimed] = yield* claimFrom(store, "w1", { limit: 1 })
+          assert.strictEqual(claimed!.id, batch[0]!.id)
+          const [running] = yield* store.enqueue([{ kind: "job", payload: { v: 4 }, unique: { key: "order-7" } }])
+          assert.deepStrictEqual(running, { id: batch[0]!.id, created: false })
+          assert.deepStrictEqual((yield* store.get(batch[0]!.id)).payload, { v: 1 })
+          yield* store.completeBatch([{ runId: claimed!.id, fence: claimed!.fence, result: null }])
+          const [after] = yield* store.enqueue([{ kind: "job", payload: { v: 5 }, unique: { key: "order-7" } }])
+          assert.isTrue(after!.created)
+          assert.notStrictEqual(after!.id, batch[0]!.id)
+          assert.strictEqual((yield* store.list({ limit: 10, kind: "job" })).length, 2)
+        }))
+
+      test("unique by payload: payloads equal as JSON values are duplicates whatever their keys' order, others are not", ({ store }) =>
+        Effect.gen(function*() {
+          const out = yield* store.enqueue([
+            { kind: "job", payload: { a: 1, b: [1, { c: null }] }, unique: {} },
+            { kind: "job", payload: { b: [1, { c: null }], a: 1 }, unique: {} },
+            { kind: "job", payload: { a: 1, b: [1, { c: 0 }] }, unique: {} },
+            { kind: "job", payload: { a: 1, b: [1, { c: null }] } }
+          ])
+          assert.deepStrictEqual(out.map((e) => e.created), [true, false, true, true])
+          assert.strictEqual(out[1]!.id, out[0]!.id)
+        }))
+
+      test("a window of states holds only while its run is in them; a window of a period holds in every state until it passes", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const [pending] = yield* store.enqueue([{ kind: "job", payload: null, unique: { key: "p", states: ["pending"] } }])
+          const [claimed] = yield* claimFrom(store, "w1", { limit: 1 })
+          assert.strictEqual(claimed!.id, pending!.id)
+          const [whileRunning] = yield* store.enqueue([{ kind: "job", payload: null, unique: { key: "p", states: ["pending"] } }])
+          assert.isTrue(whileRunning!.created, "the running run no longer holds a window of pending")
+
+          const [first] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          yield* store.cancel(first!.id)
+          const [cancelled] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          assert.deepStrictEqual(cancelled, { id: first!.id, created: false }, "a period holds in any state")
+          yield* passTime("59 minutes")
+          const [within] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          assert.isFalse(within!.created)
+          yield* passTime("2 minutes")
+          const [next] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          assert.isTrue(next!.created)
+          // A period and states: held while both hold.
+          const [both] = yield* store.enqueue([{ kind: "sms", payload: null, unique: { key: "b", periodMs: 3_600_000, states: ["pending"] } }])
+          yield* store.cancel(both!.id)
+          const [afterCancel] = yield* store.enqueue([{ kind: "sms", payload: null, unique: { key: "b", periodMs: 3_600_000 } }])
+          assert.isTrue(afterCancel!.created, "the cancelled run left its window's states")
+        }))
+
+      test("a bad window is refused with InvalidConfig naming it, and nothing is written", ({ store }) =>
+        Effect.gen(function*() {
+          const bad: Array<[unknown, string]> = [
+            [{ periodMs: 0 }, "unique.periodMs"],
+            [{ periodMs: -5 }, "unique.periodMs"],
+            [{ periodMs: Number.NaN }, "unique.periodMs"],
+            [{ states: [] }, "unique.states"],
+            [{ states: ["pending", "done"] }, "unique.states"],
+            [{ key: "" }, "unique.key"],
+            [{ key: "k".repeat(1025) }, "unique.key"]
+          ]
+          for (const [unique, option] of bad) {
+            const refused = yield* Effect.flip(store.enqueue([
+              { kind: "job", payload: null },
+              { kind: "job", payload: null, unique: unique as never }
+            ]))
+            assert.deepInclude(refused, { _tag: "InvalidConfig", option }, JSON.stringify(unique))
+          }
+          const combined = yield* Effect.flip(store.enqueue([{ kind: "job", payload: null, idempotencyKey: "i", unique: { key: "u" } }]))
+          assert.deepInclude(combined, { _tag: "InvalidConfig", option: "unique" })
+          assert.isEmpty(yield* store.list({ limit: 10 }))
+        }))
+    })
+
     describe("fences and expired leases", () => {
       test("each claim raises the fence by exactly 1: an expired lease is reclaimed under the next fence, before due runs", ({ passTime, store }) =>
         Effect.gen(function*() {
@@ -185,6 +270,29 @@ export const runStoreContract = (target: ContractTarget): void => {
           const taken = yield* claimFrom(store, "w2")
           assert.deepStrictEqual(taken.map((t) => [t.id, t.fence]), [[b!, 2]])
           assert.strictEqual((yield* store.get(a!)).leaseOwner, "w1")
+        }))
+
+      test("a renewal loses exactly the runs its holder no longer holds (completed, cancelled, reclaimed after the lease it stopped renewing ran out) and never extends the new holder's lease", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const ids = yield* enqueueJobs(store, 5)
+          assert.strictEqual((yield* claimFrom(store, "w1")).length, 5)
+          const [done, cancelled, forgotten, ...kept] = ids.map((id): LeaseKey => ({ runId: id!, fence: 1 }))
+          yield* store.completeBatch([{ ...done!, result: null }])
+          yield* store.cancel(cancelled!.runId)
+          // `forgotten` is not named: it keeps its first expiry, and another worker takes it after.
+          assert.deepStrictEqual(yield* store.renew("w1", [done!, cancelled!, ...kept], ttl), kept)
+          yield* passTime("40 seconds")
+          assert.deepStrictEqual(yield* store.renew("w1", kept, ttl), kept)
+          yield* passTime("30 seconds")
+          const [taken] = yield* claimFrom(store, "w2")
+          assert.deepStrictEqual([taken!.id, taken!.fence], [forgotten!.runId, 2])
+          // The stale holder names it again: lost, and w2's lease runs out on its own time.
+          yield* passTime("20 seconds")
+          assert.deepStrictEqual(yield* store.renew("w1", [forgotten!, ...kept], ttl), kept)
+          yield* passTime("41 seconds")
+          const again = yield* claimFrom(store, "w3")
+          assert.deepStrictEqual(again.map((r) => [r.id, r.fence]), [[forgotten!.runId, 3]])
+          assert.strictEqual((yield* store.get(kept[0]!.runId)).leaseOwner, "w1")
         }))
     })
 
@@ -1044,6 +1152,8 @@ export const runStoreContract = (target: ContractTarget): void => {
           const usage = yield* store.keyUsage("kind", "job", 10)
           assert.deepStrictEqual(usage.map((u) => [u.key, u.held, u.waiting]), [["old", 1, 2], ["new", 1, 1], ["solo", 1, 0]])
           assert.isAtLeast(usage[0]!.oldestWaitingSeconds!, 10)
+          // The runs waiting for their key's slot are due runs in stats too (the kind scope's index).
+          assert.deepStrictEqual((yield* store.stats).dueByQueue.map((q) => [q.queue, q.due]), [["default", 3]])
           assert.isNull(usage[2]!.oldestWaitingSeconds)
           assert.strictEqual((yield* store.keyUsage("kind", "job", 1)).length, 1)
           assert.deepStrictEqual(yield* store.keyUsage("queue", "default", 10), [])
@@ -1071,6 +1181,32 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.isTrue(stats.dueByQueue.every((q) => q.oldestDueSeconds >= 5 && q.oldestDueSeconds < 60))
           yield* passTime("61 seconds")
           assert.strictEqual((yield* store.stats).liveLeases, 0, "an expired lease is not live")
+        }))
+
+      test("stats count completed runs (in the ledger or in their rows), failed ones and the rest of a batch still running, by queue", ({ store }) =>
+        Effect.gen(function*() {
+          yield* enqueueJobs(store, 4, { maxAttempts: 1 })
+          yield* enqueueJobs(store, 1, { queue: "other" })
+          const claimed = yield* claimFrom(store, "w1", { limit: 4 })
+          assert.strictEqual(claimed.length, 4)
+          // Two complete together (one completion batch), one fails (moved to its row), one still runs.
+          yield* store.completeBatch(claimed.slice(0, 2).map((c) => ({ runId: c.id, fence: c.fence, result: null })))
+          yield* store.fail({ runId: claimed[2]!.id, fence: claimed[2]!.fence, error: { message: "no" }, retryDelayMs: undefined })
+          const [other] = yield* claimFrom(store, "w2", { queues: ["other"] })
+          yield* store.completeBatch([{ runId: other!.id, fence: other!.fence, result: null }])
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [
+            { queue: "default", state: "completed", count: 2 },
+            { queue: "default", state: "failed", count: 1 },
+            { queue: "default", state: "running", count: 1 },
+            { queue: "other", state: "completed", count: 1 }
+          ])
+          // The one still running completes: its batch is settled, and it is counted completed.
+          yield* store.completeBatch([{ runId: claimed[3]!.id, fence: claimed[3]!.fence, result: null }])
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [
+            { queue: "default", state: "completed", count: 3 },
+            { queue: "default", state: "failed", count: 1 },
+            { queue: "other", state: "completed", count: 1 }
+          ])
         }))
 
       test("sample counts the runs that have not ended by queue and state, due runs a claim may take with the oldest one's wait, and live leases; ended runs are not counted", ({ passTime, store }) =>

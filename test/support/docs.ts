@@ -242,6 +242,7 @@ export const shellBlocks: ReadonlyArray<{ readonly file: string; readonly firstL
   },
   { file: "docs/guides/cli.md", firstLine: "npx leasehold migrate                                     # create or upgrade the store's schema", run: true },
   { file: "docs/guides/http.md", firstLine: "# With DATABASE_URL set: the worker, the ingress and these commands share one server.", run: true },
+  { file: "docs/guides/enqueue-from-sql.md", firstLine: "npx leasehold migrate", run: true },
   {
     file: "docs/guides/packages.md",
     firstLine: "npm run build && npm pack -w packages/core -w packages/embedded -w packages/sql -w packages/http -w packages/workflow -w packages/cli",

@@ -22,6 +22,8 @@ export const maxScheduleNameBytes = 255
 export const maxIdempotencyKeyBytes = 1024
 /** The longest concurrency key, in UTF-8 bytes. @category limits */
 export const maxConcurrencyKeyBytes = 1024
+/** The longest key of a uniqueness window, in UTF-8 bytes. @category limits */
+export const maxUniqueKeyBytes = 1024
 /** The longest signal token, in UTF-8 bytes. @category limits */
 export const maxSignalTokenBytes = 1024
 /** The longest Standard Webhooks `webhook-id` kept for replay refusal, in UTF-8 bytes. @category limits */

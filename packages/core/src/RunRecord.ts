@@ -137,6 +137,68 @@ export interface EnqueueRequest {
   readonly concurrencyKey?: string | undefined
   /** The W3C `traceparent` of the span that enqueued it (see `Telemetry`). */
   readonly traceParent?: string | undefined
+  /**
+   * Enqueue only if no run of this kind with the same key (or payload) holds the window: a
+   * duplicate yields the existing run (`created: false`), as an idempotency key does. Not with an
+   * idempotency key (which is unique for ever). docs/adr/0020-uniqueness-windows.md.
+   */
+  readonly unique?: UniqueWindow | undefined
+}
+
+/**
+ * How an enqueue is unique (`EnqueueRequest.unique`): by kind and `key` (or, without one, by
+ * payload, compared as JSON values), while the run holding the key is in one of `states`, and for
+ * `periodMs` after it was enqueued. A run holds the window while both hold.
+ *
+ * @category models
+ */
+export interface UniqueWindow {
+  /** What makes two runs of a kind the same; without it, their payloads. */
+  readonly key?: string | undefined
+  /**
+   * The states the existing run holds the key in. Default: `unfinishedStates` without a period, or
+   * every state (even once the run is deleted) with one.
+   */
+  readonly states?: ReadonlyArray<RunState> | undefined
+  /** For how long after the existing run was enqueued it holds the key, in milliseconds (more than 0). */
+  readonly periodMs?: number | undefined
+}
+
+/** The states of a run not yet finished: a unique window's default. @category models */
+export const unfinishedStates: ReadonlyArray<RunState> = ["pending", "running", "suspended"]
+
+/**
+ * The states a unique window holds its key in (`UniqueWindow.states` or its default); `undefined`:
+ * every state, for the window's period.
+ *
+ * @category models
+ */
+export const uniqueStates = (window: UniqueWindow): ReadonlyArray<RunState> | undefined =>
+  window.states ?? (window.periodMs === undefined ? unfinishedStates : undefined)
+
+const checkUnique = (request: EnqueueRequest, window: UniqueWindow): Exit.Exit<void, InvalidConfig> => {
+  const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
+  if (typeof window !== "object" || window === null) return invalid("unique", "must be an object")
+  if (request.idempotencyKey !== undefined) {
+    return invalid("unique", "cannot be combined with an idempotencyKey (a key that is unique for ever)")
+  }
+  if (window.key !== undefined) {
+    const key = Limits.checkText("unique.key", window.key, Limits.maxUniqueKeyBytes)
+    if (Exit.isFailure(key)) return key
+  }
+  if (window.states !== undefined) {
+    if (!Array.isArray(window.states) || window.states.length === 0) return invalid("unique.states", "must be a non-empty list of run states")
+    const unknown = window.states.filter((s) => !(RunState.literals as ReadonlyArray<unknown>).includes(s))
+    if (unknown.length > 0) {
+      return invalid("unique.states", `${unknown.map((s) => JSON.stringify(s)).join(", ")} is not a run state (${RunState.literals.join(", ")})`)
+    }
+  }
+  if (window.periodMs !== undefined) {
+    const period = Limits.checkDelay("unique.periodMs", window.periodMs)
+    if (Exit.isFailure(period)) return period
+    if (window.periodMs <= 0) return invalid("unique.periodMs", `${window.periodMs} ms is not a period of more than 0`)
+  }
+  return Exit.void
 }
 
 const positiveInteger = (n: number) => Number.isInteger(n) && n >= 1
@@ -171,7 +233,9 @@ export const checkEnqueueRequest = (request: EnqueueRequest): Exit.Exit<void, In
     const key = Limits.checkText("idempotencyKey", request.idempotencyKey, Limits.maxIdempotencyKeyBytes)
     if (Exit.isFailure(key)) return key
   }
-  return KeyLimits.checkKey(request.concurrencyKey)
+  const key = KeyLimits.checkKey(request.concurrencyKey)
+  if (Exit.isFailure(key) || request.unique === undefined) return key
+  return checkUnique(request, request.unique)
 }
 
 /**

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Stream } from "effect"
+import { Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Scope, Stream } from "effect"
 import * as os from "node:os"
 import * as Backoff from "./internal/Backoff.js"
 
@@ -267,13 +267,13 @@ export const run = <R>(
 
     // The per-run path is written without generators and allocates little: the worker's own cost
     // per run bounds its throughput (ADR 0018).
-    const attempt = (entry: LeaseEntry) => Effect.scoped(Effect.flatMap(Lease.acquire(leaseContext, entry), () => runHandler(entry)))
+    const attempt = (entry: LeaseEntry) => Lease.scoped(leaseContext, entry, (scope) => runHandler(entry, scope))
     const sampled = RunSpans.sampler(config.traceSampleRate)
     const execute = traced
       ? (entry: LeaseEntry) => sampled(entry.run.id) ? RunSpans.consumer(entry, owner, attempt(entry)) : attempt(entry)
       : attempt
 
-    const runHandler = (entry: LeaseEntry): Effect.Effect<unknown, unknown> => {
+    const runHandler = (entry: LeaseEntry, scope: Scope.Scope): Effect.Effect<unknown, unknown> => {
       const run = entry.run
       const handler = compiled.get(run.kind)
       if (handler === undefined) return Effect.fail(new Lease.PermanentFailure({ reason: `no handler for kind ${run.kind}` }))
@@ -281,10 +281,12 @@ export const run = <R>(
       if (Exit.isFailure(decoded)) return Effect.mapError(decoded, (error) => new Lease.PermanentFailure({ reason: error }))
       const fence: Fence["Service"] = { runId: run.id, fence: run.fence, owner }
       const current: CurrentRun["Service"] = new Settlement.WorkerRun(run, entry)
-      // The RunScope fiber already carries the worker's context (the handlers' services).
+      // The RunScope fiber already carries the worker's context (the handlers' services): the run's
+      // own services go on top of it in one step.
       return Effect.updateContext(
         handler.handle(decoded.value) as Effect.Effect<unknown, unknown>,
-        (context: Context.Context<never>) => Context.add(Context.add(context, Fence, fence), CurrentRun, current) as Context.Context<never>
+        (context: Context.Context<never>) =>
+          Context.add(Context.add(Context.add(context, Scope.Scope, scope), Fence, fence), CurrentRun, current) as Context.Context<never>
       )
     }
 

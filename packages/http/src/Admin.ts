@@ -33,6 +33,7 @@ import {
   type StoreError,
   type StoreNotification,
   type UnknownKind,
+  type UniqueWindow,
   type UnstorableValue
 } from "@leasehold/core"
 import { ByteSize, Duration, Effect, Redacted, Schema, Stream } from "effect"
@@ -45,7 +46,7 @@ import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
 import * as Queues from "./internal/Queues.js"
 import * as RunSearch from "./internal/RunSearch.js"
-import { withSignalSchema } from "./internal/SignalSchemas.js"
+import { encodeDecision, personDeferred, withSignalSchema } from "./internal/SignalSchemas.js"
 import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
 import { isJsonContentType, json, problem, secure, securityHeaders, storeFailureResponse } from "./internal/Http.js"
@@ -96,7 +97,17 @@ export interface WorkflowDecisions {
   readonly decide: (execution: string, deferred: string, value: unknown) => Effect.Effect<boolean, StoreError>
   /** The execution's journal (`WorkflowJournal.journal`), shown on its run's page. */
   readonly journal?: ((execution: string) => Effect.Effect<ReadonlyArray<unknown>, StoreError>) | undefined
+  /**
+   * The deferreds meant for a person (`DurableDeferred.make("person/...", { success })`): the
+   * approval form of a workflow awaiting one is built from its success schema, and a decision that
+   * does not decode with it is refused (400, nothing written). Without it the form is
+   * `{ approved, note }` and the decision is recorded as sent.
+   */
+  readonly deferreds?: ReadonlyArray<{ readonly name: string; readonly successSchema: Schema.Top }> | undefined
 }
+
+/** A workflow run's page lists at most this many child workflows (the oldest first). @category constants */
+export const maxChildrenShown = 100
 
 /** Open event streams a server allows by default. @category constants */
 export const defaultMaxEventStreams = 64
@@ -199,7 +210,14 @@ const EnqueueBody = Schema.Struct({
   priority: Schema.optional(Schema.Number),
   delayMs: Schema.optional(Schema.Number),
   maxAttempts: Schema.optional(Schema.Number),
-  idempotencyKey: Schema.optional(Schema.String)
+  idempotencyKey: Schema.optional(Schema.String),
+  concurrencyKey: Schema.optional(Schema.String),
+  /** A uniqueness window (core `UniqueWindow`): its states are checked by the enqueue, which names a bad one. */
+  unique: Schema.optional(Schema.Struct({
+    key: Schema.optional(Schema.String),
+    states: Schema.optional(Schema.Array(Schema.String)),
+    periodMs: Schema.optional(Schema.Number)
+  }))
 })
 
 const ResumeBody = Schema.Struct({ payload: Schema.optional(Schema.Unknown) })
@@ -308,6 +326,7 @@ export const layer = (options: AdminOptions) =>
       }).pipe(Effect.map(secure))
 
     const ok = (id: string) => json(200, { id })
+    const deferredSchemas = new Map((options.workflows?.deferreds ?? []).map((d) => [d.name, d.successSchema] as const))
 
     // What suspended workflows wait on, by execution (none without `workflows`).
     const workflowViews = (runs: ReadonlyArray<RunRecord>) =>
@@ -320,7 +339,7 @@ export const layer = (options: AdminOptions) =>
         }
         return views
       })
-    const withWorkflow = (run: RunRecord, views: Map<string, ReadonlyArray<unknown>>) =>
+    const withWorkflow = (run: RunRecord, views: Map<string, ReadonlyArray<{ readonly name: string; readonly forPerson: boolean }>>) =>
       isWorkflowRun(run) ? { ...run, workflow: { execution: run.idempotencyKey, awaiting: views.get(run.idempotencyKey!) ?? [] } } : run
 
     yield* router.addAll([
@@ -369,7 +388,7 @@ export const layer = (options: AdminOptions) =>
           const next = runs.length === pageSize ? runs.at(-1)!.id : null
           const registry = yield* Handlers
           return json(200, {
-            runs: runs.map((run) => withSignalSchema(registry, withWorkflow(run, views))),
+            runs: runs.map((run) => withSignalSchema(registry, deferredSchemas, withWorkflow(run, views))),
             limit: pageSize,
             offset,
             before: before ?? null,
@@ -380,9 +399,12 @@ export const layer = (options: AdminOptions) =>
 
       HttpRouter.route("POST", "/api/runs", guard(true, () =>
         Effect.gen(function*() {
-          const { kind, payload, ...options } = yield* body(EnqueueBody, limit)
+          const { kind, payload, unique, ...options } = yield* body(EnqueueBody, limit)
           const registry = yield* Handlers
-          const enqueued = yield* Client.enqueueUnknown(registry, kind, payload ?? {}, options)
+          const enqueued = yield* Client.enqueueUnknown(registry, kind, payload ?? {}, {
+            ...options,
+            ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
+          })
           return json(enqueued.created ? 201 : 200, enqueued)
         }))),
 
@@ -396,13 +418,21 @@ export const layer = (options: AdminOptions) =>
           const journal = isWorkflowRun(run) && options.workflows?.journal !== undefined
             ? yield* options.workflows.journal(run.idempotencyKey!)
             : null
+          // A workflow's children: the runs whose payload names its execution as their parent
+          // (what a child wakes when it ends), enqueued after it, so read forward from its id.
+          const children = isWorkflowRun(run)
+            ? (yield* store.list({ payload: [{ path: ["parent"], value: run.idempotencyKey! }], after: run.id, limit: maxChildrenShown }))
+              .map((child) => ({ id: child.id, kind: child.kind, state: child.state, execution: child.idempotencyKey, createdAt: child.createdAt, finishedAt: child.finishedAt }))
+              .reverse()
+            : null
           const registry = yield* Handlers
           // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
           // it: the console shows this story, and the raw events beside it.
           return json(200, {
-            run: withSignalSchema(registry, withWorkflow(run, views)),
+            run: withSignalSchema(registry, deferredSchemas, withWorkflow(run, views)),
             history: { ...RunHistory.fromEvents(events), events },
-            journal
+            journal,
+            children
           })
         }))),
 
@@ -431,9 +461,11 @@ export const layer = (options: AdminOptions) =>
             // Approve completes the one deferred meant for a person it waits on (isForPerson).
             const awaited = (yield* workflowViews([target])).get(target.idempotencyKey!) ?? []
             const forPerson = awaited.filter((a) => a.forPerson)
-            if (forPerson.length === 1 && options.workflows !== undefined) {
-              const deferred = forPerson[0]!.name
-              const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, payload ?? null)
+            const deferred = personDeferred({ ...target, workflow: { awaiting: awaited } })
+            if (deferred !== undefined && options.workflows !== undefined) {
+              // Only what decodes with the deferred's schema is recorded, in its encoded form.
+              const value = yield* encodeDecision(deferredSchemas, target, deferred, payload ?? null)
+              const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, value)
               if (!done) return yield* Effect.fail(badRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409))
               return json(200, { id, deferred })
             }

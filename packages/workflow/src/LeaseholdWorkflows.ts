@@ -166,6 +166,14 @@ class Replay extends Context.Service<Replay, {
    * Effect's cluster engine.
    */
   readonly readPending: Set<string>
+  /**
+   * Deferreds whose read is in flight: awaited already (Effect registers an await before its
+   * read), not yet known done or pending. One done before the replay began reads as done, so it
+   * must not wake the replay meanwhile.
+   */
+  readonly reading: Set<string>
+  /** Whether the watcher stopped this replay because a wait it was parked on ended. */
+  woken: boolean
 }>()("@leasehold/workflow/Replay") {}
 
 // A store or lease fault inside a replay belongs to the run, never to the workflow: the replay is
@@ -413,8 +421,11 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     deferredResult: Effect.fnUntraced(function*(deferred) {
       yield* unlessAbandoned
       const instance = yield* WorkflowEngine.WorkflowInstance
+      const reading = yield* Effect.serviceOption(Replay)
+      if (Option.isSome(reading)) reading.value.reading.add(deferred.name)
       const found = yield* orFault(journal.deferredResult(executionKey(instance.workflow._tag, instance.executionId), deferred.name))
       const replay = yield* Effect.serviceOption(Replay)
+      if (Option.isSome(replay)) replay.value.reading.delete(deferred.name)
       if (Option.isNone(found)) {
         // The workflow's own waits share the replay's map of awaits; an activity's have their own.
         if (Option.isSome(replay) && instance.awaitedDeferreds === replay.value.instance.awaitedDeferreds) {
@@ -503,7 +514,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         const kept = retainedOf(key)
         const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId, { scope: Scope.forkUnsafe(kept.scope) })
         kept.instances.add(instance)
-        const replay = Replay.of({ instance, fault: undefined, body: undefined, readDone: new Set(), readPending: new Set() })
+        const replay = Replay.of({ instance, fault: undefined, body: undefined, readDone: new Set(), readPending: new Set(), reading: new Set(), woken: false })
         const watcher = yield* Effect.forkChild(wakeWhenDone(replay, key))
         const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
           Effect.onExit((exit) => applyInterrupt(replay, key, exit)),
@@ -535,6 +546,12 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
           // The finalizers of the replays that suspended, under this holder's fence.
           yield* release(key, false)
           return yield* finish(entry, input, result)
+        }
+        // Stopped because a wait it was parked on ended: replay at once. (The wake signal a
+        // completer left for a running run is taken; a clock leaves none.)
+        if (replay.woken) {
+          yield* journal.consumeWake(leaseKey(fence))
+          continue
         }
         // Suspended: this replay's scope stays open with the earlier ones (`retained`).
         const clock = result.failed === true ? Option.none<number>() : yield* journal.nextClock(key, startedAt)
@@ -571,11 +588,14 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         const parked = [...new Set([
           ...instance.awaitedDeferreds.keys(),
           ...[...replay.readPending].filter((name) => !instance.completedDeferreds.has(name))
-        ])].filter((name) => !replay.readDone.has(name))
+        ])].filter((name) => !replay.readDone.has(name) && !replay.reading.has(name))
         if (parked.length === 0) continue
         // A journal read that fails leaves the replay alone: the next tick asks again.
-        const done = yield* journal.doneAmong(key, parked).pipe(Effect.orElseSucceed(() => []))
+        const found = yield* journal.doneAmong(key, parked).pipe(Effect.orElseSucceed(() => []))
+        // Asked again after the answer: the replay may have read one as done meanwhile.
+        const done = found.filter((name) => !replay.readDone.has(name) && !replay.reading.has(name))
         if (done.length === 0 || instance.suspended || instance.abandoned || body.pollUnsafe() !== undefined) continue
+        replay.woken = true
         instance.suspended = true
         yield* Effect.withFiber((self) => Effect.sync(() => body.interruptUnsafe(self.id)))
         return

@@ -3,13 +3,30 @@
  * the payload must match the kind's schema; both are checked before the database is touched, so
  * bad input writes nothing (not even the schema).
  */
-import { checkEnqueueRequest, Client, Handler } from "@leasehold/core"
+import { checkEnqueueRequest, Client, Handler, type RunState, type UniqueWindow } from "@leasehold/core"
 import { Duration, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, durationFlag, jsonFlag, payloadFlags, payloadOf } from "../Flags.js"
 import * as Output from "../Output.js"
 import * as Tasks from "../Tasks.js"
+
+/** The unique window the flags ask for, if any (checked with the rest of the request). */
+const uniqueOf = (flags: {
+  readonly uniqueKey: Option.Option<string>
+  readonly uniqueStates: Option.Option<string>
+  readonly uniqueFor: Option.Option<Duration.Duration>
+  readonly uniqueByPayload: boolean
+}): UniqueWindow | undefined => {
+  if (!flags.uniqueByPayload && Option.isNone(flags.uniqueKey) && Option.isNone(flags.uniqueStates) && Option.isNone(flags.uniqueFor)) {
+    return undefined
+  }
+  return {
+    key: Option.getOrUndefined(flags.uniqueKey),
+    states: Option.getOrUndefined(Option.map(flags.uniqueStates, (list) => list.split(",").map((s) => s.trim()) as Array<RunState>)),
+    periodMs: Option.getOrUndefined(Option.map(flags.uniqueFor, Duration.toMillis))
+  }
+}
 
 export const enqueue = Command.make("enqueue", {
   ...connectionFlags,
@@ -32,6 +49,22 @@ export const enqueue = Command.make("enqueue", {
     Flag.optional,
     Flag.withDescription("the run's concurrency key: its queue's or kind's per-key limit applies (leasehold limits)")
   ),
+  uniqueKey: Flag.String("unique-key").pipe(
+    Flag.optional,
+    Flag.withDescription("unique by kind and this key: while a run holds it (see --unique-states, --unique-for), it is yielded instead")
+  ),
+  uniqueStates: Flag.String("unique-states").pipe(
+    Flag.optional,
+    Flag.withDescription("unique while the existing run is in these states, comma-separated (default: pending,running,suspended)")
+  ),
+  uniqueFor: durationFlag("unique-for").pipe(
+    Flag.optional,
+    Flag.withDescription("unique for this long after the existing run was enqueued, e.g. \"1 hour\"")
+  ),
+  uniqueByPayload: Flag.Boolean("unique-by-payload").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("unique by kind and payload (without --unique-key)")
+  ),
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -45,7 +78,8 @@ export const enqueue = Command.make("enqueue", {
       delayMs: Option.getOrUndefined(Option.map(flags.delay, Duration.toMillis)),
       maxAttempts: Option.getOrUndefined(flags.maxAttempts),
       idempotencyKey: Option.getOrUndefined(flags.idempotencyKey),
-      concurrencyKey: Option.getOrUndefined(flags.concurrencyKey)
+      concurrencyKey: Option.getOrUndefined(flags.concurrencyKey),
+      unique: uniqueOf(flags)
     }
     yield* checkEnqueueRequest({ kind: flags.kind, payload: input, ...options })
     const enqueued = yield* Connection.withStore(flags, Client.enqueueUnknown(registry, flags.kind, input, options))
@@ -53,6 +87,8 @@ export const enqueue = Command.make("enqueue", {
     yield* Output.line(
       enqueued.created
         ? `enqueued run ${enqueued.id} (${flags.kind} on queue ${flags.queue})`
+        : options.unique !== undefined
+        ? `run ${enqueued.id} already holds this unique window (not enqueued again)`
         : `run ${enqueued.id} already exists for idempotency key "${options.idempotencyKey}" (not enqueued again)`
     )
   })).pipe(Command.withDescription("Enqueue a run; the payload is checked against its kind's schema first"))

@@ -72,7 +72,10 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
     return Effect.sync(() =>
       ctx.batcher.submit(
         { runId: entry.run.id, fence: entry.run.fence, result: result.value, keyed: entry.run.concurrencyKey !== null },
-        (answer) => settled(ctx, entry, completionSettlement(ctx, entry, answer))
+        (answer) =>
+          Exit.isSuccess(answer) && answer.value._tag === "Finalized"
+            ? settledAs(ctx, entry, "completed")
+            : settled(ctx, entry, completionSettlement(ctx, entry, answer))
       )
     )
   }
@@ -85,22 +88,28 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
 
 // Reports the settlement, then frees the slot whatever happened.
 const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Settlement>): Effect.Effect<void> =>
-  Effect.flatMap(settle, (outcome) =>
-    ctx.events.emit({
-      _tag: "RunSettled",
-      owner: ctx.owner,
-      runId: entry.run.id,
-      fence: entry.run.fence,
-      kind: entry.run.kind,
-      queue: entry.run.queue,
-      durationMs: ctx.monotonicMillis() - entry.claimedAt,
-      outcome
-    })).pipe(
-    Effect.ensuring(Effect.suspend(() => {
-      ctx.inFlight.delete(entry.key)
-      return ctx.onSlotFreed(entry.run)
-    }))
-  )
+  Effect.onExit(Effect.flatMap(settle, (outcome) => reportSettled(ctx, entry, outcome)), () => freeSlot(ctx, entry))
+
+// The same for an outcome already known (a batched completion that went through).
+const settledAs = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement): Effect.Effect<void> =>
+  Effect.onExit(reportSettled(ctx, entry, outcome), () => freeSlot(ctx, entry))
+
+const reportSettled = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement): Effect.Effect<void> =>
+  ctx.events.emit({
+    _tag: "RunSettled",
+    owner: ctx.owner,
+    runId: entry.run.id,
+    fence: entry.run.fence,
+    kind: entry.run.kind,
+    queue: entry.run.queue,
+    durationMs: ctx.monotonicMillis() - entry.claimedAt,
+    outcome
+  })
+
+const freeSlot = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<void> => {
+  ctx.inFlight.delete(entry.key)
+  return ctx.onSlotFreed(entry.run)
+}
 
 const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, presentedFence: number, storedFence: number) =>
   Effect.as(
@@ -216,13 +225,23 @@ const logFailedAttempt = (
 }
 
 /**
- * Acquires the lease as a resource of the current scope (the RunScope). Closing the scope runs
- * the fenced finalizer with the scope's exit.
+ * Runs `handle` in a RunScope that holds the lease: `handle` is given the new scope (to provide as
+ * `Scope`), and when it exits the scope is closed (the handler's own finalizers, last added
+ * first), then the fenced finalizer runs with the handler's exit, whatever the closing gave.
  *
  * @category constructors
  */
-export const acquire = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<LeaseEntry, never, Scope.Scope> =>
-  // The claim is already made (acquiring is registering its finalizer, with nothing to interrupt
-  // in between), so the finalizer is added to the scope directly: `acquireRelease` would also
-  // re-provide the acquiring context to it, copying the worker's whole context once per run.
-  Effect.flatMap(Effect.scope, (scope) => Effect.as(Scope.addFinalizerExit(scope, (exit) => finalize(ctx, entry, exit)), entry))
+export const scoped = <A, E, R>(
+  ctx: LeaseContext,
+  entry: LeaseEntry,
+  handle: (scope: Scope.Scope) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
+  // The claim is already made, so holding the lease is only this finalizer: the scope is made and
+  // closed here rather than by `Effect.scoped` with the finalizer added to it by an effect, which
+  // is a few more steps per run for the same order of finalizers.
+  const scope = Scope.makeUnsafe()
+  return Effect.onExit(handle(scope), (exit) => {
+    const closing = Scope.closeUnsafe(scope, exit)
+    return closing === undefined ? finalize(ctx, entry, exit) : Effect.ensuring(closing, finalize(ctx, entry, exit))
+  })
+}

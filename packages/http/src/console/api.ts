@@ -107,6 +107,17 @@ export interface RunDetail {
     readonly events: ReadonlyArray<RunEvent>
   }
   readonly journal: ReadonlyArray<JournalEntry> | null
+  /** A workflow run's child workflows (their runs), oldest first; null for other runs. */
+  readonly children?: ReadonlyArray<ChildRun> | null
+}
+
+export interface ChildRun {
+  readonly id: string
+  readonly kind: string
+  readonly state: string
+  readonly execution: string | null
+  readonly createdAt: string
+  readonly finishedAt: string | null
 }
 
 export interface Lease {
@@ -277,6 +288,8 @@ export interface RunsQuery {
   readonly to?: string
   readonly field?: string
   readonly value?: string
+  readonly field2?: string
+  readonly value2?: string
   readonly limit?: number
   readonly before?: string
   readonly after?: string
@@ -288,7 +301,10 @@ export const runsPath = (query: RunsQuery): string => {
     const value = query[name]
     if (value !== undefined && value !== "") params.set(name, String(value))
   }
-  if (query.field && query.value !== undefined && query.value !== "") params.set(`payload.${query.field}`, query.value)
+  // Payload fields, each compared as text (several are all required: `payload.a=1&payload.b=2`).
+  for (const [field, value] of [[query.field, query.value], [query.field2, query.value2]] as const) {
+    if (field && value !== undefined && value !== "") params.append(`payload.${field}`, value)
+  }
   return `/api/runs?${params}`
 }
 

@@ -1,5 +1,6 @@
 // The decision form of a suspended run, built from the JSON Schema of the signal it waits for
-// (`run.signalSchema`, from the handler's Effect Schema): a field per property, checked as the
+// (`run.signalSchema`, from the handler's Effect Schema, or a workflow's deferred's success
+// schema): a field per property, checked as the
 // schema says before it is sent (the server checks it again with the Effect Schema). An
 // `approved` boolean becomes the Approve and Reject buttons. Without a schema: Approve / Reject
 // with a note, `{ approved, note }`.
@@ -73,9 +74,11 @@ export const fieldsOf = (document: JsonSchemaDocument): ReadonlyArray<Field> => 
 const label = (name: string) => name.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/[_-]/g, " ").replace(/^./, (c) => c.toUpperCase())
 
 /** The field's value from its text, or the reason it is refused. */
-const read = (field: Field, text: string, checked: boolean): { readonly value?: unknown; readonly issue?: string } => {
+const read = (field: Field, text: string, checked: boolean, unreadable: boolean): { readonly value?: unknown; readonly issue?: string } => {
   const k = field.kind
   if (k.type === "boolean") return { value: checked }
+  // A number field holding text that is not a number reads as "" (the browser's `badInput`).
+  if (unreadable) return { issue: "must be a number" }
   if (text === "") return field.required ? { issue: "is required" } : {}
   switch (k.type) {
     case "number": {
@@ -113,6 +116,7 @@ export const DecisionForm = ({ run, onDone }: { readonly run: Run; readonly onDo
   const hasApproved = fields.some((f) => f.name === "approved" && f.kind.type === "boolean")
   const [texts, setTexts] = useState<Record<string, string>>({})
   const [checks, setChecks] = useState<Record<string, boolean>>({})
+  const [unreadable, setUnreadable] = useState<Record<string, boolean>>({})
   const [issues, setIssues] = useState<Record<string, string>>({})
   const [message, setMessage] = useState("")
   const [busy, setBusy] = useState(false)
@@ -129,7 +133,7 @@ export const DecisionForm = ({ run, onDone }: { readonly run: Run; readonly onDo
         payload.approved = approved
         continue
       }
-      const { issue, value } = read(field, texts[field.name] ?? "", checks[field.name] ?? false)
+      const { issue, value } = read(field, texts[field.name] ?? "", checks[field.name] ?? false, unreadable[field.name] ?? false)
       if (issue !== undefined) found[field.name] = `${label(field.name)} ${issue}`
       else if (value !== undefined) payload[field.name] = value
     }
@@ -186,7 +190,11 @@ export const DecisionForm = ({ run, onDone }: { readonly run: Run; readonly onDo
             {k.type === "number"
               ? <input type="number" inputMode="decimal" step={k.integer ? "1" : "any"} {...common} value={text}
                 min={k.min === undefined ? undefined : String(k.min)} max={k.max === undefined ? undefined : String(k.max)}
-                required={field.required} onInput={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLInputElement).value })} />
+                required={field.required} onInput={(e) => {
+                  const input = e.currentTarget as HTMLInputElement
+                  setTexts({ ...texts, [field.name]: input.value })
+                  setUnreadable({ ...unreadable, [field.name]: input.validity.badInput })
+                }} />
               : k.type === "enum"
               ? (
                 <select {...common} value={text} required={field.required}

@@ -71,7 +71,7 @@ export const Time = ({ at, now }: { readonly at: string | null | undefined; read
   if (date === null) return <span class="muted">—</span>
   return (
     <time dateTime={date.toISOString()} title={date.toISOString()}>
-      {dateTime(date)} <span class="rel">({relative(date, now)})</span>
+      <span class="abs">{dateTime(date)}</span> <span class="rel">({relative(date, now)})</span>
     </time>
   )
 }
@@ -87,9 +87,11 @@ export const RunLink = ({ id }: { readonly id: string }) => (
 )
 
 /** A table in a horizontally scrollable box: cells never break a word to fit. */
-export const Table = ({ caption, hiddenCaption, headers, empty, children, count }: {
+export const Table = ({ caption, hiddenCaption, headers, empty, children, count, dense }: {
   readonly caption: string
   readonly hiddenCaption?: boolean
+  /** Many narrow columns (counts): tighter cells and headings in their own case. */
+  readonly dense?: boolean
   readonly headers: ReadonlyArray<ComponentChildren>
   readonly empty?: string
   readonly count: number
@@ -97,7 +99,7 @@ export const Table = ({ caption, hiddenCaption, headers, empty, children, count 
 }) =>
   count === 0 ? <p class="empty">{empty ?? "Nothing to show."}</p> : (
     <div class="table-wrap">
-      <table>
+      <table class={dense ? "dense" : undefined}>
         <caption class={hiddenCaption ? "visually-hidden" : undefined}>{caption}</caption>
         <thead>
           <tr>{headers.map((header, i) => <th scope="col" key={i}>{header}</th>)}</tr>

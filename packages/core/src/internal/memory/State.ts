@@ -32,7 +32,7 @@ import type {
   SuspendOutcome
 } from "../../RunRecord.js"
 import { Duration } from "effect"
-import { terminalStates } from "../../RunRecord.js"
+import { terminalStates, uniqueStates } from "../../RunRecord.js"
 import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
 import * as RateLimits from "../../RateLimits.js"
@@ -123,6 +123,14 @@ const sameJson = (a: unknown, b: unknown): boolean => {
     keys.every((k) => Object.hasOwn(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
 }
 
+/** A JSON value's text with every object's keys sorted: equal for values jsonb finds equal. */
+const canonicalJson = (value: unknown): string =>
+  Array.isArray(value)
+    ? `[${value.map(canonicalJson).join(",")}]`
+    : typeof value === "object" && value !== null
+    ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`
+    : JSON.stringify(value)
+
 /** A slot a run gave back as it stopped holding it: its scope and number, with the run. */
 interface Released {
   readonly run: StoredRun
@@ -154,6 +162,8 @@ export class State {
   readonly runs = new Map<string, StoredRun>()
   readonly events: Array<StoredEvent> = []
   private readonly keys = new Map<string, string>()
+  /** Unique windows by kind and key (or payload): the run holding each (migration 0022's unique_holds). */
+  private readonly uniqueHolds = new Map<string, { runId: string; states: ReadonlySet<RunState> | undefined; until: number | undefined }>()
   private nextRunId = 1
   private nextEventId = 1
   /** Notifications of the transition under way, published once it has been applied. */
@@ -181,6 +191,10 @@ export class State {
       const existing = key === null ? undefined : this.keys.get(key)
       if (existing !== undefined) return { id: existing, created: false }
       if (key !== null) this.keys.set(key, id)
+      if (request.unique !== undefined) {
+        const holder = this.holdUnique(request, payloads[i]!, id, now)
+        if (holder !== id) return { id: holder, created: false }
+      }
       const queue = request.queue ?? "default"
       this.runs.set(id, {
         id,
@@ -223,6 +237,30 @@ export class State {
       this.admit({ kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }, now)
     }
     return out
+  }
+
+  /**
+   * The run holding `request`'s unique window, after `id` took it if it was free: the window's
+   * holder keeps it while it is in the window's states (every state, deleted or not, when it has
+   * none) and its period has not passed.
+   */
+  private holdUnique(request: EnqueueRequest, payload: string, id: string, now: number): string {
+    const window = request.unique!
+    const of = window.key !== undefined ? `key:${window.key}` : `payload:${canonicalJson(parse(payload))}`
+    const slot = `${request.kind}\u0000${of}`
+    const hold = this.uniqueHolds.get(slot)
+    if (hold !== undefined) {
+      const run = this.runs.get(hold.runId)
+      const inStates = hold.states === undefined || (run !== undefined && hold.states.has(run.state))
+      if (inStates && (hold.until === undefined || now < hold.until)) return hold.runId
+    }
+    const states = uniqueStates(window)
+    this.uniqueHolds.set(slot, {
+      runId: id,
+      states: states === undefined ? undefined : new Set(states),
+      until: window.periodMs === undefined ? undefined : now + window.periodMs
+    })
+    return id
   }
 
   // --- admit.ts and migration 0013's row rules ---------------------------------------------------

@@ -9,9 +9,12 @@ import { Json, Loading, PageHeading, RunLink, Time, useLoad } from "../ui.js"
 
 const KEEP_DECIDED_MS = 5000
 
-/** Suspended runs that wait for a person, oldest suspension first. */
+/**
+ * Suspended runs that wait for a person, oldest suspension first. The page is the 500 oldest
+ * suspended runs (`after` id 0), not the newest: with more waiting, the ones waiting longest are kept.
+ */
 export const loadDecisions = async (): Promise<ReadonlyArray<Run>> => {
-  const runs = (await get<{ runs: ReadonlyArray<Run> }>(runsPath({ state: "suspended", limit: 500 }))).runs
+  const runs = (await get<{ runs: ReadonlyArray<Run> }>(runsPath({ state: "suspended", limit: 500, after: "0" }))).runs
   return runs.filter(isDecision).sort((a, b) => new Date(a.updatedAt).getTime() - new Date(b.updatedAt).getTime() || Number(a.id) - Number(b.id))
 }
 

@@ -32,12 +32,12 @@ export const Queues = () => {
       {failure !== undefined ? <ErrorBox error={failure} /> : null}
       <Loading loaded={loaded}>
         {({ queues }) => (
-          <Table caption="Queues" hiddenCaption count={queues.length} empty="No queue has runs or workers yet."
+          <Table caption="Queues" hiddenCaption dense count={queues.length} empty="No queue has runs or workers yet."
             headers={["Queue", "Status", ...STATES, "Due", "Oldest due", "Completed / min", "Failed / min", "Workers", "Action"]}>
             {queues.map((q) => (
               <tr key={q.queue} data-queue={q.queue}>
                 <th scope="row"><a href={`#/runs?queue=${encodeURIComponent(q.queue)}`}>{q.queue}</a></th>
-                <td>
+                <td class="wrap">
                   {q.paused
                     ? <span class="badge paused" title={q.pausedSince ?? ""}>paused</span>
                     : <span class="badge active">active</span>}

@@ -7,7 +7,7 @@ import { between, compact, duration, shortId, traceIds, traceLink } from "../for
 import * as Live from "../live.js"
 import { isDecision, isWorkflowRun, workflowWaits } from "../runInfo.js"
 import { DecisionForm } from "../schemaForm.js"
-import { ConfirmButton, ErrorBox, Json, Loading, PageHeading, Section, StateBadge, Table, Time, useLoad } from "../ui.js"
+import { ConfirmButton, ErrorBox, Json, Loading, PageHeading, RunLink, Section, StateBadge, Table, Time, useLoad } from "../ui.js"
 
 const TERMINAL = ["completed", "failed", "cancelled"]
 
@@ -57,7 +57,7 @@ export const RunPage = ({ id }: { readonly id: string }) => {
       {failure !== undefined ? <ErrorBox error={failure} /> : null}
       <div class="stack">
         <Loading loaded={loaded}>
-          {({ detail: { history, journal, run }, traceUrl }) => {
+          {({ detail: { children, history, journal, run }, traceUrl }) => {
             const last = history.attempts.at(-1)
             const first = history.attempts[0]
             const ids = traceIds(run.traceParent)
@@ -122,6 +122,23 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                           </tr>
                         )
                       })}
+                    </Table>
+                  </Section>
+                ) : null}
+                {children !== null && children !== undefined ? (
+                  <Section id="children" title="Child workflows">
+                    <Table caption="Workflows this one started, oldest first" hiddenCaption count={children.length}
+                      headers={["Run", "Workflow", "Execution", "State", "Created", "Finished"]} empty="No child workflow.">
+                      {children.map((child) => (
+                        <tr key={child.id} data-run-id={child.id}>
+                          <td><RunLink id={child.id} /></td>
+                          <td>{child.kind.replace(/^workflow\//, "")}</td>
+                          <td class="mono">{child.execution ?? "—"}</td>
+                          <td><StateBadge state={child.state} /></td>
+                          <td><Time at={child.createdAt} /></td>
+                          <td><Time at={child.finishedAt} /></td>
+                        </tr>
+                      ))}
                     </Table>
                   </Section>
                 ) : null}

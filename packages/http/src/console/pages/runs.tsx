@@ -1,4 +1,4 @@
-// Runs: search (id, state, kind, queue, key, error text, creation time, a payload field), newest
+// Runs: search (id, state, kind, queue, key, error text, creation time, two payload fields), newest
 // first by cursor pages, an error column, and multi-select bulk retry / cancel with a confirmation
 // that says how many runs it touches.
 import { Fragment, h } from "../vendor/preact.js"
@@ -8,7 +8,7 @@ import { errorLine } from "../format.js"
 import * as Live from "../live.js"
 import { ConfirmButton, ErrorBox, Loading, PageHeading, RunLink, StateBadge, Table, Time, useLoad } from "../ui.js"
 
-const FIELDS = ["id", "state", "kind", "queue", "key", "error", "from", "to", "field", "value", "limit", "before", "after"] as const
+const FIELDS = ["id", "state", "kind", "queue", "key", "error", "from", "to", "field", "value", "field2", "value2", "limit", "before", "after"] as const
 const PAGE_SIZES = [50, 100, 200]
 
 /** A `datetime-local` value (the browser's time zone) as an instant for the API. */
@@ -83,6 +83,8 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
         {input("to", "Created before", { type: "datetime-local", step: "1" })}
         {input("field", "Payload field", { placeholder: "e.g. order" })}
         {input("value", "Payload value", { placeholder: "e.g. A-1" })}
+        {input("field2", "Second payload field", { placeholder: "e.g. customer" })}
+        {input("value2", "Second payload value")}
         <div class="field">
           <label for="filter-limit">Per page</label>
           <select id="filter-limit" name="limit" value={String(pageSize)}>

@@ -2,7 +2,7 @@
  * Enqueue: one statement inserts a batch, honours idempotency keys (a repeated key yields the
  * existing run) and wakes idle workers of each queue with one notification.
  */
-import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json } from "@leasehold/core"
+import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json, uniqueStates } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -41,17 +41,52 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
       yield* checkEnqueueRequest(request)
       payloads.push(yield* Json.encode(request.payload ?? null, "payload"))
     }
-    const insert = requests.every((r) => r.idempotencyKey === undefined)
-      ? enqueueWithoutKeys(sql, s, requests, payloads, storage)
-      : enqueueWithKeys(sql, s, requests, payloads)
-    const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
-    if (keys.length === 0) return yield* insert
-    // A keyed run under a limit is inserted waiting (migration 0013's key_slot_rules); in the same
-    // transaction its key's free slots go to its waiting due runs in claim order, so the run is
-    // due at once if its key has room and no older run of the key waits.
-    const scope = { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }
-    return yield* sql.withTransaction(Effect.tap(insert, () => admitInPassing(sql, s, scope)))
+    if (requests.every((r) => r.unique === undefined)) return yield* enqueueChecked(sql, s, requests, payloads, storage)
+    // A unique window is decided by migration 0022's enqueue_run, one request at a time in order
+    // (each takes its key's hold under a lock), in one transaction for the batch.
+    return yield* sql.withTransaction(Effect.forEach(requests, (request, i) =>
+      request.unique === undefined
+        ? Effect.map(enqueueChecked(sql, s, [request], [payloads[i]!], storage), (out) => out[0]!)
+        : enqueueUnique(sql, s, request, payloads[i]!)))
   })
+
+/** A batch whose requests were checked and whose payloads were encoded, none with a unique window. */
+const enqueueChecked = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  requests: ReadonlyArray<EnqueueRequest>,
+  payloads: ReadonlyArray<string>,
+  storage: Storage
+) => {
+  const insert = requests.every((r) => r.idempotencyKey === undefined)
+    ? enqueueWithoutKeys(sql, s, requests, payloads, storage)
+    : enqueueWithKeys(sql, s, requests, payloads)
+  const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
+  if (keys.length === 0) return insert
+  // A keyed run under a limit is inserted waiting (migration 0013's key_slot_rules); in the same
+  // transaction its key's free slots go to its waiting due runs in claim order, so the run is
+  // due at once if its key has room and no older run of the key waits.
+  const scope = { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }
+  return sql.withTransaction(Effect.tap(insert, () => admitInPassing(sql, s, scope)))
+}
+
+/** One request with a unique window, through the store's own SQL function (`enqueue_run`). */
+const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) => {
+  const window = request.unique!
+  const states = uniqueStates(window)
+  return Effect.map(
+    sql<{ id: string; created: boolean }>`
+      SELECT e.id::text AS id, e.created FROM ${sql.literal(`"${s.schema}".enqueue_run`)}(
+        kind => ${request.kind}, payload => ${payload}::jsonb, queue => ${request.queue ?? "default"},
+        run_at => now() + ${request.delayMs ?? 0}::float8 * interval '1 millisecond', priority => ${request.priority ?? 0}::int,
+        max_attempts => ${request.maxAttempts ?? 5}::int, concurrency_key => ${request.concurrencyKey ?? null}::text,
+        trace_parent => ${request.traceParent ?? null}::text, unique_key => ${window.key ?? null}::text,
+        unique_states => ${states === undefined ? null : textArray([...states])}::text[],
+        unique_for => ${window.periodMs ?? null}::float8 * interval '1 millisecond'
+      ) e`,
+    (rows): Enqueued => ({ id: rows[0]!.id, created: rows[0]!.created })
+  )
+}
 
 /** A batch with idempotency keys: a repeated key yields the existing run. */
 const enqueueWithKeys = (

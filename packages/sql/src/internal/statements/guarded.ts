@@ -142,11 +142,18 @@ export const completeBatch = (
   refs === undefined ? completeInRows(sql, s, items, completedRuns, next) : Effect.gen(function*() {
     // The runs this store claimed in the ledger are completed there, in one statement; the rest
     // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
-    const inLedger = items.flatMap((item, i) => refs.has(item) ? [i] : [])
+    // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
+    const inLedger: Array<number> = []
+    const rest: Array<number> = []
+    const outcomes: Array<FinalizeOutcome> = new Array(items.length)
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]!
+      if (refs.has(item)) inLedger.push(i)
+      else rest.push(i)
+      outcomes[i] = { _tag: "Finalized", runId: item.runId, fence: item.fence }
+    }
     const missed = inLedger.length === 0 ? [] : yield* ledger.complete(sql, s, inLedger.map((i) => items[i]!), refs)
-    const tried = new Set(inLedger)
-    const rest = [...items.flatMap((_, i) => tried.has(i) ? [] : [i]), ...missed.map((m) => inLedger[m]!)]
-    const outcomes: Array<FinalizeOutcome> = items.map((i) => ({ _tag: "Finalized", runId: i.runId, fence: i.fence }))
+    for (const m of missed) rest.push(inLedger[m]!)
     if (rest.length === 0) return outcomes
     const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
     rest.forEach((i, k) => {

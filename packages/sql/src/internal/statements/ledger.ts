@@ -25,18 +25,20 @@ export interface LedgerRef {
  * another process, or forgotten) is found by its batch's span instead.
  */
 export class LedgerRefs {
+  // Keyed by the id as the database prints it (`id::text`), which is how the store's own claims
+  // hand it out; a lease spelled otherwise ("007") is looked up under that spelling.
   private readonly refs = new Map<string, LedgerRef>()
   set(runId: string, fence: number, ref: LedgerRef): void {
     this.refs.set(`${runId}:${fence}`, ref)
   }
   get(lease: LeaseKey): LedgerRef | undefined {
-    return this.refs.get(`${String(BigInt(lease.runId))}:${lease.fence}`)
+    return this.refs.get(`${canonicalRunId(lease.runId)}:${lease.fence}`)
   }
   has(lease: LeaseKey): boolean {
     return this.get(lease) !== undefined
   }
   delete(lease: LeaseKey): void {
-    this.refs.delete(`${String(BigInt(lease.runId))}:${lease.fence}`)
+    this.refs.delete(`${canonicalRunId(lease.runId)}:${lease.fence}`)
   }
   get size(): number {
     return this.refs.size
@@ -44,6 +46,10 @@ export class LedgerRefs {
 }
 
 const isRunId = (id: string) => /^[0-9]{1,19}$/.test(id)
+
+/** A run id as Postgres prints it ("007" is run 7); what is not a run id, as given. */
+export const canonicalRunId = (id: string): string =>
+  /^[1-9][0-9]{0,14}$/.test(id) ? id : isRunId(id) ? String(BigInt(id)) : id
 
 /**
  * The leases as a statement's `input` rows (id, fence, result, batch, pos, ord), each with its claim
@@ -59,7 +65,7 @@ const inputRows = (
   const known = leases.map((l) => refs.get(l))
   return sql`
     SELECT t.id, t.fence, t.result, t.ord, coalesce(t.batch, f.batch) AS batch, coalesce(t.pos, f.pos) AS pos
-    FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[],
+    FROM unnest(${textArray(leases.map((l) => l.runId))}::bigint[], ${textArray(leases.map((l) => String(l.fence)))}::bigint[],
       ${results}::jsonb[], ${textArray(known.map((r) => r?.batch ?? null))}::bigint[],
       ${textArray(known.map((r) => r === undefined ? null : String(r.pos)))}::integer[])
       WITH ORDINALITY AS t(id, fence, result, batch, pos, ord)
@@ -180,6 +186,144 @@ export const renew = (
       yield* hold(sql, s, lapsed.map((r) => r.id!), until)
     }
     return rows.filter((r) => r.tag === "lost").map((r) => Number(r.ord) - 1)
+  })
+
+/** The leases a renewal names in one claim batch, by their place in it (a place is one run). */
+class NamedInBatch {
+  /** The run id at each named place. */
+  readonly ids: Array<string> = []
+  /** The leases naming each place: the first one, then any that list it again. */
+  readonly first: Array<number> = []
+  readonly again: Array<{ readonly pos: number; readonly lease: number }> = []
+  add(pos: number, id: string, lease: number): void {
+    if (this.first[pos] === undefined) {
+      this.first[pos] = lease
+      this.ids[pos] = id
+    } else this.again.push({ pos, lease })
+  }
+  /** The leases naming run `id`. */
+  leasesOf(id: string): Array<number> {
+    const pos = this.ids.indexOf(id)
+    return pos < 0 ? [] : [this.first[pos]!, ...this.again.filter((a) => a.pos === pos).map((a) => a.lease)]
+  }
+  /** Every lease naming this batch. */
+  leases(): Array<number> {
+    return [...this.first.filter((i) => i !== undefined), ...this.again.map((a) => a.lease)]
+  }
+  /**
+   * The named ids as the text of an int8multirange, read in place order: a claim lists its runs in
+   * id order mostly, so a batch whose runs are all held is one range. Out of order ids start a
+   * range of their own (the server sorts and merges them).
+   */
+  ranges(): string {
+    const parts: Array<string> = []
+    let from: bigint | number | undefined
+    let to: bigint | number = 0
+    const close = () => from !== undefined && parts.push(`[${from},${typeof to === "number" ? to + 1 : to + 1n})`)
+    this.ids.forEach((text) => {
+      // Exact as numbers below 2^53; longer ids as bigints.
+      const id = text.length <= 15 ? Number(text) : BigInt(text)
+      if (from !== undefined && typeof id === typeof to && (typeof id === "number" ? id === (to as number) + 1 : id === (to as bigint) + 1n)) {
+        to = id
+        return
+      }
+      close()
+      from = to = id
+    })
+    close()
+    return `{${parts.join(",")}}`
+  }
+}
+
+/**
+ * Renews the leases this store claimed in the ledger, named by their claim references: one row
+ * per claim batch is sent (the batch and the ids it still holds there, as a multirange), never
+ * one per run. A reference fixes the lease's fence: a batch's ids and fences are written once, by
+ * the claim that granted them, and a run is claimed in the ledger once (I62); `refs` holds a
+ * reference only for the (id, fence) that claim returned. The statement checks that each batch is
+ * the owner's and unsettled and every named id one of its runs, and finds the named runs no
+ * longer open there (closed: moved to their rows; or completed) by the batch's few ended runs,
+ * not by its many open ones. Open runs of a renewed batch that are not named keep the expiry
+ * they had: they are moved to their rows with it (`hold`), where they expire and are reclaimed as
+ * any lease. A batch not renewed (gone, another owner's, settled, or a move closed runs of it
+ * meanwhile) answers for all its named leases.
+ *
+ * Returns the places (0-based) of the leases not renewed here, for the row's own renewal to decide.
+ */
+export const renewClaimed = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  owner: string,
+  leases: ReadonlyArray<{ readonly runId: string; readonly ref: LedgerRef }>,
+  ttl: Duration.Duration
+) =>
+  Effect.gen(function*() {
+    const byBatch = new Map<string, NamedInBatch>()
+    leases.forEach(({ ref, runId }, i) => {
+      let named = byBatch.get(ref.batch)
+      if (named === undefined) byBatch.set(ref.batch, named = new NamedInBatch())
+      named.add(ref.pos, canonicalRunId(runId), i)
+    })
+    const batches = [...byBatch.keys()]
+    if (batches.length === 0) return [] as ReadonlyArray<number>
+    const batchTable = sql.literal(`"${s.schema}".claim_batches`)
+    const rows = yield* sql<{ tag: "stale" | "lost" | "lapsed"; batch: string; id: string | null; expires_at: Date | null }>`
+      WITH named AS MATERIALIZED (
+        SELECT n.batch, n.ids FROM unnest(${batches}::bigint[], ${textArray(batches.map((b) => byBatch.get(b)!.ranges()))}::int8multirange[]) AS n(batch, ids)
+      ), held AS MATERIALIZED (
+        -- Counted from the ranges: the ids array is read only by a lapse.
+        SELECT c.batch, n.ids AS named, (SELECT sum(upper(r) - lower(r)) FROM unnest(n.ids) AS r) AS n,
+          c.ids, (SELECT sum(upper(r) - lower(r)) FROM unnest(c.span) AS r) AS size, c.closed, c.expires_at
+        FROM named n JOIN ${batchTable} c ON c.batch = n.batch
+        WHERE c.batch = ANY (${batches}::bigint[]) AND c.settled_at IS NULL AND c.owner = ${owner}
+          -- Every named id is one of the batch's runs: the span is exactly the batch's ids.
+          AND c.span @> n.ids
+      ), ended AS MATERIALIZED (
+        -- The runs of each batch no longer open there: moved to their rows, or completed.
+        SELECT h.batch, u.id FROM held h, unnest(h.closed) AS u(id)
+        UNION
+        SELECT d.claim_batch AS batch, u.id FROM ${sql.literal(`"${s.schema}".completion_batches`)} d, unnest(d.ids) AS u(id)
+        WHERE d.claim_batch = ANY (ARRAY(SELECT batch FROM held))
+      ), counts AS MATERIALIZED (
+        SELECT e.batch, count(*) AS ended, count(*) FILTER (WHERE h.named @> e.id) AS lost
+        FROM ended e JOIN held h ON h.batch = e.batch GROUP BY e.batch
+      ), tally AS MATERIALIZED (
+        -- open: the batch's runs not ended; still: the named ones among them.
+        SELECT h.batch, h.named, h.ids, h.closed, h.expires_at, h.size - coalesce(e.ended, 0) AS open,
+          h.n - coalesce(e.lost, 0) AS still
+        FROM held h LEFT JOIN counts e ON e.batch = h.batch
+      ), lapsed AS MATERIALIZED (
+        -- Only in a batch where fewer runs are named than are open: otherwise its ids are not read.
+        SELECT t.batch, u.id, t.expires_at FROM tally t, unnest(t.ids) AS u(id)
+        WHERE t.still > 0 AND t.still < t.open AND NOT t.named @> u.id AND (t.batch, u.id) NOT IN (SELECT batch, id FROM ended)
+      ), renewed AS (
+        -- Rechecked on the row as it stands after any wait: a batch a hold closed runs of meanwhile
+        -- (the sweep, an exceptional write) is not renewed here; its leases go to their rows.
+        UPDATE ${batchTable} c
+        SET expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
+        FROM tally t
+        WHERE c.batch = t.batch AND t.still > 0 AND c.settled_at IS NULL AND cardinality(c.closed) = cardinality(t.closed)
+        RETURNING c.batch
+      )
+      SELECT 'stale' AS tag, n.batch::text AS batch, NULL::text AS id, NULL::timestamptz AS expires_at FROM named n
+      WHERE n.batch NOT IN (SELECT batch FROM renewed)
+      UNION ALL
+      SELECT 'lost', e.batch::text, e.id::text, NULL FROM ended e JOIN tally t ON t.batch = e.batch
+      WHERE t.named @> e.id AND e.batch IN (SELECT batch FROM renewed)
+      UNION ALL
+      SELECT 'lapsed', l.batch::text, l.id::text, l.expires_at FROM lapsed l`
+    const missed: Array<number> = []
+    const lapsed: Array<{ id: string; expiresAt: Date }> = []
+    for (const row of rows) {
+      if (row.tag === "stale") missed.push(...byBatch.get(row.batch)!.leases())
+      else if (row.tag === "lost") missed.push(...byBatch.get(row.batch)!.leasesOf(row.id!))
+      else lapsed.push({ id: row.id!, expiresAt: row.expires_at! })
+    }
+    if (lapsed.length > 0) {
+      const until = lapsed.reduce((min, r) => (r.expiresAt < min ? r.expiresAt : min), lapsed[0]!.expiresAt)
+      yield* hold(sql, s, lapsed.map((r) => r.id), until)
+    }
+    return missed.sort((a, b) => a - b)
   })
 
 /**

@@ -79,9 +79,10 @@ type Row = {
 }
 
 /**
- * The runs finished since the window's start (through `runs_finished_brin`), the latest
- * `maxRuns + 1` of them (the one more says whether the window held more), grouped by queue and
- * minute with `percentile_cont` over due → claimed and claimed → finished.
+ * The runs finished since the window's start (through `runs_finished_brin`, and the ledger's
+ * `completion_batches_at`), the latest `maxRuns + 1` of them read once (the one more says whether
+ * the window held more), grouped by queue and minute with `percentile_cont` over due → claimed and
+ * claimed → finished.
  */
 export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Activity.ActivityRequest) =>
   Effect.gen(function*() {
@@ -103,24 +104,22 @@ export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Acti
       JOIN ${s.runs(sql)} r ON r.id = u.id
       WHERE u.id <> ALL (c.closed)
       LIMIT ${maxRuns + 1}`
-    const [counted] = yield* sql<{ n: bigint }>`
-      SELECT count(*) AS n FROM (
-        (SELECT 1 FROM ${s.runs(sql)} WHERE finished_at >= ${since} AND state IN ('completed', 'failed') LIMIT ${maxRuns + 1})
-        UNION ALL
-        (SELECT 1 FROM (${ledgerFinished}) l)
-      ) w`
-    const rows = yield* sql<Row>`
-      WITH finished AS (
+    // One pass: the latest `maxRuns + 1` finished runs are read once; the one more says whether
+    // the window held more than are counted (`seen`), and only the latest `maxRuns` are grouped.
+    const rows = yield* sql<Row & { seen: bigint }>`
+      WITH finished AS MATERIALIZED (
         SELECT * FROM (
           (SELECT queue, state, finished_at,
             extract(epoch FROM claimed_at - run_at) * 1000 AS wait_ms,
             extract(epoch FROM finished_at - claimed_at) * 1000 AS run_ms
           FROM ${s.runs(sql)}
           WHERE finished_at >= ${since} AND state IN ('completed', 'failed')
-          ORDER BY finished_at DESC LIMIT ${maxRuns})
+          ORDER BY finished_at DESC LIMIT ${maxRuns + 1})
           UNION ALL
           (${ledgerFinished})
-        ) f ORDER BY finished_at DESC LIMIT ${maxRuns}
+        ) f ORDER BY finished_at DESC LIMIT ${maxRuns + 1}
+      ), kept AS (
+        SELECT * FROM finished ORDER BY finished_at DESC LIMIT ${maxRuns}
       )
       SELECT queue, date_trunc('minute', finished_at) AS minute,
         count(*) FILTER (WHERE state = 'completed') AS completed,
@@ -130,8 +129,9 @@ export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Acti
         percentile_cont(0.99) WITHIN GROUP (ORDER BY greatest(wait_ms, 0)) AS wait_p99,
         percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(run_ms, 0)) AS run_p50,
         percentile_cont(0.95) WITHIN GROUP (ORDER BY greatest(run_ms, 0)) AS run_p95,
-        percentile_cont(0.99) WITHIN GROUP (ORDER BY greatest(run_ms, 0)) AS run_p99
-      FROM finished GROUP BY 2, 1 ORDER BY 2, queue COLLATE "C"`
+        percentile_cont(0.99) WITHIN GROUP (ORDER BY greatest(run_ms, 0)) AS run_p99,
+        (SELECT count(*) FROM finished) AS seen
+      FROM kept GROUP BY 2, 1 ORDER BY 2, queue COLLATE "C"`
     const pct = (p50: number | null, p95: number | null, p99: number | null) =>
       p50 === null || p95 === null || p99 === null ? null : { p50: Number(p50), p95: Number(p95), p99: Number(p99) }
     return {
@@ -145,7 +145,7 @@ export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Acti
         waitMs: pct(r.wait_p50, r.wait_p95, r.wait_p99),
         runMs: pct(r.run_p50, r.run_p95, r.run_p99)
       })),
-      truncated: num(counted!.n) > maxRuns
+      truncated: rows.length > 0 && num(rows[0]!.seen) > maxRuns
     } satisfies Activity.Activity
   })
 

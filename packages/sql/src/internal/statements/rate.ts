@@ -1,5 +1,5 @@
 /**
- * Rate limits (core RateLimits, migration 0023, docs/adr/0020-rate-limits.md). A run a rate limit
+ * Rate limits (core RateLimits, migration 0023, docs/adr/0021-rate-limits.md). A run a rate limit
  * governs carries `rate_scope` on its row and is never in the ready set: the routine claim does not
  * read it. The rated claim starts such runs in its own transaction, before the routine claim:
  *

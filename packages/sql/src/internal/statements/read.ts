@@ -63,13 +63,17 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
     const where = sql.and([
       filterCondition(sql, filter),
       ...(filter.before === undefined ? [] : [sql`r.id < ${filter.before}::bigint`]),
-      ...(filter.after === undefined ? [] : [sql`r.id > ${filter.after}::bigint`])
+      ...(filter.after === undefined ? [] : [sql`r.id > ${filter.after}::bigint`]),
+      ...(filter.errorText === undefined ? [] : [sql`r.state <> 'ledger'`])
     ])
     // The states only a row records (never the ledger) are read from the rows and their index;
     // the others as each run stands (runs_now), newest first by the primary key.
     if (filter.state === "running") return yield* listRunning(sql, s, filter)
     const rare = filter.state === "suspended" || filter.state === "failed" || filter.state === "cancelled"
-    const from = rare ? s.runs(sql) : s.runsNow(sql)
+    // An error is only ever written on a run's row (a failure moves a ledger run to its row first),
+    // so a search by error text reads the rows alone, not each ledger run as it stands.
+    const rowsOnly = rare || filter.errorText !== undefined
+    const from = rowsOnly ? s.runs(sql) : s.runsNow(sql)
     const rows = filter.after === undefined
       ? yield* sql`
         SELECT ${columns(sql)} FROM ${from} r WHERE ${where}
@@ -176,15 +180,38 @@ const ledgerClaims = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =
 
 export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.gen(function*() {
+    // Counted from the rows without reading each ledger run as it stands (runs_now probes the
+    // ledger once per run): a run in state `ledger` is pending while it has a ready row, running
+    // while it is open in an unsettled claim batch, and completed otherwise (a batch is settled
+    // once each of its runs is completed or closed, and a closed run has left state `ledger`).
     const byStateAndQueue = yield* sql<{ queue: string; state: RunState; count: bigint }>`
-      SELECT queue, state, count(*) AS count FROM ${s.runsNow(sql)} GROUP BY queue, state ORDER BY queue, state`
+      WITH by_row AS MATERIALIZED (
+        SELECT queue, state, count(*) AS n FROM ${s.runs(sql)} GROUP BY queue, state
+      ), ledger_live AS MATERIALIZED (
+        SELECT queue, 'pending'::text AS state, count(*) AS n FROM ${s.ready(sql)} WHERE ledger GROUP BY queue
+        UNION ALL
+        SELECT r.queue, 'running', count(*) FROM ${openLedgerRuns(sql, s)} o JOIN ${s.runs(sql)} r ON r.id = o.id GROUP BY r.queue
+      )
+      SELECT queue, state, sum(n)::bigint AS count FROM (
+        SELECT queue, state, n FROM by_row WHERE state <> 'ledger'
+        UNION ALL
+        SELECT queue, state, n FROM ledger_live
+        UNION ALL
+        SELECT b.queue, 'completed', b.n - coalesce((SELECT sum(l.n) FROM ledger_live l WHERE l.queue = b.queue), 0)
+        FROM by_row b WHERE b.state = 'ledger'
+      ) counted
+      GROUP BY queue, state HAVING sum(n) > 0 ORDER BY queue, state`
     // The due runs only: those a claim may take (ready), and keyed ones waiting for a slot.
     const dueByQueue = yield* sql<{ queue: string; due: bigint; oldest: number }>`
       SELECT queue, count(*) AS due, extract(epoch FROM now() - min(run_at))::float8 AS oldest FROM (
         SELECT queue, run_at FROM ${s.ready(sql)} WHERE run_at <= now()
         UNION ALL
+        -- One branch per key scope, each its partial index's predicate (runs_waiting_kind, _queue).
         SELECT queue, run_at FROM ${s.runs(sql)}
-        WHERE state = 'pending' AND key_scope IS NOT NULL AND key_slot IS NULL AND run_at <= now()
+        WHERE state = 'pending' AND key_scope = 'kind' AND key_slot IS NULL AND run_at <= now()
+        UNION ALL
+        SELECT queue, run_at FROM ${s.runs(sql)}
+        WHERE state = 'pending' AND key_scope = 'queue' AND key_slot IS NULL AND run_at <= now()
       ) due GROUP BY queue ORDER BY queue`
     const [row] = yield* sql<{ live: bigint; rejections: bigint; reclaims: bigint }>`
       SELECT
