@@ -61,3 +61,24 @@ DROP TRIGGER ready_on_update ON "{{schema}}".runs;
 CREATE TRIGGER ready_on_update AFTER UPDATE OF state, key_scope, key_slot, queue, kind, priority, run_at, rate_scope ON "{{schema}}".runs
     FOR EACH ROW WHEN (OLD.state IN ('pending', 'ledger') OR NEW.state IN ('pending', 'ledger'))
     EXECUTE FUNCTION "{{schema}}".ready_on_update();
+
+-- Runs inserted by any other statement (the SQL enqueue function of 0021/0022, a previous
+-- release's enqueue) are governed too: after the insert statement (and after ready_on_insert, which
+-- the name orders first), its runs that a rate limit governs and that carry no rate_scope yet are
+-- marked and kept on their rows; the update takes them out of the ready set. One call per
+-- statement, and only a probe of rate_limits when none is declared.
+CREATE FUNCTION "{{schema}}".rate_govern_inserted() RETURNS trigger LANGUAGE plpgsql AS $fn$
+  BEGIN
+    IF NOT EXISTS (SELECT 1 FROM "{{schema}}".rate_limits) THEN RETURN NULL; END IF;
+    UPDATE "{{schema}}".runs r SET rate_scope = g.scope, state = CASE WHEN r.state = 'ledger' THEN 'pending' ELSE r.state END
+    FROM (
+      SELECT a.id, CASE WHEN EXISTS (SELECT 1 FROM "{{schema}}".rate_limits l WHERE l.scope = 'kind' AND l.name = a.kind) THEN 'kind'
+        WHEN EXISTS (SELECT 1 FROM "{{schema}}".rate_limits l WHERE l.scope = 'queue' AND l.name = a.queue) THEN 'queue' END AS scope
+      FROM added a WHERE a.rate_scope IS NULL AND a.state IN ('pending', 'ledger')
+    ) g
+    WHERE r.id = g.id AND g.scope IS NOT NULL AND r.rate_scope IS NULL;
+    RETURN NULL;
+  END $fn$;
+
+CREATE TRIGGER zz_rate_govern_inserted AFTER INSERT ON "{{schema}}".runs REFERENCING NEW TABLE AS added
+  FOR EACH STATEMENT EXECUTE FUNCTION "{{schema}}".rate_govern_inserted();
