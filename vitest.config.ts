@@ -31,6 +31,7 @@ const processes = [
   "test/cli.test.ts",
   "test/demo.test.ts",
   "test/keys-process.test.ts",
+  "test/rate-process.test.ts",
   "test/robustness.test.ts",
   "test/tracing.test.ts",
   "test/workflow-process.test.ts",

@@ -1,7 +1,8 @@
 /**
  * Handlers, as the handlers guide shows them: what a handler reads from the worker (`Fence`,
  * `CurrentRun`), a checkpoint that survives a retry, a result schema, and a result that cannot be
- * stored failing its own run with `UnstorableValue`.
+ * stored failing its own run with `UnstorableValue`, a handler that snoozes (`Run.snooze`) and one
+ * with its own retry policy (an Effect `Schedule`).
  *
  * Run it from the clone's root: `node examples/handlers.ts`. It uses `DATABASE_URL`, or starts an
  * embedded PostgreSQL in a temporary folder, and exits 0 once every run ended as it should.
@@ -9,7 +10,7 @@
 import { Client, CurrentRun, Fence, Handler, Run, RunStore, Worker } from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
-import { Effect, Fiber, Layer, Schema } from "effect"
+import { Effect, Fiber, Layer, Schedule, Schema } from "effect"
 
 // What a handler can read: the claim it runs under, and the run as it was claimed.
 const resize = Handler.make({
@@ -42,6 +43,31 @@ const unstorable = Handler.make({
   handle: () => Effect.succeed({ cents: 1999n })
 })
 
+// Not ready yet: try again in a while, without failing. A snooze does not count as an attempt.
+const poll = Handler.make({
+  kind: "poll-export",
+  payload: Schema.Struct({ exportId: Schema.String }),
+  maxAttempts: 1,
+  handle: ({ exportId }) =>
+    Effect.gen(function*() {
+      const run = yield* CurrentRun
+      if (run.checkpoint === null) {
+        yield* Run.checkpoint({ asked: exportId })
+        return yield* Run.snooze("300 millis") // due again at the database's now() + 300 ms
+      }
+      return { exportId, ready: true, attempt: run.attempt }
+    })
+})
+
+// This kind's own retry policy, instead of the worker's backoff: two retries, 200 ms apart.
+const charge = Handler.make({
+  kind: "charge",
+  payload: Schema.Struct({ card: Schema.String }),
+  maxAttempts: 10,
+  retry: Schedule.spaced("200 millis").pipe(Schedule.upTo({ times: 2 })),
+  handle: ({ card }) => Effect.fail(`card ${card} declined`) // fails after 3 attempts: the schedule ended
+})
+
 const StoreLive = PgRunStore.layer({ schema: "leasehold" }).pipe(
   Layer.provideMerge(Database.layer({ fallback: EmbeddedPostgres.url() }))
 )
@@ -59,28 +85,36 @@ const ended = (runId: string) =>
 
 export const program = Effect.gen(function*() {
   const worker = yield* Effect.forkChild(Worker.run({
-    handlers: [resize, quote, unstorable],
+    handlers: [resize, quote, unstorable, poll, charge],
     retry: { base: "200 millis", max: "1 second" } // the backoff between attempts
   }))
   const resized = yield* Client.enqueue(resize, { url: "https://example.com/cat.png", width: 640 })
   const quoted = yield* Client.enqueue(quote, { sku: "BOOK-1" })
   const refused = yield* Client.enqueue(unstorable, {})
+  const polled = yield* Client.enqueue(poll, { exportId: "e-7" })
+  const charged = yield* Client.enqueue(charge, { card: "4242" })
   const runs = {
     resized: yield* ended(resized.id),
     quoted: yield* ended(quoted.id),
-    refused: yield* ended(refused.id)
+    refused: yield* ended(refused.id),
+    polled: yield* ended(polled.id),
+    charged: yield* ended(charged.id)
   }
   yield* Fiber.interrupt(worker)
   return runs
 })
 
 if (import.meta.main) {
-  Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(({ quoted, refused, resized }) => {
+  Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(({ charged, polled, quoted, refused, resized }) => {
     console.log(`resize-image: ${resized.state}, attempt ${resized.attempt}, result ${JSON.stringify(resized.result)}`)
     console.log(`quote: ${quoted.state}, stored result ${JSON.stringify(quoted.result)}`)
     console.log(`unstorable: ${refused.state}, attempt ${refused.attempt}: ${JSON.stringify(refused.error)}`)
+    console.log(`poll-export: ${polled.state}, attempt ${polled.attempt} of ${polled.maxAttempts}, fence ${polled.fence}`)
+    console.log(`charge: ${charged.state} after ${charged.attempt} of ${charged.maxAttempts} attempts`)
     const ok = resized.state === "completed" && resized.attempt === 2 && quoted.state === "completed" &&
-      JSON.stringify(quoted.result) === `{"cents":"1999"}` && refused.state === "failed" && refused.attempt === 1
+      JSON.stringify(quoted.result) === `{"cents":"1999"}` && refused.state === "failed" && refused.attempt === 1 &&
+      polled.state === "completed" && polled.attempt === 1 && polled.fence === 2 &&
+      charged.state === "failed" && charged.attempt === 3
     if (!ok) process.exitCode = 1
   }, (error) => {
     console.error(`handlers example failed: ${error instanceof Error ? error.message : String(error)}`)

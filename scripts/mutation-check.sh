@@ -65,6 +65,17 @@
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
+#   scripts/mutation-check.sh snooze-fence  a snooze no longer compares the fence (guarded.ts ›
+#                                     snooze), against the contract suite on PostgreSQL (a stale
+#                                     holder's snooze must be FenceRejected);
+#   scripts/mutation-check.sh snooze-attempt  a snooze no longer gives the attempt back (guarded.ts
+#                                     › snooze), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh rate-room  a rated claim takes as many runs of a window as its limit
+#                                     asks, whatever the window's room (rate.ts › claimRated),
+#                                     against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh rate-lock  rated claims no longer lock their windows (rate.ts ›
+#                                     claimRated), against test/rate-process.test.ts, up to three
+#                                     times (a race between claimers);
 #   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
 #                                     (migration 0022's enqueue_run), against test/unique-process.test.ts
 #                                     (two enqueuers of a released key both take it), up to three times;
@@ -145,6 +156,32 @@ elif [ "$mutation" = "ledger-ready" ]; then
   echo "mutation: an update of a ready run's row makes it ready again, held or not ($migrations)"
   tests=(test/ledger.test.ts)
   attempts=1
+elif [ "$mutation" = "snooze-fence" ] || [ "$mutation" = "snooze-attempt" ]; then
+  guarded="$work/packages/sql/src/internal/statements/guarded.ts"
+  if [ "$mutation" = "snooze-fence" ]; then
+    perl -0pi -e 's/(run_at = now\(\) \+ \$\{request\.delayMs\}[^\n]*\n[^\n]*\n\s*WHERE id = \$\{request\.runId\}::bigint) AND fence = \$\{request\.fence\}::bigint/$1/' "$guarded"
+    echo "mutation: a snooze matches its run by id and state, not fence ($guarded)"
+  else
+    perl -0pi -e 's/(run_at = now\(\) \+ \$\{request\.delayMs\}[^\n]*\n\s*)attempt = greatest\(attempt - 1, 0\), /$1/' "$guarded"
+    echo "mutation: a snooze keeps the attempt it ended ($guarded)"
+  fi
+  cmp -s "$guarded" "$repo/packages/sql/src/internal/statements/guarded.ts" && { echo "mutation incomplete"; exit 2; }
+  tests=(test/contract.test.ts -t "snooze|superseded holder")
+  attempts=1
+elif [ "$mutation" = "rate-room" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i 's/LIMIT greatest(w.room, 0)/LIMIT ${request.limit}/' "$rate"
+  grep -q 'greatest(w.room, 0)' "$rate" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a rated claim ignores its windows' room ($rate)"
+  tests=(test/contract.test.ts -t "rate limits")
+  attempts=1
+elif [ "$mutation" = "rate-lock" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i "s/WHERE pg_try_advisory_xact_lock(hashtextextended(/WHERE true OR pg_try_advisory_xact_lock(hashtextextended(/" "$rate"
+  grep -q 'WHERE true OR pg_try_advisory_xact_lock' "$rate" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: rated claims take no lock on their windows ($rate)"
+  tests=(test/rate-process.test.ts)
+  attempts=3
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
   sed -i 's/lock === "key share" ? sql`FOR KEY SHARE OF c` : sql``/sql``/' "$ledger"

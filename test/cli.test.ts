@@ -116,15 +116,15 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window\n`)
+      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits\n`)
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
-      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "claim_batches", "completion_batches", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "ready", "run_events", "run_history", "runs", "runs_now", "schedules", "signal_deliveries", "workers", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
+      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "claim_batches", "completion_batches", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "rate_limits", "rate_starts", "ready", "run_events", "run_history", "runs", "runs_now", "schedules", "signal_deliveries", "unique_holds", "workers", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits", "0018_batch_ledger", "0019_worker_registry", "0020_activity_window"] })
+      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits", "0018_batch_ledger", "0019_worker_registry", "0020_activity_window", "0021_enqueue_function", "0022_unique_windows", "0023_rate_limits"] })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window)\n`)
+      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits)\n`)
     }))
 })
 
@@ -685,6 +685,53 @@ describe("leasehold limits", () => {
       })
       assert.match((yield* leasehold(["limits", "remove", "--kind", "resize-image", ...connection(schema)])).stdout, /had no per-key limit/)
       assert.strictEqual((yield* leasehold(["limits", "list", ...connection(schema)])).stdout, "no per-key limits declared\n")
+    }))
+})
+
+describe("leasehold limits rate", () => {
+  it.live("rate set, list, runs show and stats name the rate limit and its starts; remove; a bad limit or interval is exit 2 and writes nothing", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql, store } = yield* openStore(schema)
+      const set = yield* leasehold(["limits", "rate", "set", "--kind", "resize-image", "--limit", "1", "--interval", "1 hour", "--per-key", ...connection(schema)])
+      assertOk(set)
+      assert.strictEqual(set.stdout, `at most 1 started per 1 hour per key in kind "resize-image"\n`)
+      const runs = yield* store.enqueue(["a.png", "b.png"].map((image) => ({ kind: "resize-image", payload: { image, width: 1 }, concurrencyKey: "customer-7" })))
+      const claimed = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["resize-image"], limit: 10, ttl: Duration.minutes(10) })
+      assert.deepStrictEqual(claimed.map((c) => c.id), [runs[0]!.id], "one start per hour for customer-7")
+
+      const listed = parse(yield* leasehold(["limits", "list", "--json", ...connection(schema)]))
+      assert.deepStrictEqual(listed, {
+        keyLimits: [],
+        rateLimits: [{ scope: "kind", name: "resize-image", limit: 1, intervalMs: 3_600_000, perKey: true, startedInWindow: 1, due: 1 }]
+      })
+      const text = yield* leasehold(["limits", "list", ...connection(schema)])
+      assert.match(text.stdout, /^RATE LIMIT\s+STARTS\s+PER\s+PER KEY\s+STARTED IN LAST INTERVAL\s+DUE$/m)
+      assert.match(text.stdout, /^kind resize-image\s+1\s+1h\s+yes\s+1\s+1$/m)
+      const show = yield* leasehold(["runs", "show", runs[1]!.id, ...connection(schema)])
+      assert.match(show.stdout, /^rate limit\s+at most 1 started per 1h per key in kind resize-image \(1 started in the last interval, 1 due waiting\)$/m)
+      assert.deepInclude(parse(yield* leasehold(["runs", "show", runs[1]!.id, "--json", ...connection(schema)])).run, {
+        rateLimit: { scope: "kind", name: "resize-image", limit: 1, intervalMs: 3_600_000, perKey: true, startedInWindow: 1, due: 1 }
+      })
+      assert.match((yield* leasehold(["stats", ...connection(schema)])).stdout, /^kind resize-image\s+1\s+1h\s+yes\s+1\s+1$/m)
+
+      // Bad input: one line, exit 2, and the limits are unchanged.
+      const rate = (...args: Array<string>) => leasehold(["limits", "rate", "set", ...args, ...connection(schema)])
+      assertRejected(yield* rate("--kind", "resize-image", "--limit", "0", "--interval", "1 second"), 2, /limit: 0 is not a whole number of at least 1/)
+      assertRejected(yield* rate("--kind", "resize-image", "--limit", "5", "--interval", "0 seconds"), 2, /interval: "0 seconds" is not an interval above 0/)
+      assertRejected(yield* rate("--kind", "resize-image", "--limit", "5", "--interval", "soon"), 2, /interval: "soon" is not an interval above 0/)
+      assertRejected(yield* rate("--queue", "q", "--kind", "k", "--limit", "5", "--interval", "1 second"), 2, /exactly one of --queue and --kind/)
+      const stored = yield* sql.unsafe<{ name: string; per_interval: number }>(`SELECT name, per_interval FROM "${schema}".rate_limits`)
+      assert.deepStrictEqual(stored, [{ name: "resize-image", per_interval: 1 }])
+
+      assert.deepStrictEqual(parse(yield* leasehold(["limits", "rate", "remove", "--kind", "resize-image", "--json", ...connection(schema)])), {
+        scope: "kind",
+        name: "resize-image",
+        removed: true
+      })
+      assert.match((yield* leasehold(["limits", "rate", "remove", "--kind", "resize-image", ...connection(schema)])).stdout, /had no rate limit/)
+      const after = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["resize-image"], limit: 10, ttl: Duration.minutes(10) })
+      assert.deepStrictEqual(after.map((c) => c.id), [runs[1]!.id], "removed: the held-back run starts")
     }))
 })
 

@@ -3,7 +3,8 @@
  * (a fresh schema per test; time passes by moving the stored times back).
  * `contract-memory.test.ts` runs the same contract against `MemoryRunStore` under `TestClock`.
  */
-import { RunStore } from "@leasehold/core"
+import { assert, describe, it } from "@effect/vitest"
+import { RateLimits, RunStore } from "@leasehold/core"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { type ContractTarget, runStoreContract } from "./contract/RunStoreContract.js"
@@ -29,7 +30,10 @@ const postgres: ContractTarget = {
           Effect.andThen(
             Effect.andThen(
               sql.unsafe(`UPDATE "${schema}".ready SET run_at = run_at - ${shift}`),
-              sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`)
+              Effect.andThen(
+                sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`),
+                sql.unsafe(`UPDATE "${schema}".rate_starts SET started_at = started_at - ${shift}`)
+              )
             ),
             Effect.andThen(
               sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
@@ -45,3 +49,19 @@ const postgres: ContractTarget = {
 }
 
 runStoreContract(postgres)
+
+describe("rate limits on PostgreSQL", () => {
+  it.live("a run enqueued from SQL (the enqueue function) is governed like a TypeScript enqueue", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("ratesql")
+      const context = yield* Layer.build(layerStore(schema, 2))
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const store = Context.get(context, RunStore)
+      yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 hour")])
+      for (let i = 0; i < 3; i++) yield* sql.unsafe(`SELECT "${schema}".enqueue('job', '{"i": ${i}}')`)
+      const first = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["job"], limit: 10, ttl: Duration.minutes(10) })
+      assert.lengthOf(first, 1, "one start per hour")
+      assert.isEmpty(yield* store.claim({ owner: "w", queues: ["default"], kinds: ["job"], limit: 10, ttl: Duration.minutes(10), dueOnly: true }))
+      assert.deepInclude((yield* store.rateLimits)[0], { startedInWindow: 1, due: 2 })
+    }))
+})

@@ -39,7 +39,9 @@ const examples: ReadonlyArray<Example> = [
     prints: [
       /^resize-image: completed, attempt 2, result \{"fence":2,"runId":"1","width":640,"attempt":2\}$/m,
       /^quote: completed, stored result \{"cents":"1999"\}$/m,
-      /^unstorable: failed, attempt 1: .*UnstorableValue.*BigInt/m
+      /^unstorable: failed, attempt 1: .*UnstorableValue.*BigInt/m,
+      /^poll-export: completed, attempt 1 of 1, fence 2$/m,
+      /^charge: failed after 3 of 10 attempts$/m
     ]
   },
   {
@@ -71,6 +73,15 @@ const examples: ReadonlyArray<Example> = [
       Effect.gen(function*() {
         const runs = yield* sql`SELECT 1 FROM leasehold.runs WHERE kind = 'refund' AND state = 'completed' AND key_scope = 'kind'`
         assert.lengthOf(runs, 12, "every refund ran governed by the limit")
+      })
+  },
+  {
+    file: "rate-limits.ts",
+    prints: [/^rate limit kind sync-tenant: 3 per 1000 ms per key; at most 3 starts of a tenant in any second$/m],
+    leaves: (sql) =>
+      Effect.gen(function*() {
+        const runs = yield* sql`SELECT 1 FROM leasehold.runs WHERE kind = 'sync-tenant' AND state = 'completed' AND rate_scope = 'kind'`
+        assert.lengthOf(runs, 12, "every sync ran governed by the rate limit")
       })
   },
   {

@@ -128,11 +128,13 @@ describe("hand-off of a completion batch", () => {
       yield* Migrations.run(StoreSchema.make(schema), { upTo: "0014_key_hot_path" }).pipe(Effect.provideContext(client))
       const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
       const store = Context.get(context, RunStore)
-      // Before 0015: a limit of 3 taken by three runs, then lowered to 1. The runs are claimed as
-      // that release's claim did (its row update): today's claim reads tables 0015 predates.
+      // Before 0015: a limit of 3 taken by three runs, then lowered to 1. The runs are enqueued and
+      // claimed as that release's statements did (row inserts and updates): today's enqueue and
+      // claim read tables and columns 0015 predates. Declaring the limit admits the first three.
+      const ids = (yield* sql.unsafe<{ id: string }>(`INSERT INTO "${schema}".runs (kind, payload, concurrency_key)
+        SELECT 'noop', jsonb_build_object('i', g), 'K' FROM generate_series(0, 5) g ORDER BY g RETURNING id::text AS id`))
+        .map((r) => r.id).sort((a, b) => Number(a) - Number(b))
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
-      const ids = (yield* store.enqueue(Array.from({ length: 6 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
-        .map((r) => r.id)
       yield* sql.unsafe(`UPDATE "${schema}".runs SET state = 'running', fence = 1, attempt = 1, lease_owner = 'w',
         lease_expires_at = now() + interval '30 seconds' WHERE id = ANY('{${ids.slice(0, 3).join(",")}}'::bigint[])`)
       const held = yield* sql.unsafe<{ id: string; key_slot: number }>(

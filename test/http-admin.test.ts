@@ -333,6 +333,38 @@ describe("admin API routes", () => {
       for (const id of ids) assert.strictEqual((yield* stores.a.get(id)).state, "pending")
     }))
 
+  it.live("rate limits are put, listed with their starts under /api/limits, and deleted; a bad limit is 400 naming the option and writes nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const put = (scope: string, name: string, body: unknown) =>
+        request(`${origin}/api/rate-limits/${scope}/${name}`, {
+          method: "PUT",
+          headers: { "content-type": "application/json", ...bearer },
+          body: JSON.stringify(body)
+        })
+      const created = yield* put("kind", "refund", { limit: 1, intervalMs: 3_600_000, perKey: false })
+      assert.deepStrictEqual([created.status, created.body], [200, { scope: "kind", name: "refund", limit: 1, intervalMs: 3_600_000, perKey: false }])
+      yield* enqueue(stores, "R-1")
+      yield* enqueue(stores, "R-2")
+      const claimed = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 10, ttl })
+      assert.lengthOf(claimed, 1, "one start per hour")
+      const listed = (yield* request(`${origin}/api/limits`, { headers: bearer })).body
+      assert.deepStrictEqual(listed.rateLimits, [{ scope: "kind", name: "refund", limit: 1, intervalMs: 3_600_000, perKey: false, startedInWindow: 1, due: 1 }])
+      for (const [body, option] of [[{ limit: 0, intervalMs: 1000 }, "limit"], [{ limit: 5, intervalMs: 0 }, "interval"], [{ limit: 5, intervalMs: -1 }, "interval"]] as const) {
+        const refused = yield* put("kind", "refund", body)
+        assert.strictEqual(refused.status, 400, JSON.stringify(refused.body))
+        assert.include(JSON.stringify(refused.body), option)
+      }
+      assert.strictEqual((yield* put("tenant", "refund", { limit: 5, intervalMs: 1000 })).status, 400)
+      assert.strictEqual((yield* put("kind", "refund", { limit: "many", intervalMs: 1000 })).status, 400)
+      const rows = yield* stores.sql.unsafe<{ per_interval: number; interval_ms: number }>(`SELECT per_interval, interval_ms FROM "${stores.schema}".rate_limits`)
+      assert.deepStrictEqual(rows, [{ per_interval: 1, interval_ms: 3_600_000 }], "the refused limits wrote nothing")
+      const removed = yield* request(`${origin}/api/rate-limits/kind/refund`, { method: "DELETE", headers: bearer })
+      assert.deepStrictEqual([removed.status, removed.body], [200, { scope: "kind", name: "refund", removed: true }])
+      assert.deepStrictEqual((yield* request(`${origin}/api/limits`, { headers: bearer })).body.rateLimits, [])
+    }))
+
   it.live("queues pause and resume; schedules are put (created, then unchanged), listed with their next ticks, paused and resumed; bad input writes nothing", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

@@ -31,9 +31,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { type ClaimedRun, type FinalizeOutcome, KeyLimits, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
+import { type ClaimedRun, type FinalizeOutcome, Handler, KeyLimits, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
 import { PgRunStore } from "@leasehold/sql"
-import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result, Scope } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result, Schedule, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import fc from "fast-check"
 import { databaseUrl, freshSchema, setLeaseExpirySql } from "./support/db.js"
@@ -698,6 +698,62 @@ class Release extends Step {
   }
 }
 
+/** A snooze (`Run.snooze`): due again at once or later, the attempt given back, the lease let go. */
+class Snooze extends Step {
+  constructor(readonly ref: LeaseRef, readonly delayMs: number) {
+    super()
+  }
+  override check(m: Readonly<Model>) {
+    return canName(m, this.ref)
+  }
+  toString() {
+    return `snooze(${JSON.stringify(this.ref)}, ${this.delayMs} ms)`
+  }
+  async step(m: Model, real: Real) {
+    const lease = resolveLease(m, this.ref)
+    const request = { ...lease, delayMs: this.delayMs }
+    const expectation = expectedOutcome(m.store.snooze(request))
+    const actual = await outcome(real.store.snooze(request))
+    same(m, `snooze(${show(lease)}, ${this.delayMs} ms)`, actual, expectation)
+    if ("ok" in expectation) m.forget(lease)
+  }
+}
+
+/**
+ * A handler's own retry policy (`Handler.make({ retry })`): the failure's delay is the schedule's
+ * step for the run's attempt (1 hour, then 2 hours, then none: the schedule has ended and the run
+ * fails, whatever attempts remain), as the worker computes it, written to both stores.
+ */
+const retryPolicy = Handler.make({
+  kind: "job",
+  payload: Schema.Unknown,
+  handle: () => Effect.void,
+  retry: Schedule.exponential("1 hour").pipe(Schedule.upTo({ times: 2 }))
+})
+
+class FailByPolicy extends Step {
+  constructor(readonly ref: LeaseRef) {
+    super()
+  }
+  override check(m: Readonly<Model>) {
+    return canName(m, this.ref)
+  }
+  toString() {
+    return `failByPolicy(${JSON.stringify(this.ref)})`
+  }
+  async step(m: Model, real: Real) {
+    const lease = resolveLease(m, this.ref)
+    const attempt = m.runList().find((r) => r.id === lease.runId)?.attempt ?? 1
+    const retryDelayMs = expected(Handler.retryDelay(retryPolicy, attempt, "boom"))
+    expect(retryDelayMs, `attempt ${attempt}`).toBe(attempt <= 1 ? 3_600_000 : attempt === 2 ? 7_200_000 : undefined)
+    const request = { ...lease, error: { message: `policy ${show(lease)}` }, retryDelayMs }
+    const expectation = expectedOutcome(m.store.fail(request))
+    const actual = await outcome(real.store.fail(request))
+    same(m, `failByPolicy(${show(lease)}, attempt ${attempt}, retry ${retryDelayMs ?? "none"})`, actual, expectation)
+    if ("ok" in expectation) m.forget(lease)
+  }
+}
+
 class Checkpoint extends Step {
   constructor(readonly ref: LeaseRef) {
     super()
@@ -983,6 +1039,8 @@ const commandsFor = (workers: number) =>
         )
       },
       { weight: 1, arbitrary: leaseRef.map((ref): Cmd => new Release(ref)) },
+      { weight: 1, arbitrary: fc.tuple(leaseRef, fc.constantFrom(0, retryLater)).map(([ref, delay]): Cmd => new Snooze(ref, delay)) },
+      { weight: 1, arbitrary: leaseRef.map((ref): Cmd => new FailByPolicy(ref)) },
       { weight: 1, arbitrary: leaseRef.map((ref): Cmd => new Transaction(ref)) },
       { weight: 1, arbitrary: leaseRef.map((ref): Cmd => new Checkpoint(ref)) },
       {
@@ -1041,9 +1099,13 @@ const storeOnce = Effect.gen(function*() {
 })
 
 const numRuns = Number(process.env.MODEL_RUNS ?? 500)
-const replay: Pick<fc.Parameters<unknown>, "seed" | "path"> = process.env.MODEL_SEED === undefined
-  ? {}
-  : { seed: Number(process.env.MODEL_SEED), ...(process.env.MODEL_PATH === undefined ? {} : { path: process.env.MODEL_PATH }) }
+// The seed is chosen here and printed on every run, passing or not, so any run can be replayed.
+const seed = process.env.MODEL_SEED === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(process.env.MODEL_SEED)
+const replay: Pick<fc.Parameters<unknown>, "seed" | "path"> = {
+  seed,
+  ...(process.env.MODEL_PATH === undefined ? {} : { path: process.env.MODEL_PATH })
+}
+console.log(`model test: seed ${seed} (MODEL_SEED=${seed} replays it)`)
 
 describe("run state machine: Postgres store vs MemoryRunStore", () => {
   it.live("random command sequences agree on every result and on every run's state after each step", () =>

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Client, CurrentRun, Fence, FenceRejected, Handler, KeyLimits, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
-import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Ref, Schema, Stream } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Ref, Schedule, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { freshSchema, layerStore } from "./support/db.js"
 import { expireLease, readRun, twoStores } from "./support/stores.js"
@@ -278,6 +278,68 @@ describe("retries, failure and cancellation", () => {
       const secondWait = claims[2]! - fails[1]!
       assert.isAtLeast(firstWait, 75)
       assert.isAbove(secondWait, firstWait)
+    }))
+
+  it.live("a handler's own retry Schedule overrides the worker's backoff, and its end fails the run while attempts remain", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const flaky = Handler.make({
+        kind: "flaky",
+        payload: Schema.Unknown,
+        maxAttempts: 5,
+        // Two retries, 300 ms apart; the worker's own backoff (a minute) would not retry in time.
+        retry: Schedule.spaced("300 millis").pipe(Schedule.upTo({ times: 2 })),
+        handle: () => Effect.flatMap(CurrentRun, (run) => Effect.fail(new Error(`attempt ${run.attempt} broke`)))
+      })
+      yield* startWorker(stores.a, stores.sql, { ...fast, ttl: "20 seconds", heartbeat: "3 seconds", handlers: [flaky], retry: { base: "1 minute", max: "1 hour" } })
+      const { id } = yield* Client.enqueue(flaky, null).pipe(Effect.provideService(RunStore, stores.a))
+      yield* eventually("failed", Effect.map(readRun(stores, id), (r) => r.state === "failed"))
+      const record = yield* stores.a.get(id)
+      assert.deepInclude(record, { attempt: 3, maxAttempts: 5 })
+      assert.match(String((record.error as any).message), /attempt 3 broke/)
+      const history = yield* stores.a.history(id)
+      assert.deepStrictEqual(history.map((e) => e.kind), ["claimed", "retry_scheduled", "claimed", "retry_scheduled", "claimed", "failed"])
+      // Each retry was due 300 ms after its failure, by the database's clock (run_at = now() + delay).
+      for (const event of history.filter((e) => e.kind === "retry_scheduled")) {
+        const runAt = new Date((event.detail as { runAt: string }).runAt).getTime()
+        assert.approximately(runAt - event.at.getTime(), 300, 5)
+      }
+    }))
+
+  it.live("Run.snooze ends the attempt without failing it: due again after its delay, the attempt not counted", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const patient = Handler.make({
+        kind: "patient",
+        payload: Schema.Unknown,
+        maxAttempts: 1,
+        handle: () =>
+          Effect.gen(function*() {
+            const run = yield* CurrentRun
+            if (run.checkpoint === null) {
+              yield* Run.checkpoint({ waited: 1 })
+              // Caught errors cannot keep the handler going: the snooze stops it as an interruption.
+              yield* Run.snooze("400 millis").pipe(Effect.catch(() => Effect.void))
+              return "not reached"
+            }
+            return { attempt: run.attempt, checkpoint: run.checkpoint }
+          })
+      })
+      // A lease long enough that a loaded machine's slow claim does not lose it: this is about snoozing.
+      const events = yield* startWorker(stores.a, stores.sql, { ...fast, ttl: "20 seconds", heartbeat: "3 seconds", handlers: [patient] })
+      const { id } = yield* Client.enqueue(patient, null).pipe(Effect.provideService(RunStore, stores.a))
+      yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"), "30 seconds")
+      const record = yield* stores.a.get(id)
+      const history = yield* stores.a.history(id)
+      // maxAttempts 1, yet the run ran twice: the snoozed attempt did not count.
+      assert.deepInclude(record, { attempt: 1, fence: 2, result: { attempt: 1, checkpoint: { waited: 1 } } })
+      assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), ["claimed@1", "snoozed@1", "claimed@2", "completed@2"])
+      const snoozed = history[1]!
+      const runAt = new Date((snoozed.detail as { runAt: string }).runAt).getTime()
+      assert.approximately(runAt - snoozed.at.getTime(), 400, 5)
+      assert.isAtLeast(history[2]!.at.getTime(), runAt, "claimed again only once due")
+      const settled = events.filter((e): e is Extract<Event, { _tag: "RunSettled" }> => e._tag === "RunSettled")
+      assert.deepStrictEqual(settled.map((e) => e.outcome), ["snoozed", "completed"])
     }))
 
   it.live("a payload that no longer matches its schema fails the run at once, without retries", () =>

@@ -5,7 +5,7 @@
 import type { GraphileOptions } from "./systems/graphile.js"
 import { graphile } from "./systems/graphile.js"
 import type { LeaseholdOptions } from "./systems/leasehold.js"
-import { leasehold, leaseholdDeleting, leaseholdKeyed, leaseholdRows } from "./systems/leasehold.js"
+import { leasehold, leaseholdDeleting, leaseholdKeyed, leaseholdRated, leaseholdRows } from "./systems/leasehold.js"
 import type { PgBossOptions } from "./systems/pgboss.js"
 import { pgboss } from "./systems/pgboss.js"
 import type { System } from "./systems/system.js"
@@ -15,6 +15,7 @@ export type VariantId =
   | "leasehold-delete"
   | "leasehold-rows"
   | "leasehold-keyed"
+  | "leasehold-rated"
   | "leasehold-metrics"
   | "leasehold-traces"
   | "leasehold-traces-sampled"
@@ -100,6 +101,15 @@ export const variants: ReadonlyArray<Variant<any>> = [
     mode: "tuned",
     options: leaseholdOptions,
     source: "the Leasehold options; run i carries concurrency key k(i mod 1000) and the kind declares at most 1 running run per key (issue 13's keyed drain)",
+    optIn: true
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-rated",
+    label: "Leasehold, rate limit (1,000,000 a second)",
+    system: leaseholdRated,
+    mode: "tuned",
+    options: leaseholdOptions,
+    source: "the Leasehold options; the kind declares a rate limit of 1,000,000 starts a second (issue 33): its runs take the row path and the rated claim, and the limit is never reached",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {

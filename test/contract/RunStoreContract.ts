@@ -7,7 +7,7 @@
  * its `now()` (PG: the stored times move back; memory: `TestClock.adjust`).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { KeyLimits, type LeaseKey, type ListFilter, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
+import { KeyLimits, type LeaseKey, RateLimits, type ListFilter, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
 import { Duration, Effect, Exit, Fiber, type Scope, Stream } from "effect"
 
 /** A store under test and how time passes for it. */
@@ -311,6 +311,7 @@ export const runStoreContract = (target: ContractTarget): void => {
             yield* Effect.flip(store.suspend({ ...stale, signal: "s", token: "t-stale", timeout: undefined })),
             expect("suspend")
           )
+          assert.deepInclude(yield* Effect.flip(store.snooze({ ...stale, delayMs: 5_000 })), expect("snooze"))
           const record = yield* store.get(stale.runId)
           assert.deepInclude(record, { state: "running", leaseOwner: "w2", fence: 2, attempt: 2, checkpoint: null, error: null })
           const history = yield* store.history(stale.runId)
@@ -319,9 +320,10 @@ export const runStoreContract = (target: ContractTarget): void => {
             [1, "checkpoint"],
             [1, "fail"],
             [1, "release"],
-            [1, "suspend"]
+            [1, "suspend"],
+            [1, "snooze"]
           ])
-          assert.strictEqual((yield* store.stats).fenceRejections, 4)
+          assert.strictEqual((yield* store.stats).fenceRejections, 5)
         }))
 
       test("a holder that already let its run go gets LeaseNotHeld, an unknown run RunNotFound, and neither is recorded as stale", ({ store }) =>
@@ -395,6 +397,57 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(lease.runId), { state: "pending", attempt: 0, leaseOwner: null, fence: 1 })
           const [again] = yield* claimFrom(store, "w2")
           assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1, checkpoint: { step: 3 } })
+        }))
+    })
+
+    describe("snooze", () => {
+      test("snooze lets the lease go, refunds the attempt and makes the run due after its delay, by the store's clock", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store, "w1", { maxAttempts: 1 })
+          yield* store.checkpoint(lease, { step: 1 })
+          yield* store.snooze({ ...lease, delayMs: 30_000 })
+          const record = yield* store.get(lease.runId)
+          assert.deepInclude(record, { state: "pending", attempt: 0, leaseOwner: null, leaseExpiresAt: null, fence: 1, error: null })
+          assert.isNull(record.finishedAt)
+          assert.isEmpty(yield* claimFrom(store, "w2"), "not due before its delay")
+          // The holder's lease is gone: its next write is refused, as after a release.
+          assert.deepInclude(yield* Effect.flip(store.snooze({ ...lease, delayMs: 0 })), {
+            _tag: "LeaseNotHeld",
+            state: "pending",
+            operation: "snooze"
+          })
+          yield* passTime("31 seconds")
+          const [again] = yield* claimFrom(store, "w2")
+          // maxAttempts 1, and still a first attempt: snoozing used none.
+          assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1, checkpoint: { step: 1 } })
+          yield* store.snooze({ runId: lease.runId, fence: 2, delayMs: 0 })
+          const [third] = yield* claimFrom(store, "w1")
+          assert.deepInclude(third, { id: lease.runId, fence: 3, attempt: 1 })
+          const history = yield* store.history(lease.runId)
+          assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), ["claimed@1", "snoozed@1", "claimed@2", "snoozed@2", "claimed@3"])
+          assert.isString((history[1]!.detail as { runAt: unknown }).runAt)
+          assert.strictEqual((yield* store.stats).fenceRejections, 0)
+        }))
+
+      test("a snoozed keyed run gives its key slot to the key's next run and waits in the key's line again", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const [k1, k2] = (yield* store.enqueue([
+            { kind: "job", payload: { i: 1 }, concurrencyKey: "K" },
+            { kind: "job", payload: { i: 2 }, concurrencyKey: "K" }
+          ])).map((r) => r.id)
+          const [first] = yield* claimFrom(store, "w1")
+          assert.strictEqual(first!.id, k1!)
+          yield* store.snooze({ runId: k1!, fence: 1, delayMs: 10_000 })
+          const [second, ...none] = yield* claimFrom(store, "w1")
+          assert.strictEqual(second!.id, k2!, "the slot went to the next of K")
+          assert.isEmpty(none)
+          yield* passTime("11 seconds")
+          assert.isEmpty(yield* claimFrom(store, "w1"), "k1 is due, but K's one slot is k2's")
+          assert.deepInclude(yield* store.get(k1!), { state: "pending", waitingForKey: true })
+          yield* store.completeBatch([{ runId: k2!, fence: 1, result: null }])
+          const [back] = yield* claimFrom(store, "w1")
+          assert.deepInclude(back, { id: k1!, fence: 2, attempt: 1 })
         }))
     })
 
@@ -757,6 +810,103 @@ export const runStoreContract = (target: ContractTarget): void => {
           for (let i = 0; i < 50 && !seen.some((n) => n._tag === "RunsAvailable"); i++) yield* settle
           assert.deepStrictEqual(seen.filter((n) => n._tag !== "Subscribed"), [{ _tag: "RunsAvailable", queue: "q3" }])
           yield* Fiber.interrupt(listener)
+        }))
+    })
+
+    describe("rate limits", () => {
+      const runsOf = (store: Store, kind: string, keys: ReadonlyArray<string | undefined>) =>
+        Effect.map(store.enqueue(keys.map((key, i) => ({ kind, payload: { i }, concurrencyKey: key }))), (runs) => runs.map((r) => r.id))
+      const sorted = (claimed: ReadonlyArray<{ readonly id: string }>) => claimed.map((c) => c.id).sort((a, b) => Number(a) - Number(b))
+      const claimBoth = (store: Store) => Effect.map(claimFrom(store, "w1", { kinds: ["job", "mail"], limit: 10 }), sorted)
+
+      test("at most N starts per interval, by the store's clock; the runs held back block no others, and the window slides", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          yield* store.setRateLimits([RateLimits.perKind("job", 2, "10 seconds")])
+          const jobs = yield* runsOf(store, "job", [undefined, undefined, undefined, undefined, undefined])
+          const mails = yield* runsOf(store, "mail", [undefined, undefined])
+          assert.deepStrictEqual(yield* claimBoth(store), [jobs[0]!, jobs[1]!, ...mails], "two jobs, and the mails behind them")
+          assert.isEmpty(yield* claimBoth(store), "the window is full")
+          assert.isEmpty(yield* claimFrom(store, "w2", { kinds: ["job"], dueOnly: true }))
+          assert.deepStrictEqual(yield* store.rateLimits, [
+            { scope: "kind", name: "job", limit: 2, intervalMs: 10_000, perKey: false, startedInWindow: 2, due: 3 }
+          ])
+          assert.deepInclude(yield* store.get(jobs[2]!), { state: "pending", attempt: 0 })
+          yield* passTime("6 seconds")
+          assert.isEmpty(yield* claimBoth(store), "6 s later the two starts are still within the last 10 s")
+          yield* passTime("5 seconds")
+          assert.deepStrictEqual(yield* claimBoth(store), [jobs[2]!, jobs[3]!])
+          assert.deepStrictEqual((yield* store.rateLimits)[0]!.startedInWindow, 2)
+          const history = yield* store.history(jobs[2]!)
+          assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), ["claimed@1"])
+        }))
+
+      test("per key, each key has its own window; runs without a key share one", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          yield* store.setRateLimits([RateLimits.perQueue("default", 1, "1 minute", { perKey: true })])
+          const [a1, a2, b1, n1, n2] = yield* runsOf(store, "job", ["A", "A", "B", undefined, undefined])
+          assert.deepStrictEqual(yield* claimBoth(store), [a1!, b1!, n1!])
+          assert.isEmpty(yield* claimBoth(store))
+          // A completed run frees nothing: the limit counts starts, not runs at once.
+          yield* store.completeBatch([a1!, b1!, n1!].map((runId) => ({ runId, fence: 1, result: null })))
+          assert.isEmpty(yield* claimBoth(store))
+          yield* passTime("61 seconds")
+          assert.deepStrictEqual(yield* claimBoth(store), [a2!, n2!])
+        }))
+
+      test("a limit declared over runs already enqueued governs them; removed, they start freely", ({ store }) =>
+        Effect.gen(function*() {
+          const jobs = yield* runsOf(store, "job", [undefined, undefined, undefined, undefined])
+          yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 hour")])
+          assert.deepStrictEqual(yield* claimBoth(store), [jobs[0]!])
+          assert.isEmpty(yield* claimBoth(store))
+          assert.isTrue(yield* store.removeRateLimit("kind", "job"))
+          assert.isFalse(yield* store.removeRateLimit("kind", "job"))
+          assert.deepStrictEqual(yield* store.rateLimits, [])
+          assert.deepStrictEqual(yield* claimBoth(store), [jobs[1]!, jobs[2]!, jobs[3]!])
+        }))
+
+      test("a run under a key limit and a rate limit waits for its slot, then for room in its window", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 minute")])
+          const [k1, k2, m1] = yield* runsOf(store, "job", ["K", "K", "M"])
+          assert.deepStrictEqual(yield* claimBoth(store), [k1!], "one start in the window; M's run is admitted but waits for room")
+          // k1's completion hands K's slot to k2 but does not start it: only the rated claim does.
+          const [done] = yield* store.completeBatch([{ runId: k1!, fence: 1, result: null }], {
+            owner: "w1",
+            ttl,
+            queues: ["default"],
+            kinds: ["job"]
+          })
+          assert.isUndefined((done as { next?: unknown }).next)
+          assert.isEmpty(yield* claimBoth(store))
+          yield* passTime("61 seconds")
+          assert.deepStrictEqual(yield* claimBoth(store), [k2!], "K's run first: one window for the kind, K and M alike")
+          yield* store.completeBatch([{ runId: k2!, fence: 1, result: null }])
+          yield* passTime("61 seconds")
+          assert.deepStrictEqual(yield* claimBoth(store), [m1!])
+        }))
+
+      test("bad limits are InvalidConfig naming the option, and nothing is written", ({ store }) =>
+        Effect.gen(function*() {
+          const bad: ReadonlyArray<[RateLimits.RateLimit, string]> = [
+            [RateLimits.perKind("job", 0, "1 second"), "limit"],
+            [RateLimits.perKind("job", -3, "1 second"), "limit"],
+            [RateLimits.perKind("job", 1.5, "1 second"), "limit"],
+            [RateLimits.perKind("job", 10, "0 seconds"), "interval"],
+            [RateLimits.perKind("job", 10, -5), "interval"],
+            [RateLimits.perKind("job", 10, "soon" as Duration.Input), "interval"],
+            [RateLimits.perKind("job", 10, "2 days"), "interval"],
+            [RateLimits.perKind("", 10, "1 second"), "kind"],
+            [{ scope: "tenant" as never, name: "x", limit: 1, interval: "1 second" }, "scope"]
+          ]
+          for (const [limit, option] of bad) {
+            const error = yield* Effect.flip(store.setRateLimits([RateLimits.perQueue("default", 5, "1 second"), limit]))
+            assert.deepInclude(error, { _tag: "InvalidConfig", option }, JSON.stringify(limit))
+          }
+          assert.deepStrictEqual(yield* store.rateLimits, [], "not even the valid limit beside the bad one")
+          const [run] = yield* runsOf(store, "job", [undefined])
+          assert.deepStrictEqual(yield* claimBoth(store), [run!], "nothing governs the runs")
         }))
     })
 

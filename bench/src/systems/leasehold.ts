@@ -3,7 +3,7 @@
  * heartbeats and fences on (there is no way to turn them off). Two systems: completed runs kept
  * (the default, with results and history) and completed runs deleted (`completedRuns: "delete"`).
  */
-import { Handler, KeyLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { Handler, KeyLimits, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, type Duration, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -58,9 +58,16 @@ const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise
 /** The keyed variant's limit: at most one running run per key of the bench's kind. */
 const keyLimits = [KeyLimits.perKind(KIND, 1)]
 
-/** Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none. */
-const enqueueSessionWith = (keys: number | undefined, storage: PgRunStore.Storage = "ledger") => async (url: string): Promise<EnqueueSession> => {
+/**
+ * The rated variant's limit: a million starts a second for the bench's kind, far above what a
+ * drain reaches, so the variant measures what a rate limit costs the claim, not the limit itself.
+ */
+const rateLimits = [RateLimits.perKind(KIND, 1_000_000, "1 second")]
+
+/** Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none; governed by `rated` limits, if any. */
+const enqueueSessionWith = (keys: number | undefined, storage: PgRunStore.Storage = "ledger", rated?: ReadonlyArray<RateLimits.RateLimit>) => async (url: string): Promise<EnqueueSession> => {
   const { store, close } = await openStore(url, { maxConnections: 2, migrate: true, storage })
+  if (rated !== undefined) await run(store.setRateLimits(rated))
   // The limit is declared before the runs, as an application declares it: each run is admitted
   // or left waiting as it is enqueued (the workers declare the same limit again, which changes nothing).
   if (keys !== undefined) await run(store.setKeyLimits(keyLimits))
@@ -121,6 +128,7 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
  * running in their rows, running in the ledger (open in their claim batches).
  */
 const remainingSql = `SELECT ((SELECT count(*) FROM ${SCHEMA}.ready)
+  + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'pending' AND rate_scope IS NOT NULL AND (key_scope IS NULL OR key_slot IS NOT NULL))
   + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'pending' AND key_scope = 'kind' AND key_slot IS NULL)
   + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'pending' AND key_scope = 'queue' AND key_slot IS NULL)
   + (SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'running')
@@ -170,6 +178,13 @@ const keyed: System<LeaseholdOptions> = {
   startWorker: startWorker("keep", keyLimits)
 }
 
+/** A rate limit on the bench's kind, set high: its runs take the row path and the rated claim. */
+const rated: System<LeaseholdOptions> = {
+  ...keeping,
+  name: "leasehold (rate limit of 1,000,000 a second)",
+  enqueueSession: enqueueSessionWith(undefined, "ledger", rateLimits)
+}
+
 // Today's layout before the ledger (every run's row written by its claim and its completion),
 // measured beside it in the same run.
 const rows: System<LeaseholdOptions> = {
@@ -182,4 +197,5 @@ const rows: System<LeaseholdOptions> = {
 export const leasehold = keeping
 export const leaseholdRows = rows
 export const leaseholdKeyed = keyed
+export const leaseholdRated = rated
 export const leaseholdDeleting = deleting

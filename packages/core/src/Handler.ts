@@ -4,10 +4,11 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Cause, Effect, Exit, type Schedule, Schema } from "effect"
 import type { CurrentRun } from "./CurrentRun.js"
 import { InvalidConfig, InvalidPayload, UnknownKind, UnstorableValue } from "./Errors.js"
 import type { Fence } from "./Fence.js"
+import * as Backoff from "./internal/Backoff.js"
 import * as Json from "./Json.js"
 
 /** Services every handler may use without providing them: the worker does. @category models */
@@ -27,6 +28,15 @@ export interface Handler<P = any, A = any, E = any, R = any> {
   readonly signals?: Readonly<Record<string, Schema.Codec<any, unknown>>> | undefined
   /** Attempts before the run is failed; the store default (5) when absent. */
   readonly maxAttempts?: number | undefined
+  /**
+   * This kind's retry policy, overriding the worker's `retry` backoff: after the n-th failed
+   * attempt, the schedule's n-th delay (replayed from its start, each step given the attempt's
+   * error) is how long until the retry is due, counted by the database (`run_at = now() + delay`).
+   * Retries stop at whichever comes first: `maxAttempts`, or the end of the schedule (a
+   * `Schedule.recurs(2)` allows two retries). A permanent failure (a payload that no longer
+   * decodes, a result JSON cannot hold) is never retried.
+   */
+  readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
 }
 
 /**
@@ -43,6 +53,7 @@ export const make = <P, I, A, E, R, RI = unknown>(definition: {
   readonly result?: Schema.Codec<A, RI> | undefined
   readonly signals?: Readonly<Record<string, Schema.Codec<any, any>>> | undefined
   readonly maxAttempts?: number | undefined
+  readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
 }): Handler<P, A, E, R> => definition as unknown as Handler<P, A, E, R>
 
 /** Handlers by kind. @category models */
@@ -133,3 +144,15 @@ export const decodeSignal = (handler: Handler, signal: string, input: unknown): 
     Effect.mapError((error) => new InvalidPayload({ kind: `${handler.kind} (signal ${signal})`, issue: issueOf(error) }))
   ) as Effect.Effect<unknown, InvalidPayload>
 }
+
+/**
+ * The delay, in milliseconds, before the retry after `attempt` failed attempts (1-based) under a
+ * handler's own retry policy (`retry`), or `undefined` when the schedule has ended and the run
+ * fails outright. What the worker computes when a run of this handler fails (`maxAttempts` is the
+ * store's to apply); `undefined` too for a handler without a policy of its own (the worker's
+ * backoff applies).
+ *
+ * @category rules
+ */
+export const retryDelay = (handler: Handler, attempt: number, error: unknown): Effect.Effect<number | undefined> =>
+  handler.retry === undefined ? Effect.succeed(undefined) : Backoff.scheduleDelay(handler.retry, attempt, error)

@@ -26,6 +26,7 @@ import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/me
 import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
 import * as KeyLimits from "./KeyLimits.js"
+import * as RateLimits from "./RateLimits.js"
 import * as Schedules from "./Schedules.js"
 import {
   checkEnqueueRequest,
@@ -140,6 +141,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     release: Effect.fn("MemoryRunStore.release")(function*(lease) {
       return yield* applyOutcome((now) => state.release(lease, now))
     }),
+    snooze: Effect.fn("MemoryRunStore.snooze")(function*(request) {
+      return yield* applyOutcome((now) => state.snooze(request, now))
+    }),
     checkpoint: Effect.fn("MemoryRunStore.checkpoint")(function*(lease, value) {
       const text = yield* Json.encode(value ?? null, "checkpoint", lease.runId)
       return yield* applyOutcome((now) => state.checkpoint(lease, text, now))
@@ -200,6 +204,13 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     }),
     removeKeyLimit: (scope, name) => apply((now) => state.removeKeyLimit(scope, name, now)),
     keyLimits: apply((now) => state.keyLimits(now)),
+    setRateLimits: Effect.fn("MemoryRunStore.setRateLimits")(function*(limits) {
+      const checked: Array<RateLimits.CheckedRateLimit> = []
+      for (const limit of limits) checked.push(yield* RateLimits.check(limit))
+      return yield* apply(() => state.setRateLimits(checked))
+    }),
+    removeRateLimit: (scope, name) => apply(() => state.removeRateLimit(scope, name)),
+    rateLimits: apply((now) => state.rateLimits(now)),
     registerSchedules: Effect.fn("MemoryRunStore.registerSchedules")(function*(definitions) {
       const checked: Array<Schedules.CheckedSchedule> = []
       for (const definition of definitions) checked.push(yield* Schedules.check(definition))

@@ -92,3 +92,32 @@ export const awaitSignal = (
     // code can swallow by catching errors.
     return yield* Effect.interrupt
   }).pipe(Effect.withSpan("Run.awaitSignal", { attributes: { signal } }))
+
+/**
+ * Ends this attempt without failing it: the run is due again `duration` from now, by the
+ * database's clock (`run_at = now() + duration`), and the handler stops here. The attempt does not
+ * count: like a release, the run's attempt number is given back, so a run may snooze any number of
+ * times without using up `maxAttempts` (snoozing is waiting, not failing). The lease is let go
+ * outright and a key slot it held goes to its key's next run; the write is guarded by the fence, so
+ * a superseded holder's snooze fails with `FenceRejected` and changes nothing.
+ *
+ * @category writes
+ */
+export const snooze = (
+  duration: Duration.Input
+): Effect.Effect<never, StaleWrite | InvalidConfig | StoreError, Fence | RunStore | CurrentRun> =>
+  Effect.gen(function*() {
+    const delay = yield* Options.duration("snooze", duration)
+    const delayMs = Duration.toMillis(delay)
+    yield* Limits.checkDelay("snooze", delayMs)
+    const run = yield* CurrentRun
+    const fence = yield* Fence
+    const store = yield* RunStore
+    // The write and its report as one step: a renewal that finds the run already let go (it may
+    // answer while the snooze is in flight) interrupts the handler only once the snooze is
+    // recorded as this run's settlement, so the lease is not then released a second time.
+    yield* Effect.uninterruptible(Effect.tap(store.snooze({ ...leaseKey(fence), delayMs }), () => Effect.sync(() => Settlement.report(run, "snoozed"))))
+    // As after a suspension: the run is no longer this handler's, so it stops here, in a way no
+    // handler code can swallow by catching errors.
+    return yield* Effect.interrupt
+  }).pipe(Effect.withSpan("Run.snooze"))

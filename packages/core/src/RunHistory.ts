@@ -15,6 +15,7 @@ export type AttemptOutcome =
   | "failed"
   | "retry_scheduled"
   | "released"
+  | "snoozed"
   | "suspended"
   | "lease_expired"
   | "cancelled"
@@ -120,6 +121,11 @@ export const fromEvents = (events: ReadonlyArray<RunEvent>): RunHistory => {
       case "released":
         endAttempt(e.at, "released", null)
         break
+      case "snoozed": {
+        const runAt = textOrNull(field(e.detail, "runAt"))
+        endAttempt(e.at, "snoozed", runAt === null ? null : `due again at ${runAt}`)
+        break
+      }
       case "suspended": {
         const signal = textOrNull(field(e.detail, "signal"))
         endAttempt(e.at, "suspended", signal === null ? null : `awaiting "${signal}"`)

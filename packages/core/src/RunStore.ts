@@ -37,6 +37,7 @@ import type {
   WorkerInfo
 } from "./RunRecord.js"
 import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
+import type { RateLimit, RateLimitInfo, RateLimitScope } from "./RateLimits.js"
 import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
 import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
 
@@ -91,6 +92,12 @@ export interface FailRequest extends LeaseKey {
   readonly error: unknown
   /** Delay before the retry is due; `undefined` fails the run outright. Only used while attempts remain. */
   readonly retryDelayMs: number | undefined
+}
+
+/** @category models */
+export interface SnoozeRequest extends LeaseKey {
+  /** How long until the run is due again, counted from the store's `now()` (0 to `Limits.maxDelayMs`). */
+  readonly delayMs: number
 }
 
 /** @category models */
@@ -243,6 +250,12 @@ export class RunStore extends Context.Service<RunStore, {
   readonly fail: (request: FailRequest) => Effect.Effect<FailOutcome, StaleWrite | StoreError>
   /** Gives a run back at once (shutdown, lost lease) without charging it an attempt. */
   readonly release: (lease: LeaseKey) => Effect.Effect<void, StaleWrite | StoreError>
+  /**
+   * Ends the held attempt without failing it (`Run.snooze`): the run is pending again, due at the
+   * store's `now()` + `delayMs`, its attempt given back and its lease and key slot let go, as
+   * `release` does. Guarded by id + fence + running.
+   */
+  readonly snooze: (request: SnoozeRequest) => Effect.Effect<void, StaleWrite | StoreError>
   readonly checkpoint: (lease: LeaseKey, value: unknown) => Effect.Effect<void, StaleWrite | UnstorableValue | StoreError>
   /**
    * Suspends the run and releases its lease outright; or, when the signal's outcome was delivered
@@ -317,6 +330,16 @@ export class RunStore extends Context.Service<RunStore, {
   readonly removeKeyLimit: (scope: KeyLimitScope, name: string) => Effect.Effect<boolean, StoreError>
   /** The declared limits, by scope and name, with how many keys run and how many keyed runs are due in each. */
   readonly keyLimits: Effect.Effect<ReadonlyArray<KeyLimitInfo>, StoreError>
+  /**
+   * Declares rate limits (`RateLimits.check` first: one invalid limit writes nothing); a limit
+   * already declared for the same queue or kind is replaced. Claims apply it from the moment this
+   * commits, to the runs that have not started (a run already running is not stopped).
+   */
+  readonly setRateLimits: (limits: ReadonlyArray<RateLimit>) => Effect.Effect<void, InvalidConfig | StoreError>
+  /** Removes the rate limit of a queue or kind; false when there was none. Its runs start freely. */
+  readonly removeRateLimit: (scope: RateLimitScope, name: string) => Effect.Effect<boolean, StoreError>
+  /** The declared rate limits, by scope and name, with the starts in each one's last interval and its due runs. */
+  readonly rateLimits: Effect.Effect<ReadonlyArray<RateLimitInfo>, StoreError>
   /**
    * Registers schedules (`Schedules.check` first: one invalid definition writes nothing). A new
    * schedule's first tick is the first after now; a changed definition takes effect from now on,

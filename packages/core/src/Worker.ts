@@ -27,6 +27,7 @@ import * as Settlement from "./internal/Settlement.js"
 import type { ClaimedRun } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 import * as KeyLimits from "./KeyLimits.js"
+import * as RateLimits from "./RateLimits.js"
 import * as ScheduleTicker from "./ScheduleTicker.js"
 import type * as Schedules from "./Schedules.js"
 import * as WorkerEvents from "./WorkerEvents.js"
@@ -93,6 +94,12 @@ export interface WorkerOptions<R> {
    * kind is replaced. The limit is the store's, so every worker enforces the last one declared.
    */
   readonly keyLimits?: ReadonlyArray<KeyLimits.KeyLimit> | undefined
+  /**
+   * Rate limits this worker declares when it starts, before its first claim
+   * (`RateLimits.perKind`, `RateLimits.perQueue`), as `keyLimits` are: the store's, so every
+   * worker enforces the last one declared.
+   */
+  readonly rateLimits?: ReadonlyArray<RateLimits.RateLimit> | undefined
 }
 
 /** @category models */
@@ -136,6 +143,7 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
       return yield* new InvalidConfig({ option: "queues", issue: "name at least one queue, none empty" })
     }
     for (const limit of options.keyLimits ?? []) yield* KeyLimits.check(limit)
+    for (const limit of options.rateLimits ?? []) yield* RateLimits.check(limit)
     const retry = options.retry ?? Backoff.defaultPolicy
     yield* Options.duration("retry.base", retry.base)
     yield* Options.duration("retry.max", retry.max)
@@ -177,7 +185,7 @@ export const run = <R>(
     const clock = yield* Effect.clockWith(Effect.succeed)
     const registry = yield* Handler.registry(options.handlers)
     const compiled = new Map(
-      options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h) }])
+      options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h), retry: h.retry }])
     )
     const inFlight: InFlight = new Map()
     // Open while no lease is in flight: shutdown waits on it instead of polling.
@@ -289,6 +297,7 @@ export const run = <R>(
         key,
         claimedAt: sentAt,
         encodeResult: compiled.get(run.kind)?.encodeResult ?? schemaless,
+        retrySchedule: compiled.get(run.kind)?.retry,
         deadline: sentAt + ttlMs,
         settled: undefined,
         finalizing: false,
@@ -381,6 +390,14 @@ export const run = <R>(
     if (options.keyLimits !== undefined && options.keyLimits.length > 0) {
       yield* store.setKeyLimits(options.keyLimits).pipe(
         Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "set key limits", error: String(error) })),
+        Effect.retry({ schedule: claimErrors, while: (error) => error._tag === "StoreError" }),
+        Effect.catchTag("StoreError", Effect.die)
+      )
+    }
+
+    if (options.rateLimits !== undefined && options.rateLimits.length > 0) {
+      yield* store.setRateLimits(options.rateLimits).pipe(
+        Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "set rate limits", error: String(error) })),
         Effect.retry({ schedule: claimErrors, while: (error) => error._tag === "StoreError" }),
         Effect.catchTag("StoreError", Effect.die)
       )

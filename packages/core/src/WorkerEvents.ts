@@ -48,7 +48,7 @@ export type WorkerEvent =
     readonly queue: string
     /** From the claim to the settlement, on the worker's monotonic clock. */
     readonly durationMs: number
-    readonly outcome: "completed" | "retry-scheduled" | "failed" | "released" | "suspended" | "abandoned"
+    readonly outcome: "completed" | "retry-scheduled" | "failed" | "released" | "snoozed" | "suspended" | "abandoned"
   }
   | { readonly _tag: "StoreError"; readonly owner: string; readonly operation: string; readonly error: string }
   /** Notifications (new runs, cancels) reach this worker from now on. */

@@ -17,7 +17,7 @@ const sizes = Metric.exponentialBoundaries({ start: 1, factor: 2, count: 14 }) /
 export const metrics = {
   claimed: Metric.counter("leasehold_runs_claimed_total", { description: "Runs claimed, by queue, kind and via (due, expired, timed-out)", incremental: true }),
   settled: Metric.counter("leasehold_runs_settled_total", {
-    description: "Runs settled by a worker, by queue, kind and outcome (completed, failed, retry-scheduled, released, suspended, abandoned)",
+    description: "Runs settled by a worker, by queue, kind and outcome (completed, failed, retry-scheduled, released, snoozed, suspended, abandoned)",
     incremental: true
   }),
   duration: Metric.histogram("leasehold_run_duration_seconds", { description: "From claim to settlement, by queue and kind", boundaries: seconds }),

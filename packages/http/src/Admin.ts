@@ -21,6 +21,7 @@ import {
   type InvalidTransition,
   type LiveLease,
   type PayloadFieldFilter,
+  RateLimits,
   RunHistory,
   type RunNotFound,
   type RunRecord,
@@ -244,6 +245,13 @@ const ScheduleBody = Schema.Struct({
   maxBackfill: Schema.optional(Schema.Number),
   /** Milliseconds. */
   backfillWindowMs: Schema.optional(Schema.Number)
+})
+
+/** A rate limit's body (`PUT /api/rate-limits/:scope/:name`): starts per interval, in milliseconds. */
+const RateLimitBody = Schema.Struct({
+  limit: Schema.Number,
+  intervalMs: Schema.Number,
+  perKey: Schema.optional(Schema.Boolean)
 })
 
 const param = (name: string) => Effect.map(HttpRouter.params, (params) => params[name] ?? "")
@@ -629,7 +637,30 @@ export const layer = (options: AdminOptions) =>
           const store = yield* RunStore
           const limits = yield* Effect.forEach(yield* store.keyLimits, (limit) =>
             Effect.map(store.keyUsage(limit.scope, limit.name, top), (keys) => ({ ...limit, keys })))
-          return json(200, { limits })
+          return json(200, { limits, rateLimits: yield* store.rateLimits })
+        }))),
+
+      // Rate limits (RateLimits): declared or replaced by PUT, removed by DELETE; a bad limit is a
+      // 400 naming the option, and nothing is written.
+      HttpRouter.route("PUT", "/api/rate-limits/:scope/:name", guard(true, () =>
+        Effect.gen(function*() {
+          const scope = yield* param("scope")
+          const name = yield* param("name")
+          const { intervalMs, limit: perInterval, perKey } = yield* body(RateLimitBody, limit)
+          const checked = yield* RateLimits.check({ scope: scope as RateLimits.RateLimitScope, name, limit: perInterval, interval: intervalMs, perKey })
+          const store = yield* RunStore
+          yield* store.setRateLimits([{ ...checked, interval: checked.intervalMs }])
+          return json(200, checked)
+        }))),
+
+      HttpRouter.route("DELETE", "/api/rate-limits/:scope/:name", guard(true, () =>
+        Effect.gen(function*() {
+          const scope = yield* param("scope")
+          const name = yield* param("name")
+          if (scope !== "queue" && scope !== "kind") return yield* Effect.fail(new InvalidConfig({ option: "scope", issue: `"${scope}" is not queue or kind` }))
+          const store = yield* RunStore
+          const removed = yield* store.removeRateLimit(scope, name)
+          return json(200, { scope, name, removed })
         }))),
 
       HttpRouter.route("GET", "/api/events", guard(false, () =>

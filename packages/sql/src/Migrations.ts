@@ -38,6 +38,7 @@ export const files = (): ReadonlyArray<{ readonly name: string; readonly text: s
 export const render = (text: string, store: StoreSchema): Array<string> =>
   SqlScript.statements(text.replaceAll("{{schema}}", store.schema).replaceAll("{{channel}}", store.channel))
 
+
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient

@@ -15,6 +15,7 @@ import * as claimStatement from "./internal/statements/claim.js"
 import * as enqueueStatement from "./internal/statements/enqueue.js"
 import * as guarded from "./internal/statements/guarded.js"
 import * as keys from "./internal/statements/keys.js"
+import * as rate from "./internal/statements/rate.js"
 import * as operators from "./internal/statements/operators.js"
 import * as ledger from "./internal/statements/ledger.js"
 import * as queues from "./internal/statements/queues.js"
@@ -203,11 +204,16 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     })
   return RunStore.of({
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests, storage).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
-    claim: (request) => refail("claim")(claimStatement.claim(runtime, s, positions, request, keyCursors, refs, storage === "ledger")),
+    // Runs a rate limit governs are started first (rate.ts), then the routine claim takes the rest.
+    claim: (request) =>
+      refail("claim")(
+        rate.withRated(runtime, s, request, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger"))
+      ),
     renew: (owner, leases, ttl) => refail("renew")(renew(owner, leases, ttl)),
     completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request, refs)),
     release: (lease) => refail("release")(guarded.release(sql, s, lease, refs)),
+    snooze: (request) => refail("snooze")(guarded.snooze(sql, s, request, refs)),
     checkpoint: (lease, value) => refail("checkpoint")(guarded.checkpoint(sql, s, lease, value, refs)),
     suspend: (request) => refail("suspend")(guarded.suspend(sql, s, request, refs)),
     deliverSignal: (request) => refail("deliver signal")(signals.deliverSignal(sql, s, request)),
@@ -231,6 +237,9 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     setKeyLimits: (limits) => refail("set key limits")(keys.set(sql, s, limits)),
     removeKeyLimit: (scope, name) => refail("remove key limit")(keys.remove(sql, s, scope, name)),
     keyLimits: refail("key limits")(keys.list(sql, s)),
+    setRateLimits: (limits) => refail("set rate limits")(rate.set(sql, s, limits)),
+    removeRateLimit: (scope, name) => refail("remove rate limit")(rate.remove(sql, s, scope, name)),
+    rateLimits: refail("rate limits")(rate.list(sql, s)),
     registerSchedules: (definitions) => refail("register schedules")(schedules.register(sql, s, definitions)),
     tickSchedules: refail("tick schedules")(schedules.tick(sql, s)),
     schedules: refail("schedules")(schedules.list(sql, s)),

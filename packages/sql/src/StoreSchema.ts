@@ -27,6 +27,8 @@ export interface StoreSchema {
   readonly keyLimits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The highest limit each kind and queue was ever declared under (migration 0015). */
   readonly keyLimitPeaks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly rateLimits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly rateStarts: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Workflow journals: activity results, deferred outcomes and durable clocks, by execution. */
   readonly workflowActivities: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly workflowDeferreds: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
@@ -80,6 +82,8 @@ const derive = (schema: string): StoreSchema => {
     schedules: (sql) => sql.literal(`"${schema}".schedules`),
     keyLimits: (sql) => sql.literal(`"${schema}".key_limits`),
     keyLimitPeaks: (sql) => sql.literal(`"${schema}".key_limit_peaks`),
+    rateLimits: (sql) => sql.literal(`"${schema}".rate_limits`),
+    rateStarts: (sql) => sql.literal(`"${schema}".rate_starts`),
     workflowActivities: (sql) => sql.literal(`"${schema}".workflow_activities`),
     workflowDeferreds: (sql) => sql.literal(`"${schema}".workflow_deferreds`),
     workflowClocks: (sql) => sql.literal(`"${schema}".workflow_clocks`),

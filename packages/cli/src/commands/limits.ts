@@ -1,14 +1,15 @@
 /**
  * `leasehold limits`, `limits set` and `limits remove`: the per-key concurrency limits queues and
- * kinds declare (`KeyLimits`). A limit applies from the next claim; running runs keep running.
+ * kinds declare (`KeyLimits`); `limits rate set` and `limits rate remove`: their rate limits
+ * (`RateLimits`). A limit applies from the next claim; running runs keep running.
  */
-import { KeyLimits, RunStore } from "@leasehold/core"
-import { Effect, Option } from "effect"
+import { KeyLimits, RateLimits, RunStore } from "@leasehold/core"
+import { type Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
-import { keyLimitsTable } from "./stats.js"
+import { keyLimitsTable, rateLimitsTable } from "./stats.js"
 
 const scopeFlags = {
   queue: Flag.String("queue").pipe(Flag.optional, Flag.withDescription("the queue whose runs the limit counts")),
@@ -27,11 +28,14 @@ const scopeOf = (flags: { readonly queue: Option.Option<string>; readonly kind: 
 
 const list = Command.make("list", { ...connectionFlags, json: jsonFlag }, (flags) =>
   Effect.gen(function*() {
-    const limits = yield* Connection.withStore(flags, RunStore.use((s) => s.keyLimits), { migrate: false })
-    if (flags.json) return yield* Output.json(limits)
-    if (limits.length === 0) return yield* Output.line("no per-key limits declared")
-    yield* Output.lines(keyLimitsTable(limits))
-  })).pipe(Command.withDescription("Per-key limits, with the keys running and keyed runs due under each"))
+    const [limits, rates] = yield* Connection.withStore(flags, RunStore.use((s) => Effect.all([s.keyLimits, s.rateLimits])), { migrate: false })
+    if (flags.json) return yield* Output.json(rates.length === 0 ? limits : { keyLimits: limits, rateLimits: rates })
+    yield* limits.length === 0 ? Output.line("no per-key limits declared") : Output.lines(keyLimitsTable(limits))
+    if (rates.length > 0) {
+      yield* Output.line()
+      yield* Output.lines(rateLimitsTable(rates))
+    }
+  })).pipe(Command.withDescription("Per-key limits, with the keys running and keyed runs due under each; rate limits, with their starts and due runs"))
 
 const set = Command.make("set", {
   ...connectionFlags,
@@ -56,7 +60,37 @@ const remove = Command.make("remove", { ...connectionFlags, ...scopeFlags, json:
     yield* Output.line(removed ? `removed the per-key limit of ${scope.scope} "${scope.name}"` : `${scope.scope} "${scope.name}" had no per-key limit`)
   })).pipe(Command.withDescription("Remove the per-key limit of a queue or a kind"))
 
+const rateSet = Command.make("set", {
+  ...connectionFlags,
+  ...scopeFlags,
+  limit: Flag.Int("limit").pipe(Flag.withDescription("at most this many runs started per interval")),
+  interval: Flag.String("interval").pipe(Flag.withDescription("the interval, for example \"1 second\" (above 0, at most a day)")),
+  perKey: Flag.Boolean("per-key").pipe(Flag.withDefault(false), Flag.withDescription("one window per concurrency key instead of one for the whole queue or kind")),
+  json: jsonFlag
+}, (flags) =>
+  Effect.gen(function*() {
+    const scope = yield* scopeOf(flags)
+    // Checked before anything connects: a bad limit writes nothing.
+    const limit = yield* RateLimits.check({ ...scope, limit: flags.limit, interval: flags.interval as Duration.Input, perKey: flags.perKey })
+    yield* Connection.withStore(flags, RunStore.use((s) => s.setRateLimits([{ ...limit, interval: limit.intervalMs }])), { migrate: false })
+    if (flags.json) return yield* Output.json(limit)
+    yield* Output.line(`at most ${limit.limit} started per ${flags.interval}${limit.perKey ? " per key" : ""} in ${limit.scope} "${limit.name}"`)
+  })).pipe(Command.withDescription("Declare (or replace) the rate limit of a queue or a kind: runs started per interval"))
+
+const rateRemove = Command.make("remove", { ...connectionFlags, ...scopeFlags, json: jsonFlag }, (flags) =>
+  Effect.gen(function*() {
+    const scope = yield* scopeOf(flags)
+    const removed = yield* Connection.withStore(flags, RunStore.use((s) => s.removeRateLimit(scope.scope, scope.name)), { migrate: false })
+    if (flags.json) return yield* Output.json({ ...scope, removed })
+    yield* Output.line(removed ? `removed the rate limit of ${scope.scope} "${scope.name}"` : `${scope.scope} "${scope.name}" had no rate limit`)
+  })).pipe(Command.withDescription("Remove the rate limit of a queue or a kind"))
+
+const rate = Command.make("rate").pipe(
+  Command.withDescription("Rate limits: runs started per interval, per queue or kind (or per key): set, remove"),
+  Command.withSubcommands([rateSet, rateRemove])
+)
+
 export const limits = Command.make("limits").pipe(
-  Command.withDescription("Per-key concurrency limits: list, set, remove"),
-  Command.withSubcommands([list, set, remove])
+  Command.withDescription("Per-key concurrency limits and rate limits: list, set, remove, rate set, rate remove"),
+  Command.withSubcommands([list, set, remove, rate])
 )

@@ -3,7 +3,7 @@
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
 import { attemptSeen, isForPerson, isWorkflowRun, KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
@@ -182,18 +182,19 @@ const show = Command.make("show", {
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
-    const { awaited, events, limits, run } = yield* Connection.withStore(
+    const { awaited, events, limits, rates, run } = yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
         const store = yield* RunStore
         const run = yield* store.get(flags.id)
         const events = yield* store.history(flags.id)
         const limits = run.concurrencyKey === null ? [] : yield* store.keyLimits
+        const rates = yield* store.rateLimits
         // A suspended workflow waits on its journal: the deferreds and durable clocks it awaits.
         const awaited = run.state === "suspended" && isWorkflowRun(run)
           ? yield* Effect.flatMap(WorkflowJournal.make({ schema: flags.schema }), (journal) => journal.awaiting([run.idempotencyKey!]))
           : []
-        return { run, events, limits, awaited }
+        return { run, events, limits, rates, awaited }
       }),
       { migrate: false }
     )
@@ -205,6 +206,9 @@ const show = Command.make("show", {
     const keyLimits = governing === undefined
       ? []
       : [{ scope: governing.scope, name: governing.scope === "queue" ? run.queue : run.kind, perKey: governing.perKey }]
+    // The rate limit its starts are counted under: its kind's, else its queue's.
+    const rateLimit = rates.find((l) => l.scope === "kind" && l.name === run.kind) ??
+      rates.find((l) => l.scope === "queue" && l.name === run.queue)
     if (flags.json) {
       const workflow = isWorkflowRun(run)
         ? {
@@ -215,7 +219,7 @@ const show = Command.make("show", {
         }
         : {}
       return yield* Output.json({
-        run: { ...RunJson.run(run), keyLimits },
+        run: { ...RunJson.run(run), keyLimits, rateLimit: rateLimit ?? null },
         ...workflow,
         ...historyJson(history),
         events: events.map(RunJson.event)
@@ -240,6 +244,11 @@ const show = Command.make("show", {
             ? "no limit declared"
             : `at most ${keyLimits[0].perKey} running per key in ${keyLimits[0].scope} ${keyLimits[0].name}`
         })${run.keySlot !== null ? `, holds slot ${run.keySlot}` : run.waitingForKey ? ", waiting for a free slot" : ""}`
+      ] as const]),
+      ...(rateLimit === undefined ? [] : [[
+        "rate limit",
+        `at most ${rateLimit.limit} started per ${Duration.format(Duration.millis(rateLimit.intervalMs))}${rateLimit.perKey ? " per key" : ""} in ${rateLimit.scope} ${rateLimit.name}` +
+        ` (${rateLimit.startedInWindow} started in the last interval, ${rateLimit.due} due waiting)`
       ] as const]),
       ...(run.leaseOwner === null ? [] : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
       ["created", Output.time(run.createdAt)],

@@ -3,8 +3,8 @@
  * long the oldest due run has waited, and how often the fence rejected a stale write or a lease
  * expired and was reclaimed; and the per-key limits declared, with the keys they hold.
  */
-import { type Activity, type KeyLimits, RunState, RunStore, type Stats } from "@leasehold/core"
-import { Effect } from "effect"
+import { type Activity, type KeyLimits, type RateLimits, RunState, RunStore, type Stats } from "@leasehold/core"
+import { Duration, Effect } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag } from "../Flags.js"
@@ -36,6 +36,20 @@ export const keyLimitsTable = (limits: ReadonlyArray<KeyLimits.KeyLimitInfo>) =>
     limits.map((l) => [`${l.scope} ${l.name}`, String(l.perKey), String(l.keysRunning), String(l.keyedDue)])
   )
 
+/** The declared rate limits, with the starts in each one's last interval and the due runs it governs. */
+export const rateLimitsTable = (limits: ReadonlyArray<RateLimits.RateLimitInfo>) =>
+  Output.table(
+    ["RATE LIMIT", "STARTS", "PER", "PER KEY", "STARTED IN LAST INTERVAL", "DUE"],
+    limits.map((l) => [
+      `${l.scope} ${l.name}`,
+      String(l.limit),
+      Duration.format(Duration.millis(l.intervalMs)),
+      l.perKey ? "yes" : "no",
+      String(l.startedInWindow),
+      String(l.due)
+    ])
+  )
+
 const ms = (value: number | undefined) => (value === undefined ? "-" : value < 1000 ? `${Math.round(value)}ms` : `${(value / 1000).toFixed(1)}s`)
 
 /** Per minute and queue: completions, failures, wait and run time percentiles (`RunStore.activity`). */
@@ -61,9 +75,9 @@ const minutesFlag = Flag.Int("minutes").pipe(
 
 export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag, minutes: minutesFlag }, (flags) =>
   Effect.gen(function*() {
-    const [stats, keyLimits, activity] = yield* Connection.withStore(
+    const [stats, keyLimits, rateLimits, activity] = yield* Connection.withStore(
       flags,
-      RunStore.use((s) => Effect.all([s.stats, s.keyLimits, s.activity({ minutes: flags.minutes })])),
+      RunStore.use((s) => Effect.all([s.stats, s.keyLimits, s.rateLimits, s.activity({ minutes: flags.minutes })])),
       { migrate: false }
     )
     if (flags.json) {
@@ -78,6 +92,7 @@ export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag,
         fenceRejections: stats.fenceRejections,
         reclaims: stats.reclaims,
         keyLimits,
+        rateLimits,
         activity
       })
     }
@@ -92,6 +107,10 @@ export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag,
     if (keyLimits.length > 0) {
       yield* Output.line()
       yield* Output.lines(keyLimitsTable(keyLimits))
+    }
+    if (rateLimits.length > 0) {
+      yield* Output.line()
+      yield* Output.lines(rateLimitsTable(rateLimits))
     }
     yield* Output.line()
     yield* Output.line(`finished in the last ${activity.minutes} minutes${activity.truncated ? " (the latest runs only: more finished than are read)" : ""}:`)

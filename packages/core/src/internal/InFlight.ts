@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import type { Exit, Fiber, Tracer } from "effect"
+import type { Exit, Fiber, Schedule, Tracer } from "effect"
 import type { UnstorableValue } from "../Errors.js"
 import type { SelfSettlement } from "./Settlement.js"
 import type { LeaseLossReason } from "../Errors.js"
@@ -16,6 +16,8 @@ export interface LeaseEntry {
   readonly key: string
   /** The result's JSON text, by its handler's result schema; per run, before any batch. */
   readonly encodeResult: (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue>
+  /** Its handler's own retry policy (`Handler.retry`), overriding the worker's backoff. */
+  readonly retrySchedule: Schedule.Schedule<unknown, unknown> | undefined
   /** When its claim was sent, on the monotonic clock (ms). */
   readonly claimedAt: number
   /** Local lease deadline on the monotonic clock (ms): last confirmed renewal's send time + TTL. */

@@ -38,7 +38,7 @@ export interface LeaseContext {
 /** Marks a failure that retrying cannot fix (a payload that no longer decodes). @category models */
 export class PermanentFailure extends Schema.TaggedError<PermanentFailure>()("PermanentFailure", { reason: Schema.Defect() }) {}
 
-type Settlement = "completed" | "retry-scheduled" | "failed" | "released" | "suspended" | "abandoned"
+type Settlement = "completed" | "retry-scheduled" | "failed" | "released" | "snoozed" | "suspended" | "abandoned"
 
 const describe = (error: unknown): { tag?: string; message: string } => {
   if (!(error instanceof Error)) return { message: String(error) }
@@ -164,7 +164,11 @@ const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<
   // The failure is read once: whether to retry, and what to record.
   const error = Cause.squash(cause)
   return Effect.flatMap(
-    isPermanent(error) ? Effect.succeed(undefined) : Backoff.delayFor(ctx.retry, entry.run.attempt),
+    isPermanent(error)
+      ? Effect.succeed(undefined)
+      : entry.retrySchedule !== undefined
+      ? Backoff.scheduleDelay(entry.retrySchedule, entry.run.attempt, error)
+      : Backoff.delayFor(ctx.retry, entry.run.attempt),
     (retryDelayMs) =>
       bounded(
         "fail",

@@ -1,14 +1,14 @@
 /**
- * How a handler settled its run itself (a fenced transaction committed, or it suspended), so the
+ * How a handler settled its run itself (a fenced transaction committed, it suspended or snoozed), so the
  * lease finalizer has nothing left to write. Kept off the public `CurrentRun` service: only
- * `Run.transaction` and `Run.awaitSignal` may report a settlement, never handler code (the link to
+ * `Run.transaction`, `Run.awaitSignal` and `Run.snooze` may report a settlement, never handler code (the link to
  * the lease is a private field).
  */
 import type { CurrentRun } from "../CurrentRun.js"
 import type { ClaimedRun, SignalOutcome } from "../RunRecord.js"
 
 /** @internal */
-export type SelfSettlement = "completed" | "suspended"
+export type SelfSettlement = "completed" | "suspended" | "snoozed"
 
 /** What a lease records of a self-settlement. @internal */
 export interface Settleable {

@@ -211,6 +211,16 @@ export interface KeyLimit {
   readonly keys: ReadonlyArray<{ readonly key: string; readonly held: number; readonly waiting: number; readonly oldestWaitingSeconds: number | null }>
 }
 
+export interface RateLimit {
+  readonly scope: "queue" | "kind"
+  readonly name: string
+  readonly limit: number
+  readonly intervalMs: number
+  readonly perKey: boolean
+  readonly startedInWindow: number
+  readonly due: number
+}
+
 export interface Session {
   readonly csrfToken: string
   readonly readOnly: boolean

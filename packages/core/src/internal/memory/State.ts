@@ -35,6 +35,7 @@ import { Duration } from "effect"
 import { terminalStates, uniqueStates } from "../../RunRecord.js"
 import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
+import * as RateLimits from "../../RateLimits.js"
 import * as Schedules from "../../Schedules.js"
 import * as Read from "./Read.js"
 import type {
@@ -49,6 +50,7 @@ import type {
   RunFilter,
   StaleWrite,
   Stats,
+  SnoozeRequest,
   StoreNotification,
   SuspendRequest
 } from "../../RunStore.js"
@@ -70,6 +72,8 @@ export interface StoredRun {
    */
   keyScope: KeyLimits.KeyLimitScope | null
   keySlot: number | null
+  /** The rate limit governing the run (`RateLimits`), decided at enqueue and when limits change. */
+  rateScope: RateLimits.RateLimitScope | null
   readonly createdAt: number
   runAt: number
   state: RunState
@@ -205,6 +209,7 @@ export class State {
           ? null
           : this.governingScope(request.kind, queue),
         keySlot: null,
+        rateScope: this.rateGoverning(request.kind, queue),
         traceParent: request.traceParent ?? null,
         createdAt: now,
         runAt: now + (request.delayMs ?? 0),
@@ -358,7 +363,11 @@ export class State {
       this.waiting(scope, name, key, now).slice(0, order.length).forEach((run, i) => {
         run.keySlot = order[i]!.slot
         // Claimed at once for the completion's owner when it asked, and the run is its to take.
-        if (next !== undefined && next.kinds.includes(run.kind) && next.queues.includes(run.queue) && !this.paused.has(run.queue)) {
+        // A run a rate limit governs is given its slot, not started: only the rated claim starts it.
+        if (
+          next !== undefined && run.rateScope === null && next.kinds.includes(run.kind) && next.queues.includes(run.queue) &&
+          !this.paused.has(run.queue)
+        ) {
           successors.set(order[i]!.after, this.claimOne(run, next.owner, Duration.toMillis(next.ttl), now))
         } else {
           this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
@@ -455,6 +464,13 @@ export class State {
    * the run instead. Due-only claims skip the first two classes.
    */
   claim(request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> {
+    // Runs a rate limit governs are started first (rate.ts › claimRated), then the routine claim.
+    const rated = this.claimRated(request, ttlMs, now)
+    const routine = this.claimRoutine({ ...request, limit: request.limit - rated.length }, ttlMs, now)
+    return [...rated, ...routine]
+  }
+
+  private claimRoutine(request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> {
     const { limit, owner } = request
     if (limit <= 0 || request.kinds.length === 0) return []
     const sweep = request.dueOnly !== true
@@ -485,7 +501,8 @@ export class State {
     const positions = sweep || keyed ? new Map<string, ClaimPosition.ClaimPosition>() : this.positions.of(request.queues, request.kinds)
     const dueInQueue = (queue: string) =>
       all.filter((r) =>
-        r.queue === queue && r.state === "pending" && (r.keyScope === null || r.keySlot !== null) && r.runAt <= now &&
+        r.queue === queue && r.state === "pending" && (r.keyScope === null || r.keySlot !== null) && r.rateScope === null &&
+        r.runAt <= now &&
         ClaimPosition.reaches(positions.get(queue), { priority: r.priority, runAtMs: r.runAt })
       ).sort(inClaimOrder).slice(0, limit).map((run) => ({ run }))
     const due = [...new Set(request.queues)].flatMap(dueInQueue).sort((a, b) => inClaimOrder(a.run, b.run)).slice(0, limit)
@@ -671,6 +688,18 @@ export class State {
       run.attempt = Math.max(run.attempt - 1, 0)
       this.record(run, "released", run.fence, null, null, now)
       this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
+    })
+  }
+
+  /** As `release`, but due `delayMs` from now (`Run.snooze`): the attempt is given back too. */
+  snooze(request: SnoozeRequest, now: number) {
+    return this.guarded(request, "snooze", now, (run) => {
+      this.letGo(run)
+      this.enter(run, "pending")
+      run.runAt = now + request.delayMs
+      run.attempt = Math.max(run.attempt - 1, 0)
+      this.record(run, "snoozed", run.fence, null, { runAt: new Date(run.runAt).toISOString() }, now)
+      if (request.delayMs === 0) this.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
     })
   }
 
@@ -931,6 +960,94 @@ export class State {
 
   pausedQueues(): Array<PausedQueue> {
     return [...this.paused].sort(([a], [b]) => Read.order(a, b)).map(([queue, since]) => ({ queue, since: new Date(since) }))
+  }
+
+  // --- rate.ts ----------------------------------------------------------------------------------
+
+  private readonly rateLimitsByScope = new Map<string, RateLimits.CheckedRateLimit>()
+  /** Starts of governed runs, oldest first (`rate_starts`). */
+  private rateStarts: Array<{ readonly scope: string; readonly name: string; readonly key: string; readonly at: number }> = []
+
+  private rateGoverning(kind: string, queue: string): RateLimits.RateLimitScope | null {
+    return this.rateLimitsByScope.has(`kind\u0000${kind}`) ? "kind" : this.rateLimitsByScope.has(`queue\u0000${queue}`) ? "queue" : null
+  }
+
+  private startsSince(scope: string, name: string, key: string | undefined, since: number): number {
+    return this.rateStarts.filter((t) => t.scope === scope && t.name === name && (key === undefined || t.key === key) && t.at > since).length
+  }
+
+  /**
+   * `claimRated`: the windows of the first due governed runs in claim order (at most `limit` of
+   * them), each window's room (its limit less its starts within the interval), that many of its
+   * runs, all of them cut to `limit` in claim order; each start recorded.
+   */
+  private claimRated(request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> {
+    if (request.limit <= 0 || request.kinds.length === 0 || this.rateLimitsByScope.size === 0) return []
+    const due = [...this.runs.values()].filter((r) =>
+      r.state === "pending" && r.rateScope !== null && (r.keyScope === null || r.keySlot !== null) && r.runAt <= now &&
+      request.queues.includes(r.queue) && !this.paused.has(r.queue) && request.kinds.includes(r.kind)
+    ).sort(inClaimOrder).slice(0, KeyLimits.scanPastLimit)
+    const windows = new Map<string, { limit: RateLimits.CheckedRateLimit; key: string; runs: Array<StoredRun> }>()
+    for (const run of due) {
+      const name = run.rateScope === "kind" ? run.kind : run.queue
+      const limit = this.rateLimitsByScope.get(`${run.rateScope}\u0000${name}`)
+      if (limit === undefined) continue
+      const key = RateLimits.windowKey(limit.perKey, run.concurrencyKey)
+      const id = `${limit.scope}\u0000${name}\u0000${key}`
+      const window = windows.get(id) ?? (windows.size < request.limit ? { limit, key, runs: [] } : undefined)
+      if (window === undefined) continue
+      window.runs.push(run)
+      windows.set(id, window)
+    }
+    const picked: Array<{ run: StoredRun; limit: RateLimits.CheckedRateLimit; key: string }> = []
+    for (const { key, limit, runs } of windows.values()) {
+      const room = limit.limit - this.startsSince(limit.scope, limit.name, key, now - limit.intervalMs)
+      for (const run of runs.slice(0, Math.max(0, room))) picked.push({ run, limit, key })
+    }
+    picked.sort((a, b) => inClaimOrder(a.run, b.run))
+    const claimed: Array<ClaimedRun> = []
+    for (const { key, limit, run } of picked.slice(0, request.limit)) {
+      claimed.push(this.claimOne(run, request.owner, ttlMs, now))
+      this.rateStarts.push({ scope: limit.scope, name: limit.name, key, at: now })
+    }
+    // Starts older than their window's interval count no more.
+    this.rateStarts = this.rateStarts.filter((t) => {
+      const limit = this.rateLimitsByScope.get(`${t.scope}\u0000${t.name}`)
+      return limit !== undefined && t.at > now - limit.intervalMs
+    })
+    return claimed
+  }
+
+  private rerate(kinds: ReadonlyArray<string>, queues: ReadonlyArray<string>): void {
+    for (const run of this.runs.values()) {
+      if (!(run.state === "pending" || run.state === "running" || run.state === "suspended")) continue
+      if (kinds.includes(run.kind) || queues.includes(run.queue)) run.rateScope = this.rateGoverning(run.kind, run.queue)
+    }
+  }
+
+  setRateLimits(limits: ReadonlyArray<RateLimits.CheckedRateLimit>): void {
+    for (const limit of limits) this.rateLimitsByScope.set(`${limit.scope}\u0000${limit.name}`, limit)
+    this.rerate(limits.filter((l) => l.scope === "kind").map((l) => l.name), limits.filter((l) => l.scope === "queue").map((l) => l.name))
+  }
+
+  removeRateLimit(scope: RateLimits.RateLimitScope, name: string): boolean {
+    if (!this.rateLimitsByScope.delete(`${scope}\u0000${name}`)) return false
+    this.rateStarts = this.rateStarts.filter((t) => !(t.scope === scope && t.name === name))
+    this.rerate(scope === "kind" ? [name] : [], scope === "queue" ? [name] : [])
+    return true
+  }
+
+  rateLimits(now: number): Array<RateLimits.RateLimitInfo> {
+    return [...this.rateLimitsByScope.values()]
+      .sort((a, b) => Read.order(a.scope, b.scope) || Read.order(a.name, b.name))
+      .map((limit) => ({
+        ...limit,
+        startedInWindow: this.startsSince(limit.scope, limit.name, undefined, now - limit.intervalMs),
+        due: [...this.runs.values()].filter((r) =>
+          r.state === "pending" && r.rateScope === limit.scope && (limit.scope === "kind" ? r.kind : r.queue) === limit.name &&
+          r.runAt <= now && (r.keyScope === null || r.keySlot !== null)
+        ).length
+      }))
   }
 
   // --- keys.ts ----------------------------------------------------------------------------------

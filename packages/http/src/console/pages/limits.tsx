@@ -1,11 +1,12 @@
-// Key limits: each declared limit, the keys running under it, and its keys waiting longest.
+// Key limits: each declared limit, the keys running under it, and its keys waiting longest; then
+// the rate limits, with the starts in each one's last interval.
 import { Fragment, h } from "../vendor/preact.js"
-import { get, type KeyLimit } from "../api.js"
+import { get, type KeyLimit, type RateLimit } from "../api.js"
 import { duration } from "../format.js"
 import { Loading, PageHeading, Table, useLoad } from "../ui.js"
 
 export const Limits = () => {
-  const loaded = useLoad(() => get<{ limits: ReadonlyArray<KeyLimit> }>("/api/limits?top=10"), "limits")
+  const loaded = useLoad(() => get<{ limits: ReadonlyArray<KeyLimit>; rateLimits: ReadonlyArray<RateLimit> }>("/api/limits?top=10"), "limits")
   return (
     <Fragment>
       <PageHeading title="Key limits" />
@@ -14,8 +15,9 @@ export const Limits = () => {
         slot, the oldest first.
       </p>
       <Loading loaded={loaded}>
-        {({ limits }) =>
-          limits.length === 0 ? <p class="empty">No key limit is declared.</p> : limits.map((limit) => {
+        {({ limits, rateLimits }) => (
+          <Fragment>
+            {limits.length === 0 ? <p class="empty">No key limit is declared.</p> : limits.map((limit) => {
             const id = `limit-${limit.scope}-${limit.name}`.replace(/[^A-Za-z0-9_-]/g, "_")
             return (
               <section aria-labelledby={id} class="limit" key={`${limit.scope}/${limit.name}`} data-limit={`${limit.scope}:${limit.name}`}>
@@ -42,6 +44,22 @@ export const Limits = () => {
               </section>
             )
           })}
+            <h2 id="rate-limits">Rate limits</h2>
+            <Table caption="Rate limits: runs started per interval, across every worker" count={rateLimits.length}
+              headers={["Limit", "Starts", "Per", "Per key", "Started in the last interval", "Due, not started"]} empty="No rate limit is declared.">
+              {rateLimits.map((r) => (
+                <tr key={`${r.scope}/${r.name}`} data-rate-limit={`${r.scope}:${r.name}`}>
+                  <td>{`${r.scope === "kind" ? "Kind" : "Queue"} ${r.name}`}</td>
+                  <td class="num">{String(r.limit)}</td>
+                  <td class="num nowrap">{duration(r.intervalMs)}</td>
+                  <td>{r.perKey ? "yes" : "no"}</td>
+                  <td class="num">{String(r.startedInWindow)}</td>
+                  <td class="num">{String(r.due)}</td>
+                </tr>
+              ))}
+            </Table>
+          </Fragment>
+        )}
       </Loading>
     </Fragment>
   )

@@ -168,7 +168,11 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
   // the row), and comes back as the `next` of the completion whose slot it took.
   const claims = next === undefined
     ? sql`false`
-    : sql`(r.kind = ANY(${next.kinds as Array<string>}::text[]) AND r.queue = ANY(${activeQueues(sql, s, next.queues)}))`
+    // A run a rate limit governs is given its slot, not started: only the rated claim starts it.
+    // (One primary-key probe, only in a completion that claims: the admission statements that share
+    // these lines read no column a store's older schema lacks.)
+    : sql`(r.kind = ANY(${next.kinds as Array<string>}::text[]) AND r.queue = ANY(${activeQueues(sql, s, next.queues)})
+        AND NOT EXISTS (SELECT 1 FROM ${s.runs(sql)} x WHERE x.id = r.id AND x.rate_scope IS NOT NULL))`
   const owner = next?.owner ?? null
   const ttlMs = next === undefined ? 0 : Duration.toMillis(next.ttl)
   // What a successor carries into the update and the history (the lateral's run, `r`).

@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { admitInPassing } from "./admit.js"
+import * as rate from "./rate.js"
 import { textArray } from "./rows.js"
 
 /** The requests as rows, each with an id drawn from the sequence up front, so each result maps back to its request exactly. */
@@ -100,9 +101,9 @@ const enqueueWithKeys = (
       WITH input AS MATERIALIZED (
         ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
-        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key)
+        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key, rate_scope)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key, trace_parent,
-          concurrency_key
+          concurrency_key, ${sql.literal(rate.governing(s, "input.kind", "input.queue"))}
         FROM input ORDER BY ord
         ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING id, queue
@@ -140,10 +141,12 @@ const enqueueWithoutKeys = (
       WITH input AS MATERIALIZED (
         ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
-        INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state)
+        INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state, rate_scope)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent, concurrency_key,
-          ${storage === "ledger" ? sql`CASE WHEN concurrency_key IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`}
-        FROM input ORDER BY ord
+          -- A run a rate limit governs is kept on its row, out of the ledger (rate.ts).
+          ${storage === "ledger" ? sql`CASE WHEN concurrency_key IS NULL AND rate_scope IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`},
+          rate_scope
+        FROM (SELECT i.*, ${sql.literal(rate.governing(s, "i.kind", "i.queue"))} AS rate_scope FROM input i) input ORDER BY ord
         RETURNING queue
       ), woken AS (
         SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM inserted) q

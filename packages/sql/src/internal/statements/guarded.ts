@@ -25,6 +25,7 @@ import {
   type SignalOutcome,
   type SuspendOutcome,
   SignalTokenInUse,
+  type SnoozeRequest,
   type SuspendRequest
 } from "@leasehold/core"
 import { Duration, Effect, type Exit, Schema } from "effect"
@@ -344,6 +345,32 @@ export const release = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKe
         INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'released' FROM r
       )
       SELECT id::text AS id, pg_notify(${s.channel}, 'q:' || queue) FROM r`,
+    refs
+  ).pipe(Effect.asVoid)
+
+/**
+ * Ends the held attempt without failing it (`Run.snooze`): as `release`, the attempt refunded and
+ * the lease and key slot let go (the row triggers hand the slot on and govern the run again), but
+ * due at the database's `now()` + the delay. Workers are woken only when it is due at once.
+ */
+export const snooze = (sql: SqlClient.SqlClient, s: StoreSchema, request: SnoozeRequest, refs?: ledger.LedgerRefs) =>
+  guardedOne(
+    sql,
+    s,
+    "snooze",
+    request,
+    sql<{ id: string }>`
+      WITH r AS (
+        UPDATE ${s.runs(sql)} SET
+          state = 'pending', run_at = now() + ${request.delayMs}::float8 * interval '1 millisecond',
+          attempt = greatest(attempt - 1, 0), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"
+        RETURNING id, fence, queue, run_at
+      ), history AS (
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+        SELECT id, fence, 'snoozed', jsonb_build_object('runAt', run_at) FROM r
+      )
+      SELECT id::text AS id, CASE WHEN ${request.delayMs}::float8 = 0 THEN pg_notify(${s.channel}, 'q:' || queue) END FROM r`,
     refs
   ).pipe(Effect.asVoid)
 
