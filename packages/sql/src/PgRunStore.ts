@@ -202,12 +202,13 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
       for (const i of lost) refs.delete(leases[i]!)
       return leases.flatMap((lease, i) => lost.has(i) ? [] : [{ runId: ledger.canonicalRunId(lease.runId), fence: lease.fence }])
     })
+  const ratedSeen: rate.RatedSeen = { declared: undefined }
   return RunStore.of({
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests, storage).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
     // Runs a rate limit governs are started first (rate.ts), then the routine claim takes the rest.
     claim: (request) =>
       refail("claim")(
-        rate.withRated(runtime, s, request, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger"))
+        rate.withRated(runtime, s, request, ratedSeen, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger"))
       ),
     renew: (owner, leases, ttl) => refail("renew")(renew(owner, leases, ttl)),
     completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),

@@ -40,9 +40,19 @@ interface Window {
   readonly per_key: boolean
 }
 
+/**
+ * What this store last saw of its claims' rate limits: whether any was declared for them. A claim
+ * of due runs only (`dueOnly`, the drain's claim) asks again only while one was: the routine claim
+ * never takes a governed run, so a limit declared meanwhile is only started late (at the worker's
+ * next sweep, within its poll interval), never over its limit.
+ */
+export interface RatedSeen {
+  declared: boolean | undefined
+}
+
 /** Starts up to `request.limit` governed runs whose windows have room (the module's steps 1 and 2). */
-export const claimRated = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
-  Effect.map(claimRatedRows(sql, s, request), (rows) => rows.map(toClaimed))
+export const claimRated = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen) =>
+  Effect.map(claimRatedRows(sql, s, request, seen), (rows) => rows.map(toClaimed))
 
 /**
  * A claim: the rated claim first, then the routine claim (`claim`, claim.ts) for the rest of the
@@ -52,21 +62,24 @@ export const withRated = <E, R>(
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   request: ClaimRequest,
+  seen: RatedSeen,
   routine: (rest: ClaimRequest) => Effect.Effect<ReadonlyArray<ClaimedRun>, E, R>
 ) =>
-  Effect.flatMap(claimRated(sql, s, request), (rated) =>
+  Effect.flatMap(claimRated(sql, s, request, seen), (rated) =>
     rated.length === 0
       ? routine(request)
       : Effect.map(routine({ ...request, limit: request.limit - rated.length }), (claimed) => [...rated, ...claimed]))
 
-const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
+const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return [] as ReadonlyArray<ClaimRow>
+    if (request.dueOnly === true && seen.declared === false) return [] as ReadonlyArray<ClaimRow>
     const kinds = request.kinds as Array<string>
     const [declared] = yield* sql<{ any: boolean }>`
       SELECT EXISTS (SELECT 1 FROM ${s.rateLimits(sql)}
         WHERE (scope = 'kind' AND name = ANY(${kinds}::text[])) OR (scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[]))) AS any`
-    if (declared?.any !== true) return []
+    seen.declared = declared?.any === true
+    if (!seen.declared) return []
     const queues = activeQueues(sql, s, request.queues)
     return yield* sql.withTransaction(Effect.gen(function*() {
       const windows = yield* sql<Window>`
