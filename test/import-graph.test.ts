@@ -25,21 +25,6 @@ const floors: Readonly<Record<string, number>> = {
   testing: 4
 }
 
-/**
- * Circles that exist today, left to the storage redesign (issue 32, "The store's inside"), which
- * splits these modules. Any other circle fails; so does one of these once it is gone (drop it here).
- */
-const knownCircles: ReadonlyArray<{ readonly modules: ReadonlyArray<string>; readonly reason: string }> = [
-  {
-    modules: ["packages/sql/src/internal/statements/admit.ts", "packages/sql/src/internal/statements/claim.ts"],
-    reason: "the claim admits keyed runs (admit.ts) and the hand-off claims for the completing worker (claim.ts)"
-  },
-  {
-    modules: ["packages/core/src/internal/memory/Read.ts", "packages/core/src/internal/memory/State.ts"],
-    reason: "the memory store's state and its read views are one class split in two files"
-  }
-]
-
 interface Import {
   readonly from: string
   readonly specifier: string
@@ -183,13 +168,8 @@ describe("the import graph of packages/*/src", () => {
     assert.isAbove(graph.imports.filter((i) => leaseholdTarget(i.specifier) !== undefined).length, 50)
   })
 
-  it("no circle but the two known ones, which the storage redesign breaks", () => {
-    const circles = circlesOf(graph.edges)
-    const known = knownCircles.map((circle) => [...circle.modules].sort())
-    const unknown = circles.filter((circle) => !known.some((k) => k.join() === circle.join()))
-    assert.deepStrictEqual(unknown, [], "modules that import themselves back through others")
-    const gone = known.filter((k) => !circles.some((circle) => circle.join() === k.join()))
-    assert.deepStrictEqual(gone, [], "known circles that no longer exist: remove them from knownCircles")
+  it("no module imports itself back through others", () => {
+    assert.deepStrictEqual(circlesOf(graph.edges), [], "modules that import themselves back through others")
   })
 
   it("a package imports only from packages on lower floors, through their exports, as declared in its manifest", () => {

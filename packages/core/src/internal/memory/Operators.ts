@@ -9,7 +9,7 @@ import * as Activity from "../../Activity.js"
 import type { KeyLimitScope } from "../../KeyLimits.js"
 import type { WorkerAnnouncement, WorkerInfo } from "../../WorkerRegistry.js"
 import { order } from "./Read.js"
-import type { StoredEvent, StoredRun } from "./State.js"
+import type { StoredEvent, StoredRun } from "./StoredRun.js"
 
 interface WorkerRow {
   readonly announcement: WorkerAnnouncement

@@ -6,7 +6,7 @@
  */
 import type { RunRecord, RunState } from "../../RunRecord.js"
 import type { ListFilter, LiveSample, LiveState, RunFilter, Stats } from "../../RunStore.js"
-import type { StoredEvent, StoredRun } from "./State.js"
+import type { StoredEvent, StoredRun } from "./StoredRun.js"
 
 /** JSON text as a value; SQL NULL as null. */
 export const parse = (text: string | null): unknown => text === null ? null : JSON.parse(text)

@@ -38,6 +38,7 @@ import * as KeyLimits from "../../KeyLimits.js"
 import * as RateLimits from "../../RateLimits.js"
 import * as Schedules from "../../Schedules.js"
 import * as Read from "./Read.js"
+import type { StoredEvent, StoredRun } from "./StoredRun.js"
 import type {
   ClaimNext,
   ClaimRequest,
@@ -54,50 +55,6 @@ import type {
   StoreNotification,
   SuspendRequest
 } from "../../RunStore.js"
-
-/** One run as kept: times in epoch milliseconds, values as JSON text (`null`: SQL NULL). */
-export interface StoredRun {
-  readonly id: string
-  readonly queue: string
-  readonly kind: string
-  readonly payload: string
-  readonly priority: number
-  readonly maxAttempts: number
-  readonly idempotencyKey: string | null
-  readonly concurrencyKey: string | null
-  readonly traceParent: string | null
-  /**
-   * The key limit governing a keyed run (`KeyLimits`; decided as it becomes pending) and the slot
-   * it holds while admitted (pending) or running; a governed pending run without one waits.
-   */
-  keyScope: KeyLimits.KeyLimitScope | null
-  keySlot: number | null
-  /** The rate limit governing the run (`RateLimits`), decided at enqueue and when limits change. */
-  rateScope: RateLimits.RateLimitScope | null
-  readonly createdAt: number
-  runAt: number
-  state: RunState
-  attempt: number
-  fence: number
-  leaseOwner: string | null
-  leaseExpiresAt: number | null
-  checkpoint: string | null
-  result: string | null
-  error: string | null
-  signalName: string | null
-  signalToken: string | null
-  suspendDeadline: number | null
-  signals: string
-  updatedAt: number
-  finishedAt: number | null
-}
-
-/** One line of a run's history as kept. */
-export interface StoredEvent {
-  readonly seq: number
-  readonly runId: string
-  readonly event: Omit<RunEvent, "id" | "runId">
-}
 
 /** A time column the tests may move (as they move the database's columns). */
 export type TimeColumn = "runAt" | "leaseExpiresAt" | "suspendDeadline"

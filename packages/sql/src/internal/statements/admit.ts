@@ -11,7 +11,7 @@ import { type ClaimNext, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { activeQueues, fenceFloor } from "./claim.js"
+import { activeQueues, fenceFloor } from "./claimFragments.js"
 import { heldSlots } from "./slots.js"
 
 /**

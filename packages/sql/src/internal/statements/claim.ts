@@ -17,6 +17,7 @@ import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 import { admit, type KeyCursors, retryingCollisions } from "./admit.js"
+import { activeQueues, fenceFloor } from "./claimFragments.js"
 import * as ledger from "./ledger.js"
 
 /** Where the ledger put a claimed run (null for a run claimed in its row). */
@@ -33,14 +34,6 @@ const remembered = (refs: ledger.LedgerRefs, rows: ReadonlyArray<ClaimRow & Ledg
   return rows.map(toClaimed)
 }
 
-/**
- * The lowest fence a claim may grant on this server's timeline (`fence_floor()`, migration
- * `0012_fence_epoch`): read once per statement. After a promotion every claim jumps above what the
- * old primary granted, lost claims included (docs/adr/0016-failover-safe-fences.md).
- */
-export const fenceFloor = (sql: SqlClient.SqlClient, s: StoreSchema) =>
-  sql`fence_floor AS MATERIALIZED (SELECT ${sql.literal(`"${s.schema}".fence_floor()`)} AS floor)`
-
 export const claim = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
@@ -53,14 +46,6 @@ export const claim = (
   request.dueOnly === true
     ? claimDue(sql, s, positions, request, refs, intoLedger)
     : claimAll(sql, s, positions, request, keyCursors, refs, intoLedger)
-
-/**
- * The request's queues that are not paused (`queues.ts`): an init plan, evaluated once per
- * statement, so every branch still reaches its runs by index.
- */
-export const activeQueues = (sql: SqlClient.SqlClient, s: StoreSchema, queues: ReadonlyArray<string>) =>
-  sql`ARRAY(SELECT DISTINCT u.name FROM unnest(${queues as Array<string>}::text[]) AS u(name)
-    WHERE NOT EXISTS (SELECT 1 FROM ${s.pausedQueues(sql)} p WHERE p.queue = u.name))`
 
 /**
  * Whether a key limit is declared for any of the claim's kinds or queues: an init plan, read once

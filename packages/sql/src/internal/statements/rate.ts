@@ -20,7 +20,7 @@ import type { ClaimedRun, ClaimRequest } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { activeQueues, fenceFloor } from "./claim.js"
+import { activeQueues, fenceFloor } from "./claimFragments.js"
 import { type ClaimRow, num, toClaimed } from "./rows.js"
 
 /**
