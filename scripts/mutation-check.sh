@@ -62,6 +62,9 @@
 #   scripts/mutation-check.sh ledger-renew-owner  a renewal by claim batch no longer checks the
 #                                     batch's owner (ledger.ts › renewClaimed), against
 #                                     test/ledger.test.ts (another owner's name extends the batch);
+#   scripts/mutation-check.sh ledger-renew-again  a renewal whose batch a hold changed mid-statement
+#                                     is not asked again (ledger.ts › renewClaimed), against
+#                                     test/ledger.test.ts (the run still open is answered lost);
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
@@ -147,6 +150,13 @@ elif [ "$mutation" = "ledger-renew-owner" ]; then
   sed -i 's/AND c.settled_at IS NULL AND c.owner = ${owner}$/AND c.settled_at IS NULL/' "$ledger"
   grep -q 'AND c.settled_at IS NULL AND c.owner = ${owner}$' "$ledger" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a renewal by claim batch renews a batch whatever its owner ($ledger)"
+  tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-renew-again" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/^  again = true$/  again = false/' "$ledger"
+  grep -q '^  again = false$' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a renewal that met a hold mid-statement reports the batch's runs lost ($ledger)"
   tests=(test/ledger.test.ts)
   attempts=1
 elif [ "$mutation" = "ledger-ready" ]; then

@@ -541,7 +541,8 @@ describe("leasehold stats", () => {
         oldestPendingSeconds: null,
         fenceRejections: 0,
         reclaims: 0,
-        keyLimits: []
+        keyLimits: [],
+        rateLimits: []
       })
 
       const [a, , , d] = (yield* store.enqueue([

@@ -5,7 +5,7 @@
  * the database's clock (expired batches), never by the test's.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber } from "effect"
 import { setLeaseExpirySql } from "./support/db.js"
 import { expireLease, readRun, twoStores, twoStoresWith } from "./support/stores.js"
 
@@ -188,6 +188,38 @@ describe("the batch ledger", () => {
       assert.strictEqual((yield* stores.a.get(completed!.runId)).state, "completed")
       // A lease listed twice is renewed once and answered twice; the next round names the kept ones only.
       assert.deepStrictEqual(yield* stores.a.renew("w-a", [kept[0]!, kept[0]!, kept[1]!], ttl), [kept[0]!, kept[0]!, kept[1]!])
+    })))
+
+  it.live("a renewal that meets a hold closing another run of its batch mid-statement still renews the run it names: the hold is seen, not taken for a loss", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue([1, 2].map((i) => ({ kind: "job", payload: { i } })))
+      const [kept, moved] = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
+      // A hold of the other run (a suspension, a failure) in a transaction left open: it holds the
+      // batch's row, so the renewal's update waits for it and then finds the batch changed.
+      const holding = yield* Deferred.make<void>()
+      const commit = yield* Deferred.make<void>()
+      const hold = yield* Effect.forkChild(sql.withTransaction(Effect.gen(function*() {
+        yield* sql.unsafe(`SELECT "${schema}".hold(ARRAY[${Number(moved!.runId)}]::bigint[])`)
+        yield* Deferred.succeed(holding, undefined)
+        yield* Deferred.await(commit)
+      })))
+      yield* Deferred.await(holding)
+      const renewal = yield* Effect.forkChild(stores.a.renew("w-a", [kept!], ttl))
+      // The renewal is waiting on the batch's row lock.
+      let waiting = false
+      for (let i = 0; i < 200 && !waiting; i++) {
+        waiting = (yield* count(sql, `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%claim_batches%'`)) > 0
+        if (!waiting) yield* Effect.sleep("20 millis")
+      }
+      assert.isTrue(waiting, "the renewal waited for the hold's lock")
+      yield* Deferred.succeed(commit, undefined)
+      yield* Fiber.join(hold)
+      assert.deepStrictEqual(yield* Fiber.join(renewal), [kept!], "the run still open in its batch is renewed, not lost")
+      const run = yield* readRun(stores, kept!.runId)
+      assert.deepStrictEqual([run.state, run.fence, run.lease_owner], ["running", 1, "w-a"])
+      assert.isAbove(run.lease_expires_at!.getTime(), Date.now() + 20_000)
     })))
 
   it.live("a renewal under another owner's name renews nothing of a batch this store claimed and leaves its expiry as it was", () =>

@@ -9,7 +9,7 @@
  */
 import type { LeaseKey } from "@leasehold/core"
 import { Duration, Effect } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { textArray } from "./rows.js"
 
@@ -255,8 +255,9 @@ export const renewClaimed = (
   s: StoreSchema,
   owner: string,
   leases: ReadonlyArray<{ readonly runId: string; readonly ref: LedgerRef }>,
-  ttl: Duration.Duration
-) =>
+  ttl: Duration.Duration,
+  again = true
+): Effect.Effect<ReadonlyArray<number>, SqlError.SqlError> =>
   Effect.gen(function*() {
     const byBatch = new Map<string, NamedInBatch>()
     leases.forEach(({ ref, runId }, i) => {
@@ -313,11 +314,23 @@ export const renewClaimed = (
       UNION ALL
       SELECT 'lapsed', l.batch::text, l.id::text, l.expires_at FROM lapsed l`
     const missed: Array<number> = []
+    const stale: Array<number> = []
     const lapsed: Array<{ id: string; expiresAt: Date }> = []
     for (const row of rows) {
-      if (row.tag === "stale") missed.push(...byBatch.get(row.batch)!.leases())
+      if (row.tag === "stale") stale.push(...byBatch.get(row.batch)!.leases())
       else if (row.tag === "lost") missed.push(...byBatch.get(row.batch)!.leasesOf(row.id!))
       else lapsed.push({ id: row.id!, expiresAt: row.expires_at! })
+    }
+    // A batch a hold closed runs of while this statement ran is not renewed by it (its count of
+    // closed runs changed under it); asked once more, in a statement that sees that hold, its
+    // runs still open are renewed rather than reported lost. A batch not this owner's, or
+    // settled, is stale again and its leases are lost.
+    if (stale.length > 0) {
+      if (!again) missed.push(...stale)
+      else {
+        const retried = yield* renewClaimed(sql, s, owner, stale.map((i) => leases[i]!), ttl, false)
+        missed.push(...retried.map((j) => stale[j]!))
+      }
     }
     if (lapsed.length > 0) {
       const until = lapsed.reduce((min, r) => (r.expiresAt < min ? r.expiresAt : min), lapsed[0]!.expiresAt)
