@@ -65,6 +65,9 @@
 #   scripts/mutation-check.sh ledger-renew-again  a renewal whose batch a hold changed mid-statement
 #                                     is not asked again (ledger.ts › renewClaimed), against
 #                                     test/ledger.test.ts (the run still open is answered lost);
+#   scripts/mutation-check.sh ledger-expire-skip  the sweep waits for an expired batch another
+#                                     transaction holds (ledger.ts › expire), against
+#                                     test/ledger.test.ts (the sweep's claim never answers);
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
@@ -157,6 +160,13 @@ elif [ "$mutation" = "ledger-renew-again" ]; then
   sed -i 's/^  again = true$/  again = false/' "$ledger"
   grep -q '^  again = false$' "$ledger" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a renewal that met a hold mid-statement reports the batch's runs lost ($ledger)"
+  tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-expire-skip" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i '/^        FOR UPDATE OF c SKIP LOCKED$/d' "$ledger"
+  grep -q 'FOR UPDATE OF c SKIP LOCKED' "$ledger" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the sweep waits for an expired batch another transaction holds ($ledger)"
   tests=(test/ledger.test.ts)
   attempts=1
 elif [ "$mutation" = "ledger-ready" ]; then

@@ -222,6 +222,33 @@ describe("the batch ledger", () => {
       assert.isAbove(run.lease_expires_at!.getTime(), Date.now() + 20_000)
     })))
 
+  it.live("a sweep skips an expired batch another transaction holds (a holder gone silent mid-transaction) and reclaims the other expired batches", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue([{ kind: "job", payload: { i: 1 } }])
+      const [free] = yield* stores.a.claim(claimOf("w-a"))
+      yield* stores.a.enqueue([{ kind: "job", payload: { i: 2 } }])
+      const [stuck] = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches`), 2)
+      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second'`)
+      // The second batch held FOR KEY SHARE by a transaction that never ends here, as a fenced
+      // transaction's check holds it while its client has gone silent.
+      const holding = yield* Deferred.make<void>()
+      const never = yield* Deferred.make<void>()
+      yield* Effect.forkScoped(sql.withTransaction(Effect.gen(function*() {
+        yield* sql.unsafe(`SELECT 1 FROM "${schema}".claim_batches WHERE ${Number(stuck!.id)} = ANY (ids) FOR KEY SHARE`)
+        yield* Deferred.succeed(holding, undefined)
+        yield* Deferred.await(never)
+      })))
+      yield* Deferred.await(holding)
+      // The sweep answers, and takes the free batch's run; the held one waits for its batch.
+      const taken = yield* stores.b.claim(claimOf("w-b")).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(taken.map((r) => [r.id, r.fence, r.via]), [[free!.id, 2, "expired"]])
+      const held = yield* readRun(stores, stuck!.id)
+      assert.deepStrictEqual([held.fence, held.lease_owner], [1, "w-a"])
+    })))
+
   it.live("a renewal under another owner's name renews nothing of a batch this store claimed and leaves its expiry as it was", () =>
     Effect.scoped(Effect.gen(function*() {
       const stores = yield* twoStores

@@ -359,8 +359,12 @@ export const hold = (sql: SqlClient.SqlClient, s: StoreSchema, ids: ReadonlyArra
  * expired are moved to their rows, where the claim's expired-lease branch reclaims them.
  */
 export const expire = (sql: SqlClient.SqlClient, s: StoreSchema, batches: number) =>
+  // A batch another transaction holds (a completion in flight, or one whose client went silent
+  // mid-transaction and may never commit) is skipped, not waited for: the sweep, and the claim it
+  // belongs to, go on with the other expired batches, and take that one once it is free.
   sql`SELECT ${sql.literal(`"${s.schema}".hold`)}(ARRAY(
       SELECT u.id FROM (
         SELECT c.ids FROM ${sql.literal(`"${s.schema}".claim_batches`)} c
         WHERE c.settled_at IS NULL AND c.expires_at <= now() ORDER BY c.expires_at LIMIT ${batches}
+        FOR UPDATE OF c SKIP LOCKED
       ) e, unnest(e.ids) AS u(id)), NULL) AS moved`
