@@ -20,9 +20,10 @@
  */
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
-import * as Operators from "./internal/memory/Operators.js"
 import { Journal } from "./internal/memory/Journal.js"
+import * as Operators from "./internal/memory/Operators.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
+import * as Transitions from "./internal/memory/Transitions.js"
 import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
 import * as KeyLimits from "./KeyLimits.js"
@@ -103,7 +104,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       const now = clock.currentTimeMillisUnsafe()
       const result = transition(now)
       // The row trigger's hand-offs of the slots this statement's runs gave back.
-      state.endStatement(now)
+      Transitions.endStatement(state, now)
       for (const note of state.outbox) PubSub.publishUnsafe(pubsub, note)
       state.outbox = []
       return result
@@ -113,9 +114,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
 
   const guardedCompletion = (lease: LeaseKey, result: string) =>
     applyOutcome((now) => {
-      const run = state.holder(lease)
-      if (run === undefined) return { ok: false, error: state.diagnose(lease, "transaction", now) }
-      state.completeInTransaction(run, result, now)
+      const run = Transitions.holder(state, lease)
+      if (run === undefined) return { ok: false, error: Transitions.diagnose(state, lease, "transaction", now) }
+      Transitions.completeInTransaction(state, run, result, now)
       return { ok: true, value: undefined }
     })
 
@@ -124,49 +125,49 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       if (requests.length === 0) return []
       // Checked and encoded before anything is written: one bad request fails the whole call.
       const payloads = yield* payloadsOf(requests)
-      return yield* apply((now) => state.enqueue(requests, payloads, now))
+      return yield* apply((now) => Transitions.enqueue(state, requests, payloads, now))
     }),
-    claim: (request) => apply((now) => state.claim(request, Duration.toMillis(request.ttl), now)),
-    renew: (owner, leases, ttl) => apply((now) => state.renew(owner, leases, Duration.toMillis(ttl), now)),
+    claim: (request) => apply((now) => Transitions.claim(state, request, Duration.toMillis(request.ttl), now)),
+    renew: (owner, leases, ttl) => apply((now) => Transitions.renew(state, owner, leases, Duration.toMillis(ttl), now)),
     completeBatch: (items, next) =>
       items.every((item) => item.result === null || isJsonText(item.result))
-        ? apply((now) => state.completeBatch(items, now, next))
+        ? apply((now) => Transitions.completeBatch(state, items, now, next))
         : Effect.fail(
           new StoreError({ operation: "complete", reason: "InvalidJson", cause: new Error("a result is not JSON text") })
         ),
     fail: Effect.fn("MemoryRunStore.fail")(function*(request) {
       const error = yield* Effect.orDie(Effect.try(() => Json.encodeDiagnostic(request.error)))
-      return yield* applyOutcome((now) => state.fail(request, error, now))
+      return yield* applyOutcome((now) => Transitions.fail(state, request, error, now))
     }),
     release: Effect.fn("MemoryRunStore.release")(function*(lease) {
-      return yield* applyOutcome((now) => state.release(lease, now))
+      return yield* applyOutcome((now) => Transitions.release(state, lease, now))
     }),
     snooze: Effect.fn("MemoryRunStore.snooze")(function*(request) {
-      return yield* applyOutcome((now) => state.snooze(request, now))
+      return yield* applyOutcome((now) => Transitions.snooze(state, request, now))
     }),
     checkpoint: Effect.fn("MemoryRunStore.checkpoint")(function*(lease, value) {
       const text = yield* Json.encode(value ?? null, "checkpoint", lease.runId)
-      return yield* applyOutcome((now) => state.checkpoint(lease, text, now))
+      return yield* applyOutcome((now) => Transitions.checkpoint(state, lease, text, now))
     }),
     suspend: Effect.fn("MemoryRunStore.suspend")(function*(request) {
       const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
-      return yield* applyOutcome((now) => state.suspend(request, timeoutMs, now))
+      return yield* applyOutcome((now) => Transitions.suspend(state, request, timeoutMs, now))
     }),
     deliverSignal: Effect.fn("MemoryRunStore.deliverSignal")(function*(request) {
       yield* checkSignalDelivery(request)
       if (canonicalId(request.runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
       const text = yield* Json.encode(request.payload ?? null, "signal payload", request.runId)
-      return yield* applyOutcome((now) => state.deliverSignal(request, text, now))
+      return yield* applyOutcome((now) => Transitions.deliverSignal(state, request, text, now))
     }),
     callbackExpiry: (lease, signal, expiresIn) =>
-      applyOutcome((now) => state.callbackExpiry(lease, signal, Duration.toMillis(expiresIn), now)),
+      applyOutcome((now) => Transitions.callbackExpiry(state, lease, signal, Duration.toMillis(expiresIn), now)),
     completeInTransaction: (lease, effect, encodeResult) =>
       Effect.gen(function*() {
         // Checked first, so a stale holder does no work; checked again by the completion, which
         // decides. Nothing of the store changes unless the effect, the encoding and the guarded
         // completion all succeed (the effect's own side effects are the caller's).
         yield* applyOutcome((now) =>
-          state.holder(lease) === undefined ? { ok: false, error: state.diagnose(lease, "transaction", now) } : { ok: true, value: undefined }
+          Transitions.holder(state, lease) === undefined ? { ok: false, error: Transitions.diagnose(state, lease, "transaction", now) } : { ok: true, value: undefined }
         )
         const value = yield* effect
         const encoded = encodeResult(value)
@@ -177,49 +178,49 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload) {
       if (canonicalId(runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => state.resumeById(runId, text, now))
+      return yield* applyOutcome((now) => Transitions.resumeById(state, runId, text, now))
     }),
     resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload) {
       if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => state.resumeByToken(token, text, now))
+      return yield* applyOutcome((now) => Transitions.resumeByToken(state, token, text, now))
     }),
-    cancel: (runId) => applyOutcome((now) => state.cancel(runId, now)),
-    retry: (runId) => applyOutcome((now) => state.retry(runId, now)),
-    get: (runId) => applyOutcome(() => state.get(runId)),
-    list: (filter) => apply(() => state.list(filter)),
-    leases: apply((now) => state.leases(now)),
-    cancelMany: (filter) => apply((now) => state.many(filter, "cancel", now)),
-    retryMany: (filter) => apply((now) => state.many(filter, "retry", now)),
-    history: (runId) => applyOutcome(() => state.history(runId)),
-    stats: apply((now) => state.stats(now)),
-    sample: apply((now) => state.sample(now)),
-    pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => state.pauseQueue(queue, now))),
-    resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => state.resumeQueue(queue))),
-    pausedQueues: apply(() => state.pausedQueues()),
+    cancel: (runId) => applyOutcome((now) => Transitions.cancel(state, runId, now)),
+    retry: (runId) => applyOutcome((now) => Transitions.retry(state, runId, now)),
+    get: (runId) => applyOutcome(() => Transitions.get(state, runId)),
+    list: (filter) => apply(() => Transitions.list(state, filter)),
+    leases: apply((now) => Transitions.leases(state, now)),
+    cancelMany: (filter) => apply((now) => Transitions.many(state, filter, "cancel", now)),
+    retryMany: (filter) => apply((now) => Transitions.many(state, filter, "retry", now)),
+    history: (runId) => applyOutcome(() => Transitions.history(state, runId)),
+    stats: apply((now) => Transitions.stats(state, now)),
+    sample: apply((now) => Transitions.sample(state, now)),
+    pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => Transitions.pauseQueue(state, queue, now))),
+    resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => Transitions.resumeQueue(state, queue))),
+    pausedQueues: apply(() => Transitions.pausedQueues(state)),
     setKeyLimits: Effect.fn("MemoryRunStore.setKeyLimits")(function*(limits) {
       const checked: Array<KeyLimits.KeyLimit> = []
       for (const limit of limits) checked.push(yield* KeyLimits.check(limit))
-      return yield* apply((now) => state.setKeyLimits(checked, now))
+      return yield* apply((now) => Transitions.setKeyLimits(state, checked, now))
     }),
-    removeKeyLimit: (scope, name) => apply((now) => state.removeKeyLimit(scope, name, now)),
-    keyLimits: apply((now) => state.keyLimits(now)),
+    removeKeyLimit: (scope, name) => apply((now) => Transitions.removeKeyLimit(state, scope, name, now)),
+    keyLimits: apply((now) => Transitions.keyLimits(state, now)),
     setRateLimits: Effect.fn("MemoryRunStore.setRateLimits")(function*(limits) {
       const checked: Array<RateLimits.CheckedRateLimit> = []
       for (const limit of limits) checked.push(yield* RateLimits.check(limit))
-      return yield* apply(() => state.setRateLimits(checked))
+      return yield* apply(() => Transitions.setRateLimits(state, checked))
     }),
-    removeRateLimit: (scope, name) => apply(() => state.removeRateLimit(scope, name)),
-    rateLimits: apply((now) => state.rateLimits(now)),
+    removeRateLimit: (scope, name) => apply(() => Transitions.removeRateLimit(state, scope, name)),
+    rateLimits: apply((now) => Transitions.rateLimits(state, now)),
     registerSchedules: Effect.fn("MemoryRunStore.registerSchedules")(function*(definitions) {
       const checked: Array<Schedules.CheckedSchedule> = []
       for (const definition of definitions) checked.push(yield* Schedules.check(definition))
-      return yield* apply((now) => state.registerSchedules(checked, now))
+      return yield* apply((now) => Transitions.registerSchedules(state, checked, now))
     }),
-    tickSchedules: apply((now) => state.tickSchedules(now)),
-    schedules: apply(() => state.schedules()),
-    pauseSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, true, now)),
-    resumeSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, false, now)),
+    tickSchedules: apply((now) => Transitions.tickSchedules(state, now)),
+    schedules: apply(() => Transitions.schedules(state)),
+    pauseSchedule: (name) => applyOutcome((now) => Transitions.setSchedulePaused(state, name, true, now)),
+    resumeSchedule: (name) => applyOutcome((now) => Transitions.setSchedulePaused(state, name, false, now)),
     announceWorker: (announcement) => apply((now) => workers.announce(announcement, now)),
     retireWorker: (owner) => apply(() => workers.retire(owner)),
     workers: apply((now) => workers.list(now)),
@@ -263,7 +264,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     store,
     journal,
     moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime())),
-    moveNextTick: (name, at) => Effect.sync(() => state.setNextTick(name, at.getTime()))
+    moveNextTick: (name, at) => Effect.sync(() => Transitions.setNextTick(state, name, at.getTime()))
   } satisfies Controlled
 })
 

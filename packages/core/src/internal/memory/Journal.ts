@@ -9,6 +9,7 @@ import type { StaleWrite } from "../../RunStore.js"
 import type { LeaseKey } from "../../RunRecord.js"
 import { type Awaited, type ExecutionRun, interruptSignalName, type JournalEntry, type Wake, wakeSignal } from "../../WorkflowJournal.js"
 import { parse } from "./Read.js"
+import { byIdempotencyKey, diagnose, holder, leaveSignal, resumeById, takeSignal } from "./Transitions.js"
 import type { Outcome, State } from "./State.js"
 
 // Composite keys of the journal's maps, as the tables' primary keys.
@@ -31,7 +32,7 @@ export class Journal {
   constructor(private readonly state: State) {}
 
   execution(execution: string): ExecutionRun | undefined {
-    const run = this.state.byIdempotencyKey(execution)
+    const run = byIdempotencyKey(this.state, execution)
     if (run === undefined) return undefined
     return { runId: run.id, state: run.state, fence: run.fence, result: parse(run.result), error: parse(run.error) }
   }
@@ -43,7 +44,7 @@ export class Journal {
 
   /** Under the holder's fence; the first result recorded stands. */
   recordActivity(lease: LeaseKey, execution: string, activity: string, attempt: number, exit: string, now: number): Outcome<unknown, StaleWrite> {
-    if (this.state.holder(lease) === undefined) return { ok: false, error: this.state.diagnose(lease, "activity", now) }
+    if (holder(this.state, lease) === undefined) return { ok: false, error: diagnose(this.state, lease, "activity", now) }
     const key = keyOf(execution, activity, attempt)
     const stored = this.activities.get(key) ?? exit
     if (!this.activities.has(key)) this.recorded.set(key, { fence: lease.fence, at: now })
@@ -83,20 +84,20 @@ export class Journal {
 
   /** Resumes the execution's run when suspended; when running, leaves `wake/<fence>` for its holder. */
   wake(execution: string, reason: string, now: number): Wake {
-    const run = this.state.byIdempotencyKey(execution)
+    const run = byIdempotencyKey(this.state, execution)
     if (run === undefined) return "none"
     const payload = JSON.stringify({ wake: reason })
     if (run.state === "suspended") {
-      this.state.resumeById(run.id, payload, now)
+      resumeById(this.state, run.id, payload, now)
       return "resumed"
     }
     if (run.state !== "running") return "none"
-    this.state.leaveSignal(run, wakeSignal(run.fence), payload, now)
+    leaveSignal(run, wakeSignal(run.fence), payload, now)
     return "signalled"
   }
 
   consumeWake(lease: LeaseKey, now: number): Outcome<void, StaleWrite> {
-    return this.state.takeSignal(lease, wakeSignal(lease.fence), "wake", now)
+    return takeSignal(this.state, lease, wakeSignal(lease.fence), "wake", now)
   }
 
   /** The first schedule of a clock stands. */
