@@ -52,6 +52,7 @@ import type {
   SuspendRequest
 } from "../../RunStore.js"
 import { canonicalId, err, ok, type Outcome, type Released, type State } from "./State.js"
+import { enter, governingScope, holders, keyName, perKey } from "./Slots.js"
 
 /** JSON equality as jsonb compares: objects by their keys, whatever their order. */
 const sameJson = (a: unknown, b: unknown): boolean => {
@@ -178,44 +179,11 @@ const holdUnique = (state: State, request: EnqueueRequest, payload: string, id: 
   return id
 }
 
-/**
- * A run's state change with the row rules of `key_slot_rules`: a run stops holding its slot
- * when it leaves pending and running (or goes back from running to pending), and a keyed run
- * that becomes pending is governed by the limit declared now, and waits. The slot given back is
- * returned; the row trigger hands it on at the statement's end, except a completion's, which
- * its own statement hands on (`handOffSet`).
- */
-const enter = (state: State, run: StoredRun, to: RunState): Released | undefined => {
-  const from = run.state
-  const rules = (run.keySlot !== null && to !== "running" && !(from === "pending" && to === "pending")) ||
-    (run.concurrencyKey !== null && to === "pending" && from !== "pending")
-  let released: Released | undefined
-  if (rules) {
-    if (run.keySlot !== null) released = { run, scope: run.keyScope!, slot: run.keySlot }
-    run.keySlot = null
-    if (to === "pending" && run.concurrencyKey !== null) run.keyScope = governingScope(state, run.kind, run.queue)
-  }
-  run.state = to
-  if (released !== undefined && to !== "completed") state.handOffs.push(released)
-  return released
-}
-
 /** The end of a statement: the row trigger's hand-offs, in the order the rows were written. */
 export const endStatement = (state: State, now: number): void => {
   const handOffs = state.handOffs
   state.handOffs = []
   for (const released of handOffs) handOffOne(state, released, now)
-}
-
-const keyName = (run: StoredRun, scope: KeyLimits.KeyLimitScope): string => {
-  return scope === "kind" ? run.kind : run.queue
-}
-
-/** The runs holding a slot of a key (`heldSlots`). */
-const holders = (state: State, scope: KeyLimits.KeyLimitScope, name: string, key: string): Array<StoredRun> => {
-  return [...state.runs.values()].filter((o) =>
-    o.keySlot !== null && o.keyScope === scope && keyName(o, scope) === name && o.concurrencyKey === key
-  )
 }
 
 /** A key's waiting due runs in claim order (`runs_waiting_kind`, `runs_waiting_queue`), paused queues' left out. */
@@ -232,10 +200,6 @@ const waiting = (
       o.concurrencyKey === key && o.runAt <= now && !state.paused.has(o.queue)
     )
     .sort(inClaimOrder)
-}
-
-const perKey = (state: State, scope: KeyLimits.KeyLimitScope, name: string): number | undefined => {
-  return state.keyLimitsByScope.get(`${scope}\u0000${name}`)?.perKey
 }
 
 /** `key_slot_hand_off`: one slot given back goes to its key's next waiting due run. */
@@ -1028,11 +992,6 @@ const regovern = (
     }
   }
   admit(state, { every: true }, now)
-}
-
-/** The scope of the limit governing runs of `kind` in `queue`: the kind's, else the queue's, else none. */
-const governingScope = (state: State, kind: string, queue: string): KeyLimits.KeyLimitScope | null => {
-  return state.keyLimitsByScope.has(`kind\u0000${kind}`) ? "kind" : state.keyLimitsByScope.has(`queue\u0000${queue}`) ? "queue" : null
 }
 
 export const keyLimits = (state: State, now: number): Array<KeyLimits.KeyLimitInfo> => {
