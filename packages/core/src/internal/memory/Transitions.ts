@@ -53,6 +53,7 @@ import type {
 } from "../../RunStore.js"
 import { canonicalId, err, ok, type Outcome, type Released, type State } from "./State.js"
 import { enter, governingScope, holders, keyName, perKey } from "./Slots.js"
+import { claimedView, claimOne, inClaimOrder } from "./ClaimFragments.js"
 
 /** JSON equality as jsonb compares: objects by their keys, whatever their order. */
 const sameJson = (a: unknown, b: unknown): boolean => {
@@ -71,26 +72,6 @@ const canonicalJson = (value: unknown): string =>
     : typeof value === "object" && value !== null
     ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`
     : JSON.stringify(value)
-
-/** A claimed run as the store hands it to its worker. */
-const claimedView = (run: StoredRun, via: ClaimedRun["via"], waitMs: number): ClaimedRun => ({
-  id: run.id,
-  queue: run.queue,
-  kind: run.kind,
-  payload: parse(run.payload),
-  attempt: run.attempt,
-  maxAttempts: run.maxAttempts,
-  fence: run.fence,
-  checkpoint: parse(run.checkpoint),
-  signals: parse(run.signals) as ClaimedRun["signals"],
-  concurrencyKey: run.concurrencyKey,
-  via,
-  waitMs,
-  traceParent: run.traceParent
-})
-
-/** Claim order: priority DESC, run_at, id. */
-const inClaimOrder = (a: StoredRun, b: StoredRun) => b.priority - a.priority || a.runAt - b.runAt || Number(a.id) - Number(b.id)
 
 /** `payloads` are the requests' payloads as JSON text, in order. */
 export const enqueue = (
@@ -428,19 +409,6 @@ const claimRoutine = (state: State, request: ClaimRequest, ttlMs: number, now: n
     run.suspendDeadline = null
   }
   return claimed
-}
-
-/** A due run claimed for `owner` outside a claim statement (a completion's hand-off, `handOff`). */
-const claimOne = (state: State, run: StoredRun, owner: string, ttlMs: number, now: number): ClaimedRun => {
-  run.fence += 1
-  run.updatedAt = now
-  enter(state, run, "running")
-  run.attempt += 1
-  run.leaseOwner = owner
-  run.leaseExpiresAt = now + ttlMs
-  run.finishedAt = null
-  state.record(run, "claimed", run.fence, owner, { attempt: run.attempt }, now)
-  return claimedView(run, "due", Math.max(0, now - run.runAt))
 }
 
 export const renew = (
