@@ -20,6 +20,7 @@
  */
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
+import * as Admit from "./internal/memory/Admit.js"
 import { Journal } from "./internal/memory/Journal.js"
 import * as Operators from "./internal/memory/Operators.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
@@ -104,7 +105,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       const now = clock.currentTimeMillisUnsafe()
       const result = transition(now)
       // The row trigger's hand-offs of the slots this statement's runs gave back.
-      Transitions.endStatement(state, now)
+      Admit.endStatement(state, now)
       for (const note of state.outbox) PubSub.publishUnsafe(pubsub, note)
       state.outbox = []
       return result
