@@ -23,6 +23,7 @@ import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type 
 import * as Admit from "./internal/memory/Admit.js"
 import { Journal } from "./internal/memory/Journal.js"
 import * as Operators from "./internal/memory/Operators.js"
+import * as Rate from "./internal/memory/Rate.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Transitions from "./internal/memory/Transitions.js"
 import * as Activity from "./Activity.js"
@@ -209,10 +210,10 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     setRateLimits: Effect.fn("MemoryRunStore.setRateLimits")(function*(limits) {
       const checked: Array<RateLimits.CheckedRateLimit> = []
       for (const limit of limits) checked.push(yield* RateLimits.check(limit))
-      return yield* apply(() => Transitions.setRateLimits(state, checked))
+      return yield* apply(() => Rate.setRateLimits(state, checked))
     }),
-    removeRateLimit: (scope, name) => apply(() => Transitions.removeRateLimit(state, scope, name)),
-    rateLimits: apply((now) => Transitions.rateLimits(state, now)),
+    removeRateLimit: (scope, name) => apply(() => Rate.removeRateLimit(state, scope, name)),
+    rateLimits: apply((now) => Rate.rateLimits(state, now)),
     registerSchedules: Effect.fn("MemoryRunStore.registerSchedules")(function*(definitions) {
       const checked: Array<Schedules.CheckedSchedule> = []
       for (const definition of definitions) checked.push(yield* Schedules.check(definition))
