@@ -21,6 +21,7 @@
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import * as Admit from "./internal/memory/Admit.js"
+import * as Claim from "./internal/memory/Claim.js"
 import { Journal } from "./internal/memory/Journal.js"
 import * as Operators from "./internal/memory/Operators.js"
 import * as Rate from "./internal/memory/Rate.js"
@@ -129,7 +130,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       const payloads = yield* payloadsOf(requests)
       return yield* apply((now) => Transitions.enqueue(state, requests, payloads, now))
     }),
-    claim: (request) => apply((now) => Transitions.claim(state, request, Duration.toMillis(request.ttl), now)),
+    claim: (request) => apply((now) => Claim.claim(state, request, Duration.toMillis(request.ttl), now)),
     renew: (owner, leases, ttl) => apply((now) => Transitions.renew(state, owner, leases, Duration.toMillis(ttl), now)),
     completeBatch: (items, next) =>
       items.every((item) => item.result === null || isJsonText(item.result))
