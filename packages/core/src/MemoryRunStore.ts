@@ -23,6 +23,7 @@ import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type 
 import * as Admit from "./internal/memory/Admit.js"
 import * as Claim from "./internal/memory/Claim.js"
 import { Journal } from "./internal/memory/Journal.js"
+import * as Keys from "./internal/memory/Keys.js"
 import * as Operators from "./internal/memory/Operators.js"
 import * as Rate from "./internal/memory/Rate.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
@@ -204,10 +205,10 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     setKeyLimits: Effect.fn("MemoryRunStore.setKeyLimits")(function*(limits) {
       const checked: Array<KeyLimits.KeyLimit> = []
       for (const limit of limits) checked.push(yield* KeyLimits.check(limit))
-      return yield* apply((now) => Transitions.setKeyLimits(state, checked, now))
+      return yield* apply((now) => Keys.setKeyLimits(state, checked, now))
     }),
-    removeKeyLimit: (scope, name) => apply((now) => Transitions.removeKeyLimit(state, scope, name, now)),
-    keyLimits: apply((now) => Transitions.keyLimits(state, now)),
+    removeKeyLimit: (scope, name) => apply((now) => Keys.removeKeyLimit(state, scope, name, now)),
+    keyLimits: apply((now) => Keys.keyLimits(state, now)),
     setRateLimits: Effect.fn("MemoryRunStore.setRateLimits")(function*(limits) {
       const checked: Array<RateLimits.CheckedRateLimit> = []
       for (const limit of limits) checked.push(yield* RateLimits.check(limit))
