@@ -22,6 +22,7 @@ import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream }
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import * as Admit from "./internal/memory/Admit.js"
 import * as Claim from "./internal/memory/Claim.js"
+import * as Enqueue from "./internal/memory/Enqueue.js"
 import { Journal } from "./internal/memory/Journal.js"
 import * as Keys from "./internal/memory/Keys.js"
 import * as Operators from "./internal/memory/Operators.js"
@@ -129,7 +130,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       if (requests.length === 0) return []
       // Checked and encoded before anything is written: one bad request fails the whole call.
       const payloads = yield* payloadsOf(requests)
-      return yield* apply((now) => Transitions.enqueue(state, requests, payloads, now))
+      return yield* apply((now) => Enqueue.enqueue(state, requests, payloads, now))
     }),
     claim: (request) => apply((now) => Claim.claim(state, request, Duration.toMillis(request.ttl), now)),
     renew: (owner, leases, ttl) => apply((now) => Transitions.renew(state, owner, leases, Duration.toMillis(ttl), now)),
