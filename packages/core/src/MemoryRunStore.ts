@@ -27,6 +27,7 @@ import { Journal } from "./internal/memory/Journal.js"
 import * as Keys from "./internal/memory/Keys.js"
 import * as Operators from "./internal/memory/Operators.js"
 import * as Rate from "./internal/memory/Rate.js"
+import * as Renew from "./internal/memory/Renew.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Transitions from "./internal/memory/Transitions.js"
 import * as Activity from "./Activity.js"
@@ -133,7 +134,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       return yield* apply((now) => Enqueue.enqueue(state, requests, payloads, now))
     }),
     claim: (request) => apply((now) => Claim.claim(state, request, Duration.toMillis(request.ttl), now)),
-    renew: (owner, leases, ttl) => apply((now) => Transitions.renew(state, owner, leases, Duration.toMillis(ttl), now)),
+    renew: (owner, leases, ttl) => apply((now) => Renew.renew(state, owner, leases, Duration.toMillis(ttl), now)),
     completeBatch: (items, next) =>
       items.every((item) => item.result === null || isJsonText(item.result))
         ? apply((now) => Transitions.completeBatch(state, items, now, next))

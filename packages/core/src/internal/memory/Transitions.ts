@@ -58,24 +58,6 @@ const sameJson = (a: unknown, b: unknown): boolean => {
     keys.every((k) => Object.hasOwn(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
 }
 
-export const renew = (
-  state: State,
-  owner: string,
-  leases: ReadonlyArray<LeaseKey>,
-  ttlMs: number,
-  now: number
-): Array<LeaseKey> => {
-  const renewed: Array<LeaseKey> = []
-  for (const lease of leases) {
-    const run = state.find(lease.runId)
-    if (run !== undefined && run.fence === lease.fence && run.state === "running" && run.leaseOwner === owner) {
-      run.leaseExpiresAt = now + ttlMs
-      renewed.push({ runId: run.id, fence: run.fence })
-    }
-  }
-  return renewed
-}
-
 /** The row a guarded write matches: id + fence + running, or nothing. */
 export const holder = (state: State, lease: LeaseKey): StoredRun | undefined => {
   const run = state.find(lease.runId)
