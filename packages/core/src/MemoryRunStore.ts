@@ -23,6 +23,7 @@ import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type 
 import * as Admit from "./internal/memory/Admit.js"
 import * as Claim from "./internal/memory/Claim.js"
 import * as Enqueue from "./internal/memory/Enqueue.js"
+import * as Guarded from "./internal/memory/Guarded.js"
 import { Journal } from "./internal/memory/Journal.js"
 import * as Keys from "./internal/memory/Keys.js"
 import * as Operators from "./internal/memory/Operators.js"
@@ -120,9 +121,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
 
   const guardedCompletion = (lease: LeaseKey, result: string) =>
     applyOutcome((now) => {
-      const run = Transitions.holder(state, lease)
-      if (run === undefined) return { ok: false, error: Transitions.diagnose(state, lease, "transaction", now) }
-      Transitions.completeInTransaction(state, run, result, now)
+      const run = Guarded.holder(state, lease)
+      if (run === undefined) return { ok: false, error: Guarded.diagnose(state, lease, "transaction", now) }
+      Guarded.completeInTransaction(state, run, result, now)
       return { ok: true, value: undefined }
     })
 
@@ -137,27 +138,27 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     renew: (owner, leases, ttl) => apply((now) => Renew.renew(state, owner, leases, Duration.toMillis(ttl), now)),
     completeBatch: (items, next) =>
       items.every((item) => item.result === null || isJsonText(item.result))
-        ? apply((now) => Transitions.completeBatch(state, items, now, next))
+        ? apply((now) => Guarded.completeBatch(state, items, now, next))
         : Effect.fail(
           new StoreError({ operation: "complete", reason: "InvalidJson", cause: new Error("a result is not JSON text") })
         ),
     fail: Effect.fn("MemoryRunStore.fail")(function*(request) {
       const error = yield* Effect.orDie(Effect.try(() => Json.encodeDiagnostic(request.error)))
-      return yield* applyOutcome((now) => Transitions.fail(state, request, error, now))
+      return yield* applyOutcome((now) => Guarded.fail(state, request, error, now))
     }),
     release: Effect.fn("MemoryRunStore.release")(function*(lease) {
-      return yield* applyOutcome((now) => Transitions.release(state, lease, now))
+      return yield* applyOutcome((now) => Guarded.release(state, lease, now))
     }),
     snooze: Effect.fn("MemoryRunStore.snooze")(function*(request) {
-      return yield* applyOutcome((now) => Transitions.snooze(state, request, now))
+      return yield* applyOutcome((now) => Guarded.snooze(state, request, now))
     }),
     checkpoint: Effect.fn("MemoryRunStore.checkpoint")(function*(lease, value) {
       const text = yield* Json.encode(value ?? null, "checkpoint", lease.runId)
-      return yield* applyOutcome((now) => Transitions.checkpoint(state, lease, text, now))
+      return yield* applyOutcome((now) => Guarded.checkpoint(state, lease, text, now))
     }),
     suspend: Effect.fn("MemoryRunStore.suspend")(function*(request) {
       const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
-      return yield* applyOutcome((now) => Transitions.suspend(state, request, timeoutMs, now))
+      return yield* applyOutcome((now) => Guarded.suspend(state, request, timeoutMs, now))
     }),
     deliverSignal: Effect.fn("MemoryRunStore.deliverSignal")(function*(request) {
       yield* checkSignalDelivery(request)
@@ -173,7 +174,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
         // decides. Nothing of the store changes unless the effect, the encoding and the guarded
         // completion all succeed (the effect's own side effects are the caller's).
         yield* applyOutcome((now) =>
-          Transitions.holder(state, lease) === undefined ? { ok: false, error: Transitions.diagnose(state, lease, "transaction", now) } : { ok: true, value: undefined }
+          Guarded.holder(state, lease) === undefined ? { ok: false, error: Guarded.diagnose(state, lease, "transaction", now) } : { ok: true, value: undefined }
         )
         const value = yield* effect
         const encoded = encodeResult(value)
