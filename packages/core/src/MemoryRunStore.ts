@@ -20,6 +20,7 @@
  */
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
+import * as Admin from "./internal/memory/Admin.js"
 import * as Admit from "./internal/memory/Admit.js"
 import * as Claim from "./internal/memory/Claim.js"
 import * as Enqueue from "./internal/memory/Enqueue.js"
@@ -185,20 +186,20 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload) {
       if (canonicalId(runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => Transitions.resumeById(state, runId, text, now))
+      return yield* applyOutcome((now) => Admin.resumeById(state, runId, text, now))
     }),
     resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload) {
       if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => Transitions.resumeByToken(state, token, text, now))
+      return yield* applyOutcome((now) => Admin.resumeByToken(state, token, text, now))
     }),
-    cancel: (runId) => applyOutcome((now) => Transitions.cancel(state, runId, now)),
-    retry: (runId) => applyOutcome((now) => Transitions.retry(state, runId, now)),
+    cancel: (runId) => applyOutcome((now) => Admin.cancel(state, runId, now)),
+    retry: (runId) => applyOutcome((now) => Admin.retry(state, runId, now)),
     get: (runId) => applyOutcome(() => Transitions.get(state, runId)),
     list: (filter) => apply(() => Transitions.list(state, filter)),
     leases: apply((now) => Transitions.leases(state, now)),
-    cancelMany: (filter) => apply((now) => Transitions.many(state, filter, "cancel", now)),
-    retryMany: (filter) => apply((now) => Transitions.many(state, filter, "retry", now)),
+    cancelMany: (filter) => apply((now) => Admin.many(state, filter, "cancel", now)),
+    retryMany: (filter) => apply((now) => Admin.many(state, filter, "retry", now)),
     history: (runId) => applyOutcome(() => Transitions.history(state, runId)),
     stats: apply((now) => Transitions.stats(state, now)),
     sample: apply((now) => Transitions.sample(state, now)),

@@ -10,7 +10,8 @@ import type { LeaseKey } from "../../RunRecord.js"
 import { type Awaited, type ExecutionRun, interruptSignalName, type JournalEntry, type Wake, wakeSignal } from "../../WorkflowJournal.js"
 import { parse } from "./Read.js"
 import { diagnose, holder } from "./Guarded.js"
-import { byIdempotencyKey, leaveSignal, resumeById, takeSignal } from "./Transitions.js"
+import { resumeById } from "./Admin.js"
+import { byIdempotencyKey, leaveSignal, takeSignal } from "./Transitions.js"
 import type { Outcome, State } from "./State.js"
 
 // Composite keys of the journal's maps, as the tables' primary keys.
