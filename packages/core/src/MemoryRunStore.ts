@@ -30,6 +30,7 @@ import * as Keys from "./internal/memory/Keys.js"
 import * as Operators from "./internal/memory/Operators.js"
 import * as Rate from "./internal/memory/Rate.js"
 import * as Renew from "./internal/memory/Renew.js"
+import * as Signals from "./internal/memory/Signals.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Transitions from "./internal/memory/Transitions.js"
 import * as Activity from "./Activity.js"
@@ -165,10 +166,10 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       yield* checkSignalDelivery(request)
       if (canonicalId(request.runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
       const text = yield* Json.encode(request.payload ?? null, "signal payload", request.runId)
-      return yield* applyOutcome((now) => Transitions.deliverSignal(state, request, text, now))
+      return yield* applyOutcome((now) => Signals.deliverSignal(state, request, text, now))
     }),
     callbackExpiry: (lease, signal, expiresIn) =>
-      applyOutcome((now) => Transitions.callbackExpiry(state, lease, signal, Duration.toMillis(expiresIn), now)),
+      applyOutcome((now) => Signals.callbackExpiry(state, lease, signal, Duration.toMillis(expiresIn), now)),
     completeInTransaction: (lease, effect, encodeResult) =>
       Effect.gen(function*() {
         // Checked first, so a stale holder does no work; checked again by the completion, which
