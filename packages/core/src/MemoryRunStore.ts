@@ -28,6 +28,7 @@ import * as Guarded from "./internal/memory/Guarded.js"
 import { Journal } from "./internal/memory/Journal.js"
 import * as Keys from "./internal/memory/Keys.js"
 import * as Operators from "./internal/memory/Operators.js"
+import * as Queues from "./internal/memory/Queues.js"
 import * as Rate from "./internal/memory/Rate.js"
 import * as Renew from "./internal/memory/Renew.js"
 import * as Signals from "./internal/memory/Signals.js"
@@ -204,9 +205,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     history: (runId) => applyOutcome(() => Transitions.history(state, runId)),
     stats: apply((now) => Transitions.stats(state, now)),
     sample: apply((now) => Transitions.sample(state, now)),
-    pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => Transitions.pauseQueue(state, queue, now))),
-    resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => Transitions.resumeQueue(state, queue))),
-    pausedQueues: apply(() => Transitions.pausedQueues(state)),
+    pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => Queues.pauseQueue(state, queue, now))),
+    resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => Queues.resumeQueue(state, queue))),
+    pausedQueues: apply(() => Queues.pausedQueues(state)),
     setKeyLimits: Effect.fn("MemoryRunStore.setKeyLimits")(function*(limits) {
       const checked: Array<KeyLimits.KeyLimit> = []
       for (const limit of limits) checked.push(yield* KeyLimits.check(limit))

@@ -4,14 +4,13 @@
  * @internal
  */
 import { RunNotFound, ScheduleNotFound } from "../../Errors.js"
-import type { LeaseKey, PausedQueue, RunEvent, RunRecord } from "../../RunRecord.js"
+import type { LeaseKey, RunEvent, RunRecord } from "../../RunRecord.js"
 import * as Schedules from "../../Schedules.js"
 import { order, parse, toRecord } from "./Read.js"
 import * as Read from "./Read.js"
 import type { StoredRun } from "./StoredRun.js"
 import type { ListFilter, LiveLease, LiveSample, StaleWrite, Stats } from "../../RunStore.js"
 import { err, ok, type Outcome, type State } from "./State.js"
-import { admit } from "./Admit.js"
 import { enqueue } from "./Enqueue.js"
 import { guarded } from "./Guarded.js"
 
@@ -78,32 +77,6 @@ export const stats = (state: State, now: number): Stats => {
 
 export const sample = (state: State, now: number): LiveSample => {
   return Read.sample(state.runs.values(), now)
-}
-
-/** `pause`: its admitted keyed runs give their slots back, which go to their keys' runs elsewhere. */
-export const pauseQueue = (state: State, queue: string, now: number): boolean => {
-  if (state.paused.has(queue)) return false
-  state.paused.set(queue, now)
-  const keys: Array<string> = []
-  for (const run of state.runs.values()) {
-    if (run.queue !== queue || run.state !== "pending" || run.keySlot === null) continue
-    run.keySlot = null
-    keys.push(run.concurrencyKey!)
-  }
-  if (keys.length > 0) {
-    admit(state, { every: true, keys }, now)
-  }
-  return true
-}
-
-export const resumeQueue = (state: State, queue: string): boolean => {
-  if (!state.paused.delete(queue)) return false
-  state.outbox.push({ _tag: "RunsAvailable", queue })
-  return true
-}
-
-export const pausedQueues = (state: State): Array<PausedQueue> => {
-  return [...state.paused].sort(([a], [b]) => order(a, b)).map(([queue, since]) => ({ queue, since: new Date(since) }))
 }
 
 export const registerSchedules = (
