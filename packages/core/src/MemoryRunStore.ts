@@ -31,6 +31,7 @@ import * as Operators from "./internal/memory/Operators.js"
 import * as Queues from "./internal/memory/Queues.js"
 import * as Rate from "./internal/memory/Rate.js"
 import * as Renew from "./internal/memory/Renew.js"
+import * as MemorySchedules from "./internal/memory/Schedules.js"
 import * as Signals from "./internal/memory/Signals.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Transitions from "./internal/memory/Transitions.js"
@@ -225,12 +226,12 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     registerSchedules: Effect.fn("MemoryRunStore.registerSchedules")(function*(definitions) {
       const checked: Array<Schedules.CheckedSchedule> = []
       for (const definition of definitions) checked.push(yield* Schedules.check(definition))
-      return yield* apply((now) => Transitions.registerSchedules(state, checked, now))
+      return yield* apply((now) => MemorySchedules.registerSchedules(state, checked, now))
     }),
-    tickSchedules: apply((now) => Transitions.tickSchedules(state, now)),
-    schedules: apply(() => Transitions.schedules(state)),
-    pauseSchedule: (name) => applyOutcome((now) => Transitions.setSchedulePaused(state, name, true, now)),
-    resumeSchedule: (name) => applyOutcome((now) => Transitions.setSchedulePaused(state, name, false, now)),
+    tickSchedules: apply((now) => MemorySchedules.tickSchedules(state, now)),
+    schedules: apply(() => MemorySchedules.schedules(state)),
+    pauseSchedule: (name) => applyOutcome((now) => MemorySchedules.setSchedulePaused(state, name, true, now)),
+    resumeSchedule: (name) => applyOutcome((now) => MemorySchedules.setSchedulePaused(state, name, false, now)),
     announceWorker: (announcement) => apply((now) => workers.announce(announcement, now)),
     retireWorker: (owner) => apply(() => workers.retire(owner)),
     workers: apply((now) => workers.list(now)),
@@ -274,7 +275,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     store,
     journal,
     moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime())),
-    moveNextTick: (name, at) => Effect.sync(() => Transitions.setNextTick(state, name, at.getTime()))
+    moveNextTick: (name, at) => Effect.sync(() => MemorySchedules.setNextTick(state, name, at.getTime()))
   } satisfies Controlled
 })
 
