@@ -30,11 +30,12 @@ import * as Keys from "./internal/memory/Keys.js"
 import * as Operators from "./internal/memory/Operators.js"
 import * as Queues from "./internal/memory/Queues.js"
 import * as Rate from "./internal/memory/Rate.js"
+import * as Read from "./internal/memory/Read.js"
 import * as Renew from "./internal/memory/Renew.js"
+import * as Sample from "./internal/memory/Sample.js"
 import * as MemorySchedules from "./internal/memory/Schedules.js"
 import * as Signals from "./internal/memory/Signals.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
-import * as Transitions from "./internal/memory/Transitions.js"
 import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
 import * as KeyLimits from "./KeyLimits.js"
@@ -198,14 +199,14 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     }),
     cancel: (runId) => applyOutcome((now) => Admin.cancel(state, runId, now)),
     retry: (runId) => applyOutcome((now) => Admin.retry(state, runId, now)),
-    get: (runId) => applyOutcome(() => Transitions.get(state, runId)),
-    list: (filter) => apply(() => Transitions.list(state, filter)),
-    leases: apply((now) => Transitions.leases(state, now)),
+    get: (runId) => applyOutcome(() => Read.get(state, runId)),
+    list: (filter) => apply(() => Read.list(state.runs.values(), filter)),
+    leases: apply((now) => Read.leases(state, now)),
     cancelMany: (filter) => apply((now) => Admin.many(state, filter, "cancel", now)),
     retryMany: (filter) => apply((now) => Admin.many(state, filter, "retry", now)),
-    history: (runId) => applyOutcome(() => Transitions.history(state, runId)),
-    stats: apply((now) => Transitions.stats(state, now)),
-    sample: apply((now) => Transitions.sample(state, now)),
+    history: (runId) => applyOutcome(() => Read.history(state, runId)),
+    stats: apply((now) => Read.stats(state.runs.values(), state.events, now)),
+    sample: apply((now) => Sample.sample(state.runs.values(), now)),
     pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => Queues.pauseQueue(state, queue, now))),
     resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => Queues.resumeQueue(state, queue))),
     pausedQueues: apply(() => Queues.pausedQueues(state)),
