@@ -9,13 +9,39 @@ import type { StaleWrite } from "../../RunStore.js"
 import type { LeaseKey } from "../../RunRecord.js"
 import { type Awaited, type ExecutionRun, interruptSignalName, type JournalEntry, type Wake, wakeSignal } from "../../WorkflowJournal.js"
 import { parse } from "./Read.js"
-import { diagnose, holder } from "./Guarded.js"
+import { diagnose, guarded, holder } from "./Guarded.js"
 import { resumeById } from "./Admin.js"
-import { byIdempotencyKey, leaveSignal, takeSignal } from "./Transitions.js"
+import type { StoredRun } from "./StoredRun.js"
 import type { Outcome, State } from "./State.js"
 
 // Composite keys of the journal's maps, as the tables' primary keys.
 const keyOf = (...parts: ReadonlyArray<string | number>) => JSON.stringify(parts)
+
+/** The run enqueued under this idempotency key, if any (an execution's run). */
+const byIdempotencyKey = (state: State, key: string): StoredRun | undefined => {
+  const id = state.keys.get(key)
+  return id === undefined ? undefined : state.runs.get(id)
+}
+
+/** Leaves a signal for a running run's holder, whose next suspension on it then returns at once. */
+const leaveSignal = (run: StoredRun, signal: string, payload: string, now: number): void => {
+  run.signals = JSON.stringify({ ...(parse(run.signals) as object), [signal]: { _tag: "Signalled", payload: parse(payload) } })
+  run.updatedAt = now
+}
+
+/** Takes a signal left for the holder, under its fence. */
+const takeSignal = (
+  state: State,
+  lease: LeaseKey,
+  signal: string,
+  operation: string,
+  now: number
+): Outcome<void, StaleWrite> => {
+  return guarded(state, lease, operation, now, (run) => {
+    const { [signal]: _taken, ...rest } = parse(run.signals) as Record<string, unknown>
+    run.signals = JSON.stringify(rest)
+  })
+}
 
 interface AwaitedRow {
   readonly execution: string
