@@ -305,8 +305,10 @@ elif [ "$mutation" = "workflow" ]; then
 elif [ "$mutation" = "memory-journal" ]; then
   journal="$work/packages/core/src/internal/memory/Journal.ts"
   # The memory twin records an activity's result whatever the holder's fence.
-  sed -i 's/if (this.state.holder(lease) === undefined) return/if (false) return/' "$journal"
-  grep -q "this.state.holder(lease) === undefined" "$journal" && { echo "mutation incomplete"; exit 2; }
+  sed -i 's/if (holder(this.state, lease) === undefined) return/if (false) return/' "$journal"
+  grep -q "holder(this.state, lease) === undefined" "$journal" && { echo "mutation incomplete"; exit 2; }
+  # The holder check is still referenced, so the mutant compiles (no unused imports).
+  echo 'export const mutantKeeps = [holder]' >> "$journal"
   echo "mutation: the memory journal records an activity's result whatever the holder's fence ($journal)"
   tests=(test/workflow-journal.test.ts)
   attempts=1

@@ -20,8 +20,21 @@
  */
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
-import * as Operators from "./internal/memory/Operators.js"
+import * as Admin from "./internal/memory/Admin.js"
+import * as Admit from "./internal/memory/Admit.js"
+import * as Claim from "./internal/memory/Claim.js"
+import * as Enqueue from "./internal/memory/Enqueue.js"
+import * as Guarded from "./internal/memory/Guarded.js"
 import { Journal } from "./internal/memory/Journal.js"
+import * as Keys from "./internal/memory/Keys.js"
+import * as Operators from "./internal/memory/Operators.js"
+import * as Queues from "./internal/memory/Queues.js"
+import * as Rate from "./internal/memory/Rate.js"
+import * as Read from "./internal/memory/Read.js"
+import * as Renew from "./internal/memory/Renew.js"
+import * as Sample from "./internal/memory/Sample.js"
+import * as MemorySchedules from "./internal/memory/Schedules.js"
+import * as Signals from "./internal/memory/Signals.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
@@ -103,7 +116,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       const now = clock.currentTimeMillisUnsafe()
       const result = transition(now)
       // The row trigger's hand-offs of the slots this statement's runs gave back.
-      state.endStatement(now)
+      Admit.endStatement(state, now)
       for (const note of state.outbox) PubSub.publishUnsafe(pubsub, note)
       state.outbox = []
       return result
@@ -113,9 +126,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
 
   const guardedCompletion = (lease: LeaseKey, result: string) =>
     applyOutcome((now) => {
-      const run = state.holder(lease)
-      if (run === undefined) return { ok: false, error: state.diagnose(lease, "transaction", now) }
-      state.completeInTransaction(run, result, now)
+      const run = Guarded.holder(state, lease)
+      if (run === undefined) return { ok: false, error: Guarded.diagnose(state, lease, "transaction", now) }
+      Guarded.completeInTransaction(state, run, result, now)
       return { ok: true, value: undefined }
     })
 
@@ -124,49 +137,49 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       if (requests.length === 0) return []
       // Checked and encoded before anything is written: one bad request fails the whole call.
       const payloads = yield* payloadsOf(requests)
-      return yield* apply((now) => state.enqueue(requests, payloads, now))
+      return yield* apply((now) => Enqueue.enqueue(state, requests, payloads, now))
     }),
-    claim: (request) => apply((now) => state.claim(request, Duration.toMillis(request.ttl), now)),
-    renew: (owner, leases, ttl) => apply((now) => state.renew(owner, leases, Duration.toMillis(ttl), now)),
+    claim: (request) => apply((now) => Claim.claim(state, request, Duration.toMillis(request.ttl), now)),
+    renew: (owner, leases, ttl) => apply((now) => Renew.renew(state, owner, leases, Duration.toMillis(ttl), now)),
     completeBatch: (items, next) =>
       items.every((item) => item.result === null || isJsonText(item.result))
-        ? apply((now) => state.completeBatch(items, now, next))
+        ? apply((now) => Guarded.completeBatch(state, items, now, next))
         : Effect.fail(
           new StoreError({ operation: "complete", reason: "InvalidJson", cause: new Error("a result is not JSON text") })
         ),
     fail: Effect.fn("MemoryRunStore.fail")(function*(request) {
       const error = yield* Effect.orDie(Effect.try(() => Json.encodeDiagnostic(request.error)))
-      return yield* applyOutcome((now) => state.fail(request, error, now))
+      return yield* applyOutcome((now) => Guarded.fail(state, request, error, now))
     }),
     release: Effect.fn("MemoryRunStore.release")(function*(lease) {
-      return yield* applyOutcome((now) => state.release(lease, now))
+      return yield* applyOutcome((now) => Guarded.release(state, lease, now))
     }),
     snooze: Effect.fn("MemoryRunStore.snooze")(function*(request) {
-      return yield* applyOutcome((now) => state.snooze(request, now))
+      return yield* applyOutcome((now) => Guarded.snooze(state, request, now))
     }),
     checkpoint: Effect.fn("MemoryRunStore.checkpoint")(function*(lease, value) {
       const text = yield* Json.encode(value ?? null, "checkpoint", lease.runId)
-      return yield* applyOutcome((now) => state.checkpoint(lease, text, now))
+      return yield* applyOutcome((now) => Guarded.checkpoint(state, lease, text, now))
     }),
     suspend: Effect.fn("MemoryRunStore.suspend")(function*(request) {
       const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
-      return yield* applyOutcome((now) => state.suspend(request, timeoutMs, now))
+      return yield* applyOutcome((now) => Guarded.suspend(state, request, timeoutMs, now))
     }),
     deliverSignal: Effect.fn("MemoryRunStore.deliverSignal")(function*(request) {
       yield* checkSignalDelivery(request)
       if (canonicalId(request.runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
       const text = yield* Json.encode(request.payload ?? null, "signal payload", request.runId)
-      return yield* applyOutcome((now) => state.deliverSignal(request, text, now))
+      return yield* applyOutcome((now) => Signals.deliverSignal(state, request, text, now))
     }),
     callbackExpiry: (lease, signal, expiresIn) =>
-      applyOutcome((now) => state.callbackExpiry(lease, signal, Duration.toMillis(expiresIn), now)),
+      applyOutcome((now) => Signals.callbackExpiry(state, lease, signal, Duration.toMillis(expiresIn), now)),
     completeInTransaction: (lease, effect, encodeResult) =>
       Effect.gen(function*() {
         // Checked first, so a stale holder does no work; checked again by the completion, which
         // decides. Nothing of the store changes unless the effect, the encoding and the guarded
         // completion all succeed (the effect's own side effects are the caller's).
         yield* applyOutcome((now) =>
-          state.holder(lease) === undefined ? { ok: false, error: state.diagnose(lease, "transaction", now) } : { ok: true, value: undefined }
+          Guarded.holder(state, lease) === undefined ? { ok: false, error: Guarded.diagnose(state, lease, "transaction", now) } : { ok: true, value: undefined }
         )
         const value = yield* effect
         const encoded = encodeResult(value)
@@ -177,49 +190,49 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload) {
       if (canonicalId(runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => state.resumeById(runId, text, now))
+      return yield* applyOutcome((now) => Admin.resumeById(state, runId, text, now))
     }),
     resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload) {
       if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => state.resumeByToken(token, text, now))
+      return yield* applyOutcome((now) => Admin.resumeByToken(state, token, text, now))
     }),
-    cancel: (runId) => applyOutcome((now) => state.cancel(runId, now)),
-    retry: (runId) => applyOutcome((now) => state.retry(runId, now)),
-    get: (runId) => applyOutcome(() => state.get(runId)),
-    list: (filter) => apply(() => state.list(filter)),
-    leases: apply((now) => state.leases(now)),
-    cancelMany: (filter) => apply((now) => state.many(filter, "cancel", now)),
-    retryMany: (filter) => apply((now) => state.many(filter, "retry", now)),
-    history: (runId) => applyOutcome(() => state.history(runId)),
-    stats: apply((now) => state.stats(now)),
-    sample: apply((now) => state.sample(now)),
-    pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => state.pauseQueue(queue, now))),
-    resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => state.resumeQueue(queue))),
-    pausedQueues: apply(() => state.pausedQueues()),
+    cancel: (runId) => applyOutcome((now) => Admin.cancel(state, runId, now)),
+    retry: (runId) => applyOutcome((now) => Admin.retry(state, runId, now)),
+    get: (runId) => applyOutcome(() => Read.get(state, runId)),
+    list: (filter) => apply(() => Read.list(state.runs.values(), filter)),
+    leases: apply((now) => Read.leases(state, now)),
+    cancelMany: (filter) => apply((now) => Admin.many(state, filter, "cancel", now)),
+    retryMany: (filter) => apply((now) => Admin.many(state, filter, "retry", now)),
+    history: (runId) => applyOutcome(() => Read.history(state, runId)),
+    stats: apply((now) => Read.stats(state.runs.values(), state.events, now)),
+    sample: apply((now) => Sample.sample(state.runs.values(), now)),
+    pauseQueue: (queue) => Effect.andThen(checkQueueName(queue), apply((now) => Queues.pauseQueue(state, queue, now))),
+    resumeQueue: (queue) => Effect.andThen(checkQueueName(queue), apply(() => Queues.resumeQueue(state, queue))),
+    pausedQueues: apply(() => Queues.pausedQueues(state)),
     setKeyLimits: Effect.fn("MemoryRunStore.setKeyLimits")(function*(limits) {
       const checked: Array<KeyLimits.KeyLimit> = []
       for (const limit of limits) checked.push(yield* KeyLimits.check(limit))
-      return yield* apply((now) => state.setKeyLimits(checked, now))
+      return yield* apply((now) => Keys.setKeyLimits(state, checked, now))
     }),
-    removeKeyLimit: (scope, name) => apply((now) => state.removeKeyLimit(scope, name, now)),
-    keyLimits: apply((now) => state.keyLimits(now)),
+    removeKeyLimit: (scope, name) => apply((now) => Keys.removeKeyLimit(state, scope, name, now)),
+    keyLimits: apply((now) => Keys.keyLimits(state, now)),
     setRateLimits: Effect.fn("MemoryRunStore.setRateLimits")(function*(limits) {
       const checked: Array<RateLimits.CheckedRateLimit> = []
       for (const limit of limits) checked.push(yield* RateLimits.check(limit))
-      return yield* apply(() => state.setRateLimits(checked))
+      return yield* apply(() => Rate.setRateLimits(state, checked))
     }),
-    removeRateLimit: (scope, name) => apply(() => state.removeRateLimit(scope, name)),
-    rateLimits: apply((now) => state.rateLimits(now)),
+    removeRateLimit: (scope, name) => apply(() => Rate.removeRateLimit(state, scope, name)),
+    rateLimits: apply((now) => Rate.rateLimits(state, now)),
     registerSchedules: Effect.fn("MemoryRunStore.registerSchedules")(function*(definitions) {
       const checked: Array<Schedules.CheckedSchedule> = []
       for (const definition of definitions) checked.push(yield* Schedules.check(definition))
-      return yield* apply((now) => state.registerSchedules(checked, now))
+      return yield* apply((now) => MemorySchedules.registerSchedules(state, checked, now))
     }),
-    tickSchedules: apply((now) => state.tickSchedules(now)),
-    schedules: apply(() => state.schedules()),
-    pauseSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, true, now)),
-    resumeSchedule: (name) => applyOutcome((now) => state.setSchedulePaused(name, false, now)),
+    tickSchedules: apply((now) => MemorySchedules.tickSchedules(state, now)),
+    schedules: apply(() => MemorySchedules.schedules(state)),
+    pauseSchedule: (name) => applyOutcome((now) => MemorySchedules.setSchedulePaused(state, name, true, now)),
+    resumeSchedule: (name) => applyOutcome((now) => MemorySchedules.setSchedulePaused(state, name, false, now)),
     announceWorker: (announcement) => apply((now) => workers.announce(announcement, now)),
     retireWorker: (owner) => apply(() => workers.retire(owner)),
     workers: apply((now) => workers.list(now)),
@@ -263,7 +276,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     store,
     journal,
     moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime())),
-    moveNextTick: (name, at) => Effect.sync(() => state.setNextTick(name, at.getTime()))
+    moveNextTick: (name, at) => Effect.sync(() => MemorySchedules.setNextTick(state, name, at.getTime()))
   } satisfies Controlled
 })
 

@@ -9,10 +9,39 @@ import type { StaleWrite } from "../../RunStore.js"
 import type { LeaseKey } from "../../RunRecord.js"
 import { type Awaited, type ExecutionRun, interruptSignalName, type JournalEntry, type Wake, wakeSignal } from "../../WorkflowJournal.js"
 import { parse } from "./Read.js"
+import { diagnose, guarded, holder } from "./Guarded.js"
+import { resumeById } from "./Admin.js"
+import type { StoredRun } from "./StoredRun.js"
 import type { Outcome, State } from "./State.js"
 
 // Composite keys of the journal's maps, as the tables' primary keys.
 const keyOf = (...parts: ReadonlyArray<string | number>) => JSON.stringify(parts)
+
+/** The run enqueued under this idempotency key, if any (an execution's run). */
+const byIdempotencyKey = (state: State, key: string): StoredRun | undefined => {
+  const id = state.keys.get(key)
+  return id === undefined ? undefined : state.runs.get(id)
+}
+
+/** Leaves a signal for a running run's holder, whose next suspension on it then returns at once. */
+const leaveSignal = (run: StoredRun, signal: string, payload: string, now: number): void => {
+  run.signals = JSON.stringify({ ...(parse(run.signals) as object), [signal]: { _tag: "Signalled", payload: parse(payload) } })
+  run.updatedAt = now
+}
+
+/** Takes a signal left for the holder, under its fence. */
+const takeSignal = (
+  state: State,
+  lease: LeaseKey,
+  signal: string,
+  operation: string,
+  now: number
+): Outcome<void, StaleWrite> => {
+  return guarded(state, lease, operation, now, (run) => {
+    const { [signal]: _taken, ...rest } = parse(run.signals) as Record<string, unknown>
+    run.signals = JSON.stringify(rest)
+  })
+}
 
 interface AwaitedRow {
   readonly execution: string
@@ -31,7 +60,7 @@ export class Journal {
   constructor(private readonly state: State) {}
 
   execution(execution: string): ExecutionRun | undefined {
-    const run = this.state.byIdempotencyKey(execution)
+    const run = byIdempotencyKey(this.state, execution)
     if (run === undefined) return undefined
     return { runId: run.id, state: run.state, fence: run.fence, result: parse(run.result), error: parse(run.error) }
   }
@@ -43,7 +72,7 @@ export class Journal {
 
   /** Under the holder's fence; the first result recorded stands. */
   recordActivity(lease: LeaseKey, execution: string, activity: string, attempt: number, exit: string, now: number): Outcome<unknown, StaleWrite> {
-    if (this.state.holder(lease) === undefined) return { ok: false, error: this.state.diagnose(lease, "activity", now) }
+    if (holder(this.state, lease) === undefined) return { ok: false, error: diagnose(this.state, lease, "activity", now) }
     const key = keyOf(execution, activity, attempt)
     const stored = this.activities.get(key) ?? exit
     if (!this.activities.has(key)) this.recorded.set(key, { fence: lease.fence, at: now })
@@ -83,20 +112,20 @@ export class Journal {
 
   /** Resumes the execution's run when suspended; when running, leaves `wake/<fence>` for its holder. */
   wake(execution: string, reason: string, now: number): Wake {
-    const run = this.state.byIdempotencyKey(execution)
+    const run = byIdempotencyKey(this.state, execution)
     if (run === undefined) return "none"
     const payload = JSON.stringify({ wake: reason })
     if (run.state === "suspended") {
-      this.state.resumeById(run.id, payload, now)
+      resumeById(this.state, run.id, payload, now)
       return "resumed"
     }
     if (run.state !== "running") return "none"
-    this.state.leaveSignal(run, wakeSignal(run.fence), payload, now)
+    leaveSignal(run, wakeSignal(run.fence), payload, now)
     return "signalled"
   }
 
   consumeWake(lease: LeaseKey, now: number): Outcome<void, StaleWrite> {
-    return this.state.takeSignal(lease, wakeSignal(lease.fence), "wake", now)
+    return takeSignal(this.state, lease, wakeSignal(lease.fence), "wake", now)
   }
 
   /** The first schedule of a clock stands. */

@@ -1,12 +1,15 @@
 /**
  * The memory store's reads: a run as a `RunRecord` (values parsed afresh, as a database hands back
- * copies), a filtered page of runs, and the counters of `stats` (`packages/sql/src/internal/statements/read.ts`).
+ * copies), a filtered page of runs, a run's history, the live leases and the counters of `stats`
+ * (`packages/sql/src/internal/statements/read.ts`).
  *
  * @internal
  */
-import type { RunRecord, RunState } from "../../RunRecord.js"
-import type { ListFilter, LiveSample, LiveState, RunFilter, Stats } from "../../RunStore.js"
+import { RunNotFound } from "../../Errors.js"
+import type { RunEvent, RunRecord, RunState } from "../../RunRecord.js"
+import type { ListFilter, LiveLease, RunFilter, Stats } from "../../RunStore.js"
 import type { StoredEvent, StoredRun } from "./StoredRun.js"
+import { err, ok, type Outcome, type State } from "./State.js"
 
 /** JSON text as a value; SQL NULL as null. */
 export const parse = (text: string | null): unknown => text === null ? null : JSON.parse(text)
@@ -130,28 +133,29 @@ export const stats = (runs: Iterable<StoredRun>, events: ReadonlyArray<StoredEve
   }
 }
 
-/** What `sample` reads (`packages/sql/src/internal/statements/sample.ts`): the runs that have not ended. */
-export const sample = (runs: Iterable<StoredRun>, now: number): LiveSample => {
-  const counts = new Map<string, { queue: string; state: LiveState; count: number }>()
-  const due = new Map<string, { count: number; oldest: number }>()
-  let liveLeases = 0
-  for (const run of runs) {
-    if (run.state !== "pending" && run.state !== "running" && run.state !== "suspended") continue
-    const key = `${run.queue}\u0000${run.state}`
-    const entry = counts.get(key) ?? { queue: run.queue, state: run.state, count: 0 }
-    entry.count += 1
-    counts.set(key, entry)
-    if (run.state === "running" && run.leaseExpiresAt! > now) liveLeases += 1
-    const waitingForKey = run.keyScope !== null && run.keySlot === null
-    if (run.state === "pending" && !waitingForKey && run.runAt <= now) {
-      const queue = due.get(run.queue) ?? { count: 0, oldest: run.runAt }
-      due.set(run.queue, { count: queue.count + 1, oldest: Math.min(queue.oldest, run.runAt) })
-    }
-  }
-  return {
-    byStateAndQueue: [...counts.values()].sort((a, b) => order(a.queue, b.queue) || order(a.state, b.state)),
-    dueByQueue: [...due.entries()].sort(([a], [b]) => order(a, b))
-      .map(([queue, d]) => ({ queue, due: d.count, oldestDueSeconds: (now - d.oldest) / 1000 })),
-    liveLeases
-  }
+export const get = (state: State, runId: string): Outcome<RunRecord, RunNotFound> => {
+  const run = state.find(runId)
+  return run === undefined ? err(new RunNotFound({ runId })) : ok(toRecord(run))
+}
+
+/** The run's history in the order it happened. */
+export const history = (state: State, runId: string): Outcome<Array<RunEvent>, RunNotFound> => {
+  const run = state.find(runId)
+  if (run === undefined) return err(new RunNotFound({ runId }))
+  return ok(state.events.filter((e) => e.runId === run.id).map((e): RunEvent => ({ id: String(e.seq), runId: run.id, ...e.event })))
+}
+
+export const leases = (state: State, now: number): Array<LiveLease> => {
+  return [...state.runs.values()]
+    .filter((r) => r.state === "running" && r.leaseExpiresAt! > now)
+    .sort((a, b) => (a.leaseOwner! < b.leaseOwner! ? -1 : a.leaseOwner! > b.leaseOwner! ? 1 : Number(a.id) - Number(b.id)))
+    .map((r): LiveLease => ({
+      owner: r.leaseOwner!,
+      runId: r.id,
+      fence: r.fence,
+      kind: r.kind,
+      queue: r.queue,
+      attempt: r.attempt,
+      expiresInMs: Math.max(0, r.leaseExpiresAt! - now)
+    }))
 }

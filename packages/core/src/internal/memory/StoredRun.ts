@@ -1,6 +1,7 @@
 /**
- * What the memory store keeps of a run and of its history: the rows its state (State.ts) updates
- * and its read views (Read.ts) render, as the Postgres store keeps `runs` and `run_events`.
+ * What the memory store keeps of a run and of its history: the rows its state (State.ts) holds, its
+ * transitions (Enqueue.ts, Claim.ts, Guarded.ts, ...) update and its read views (Read.ts) render, as
+ * the Postgres store keeps `runs` and `run_events`.
  *
  * @internal
  */
