@@ -126,6 +126,17 @@ const reclaimedAndCompleted = (env: Setup, runIds: ReadonlyArray<string>, from: 
     return Date.now() - from
   })
 
+/**
+ * Cuts the silent side off; the cut heals when the test's scope closes, before the workers started
+ * so far stop (a worker stopping behind the cut would wait on it for good).
+ */
+const partition = (env: Setup, cut?: TcpProxy.Cut) =>
+  Effect.gen(function*() {
+    env.proxy.partition(cut)
+    yield* Effect.addFinalizer(() => Effect.sync(() => env.proxy.heal()))
+    return Date.now()
+  })
+
 const enqueueJobs = (env: Setup, n: number) =>
   Effect.map(env.outside.store.enqueue(Array.from({ length: n }, () => ({ kind: "job", payload: null }))), (runs) => runs.map((r) => r.id))
 
@@ -144,7 +155,7 @@ const openBatches = (env: Setup) =>
  * `app` row, says so, and waits for `go` before its completion. Forked; its fiber is returned.
  */
 const forkTransaction = (env: Setup, run: ClaimedRun, written: Deferred.Deferred<void>, go: Deferred.Deferred<void>) =>
-  Effect.forkChild(env.silent.store.completeInTransaction(
+  Effect.forkScoped(env.silent.store.completeInTransaction(
     { runId: run.id, fence: run.fence },
     Effect.gen(function*() {
       yield* writeApp(env.schema, run.id, run.fence, "silent")
@@ -202,8 +213,7 @@ const scenarios = (through: Through) => {
         // One claim took the three runs: one batch row, which each transaction holds FOR KEY SHARE.
         assert.deepStrictEqual(yield* openBatches(env), [3])
 
-        env.proxy.partition()
-        const from = Date.now()
+        const from = yield* partition(env)
         yield* startOutside(env)
         const took = yield* reclaimedAndCompleted(env, runIds, from)
         assert.isTrue(env.proxy.isPartitioned(), "reclaimed while the holder is still silent")
@@ -232,8 +242,7 @@ const scenarios = (through: Through) => {
         const fiber = yield* forkTransaction(env, claimed[0]!, written, go)
         yield* Deferred.await(written)
 
-        env.proxy.partition()
-        const from = Date.now()
+        const from = yield* partition(env)
         yield* startOutside(env)
         const took = yield* reclaimedAndCompleted(env, runIds, from)
         assert.isTrue(env.proxy.isPartitioned())
@@ -259,9 +268,8 @@ const scenarios = (through: Through) => {
 
         // The completion reaches the server and locks the run's row; its answer is held, so the
         // client waits and never commits.
-        env.proxy.partition("answers")
+        const from = yield* partition(env, "answers")
         yield* Deferred.succeed(go, undefined)
-        const from = Date.now()
         yield* startOutside(env)
         const took = yield* reclaimedAndCompleted(env, runIds, from)
         assert.isTrue(env.proxy.isPartitioned())
@@ -285,7 +293,7 @@ const scenarios = (through: Through) => {
           yield* Effect.sleep(Duration.sum(ttl, Duration.seconds(1)))
           return "idle"
         }).pipe(Effect.provideService(SqlClient.SqlClient, env.silent.sql))
-        const fiber = yield* Effect.forkChild(env.silent.store.completeInTransaction(lease, idle, (v) => Exit.succeed(JSON.stringify(v)), ttl))
+        const fiber = yield* Effect.forkScoped(env.silent.store.completeInTransaction(lease, idle, (v) => Exit.succeed(JSON.stringify(v)), ttl))
         yield* endedTransaction(fiber, "TransactionIdleTimeout")
         assert.deepStrictEqual(yield* appRows(env), [])
         assert.deepInclude(yield* env.outside.store.get(runId!), { state: "running", fence: 1 })
