@@ -64,6 +64,8 @@ const setup = (through: Through, storage: PgRunStore.Storage) =>
       (p) => Effect.promise(() => (p.heal(), p.close()))
     )
     const outside = yield* storeAt(server, schema, storage, through)
+    const [version] = yield* outside.sql<{ v: string }>`SELECT current_setting('server_version') AS v`
+    yield* Effect.logInfo(`PostgreSQL ${version!.v}`)
     const silent = yield* storeAt(at(server, proxy.port), schema, storage, through)
     yield* outside.sql.unsafe(`CREATE TABLE "${schema}".app (run_id bigint NOT NULL, fence bigint NOT NULL, note text NOT NULL)`)
     return { schema, proxy, outside, silent }
