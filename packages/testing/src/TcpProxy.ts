@@ -37,7 +37,7 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
     let target = initial
     const pipes = new Set<Pipe>()
     let cut: Cut | undefined
-    let partitioned = false
+    const partitioned = () => cut !== undefined
 
     const flush = (pipe: Pipe) => {
       if (cut === "both") return
@@ -74,11 +74,11 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
       })
       // During a partition the client learns nothing of the server's side: not even an error.
       upstream.on("error", () => {
-        if (partitioned) pipe.upstreamEnded = true
+        if (partitioned()) pipe.upstreamEnded = true
         else destroy(pipe)
       })
       upstream.on("close", () => {
-        if (partitioned) pipe.upstreamEnded = true
+        if (partitioned()) pipe.upstreamEnded = true
         else destroy(pipe)
       })
     }
@@ -97,7 +97,7 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
       })
       client.on("error", () => destroy(pipe))
       client.on("close", () => {
-        if (!partitioned) destroy(pipe)
+        if (!partitioned()) destroy(pipe)
       })
       // A connection opened during a partition is held (its SYN "dropped") until heal.
       flush(pipe)
@@ -109,11 +109,9 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
         port,
         partition: (what = "both") => {
           cut = what
-          partitioned = true
         },
         heal: () => {
           cut = undefined
-          partitioned = false
           for (const pipe of [...pipes]) flush(pipe)
         },
         reset: () => {
@@ -123,7 +121,7 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
           target = next
           for (const pipe of [...pipes]) destroy(pipe)
         },
-        isPartitioned: () => partitioned,
+        isPartitioned: partitioned,
         close: () =>
           new Promise<void>((done) => {
             for (const pipe of [...pipes]) destroy(pipe)
