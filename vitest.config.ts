@@ -48,6 +48,7 @@ const external = [
   "test/pooler.test.ts",
   "test/fencing.test.ts",
   "test/it-leases-fencing.test.ts",
+  "test/silent-holder.test.ts",
   "test/schedules-process.test.ts",
   "test/chaos.test.ts"
 ]

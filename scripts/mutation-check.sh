@@ -68,6 +68,13 @@
 #   scripts/mutation-check.sh ledger-expire-skip  the sweep waits for an expired batch another
 #                                     transaction holds (ledger.ts › expire), against
 #                                     test/ledger.test.ts (the sweep's claim never answers);
+#   scripts/mutation-check.sh fenced-tx-idle-bound  a fenced transaction no longer bounds its idle
+#                                     time on the server (guarded.ts › completeInTransaction sets no
+#                                     idle_in_transaction_session_timeout), against
+#                                     test/silent-holder.test.ts (a silent holder's runs are never reclaimed);
+#   scripts/mutation-check.sh fenced-tx-worker-ttl  Run.transaction no longer hands the worker's
+#                                     lease TTL to the store (core Run.ts › transaction), against
+#                                     test/silent-holder.test.ts's worker scenarios;
 #   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
 #                                     when missing (migration 0018's ready_on_update), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
@@ -168,6 +175,20 @@ elif [ "$mutation" = "ledger-expire-skip" ]; then
   grep -q 'FOR UPDATE OF c SKIP LOCKED' "$ledger" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the sweep waits for an expired batch another transaction holds ($ledger)"
   tests=(test/ledger.test.ts)
+  attempts=1
+elif [ "$mutation" = "fenced-tx-idle-bound" ]; then
+  guarded="$work/packages/sql/src/internal/statements/guarded.ts"
+  sed -i 's/^  const bound = ttl === undefined ? sql`` : sql`, ${idleBound(sql, ttl)} AS idle_bound`$/  const bound = true ? sql`` : sql`, ${idleBound(sql, ttl!)} AS idle_bound`/' "$guarded"
+  grep -q '^  const bound = true ? sql``' "$guarded" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a fenced transaction's idle time on the server is no longer bounded ($guarded)"
+  tests=(test/silent-holder.test.ts)
+  attempts=1
+elif [ "$mutation" = "fenced-tx-worker-ttl" ]; then
+  run="$work/packages/core/src/Run.ts"
+  sed -i 's/(a) => encode(fence.runId, a), Settlement.leaseTtl(run))/(a) => encode(fence.runId, a))/' "$run"
+  grep -q 'Settlement.leaseTtl(run)' "$run" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: Run.transaction no longer hands the worker's lease TTL to the store ($run)"
+  tests=(test/silent-holder.test.ts -t "a worker's transaction")
   attempts=1
 elif [ "$mutation" = "ledger-ready" ]; then
   migrations="$work/packages/sql/migrations/0018_batch_ledger.sql"

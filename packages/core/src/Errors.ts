@@ -130,6 +130,9 @@ export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
   /**
    * The driver's classification when it has one (`ConnectionError`, `StatementTimeoutError`, ...).
    * `ValueRefused`: the database refused a value of the request (see `isValueRefused`).
+   * `TransactionIdleTimeout`: the server ended a transaction that sat idle longer than its bound
+   * (a fenced transaction's is its lease TTL, see `RunStore.completeInTransaction`); nothing of it
+   * was committed.
    */
   reason: Schema.String,
   cause: Schema.Defect()

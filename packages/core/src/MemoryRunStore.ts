@@ -14,7 +14,8 @@
  * other caller, as one statement is. Not modelled: `completedRuns: "delete"` (completed runs are
  * kept), and in `completeInTransaction` there is no transaction to roll back: the completion is
  * written only if the caller's effect and the result's encoding succeed, but what the effect itself
- * did (its own writes, even through this store) stays done.
+ * did (its own writes, even through this store) stays done; nor is there a server session whose idle
+ * time its `ttl` would bound.
  *
  * @since 0.1.0
  */

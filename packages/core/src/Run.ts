@@ -33,6 +33,12 @@ export const checkpoint = Effect.fn("Run.checkpoint")(function*(value: unknown) 
  * fence. If the fence is stale, the whole transaction rolls back and this fails with
  * `FenceRejected`: the application's writes never land without the completion.
  *
+ * Inside a worker the transaction may sit idle on the server at most one lease TTL (the worker's
+ * `ttl`) between its statements: longer, and the server ends it (a holder gone silent lets its
+ * locks go), so an effect that waits that long inside it (a slow call between two statements)
+ * fails with a `StoreError` or its own statement's connection error, and nothing of it commits.
+ * Do such waits before the transaction.
+ *
  * @category writes
  */
 export const transaction = <A, E, R>(
@@ -47,7 +53,7 @@ export const transaction = <A, E, R>(
     const store = yield* RunStore
     const run = yield* CurrentRun
     const encode = Handler.encoderFor(options?.result)
-    const value = yield* store.completeInTransaction(leaseKey(fence), effect, (a) => encode(fence.runId, a))
+    const value = yield* store.completeInTransaction(leaseKey(fence), effect, (a) => encode(fence.runId, a), Settlement.leaseTtl(run))
     Settlement.report(run, "completed")
     return value
   }).pipe(Effect.withSpan("Run.transaction"))

@@ -277,11 +277,17 @@ export class RunStore extends Context.Service<RunStore, {
    * Runs `effect` and completes the run with its result in one transaction. If the fence is stale
    * the transaction rolls back, the caller's writes included; so does a result `encodeResult`
    * refuses. The caller's own failures pass through unchanged.
+   *
+   * `ttl`, the lease's TTL (a worker passes its own): a store with a server session ends the
+   * transaction once it has sat idle there that long (its holder gone silent), so what it holds
+   * is let go about one TTL after its last statement; the caller then gets a `StoreError` (or its
+   * own statement's error) and nothing of the transaction is committed.
    */
   readonly completeInTransaction: <A, E, R>(
     lease: LeaseKey,
     effect: Effect.Effect<A, E, R>,
-    encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>
+    encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>,
+    ttl?: Duration.Duration
   ) => Effect.Effect<A, E | StaleWrite | UnstorableValue | StoreError, R>
   /** Resumes the suspended run with this id; returns its id. */
   readonly resumeById: (

@@ -280,7 +280,7 @@ export const run = <R>(
       const decoded = handler.decode(run.payload)
       if (Exit.isFailure(decoded)) return Effect.mapError(decoded, (error) => new Lease.PermanentFailure({ reason: error }))
       const fence: Fence["Service"] = { runId: run.id, fence: run.fence, owner }
-      const current: CurrentRun["Service"] = new Settlement.WorkerRun(run, entry)
+      const current: CurrentRun["Service"] = new Settlement.WorkerRun(run, entry, config.ttl)
       // The RunScope fiber already carries the worker's context (the handlers' services): the run's
       // own services go on top of it in one step.
       return Effect.updateContext(

@@ -219,7 +219,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     suspend: (request) => refail("suspend")(guarded.suspend(sql, s, request, refs)),
     deliverSignal: (request) => refail("deliver signal")(signals.deliverSignal(sql, s, request)),
     callbackExpiry: (lease, signal, expiresIn) => refail("callback")(signals.callbackExpiry(sql, s, lease, signal, expiresIn)),
-    completeInTransaction: (lease, effect, encode) => guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns, refs),
+    completeInTransaction: (lease, effect, encode, ttl) => guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns, refs, ttl),
     resumeById: (runId, payload) => refail("resume")(admin.resumeById(sql, s, runId, payload)),
     resumeByToken: (token, payload) => refail("resume")(admin.resumeByToken(sql, s, token, payload)),
     cancel: (runId) => refail("cancel")(admin.cancel(sql, s, runId)),

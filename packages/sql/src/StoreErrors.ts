@@ -19,6 +19,15 @@ import { SqlError } from "effect/sql"
  */
 export const valueRefusedCodes: ReadonlySet<string> = new Set(["22021", "22P05", "22P02", "22003", "22008", "22015", "22001", "54000"])
 
+/**
+ * The SQLSTATE with which PostgreSQL ends a session whose transaction sat idle longer than
+ * `idle_in_transaction_session_timeout` (a fenced transaction sets its lease TTL there): the
+ * transaction was rolled back.
+ *
+ * @category errors
+ */
+export const idleInTransactionTimeoutCode = "25P03"
+
 /** The SQLSTATE behind a driver error, when the server sent one. */
 const sqlState = (error: SqlError.SqlError): string | undefined => {
   const code = (error.reason.cause as { readonly code?: unknown } | undefined)?.code
@@ -28,7 +37,8 @@ const sqlState = (error: SqlError.SqlError): string | undefined => {
 /**
  * The `StoreError` for a failed statement of `operation`. A value PostgreSQL refuses is reason
  * `ValueRefused` (`valueRefusedCodes`): the checks before each statement (`Limits`, `Json`) are
- * meant to catch such input first, this is the line behind them.
+ * meant to catch such input first, this is the line behind them. A transaction the server ended
+ * for sitting idle too long is reason `TransactionIdleTimeout` (`idleInTransactionTimeoutCode`).
  *
  * @category errors
  */
@@ -36,6 +46,8 @@ export const fromSql = (operation: string, error: SqlError.SqlError): StoreError
   const code = sqlState(error)
   return code !== undefined && valueRefusedCodes.has(code)
     ? new StoreError({ operation, reason: "ValueRefused", cause: error })
+    : code === idleInTransactionTimeoutCode
+    ? new StoreError({ operation, reason: "TransactionIdleTimeout", cause: error })
     : new StoreError({ operation, reason: error.reason._tag, cause: error })
 }
 

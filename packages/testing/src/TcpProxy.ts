@@ -2,7 +2,10 @@
  * A TCP proxy the test (or the demo) owns, between one worker process and PostgreSQL. `partition()` stops
  * forwarding in both directions while keeping every socket open, as a firewall DROP would: the
  * worker sees silence, not a reset. Bytes sent meanwhile are held, like unacknowledged TCP
- * segments, and delivered on `heal()`. `reset()` closes every connection instead.
+ * segments, and delivered on `heal()`. `partition("answers")` cuts one direction only: what the
+ * worker sends still reaches the server, what the server sends back (its answers, and its closing
+ * of a connection) is held, so a statement runs and its client waits on it in silence.
+ * `reset()` closes every connection instead.
  */
 import * as net from "node:net"
 
@@ -15,9 +18,12 @@ interface Pipe {
   upstreamEnded: boolean
 }
 
+/** What a partition cuts: both directions, or only what the server sends (`answers`). */
+export type Cut = "both" | "answers"
+
 export interface TcpProxy {
   readonly port: number
-  readonly partition: () => void
+  readonly partition: (cut?: Cut) => void
   readonly heal: () => void
   readonly reset: () => void
   /** Points new connections at another server (a promoted standby), closing every open one. */
@@ -30,16 +36,20 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
   new Promise((resolve, reject) => {
     let target = initial
     const pipes = new Set<Pipe>()
-    let partitioned = false
+    let cut: Cut | undefined
+    const partitioned = () => cut !== undefined
 
     const flush = (pipe: Pipe) => {
-      if (partitioned) return
+      if (cut === "both") return
       if (pipe.upstream === undefined) connectUpstream(pipe)
       const upstream = pipe.upstream
       if (upstream === undefined || upstream.connecting) return
-      for (const chunk of pipe.toUpstream.splice(0)) upstream.write(chunk)
-      for (const chunk of pipe.toClient.splice(0)) pipe.client.write(chunk)
+      // Bytes for a server that has closed its end go nowhere, as they would on the wire.
+      const sent = pipe.toUpstream.splice(0)
+      if (!pipe.upstreamEnded) for (const chunk of sent) upstream.write(chunk)
       if (pipe.clientEnded) upstream.end()
+      if (cut === "answers") return
+      for (const chunk of pipe.toClient.splice(0)) pipe.client.write(chunk)
       if (pipe.upstreamEnded) pipe.client.end()
     }
 
@@ -62,9 +72,14 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
         pipe.upstreamEnded = true
         flush(pipe)
       })
-      upstream.on("error", () => destroy(pipe))
+      // During a partition the client learns nothing of the server's side: not even an error.
+      upstream.on("error", () => {
+        if (partitioned()) pipe.upstreamEnded = true
+        else destroy(pipe)
+      })
       upstream.on("close", () => {
-        if (!partitioned) destroy(pipe)
+        if (partitioned()) pipe.upstreamEnded = true
+        else destroy(pipe)
       })
     }
 
@@ -82,7 +97,7 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
       })
       client.on("error", () => destroy(pipe))
       client.on("close", () => {
-        if (!partitioned) destroy(pipe)
+        if (!partitioned()) destroy(pipe)
       })
       // A connection opened during a partition is held (its SYN "dropped") until heal.
       flush(pipe)
@@ -92,11 +107,11 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
       const { port } = server.address() as net.AddressInfo
       resolve({
         port,
-        partition: () => {
-          partitioned = true
+        partition: (what = "both") => {
+          cut = what
         },
         heal: () => {
-          partitioned = false
+          cut = undefined
           for (const pipe of [...pipes]) flush(pipe)
         },
         reset: () => {
@@ -106,7 +121,7 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
           target = next
           for (const pipe of [...pipes]) destroy(pipe)
         },
-        isPartitioned: () => partitioned,
+        isPartitioned: partitioned,
         close: () =>
           new Promise<void>((done) => {
             for (const pipe of [...pipes]) destroy(pipe)

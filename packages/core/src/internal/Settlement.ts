@@ -4,6 +4,7 @@
  * `Run.transaction`, `Run.awaitSignal` and `Run.snooze` may report a settlement, never handler code (the link to
  * the lease is a private field).
  */
+import type { Duration } from "effect"
 import type { CurrentRun } from "../CurrentRun.js"
 import type { ClaimedRun, SignalOutcome } from "../RunRecord.js"
 
@@ -17,7 +18,7 @@ export interface Settleable {
 
 type CurrentRunShape = CurrentRun["Service"]
 
-/** The `CurrentRun` a worker hands each run, tied to its lease. @internal */
+/** The `CurrentRun` a worker hands each run, tied to its lease and the worker's lease TTL. @internal */
 export class WorkerRun implements CurrentRunShape {
   readonly kind: string
   readonly queue: string
@@ -26,8 +27,9 @@ export class WorkerRun implements CurrentRunShape {
   readonly checkpoint: unknown
   readonly signals: Readonly<Record<string, SignalOutcome>>
   readonly #lease: Settleable
+  readonly #ttl: Duration.Duration
 
-  constructor(run: ClaimedRun, lease: Settleable) {
+  constructor(run: ClaimedRun, lease: Settleable, ttl: Duration.Duration) {
     this.kind = run.kind
     this.queue = run.queue
     this.attempt = run.attempt
@@ -35,13 +37,22 @@ export class WorkerRun implements CurrentRunShape {
     this.checkpoint = run.checkpoint
     this.signals = run.signals
     this.#lease = lease
+    this.#ttl = ttl
   }
 
   /** Reports a settlement for the run whose `CurrentRun` this is (a no-op outside a worker). */
   static report(current: CurrentRun["Service"], how: SelfSettlement): void {
     if (#lease in current) current.#lease.settled = how
   }
+
+  /** The TTL of the lease the run is held under (undefined outside a worker). */
+  static ttl(current: CurrentRun["Service"]): Duration.Duration | undefined {
+    return #ttl in current ? current.#ttl : undefined
+  }
 }
 
 /** @internal */
 export const report = WorkerRun.report
+
+/** @internal */
+export const leaseTtl = WorkerRun.ttl

@@ -28,8 +28,8 @@ import {
   type SnoozeRequest,
   type SuspendRequest
 } from "@leasehold/core"
-import { Duration, Effect, type Exit, Schema } from "effect"
-import type { SqlClient, SqlError, Statement } from "effect/sql"
+import { Cause, Duration, Effect, type Exit, Schema } from "effect"
+import { type SqlClient, SqlError, type Statement } from "effect/sql"
 import * as StoreErrors from "../../StoreErrors.js"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff, heldSlotColumns } from "./admit.js"
@@ -427,10 +427,35 @@ export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: Suspe
   )
 }
 
+/** The most `idle_in_transaction_session_timeout` takes (milliseconds, a 32-bit integer). */
+const maxIdleBoundMs = 2_147_483_647
+
+/**
+ * A select-list expression that bounds the idle time of the transaction it runs in to `ttl`: the
+ * server ends a transaction (and its session) that sits idle that long between two statements, so
+ * a holder gone silent mid-transaction (its socket dropped, never reset) lets its batch row and
+ * row locks go about one lease TTL after its last statement; TCP keepalives alone take hours.
+ * Transaction-local (`set_config(..., true)`): it ends with the transaction, and a pooler in
+ * transaction mode hands the server connection on without it. A stricter bound the session
+ * already has stays.
+ */
+const idleBound = (sql: SqlClient.SqlClient, ttl: Duration.Duration) => {
+  const ms = Math.min(maxIdleBoundMs, Math.max(1, Math.ceil(Duration.toMillis(ttl))))
+  return sql`set_config('idle_in_transaction_session_timeout',
+    least(nullif(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000, 0), ${ms}::int)::int::text,
+    true)`
+}
+
 /**
  * The caller's effect and the run's completion in one transaction. The fence is checked first so
  * a stale holder does no work, and again by the guarded completion, which decides: if it matches
  * nothing the transaction rolls back, the caller's writes with it.
+ *
+ * With the lease's `ttl`, the check also bounds the transaction's idle time (`idleBound`), at no
+ * extra round trip. A transaction the server ended so (a silent holder's, or one whose effect sat
+ * idle a whole TTL between statements) fails at its next statement or its commit: a
+ * `StoreError` (or the caller's own statement's error), never a success, and nothing of it
+ * committed; its runs are reclaimed by the next sweep once their lease has expired.
  */
 export const completeInTransaction = <A, E, R>(
   sql: SqlClient.SqlClient,
@@ -439,10 +464,15 @@ export const completeInTransaction = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
   encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>,
   completedRuns: CompletedRuns = "keep",
-  refs?: ledger.LedgerRefs
+  refs?: ledger.LedgerRefs,
+  ttl?: Duration.Duration
 ): Effect.Effect<A, E | FenceRejected | LeaseNotHeld | RunNotFound | UnstorableValue | StoreError, R> => {
+  const bound = ttl === undefined ? sql`` : sql`, ${idleBound(sql, ttl)} AS idle_bound`
   const readFence = sql<{ fence: bigint; state: RunState }>`
     SELECT fence, state FROM ${s.runsNow(sql)} WHERE id = ${lease.runId}::bigint`
+  // The first statement of the run's row transaction: the check, and the idle bound with it.
+  const checkFence = sql<{ fence: bigint; state: RunState }>`
+    SELECT fence, state${bound} FROM ${s.runsNow(sql)} WHERE id = ${lease.runId}::bigint`
   // The stored row decides, as `diagnose` reads it: gone is RunNotFound (a deleted completion), a
   // higher fence is FenceRejected, the same fence on a run no longer running is LeaseNotHeld.
   const rejection = (rows: ReadonlyArray<{ fence: bigint; state: RunState }>) =>
@@ -452,7 +482,7 @@ export const completeInTransaction = <A, E, R>(
       stored: rows[0] === undefined ? null : num(rows[0].fence),
       state: rows[0]?.state ?? null
     }))
-  const check = Effect.flatMap(readFence, (rows) =>
+  const check = Effect.flatMap(checkFence, (rows) =>
     rows[0] !== undefined && num(rows[0].fence) === lease.fence && rows[0].state === "running" ? Effect.void : rejection(rows))
   // The run's key slot, if it holds one, is read before the completion and handed on in the same
   // statement (admit.ts › handOff), as a batched completion's are.
@@ -500,12 +530,13 @@ export const completeInTransaction = <A, E, R>(
     return value
   })
   // A run this store claimed in the ledger completes there, in the caller's transaction: its
-  // batch row held FOR KEY SHARE from the check to the commit (a hold, a sweep's among them,
-  // waits for the transaction; other completions do not), the completion one completion batch.
+  // batch row held FOR KEY SHARE from the check to the commit (a hold waits for the transaction, a
+  // sweep skips the batch meanwhile; other completions do not wait), the completion one completion
+  // batch. The idle bound set by the check is what lets the batch go if the holder falls silent.
   const ref = refs?.get(lease)
   const inLedger = Effect.gen(function*() {
     const held = yield* sql`
-      SELECT 1 FROM ${s.claimBatches(sql)} c
+      SELECT 1 AS held${bound} FROM ${s.claimBatches(sql)} c
       WHERE c.batch = ${ref!.batch}::bigint AND c.settled_at IS NULL AND c.ids[${ref!.pos}::int] = ${lease.runId}::bigint
         AND c.fences[${ref!.pos}::int] = ${lease.fence}::bigint AND ${lease.runId}::bigint <> ALL (c.closed)
         AND NOT EXISTS (SELECT 1 FROM ${s.completionBatches(sql)} d WHERE d.claim_batch = c.batch AND ${lease.runId}::bigint = ANY (d.ids))
@@ -522,11 +553,11 @@ export const completeInTransaction = <A, E, R>(
   // caller's transaction (a hold inside it would keep its whole batch's completions waiting).
   const inRows = Effect.suspend(() => {
     refs?.delete(lease)
-    return Effect.andThen(ledger.hold(sql, s, [lease.runId]), sql.withTransaction(body))
+    return Effect.andThen(ledger.hold(sql, s, [lease.runId]), transact(sql, body))
   })
   const transaction = ref === undefined
     ? inRows
-    : sql.withTransaction(inLedger).pipe(
+    : transact(sql, inLedger).pipe(
       Effect.catchIf((error): error is MovedToRow => error instanceof MovedToRow, () => inRows)
     )
   return transaction.pipe(
@@ -542,3 +573,25 @@ class MovedToRow extends Schema.TaggedError<MovedToRow>()("MovedToRow", {}) {}
 
 /** A failure of the caller's effect inside a fenced transaction, kept apart from the store's own. */
 class CallerFailure extends Schema.TaggedError<CallerFailure>()("CallerFailure", { error: Schema.Unknown }) {}
+
+/** What a fenced transaction's own statements and checks fail with. */
+const isTransactionFailure = (defect: unknown): boolean =>
+  SqlError.isSqlError(defect) || defect instanceof CallerFailure || defect instanceof MovedToRow || defect instanceof FenceRejected ||
+  defect instanceof LeaseNotHeld || defect instanceof RunNotFound || (defect as { _tag?: unknown } | null)?._tag === "UnstorableValue"
+
+/**
+ * `sql.withTransaction`, but a transaction whose connection was lost fails as it would have, not
+ * with defects. Lost (ended by the server's idle bound, or reset), the connection fails the
+ * driver's ROLLBACK too, and a failing finalizer turns every failure of the transaction into a
+ * defect: the caller would see a defect for what is a lost connection. Nothing of the transaction
+ * was committed (the server ends a transaction with its session), so its first failure, the one
+ * that started the rollback, is given back as a failure; anything else (a real defect, an
+ * interruption) stays as it was.
+ */
+const transact = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError.SqlError, R> =>
+  Effect.catchCause(sql.withTransaction(effect), (cause) => {
+    const defects = cause.reasons.map((reason) => Cause.isDieReason(reason) ? reason.defect : undefined)
+    const lost = defects.length > 0 && defects.every((d) => d !== undefined && isTransactionFailure(d)) &&
+      defects.slice(1).some(SqlError.isSqlError)
+    return lost ? Effect.fail(defects[0] as E | SqlError.SqlError) : Effect.failCause(cause)
+  })
