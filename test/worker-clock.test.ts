@@ -386,3 +386,36 @@ describe("claims", () => {
       yield* stop
     }))
 })
+
+describe("shutdown", () => {
+  it.effect("a run still running after the grace is interrupted, and the worker stops only once its finalizers ran and its lease is released", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const started: Array<number> = []
+      const cleaned: Array<number> = []
+      // The handler's own clean-up takes five seconds: the worker must wait for it and for the
+      // release that follows it, not stop while they are under way.
+      const slow = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: ({ n }) =>
+          Effect.andThen(Effect.sync(() => void started.push(n)), Effect.never).pipe(
+            Effect.ensuring(Effect.andThen(Effect.sleep("5 seconds"), Effect.sync(() => void cleaned.push(n))))
+          )
+      })
+      const [a, b] = yield* store.enqueue(jobs(2))
+      const { events, stop } = yield* startWorker(store, { ...timing, concurrency: 2, handlers: [slow] })
+      assert.deepStrictEqual(started, [0, 1])
+      const stoppedAt: Array<number> = []
+      const stopping = yield* Effect.forkDetach(Effect.andThen(stop, Effect.andThen(now, (t) => Effect.sync(() => void stoppedAt.push(t)))))
+      const begunAt = yield* now
+      yield* Fiber.await(stopping)
+      assert.deepStrictEqual(cleaned, [0, 1], "each handler's finalizer ran to its end")
+      assert.isAtLeast(stoppedAt[0]! - begunAt, 6000, "the grace, then the finalizers' five seconds")
+      assert.deepStrictEqual(of(events, "LeaseLost").map((l) => [l.runId, l.reason]).sort(), [[a!.id, "shutdown"], [b!.id, "shutdown"]].sort())
+      assert.deepStrictEqual(of(events, "RunSettled").map((s) => [s.runId, s.outcome]).sort(), [[a!.id, "released"], [b!.id, "released"]].sort())
+      for (const run of [a!, b!]) {
+        assert.deepInclude(yield* store.get(run.id), { state: "pending", leaseOwner: null, fence: 1, attempt: 0 }, "released before the worker stopped")
+      }
+    }))
+})

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Scope, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Latch, Queue, Schedule, Scope, Stream } from "effect"
 import * as os from "node:os"
 import * as Backoff from "./internal/Backoff.js"
 
@@ -240,9 +240,19 @@ export const run = <R>(
     const watchdog: Heartbeat.WatchdogState = { nextCheckAt: Number.POSITIVE_INFINITY }
     const watchdogWake = yield* Queue.sliding<void>(1)
     yield* Effect.forkScoped(reporting(Heartbeat.watchdog(owner, inFlight, watchdog, watchdogWake)))
-    const runs = yield* FiberSet.make<unknown, unknown>()
-    // Forks a RunScope fiber into the set at once, carrying the worker's context (the handlers' services).
-    const runInSet = yield* FiberSet.runtime(runs)<never>()
+    // Each RunScope fiber is started at once as a root fiber carrying the worker's context (the
+    // handlers' services), and tracked by its lease's entry rather than by a set of its own: a
+    // fiber still running has its entry in flight. Once the drain is over, the runs still going are
+    // interrupted and waited for (their finalizers release their leases) before the heartbeat and
+    // the batcher stop; a run started after that is interrupted at once.
+    const forkRun = Effect.runForkWith(yield* Effect.context<never>())
+    let runsStopped = false
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        runsStopped = true
+        return Fiber.interruptAll(runFibers(inFlight))
+      })
+    )
     const ttlMs = Duration.toMillis(config.ttl)
     const leaseContext: Lease.LeaseContext = {
       owner,
@@ -310,7 +320,9 @@ export const run = <R>(
         watchdog.nextCheckAt = entry.deadline
         Queue.offerUnsafe(watchdogWake, undefined)
       }
-      entry.fiber = runInSet(execute(entry))
+      const fiber = forkRun(execute(entry))
+      entry.fiber = fiber
+      if (runsStopped) fiber.interruptUnsafe()
     }
 
     const claimedEvent = (run: ClaimedRun) =>
@@ -443,6 +455,12 @@ export const run = <R>(
 
 // A run of a kind without a handler fails before it has a result; this only keeps the entry whole.
 const schemaless = Handler.encoderFor<unknown>(undefined)
+
+const runFibers = (inFlight: InFlight): Array<Fiber.Fiber<unknown, unknown>> => {
+  const fibers: Array<Fiber.Fiber<unknown, unknown>> = []
+  for (const entry of inFlight.values()) if (entry.fiber !== undefined) fibers.push(entry.fiber)
+  return fibers
+}
 
 const drain = (owner: string, inFlight: InFlight, idle: Latch.Latch, grace: Duration.Duration) =>
   Effect.gen(function*() {
