@@ -19,7 +19,7 @@ import { Fence } from "./Fence.js"
 import * as Handler from "./Handler.js"
 import * as Telemetry from "./Telemetry.js"
 import * as Heartbeat from "./internal/Heartbeat.js"
-import { type InFlight, keyOf, type LeaseEntry } from "./internal/InFlight.js"
+import type { InFlight, LeaseEntry } from "./internal/InFlight.js"
 import * as Lease from "./internal/Lease.js"
 import * as Options from "./internal/Options.js"
 import * as RunSpans from "./internal/RunSpans.js"
@@ -187,7 +187,7 @@ export const run = <R>(
     const compiled = new Map(
       options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h), retry: h.retry }])
     )
-    const inFlight: InFlight = new Map()
+    const inFlight: InFlight = new Set()
     // Open while no lease is in flight: shutdown waits on it instead of polling.
     const idle = Latch.makeUnsafe(true)
     const wake = yield* Queue.sliding<void>(1)
@@ -301,10 +301,8 @@ export const run = <R>(
     }
 
     const start = (run: ClaimedRun, sentAt: number): void => {
-      const key = keyOf({ runId: run.id, fence: run.fence })
       const entry: LeaseEntry = {
         run,
-        key,
         claimedAt: sentAt,
         encodeResult: compiled.get(run.kind)?.encodeResult ?? schemaless,
         retrySchedule: compiled.get(run.kind)?.retry,
@@ -314,7 +312,7 @@ export const run = <R>(
         lost: undefined,
         fiber: undefined
       }
-      inFlight.set(key, entry)
+      inFlight.add(entry)
       if (inFlight.size === 1) Latch.closeUnsafe(idle)
       if (entry.deadline < watchdog.nextCheckAt) {
         watchdog.nextCheckAt = entry.deadline
@@ -429,7 +427,7 @@ export const run = <R>(
       if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
       if (note._tag === "SchedulesChanged") return ticker.wake
       return Effect.forEach(
-        [...inFlight.values()].filter((entry) => entry.run.id === note.runId),
+        [...inFlight].filter((entry) => entry.run.id === note.runId),
         (entry) => Heartbeat.loseLease(owner, entry, "cancelled"),
         { discard: true }
       )
@@ -458,12 +456,12 @@ const schemaless = Handler.encoderFor<unknown>(undefined)
 
 const runFibers = (inFlight: InFlight): Array<Fiber.Fiber<unknown, unknown>> => {
   const fibers: Array<Fiber.Fiber<unknown, unknown>> = []
-  for (const entry of inFlight.values()) if (entry.fiber !== undefined) fibers.push(entry.fiber)
+  for (const entry of inFlight) if (entry.fiber !== undefined) fibers.push(entry.fiber)
   return fibers
 }
 
 const drain = (owner: string, inFlight: InFlight, idle: Latch.Latch, grace: Duration.Duration) =>
   Effect.gen(function*() {
     yield* Effect.timeoutOption(idle.await, grace)
-    for (const entry of inFlight.values()) yield* Heartbeat.loseLease(owner, entry, "shutdown")
+    for (const entry of inFlight) yield* Heartbeat.loseLease(owner, entry, "shutdown")
   })

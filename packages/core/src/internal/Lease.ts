@@ -107,7 +107,7 @@ const reportSettled = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement
   })
 
 const freeSlot = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<void> => {
-  ctx.inFlight.delete(entry.key)
+  ctx.inFlight.delete(entry)
   return ctx.onSlotFreed(entry.run)
 }
 
