@@ -418,4 +418,23 @@ describe("shutdown", () => {
         assert.deepInclude(yield* store.get(run.id), { state: "pending", leaseOwner: null, fence: 1, attempt: 0 }, "released before the worker stopped")
       }
     }))
+
+  it.effect("with no event sink (nothing listens), a worker of one slot still runs every run in turn and frees its slot after each completion", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const ran: Array<number> = []
+      const quick = Handler.make({ kind: "job", payload: Schema.Struct({ n: Schema.Number }), handle: ({ n }) => Effect.sync(() => void ran.push(n)) })
+      const runs = yield* store.enqueue(jobs(4))
+      // No WorkerEvents provided: the default, silent sink.
+      const fiber = yield* Worker.run({ ...timing, concurrency: 1, handlers: [quick] }).pipe(Effect.provideService(RunStore, store), Effect.forkDetach)
+      for (let i = 0; i < 20 && ran.length < 4; i++) {
+        yield* settle
+        yield* TestClock.adjust("100 millis")
+      }
+      assert.deepStrictEqual(ran, [0, 1, 2, 3])
+      for (const run of runs) assert.deepInclude(yield* store.get(run.id), { state: "completed", fence: 1 })
+      const stopping = yield* Effect.forkDetach(Fiber.interrupt(fiber))
+      for (let i = 0; i < 50 && stopping.pollUnsafe() === undefined; i++) yield* TestClock.adjust("100 millis")
+      assert.isDefined(stopping.pollUnsafe(), "the worker did not stop")
+    }))
 })

@@ -202,6 +202,8 @@ export const run = <R>(
     const configured = yield* WorkerEvents.WorkerEvents
     const metered = config.metrics ?? (yield* Telemetry.RecordMetrics)
     const events = metered ? yield* WorkerMetrics.sink(configured, () => inFlight.size) : configured
+    // Per-run events are built only for a sink that listens: the default one drops them.
+    const listened = !WorkerEvents.isSilent(events)
     if (metered) yield* Effect.forkScoped(WorkerMetrics.sampler(store))
     // While the worker claims, each completion batch also claims for it the runs its keyed
     // completions hand their slots to (RunStore.ClaimNext): a key's next run starts without a claim.
@@ -225,7 +227,7 @@ export const run = <R>(
             claimed,
             (run) =>
               claimingNext
-                ? Effect.andThen(Effect.sync(() => start(run, sentAt)), Effect.exit(claimedEvent(run)))
+                ? listened ? Effect.andThen(Effect.sync(() => start(run, sentAt)), Effect.exit(claimedEvent(run))) : Effect.sync(() => start(run, sentAt))
                 : Effect.exit(store.release({ runId: run.id, fence: run.fence })),
             { discard: true }
           )
@@ -258,6 +260,7 @@ export const run = <R>(
       owner,
       store,
       events,
+      listened,
       batcher,
       inFlight,
       retry: config.retry,
@@ -374,7 +377,7 @@ export const run = <R>(
       const answeredAt = yield* Heartbeat.monotonicMillis
       yield* events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep })
       for (const run of claimed) {
-        yield* claimedEvent(run)
+        if (listened) yield* claimedEvent(run)
         start(run, sentAt)
       }
       atCapacity = claimed.length === free
