@@ -98,6 +98,13 @@
 #                                     decoded with its person deferred's success schema
 #                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
 #                                     test/workflow-approvals.test.ts (a text amount is refused, nothing written);
+#   scripts/mutation-check.sh shutdown-await  the worker's shutdown interrupts the runs still going
+#                                     after the drain without waiting for them (Worker.ts › run:
+#                                     their finalizers and releases may outlive the worker), against
+#                                     test/worker-clock.test.ts (the worker stops before they end);
+#   scripts/mutation-check.sh silent-slot  with no event sink, a completed run's slot is not freed
+#                                     (Lease.ts › settledAs skips freeSlot when nothing listens),
+#                                     against test/worker-clock.test.ts (a one-slot worker stops after its first run);
 #   scripts/mutation-check.sh ledger-lock  ledger completions no longer lock their batches FOR KEY
 #                                     SHARE (a hold then misses a completion in flight), against
 #                                     test/ledger.test.ts's race, up to three times. OPEN: it
@@ -287,6 +294,20 @@ elif [ "$mutation" = "reclaim" ]; then
   grep -q 'run.via !== "due")$' "$worker" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: expired leases are swept once per poll interval however many a sweep met ($worker)"
   tests=(test/reclaim-process.test.ts test/worker-clock.test.ts)
+  attempts=1
+elif [ "$mutation" = "shutdown-await" ]; then
+  worker="$work/packages/core/src/Worker.ts"
+  sed -i 's/        return Fiber.interruptAll(runFibers(inFlight))/        return Effect.forkDetach(Fiber.interruptAll(runFibers(inFlight)))/' "$worker"
+  grep -q "        return Fiber.interruptAll(runFibers(inFlight))" "$worker" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: shutdown interrupts the runs still going without waiting for them ($worker)"
+  tests=(test/worker-clock.test.ts -t "shutdown")
+  attempts=1
+elif [ "$mutation" = "silent-slot" ]; then
+  lease="$work/packages/core/src/internal/Lease.ts"
+  sed -i 's/ctx.listened ? Effect.onExit(reportSettled(ctx, entry, outcome), () => freeSlot(ctx, entry)) : freeSlot(ctx, entry)/ctx.listened ? Effect.onExit(reportSettled(ctx, entry, outcome), () => freeSlot(ctx, entry)) : Effect.void/' "$lease"
+  grep -q ': freeSlot(ctx, entry)$' "$lease" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: with no event sink, a completed run's slot is never freed ($lease)"
+  tests=(test/worker-clock.test.ts -t "no event sink")
   attempts=1
 elif [ "$mutation" = "prerequisites" ]; then
   check="$work/scripts/prerequisites.mjs"

@@ -42,6 +42,31 @@ describe("the batch ledger", () => {
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches WHERE settled_at IS NULL`), 0)
     })))
 
+  it.live("a lease named with leading zeros (\"007\") is renewed and completed in the ledger by the store that claimed it; its fence still decides", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue([{ kind: "job", payload: {} }, { kind: "job", payload: {} }])
+      const claimed = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(claimed.length, 2)
+      const [one, two] = claimed.map((r) => ({ runId: `00${r.id}`, fence: r.fence }))
+      const before = yield* sql.unsafe<{ id: string; xmin: string }>(`SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`)
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", [one!, two!], ttl), claimed.map((r) => ({ runId: r.id, fence: 1 })))
+      // A fence the claim did not grant, under either spelling, is refused and completes nothing.
+      const [stale] = yield* stores.a.completeBatch([{ ...one!, fence: 2, result: null, keyed: false }])
+      assert.deepInclude(stale, { _tag: "Rejected", fence: 2, storedFence: 1 })
+      const outcomes = yield* stores.a.completeBatch([{ ...one!, result: null, keyed: false }, { ...two!, result: "{\"n\":2}", keyed: false }])
+      assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized"])
+      // Completed in the ledger: one completion batch, no run row written.
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".completion_batches`), 1)
+      assert.deepStrictEqual(yield* sql.unsafe<{ id: string; xmin: string }>(`SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`), before)
+      assert.deepInclude(yield* stores.a.get(claimed[1]!.id), { state: "completed", fence: 1, result: { n: 2 } })
+      // The same completion sent again is acknowledged, and writes nothing more.
+      const [again] = yield* stores.a.completeBatch([{ runId: claimed[0]!.id, fence: 1, result: null, keyed: false }])
+      assert.strictEqual(again!._tag, "Finalized")
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".completion_batches`), 1)
+    })))
+
   it.live("a holder whose batch expired and was reclaimed by another worker has its completion, failure and renewal refused by the fence, naming both fences", () =>
     Effect.scoped(Effect.gen(function*() {
       const stores = yield* twoStores

@@ -386,3 +386,55 @@ describe("claims", () => {
       yield* stop
     }))
 })
+
+describe("shutdown", () => {
+  it.effect("a run still running after the grace is interrupted, and the worker stops only once its finalizers ran and its lease is released", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const started: Array<number> = []
+      const cleaned: Array<number> = []
+      // The handler's own clean-up takes five seconds: the worker must wait for it and for the
+      // release that follows it, not stop while they are under way.
+      const slow = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: ({ n }) =>
+          Effect.andThen(Effect.sync(() => void started.push(n)), Effect.never).pipe(
+            Effect.ensuring(Effect.andThen(Effect.sleep("5 seconds"), Effect.sync(() => void cleaned.push(n))))
+          )
+      })
+      const [a, b] = yield* store.enqueue(jobs(2))
+      const { events, stop } = yield* startWorker(store, { ...timing, concurrency: 2, handlers: [slow] })
+      assert.deepStrictEqual(started, [0, 1])
+      const stoppedAt: Array<number> = []
+      const stopping = yield* Effect.forkDetach(Effect.andThen(stop, Effect.andThen(now, (t) => Effect.sync(() => void stoppedAt.push(t)))))
+      const begunAt = yield* now
+      yield* Fiber.await(stopping)
+      assert.deepStrictEqual(cleaned, [0, 1], "each handler's finalizer ran to its end")
+      assert.isAtLeast(stoppedAt[0]! - begunAt, 6000, "the grace, then the finalizers' five seconds")
+      assert.deepStrictEqual(of(events, "LeaseLost").map((l) => [l.runId, l.reason]).sort(), [[a!.id, "shutdown"], [b!.id, "shutdown"]].sort())
+      assert.deepStrictEqual(of(events, "RunSettled").map((s) => [s.runId, s.outcome]).sort(), [[a!.id, "released"], [b!.id, "released"]].sort())
+      for (const run of [a!, b!]) {
+        assert.deepInclude(yield* store.get(run.id), { state: "pending", leaseOwner: null, fence: 1, attempt: 0 }, "released before the worker stopped")
+      }
+    }))
+
+  it.effect("with no event sink (nothing listens), a worker of one slot still runs every run in turn and frees its slot after each completion", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const ran: Array<number> = []
+      const quick = Handler.make({ kind: "job", payload: Schema.Struct({ n: Schema.Number }), handle: ({ n }) => Effect.sync(() => void ran.push(n)) })
+      const runs = yield* store.enqueue(jobs(4))
+      // No WorkerEvents provided: the default, silent sink.
+      const fiber = yield* Worker.run({ ...timing, concurrency: 1, handlers: [quick] }).pipe(Effect.provideService(RunStore, store), Effect.forkDetach)
+      for (let i = 0; i < 20 && ran.length < 4; i++) {
+        yield* settle
+        yield* TestClock.adjust("100 millis")
+      }
+      assert.deepStrictEqual(ran, [0, 1, 2, 3])
+      for (const run of runs) assert.deepInclude(yield* store.get(run.id), { state: "completed", fence: 1 })
+      const stopping = yield* Effect.forkDetach(Fiber.interrupt(fiber))
+      for (let i = 0; i < 50 && stopping.pollUnsafe() === undefined; i++) yield* TestClock.adjust("100 millis")
+      assert.isDefined(stopping.pollUnsafe(), "the worker did not stop")
+    }))
+})

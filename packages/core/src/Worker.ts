@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Exit, FiberSet, Latch, Queue, Schedule, Scope, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Latch, Queue, Schedule, Scope, Stream } from "effect"
 import * as os from "node:os"
 import * as Backoff from "./internal/Backoff.js"
 
@@ -19,7 +19,7 @@ import { Fence } from "./Fence.js"
 import * as Handler from "./Handler.js"
 import * as Telemetry from "./Telemetry.js"
 import * as Heartbeat from "./internal/Heartbeat.js"
-import { type InFlight, keyOf, type LeaseEntry } from "./internal/InFlight.js"
+import type { InFlight, LeaseEntry } from "./internal/InFlight.js"
 import * as Lease from "./internal/Lease.js"
 import * as Options from "./internal/Options.js"
 import * as RunSpans from "./internal/RunSpans.js"
@@ -187,7 +187,7 @@ export const run = <R>(
     const compiled = new Map(
       options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h), retry: h.retry }])
     )
-    const inFlight: InFlight = new Map()
+    const inFlight: InFlight = new Set()
     // Open while no lease is in flight: shutdown waits on it instead of polling.
     const idle = Latch.makeUnsafe(true)
     const wake = yield* Queue.sliding<void>(1)
@@ -202,6 +202,8 @@ export const run = <R>(
     const configured = yield* WorkerEvents.WorkerEvents
     const metered = config.metrics ?? (yield* Telemetry.RecordMetrics)
     const events = metered ? yield* WorkerMetrics.sink(configured, () => inFlight.size) : configured
+    // Per-run events are built only for a sink that listens: the default one drops them.
+    const listened = !WorkerEvents.isSilent(events)
     if (metered) yield* Effect.forkScoped(WorkerMetrics.sampler(store))
     // While the worker claims, each completion batch also claims for it the runs its keyed
     // completions hand their slots to (RunStore.ClaimNext): a key's next run starts without a claim.
@@ -225,7 +227,7 @@ export const run = <R>(
             claimed,
             (run) =>
               claimingNext
-                ? Effect.andThen(Effect.sync(() => start(run, sentAt)), Effect.exit(claimedEvent(run)))
+                ? listened ? Effect.andThen(Effect.sync(() => start(run, sentAt)), Effect.exit(claimedEvent(run))) : Effect.sync(() => start(run, sentAt))
                 : Effect.exit(store.release({ runId: run.id, fence: run.fence })),
             { discard: true }
           )
@@ -240,14 +242,25 @@ export const run = <R>(
     const watchdog: Heartbeat.WatchdogState = { nextCheckAt: Number.POSITIVE_INFINITY }
     const watchdogWake = yield* Queue.sliding<void>(1)
     yield* Effect.forkScoped(reporting(Heartbeat.watchdog(owner, inFlight, watchdog, watchdogWake)))
-    const runs = yield* FiberSet.make<unknown, unknown>()
-    // Forks a RunScope fiber into the set at once, carrying the worker's context (the handlers' services).
-    const runInSet = yield* FiberSet.runtime(runs)<never>()
+    // Each RunScope fiber is started at once as a root fiber carrying the worker's context (the
+    // handlers' services), and tracked by its lease's entry rather than by a set of its own: a
+    // fiber still running has its entry in flight. Once the drain is over, the runs still going are
+    // interrupted and waited for (their finalizers release their leases) before the heartbeat and
+    // the batcher stop; a run started after that is interrupted at once.
+    const forkRun = Effect.runForkWith(yield* Effect.context<never>())
+    let runsStopped = false
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        runsStopped = true
+        return Fiber.interruptAll(runFibers(inFlight))
+      })
+    )
     const ttlMs = Duration.toMillis(config.ttl)
     const leaseContext: Lease.LeaseContext = {
       owner,
       store,
       events,
+      listened,
       batcher,
       inFlight,
       retry: config.retry,
@@ -291,10 +304,8 @@ export const run = <R>(
     }
 
     const start = (run: ClaimedRun, sentAt: number): void => {
-      const key = keyOf({ runId: run.id, fence: run.fence })
       const entry: LeaseEntry = {
         run,
-        key,
         claimedAt: sentAt,
         encodeResult: compiled.get(run.kind)?.encodeResult ?? schemaless,
         retrySchedule: compiled.get(run.kind)?.retry,
@@ -304,13 +315,15 @@ export const run = <R>(
         lost: undefined,
         fiber: undefined
       }
-      inFlight.set(key, entry)
+      inFlight.add(entry)
       if (inFlight.size === 1) Latch.closeUnsafe(idle)
       if (entry.deadline < watchdog.nextCheckAt) {
         watchdog.nextCheckAt = entry.deadline
         Queue.offerUnsafe(watchdogWake, undefined)
       }
-      entry.fiber = runInSet(execute(entry))
+      const fiber = forkRun(execute(entry))
+      entry.fiber = fiber
+      if (runsStopped) fiber.interruptUnsafe()
     }
 
     const claimedEvent = (run: ClaimedRun) =>
@@ -364,7 +377,7 @@ export const run = <R>(
       const answeredAt = yield* Heartbeat.monotonicMillis
       yield* events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep })
       for (const run of claimed) {
-        yield* claimedEvent(run)
+        if (listened) yield* claimedEvent(run)
         start(run, sentAt)
       }
       atCapacity = claimed.length === free
@@ -417,7 +430,7 @@ export const run = <R>(
       if (note._tag === "RunsAvailable") return config.queues.includes(note.queue) ? signalWake : Effect.void
       if (note._tag === "SchedulesChanged") return ticker.wake
       return Effect.forEach(
-        [...inFlight.values()].filter((entry) => entry.run.id === note.runId),
+        [...inFlight].filter((entry) => entry.run.id === note.runId),
         (entry) => Heartbeat.loseLease(owner, entry, "cancelled"),
         { discard: true }
       )
@@ -444,8 +457,14 @@ export const run = <R>(
 // A run of a kind without a handler fails before it has a result; this only keeps the entry whole.
 const schemaless = Handler.encoderFor<unknown>(undefined)
 
+const runFibers = (inFlight: InFlight): Array<Fiber.Fiber<unknown, unknown>> => {
+  const fibers: Array<Fiber.Fiber<unknown, unknown>> = []
+  for (const entry of inFlight) if (entry.fiber !== undefined) fibers.push(entry.fiber)
+  return fibers
+}
+
 const drain = (owner: string, inFlight: InFlight, idle: Latch.Latch, grace: Duration.Duration) =>
   Effect.gen(function*() {
     yield* Effect.timeoutOption(idle.await, grace)
-    for (const entry of inFlight.values()) yield* Heartbeat.loseLease(owner, entry, "shutdown")
+    for (const entry of inFlight) yield* Heartbeat.loseLease(owner, entry, "shutdown")
   })

@@ -59,10 +59,21 @@ export interface Sink {
   readonly emit: (event: WorkerEvent) => Effect.Effect<void>
 }
 
+/**
+ * The sink a worker has when none is provided: it drops every event. A worker given this one
+ * builds no per-run event at all (`isSilent`); any other sink sees every event.
+ *
+ * @category constructors
+ */
+export const silent: Sink = { emit: () => Effect.void }
+
+/** Whether nothing listens on `sink` (it is `silent`). @category predicates */
+export const isSilent = (sink: Sink): boolean => sink === silent
+
 /** Where a worker reports its events. @category services */
 export const WorkerEvents = Context.Reference<Sink>(
   "@leasehold/core/WorkerEvents",
-  { defaultValue: () => ({ emit: () => Effect.void }) }
+  { defaultValue: () => silent }
 )
 
 /** @category accessors */

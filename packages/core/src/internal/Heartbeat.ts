@@ -56,7 +56,7 @@ export const watchdog = (
   Effect.forever(Effect.gen(function*() {
     const now = yield* monotonicMillis
     let earliest = Number.POSITIVE_INFINITY
-    for (const entry of inFlight.values()) {
+    for (const entry of inFlight) {
       if (entry.lost !== undefined || entry.finalizing) continue
       if (now >= entry.deadline) yield* loseLease(owner, entry, "deadline")
       else if (entry.deadline < earliest) earliest = entry.deadline
@@ -111,7 +111,7 @@ export const renewOnce = Effect.fnUntraced(function*(
   const renewed = new Set(result.value.map(keyOf))
   const lost: Array<{ runId: string; fence: number }> = []
   for (const entry of entries) {
-    if (renewed.has(entry.key)) {
+    if (renewed.has(keyOf({ runId: entry.run.id, fence: entry.run.fence }))) {
       entry.deadline = Math.max(entry.deadline, sentAt + ttlMs)
     } else if (entry.settled === undefined && !entry.finalizing) {
       lost.push({ runId: entry.run.id, fence: entry.run.fence })

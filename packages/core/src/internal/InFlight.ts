@@ -1,6 +1,7 @@
 /**
- * A worker's in-flight leases, keyed by (run id, fence): a claim superseded by a newer one of the
- * same run is a different lease. A slot stays taken until the lease's final write is acknowledged.
+ * A worker's in-flight leases, one entry per claim: a claim superseded by a newer one of the same
+ * run is a different lease (its key is run id and fence). A slot stays taken until the lease's
+ * final write is acknowledged.
  *
  * @since 0.1.0
  */
@@ -13,7 +14,6 @@ import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
 /** @category models */
 export interface LeaseEntry {
   readonly run: ClaimedRun
-  readonly key: string
   /** The result's JSON text, by its handler's result schema; per run, before any batch. */
   readonly encodeResult: (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue>
   /** Its handler's own retry policy (`Handler.retry`), overriding the worker's backoff. */
@@ -36,9 +36,14 @@ export interface LeaseEntry {
 /** @category constructors */
 export const keyOf = (lease: LeaseKey): string => `${lease.runId}:${lease.fence}`
 
-/** @category models */
-export type InFlight = Map<string, LeaseEntry>
+/**
+ * The entries themselves, not a map from their keys: nothing looks a lease up by its key on the
+ * per-run path, and an entry is added and removed by identity without building a key string.
+ *
+ * @category models
+ */
+export type InFlight = Set<LeaseEntry>
 
 /** Leases a heartbeat must renew: held and not being finalized. @category accessors */
 export const renewable = (inFlight: InFlight): Array<LeaseEntry> =>
-  [...inFlight.values()].filter((entry) => entry.settled === undefined && entry.lost === undefined)
+  [...inFlight].filter((entry) => entry.settled === undefined && entry.lost === undefined)

@@ -24,6 +24,8 @@ export interface LeaseContext {
   readonly store: RunStore["Service"]
   /** Where the worker reports (resolved once, not looked up per run). */
   readonly events: WorkerEvents.Sink
+  /** Whether `events` listens (`WorkerEvents.isSilent`): no settlement is reported to one that does not. */
+  readonly listened: boolean
   readonly batcher: CompletionBatcher
   readonly inFlight: InFlight
   readonly retry: Backoff.RetryPolicy
@@ -88,11 +90,11 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
 
 // Reports the settlement, then frees the slot whatever happened.
 const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Settlement>): Effect.Effect<void> =>
-  Effect.onExit(Effect.flatMap(settle, (outcome) => reportSettled(ctx, entry, outcome)), () => freeSlot(ctx, entry))
+  Effect.onExit(ctx.listened ? Effect.flatMap(settle, (outcome) => reportSettled(ctx, entry, outcome)) : settle, () => freeSlot(ctx, entry))
 
 // The same for an outcome already known (a batched completion that went through).
 const settledAs = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement): Effect.Effect<void> =>
-  Effect.onExit(reportSettled(ctx, entry, outcome), () => freeSlot(ctx, entry))
+  ctx.listened ? Effect.onExit(reportSettled(ctx, entry, outcome), () => freeSlot(ctx, entry)) : freeSlot(ctx, entry)
 
 const reportSettled = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement): Effect.Effect<void> =>
   ctx.events.emit({
@@ -107,7 +109,7 @@ const reportSettled = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement
   })
 
 const freeSlot = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<void> => {
-  ctx.inFlight.delete(entry.key)
+  ctx.inFlight.delete(entry)
   return ctx.onSlotFreed(entry.run)
 }
 

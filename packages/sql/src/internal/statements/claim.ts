@@ -27,9 +27,9 @@ interface LedgerPlace {
 }
 
 /** The claimed runs, each the ledger put in a batch remembered with its place there. */
-const remembered = (refs: ledger.LedgerRefs, rows: ReadonlyArray<ClaimRow & LedgerPlace>) => {
+const remembered = (refs: ledger.LedgerRefs, rows: ReadonlyArray<Omit<ClaimRow, "state"> & LedgerPlace>) => {
   for (const row of rows) {
-    if (row.batch !== null && row.pos !== null) refs.set(row.id, Number(row.fence), { batch: row.batch, pos: row.pos })
+    if (row.batch !== null && row.pos !== null) refs.set(row.id, Number(row.fence), row.batch, row.pos)
   }
   return rows.map(toClaimed)
 }
@@ -359,7 +359,7 @@ const claimDue = (
 ) =>
   Effect.gen(function*() {
     if (request.limit <= 0 || request.kinds.length === 0) return []
-    const rows = yield* sql<ClaimRow & PlacedRow & LedgerPlace & { keyed: boolean }>`
+    const rows = yield* sql<Omit<ClaimRow, "state"> & PlacedRow & LedgerPlace & { keyed: true | null }>`
       WITH ${fenceFloor(sql, s)}, due AS MATERIALIZED (
         SELECT d.ready_ctid, d.id, d.priority, d.run_at, d.ledger
         ${dueRows(sql, s, request, positions.of(request.queues, request.kinds))}
@@ -370,8 +370,11 @@ const claimDue = (
         SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at
         FROM prior
       )
-      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, wait_ms, trace_parent,
-        priority, run_at_ms, ${keyLimitDeclared(sql, s, request)} AS keyed, batch::text AS batch, pos::int AS pos
+      -- Only what the worker and this store read, each row: no state (always running here); signals
+      -- and keyed null in the common case (none delivered; no key limit), which decodes nothing.
+      SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, NULLIF(signals, '{}'::jsonb) AS signals,
+        concurrency_key, wait_ms, trace_parent, priority, run_at_ms, CASE WHEN ${keyLimitDeclared(sql, s, request)} THEN true END AS keyed,
+        batch::text AS batch, pos::int AS pos
       FROM claimed_due claimed
       -- In claim order (the update went by primary key).
       ORDER BY claimed.priority DESC, claimed.run_at_ms, claimed.id`

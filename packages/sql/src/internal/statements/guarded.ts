@@ -143,16 +143,19 @@ export const completeBatch = (
     // The runs this store claimed in the ledger are completed there, in one statement; the rest
     // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
     // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
+    // Each item's claim reference is looked up once, here, and handed to the ledger's statement.
     const inLedger: Array<number> = []
+    const known: Array<ledger.HeldRef> = []
     const rest: Array<number> = []
     const outcomes: Array<FinalizeOutcome> = new Array(items.length)
     for (let i = 0; i < items.length; i++) {
       const item = items[i]!
-      if (refs.has(item)) inLedger.push(i)
+      const ref = refs.get(item)
+      if (ref !== undefined) inLedger.push(i), known.push(ref)
       else rest.push(i)
       outcomes[i] = { _tag: "Finalized", runId: item.runId, fence: item.fence }
     }
-    const missed = inLedger.length === 0 ? [] : yield* ledger.complete(sql, s, inLedger.map((i) => items[i]!), refs)
+    const missed = inLedger.length === 0 ? [] : yield* ledger.complete(sql, s, inLedger.map((i) => items[i]!), refs, known)
     for (const m of missed) rest.push(inLedger[m]!)
     if (rest.length === 0) return outcomes
     const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)

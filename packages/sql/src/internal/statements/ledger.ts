@@ -25,24 +25,38 @@ export interface LedgerRef {
  * another process, or forgotten) is found by its batch's span instead.
  */
 export class LedgerRefs {
-  // Keyed by the id as the database prints it (`id::text`), which is how the store's own claims
-  // hand it out; a lease spelled otherwise ("007") is looked up under that spelling.
-  private readonly refs = new Map<string, LedgerRef>()
-  set(runId: string, fence: number, ref: LedgerRef): void {
-    this.refs.set(`${runId}:${fence}`, ref)
+  // Keyed by the run id as the store's claims hand it out (`id::text`): a worker names its lease
+  // by that very string, so a lookup builds no key. A run is claimed in the ledger once (I62), so
+  // an id has one reference, held with its lease's fence and found only under that fence. A lease
+  // spelled otherwise ("007") is looked up under the database's spelling when its own misses.
+  private readonly refs = new Map<string, HeldRef>()
+  set(runId: string, fence: number, batch: string, pos: number): void {
+    this.refs.set(runId, { batch, pos, runId, fence })
   }
-  get(lease: LeaseKey): LedgerRef | undefined {
-    return this.refs.get(`${canonicalRunId(lease.runId)}:${lease.fence}`)
+  get(lease: LeaseKey): HeldRef | undefined {
+    const ref = this.refs.get(lease.runId) ?? this.refs.get(canonicalRunId(lease.runId))
+    return ref !== undefined && ref.fence === lease.fence ? ref : undefined
   }
   has(lease: LeaseKey): boolean {
     return this.get(lease) !== undefined
   }
   delete(lease: LeaseKey): void {
-    this.refs.delete(`${canonicalRunId(lease.runId)}:${lease.fence}`)
+    const ref = this.get(lease)
+    if (ref !== undefined) this.forget(ref)
+  }
+  /** Drops a reference `get` returned, without looking its lease up again. */
+  forget(ref: HeldRef): void {
+    if (this.refs.get(ref.runId) === ref) this.refs.delete(ref.runId)
   }
   get size(): number {
     return this.refs.size
   }
+}
+
+/** A claim reference as `LedgerRefs` holds it: with the run id it is held under and its fence. */
+export interface HeldRef extends LedgerRef {
+  readonly runId: string
+  readonly fence: number
 }
 
 const isRunId = (id: string) => /^[0-9]{1,19}$/.test(id)
@@ -59,10 +73,9 @@ const inputRows = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   leases: ReadonlyArray<LeaseKey>,
-  refs: LedgerRefs,
+  known: ReadonlyArray<LedgerRef | undefined>,
   results: ReadonlyArray<string | null> | null
 ) => {
-  const known = leases.map((l) => refs.get(l))
   return sql`
     SELECT t.id, t.fence, t.result, t.ord, coalesce(t.batch, f.batch) AS batch, coalesce(t.pos, f.pos) AS pos
     FROM unnest(${textArray(leases.map((l) => l.runId))}::bigint[], ${textArray(leases.map((l) => String(l.fence)))}::bigint[],
@@ -107,12 +120,15 @@ const openLeases = (sql: SqlClient.SqlClient, s: StoreSchema, lock: "key share" 
  * Completes the leases still open in the ledger: one completion-batch row per claim batch, results
  * only when one is not null, each batch settled once all its runs are completed or closed. Returns
  * the places (0-based) of the leases it did not complete, for the row's own completion to decide.
+ * `known`: each lease's reference as the caller already found it in `refs` (looked up here when
+ * not given); the references are forgotten once the statement has answered.
  */
 export const complete = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   leases: ReadonlyArray<LeaseKey & { readonly result: string | null }>,
-  refs: LedgerRefs
+  refs: LedgerRefs,
+  known: ReadonlyArray<HeldRef | undefined> = leases.map((l) => refs.get(l))
 ) =>
   Effect.gen(function*() {
     if (leases.length === 0) return [] as ReadonlyArray<number>
@@ -120,7 +136,7 @@ export const complete = (
     if (usable.length < leases.length) return leases.map((_, i) => i)
     const results = leases.some((l) => l.result !== null) ? leases.map((l) => l.result ?? "null") : null
     const rows = yield* sql<{ ord: string }>`
-      WITH input AS MATERIALIZED (${inputRows(sql, s, leases, refs, results)}),
+      WITH input AS MATERIALIZED (${inputRows(sql, s, leases, known, results)}),
       ${openLeases(sql, s, "key share")},
       done AS (
         INSERT INTO ${sql.literal(`"${s.schema}".completion_batches`)} (claim_batch, ids, fences, results)
@@ -136,7 +152,7 @@ export const complete = (
           AND d.n + cardinality(h.closed) + (SELECT count(*) FROM earlier e WHERE e.batch = d.claim_batch) >= h.size
       )
       SELECT i.ord::text AS ord FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)`
-    for (const lease of leases) refs.delete(lease)
+    for (const ref of known) if (ref !== undefined) refs.forget(ref)
     return rows.map((r) => Number(r.ord) - 1)
   })
 
@@ -158,7 +174,7 @@ export const renew = (
     if (leases.length === 0) return [] as ReadonlyArray<number>
     if (!leases.every((l) => isRunId(l.runId))) return leases.map((_, i) => i)
     const rows = yield* sql<{ tag: "lost" | "lapsed"; ord: string | null; id: string | null; expires_at: Date | null }>`
-      WITH input AS MATERIALIZED (${inputRows(sql, s, leases, refs, null)}),
+      WITH input AS MATERIALIZED (${inputRows(sql, s, leases, leases.map((l) => refs.get(l)), null)}),
       ${openLeases(sql, s, "none", owner)},
       lapsed AS MATERIALIZED (
         SELECT h.batch, u.id, h.expires_at FROM held h, unnest(h.ids) AS u(id)

@@ -33,7 +33,10 @@ export interface ClaimRow {
   readonly trace_parent: string | null
 }
 
-export const toClaimed = (row: ClaimRow): ClaimedRun => ({
+// A claim that returns no signals shares this one (a run's signals are read, never written, by its handler).
+const noSignals: Readonly<Record<string, SignalOutcome>> = Object.freeze({})
+
+export const toClaimed = (row: Omit<ClaimRow, "state">): ClaimedRun => ({
   id: row.id,
   queue: row.queue,
   kind: row.kind,
@@ -42,7 +45,7 @@ export const toClaimed = (row: ClaimRow): ClaimedRun => ({
   maxAttempts: row.max_attempts,
   fence: num(row.fence),
   checkpoint: row.checkpoint,
-  signals: row.signals ?? {},
+  signals: row.signals ?? noSignals,
   concurrencyKey: row.concurrency_key,
   via: row.origin === 0 ? "expired" : row.origin === 1 ? "timed-out" : "due",
   waitMs: Math.max(0, Number(row.wait_ms)),
