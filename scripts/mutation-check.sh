@@ -96,6 +96,17 @@
 #                                     test/ledger.test.ts's race, up to three times. OPEN: it
 #                                     survives (the race's window is too narrow to meet; a
 #                                     deterministic test needs a completion held open mid-statement);
+#   scripts/mutation-check.sh unique-order  a batch of unique requests no longer takes its holds in
+#                                     one order first (enqueue.ts › takeHolds), against
+#                                     test/unique-process.test.ts (opposite-order batches deadlock);
+#   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
+#                                     its insert and its lock (migration 0025), against
+#                                     test/retention.test.ts (the enqueue yields no run);
+#   scripts/mutation-check.sh unique-retention  a completion that deletes its run keeps that run's
+#                                     holds (guarded.ts › releasedHolds), against test/retention.test.ts;
+#   scripts/mutation-check.sh rate-full-window  a full rate window takes a place among a rated
+#                                     claim's windows (rate.ts › claimRated), against the contract
+#                                     suite on PostgreSQL (a window with room behind it waits);
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -202,6 +213,34 @@ elif [ "$mutation" = "rate-lock" ]; then
   echo "mutation: rated claims take no lock on their windows ($rate)"
   tests=(test/rate-process.test.ts)
   attempts=3
+elif [ "$mutation" = "unique-order" ]; then
+  enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
+  sed -i 's/  if (unique.length < 2) return Effect.void/  if (unique.length >= 0) return Effect.void/' "$enqueue"
+  grep -q 'if (unique.length >= 0) return Effect.void' "$enqueue" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a unique batch takes its holds in request order, one request at a time ($enqueue)"
+  tests=(test/unique-process.test.ts -t "opposite orders")
+  attempts=1
+elif [ "$mutation" = "unique-retake" ]; then
+  migration="$work/packages/sql/migrations/0025_unique_hold_order_and_retention.sql"
+  sed -i 's/^        IF FOUND THEN$/        IF true THEN/' "$migration"
+  grep -q '^        IF true THEN$' "$migration" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: enqueue_run judges a hold it found deleted as held ($migration)"
+  tests=(test/retention.test.ts -t "taken anew")
+  attempts=1
+elif [ "$mutation" = "unique-retention" ]; then
+  guarded="$work/packages/sql/src/internal/statements/guarded.ts"
+  sed -i 's/WHERE h.run_id = ANY(ARRAY(SELECT id FROM deleted)) AND (h.states IS NOT NULL OR h.held_until <= now())/WHERE false/' "$guarded"
+  grep -q 'h.states IS NOT NULL OR h.held_until <= now()' "$guarded" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a completion that deletes its run keeps the run's holds ($guarded)"
+  tests=(test/retention.test.ts -t "uniqueness windows")
+  attempts=1
+elif [ "$mutation" = "rate-full-window" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i "s/AND t.started_at > statement_timestamp() - w.interval_ms \* interval '1 millisecond') < w.per_interval/AND t.started_at > statement_timestamp() - w.interval_ms * interval '1 millisecond') >= 0/" "$rate"
+  grep -q "interval '1 millisecond') >= 0" "$rate" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a full window takes a place among a rated claim's windows ($rate)"
+  tests=(test/contract.test.ts -t "rate limits")
+  attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
   sed -i 's/lock === "key share" ? sql`FOR KEY SHARE OF c` : sql``/sql``/' "$ledger"

@@ -55,6 +55,10 @@ export interface Controlled {
   readonly moveTime: (runId: string, column: TimeColumn, at: Date) => Effect.Effect<void>
   /** Sets a schedule's next tick, as a test against Postgres updates `schedules.next_tick`. */
   readonly moveNextTick: (name: string, at: Date) => Effect.Effect<void>
+  /** Moves the recorded starts of one rate limit (or of all) to `at`, as a test against Postgres updates `rate_starts.started_at`. */
+  readonly moveRateStarts: (at: Date, limit?: { readonly scope: RateLimits.RateLimitScope; readonly name: string }) => Effect.Effect<void>
+  /** Moves the end of every unique window with a period to `at`, as a test against Postgres updates `unique_holds.held_until`. */
+  readonly moveUniqueHoldEnds: (at: Date) => Effect.Effect<void>
 }
 
 const fromOutcome = <A, E>(outcome: Outcome<A, E>): Effect.Effect<A, E> =>
@@ -263,7 +267,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     store,
     journal,
     moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime())),
-    moveNextTick: (name, at) => Effect.sync(() => state.setNextTick(name, at.getTime()))
+    moveNextTick: (name, at) => Effect.sync(() => state.setNextTick(name, at.getTime())),
+    moveRateStarts: (at, limit) => Effect.sync(() => state.setRateStartTimes(at.getTime(), limit)),
+    moveUniqueHoldEnds: (at) => Effect.sync(() => state.setUniqueHoldEnds(at.getTime()))
   } satisfies Controlled
 })
 

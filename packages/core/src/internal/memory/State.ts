@@ -220,6 +220,11 @@ export class State {
     return id
   }
 
+  /** Moves the end of every unique window that has a period to `at` (tests: the twin of an UPDATE on `unique_holds.held_until`). */
+  setUniqueHoldEnds(at: number): void {
+    for (const hold of this.uniqueHolds.values()) if (hold.until !== undefined) hold.until = at
+  }
+
   // --- admit.ts and migration 0013's row rules ---------------------------------------------------
 
   /** Slots given back by this statement's rows, handed on at its end (`key_slot_hand_off`). */
@@ -934,8 +939,8 @@ export class State {
   }
 
   /**
-   * `claimRated`: the windows of the first due governed runs in claim order (at most `limit` of
-   * them), each window's room (its limit less its starts within the interval), that many of its
+   * `claimRated`: the windows with room of the first due governed runs in claim order (at most
+   * `limit` of them), each window's room (its limit less its starts within the interval), that many of its
    * runs, all of them cut to `limit` in claim order; each start recorded.
    */
   private claimRated(request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> {
@@ -951,7 +956,11 @@ export class State {
       if (limit === undefined) continue
       const key = RateLimits.windowKey(limit.perKey, run.concurrencyKey)
       const id = `${limit.scope}\u0000${name}\u0000${key}`
-      const window = windows.get(id) ?? (windows.size < request.limit ? { limit, key, runs: [] } : undefined)
+      // A full window takes no place among the claim's: the windows with room behind it start.
+      const window = windows.get(id) ??
+        (windows.size < request.limit && this.startsSince(limit.scope, limit.name, key, now - limit.intervalMs) < limit.limit
+          ? { limit, key, runs: [] }
+          : undefined)
       if (window === undefined) continue
       window.runs.push(run)
       windows.set(id, window)
@@ -973,6 +982,11 @@ export class State {
       return limit !== undefined && t.at > now - limit.intervalMs
     })
     return claimed
+  }
+
+  /** Moves the starts of one limit, or of every limit, to `at` (tests: the memory twin of an UPDATE on `rate_starts.started_at`). */
+  setRateStartTimes(at: number, limit?: { readonly scope: string; readonly name: string }): void {
+    this.rateStarts = this.rateStarts.map((t) => limit === undefined || (t.scope === limit.scope && t.name === limit.name) ? { ...t, at } : t)
   }
 
   private rerate(kinds: ReadonlyArray<string>, queues: ReadonlyArray<string>): void {

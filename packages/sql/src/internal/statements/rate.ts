@@ -3,7 +3,8 @@
  * governs carries `rate_scope` on its row and is never in the ready set: the routine claim does not
  * read it. The rated claim starts such runs in its own transaction, before the routine claim:
  *
- * 1. the windows (limit and, per key, key) of the first due governed runs in claim order, each
+ * 1. the windows (limit and, per key, key) of the first due governed runs in claim order that
+ *    have room in this statement's snapshot (a full window ahead takes none of the claim's places), each
  *    locked for the transaction with `pg_try_advisory_xact_lock` (a window another claimer holds is
  *    skipped, never waited on: its runs are that claimer's to start);
  * 2. in a new statement, so its snapshot sees every start committed by the window's previous
@@ -96,9 +97,17 @@ const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: Claim
           SELECT d.scope, d.name, CASE WHEN l.per_key THEN coalesce(d.concurrency_key, '') ELSE '' END AS window_key,
             l.per_interval, l.interval_ms, l.per_key, min(d.place) AS first
           FROM due d JOIN ${s.rateLimits(sql)} l ON l.scope = d.scope AND l.name = d.name
-          GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY first LIMIT ${request.limit}
+          GROUP BY 1, 2, 3, 4, 5, 6
+        ), open AS MATERIALIZED (
+          -- A window full in this snapshot takes no place among the claim's: the windows with room
+          -- behind it start (the second statement counts again, under the lock).
+          SELECT w.* FROM windows w
+          WHERE (SELECT count(*) FROM ${s.rateStarts(sql)} t
+            WHERE t.scope = w.scope AND t.name = w.name AND t.window_key = w.window_key
+              AND t.started_at > statement_timestamp() - w.interval_ms * interval '1 millisecond') < w.per_interval
+          ORDER BY first LIMIT ${request.limit}
         )
-        SELECT scope, name, window_key, per_interval, interval_ms, per_key FROM windows
+        SELECT scope, name, window_key, per_interval, interval_ms, per_key FROM open
         WHERE pg_try_advisory_xact_lock(hashtextextended(${`leasehold-rate:${s.schema}:`} || scope || ':' || name || ':' || window_key, 0))
         ORDER BY first`
       if (windows.length === 0) return [] as ReadonlyArray<ClaimRow>
