@@ -107,6 +107,11 @@
 #   scripts/mutation-check.sh rate-full-window  a full rate window takes a place among a rated
 #                                     claim's windows (rate.ts › claimRated), against the contract
 #                                     suite on PostgreSQL (a window with room behind it waits);
+#   scripts/mutation-check.sh rate-wake  the memory store no longer wakes its workers as a rate window
+#                                     that held runs back opens (MemoryRunStore › claim), against
+#                                     test/worker-clock.test.ts (TestClock: the run starts at the poll);
+#   scripts/mutation-check.sh rate-wake-pg  the same in PgRunStore, against test/rate-process.test.ts
+#                                     (a worker polling once an hour: the runs never start in time);
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -240,6 +245,20 @@ elif [ "$mutation" = "rate-full-window" ]; then
   grep -q "interval '1 millisecond') >= 0" "$rate" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a full window takes a place among a rated claim's windows ($rate)"
   tests=(test/contract.test.ts -t "rate limits")
+  attempts=1
+elif [ "$mutation" = "rate-wake" ]; then
+  store="$work/packages/core/src/MemoryRunStore.ts"
+  sed -i "s/wake === undefined ? Effect.void : rateWakes.schedule(wake, now)/wake === undefined || now >= 0 ? Effect.void : rateWakes.schedule(wake, now)/" "$store"
+  grep -q 'now >= 0 ? Effect.void' "$store" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the memory store schedules no wake for runs a rate window held back ($store)"
+  tests=(test/worker-clock.test.ts -t "rate limits")
+  attempts=1
+elif [ "$mutation" = "rate-wake-pg" ]; then
+  store="$work/packages/sql/src/PgRunStore.ts"
+  sed -i 's/if (wake.next === undefined) return Effect.void/if (wake.next === undefined || request.limit > 0) return Effect.void/' "$store"
+  grep -q 'request.limit > 0) return Effect.void' "$store" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: PgRunStore schedules no wake for runs a rate window held back ($store)"
+  tests=(test/rate-process.test.ts -t "wake")
   attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

@@ -22,6 +22,7 @@ import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream }
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import * as Operators from "./internal/memory/Operators.js"
 import { Journal } from "./internal/memory/Journal.js"
+import * as RateWakes from "./RateWakes.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
@@ -99,6 +100,8 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
   const pubsub = yield* PubSub.unbounded<StoreNotification>()
   const state = new State()
   const workers = new Operators.Workers()
+  // Runs a rate limit held back in a claim: their queues' workers are woken as the window opens.
+  const rateWakes = RateWakes.make(clock, (queue) => PubSub.publish(pubsub, { _tag: "RunsAvailable", queue }))
 
   /** One transition at the store's `now()`, then its notifications: one statement, committed. */
   const apply = <A>(transition: (now: number) => A): Effect.Effect<A> =>
@@ -130,7 +133,11 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       const payloads = yield* payloadsOf(requests)
       return yield* apply((now) => state.enqueue(requests, payloads, now))
     }),
-    claim: (request) => apply((now) => state.claim(request, Duration.toMillis(request.ttl), now)),
+    claim: (request) =>
+      Effect.flatMap(
+        apply((now) => ({ claimed: state.claim(request, Duration.toMillis(request.ttl), now), wake: state.rateWake, now })),
+        ({ claimed, now, wake }) => Effect.as(wake === undefined ? Effect.void : rateWakes.schedule(wake, now), claimed)
+      ),
     renew: (owner, leases, ttl) => apply((now) => state.renew(owner, leases, Duration.toMillis(ttl), now)),
     completeBatch: (items, next) =>
       items.every((item) => item.result === null || isJsonText(item.result))

@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
-import { Activity, ClaimPosition, InvalidConfig, type LeaseKey, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
+import { Activity, type ClaimRequest, ClaimPosition, InvalidConfig, type LeaseKey, RateWakes, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { Context, type Duration, Effect, Layer, Redacted, Stream } from "effect"
+import { Clock, Context, type Duration, Effect, Layer, PubSub, Redacted, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Migrations from "./Migrations.js"
@@ -203,13 +203,26 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
       return leases.flatMap((lease, i) => lost.has(i) ? [] : [{ runId: ledger.canonicalRunId(lease.runId), fence: lease.fence }])
     })
   const ratedSeen: rate.RatedSeen = { declared: undefined }
+  // Runs a rate limit held back in this store's claims: their queues are announced to this
+  // store's listeners as their window opens (RateWakes), beside what LISTEN brings.
+  const clock = yield* Clock.Clock
+  const wakes = yield* PubSub.unbounded<StoreNotification>()
+  const rateWakes = RateWakes.make(clock, (queue) => PubSub.publish(wakes, { _tag: "RunsAvailable", queue }))
+  const claimRated = (request: ClaimRequest) => {
+    const wake: rate.RatedWake = { next: undefined }
+    return Effect.tap(
+      rate.withRated(runtime, s, request, ratedSeen, wake, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger")),
+      () => {
+        if (wake.next === undefined) return Effect.void
+        const now = clock.currentTimeMillisUnsafe()
+        return rateWakes.schedule({ at: now + wake.next.inMs, queues: wake.next.queues }, now)
+      }
+    )
+  }
   return RunStore.of({
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests, storage).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
     // Runs a rate limit governs are started first (rate.ts), then the routine claim takes the rest.
-    claim: (request) =>
-      refail("claim")(
-        rate.withRated(runtime, s, request, ratedSeen, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger"))
-      ),
+    claim: (request) => refail("claim")(claimRated(request)),
     renew: (owner, leases, ttl) => refail("renew")(renew(owner, leases, ttl)),
     completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request, refs)),
@@ -251,7 +264,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     workers: refail("workers")(operators.workers(sql, s)),
     activity: (request) => Effect.andThen(Activity.check(request), refail("activity")(operators.activity(sql, s, request))),
     keyUsage: (scope, name, top) => refail("key usage")(operators.keyUsage(sql, s, scope, name, top)),
-    notifications
+    notifications: Stream.merge(notifications, Stream.fromPubSub(wakes))
   })
 })
 

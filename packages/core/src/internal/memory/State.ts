@@ -37,6 +37,7 @@ import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
 import * as RateLimits from "../../RateLimits.js"
 import * as Schedules from "../../Schedules.js"
+import * as RateWake from "../../RateWakes.js"
 import * as Read from "./Read.js"
 import type { StoredEvent, StoredRun } from "./StoredRun.js"
 import type {
@@ -944,6 +945,7 @@ export class State {
    * runs, all of them cut to `limit` in claim order; each start recorded.
    */
   private claimRated(request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> {
+    this.rateWake = undefined
     if (request.limit <= 0 || request.kinds.length === 0 || this.rateLimitsByScope.size === 0) return []
     const due = [...this.runs.values()].filter((r) =>
       r.state === "pending" && r.rateScope !== null && (r.keyScope === null || r.keySlot !== null) && r.runAt <= now &&
@@ -981,8 +983,18 @@ export class State {
       const limit = this.rateLimitsByScope.get(`${t.scope}\u0000${t.name}`)
       return limit !== undefined && t.at > now - limit.intervalMs
     })
+    this.rateWake = RateWake.earliest(due.filter((run) => run.state === "pending").flatMap((run) => {
+      const limit = this.rateLimitsByScope.get(`${run.rateScope}\u0000${run.rateScope === "kind" ? run.kind : run.queue}`)
+      if (limit === undefined) return []
+      const key = RateLimits.windowKey(limit.perKey, run.concurrencyKey)
+      const starts = this.rateStarts.filter((t) => t.scope === limit.scope && t.name === limit.name && t.key === key).map((t) => t.at)
+      return [{ queue: run.queue, limit: limit.limit, intervalMs: limit.intervalMs, starts }]
+    }))
     return claimed
   }
+
+  /** When the last claim's held-back governed runs may start (`RateWake`), for the store to wake their workers. */
+  rateWake: RateWake.Wake | undefined = undefined
 
   /** Moves the starts of one limit, or of every limit, to `at` (tests: the memory twin of an UPDATE on `rate_starts.started_at`). */
   setRateStartTimes(at: number, limit?: { readonly scope: string; readonly name: string }): void {
