@@ -497,6 +497,9 @@ class Claim extends Step {
     // An expired lease on its last attempt takes a place of the sweep's limit, and is failed, not returned.
     const now = m.now()
     const expiredBefore = m.runList().some((r) => r.state === "running" && r.leaseExpiresAt!.getTime() <= now)
+    // A run a sweep admits to its key's slot is admitted after the rated step: it starts at the next
+    // claim (the admission announces its queue), not in this one.
+    const waitingBefore = m.runList().filter((r) => r.waitingForKey).map((r) => r.id)
     const claimed = await must(real.store.claim(request))
     const expectation = shape(expected(m.store.claim(request)))
     const actual = shape(claimed)
@@ -525,7 +528,7 @@ class Claim extends Step {
       await sameRateWindows(m, real, claimed, this.toString())
       same(m, "rateLimits", await must(real.store.rateLimits), expected(m.store.rateLimits))
     }
-    if (!this.dueOnly && !expiredBefore && claimed.length < this.limit) await nothingStartableLeft(m, real, this.queues, this.toString())
+    if (!this.dueOnly && !expiredBefore && claimed.length < this.limit) await nothingStartableLeft(m, real, this.queues, waitingBefore, this.toString())
     for (const run of expectation) {
       const lease = { runId: run.id, fence: run.fence }
       m.granted.push(lease)
@@ -567,14 +570,16 @@ const sameRateWindows = async (m: Model, real: Real, claimed: ReadonlyArray<Clai
 /**
  * Checked on the database directly: a sweep that took fewer runs than its limit left no run it
  * could start, so runs a rate limit holds back (or a key limit, or a paused queue) block none of
- * the others, whatever their place in claim order.
+ * the others, whatever their place in claim order. Runs the sweep itself admitted to their key's
+ * slot (`admittedNow`: waiting before it) are left out: the rated step ran before the admission,
+ * so a governed one among them starts at the next claim, which the admission's notice asks for.
  */
-const nothingStartableLeft = async (m: Model, real: Real, queues: ReadonlyArray<string>, what: string) => {
+const nothingStartableLeft = async (m: Model, real: Real, queues: ReadonlyArray<string>, admittedNow: ReadonlyArray<string>, what: string) => {
   const left = await must(real.sql.unsafe<{ id: string }>(`
     SELECT r.id::text AS id FROM "${real.schema}".runs_now v JOIN "${real.schema}".runs r ON r.id = v.id
     WHERE v.state = 'pending' AND v.run_at <= now() AND v.kind = ANY('{${kinds.join(",")}}'::text[])
       AND v.queue = ANY('{${queues.join(",")}}'::text[]) AND v.queue <> ALL (ARRAY(SELECT p.queue FROM "${real.schema}".paused_queues p))
-      AND (r.key_scope IS NULL OR r.key_slot IS NOT NULL)
+      AND (r.key_scope IS NULL OR r.key_slot IS NOT NULL) AND r.id <> ALL ('{${admittedNow.join(",")}}'::bigint[])
       AND (r.rate_scope IS NULL OR ${startsInWindow(real.schema, "r")} < ${windowOf(real.schema, "r").limit("l.per_interval")})`))
   expect(left, `${what} took fewer runs than its limit but left these startable; ${m.log.join("\n")}`).toEqual([])
 }
