@@ -57,11 +57,17 @@ export interface RateWakes {
 }
 
 /**
- * A store's wakes on `clock` (the store's own: `TestClock` in tests), each announcing a queue with `announce`.
+ * A store's wakes on `clock` (the store's own: `TestClock` in tests), each announcing a queue with
+ * `announce`. `fork` runs each pending wake: a store with a scope forks it there, so no wake
+ * outlives the store (default: detached, for a store without one).
  *
  * @category constructors
  */
-export const make = (clock: Clock.Clock, announce: (queue: string) => Effect.Effect<unknown>): RateWakes => {
+export const make = (
+  clock: Clock.Clock,
+  announce: (queue: string) => Effect.Effect<unknown>,
+  fork: (wake: Effect.Effect<void>) => Effect.Effect<unknown> = Effect.forkDetach
+): RateWakes => {
   const pending = new Map<string, number>()
   return {
     schedule: (wake, now) =>
@@ -74,8 +80,8 @@ export const make = (clock: Clock.Clock, announce: (queue: string) => Effect.Eff
           pending.delete(queue)
           return Effect.asVoid(announce(queue))
         }, { discard: true })
-        // Detached: the wake outlives the claim that asked for it, never the process.
-        return Effect.asVoid(Effect.forkDetach(Effect.andThen(clock.sleep(Duration.millis(Math.max(1, wake.at - now))), fire)))
+        // Forked: the wake outlives the claim that asked for it.
+        return Effect.asVoid(fork(Effect.andThen(clock.sleep(Duration.millis(Math.max(1, wake.at - now))), fire)))
       })
   }
 }

@@ -207,7 +207,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   // store's listeners as their window opens (RateWakes), beside what LISTEN brings.
   const clock = yield* Clock.Clock
   const wakes = yield* PubSub.unbounded<StoreNotification>()
-  const rateWakes = RateWakes.make(clock, (queue) => PubSub.publish(wakes, { _tag: "RunsAvailable", queue }))
+  const scope = yield* Effect.scope
+  const rateWakes = RateWakes.make(clock, (queue) => PubSub.publish(wakes, { _tag: "RunsAvailable", queue }), (wake) => Effect.forkIn(wake, scope))
   const claimRated = (request: ClaimRequest) => {
     const wake: rate.RatedWake = { next: undefined }
     return Effect.tap(
