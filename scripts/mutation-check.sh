@@ -112,6 +112,9 @@
 #                                     test/worker-clock.test.ts (TestClock: the run starts at the poll);
 #   scripts/mutation-check.sh rate-wake-pg  the same in PgRunStore, against test/rate-process.test.ts
 #                                     (a worker polling once an hour: the runs never start in time);
+#   scripts/mutation-check.sh rate-seen  PgRunStore remembers one "no rate limit declared" for every
+#                                     claim, whatever its queues and kinds (rate.ts › RatedSeen), against
+#                                     the contract suite on PostgreSQL (a due-only claim skips a governed run);
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -259,6 +262,13 @@ elif [ "$mutation" = "rate-wake-pg" ]; then
   grep -q 'request.limit > 0) return Effect.void' "$store" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: PgRunStore schedules no wake for runs a rate window held back ($store)"
   tests=(test/rate-process.test.ts -t "wake")
+  attempts=1
+elif [ "$mutation" = "rate-seen" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i 's/this.declared.get(RatedSeen.scope(request))/this.declared.get(RatedSeen.scope(request) \&\& "")/; s/this.declared.set(RatedSeen.scope(request), declared)/this.declared.set(RatedSeen.scope(request) \&\& "", declared)/' "$rate"
+  grep -q 'RatedSeen.scope(request) && "", declared' "$rate" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: one remembered answer for every claim's kinds and queues ($rate)"
+  tests=(test/contract.test.ts -t "rate limits")
   attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

@@ -865,6 +865,14 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(a2!), { state: "pending", attempt: 0 })
         }))
 
+      test("a due-only claim starts governed runs whatever a claim of other queues saw before it", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setRateLimits([RateLimits.perQueue("default", 1, "1 hour")])
+          const [run] = yield* runsOf(store, "job", [undefined])
+          assert.isEmpty(yield* claimFrom(store, "w1", { queues: ["other"] }), "no limit governs queue other")
+          assert.deepStrictEqual(sorted(yield* claimFrom(store, "w1", { queues: ["default", "other"], dueOnly: true })), [run!])
+        }))
+
       test("a limit declared over runs already enqueued governs them; removed, they start freely", ({ store }) =>
         Effect.gen(function*() {
           const jobs = yield* runsOf(store, "job", [undefined, undefined, undefined, undefined])

@@ -202,7 +202,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
       for (const i of lost) refs.delete(leases[i]!)
       return leases.flatMap((lease, i) => lost.has(i) ? [] : [{ runId: ledger.canonicalRunId(lease.runId), fence: lease.fence }])
     })
-  const ratedSeen: rate.RatedSeen = { declared: undefined }
+  const ratedSeen = new rate.RatedSeen()
   // Runs a rate limit held back in this store's claims: their queues are announced to this
   // store's listeners as their window opens (RateWakes), beside what LISTEN brings.
   const clock = yield* Clock.Clock
@@ -252,8 +252,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     setKeyLimits: (limits) => refail("set key limits")(keys.set(sql, s, limits)),
     removeKeyLimit: (scope, name) => refail("remove key limit")(keys.remove(sql, s, scope, name)),
     keyLimits: refail("key limits")(keys.list(sql, s)),
-    setRateLimits: (limits) => refail("set rate limits")(rate.set(sql, s, limits)),
-    removeRateLimit: (scope, name) => refail("remove rate limit")(rate.remove(sql, s, scope, name)),
+    setRateLimits: (limits) => refail("set rate limits")(Effect.ensuring(rate.set(sql, s, limits), Effect.sync(() => ratedSeen.forget()))),
+    removeRateLimit: (scope, name) => refail("remove rate limit")(Effect.ensuring(rate.remove(sql, s, scope, name), Effect.sync(() => ratedSeen.forget()))),
     rateLimits: refail("rate limits")(rate.list(sql, s)),
     registerSchedules: (definitions) => refail("register schedules")(schedules.register(sql, s, definitions)),
     tickSchedules: refail("tick schedules")(schedules.tick(sql, s)),

@@ -61,16 +61,29 @@ export interface RatedWake {
 }
 
 /**
- * What this store last saw of its claims' rate limits: whether any was declared for them. A claim
- * of due runs only (`dueOnly`, the drain's claim) asks again only while one was: the routine claim
- * never takes a governed run, so a limit declared meanwhile is only started late (at the worker's
- * next sweep, within its poll interval), never over its limit.
+ * What this store last saw of its claims' rate limits: whether any was declared for a claim's kinds
+ * and queues, by those kinds and queues (a worker claims the same ones every time). A claim of due
+ * runs only (`dueOnly`, the drain's claim) asks again only while one was: the routine claim never
+ * takes a governed run, so a limit another store declared meanwhile is only started late (at the
+ * worker's next sweep, within its poll interval), never over its limit. This store's own
+ * declarations and removals forget what it saw.
  */
-export interface RatedSeen {
-  declared: boolean | undefined
+export class RatedSeen {
+  private readonly declared = new Map<string, boolean>()
+  private static scope(request: ClaimRequest): string {
+    return `${request.kinds.join("\u0000")}\u0001${request.queues.join("\u0000")}`
+  }
+  get(request: ClaimRequest): boolean | undefined {
+    return this.declared.get(RatedSeen.scope(request))
+  }
+  set(request: ClaimRequest, declared: boolean): void {
+    this.declared.set(RatedSeen.scope(request), declared)
+  }
+  forget(): void {
+    this.declared.clear()
+  }
 }
 
-/** Starts up to `request.limit` governed runs whose windows have room (the module's steps 1 and 2). */
 export const claimRated = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen, wake: RatedWake) =>
   Effect.map(claimRatedRows(sql, s, request, seen, wake), (rows) => rows.map(toClaimed))
 
@@ -95,13 +108,13 @@ const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: Claim
   Effect.gen(function*() {
     wake.next = undefined
     if (request.limit <= 0 || request.kinds.length === 0) return [] as ReadonlyArray<ClaimRow>
-    if (request.dueOnly === true && seen.declared === false) return [] as ReadonlyArray<ClaimRow>
+    if (request.dueOnly === true && seen.get(request) === false) return [] as ReadonlyArray<ClaimRow>
     const kinds = request.kinds as Array<string>
     const [declared] = yield* sql<{ any: boolean }>`
       SELECT EXISTS (SELECT 1 FROM ${s.rateLimits(sql)}
         WHERE (scope = 'kind' AND name = ANY(${kinds}::text[])) OR (scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[]))) AS any`
-    seen.declared = declared?.any === true
-    if (!seen.declared) return []
+    seen.set(request, declared?.any === true)
+    if (declared?.any !== true) return []
     const queues = activeQueues(sql, s, request.queues)
     return yield* sql.withTransaction(Effect.gen(function*() {
       const windows = yield* sql<Window>`
