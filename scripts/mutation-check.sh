@@ -90,10 +90,10 @@
 #                                     claimRated), against test/rate-process.test.ts, up to three
 #                                     times (a race between claimers);
 #   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
-#                                     (migration 0022's enqueue_run), against test/unique-process.test.ts
+#                                     (migration 0024's enqueue_run), against test/unique-process.test.ts
 #                                     (two enqueuers of a released key both take it), up to three times;
 #   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
-#                                     (migration 0022's enqueue_run), against test/sql-enqueue.test.ts;
+#                                     (migration 0024's enqueue_run), against test/sql-enqueue.test.ts;
 #   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
 #                                     decoded with its person deferred's success schema
 #                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
@@ -110,6 +110,25 @@
 #                                     test/ledger.test.ts's race, up to three times. OPEN: it
 #                                     survives (the race's window is too narrow to meet; a
 #                                     deterministic test needs a completion held open mid-statement);
+#   scripts/mutation-check.sh unique-order  a batch of unique requests no longer takes its holds in
+#                                     one order first (enqueue.ts › takeHolds), against
+#                                     test/unique-process.test.ts (opposite-order batches deadlock);
+#   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
+#                                     its insert and its lock (migration 0024), against
+#                                     test/retention.test.ts (the enqueue yields no run);
+#   scripts/mutation-check.sh unique-retention  a completion that deletes its run keeps that run's
+#                                     holds (guarded.ts › releasedHolds), against test/retention.test.ts;
+#   scripts/mutation-check.sh rate-full-window  a full rate window takes a place among a rated
+#                                     claim's windows (rate.ts › claimRated), against the contract
+#                                     suite on PostgreSQL (a window with room behind it waits);
+#   scripts/mutation-check.sh rate-wake  the memory store no longer wakes its workers as a rate window
+#                                     that held runs back opens (MemoryRunStore › claim), against
+#                                     test/worker-clock.test.ts (TestClock: the run starts at the poll);
+#   scripts/mutation-check.sh rate-wake-pg  the same in PgRunStore, against test/rate-process.test.ts
+#                                     (a worker polling once an hour: the runs never start in time);
+#   scripts/mutation-check.sh rate-seen  PgRunStore remembers one "no rate limit declared" for every
+#                                     claim, whatever its queues and kinds (rate.ts › RatedSeen), against
+#                                     the contract suite on PostgreSQL (a due-only claim skips a governed run);
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -230,6 +249,55 @@ elif [ "$mutation" = "rate-lock" ]; then
   echo "mutation: rated claims take no lock on their windows ($rate)"
   tests=(test/rate-process.test.ts)
   attempts=3
+elif [ "$mutation" = "unique-order" ]; then
+  enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
+  sed -i 's/  if (unique.length < 2) return Effect.void/  if (unique.length >= 0) return Effect.void/' "$enqueue"
+  grep -q 'if (unique.length >= 0) return Effect.void' "$enqueue" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a unique batch takes its holds in request order, one request at a time ($enqueue)"
+  tests=(test/unique-process.test.ts -t "opposite orders")
+  attempts=1
+elif [ "$mutation" = "unique-retake" ]; then
+  migration="$work/packages/sql/migrations/0024_unique_hold_order_and_retention.sql"
+  sed -i 's/^        IF FOUND THEN$/        IF true THEN/' "$migration"
+  grep -q '^        IF true THEN$' "$migration" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: enqueue_run judges a hold it found deleted as held ($migration)"
+  tests=(test/retention.test.ts -t "taken anew")
+  attempts=1
+elif [ "$mutation" = "unique-retention" ]; then
+  guarded="$work/packages/sql/src/internal/statements/guarded.ts"
+  sed -i 's/WHERE h.run_id = ANY(ARRAY(SELECT id FROM deleted)) AND (h.states IS NOT NULL OR h.held_until <= now())/WHERE false/' "$guarded"
+  grep -q 'h.states IS NOT NULL OR h.held_until <= now()' "$guarded" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a completion that deletes its run keeps the run's holds ($guarded)"
+  tests=(test/retention.test.ts -t "uniqueness windows")
+  attempts=1
+elif [ "$mutation" = "rate-full-window" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i "s/AND t.started_at > statement_timestamp() - w.interval_ms \* interval '1 millisecond') < w.per_interval/AND t.started_at > statement_timestamp() - w.interval_ms * interval '1 millisecond') >= 0/" "$rate"
+  grep -q "interval '1 millisecond') >= 0" "$rate" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a full window takes a place among a rated claim's windows ($rate)"
+  tests=(test/contract.test.ts -t "rate limits")
+  attempts=1
+elif [ "$mutation" = "rate-wake" ]; then
+  store="$work/packages/core/src/MemoryRunStore.ts"
+  sed -i "s/wake === undefined ? Effect.void : rateWakes.schedule(wake, now)/wake === undefined || now >= 0 ? Effect.void : rateWakes.schedule(wake, now)/" "$store"
+  grep -q 'now >= 0 ? Effect.void' "$store" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the memory store schedules no wake for runs a rate window held back ($store)"
+  tests=(test/worker-clock.test.ts -t "rate limits")
+  attempts=1
+elif [ "$mutation" = "rate-wake-pg" ]; then
+  store="$work/packages/sql/src/PgRunStore.ts"
+  sed -i 's/if (wake.next === undefined) return Effect.void/if (wake.next === undefined || request.limit > 0) return Effect.void/' "$store"
+  grep -q 'request.limit > 0) return Effect.void' "$store" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: PgRunStore schedules no wake for runs a rate window held back ($store)"
+  tests=(test/rate-process.test.ts -t "wake")
+  attempts=1
+elif [ "$mutation" = "rate-seen" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i 's/this.declared.get(RatedSeen.scope(request))/this.declared.get(RatedSeen.scope(request) \&\& "")/; s/this.declared.set(RatedSeen.scope(request), declared)/this.declared.set(RatedSeen.scope(request) \&\& "", declared)/' "$rate"
+  grep -q 'RatedSeen.scope(request) && "", declared' "$rate" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: one remembered answer for every claim's kinds and queues ($rate)"
+  tests=(test/contract.test.ts -t "rate limits")
+  attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
   sed -i 's/lock === "key share" ? sql`FOR KEY SHARE OF c` : sql``/sql``/' "$ledger"
@@ -355,14 +423,15 @@ elif [ "$mutation" = "memory-journal" ]; then
   tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-lock" ]; then
-  windows="$work/packages/sql/migrations/0022_unique_windows.sql"
+  # The enqueue_run in force: migration 0024's (0022's, replaced).
+  windows="$work/packages/sql/migrations/0024_unique_hold_order_and_retention.sql"
   sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
   grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
   tests=(test/unique-process.test.ts)
   attempts=3
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
-  windows="$work/packages/sql/migrations/0022_unique_windows.sql"
+  windows="$work/packages/sql/migrations/0024_unique_hold_order_and_retention.sql"
   sed -i "s/CASE WHEN idempotency_key IS NULL AND concurrency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"

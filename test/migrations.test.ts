@@ -31,6 +31,7 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0021_enqueue_function", "36af38fd3792d2408dd62d0875a490f6e3fddc13cdabea5f3b78200960cdd952"],
   ["0022_unique_windows", "efadda1cee80af835755c43ef3da5c16848992aa0616074a5e821d7641deca69"],
   ["0023_rate_limits", "9c275dbf2d0f26ad4db04c7196ab4733d18e567edc9660b646800015449216bb"],
+  ["0024_unique_hold_order_and_retention", "ac39782b5f5953a877aba02e52a07ad970b5a05cb28d65cef4a636a87cf22603"],
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")

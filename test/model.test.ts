@@ -24,6 +24,16 @@
  * past instants, so which runs a claim takes is determined; RETURNING has no order, so each claim
  * is compared as a set (sorted by id). The model is never resynced from the store.
  *
+ * Rate limits (one an hour on the kind or a queue, per key or not) are declared and removed at
+ * random; nothing leaves an hour's window within a sequence but `AgeRateStarts`, which moves a
+ * limit's starts to a fixed past instant in both stores. Each claim is checked on the database
+ * itself, whatever the model says: no window it started runs in holds more starts within its
+ * interval than its limit, and a sweep that took fewer runs than its limit left no run it could
+ * start (a run held back by its window blocks none behind it). Enqueues ask at random for a
+ * uniqueness window (by key or payload, in some states, for an hour, or both; `EndUniquePeriods`
+ * ends every period in both stores): a duplicate's answer is compared as any enqueue's is.
+ * Snoozes and failures under a handler's retry policy (`Handler.make({ retry })`) are steps too.
+ *
  * One schema for the whole file; each sequence starts from TRUNCATE … RESTART IDENTITY and a new
  * memory store, so run ids are 1, 2, 3, … in both. `MODEL_RUNS` sets the number of sequences (500
  * by default); a failure prints fast-check's seed and path, which `MODEL_SEED` and `MODEL_PATH`
@@ -31,7 +41,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { type ClaimedRun, type FinalizeOutcome, Handler, KeyLimits, type LeaseKey, MemoryRunStore, type RunRecord, type RunState, RunStore, type SignalOutcome } from "@leasehold/core"
+import { type ClaimedRun, type FinalizeOutcome, Handler, KeyLimits, type LeaseKey, MemoryRunStore, RateLimits, type RunRecord, type RunState, RunStore, type SignalOutcome, type UniqueWindow } from "@leasehold/core"
 import { PgRunStore } from "@leasehold/sql"
 import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result, Schedule, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
@@ -96,7 +106,25 @@ interface EnqueueSpec {
   readonly key: string | null
   /** Concurrency key: the per-key limits of its queue and kind apply (`SetKeyLimit`). */
   readonly concurrencyKey: string | null
+  /**
+   * A uniqueness window (`EnqueueRequest.unique`, never with an idempotency key): by a key or by
+   * payload, in some states, for an hour (which only `EndUniquePeriods` ends), or both.
+   */
+  readonly unique: UniqueSpec | null
 }
+
+interface UniqueSpec {
+  /** null: unique by payload (`{ i }`, the request's place in its batch). */
+  readonly key: string | null
+  readonly states: ReadonlyArray<RunState> | null
+  readonly period: boolean
+}
+
+const uniqueWindow = (spec: UniqueSpec): UniqueWindow => ({
+  ...(spec.key === null ? {} : { key: spec.key }),
+  ...(spec.states === null ? {} : { states: spec.states }),
+  ...(spec.period ? { periodMs: HOUR } : {})
+})
 
 type TimeColumn = "lease_expires_at" | "suspend_deadline" | "run_at"
 const memoryColumn: Record<TimeColumn, MemoryRunStore.TimeColumn> = {
@@ -435,8 +463,9 @@ class Enqueue extends AnyTimeStep {
       priority: spec.priority,
       delayMs: spec.delayed ? retryLater : 0,
       maxAttempts: spec.maxAttempts,
-      idempotencyKey: spec.key ?? undefined,
-      concurrencyKey: spec.concurrencyKey ?? undefined
+      idempotencyKey: spec.unique === null ? spec.key ?? undefined : undefined,
+      concurrencyKey: spec.concurrencyKey ?? undefined,
+      unique: spec.unique === null ? undefined : uniqueWindow(spec.unique)
     }))
     const expectation = expected(m.store.enqueue(requests))
     const actual = await must(real.store.enqueue(requests))
@@ -465,6 +494,12 @@ class Claim extends Step {
       claimed
         .map((r) => ({ id: r.id, via: r.via, attempt: r.attempt, maxAttempts: r.maxAttempts, fence: r.fence, checkpoint: r.checkpoint, signals: r.signals }))
         .sort((a, b) => Number(a.id) - Number(b.id))
+    // An expired lease on its last attempt takes a place of the sweep's limit, and is failed, not returned.
+    const now = m.now()
+    const expiredBefore = m.runList().some((r) => r.state === "running" && r.leaseExpiresAt!.getTime() <= now)
+    // A run a sweep admits to its key's slot is admitted after the rated step: it starts at the next
+    // claim (the admission announces its queue), not in this one.
+    const waitingBefore = m.runList().filter((r) => r.waitingForKey).map((r) => r.id)
     const claimed = await must(real.store.claim(request))
     const expectation = shape(expected(m.store.claim(request)))
     const actual = shape(claimed)
@@ -489,12 +524,64 @@ class Claim extends Step {
               AND o.concurrency_key = r.concurrency_key AND (CASE g.scope WHEN 'kind' THEN o.kind = r.kind ELSE o.queue = r.queue END)) > g.per_key)`)
       expect(over, `${this.toString()} took runs over their key's limit; ${m.log.join("\n")}`).toEqual([])
     }
+    if (expected(m.store.rateLimits).length > 0) {
+      await sameRateWindows(m, real, claimed, this.toString())
+      same(m, "rateLimits", await must(real.store.rateLimits), expected(m.store.rateLimits))
+    }
+    if (!this.dueOnly && !expiredBefore && claimed.length < this.limit) await nothingStartableLeft(m, real, this.queues, waitingBefore, this.toString())
     for (const run of expectation) {
       const lease = { runId: run.id, fence: run.fence }
       m.granted.push(lease)
       m.held.set(who, [...m.heldBy(who), lease])
     }
   }
+}
+
+/** A rate limit's window of a run, in SQL: its limit's scope and name, and its key when per key. */
+const windowOf = (schema: string, r: string) => ({
+  name: `(CASE ${r}.rate_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END)`,
+  limit: (l: string) => `(SELECT ${l} FROM "${schema}".rate_limits l WHERE l.scope = ${r}.rate_scope AND l.name = (CASE ${r}.rate_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END))`,
+  key: `(CASE WHEN (SELECT l.per_key FROM "${schema}".rate_limits l WHERE l.scope = ${r}.rate_scope AND l.name = (CASE ${r}.rate_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END)) THEN coalesce(${r}.concurrency_key, '') ELSE '' END)`
+})
+
+/** The starts of a run's window within its limit's interval, by the database's clock. */
+const startsInWindow = (schema: string, r: string) => {
+  const w = windowOf(schema, r)
+  return `(SELECT count(*) FROM "${schema}".rate_starts t WHERE t.scope = ${r}.rate_scope AND t.name = ${w.name} AND t.window_key = ${w.key}
+    AND t.started_at > now() - ${w.limit("l.interval_ms")} * interval '1 millisecond')`
+}
+
+/**
+ * Checked on the database directly, whatever the model says: no window a claim started runs in
+ * holds more starts within its interval than its limit allows (the claim counts them under a lock,
+ * fleet-wide, by the database's clock).
+ */
+const sameRateWindows = async (m: Model, real: Real, claimed: ReadonlyArray<ClaimedRun>, what: string) => {
+  const started = claimed.filter((r) => r.via === "due").map((r) => r.id)
+  if (started.length === 0) return
+  const over = await must(real.sql.unsafe<{ id: string; n: number; allowed: number }>(`
+    SELECT r.id::text AS id, ${startsInWindow(real.schema, "r")}::int AS n, ${windowOf(real.schema, "r").limit("l.per_interval")} AS allowed
+    FROM "${real.schema}".runs r
+    WHERE r.id = ANY('{${started.join(",")}}'::bigint[]) AND r.rate_scope IS NOT NULL
+      AND ${startsInWindow(real.schema, "r")} > ${windowOf(real.schema, "r").limit("l.per_interval")}`))
+  expect(over, `${what} started runs over their window's rate limit; ${m.log.join("\n")}`).toEqual([])
+}
+
+/**
+ * Checked on the database directly: a sweep that took fewer runs than its limit left no run it
+ * could start, so runs a rate limit holds back (or a key limit, or a paused queue) block none of
+ * the others, whatever their place in claim order. Runs the sweep itself admitted to their key's
+ * slot (`admittedNow`: waiting before it) are left out: the rated step ran before the admission,
+ * so a governed one among them starts at the next claim, which the admission's notice asks for.
+ */
+const nothingStartableLeft = async (m: Model, real: Real, queues: ReadonlyArray<string>, admittedNow: ReadonlyArray<string>, what: string) => {
+  const left = await must(real.sql.unsafe<{ id: string }>(`
+    SELECT r.id::text AS id FROM "${real.schema}".runs_now v JOIN "${real.schema}".runs r ON r.id = v.id
+    WHERE v.state = 'pending' AND v.run_at <= now() AND v.kind = ANY('{${kinds.join(",")}}'::text[])
+      AND v.queue = ANY('{${queues.join(",")}}'::text[]) AND v.queue <> ALL (ARRAY(SELECT p.queue FROM "${real.schema}".paused_queues p))
+      AND (r.key_scope IS NULL OR r.key_slot IS NOT NULL) AND r.id <> ALL ('{${admittedNow.join(",")}}'::bigint[])
+      AND (r.rate_scope IS NULL OR ${startsInWindow(real.schema, "r")} < ${windowOf(real.schema, "r").limit("l.per_interval")})`))
+  expect(left, `${what} took fewer runs than its limit but left these startable; ${m.log.join("\n")}`).toEqual([])
 }
 
 class Heartbeat extends Step {
@@ -968,6 +1055,63 @@ class SetKeyLimit extends AnyTimeStep {
   }
 }
 
+/**
+ * Declares (or removes) a rate limit on a queue or the kind, per key or not: at most `limit` starts
+ * per hour, an interval nothing leaves by itself within a sequence (`AgeRateStarts` moves starts out).
+ */
+class SetRateLimit extends AnyTimeStep {
+  constructor(readonly scope: RateLimits.RateLimitScope, readonly name: string, readonly limit: number | null, readonly perKey: boolean) {
+    super()
+  }
+  toString() {
+    return this.limit === null ? `removeRateLimit(${this.scope} ${this.name})` : `setRateLimit(${this.scope} ${this.name}: ${this.limit}/hour${this.perKey ? " per key" : ""})`
+  }
+  async step(m: Model, real: Real) {
+    const call = (store: RunStore["Service"]) =>
+      this.limit === null
+        ? store.removeRateLimit(this.scope, this.name)
+        : Effect.as(store.setRateLimits([{ scope: this.scope, name: this.name, limit: this.limit, interval: "1 hour", perKey: this.perKey }]), true)
+    const expectation = expected(call(m.store))
+    same(m, this.toString(), await must(call(real.store)), expectation)
+    same(m, "rateLimits", await must(real.store.rateLimits), expected(m.store.rateLimits))
+  }
+}
+
+/** The starts of one limit (or of all) move to a fresh past instant, out of every window: room again, in both stores. */
+class AgeRateStarts extends AnyTimeStep {
+  constructor(readonly limit: { readonly scope: RateLimits.RateLimitScope; readonly name: string } | null) {
+    super()
+  }
+  toString() {
+    return `ageRateStarts(${this.limit === null ? "all" : `${this.limit.scope} ${this.limit.name}`})`
+  }
+  async step(m: Model, real: Real) {
+    const stamp = m.nextPast()
+    expected(m.memory.moveRateStarts(new Date(pastEpoch + stamp * 1000), this.limit ?? undefined))
+    await must(real.sql.unsafe(
+      `UPDATE "${real.schema}".rate_starts SET started_at = timestamptz '2000-01-01 00:00:00+00' + ${stamp} * interval '1 second'` +
+        (this.limit === null ? "" : ` WHERE scope = '${this.limit.scope}' AND name = '${this.limit.name}'`)
+    ))
+    m.log.push(`${this.toString()} to past${stamp}`)
+    same(m, "rateLimits", await must(real.store.rateLimits), expected(m.store.rateLimits))
+  }
+}
+
+/** Every unique window with a period ends (moved to a fresh past instant), in both stores: its states alone decide then. */
+class EndUniquePeriods extends Step {
+  toString() {
+    return "endUniquePeriods"
+  }
+  async step(m: Model, real: Real) {
+    const stamp = m.nextPast()
+    expected(m.memory.moveUniqueHoldEnds(new Date(pastEpoch + stamp * 1000)))
+    await must(real.sql.unsafe(
+      `UPDATE "${real.schema}".unique_holds SET held_until = timestamptz '2000-01-01 00:00:00+00' + ${stamp} * interval '1 second' WHERE held_until IS NOT NULL`
+    ))
+    m.log.push(`endUniquePeriods to past${stamp}`)
+  }
+}
+
 /** Pauses or resumes a queue: claims must leave a paused queue alone, in both stores alike. */
 class PauseQueue extends AnyTimeStep {
   constructor(readonly queue: string, readonly pause: boolean) {
@@ -999,7 +1143,18 @@ const commandsFor = (workers: number) =>
             delayed: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
             maxAttempts: fc.integer({ min: 1, max: 3 }),
             key: fc.option(fc.constantFrom("k1", "k2", "k3"), { freq: 2 }),
-            concurrencyKey: fc.option(fc.constantFrom("c1", "c2"), { freq: 2 })
+            concurrencyKey: fc.option(fc.constantFrom("c1", "c2"), { freq: 2 }),
+            unique: fc.option(
+              fc.record({
+                key: fc.option(fc.constantFrom("u1", "u2"), { freq: 4 }),
+                states: fc.option(
+                  fc.constantFrom<ReadonlyArray<RunState>>(["pending"], ["pending", "running"], ["pending", "running", "suspended", "completed"]),
+                  { freq: 2 }
+                ),
+                period: fc.boolean()
+              }),
+              { freq: 3 }
+            )
           }),
           { minLength: 1, maxLength: 3 }
         ).map((specs): Cmd => new Enqueue(specs))
@@ -1075,6 +1230,20 @@ const commandsFor = (workers: number) =>
       },
       { weight: 1, arbitrary: fc.tuple(fc.constantFrom("s1", "s2"), fc.integer({ min: 0, max: 5 })).map(([name, hours]): Cmd => new RewindSchedule(name, hours)) },
       { weight: 1, arbitrary: fc.constant<Cmd>(new TickSchedules()) },
+      {
+        weight: 1,
+        arbitrary: fc.tuple(
+          fc.constantFrom<[RateLimits.RateLimitScope, string]>(["kind", "job"], ["queue", "default"], ["queue", "other"]),
+          fc.option(fc.integer({ min: 1, max: 3 }), { freq: 4 }),
+          fc.boolean()
+        ).map(([[scope, name], limit, perKey]): Cmd => new SetRateLimit(scope, name, limit, perKey))
+      },
+      {
+        weight: 1,
+        arbitrary: fc.option(fc.constantFrom<{ scope: RateLimits.RateLimitScope; name: string }>({ scope: "kind", name: "job" }, { scope: "queue", name: "default" }), { freq: 2 })
+          .map((limit): Cmd => new AgeRateStarts(limit))
+      },
+      { weight: 1, arbitrary: fc.constant<Cmd>(new EndUniquePeriods()) },
       { weight: 1, arbitrary: fc.tuple(fc.constantFrom("s1", "s2", "s3"), fc.boolean()).map(([name, pause]): Cmd => new PauseSchedule(name, pause)) }
     )
   ], { maxCommands: 50, size: "max" })
@@ -1117,7 +1286,7 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
       const fresh = async () => {
         if (scope !== undefined) await must(Scope.close(scope, Exit.void))
         scope = await must(Scope.make())
-        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".claim_batches, "${once.schema}".completion_batches RESTART IDENTITY`))
+        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds RESTART IDENTITY`))
         const store = await must(
           PgRunStore.make({ schema: once.schema, migrate: false, runtimeConnections: 1 }).pipe(
             Scope.provide(scope),

@@ -4,11 +4,12 @@
  * at the head of the claim order), beside 300 runs of a kind no limit governs. The database's
  * record of every claim (the claim times `run_history` keeps) must show no window of one second
  * with more than 5 starts of a tenant, while the unlimited runs drain meanwhile instead of waiting
- * behind the held-back ones.
+ * behind the held-back ones. And a worker that polls once an hour starts each held-back run as its
+ * window opens (the claim's wake, RateWakes), not at its next poll.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { RateLimits, RunStore } from "@leasehold/core"
-import { Context, Effect, Layer } from "effect"
+import { Handler, RateLimits, RunStore, Worker } from "@leasehold/core"
+import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { fileURLToPath } from "node:url"
 import { background, connection } from "./support/cli.js"
@@ -78,3 +79,36 @@ describe("rate limits across worker processes", () => {
     150_000
   )
 })
+
+describe("rate limits: the wake as a window opens", () => {
+  it.live("a worker polling once an hour starts each run its window held back once the window opens, by the database's clock", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("ratewake")
+      const context = yield* Layer.build(layerStore(schema, 4))
+      const store = Context.get(context, RunStore)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 second")])
+      const runs = yield* store.enqueue(Array.from({ length: 3 }, (_, n) => ({ kind: "job", payload: { n } })))
+      const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
+      // The poll would start the held-back runs an hour later: only the wake starts them sooner.
+      yield* Worker.run({ ttl: "30 seconds", heartbeat: "10 seconds", pollInterval: "1 hour", shutdownGrace: "1 second", concurrency: 5, handlers: [job] }).pipe(
+        Effect.provide(context),
+        Effect.forkScoped
+      )
+      yield* eventually(
+        "every run completes",
+        Effect.map(
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.literal(`"${schema}".runs_now`)} WHERE state = 'completed'`,
+          (rows) => rows[0]!.n === runs.length
+        ),
+        "60 seconds"
+      )
+      // The database's claim times: one start per second, the window respected.
+      const starts = yield* sql<{ at: Date }>`
+        SELECT h.at FROM ${sql.literal(`"${schema}".run_history`)} h WHERE h.kind = 'claimed' ORDER BY h.at`
+      const times = starts.map((s) => s.at.getTime())
+      assert.strictEqual(times.length, runs.length)
+      for (let i = 1; i < times.length; i++) assert.isAtLeast(times[i]! - times[i - 1]!, 1000, `start ${i} came a second after the one before`)
+    }))
+})
+

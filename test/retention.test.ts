@@ -2,11 +2,12 @@
  * `completedRuns: "delete"`: a completion deletes the run and its stored history in its own
  * guarded statement (id + fence + running). Deleting changes what is kept, not who may write:
  * a stale holder is still rejected by the fence while the run exists, and finds nothing to write
- * once it is gone.
+ * once it is gone. A completion that deletes its run deletes the uniqueness holds that run can
+ * never hold again (migration 0024).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FenceRejected, RunNotFound } from "@leasehold/core"
-import { Duration, Effect, Exit } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber } from "effect"
 import { expireLease, readRun, type Stores, twoStoresWith } from "./support/stores.js"
 
 const ttl = Duration.minutes(5)
@@ -130,4 +131,83 @@ describe("completed runs deleted", () => {
       const [again] = yield* stores.b.enqueue([{ kind: "job", payload: { n: 1 }, idempotencyKey: "order-42" }])
       assert.deepStrictEqual(again, { id: keyed!.id, created: false })
     }))
+
+  describe("uniqueness windows' holds", () => {
+    const holds = (stores: Stores) =>
+      Effect.map(
+        stores.sql.unsafe<{ unique_key: string; run_id: string }>(
+          `SELECT unique_key, run_id::text FROM "${stores.schema}".unique_holds ORDER BY unique_key`
+        ),
+        (rows) => rows.map((r) => [r.unique_key, r.run_id])
+      )
+
+    it.live("a completion that deletes its run deletes the holds it cannot hold any more; live holds, and a period's, still decide", () =>
+      Effect.gen(function*() {
+        const stores = yield* twoStoresWith({ completedRuns: "delete" })
+        const [done, hourly, waiting, inBatch] = yield* stores.a.enqueue([
+          { kind: "job", payload: null, unique: { key: "done" } },
+          { kind: "job", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } },
+          { kind: "mail", payload: null, unique: { key: "waiting" } },
+          { kind: "job", payload: null, unique: { key: "in-batch", states: ["pending", "running", "completed"] } }
+        ])
+        assert.deepStrictEqual((yield* claim(stores, "a", 3)).map((r) => r.id).sort(), [done!.id, hourly!.id, inBatch!.id].sort())
+        const outcomes = yield* stores.a.completeBatch([done!, hourly!].map((r) => ({ runId: r.id, fence: 1, result: null })))
+        assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized"])
+        yield* stores.a.completeInTransaction({ runId: inBatch!.id, fence: 1 }, Effect.void, () => Exit.succeed("null"))
+        // The runs are gone; so are the holds of windows with states. A period holds its key for its
+        // whole period, even once its run is deleted; the pending run's hold is untouched.
+        assert.deepStrictEqual(yield* holds(stores), [["key:hourly", hourly!.id], ["key:waiting", waiting!.id]])
+
+        const again = yield* stores.b.enqueue([
+          { kind: "mail", payload: null, unique: { key: "waiting" } },
+          { kind: "job", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } },
+          { kind: "job", payload: null, unique: { key: "done" } }
+        ])
+        assert.deepStrictEqual(again.slice(0, 2), [{ id: waiting!.id, created: false }, { id: hourly!.id, created: false }])
+        assert.isTrue(again[2]!.created, "the deleted run's key is free again")
+
+        // Once the period ended, the next completion that deletes a run deletes its hold too.
+        yield* stores.sql.unsafe(`UPDATE "${stores.schema}".unique_holds SET held_until = now() - interval '1 second' WHERE unique_key = 'key:hourly'`)
+        const [next] = yield* claim(stores, "b", 1)
+        assert.strictEqual(next!.id, again[2]!.id)
+        yield* stores.b.completeBatch([{ runId: next!.id, fence: 1, result: null }])
+        assert.deepStrictEqual(yield* holds(stores), [["key:waiting", waiting!.id]])
+        const [fresh] = yield* stores.b.enqueue([{ kind: "job", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+        assert.isTrue(fresh!.created, "a new run once the period ended")
+      }))
+
+    it.live("a hold deleted between a unique enqueue's insert and its lock is taken anew: a new run, never none", () =>
+      Effect.gen(function*() {
+        const stores = yield* twoStoresWith({ completedRuns: "delete" })
+        const [first] = yield* stores.a.enqueue([{ kind: "job", payload: null, unique: { key: "k" } }])
+        // Another transaction holds the hold's row locked, then deletes it with its run (as a
+        // completion that deletes its run does) once the enqueue waits for that lock: the enqueue's
+        // insert met the row, its lock finds none.
+        const locked = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const holder = yield* Effect.forkChild(stores.sql.withTransaction(Effect.gen(function*() {
+          yield* stores.sql.unsafe(`SELECT 1 FROM "${stores.schema}".unique_holds WHERE unique_key = 'key:k' FOR UPDATE`)
+          yield* Deferred.succeed(locked, undefined)
+          yield* Deferred.await(release)
+          yield* stores.sql.unsafe(`DELETE FROM "${stores.schema}".runs WHERE id = ${Number(first!.id)}`)
+          yield* stores.sql.unsafe(`DELETE FROM "${stores.schema}".unique_holds WHERE unique_key = 'key:k'`)
+        })))
+        yield* Deferred.await(locked)
+        const enqueuer = yield* Effect.forkChild(stores.b.enqueue([{ kind: "job", payload: null, unique: { key: "k" } }]))
+        for (let i = 0; i < 200; i++) {
+          const waiting = yield* stores.sql.unsafe<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%enqueue_run%'`
+          )
+          if (waiting[0]!.n > 0) break
+          yield* Effect.sleep("10 millis")
+        }
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holder)
+        const [second] = yield* Fiber.join(enqueuer)
+        assert.isTrue(second!.created, "the key was free: a new run")
+        assert.notStrictEqual(second!.id, first!.id)
+        assert.deepStrictEqual(yield* holds(stores), [["key:k", second!.id]])
+        assert.strictEqual((yield* readRun(stores, second!.id)).state, "pending")
+      }))
+  })
 })

@@ -2,11 +2,12 @@
  * Uniqueness windows under concurrent enqueuers (migration 0022, docs/adr/0020-uniqueness-windows.md):
  * several psql processes, and several connections through the TypeScript enqueue, enqueue the same
  * unique keys at once; each key gets exactly one run, and every enqueuer is told that run. Then the
- * runs leave their window (cancelled) and the race runs again: exactly one new run per key.
+ * runs leave their window (cancelled) and the race runs again: exactly one new run per key. Two
+ * batches of the same keys in opposite orders never deadlock (the holds are taken in one order).
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Enqueued } from "@leasehold/core"
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import { spawn } from "node:child_process"
 import { databaseUrl } from "./support/db.js"
 import { type Stores, twoStores } from "./support/stores.js"
@@ -101,6 +102,35 @@ describe("uniqueness windows under concurrent enqueuers", () => {
          WHERE r.state = 'pending'`
       )
       assert.strictEqual(holds[0]!.n, keys, "each key's hold names its pending run")
+    }))
+
+  it.live("two stores enqueueing batches of the same unique keys in opposite orders at once, round after round: no deadlock, one run per key", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const rounds = 30
+      const width = 8
+      for (let round = 0; round < rounds; round++) {
+        const keys = Array.from({ length: width }, (_, i) => `r${round}-k${i}`)
+        const batch = (order: ReadonlyArray<string>) => order.map((key) => ({ kind: "job", payload: { key }, unique: { key } }))
+        // Each batch takes every key; without one order of holds, each waits for a key the other took first.
+        const [forward, backward] = yield* Effect.all([
+          Effect.result(stores.a.enqueue(batch(keys))),
+          Effect.result(stores.b.enqueue(batch([...keys].reverse())))
+        ], { concurrency: "unbounded" })
+        // The reason of a failure, if any: a deadlock is a StoreError whose reason is DeadlockError.
+        if (Result.isFailure(forward)) return assert.fail(`round ${round}, forward batch: ${String(forward.failure)}`)
+        if (Result.isFailure(backward)) return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        const answers = [
+          ...forward.success.map((e, i) => ({ key: keys[i]!, id: e.id, created: e.created })),
+          ...backward.success.map((e, i) => ({ key: keys[width - 1 - i]!, id: e.id, created: e.created }))
+        ]
+        onePerKey(answers, width)
+      }
+      assert.strictEqual(yield* jobRuns(stores), rounds * width, "one run per key in the database")
+      const holds = yield* stores.sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${stores.schema}".unique_holds h JOIN "${stores.schema}".runs r ON r.id = h.run_id`
+      )
+      assert.strictEqual(holds[0]!.n, rounds * width, "every hold names its run: no placeholder was left")
     }))
 
   it.live("eight connections of two stores enqueueing each unique key at the same moment: one run per key, and again once the runs left their window", () =>

@@ -6,7 +6,7 @@
  * real-clock versions against PostgreSQL are in `worker.test.ts`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { type LeaseKey, MemoryRunStore, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { type LeaseKey, MemoryRunStore, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Handler } from "@leasehold/core"
 import { Clock, Deferred, Duration, Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
@@ -436,5 +436,37 @@ describe("shutdown", () => {
       const stopping = yield* Effect.forkDetach(Fiber.interrupt(fiber))
       for (let i = 0; i < 50 && stopping.pollUnsafe() === undefined; i++) yield* TestClock.adjust("100 millis")
       assert.isDefined(stopping.pollUnsafe(), "the worker did not stop")
+    }))
+})
+
+describe("rate limits", () => {
+  it.effect("a run held back by its window starts as the window opens again, not at the next poll", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const { handler, started } = yield* blocking
+      const [first, second, third] = yield* store.enqueue(jobs(3))
+      const startedAt = new Map<string, number>()
+      const { events, stop } = yield* startWorker(store, {
+        ...timing,
+        // A poll an hour apart: only the window's wake can start the runs it held back in time.
+        pollInterval: "1 hour",
+        concurrency: 5,
+        handlers: [handler],
+        rateLimits: [RateLimits.perKind("job", 1, "10 seconds")]
+      }, (event) => event._tag === "Claimed" ? Effect.map(now, (at) => void startedAt.set(event.runId, at)) : Effect.void)
+      const begin = yield* now
+      assert.deepStrictEqual(started, ["0"], "one start in the window")
+      yield* TestClock.adjust("9 seconds")
+      yield* settle
+      assert.deepStrictEqual(started, ["0"], "the window is full for 10 seconds")
+      yield* TestClock.adjust("1 second")
+      yield* settle
+      assert.deepStrictEqual(started, ["0", "1"], "the second starts as the first start leaves the window")
+      yield* TestClock.adjust("10 seconds")
+      yield* settle
+      assert.deepStrictEqual(started, ["0", "1", "2"])
+      assert.deepStrictEqual(of(events, "Claimed").map((c) => c.runId), [first!.id, second!.id, third!.id])
+      assert.deepStrictEqual([second!.id, third!.id].map((id) => startedAt.get(id)! - begin), [10_000, 20_000])
+      yield* stop
     }))
 })

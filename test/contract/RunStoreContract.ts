@@ -853,6 +853,26 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(yield* claimBoth(store), [a2!, n2!])
         }))
 
+      test("a full window ahead in claim order blocks no window with room behind it, whatever the claim's limit", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 hour", { perKey: true })])
+          const [a1, a2, b1, c1] = yield* runsOf(store, "job", ["A", "A", "B", "C"])
+          assert.deepStrictEqual(sorted(yield* claimFrom(store, "w1", { limit: 1 })), [a1!])
+          // A's window is full and its next run is first in claim order: B's and C's windows have room.
+          assert.deepStrictEqual(sorted(yield* claimFrom(store, "w1", { limit: 1 })), [b1!])
+          assert.deepStrictEqual(sorted(yield* claimFrom(store, "w1", { limit: 1, dueOnly: true })), [c1!])
+          assert.isEmpty(yield* claimFrom(store, "w1", { limit: 1 }))
+          assert.deepInclude(yield* store.get(a2!), { state: "pending", attempt: 0 })
+        }))
+
+      test("a due-only claim starts governed runs whatever a claim of other queues saw before it", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setRateLimits([RateLimits.perQueue("default", 1, "1 hour")])
+          const [run] = yield* runsOf(store, "job", [undefined])
+          assert.isEmpty(yield* claimFrom(store, "w1", { queues: ["other"] }), "no limit governs queue other")
+          assert.deepStrictEqual(sorted(yield* claimFrom(store, "w1", { queues: ["default", "other"], dueOnly: true })), [run!])
+        }))
+
       test("a limit declared over runs already enqueued governs them; removed, they start freely", ({ store }) =>
         Effect.gen(function*() {
           const jobs = yield* runsOf(store, "job", [undefined, undefined, undefined, undefined])

@@ -36,6 +36,7 @@ import * as Renew from "./internal/memory/Renew.js"
 import * as Sample from "./internal/memory/Sample.js"
 import * as MemorySchedules from "./internal/memory/Schedules.js"
 import * as Signals from "./internal/memory/Signals.js"
+import * as RateWakes from "./RateWakes.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
 import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
@@ -69,6 +70,10 @@ export interface Controlled {
   readonly moveTime: (runId: string, column: TimeColumn, at: Date) => Effect.Effect<void>
   /** Sets a schedule's next tick, as a test against Postgres updates `schedules.next_tick`. */
   readonly moveNextTick: (name: string, at: Date) => Effect.Effect<void>
+  /** Moves the recorded starts of one rate limit (or of all) to `at`, as a test against Postgres updates `rate_starts.started_at`. */
+  readonly moveRateStarts: (at: Date, limit?: { readonly scope: RateLimits.RateLimitScope; readonly name: string }) => Effect.Effect<void>
+  /** Moves the end of every unique window with a period to `at`, as a test against Postgres updates `unique_holds.held_until`. */
+  readonly moveUniqueHoldEnds: (at: Date) => Effect.Effect<void>
 }
 
 const fromOutcome = <A, E>(outcome: Outcome<A, E>): Effect.Effect<A, E> =>
@@ -109,6 +114,8 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
   const pubsub = yield* PubSub.unbounded<StoreNotification>()
   const state = new State()
   const workers = new Operators.Workers()
+  // Runs a rate limit held back in a claim: their queues' workers are woken as the window opens.
+  const rateWakes = RateWakes.make(clock, (queue) => PubSub.publish(pubsub, { _tag: "RunsAvailable", queue }))
 
   /** One transition at the store's `now()`, then its notifications: one statement, committed. */
   const apply = <A>(transition: (now: number) => A): Effect.Effect<A> =>
@@ -140,7 +147,11 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       const payloads = yield* payloadsOf(requests)
       return yield* apply((now) => Enqueue.enqueue(state, requests, payloads, now))
     }),
-    claim: (request) => apply((now) => Claim.claim(state, request, Duration.toMillis(request.ttl), now)),
+    claim: (request) =>
+      Effect.flatMap(
+        apply((now) => ({ claimed: Claim.claim(state, request, Duration.toMillis(request.ttl), now), wake: state.rateWake, now })),
+        ({ claimed, now, wake }) => Effect.as(wake === undefined ? Effect.void : rateWakes.schedule(wake, now), claimed)
+      ),
     renew: (owner, leases, ttl) => apply((now) => Renew.renew(state, owner, leases, Duration.toMillis(ttl), now)),
     completeBatch: (items, next) =>
       items.every((item) => item.result === null || isJsonText(item.result))
@@ -277,7 +288,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     store,
     journal,
     moveTime: (runId, column, at) => Effect.sync(() => state.setTime(runId, column, at.getTime())),
-    moveNextTick: (name, at) => Effect.sync(() => MemorySchedules.setNextTick(state, name, at.getTime()))
+    moveNextTick: (name, at) => Effect.sync(() => MemorySchedules.setNextTick(state, name, at.getTime())),
+    moveRateStarts: (at, limit) => Effect.sync(() => Rate.setRateStartTimes(state, at.getTime(), limit)),
+    moveUniqueHoldEnds: (at) => Effect.sync(() => Enqueue.setUniqueHoldEnds(state, at.getTime()))
   } satisfies Controlled
 })
 

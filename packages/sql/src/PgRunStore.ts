@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
-import { Activity, ClaimPosition, InvalidConfig, type LeaseKey, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
+import { Activity, type ClaimRequest, ClaimPosition, InvalidConfig, type LeaseKey, RateWakes, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { Context, type Duration, Effect, Layer, Redacted, Stream } from "effect"
+import { Clock, Context, type Duration, Effect, Layer, PubSub, Redacted, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as Migrations from "./Migrations.js"
@@ -202,14 +202,28 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
       for (const i of lost) refs.delete(leases[i]!)
       return leases.flatMap((lease, i) => lost.has(i) ? [] : [{ runId: ledger.canonicalRunId(lease.runId), fence: lease.fence }])
     })
-  const ratedSeen: rate.RatedSeen = { declared: undefined }
+  const ratedSeen = new rate.RatedSeen()
+  // Runs a rate limit held back in this store's claims: their queues are announced to this
+  // store's listeners as their window opens (RateWakes), beside what LISTEN brings.
+  const clock = yield* Clock.Clock
+  const wakes = yield* PubSub.unbounded<StoreNotification>()
+  const scope = yield* Effect.scope
+  const rateWakes = RateWakes.make(clock, (queue) => PubSub.publish(wakes, { _tag: "RunsAvailable", queue }), (wake) => Effect.forkIn(wake, scope))
+  const claimRated = (request: ClaimRequest) => {
+    const wake: rate.RatedWake = { next: undefined }
+    return Effect.tap(
+      rate.withRated(runtime, s, request, ratedSeen, wake, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger")),
+      () => {
+        if (wake.next === undefined) return Effect.void
+        const now = clock.currentTimeMillisUnsafe()
+        return rateWakes.schedule({ at: now + wake.next.inMs, queues: wake.next.queues }, now)
+      }
+    )
+  }
   return RunStore.of({
     enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests, storage).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
     // Runs a rate limit governs are started first (rate.ts), then the routine claim takes the rest.
-    claim: (request) =>
-      refail("claim")(
-        rate.withRated(runtime, s, request, ratedSeen, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger"))
-      ),
+    claim: (request) => refail("claim")(claimRated(request)),
     renew: (owner, leases, ttl) => refail("renew")(renew(owner, leases, ttl)),
     completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request, refs)),
@@ -238,8 +252,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     setKeyLimits: (limits) => refail("set key limits")(keys.set(sql, s, limits)),
     removeKeyLimit: (scope, name) => refail("remove key limit")(keys.remove(sql, s, scope, name)),
     keyLimits: refail("key limits")(keys.list(sql, s)),
-    setRateLimits: (limits) => refail("set rate limits")(rate.set(sql, s, limits)),
-    removeRateLimit: (scope, name) => refail("remove rate limit")(rate.remove(sql, s, scope, name)),
+    setRateLimits: (limits) => refail("set rate limits")(Effect.ensuring(rate.set(sql, s, limits), Effect.sync(() => ratedSeen.forget()))),
+    removeRateLimit: (scope, name) => refail("remove rate limit")(Effect.ensuring(rate.remove(sql, s, scope, name), Effect.sync(() => ratedSeen.forget()))),
     rateLimits: refail("rate limits")(rate.list(sql, s)),
     registerSchedules: (definitions) => refail("register schedules")(schedules.register(sql, s, definitions)),
     tickSchedules: refail("tick schedules")(schedules.tick(sql, s)),
@@ -251,7 +265,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     workers: refail("workers")(operators.workers(sql, s)),
     activity: (request) => Effect.andThen(Activity.check(request), refail("activity")(operators.activity(sql, s, request))),
     keyUsage: (scope, name, top) => refail("key usage")(operators.keyUsage(sql, s, scope, name, top)),
-    notifications
+    notifications: Stream.merge(notifications, Stream.fromPubSub(wakes))
   })
 })
 

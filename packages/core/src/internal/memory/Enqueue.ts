@@ -107,3 +107,8 @@ const holdUnique = (state: State, request: EnqueueRequest, payload: string, id: 
   })
   return id
 }
+
+/** Moves the end of every unique window that has a period to `at` (tests: the twin of an UPDATE on `unique_holds.held_until`). */
+export const setUniqueHoldEnds = (state: State, at: number): void => {
+  for (const hold of state.uniqueHolds.values()) if (hold.until !== undefined) hold.until = at
+}

@@ -7,6 +7,7 @@
 import type { ClaimedRun } from "../../RunRecord.js"
 import * as KeyLimits from "../../KeyLimits.js"
 import * as RateLimits from "../../RateLimits.js"
+import * as RateWake from "../../RateWakes.js"
 import { order } from "./Read.js"
 import type { StoredRun } from "./StoredRun.js"
 import type { ClaimRequest } from "../../RunStore.js"
@@ -22,11 +23,12 @@ const startsSince = (state: State, scope: string, name: string, key: string | un
 }
 
 /**
- * `claimRated`: the windows of the first due governed runs in claim order (at most `limit` of
- * them), each window's room (its limit less its starts within the interval), that many of its
+ * `claimRated`: the windows with room of the first due governed runs in claim order (at most
+ * `limit` of them), each window's room (its limit less its starts within the interval), that many of its
  * runs, all of them cut to `limit` in claim order; each start recorded.
  */
 export const claimRated = (state: State, request: ClaimRequest, ttlMs: number, now: number): Array<ClaimedRun> => {
+  state.rateWake = undefined
   if (request.limit <= 0 || request.kinds.length === 0 || state.rateLimitsByScope.size === 0) return []
   const due = [...state.runs.values()].filter((r) =>
     r.state === "pending" && r.rateScope !== null && (r.keyScope === null || r.keySlot !== null) && r.runAt <= now &&
@@ -39,7 +41,11 @@ export const claimRated = (state: State, request: ClaimRequest, ttlMs: number, n
     if (limit === undefined) continue
     const key = RateLimits.windowKey(limit.perKey, run.concurrencyKey)
     const id = `${limit.scope}\u0000${name}\u0000${key}`
-    const window = windows.get(id) ?? (windows.size < request.limit ? { limit, key, runs: [] } : undefined)
+    // A full window takes no place among the claim's: the windows with room behind it start.
+    const window = windows.get(id) ??
+      (windows.size < request.limit && startsSince(state, limit.scope, limit.name, key, now - limit.intervalMs) < limit.limit
+        ? { limit, key, runs: [] }
+        : undefined)
     if (window === undefined) continue
     window.runs.push(run)
     windows.set(id, window)
@@ -60,7 +66,19 @@ export const claimRated = (state: State, request: ClaimRequest, ttlMs: number, n
     const limit = state.rateLimitsByScope.get(`${t.scope}\u0000${t.name}`)
     return limit !== undefined && t.at > now - limit.intervalMs
   })
+  state.rateWake = RateWake.earliest(due.filter((run) => run.state === "pending").flatMap((run) => {
+    const limit = state.rateLimitsByScope.get(`${run.rateScope}\u0000${run.rateScope === "kind" ? run.kind : run.queue}`)
+    if (limit === undefined) return []
+    const key = RateLimits.windowKey(limit.perKey, run.concurrencyKey)
+    const starts = state.rateStarts.filter((t) => t.scope === limit.scope && t.name === limit.name && t.key === key).map((t) => t.at)
+    return [{ queue: run.queue, limit: limit.limit, intervalMs: limit.intervalMs, starts }]
+  }))
   return claimed
+}
+
+/** Moves the starts of one limit, or of every limit, to `at` (tests: the memory twin of an UPDATE on `rate_starts.started_at`). */
+export const setRateStartTimes = (state: State, at: number, limit?: { readonly scope: string; readonly name: string }): void => {
+  state.rateStarts = state.rateStarts.map((t) => limit === undefined || (t.scope === limit.scope && t.name === limit.name) ? { ...t, at } : t)
 }
 
 const rerate = (state: State, kinds: ReadonlyArray<string>, queues: ReadonlyArray<string>): void => {

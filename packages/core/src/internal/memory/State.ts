@@ -15,6 +15,7 @@ import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
 import * as RateLimits from "../../RateLimits.js"
 import * as Schedules from "../../Schedules.js"
+import type * as RateWake from "../../RateWakes.js"
 import type { StoredEvent, StoredRun } from "./StoredRun.js"
 import type { StoreNotification } from "../../RunStore.js"
 
@@ -61,6 +62,8 @@ export class State {
   readonly rateLimitsByScope = new Map<string, RateLimits.CheckedRateLimit>()
   /** Starts of governed runs, oldest first (`rate_starts`). */
   rateStarts: Array<{ readonly scope: string; readonly name: string; readonly key: string; readonly at: number }> = []
+  /** When the last claim's held-back governed runs may start (`RateWake`), for the store to wake their workers. */
+  rateWake: RateWake.Wake | undefined = undefined
   /** Declared per-key limits by scope and name. */
   readonly keyLimitsByScope = new Map<string, KeyLimits.KeyLimit>()
   /** Where due-only claims stand in each queue (ClaimPosition), as `PgRunStore` keeps them. */

@@ -42,13 +42,59 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
       payloads.push(yield* Json.encode(request.payload ?? null, "payload"))
     }
     if (requests.every((r) => r.unique === undefined)) return yield* enqueueChecked(sql, s, requests, payloads, storage)
-    // A unique window is decided by migration 0022's enqueue_run, one request at a time in order
-    // (each takes its key's hold under a lock), in one transaction for the batch.
-    return yield* sql.withTransaction(Effect.forEach(requests, (request, i) =>
-      request.unique === undefined
-        ? Effect.map(enqueueChecked(sql, s, [request], [payloads[i]!], storage), (out) => out[0]!)
-        : enqueueUnique(sql, s, request, payloads[i]!)))
+    // A unique window is decided by enqueue_run (migrations 0022, 0024), one request at a time in
+    // request order (the ids drawn in that order), in one transaction for the batch: every hold of
+    // the batch taken first, in one order (`takeHolds`), and the batch's keyed runs admitted once
+    // at its end, in claim order, as a batch without windows admits them.
+    return yield* sql.withTransaction(Effect.gen(function*() {
+      yield* takeHolds(sql, s, requests, payloads)
+      const out = yield* Effect.forEach(requests, (request, i) =>
+        request.unique === undefined
+          ? Effect.map(insertChecked(sql, s, [request], [payloads[i]!], storage), (out) => out[0]!)
+          : enqueueUnique(sql, s, request, payloads[i]!))
+      const scope = admitScope(requests)
+      if (scope !== undefined) yield* admitInPassing(sql, s, scope)
+      return out
+    }))
   })
+
+/**
+ * Takes the hold of every unique request of a batch, in (kind, key) order, before any run is
+ * enqueued: two batches of the same keys in any orders queue on the first key they share and never
+ * deadlock. A key without a hold row gets a placeholder that holds nothing (its period ended at
+ * -infinity), which the request's enqueue_run takes over in this transaction; a key with one is
+ * locked by a no-op update. One request needs no order: a single lock cannot close a cycle.
+ */
+const takeHolds = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>, payloads: ReadonlyArray<string>) => {
+  const unique = requests.flatMap((r, i) => r.unique === undefined ? [] : [{ kind: r.kind, key: r.unique.key ?? null, payload: payloads[i]! }])
+  if (unique.length < 2) return Effect.void
+  return Effect.asVoid(sql`
+    INSERT INTO ${s.uniqueHolds(sql)} AS h (kind, unique_key, run_id, states, held_until)
+    SELECT DISTINCT ON (t.kind, k.hold_key) t.kind, k.hold_key, 0, NULL, '-infinity'
+    FROM unnest(${unique.map((u) => u.kind)}::text[], ${textArray(unique.map((u) => u.key))}::text[], ${unique.map((u) => u.payload)}::jsonb[])
+      AS t(kind, unique_key, payload)
+    CROSS JOIN LATERAL (SELECT ${sql.literal(`"${s.schema}".unique_hold_key`)}(t.unique_key, t.payload) AS hold_key) k
+    ORDER BY t.kind, k.hold_key
+    ON CONFLICT (kind, unique_key) DO UPDATE SET run_id = h.run_id`)
+}
+
+/** The kinds, queues and keys a batch's keyed runs are admitted by; none without a concurrency key. */
+const admitScope = (requests: ReadonlyArray<EnqueueRequest>) => {
+  const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
+  return keys.length === 0 ? undefined : { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }
+}
+
+/** Inserts a checked batch without unique windows; admits nothing. */
+const insertChecked = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  requests: ReadonlyArray<EnqueueRequest>,
+  payloads: ReadonlyArray<string>,
+  storage: Storage
+) =>
+  requests.every((r) => r.idempotencyKey === undefined)
+    ? enqueueWithoutKeys(sql, s, requests, payloads, storage)
+    : enqueueWithKeys(sql, s, requests, payloads)
 
 /** A batch whose requests were checked and whose payloads were encoded, none with a unique window. */
 const enqueueChecked = (
@@ -58,19 +104,16 @@ const enqueueChecked = (
   payloads: ReadonlyArray<string>,
   storage: Storage
 ) => {
-  const insert = requests.every((r) => r.idempotencyKey === undefined)
-    ? enqueueWithoutKeys(sql, s, requests, payloads, storage)
-    : enqueueWithKeys(sql, s, requests, payloads)
-  const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
-  if (keys.length === 0) return insert
+  const insert = insertChecked(sql, s, requests, payloads, storage)
+  const scope = admitScope(requests)
+  if (scope === undefined) return insert
   // A keyed run under a limit is inserted waiting (migration 0013's key_slot_rules); in the same
   // transaction its key's free slots go to its waiting due runs in claim order, so the run is
   // due at once if its key has room and no older run of the key waits.
-  const scope = { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }
   return sql.withTransaction(Effect.tap(insert, () => admitInPassing(sql, s, scope)))
 }
 
-/** One request with a unique window, through the store's own SQL function (`enqueue_run`). */
+/** One request with a unique window, through the store's own SQL function (`enqueue_run`); the batch admits its key. */
 const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) => {
   const window = request.unique!
   const states = uniqueStates(window)
@@ -80,7 +123,7 @@ const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: Enqueu
         kind => ${request.kind}, payload => ${payload}::jsonb, queue => ${request.queue ?? "default"},
         run_at => now() + ${request.delayMs ?? 0}::float8 * interval '1 millisecond', priority => ${request.priority ?? 0}::int,
         max_attempts => ${request.maxAttempts ?? 5}::int, concurrency_key => ${request.concurrencyKey ?? null}::text,
-        trace_parent => ${request.traceParent ?? null}::text, unique_key => ${window.key ?? null}::text,
+        trace_parent => ${request.traceParent ?? null}::text, admit_keys => false, unique_key => ${window.key ?? null}::text,
         unique_states => ${states === undefined ? null : textArray([...states])}::text[],
         unique_for => ${window.periodMs ?? null}::float8 * interval '1 millisecond'
       ) e`,

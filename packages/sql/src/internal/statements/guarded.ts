@@ -124,6 +124,25 @@ const completedSet = (sql: SqlClient.SqlClient, result: Statement.Fragment) =>
           finished_at = now(), updated_at = now()`
 
 /**
+ * Retention of uniqueness windows' holds (migration 0024), in a statement that deletes completed
+ * runs (its `deleted`): the holds of those runs that can never hold again (a window with states:
+ * a deleted run is in none; one with a period only: once it ended), and up to `ended` other holds
+ * whose period ended, whatever their runs (a period never holds again once over). Each condition
+ * is on the hold's own row, so a hold taken over meanwhile (a new run, a new period) is kept.
+ */
+const releasedHolds = (sql: SqlClient.SqlClient, s: StoreSchema, ended: number) =>
+  sql`released_holds AS (
+        DELETE FROM ${s.uniqueHolds(sql)} h
+        WHERE h.run_id = ANY(ARRAY(SELECT id FROM deleted)) AND (h.states IS NOT NULL OR h.held_until <= now())
+      ), ended_holds AS (
+        DELETE FROM ${s.uniqueHolds(sql)} h
+        WHERE (h.kind, h.unique_key) IN (
+          SELECT e.kind, e.unique_key FROM ${s.uniqueHolds(sql)} e
+          WHERE e.held_until <= now() AND e.run_id <> ALL (ARRAY(SELECT id FROM deleted))
+          ORDER BY e.held_until LIMIT ${ended} FOR UPDATE SKIP LOCKED)
+      )`
+
+/**
  * Completes a batch in one statement, each row matched on id + fence + running. An item whose run
  * is already completed under the same fence is acknowledged (`Finalized`): it is a retry of the
  * holder's own completion. The statement
@@ -212,7 +231,7 @@ const completeBatchStatement = (
         SELECT * FROM deleted UNION ALL SELECT * FROM kept
       ), forgotten AS (
         DELETE FROM ${s.events(sql)} WHERE run_id = ANY(ARRAY(SELECT id FROM deleted))
-      )`
+      ), ${releasedHolds(sql, s, items.length)}`
       : sql`done AS (
         UPDATE ${runs} r SET ${completedSet(sql, batchResult)}
         FROM input i
@@ -505,7 +524,7 @@ export const completeInTransaction = <A, E, R>(
         RETURNING id
       ), forgotten AS (
         DELETE FROM ${s.events(sql)} WHERE run_id IN (SELECT id FROM deleted)
-      ), done AS (
+      ), ${releasedHolds(sql, s, 1)}, done AS (
         SELECT id FROM deleted UNION ALL SELECT id FROM kept
       )`
       : sql`done AS (

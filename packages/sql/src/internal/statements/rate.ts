@@ -3,7 +3,8 @@
  * governs carries `rate_scope` on its row and is never in the ready set: the routine claim does not
  * read it. The rated claim starts such runs in its own transaction, before the routine claim:
  *
- * 1. the windows (limit and, per key, key) of the first due governed runs in claim order, each
+ * 1. the windows (limit and, per key, key) of the first due governed runs in claim order that
+ *    have room in this statement's snapshot (a full window ahead takes none of the claim's places), each
  *    locked for the transaction with `pg_try_advisory_xact_lock` (a window another claimer holds is
  *    skipped, never waited on: its runs are that claimer's to start);
  * 2. in a new statement, so its snapshot sees every start committed by the window's previous
@@ -31,28 +32,60 @@ export const governing = (s: StoreSchema, kind: string, queue: string): string =
   `(CASE WHEN EXISTS (SELECT 1 FROM "${s.schema}".rate_limits WHERE scope = 'kind' AND name = ${kind}) THEN 'kind'
     WHEN EXISTS (SELECT 1 FROM "${s.schema}".rate_limits WHERE scope = 'queue' AND name = ${queue}) THEN 'queue' END)`
 
+/** A window the claim locked, or (scope null) one holding back due runs, with when it opens again. */
 interface Window {
-  readonly scope: string
+  readonly scope: string | null
   readonly name: string
   readonly window_key: string
   readonly per_interval: number
   readonly interval_ms: number
   readonly per_key: boolean
+  readonly opens_in_ms: number | null
+  readonly queues: ReadonlyArray<string> | null
+}
+
+/** The first moment a window holding back due runs has room, from the statement's time, with their queues. */
+const earliestWake = (rows: ReadonlyArray<Window>): { readonly inMs: number; readonly queues: ReadonlyArray<string> } | undefined => {
+  let wake: { inMs: number; queues: Set<string> } | undefined
+  for (const row of rows) {
+    if (row.opens_in_ms === null || row.queues === null) continue
+    if (wake === undefined || row.opens_in_ms < wake.inMs) wake = { inMs: row.opens_in_ms, queues: new Set(row.queues) }
+    else if (row.opens_in_ms === wake.inMs) for (const queue of row.queues) wake.queues.add(queue)
+  }
+  return wake === undefined ? undefined : { inMs: wake.inMs, queues: [...wake.queues] }
+}
+
+/** When the last rated claim's held-back runs may start (`RateWakes`): set by each rated claim. */
+export interface RatedWake {
+  next: { readonly inMs: number; readonly queues: ReadonlyArray<string> } | undefined
 }
 
 /**
- * What this store last saw of its claims' rate limits: whether any was declared for them. A claim
- * of due runs only (`dueOnly`, the drain's claim) asks again only while one was: the routine claim
- * never takes a governed run, so a limit declared meanwhile is only started late (at the worker's
- * next sweep, within its poll interval), never over its limit.
+ * What this store last saw of its claims' rate limits: whether any was declared for a claim's kinds
+ * and queues, by those kinds and queues (a worker claims the same ones every time). A claim of due
+ * runs only (`dueOnly`, the drain's claim) asks again only while one was: the routine claim never
+ * takes a governed run, so a limit another store declared meanwhile is only started late (at the
+ * worker's next sweep, within its poll interval), never over its limit. This store's own
+ * declarations and removals forget what it saw.
  */
-export interface RatedSeen {
-  declared: boolean | undefined
+export class RatedSeen {
+  private readonly declared = new Map<string, boolean>()
+  private static scope(request: ClaimRequest): string {
+    return `${request.kinds.join("\u0000")}\u0001${request.queues.join("\u0000")}`
+  }
+  get(request: ClaimRequest): boolean | undefined {
+    return this.declared.get(RatedSeen.scope(request))
+  }
+  set(request: ClaimRequest, declared: boolean): void {
+    this.declared.set(RatedSeen.scope(request), declared)
+  }
+  forget(): void {
+    this.declared.clear()
+  }
 }
 
-/** Starts up to `request.limit` governed runs whose windows have room (the module's steps 1 and 2). */
-export const claimRated = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen) =>
-  Effect.map(claimRatedRows(sql, s, request, seen), (rows) => rows.map(toClaimed))
+export const claimRated = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen, wake: RatedWake) =>
+  Effect.map(claimRatedRows(sql, s, request, seen, wake), (rows) => rows.map(toClaimed))
 
 /**
  * A claim: the rated claim first, then the routine claim (`claim`, claim.ts) for the rest of the
@@ -63,28 +96,30 @@ export const withRated = <E, R>(
   s: StoreSchema,
   request: ClaimRequest,
   seen: RatedSeen,
+  wake: RatedWake,
   routine: (rest: ClaimRequest) => Effect.Effect<ReadonlyArray<ClaimedRun>, E, R>
 ) =>
-  Effect.flatMap(claimRated(sql, s, request, seen), (rated) =>
+  Effect.flatMap(claimRated(sql, s, request, seen, wake), (rated) =>
     rated.length === 0
       ? routine(request)
       : Effect.map(routine({ ...request, limit: request.limit - rated.length }), (claimed) => [...rated, ...claimed]))
 
-const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen) =>
+const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen, wake: RatedWake) =>
   Effect.gen(function*() {
+    wake.next = undefined
     if (request.limit <= 0 || request.kinds.length === 0) return [] as ReadonlyArray<ClaimRow>
-    if (request.dueOnly === true && seen.declared === false) return [] as ReadonlyArray<ClaimRow>
+    if (request.dueOnly === true && seen.get(request) === false) return [] as ReadonlyArray<ClaimRow>
     const kinds = request.kinds as Array<string>
     const [declared] = yield* sql<{ any: boolean }>`
       SELECT EXISTS (SELECT 1 FROM ${s.rateLimits(sql)}
         WHERE (scope = 'kind' AND name = ANY(${kinds}::text[])) OR (scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[]))) AS any`
-    seen.declared = declared?.any === true
-    if (!seen.declared) return []
+    seen.set(request, declared?.any === true)
+    if (declared?.any !== true) return []
     const queues = activeQueues(sql, s, request.queues)
     return yield* sql.withTransaction(Effect.gen(function*() {
       const windows = yield* sql<Window>`
         WITH due AS MATERIALIZED (
-          SELECT r.rate_scope AS scope, CASE r.rate_scope WHEN 'kind' THEN r.kind ELSE r.queue END AS name, r.concurrency_key,
+          SELECT r.rate_scope AS scope, CASE r.rate_scope WHEN 'kind' THEN r.kind ELSE r.queue END AS name, r.concurrency_key, r.queue,
             row_number() OVER (ORDER BY r.priority DESC, r.run_at, r.id) AS place
           FROM (
             SELECT * FROM ${s.runs(sql)} o
@@ -94,20 +129,44 @@ const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: Claim
           ) r
         ), windows AS MATERIALIZED (
           SELECT d.scope, d.name, CASE WHEN l.per_key THEN coalesce(d.concurrency_key, '') ELSE '' END AS window_key,
-            l.per_interval, l.interval_ms, l.per_key, min(d.place) AS first
+            l.per_interval, l.interval_ms, l.per_key, min(d.place) AS first, count(*) AS waiting, array_agg(DISTINCT d.queue) AS queues
           FROM due d JOIN ${s.rateLimits(sql)} l ON l.scope = d.scope AND l.name = d.name
-          GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY first LIMIT ${request.limit}
+          GROUP BY 1, 2, 3, 4, 5, 6
+        ), counted AS MATERIALIZED (
+          SELECT w.*, (SELECT count(*) FROM ${s.rateStarts(sql)} t
+            WHERE t.scope = w.scope AND t.name = w.name AND t.window_key = w.window_key
+              AND t.started_at > statement_timestamp() - w.interval_ms * interval '1 millisecond') AS started
+          FROM windows w
+        ), open AS MATERIALIZED (
+          -- A window full in this snapshot takes no place among the claim's: the windows with room
+          -- behind it start (the second statement counts again, under the lock).
+          SELECT * FROM counted WHERE started < per_interval ORDER BY first LIMIT ${request.limit}
         )
-        SELECT scope, name, window_key, per_interval, interval_ms, per_key FROM windows
+        SELECT scope, name, window_key, per_interval, interval_ms, per_key, NULL::float8 AS opens_in_ms, NULL::text[] AS queues, first
+        FROM open
         WHERE pg_try_advisory_xact_lock(hashtextextended(${`leasehold-rate:${s.schema}:`} || scope || ':' || name || ':' || window_key, 0))
+        UNION ALL
+        -- The wake (RateWakes): a window left holding back due runs (more of them than its room) has
+        -- room again when its (started - limit + 1)-th oldest start leaves the interval, or its
+        -- oldest once this claim filled it (this claim's own starts, now, if it had none).
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL,
+          extract(epoch FROM coalesce(
+            (SELECT t.started_at FROM ${s.rateStarts(sql)} t
+              WHERE t.scope = c.scope AND t.name = c.name AND t.window_key = c.window_key
+                AND t.started_at > statement_timestamp() - c.interval_ms * interval '1 millisecond'
+              ORDER BY t.started_at OFFSET greatest(c.started - c.per_interval, 0) LIMIT 1),
+            statement_timestamp()) + c.interval_ms * interval '1 millisecond' - statement_timestamp()) * 1000, c.queues, NULL
+        FROM counted c WHERE c.waiting > c.per_interval - c.started
         ORDER BY first`
-      if (windows.length === 0) return [] as ReadonlyArray<ClaimRow>
+      wake.next = earliestWake(windows)
+      if (windows.every((w) => w.scope === null)) return [] as ReadonlyArray<ClaimRow>
       const ttlMs = Duration.toMillis(request.ttl)
+      const locked = windows.filter((w): w is Window & { scope: string } => w.scope !== null)
       return yield* sql<ClaimRow>`
         WITH ${fenceFloor(sql, s)}, windows AS (
-          SELECT * FROM unnest(${windows.map((w) => w.scope)}::text[], ${windows.map((w) => w.name)}::text[],
-            ${windows.map((w) => w.window_key)}::text[], ${windows.map((w) => w.per_interval)}::int[],
-            ${windows.map((w) => w.interval_ms)}::float8[], ${windows.map((w) => w.per_key)}::boolean[])
+          SELECT * FROM unnest(${locked.map((w) => w.scope)}::text[], ${locked.map((w) => w.name)}::text[],
+            ${locked.map((w) => w.window_key)}::text[], ${locked.map((w) => w.per_interval)}::int[],
+            ${locked.map((w) => w.interval_ms)}::float8[], ${locked.map((w) => w.per_key)}::boolean[])
             AS w(scope, name, window_key, per_interval, interval_ms, per_key)
         ), room AS MATERIALIZED (
           SELECT w.*, w.per_interval - (
