@@ -35,7 +35,7 @@
  * Snoozes and failures under a handler's retry policy (`Handler.make({ retry })`) are steps too.
  *
  * One schema for the whole file; each sequence starts from TRUNCATE … RESTART IDENTITY and a new
- * memory store, so run ids are 1, 2, 3, … in both. `MODEL_RUNS` sets the number of sequences (500
+ * memory store, so run ids are 1, 2, 3, … in both. `MODEL_RUNS` sets the number of sequences (250
  * by default); a failure prints fast-check's seed and path, which `MODEL_SEED` and `MODEL_PATH`
  * replay.
  */
@@ -1267,7 +1267,7 @@ const storeOnce = Effect.gen(function*() {
   return { schema, store: Context.get(context, RunStore), sql, client }
 })
 
-const numRuns = Number(process.env.MODEL_RUNS ?? 500)
+const numRuns = Number(process.env.MODEL_RUNS ?? 250)
 // The seed is chosen here and printed on every run, passing or not, so any run can be replayed.
 const seed = process.env.MODEL_SEED === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(process.env.MODEL_SEED)
 const replay: Pick<fc.Parameters<unknown>, "seed" | "path"> = {
@@ -1305,5 +1305,5 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
           { numRuns, ...replay }
         )
       )
-    }), 300_000)
+    }), 600_000)
 })
