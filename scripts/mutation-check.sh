@@ -126,6 +126,8 @@
 #                                     test/worker-clock.test.ts (TestClock: the run starts at the poll);
 #   scripts/mutation-check.sh rate-wake-pg  the same in PgRunStore, against test/rate-process.test.ts
 #                                     (a worker polling once an hour: the runs never start in time);
+#   scripts/mutation-check.sh rate-retry  a retried run keeps the rate scope it had when it ended,
+#                                     against test/contract.test.ts
 #   scripts/mutation-check.sh rate-seen  PgRunStore remembers one "no rate limit declared" for every
 #                                     claim, whatever its queues and kinds (rate.ts › RatedSeen), against
 #                                     the contract suite on PostgreSQL (a due-only claim skips a governed run);
@@ -290,6 +292,13 @@ elif [ "$mutation" = "rate-wake-pg" ]; then
   grep -q 'request.limit > 0) return Effect.void' "$store" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: PgRunStore schedules no wake for runs a rate window held back ($store)"
   tests=(test/rate-process.test.ts -t "wake")
+  attempts=1
+elif [ "$mutation" = "rate-retry" ]; then
+  admin="$work/packages/sql/src/internal/statements/admin.ts"
+  sed -i 's/rate.governing(s, "runs.kind", "runs.queue"))}`/rate.governing(s, "runs.kind", "runs.queue") \&\& "rate_scope")}`/' "$admin"
+  grep -q '"runs.queue") && "rate_scope")}`' "$admin" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a retried run keeps the rate scope it had when it ended ($admin)"
+  tests=(test/contract.test.ts -t "retried run is governed")
   attempts=1
 elif [ "$mutation" = "rate-seen" ]; then
   rate="$work/packages/sql/src/internal/statements/rate.ts"

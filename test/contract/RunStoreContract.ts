@@ -885,6 +885,26 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(yield* claimBoth(store), [jobs[1]!, jobs[2]!, jobs[3]!])
         }))
 
+      test("a retried run is governed by the rate limits in force when it is retried, not by those of its first enqueue", ({ store }) =>
+        Effect.gen(function*() {
+          // Ended before a limit was declared: retried, it waits for room like any run of its kind.
+          const [before] = yield* runsOf(store, "job", [undefined])
+          yield* store.cancel(before!)
+          yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 hour")])
+          const [fresh] = yield* runsOf(store, "job", [undefined])
+          assert.deepStrictEqual(yield* claimBoth(store), [fresh!])
+          yield* store.retryMany({ ids: [before!] })
+          assert.isEmpty(yield* claimBoth(store), "the window is full: the retried run waits")
+          assert.isEmpty(yield* claimFrom(store, "w2", { kinds: ["job"], dueOnly: true }))
+          // Ended while governed, the limit removed since: retried, it starts freely.
+          const [mail] = yield* runsOf(store, "mail", [undefined])
+          yield* store.setRateLimits([RateLimits.perKind("mail", 1, "1 hour")])
+          yield* store.cancel(mail!)
+          assert.isTrue(yield* store.removeRateLimit("kind", "mail"))
+          yield* store.retry(mail!)
+          assert.deepStrictEqual(yield* claimBoth(store), [mail!])
+        }))
+
       test("a run under a key limit and a rate limit waits for its slot, then for room in its window", ({ passTime, store }) =>
         Effect.gen(function*() {
           yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])

@@ -14,6 +14,7 @@ import { err, ok, type Outcome, type State } from "./State.js"
 import { enter } from "./Slots.js"
 import { admit } from "./Admit.js"
 import { letGo } from "./Guarded.js"
+import { rateGoverning } from "./Rate.js"
 
 export const resume = (state: State, run: StoredRun, payload: string, now: number): string => {
   enter(state, run, "pending")
@@ -106,6 +107,8 @@ export const retry = (state: State, runId: string, now: number) => {
     enter(state, run, "pending")
     run.attempt = 0
     run.runAt = now
+    // Governed by the rate limits in force now (only unfinished runs are regoverned).
+    run.rateScope = rateGoverning(state, run.kind, run.queue)
     run.result = null
     run.error = null
     run.finishedAt = null

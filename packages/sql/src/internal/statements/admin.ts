@@ -10,6 +10,7 @@ import { admitInPassing } from "./admit.js"
 import { filterCondition } from "./read.js"
 import { isRunId } from "./rows.js"
 import * as ledger from "./ledger.js"
+import * as rate from "./rate.js"
 import { openLedgerRuns } from "./sample.js"
 
 const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operation: string) =>
@@ -87,9 +88,12 @@ const cancelSet = (sql: SqlClient.SqlClient) =>
   sql`state = 'cancelled', fence = fence + 1, lease_owner = NULL, lease_expires_at = NULL,
     signal_name = NULL, signal_token = NULL, suspend_deadline = NULL, finished_at = now(), updated_at = now()`
 const cancellable = stateList(["pending", "running", "suspended"])
-const retrySet = (sql: SqlClient.SqlClient) =>
+// A retried run is governed by the rate limits in force now: a limit declared or removed while it
+// had ended did not reach it (only unfinished runs are regoverned).
+const retrySet = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql`state = 'pending', fence = fence + 1, attempt = 0, run_at = now(),
-    result = NULL, error = NULL, finished_at = NULL, updated_at = now()`
+    result = NULL, error = NULL, finished_at = NULL, updated_at = now(),
+    rate_scope = ${sql.literal(rate.governing(s, "runs.kind", "runs.queue"))}`
 const retriable = stateList(["failed", "cancelled"])
 
 /** Cancels the runs `target` selects that have not ended; a running holder is told to stop. */
@@ -112,7 +116,7 @@ const retryWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.
   Effect.gen(function*() {
     const rows = yield* sql<{ id: string; kind: string; queue: string; concurrency_key: string | null }>`
       WITH r AS (
-        UPDATE ${s.runs(sql)} SET ${retrySet(sql)}
+        UPDATE ${s.runs(sql)} SET ${retrySet(sql, s)}
         WHERE ${target} AND state IN ${retriable(sql)}
         RETURNING id, fence, queue, kind, concurrency_key
       ), history AS (
