@@ -14,7 +14,7 @@
 #   scripts/mutation-check.sh wake    the wake of a running replay parked on a wait that ended
 #                                     (LeaseholdWorkflows › wakeWhenDone never acts), against
 #                                     test/workflow-engine.test.ts and the workflow process test;
-#   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (internal/statements/claim.ts),
+#   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (internal/statements/claim.ts, claimFragments.ts),
 #                                     against test/failover.test.ts (asynchronous failover);
 #   scripts/mutation-check.sh position  the claim position of due-only claims (internal/statements/claim.ts
 #                                     reads every queue from its head), against the model test:
@@ -316,9 +316,11 @@ elif [ "$mutation" = "ledger-lock" ]; then
   attempts=3
 elif [ "$mutation" = "epoch" ]; then
   claim="$work/packages/sql/src/internal/statements/claim.ts"
-  sed -i 's/greatest(r\.fence + 1, f\.floor)/r.fence + 1/g' "$claim"
-  grep -q "f\.floor)" "$claim" && { echo "mutation incomplete"; exit 2; }
-  echo "mutation: claims raise the fence by 1 whatever the server's timeline ($claim)"
+  # The claim in a run's row (due, rated and hand-off claims) is written once, in claimFragments.ts.
+  fragments="$work/packages/sql/src/internal/statements/claimFragments.ts"
+  sed -i 's/greatest(r\.fence + 1, f\.floor)/r.fence + 1/g' "$claim" "$fragments"
+  grep -q "f\.floor)" "$claim" "$fragments" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: claims raise the fence by 1 whatever the server's timeline ($claim, $fragments)"
   tests=(test/failover.test.ts)
   attempts=1
 elif [ "$mutation" = "position" ]; then

@@ -11,7 +11,7 @@ import { type ClaimNext, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { activeQueues, fenceFloor } from "./claimFragments.js"
+import { activeQueues, claimAssignments, fenceFloor } from "./claimFragments.js"
 import { heldSlots } from "./slots.js"
 
 /**
@@ -207,20 +207,7 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
       ) r
     ), ${fenceFloor(sql, s)}, handed AS (
       UPDATE ${s.runs(sql)} r SET key_slot = sc.slot,
-        state = CASE WHEN sc.claim THEN 'running' ELSE r.state END,
-        fence = CASE WHEN sc.claim THEN greatest(r.fence + 1, f.floor) ELSE r.fence END,
-        attempt = CASE WHEN sc.claim THEN r.attempt + 1 ELSE r.attempt END,
-        lease_owner = CASE WHEN sc.claim THEN ${owner}::text END,
-        lease_expires_at = CASE WHEN sc.claim THEN now() + ${ttlMs}::float8 * interval '1 millisecond' END,
-        finished_at = CASE WHEN sc.claim THEN NULL ELSE r.finished_at END,
-        signal_name = CASE WHEN sc.claim THEN NULL ELSE r.signal_name END,
-        signal_token = CASE WHEN sc.claim THEN NULL ELSE r.signal_token END,
-        suspend_deadline = CASE WHEN sc.claim THEN NULL ELSE r.suspend_deadline END,
-        claimed_by = CASE WHEN sc.claim THEN ${owner}::text ELSE r.claimed_by END,
-        claimed_at = CASE WHEN sc.claim THEN now() ELSE r.claimed_at END,
-        claimed_fence = CASE WHEN sc.claim THEN greatest(r.fence + 1, f.floor) ELSE r.claimed_fence END,
-        claimed_attempt = CASE WHEN sc.claim THEN r.attempt + 1 ELSE r.claimed_attempt END,
-        updated_at = CASE WHEN sc.claim THEN now() ELSE r.updated_at END
+        ${claimAssignments(sql, { owner, ttlMs, claimedAt: "now()", when: sql`sc.claim` })}
       -- By id, not by the version the lateral locked: that version may have been committed after
       -- this statement's snapshot (the lock follows a concurrent update), and an update by ctid
       -- would then match nothing; by id, the update follows the row to it.

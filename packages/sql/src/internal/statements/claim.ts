@@ -17,7 +17,7 @@ import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 import { admit, type KeyCursors, retryingCollisions } from "./admit.js"
-import { activeQueues, fenceFloor } from "./claimFragments.js"
+import { activeQueues, claimAssignments, claimedColumns, fenceFloor } from "./claimFragments.js"
 import * as ledger from "./ledger.js"
 
 /** Where the ledger put a claimed run (null for a run claimed in its row). */
@@ -148,19 +148,13 @@ const governed = (sql: SqlClient.SqlClient, s: StoreSchema, row: string) =>
  */
 const claimPending = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, ids: Statement.Fragment) =>
   sql`UPDATE ${s.runs(sql)} r SET
-          fence = greatest(r.fence + 1, f.floor), state = 'running', attempt = r.attempt + 1,
-          lease_owner = ${request.owner},
-          lease_expires_at = now() + ${Duration.toMillis(request.ttl)}::float8 * interval '1 millisecond',
-          finished_at = NULL, signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
-          claimed_by = ${request.owner}, claimed_at = now(), claimed_fence = greatest(r.fence + 1, f.floor), claimed_attempt = r.attempt + 1,
-          updated_at = now()
+          ${claimAssignments(sql, { owner: request.owner, ttlMs: Duration.toMillis(request.ttl), claimedAt: "now()" })}
         FROM fence_floor f WHERE r.id = ANY(${ids})
-        RETURNING ${claimedColumns(sql)}, 2 AS origin, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms`
+        RETURNING ${placedColumns(sql)}, 2 AS origin, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms`
 
-/** What a claim returns of each run it updated (`r`), beside its origin and how long it waited. */
-const claimedColumns = (sql: SqlClient.SqlClient) =>
-  sql.literal(`r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
-          r.concurrency_key, r.state, r.trace_parent, r.priority, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms`)
+/** What a claim returns of each run it updated (`r`) with its due time, beside its origin and how long it waited. */
+const placedColumns = (sql: SqlClient.SqlClient) =>
+  sql`${claimedColumns(sql)}, (extract(epoch FROM r.run_at) * 1000)::float8 AS run_at_ms`
 
 /**
  * Takes the due runs `picked` (ready_ctid, id, ledger, priority, run_at), locked by the claim, as
@@ -313,7 +307,7 @@ const claimAll = (
         -- read again for each pick): one probe per pick. The runtime's settings keep the plan on
         -- the index whatever the table held when planned (PgRunStore.runtimeSettings).
         FROM candidates p, fence_floor f WHERE p.origin < 2 AND r.id = p.id
-        RETURNING ${claimedColumns(sql)}, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms,
+        RETURNING ${placedColumns(sql)}, p.origin, (extract(epoch FROM now() - p.due_at) * 1000)::float8 AS wait_ms,
           NULL::bigint AS batch, NULL::bigint AS pos
       ), claimed AS (
         SELECT * FROM claimed_due UNION ALL SELECT * FROM claimed_other

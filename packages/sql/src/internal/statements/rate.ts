@@ -21,7 +21,7 @@ import type { ClaimedRun, ClaimRequest } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { activeQueues, fenceFloor } from "./claimFragments.js"
+import { activeQueues, claimAssignments, claimedColumns, fenceFloor } from "./claimFragments.js"
 import { type ClaimRow, num, toClaimed } from "./rows.js"
 
 /**
@@ -161,6 +161,8 @@ const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: Claim
       wake.next = earliestWake(windows)
       if (windows.every((w) => w.scope === null)) return [] as ReadonlyArray<ClaimRow>
       const ttlMs = Duration.toMillis(request.ttl)
+      // The claim is recorded at the start's own time: the time its window counted.
+      const claimedAt = "statement_timestamp()"
       const locked = windows.filter((w): w is Window & { scope: string } => w.scope !== null)
       return yield* sql<ClaimRow>`
         WITH ${fenceFloor(sql, s)}, windows AS (
@@ -191,18 +193,9 @@ const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: Claim
           SELECT r.id, r.claimed_fence, r.claimed_by, r.claimed_attempt, r.claimed_at FROM ${s.runs(sql)} r
           WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.claimed_at IS NOT NULL
         ), claimed AS (
-          UPDATE ${s.runs(sql)} r SET
-            fence = greatest(r.fence + 1, f.floor), state = 'running', attempt = r.attempt + 1,
-            lease_owner = ${request.owner},
-            lease_expires_at = now() + ${ttlMs}::float8 * interval '1 millisecond',
-            finished_at = NULL, signal_name = NULL, signal_token = NULL, suspend_deadline = NULL,
-            -- The claim is recorded at the start's own time: the time its window counted.
-            claimed_by = ${request.owner}, claimed_at = statement_timestamp(), claimed_fence = greatest(r.fence + 1, f.floor),
-            claimed_attempt = r.attempt + 1, updated_at = now()
+          UPDATE ${s.runs(sql)} r SET ${claimAssignments(sql, { owner: request.owner, ttlMs, claimedAt })}
           FROM fence_floor f WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.state = 'pending'
-          RETURNING r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
-            r.concurrency_key, r.state, r.trace_parent, r.priority, r.run_at,
-            (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms
+          RETURNING ${claimedColumns(sql)}, r.run_at, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms
         ), started AS (
           INSERT INTO ${s.rateStarts(sql)} (scope, name, window_key, started_at, run_id)
           SELECT p.scope, p.name, p.window_key, statement_timestamp(), p.id FROM picked p JOIN claimed c ON c.id = p.id
