@@ -113,6 +113,9 @@
 #   scripts/mutation-check.sh unique-order  a batch of unique requests no longer takes its holds in
 #                                     one order first (enqueue.ts › takeHolds), against
 #                                     test/unique-process.test.ts (opposite-order batches deadlock);
+#   scripts/mutation-check.sh idem-order  a batch with idempotency keys inserts its rows in request
+#                                     order, not key order (enqueue.ts › enqueueWithKeys), against
+#                                     test/idempotency-order.test.ts (opposite-order batches deadlock);
 #   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
 #                                     its insert and its lock (migration 0024), against
 #                                     test/retention.test.ts (the enqueue yields no run);
@@ -257,6 +260,13 @@ elif [ "$mutation" = "unique-order" ]; then
   grep -q 'if (unique.length >= 0) return Effect.void' "$enqueue" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique batch takes its holds in request order, one request at a time ($enqueue)"
   tests=(test/unique-process.test.ts -t "opposite orders")
+  attempts=1
+elif [ "$mutation" = "idem-order" ]; then
+  enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
+  sed -i 's/FROM input ORDER BY idempotency_key COLLATE "C", ord/FROM input ORDER BY ord/' "$enqueue"
+  grep -q 'ORDER BY idempotency_key' "$enqueue" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a batch with idempotency keys inserts its rows in request order ($enqueue)"
+  tests=(test/idempotency-order.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-retake" ]; then
   migration="$work/packages/sql/migrations/0024_unique_hold_order_and_retention.sql"

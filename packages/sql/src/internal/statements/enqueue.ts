@@ -131,7 +131,13 @@ const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: Enqueu
   )
 }
 
-/** A batch with idempotency keys: a repeated key yields the existing run. */
+/**
+ * A batch with idempotency keys: a repeated key yields the existing run. The rows are inserted in
+ * key order (byte order, whatever the database's collation), not request order: each insert waits
+ * on an uncommitted insert of its key, so two batches of the same keys in opposite orders would
+ * each hold a key the other waits for. The ids are still drawn in request order (`inputRows`), and
+ * a key repeated in the batch is still created by its first request (`ord` breaks the tie).
+ */
 const enqueueWithKeys = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
@@ -147,7 +153,7 @@ const enqueueWithKeys = (
         INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key, rate_scope)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key, trace_parent,
           concurrency_key, ${sql.literal(rate.governing(s, "input.kind", "input.queue"))}
-        FROM input ORDER BY ord
+        FROM input ORDER BY idempotency_key COLLATE "C", ord
         ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING id, queue
       ), woken AS (
