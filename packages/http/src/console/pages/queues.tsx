@@ -41,7 +41,7 @@ export const Queues = () => {
                   {q.paused
                     ? <span class="badge paused" title={q.pausedSince ?? ""}>paused</span>
                     : <span class="badge active">active</span>}
-                  {q.paused ? <div class="muted small">since <Time at={q.pausedSince} /></div> : null}
+                  {q.paused ? <div class="muted small may-wrap">since <Time at={q.pausedSince} /></div> : null}
                 </td>
                 {STATES.map((state) => <td key={state} class={q.counts[state] === 0 ? "num muted" : "num"}>{String(q.counts[state])}</td>)}
                 <td class="num">{String(q.due)}</td>
