@@ -38,17 +38,22 @@ export const reopensAt = (starts: ReadonlyArray<number>, limit: number, interval
   return sorted[starts.length - limit]! + intervalMs
 }
 
-/** The earliest reopening among the windows, with the queues of the windows that reopen then. @category rules */
-export const earliest = (held: ReadonlyArray<HeldBack>): Wake | undefined => {
-  let wake: { at: number; queues: Set<string> } | undefined
-  for (const window of held) {
-    const at = reopensAt(window.starts, window.limit, window.intervalMs)
-    if (at === undefined) continue
-    if (wake === undefined || at < wake.at) wake = { at, queues: new Set([window.queue]) }
-    else if (at === wake.at) wake.queues.add(window.queue)
+/** The soonest of these wakes, with the queues of every one due then. @category rules */
+export const soonest = (wakes: ReadonlyArray<Wake>): Wake | undefined => {
+  let first: { at: number; queues: Set<string> } | undefined
+  for (const wake of wakes) {
+    if (first === undefined || wake.at < first.at) first = { at: wake.at, queues: new Set(wake.queues) }
+    else if (wake.at === first.at) for (const queue of wake.queues) first.queues.add(queue)
   }
-  return wake === undefined ? undefined : { at: wake.at, queues: [...wake.queues] }
+  return first === undefined ? undefined : { at: first.at, queues: [...first.queues] }
 }
+
+/** The earliest reopening among the windows, with the queues of the windows that reopen then. @category rules */
+export const earliest = (held: ReadonlyArray<HeldBack>): Wake | undefined =>
+  soonest(held.flatMap((window) => {
+    const at = reopensAt(window.starts, window.limit, window.intervalMs)
+    return at === undefined ? [] : [{ at, queues: [window.queue] }]
+  }))
 
 /** @category models */
 export interface RateWakes {

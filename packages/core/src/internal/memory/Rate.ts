@@ -22,6 +22,13 @@ const startsSince = (state: State, scope: string, name: string, key: string | un
   return state.rateStarts.filter((t) => t.scope === scope && t.name === name && (key === undefined || t.key === key) && t.at > since).length
 }
 
+/** The rate limit governing a run and the key of its window in it; undefined once no limit governs it. */
+const windowOf = (state: State, run: StoredRun) => {
+  const name = run.rateScope === "kind" ? run.kind : run.queue
+  const limit = state.rateLimitsByScope.get(`${run.rateScope}\u0000${name}`)
+  return limit === undefined ? undefined : { limit, key: RateLimits.windowKey(limit.perKey, run.concurrencyKey) }
+}
+
 /**
  * `claimRated`: the windows with room of the first due governed runs in claim order (at most
  * `limit` of them), each window's room (its limit less its starts within the interval), that many of its
@@ -36,11 +43,10 @@ export const claimRated = (state: State, request: ClaimRequest, ttlMs: number, n
   ).sort(inClaimOrder).slice(0, KeyLimits.scanPastLimit)
   const windows = new Map<string, { limit: RateLimits.CheckedRateLimit; key: string; runs: Array<StoredRun> }>()
   for (const run of due) {
-    const name = run.rateScope === "kind" ? run.kind : run.queue
-    const limit = state.rateLimitsByScope.get(`${run.rateScope}\u0000${name}`)
-    if (limit === undefined) continue
-    const key = RateLimits.windowKey(limit.perKey, run.concurrencyKey)
-    const id = `${limit.scope}\u0000${name}\u0000${key}`
+    const governed = windowOf(state, run)
+    if (governed === undefined) continue
+    const { key, limit } = governed
+    const id = `${limit.scope}\u0000${limit.name}\u0000${key}`
     // A full window takes no place among the claim's: the windows with room behind it start.
     const window = windows.get(id) ??
       (windows.size < request.limit && startsSince(state, limit.scope, limit.name, key, now - limit.intervalMs) < limit.limit
@@ -67,9 +73,9 @@ export const claimRated = (state: State, request: ClaimRequest, ttlMs: number, n
     return limit !== undefined && t.at > now - limit.intervalMs
   })
   state.rateWake = RateWake.earliest(due.filter((run) => run.state === "pending").flatMap((run) => {
-    const limit = state.rateLimitsByScope.get(`${run.rateScope}\u0000${run.rateScope === "kind" ? run.kind : run.queue}`)
-    if (limit === undefined) return []
-    const key = RateLimits.windowKey(limit.perKey, run.concurrencyKey)
+    const governed = windowOf(state, run)
+    if (governed === undefined) return []
+    const { key, limit } = governed
     const starts = state.rateStarts.filter((t) => t.scope === limit.scope && t.name === limit.name && t.key === key).map((t) => t.at)
     return [{ queue: run.queue, limit: limit.limit, intervalMs: limit.intervalMs, starts }]
   }))

@@ -16,7 +16,7 @@
  * committed, so starts are recorded in the order they were decided and no window of `interval`
  * holds more than `limit` of them (a sliding window). No row is updated per start.
  */
-import { KeyLimits, RateLimits } from "@leasehold/core"
+import { KeyLimits, RateLimits, RateWakes } from "@leasehold/core"
 import type { ClaimedRun, ClaimRequest } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -46,13 +46,8 @@ interface Window {
 
 /** The first moment a window holding back due runs has room, from the statement's time, with their queues. */
 const earliestWake = (rows: ReadonlyArray<Window>): { readonly inMs: number; readonly queues: ReadonlyArray<string> } | undefined => {
-  let wake: { inMs: number; queues: Set<string> } | undefined
-  for (const row of rows) {
-    if (row.opens_in_ms === null || row.queues === null) continue
-    if (wake === undefined || row.opens_in_ms < wake.inMs) wake = { inMs: row.opens_in_ms, queues: new Set(row.queues) }
-    else if (row.opens_in_ms === wake.inMs) for (const queue of row.queues) wake.queues.add(queue)
-  }
-  return wake === undefined ? undefined : { inMs: wake.inMs, queues: [...wake.queues] }
+  const wake = RateWakes.soonest(rows.flatMap((row) => row.opens_in_ms === null || row.queues === null ? [] : [{ at: row.opens_in_ms, queues: row.queues }]))
+  return wake === undefined ? undefined : { inMs: wake.at, queues: wake.queues }
 }
 
 /** When the last rated claim's held-back runs may start (`RateWakes`): set by each rated claim. */
