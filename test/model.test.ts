@@ -498,8 +498,11 @@ class Claim extends Step {
     const now = m.now()
     const expiredBefore = m.runList().some((r) => r.state === "running" && r.leaseExpiresAt!.getTime() <= now)
     // A run a sweep admits to its key's slot is admitted after the rated step: it starts at the next
-    // claim (the admission announces its queue), not in this one.
-    const waitingBefore = m.runList().filter((r) => r.waitingForKey).map((r) => r.id)
+    // claim (the admission announces its queue), not in this one. A keyed suspension whose deadline
+    // passed joins its key's line in this sweep (claim.ts › timeOutGoverned), so it is one of them.
+    const waitingBefore = m.runList()
+      .filter((r) => r.waitingForKey || (r.state === "suspended" && r.concurrencyKey !== null && r.suspendDeadline !== null && r.suspendDeadline.getTime() <= now))
+      .map((r) => r.id)
     const claimed = await must(real.store.claim(request))
     const expectation = shape(expected(m.store.claim(request)))
     const actual = shape(claimed)
@@ -571,7 +574,7 @@ const sameRateWindows = async (m: Model, real: Real, claimed: ReadonlyArray<Clai
  * Checked on the database directly: a sweep that took fewer runs than its limit left no run it
  * could start, so runs a rate limit holds back (or a key limit, or a paused queue) block none of
  * the others, whatever their place in claim order. Runs the sweep itself admitted to their key's
- * slot (`admittedNow`: waiting before it) are left out: the rated step ran before the admission,
+ * slot (`admittedNow`: waiting before it, or a keyed suspension that timed out) are left out: the rated step ran before the admission,
  * so a governed one among them starts at the next claim, which the admission's notice asks for.
  */
 const nothingStartableLeft = async (m: Model, real: Real, queues: ReadonlyArray<string>, admittedNow: ReadonlyArray<string>, what: string) => {
