@@ -36,8 +36,9 @@
  *
  * One schema for the whole file; each sequence starts from TRUNCATE … RESTART IDENTITY and a new
  * memory store, so run ids are 1, 2, 3, … in both. `MODEL_RUNS` sets the number of sequences (250
- * by default); a failure prints fast-check's seed and path, which `MODEL_SEED` and `MODEL_PATH`
- * replay.
+ * by default); a failure prints fast-check's seed, its path and the commands' `replayPath`, which
+ * `MODEL_SEED`, `MODEL_PATH` and `MODEL_REPLAY_PATH` replay (with `MODEL_RUNS` above the failing
+ * sequence's number).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
@@ -1249,7 +1250,13 @@ const commandsFor = (workers: number) =>
       { weight: 1, arbitrary: fc.constant<Cmd>(new EndUniquePeriods()) },
       { weight: 1, arbitrary: fc.tuple(fc.constantFrom("s1", "s2", "s3"), fc.boolean()).map(([name, pause]): Cmd => new PauseSchedule(name, pause)) }
     )
-  ], { maxCommands: 50, size: "max" })
+  ], {
+    maxCommands: 50,
+    size: "max",
+    // The commands' own shrink path, printed in the counterexample as `replayPath`: with the seed and
+    // path it replays the shrunk sequence itself.
+    ...(process.env.MODEL_REPLAY_PATH === undefined ? {} : { replayPath: process.env.MODEL_REPLAY_PATH })
+  })
 
 // --- the property -------------------------------------------------------------------------------
 
