@@ -497,13 +497,13 @@ class Claim extends Step {
         .sort((a, b) => Number(a.id) - Number(b.id))
     // An expired lease on its last attempt takes a place of the sweep's limit, and is failed, not returned.
     const now = m.now()
-    const expiredBefore = m.runList().some((r) => r.state === "running" && r.leaseExpiresAt!.getTime() <= now)
+    const before = m.runList()
+    const expiredBefore = before.some((r) => r.state === "running" && r.leaseExpiresAt!.getTime() <= now)
     // A run a sweep admits to its key's slot is admitted after the rated step: it starts at the next
     // claim (the admission announces its queue), not in this one. A keyed suspension whose deadline
     // passed joins its key's line in this sweep (claim.ts › timeOutGoverned), so it is one of them.
-    const waitingBefore = m.runList()
-      .filter((r) => r.waitingForKey || (r.state === "suspended" && r.concurrencyKey !== null && r.suspendDeadline !== null && r.suspendDeadline.getTime() <= now))
-      .map((r) => r.id)
+    const timedOut = (r: RunRecord) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline.getTime() <= now
+    const admittedBySweep = before.filter((r) => r.waitingForKey || (r.concurrencyKey !== null && timedOut(r))).map((r) => r.id)
     const claimed = await must(real.store.claim(request))
     const expectation = shape(expected(m.store.claim(request)))
     const actual = shape(claimed)
@@ -532,7 +532,7 @@ class Claim extends Step {
       await sameRateWindows(m, real, claimed, this.toString())
       same(m, "rateLimits", await must(real.store.rateLimits), expected(m.store.rateLimits))
     }
-    if (!this.dueOnly && !expiredBefore && claimed.length < this.limit) await nothingStartableLeft(m, real, this.queues, waitingBefore, this.toString())
+    if (!this.dueOnly && !expiredBefore && claimed.length < this.limit) await nothingStartableLeft(m, real, this.queues, admittedBySweep, this.toString())
     for (const run of expectation) {
       const lease = { runId: run.id, fence: run.fence }
       m.granted.push(lease)
@@ -575,8 +575,9 @@ const sameRateWindows = async (m: Model, real: Real, claimed: ReadonlyArray<Clai
  * Checked on the database directly: a sweep that took fewer runs than its limit left no run it
  * could start, so runs a rate limit holds back (or a key limit, or a paused queue) block none of
  * the others, whatever their place in claim order. Runs the sweep itself admitted to their key's
- * slot (`admittedNow`: waiting before it, or a keyed suspension that timed out) are left out: the rated step ran before the admission,
- * so a governed one among them starts at the next claim, which the admission's notice asks for.
+ * slot (`admittedNow`: waiting before it, or a keyed suspension that timed out) are left out: the
+ * rated step ran before the admission, so a governed one among them starts at the next claim,
+ * which the admission's notice asks for.
  */
 const nothingStartableLeft = async (m: Model, real: Real, queues: ReadonlyArray<string>, admittedNow: ReadonlyArray<string>, what: string) => {
   const left = await must(real.sql.unsafe<{ id: string }>(`
