@@ -98,6 +98,13 @@
 #                                     decoded with its person deferred's success schema
 #                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
 #                                     test/workflow-approvals.test.ts (a text amount is refused, nothing written);
+#   scripts/mutation-check.sh console-fields  the runs search's fields take `value` from the page's
+#                                     link, which Preact writes back on each render (http console
+#                                     pages/runs.tsx), against test/console.browser.test.ts (a live
+#                                     reload wipes what the operator typed);
+#   scripts/mutation-check.sh console-order  a console page shows whichever of its requests answers
+#                                     last (http console ui.tsx › useLoad), against
+#                                     test/console.browser.test.ts (an older reload's answer held back);
 #   scripts/mutation-check.sh shutdown-await  the worker's shutdown interrupts the runs still going
 #                                     after the drain without waiting for them (Worker.ts › run:
 #                                     their finalizers and releases may outlive the worker), against
@@ -463,8 +470,22 @@ elif [ "$mutation" = "deferred-schema" ]; then
   sed -i 's/  if (schema === undefined) return Effect.succeed(input)$/  if (schema === undefined || input !== schema) return Effect.succeed(input)/' "$schemas"
   grep -q "if (schema === undefined) return Effect.succeed(input)" "$schemas" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a workflow's decision is recorded without decoding it with its deferred's schema ($schemas)"
-  # The API test alone: the mutant's copy has no console assets (tsc only), so its browser tests fail anyway.
+  # The API test alone: the browser tests do not decode decisions.
   tests=(test/workflow-approvals.test.ts -t "does not decode with the deferred's schema")
+  attempts=1
+elif [ "$mutation" = "console-fields" ]; then
+  runs="$work/packages/http/src/console/pages/runs.tsx"
+  sed -i 's/name={name} defaultValue={filter\[name\]}/name={name} value={filter[name]}/; s/<select id="filter-state" name="state">/<select id="filter-state" name="state" value={filter.state}>/' "$runs"
+  grep -q "defaultValue={filter" "$runs" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the runs search's fields take \`value\` from the page's link, written back on every render ($runs)"
+  tests=(test/console.browser.test.ts -t "stays while the list reloads")
+  attempts=1
+elif [ "$mutation" = "console-order" ]; then
+  ui="$work/packages/http/src/console/ui.tsx"
+  sed -i 's/      if (request !== latest.current) return$/      void request/' "$ui"
+  grep -q "if (request !== latest.current) return" "$ui" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a page shows whichever of its requests answers last, not the latest one's answer ($ui)"
+  tests=(test/console.browser.test.ts -t "held back past a bulk retry")
   attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
@@ -488,6 +509,8 @@ cd "$work"
 # Node 24 from the dev dependency, as npm scripts would run it.
 export PATH="$work/node_modules/.bin:$PATH"
 node_modules/.bin/tsc -b >/dev/null
+# The console's files beside its compiled modules, as `npm run build` lays them out.
+node packages/http/scripts/console-assets.mjs >/dev/null
 status=0
 for attempt in $(seq 1 "$attempts"); do
   set +e

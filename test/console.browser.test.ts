@@ -810,6 +810,103 @@ describe("web console pages (chromium)", () => {
       assert.strictEqual(enqueued.length, 101)
     }))
 
+  it.live("runs: a reload's answer that arrives after a newer one's is not shown (a live reload held back past a bulk retry)", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      // Two runs of a kind no worker takes, failed on their one attempt.
+      yield* stores.b.enqueue([1, 2].map((i) => ({ kind: "doomed", payload: { i }, maxAttempts: 1 })))
+      const claimed = yield* stores.b.claim({ owner: "hand", queues: ["default"], kinds: ["doomed"], limit: 2, ttl: Duration.seconds(60) })
+      for (const run of claimed) {
+        yield* stores.b.fail({ runId: run.id, fence: run.fence, error: { message: "disk full" }, retryDelayMs: undefined })
+      }
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs?state=failed`)
+        await page.locator("main tbody tr[data-run-id]").nth(1).waitFor({ timeout: 10_000 })
+        // The page's list requests: "pass" to the server; "hold" the first one, answered by the server
+        // at once but handed to the page only when released; "freeze" every later one until the end,
+        // so that the released answer is the last the page gets.
+        let phase: "pass" | "hold" | "freeze" = "hold"
+        let captured!: (release: () => Promise<void>) => void
+        const held = new Promise<() => Promise<void>>((resolve) => (captured = resolve))
+        const frozen: Array<() => Promise<void>> = []
+        await page.route("**/api/runs?*", async (route) => {
+          // The page's list only: the approvals count in the navigation reloads on each change too.
+          if (phase === "pass" || !route.request().url().includes("state=failed")) return route.continue()
+          if (phase === "freeze") return void frozen.push(() => route.continue())
+          phase = "pass"
+          const response = await route.fetch()
+          captured(() => route.fulfill({ response }))
+        })
+        // A store notification (a run enqueued) makes the page reload its list: that request is held.
+        await Effect.runPromise(stores.b.enqueue([{ kind: "other", payload: {} }]))
+        const release = await held
+        await page.getByLabel("Select every run on this page").check()
+        await page.getByRole("button", { name: "Retry selected" }).click()
+        await page.getByRole("button", { name: "Yes, retry 2 runs" }).click()
+        await page.locator("main .form-message", { hasText: "Retried 2 runs." }).waitFor({ timeout: 10_000 })
+        await page.getByText("No runs match.").waitFor({ timeout: 10_000 })
+        // The retry's own notification reloads the list once more (debounced): let that one answer.
+        await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 1_000)))
+        phase = "freeze"
+        // The held answer (both runs still failed) arrives now, after the newer answers.
+        const late = page.waitForResponse((response) => response.url().includes("/api/runs?state=failed"))
+        await release()
+        await late
+        await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 300)))
+        assert.strictEqual(
+          await page.locator("main tbody tr[data-run-id]").count(),
+          0,
+          "the page shows the newest answer (no failed runs), not the older one that arrived after it"
+        )
+        await page.getByText("No runs match.").waitFor({ timeout: 1_000 })
+        phase = "pass"
+        await Promise.all(frozen.map((answer) => answer()))
+        await page.unroute("**/api/runs?*")
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
+  it.live("runs: what an operator types and chooses in the search stays while the list reloads under it", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      const a7 = yield* enqueueRefund(stores, "A-7", 7)
+      yield* enqueueRefund(stores, "B-8", 8)
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs`)
+        await page.locator(`tr[data-run-id="${a7}"]`).waitFor({ timeout: 10_000 })
+        await page.getByLabel("Payload field", { exact: true }).fill("order")
+        await page.getByLabel("Payload value", { exact: true }).fill("A-7")
+        await page.getByLabel("State").selectOption("suspended")
+        await page.getByLabel("Per page").selectOption("100")
+        // A store notification (a run enqueued) reloads the list and renders the page again.
+        const reloaded = page.waitForResponse((response) => /\/api\/runs\?limit=51$/.test(response.url()))
+        await Effect.runPromise(stores.b.enqueue([{ kind: "other", payload: {} }]))
+        await reloaded
+        await page.locator("main tbody tr[data-run-id]").nth(2).waitFor({ timeout: 10_000 })
+        assert.deepStrictEqual(
+          [
+            await page.getByLabel("Payload field", { exact: true }).inputValue(),
+            await page.getByLabel("Payload value", { exact: true }).inputValue(),
+            await page.getByLabel("State").inputValue(),
+            await page.getByLabel("Per page").inputValue()
+          ],
+          ["order", "A-7", "suspended", "100"],
+          "the reload leaves the fields as the operator left them"
+        )
+        // And the search sends them: only the A-7 refund.
+        await page.getByRole("button", { name: "Search" }).click()
+        await page.waitForFunction(() => (globalThis as any).location.hash.includes("field=order"), undefined, { timeout: 5_000 })
+        await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("main tbody tr[data-run-id]").length === 1, undefined, {
+          timeout: 10_000
+        })
+        assert.strictEqual(await page.locator(`tr[data-run-id="${a7}"]`).count(), 1)
+        // A page opened from a link shows its filter in the fields.
+        assert.strictEqual(await page.getByLabel("Payload value", { exact: true }).inputValue(), "A-7")
+        assert.strictEqual(await page.getByLabel("State").inputValue(), "suspended")
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
   it.live("run page: date, duration, wait and run time, and the trace id linked through the configured trace URL template", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ traceUrl: "http://tracing.example.test/trace/{traceId}?span={spanId}" })

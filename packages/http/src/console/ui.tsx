@@ -13,18 +13,26 @@ export interface Loaded<A> {
   readonly reload: () => Promise<void>
 }
 
-/** Loads on mount, when `key` changes, and on every live change; the last good data stays shown. */
+/**
+ * Loads on mount, when `key` changes, and on every live change; the last good data stays shown.
+ * Only the latest request's answer is shown: an earlier one that answers later (the unfiltered
+ * list after the search's, a live reload of the old key) would otherwise overwrite it.
+ */
 export const useLoad = <A,>(load: () => Promise<A>, key: string): Loaded<A> => {
   const [data, setData] = useState<A | undefined>(undefined)
   const [error, setError] = useState<unknown>(undefined)
   const current = useRef(load)
   current.current = load
+  const latest = useRef(0)
   const reload = useCallback(async () => {
+    const request = ++latest.current
     try {
-      setData(await current.current())
+      const answer = await current.current()
+      if (request !== latest.current) return
+      setData(answer)
       setError(undefined)
     } catch (failure) {
-      setError(failure)
+      if (request === latest.current) setError(failure)
     }
   }, [])
   useEffect(() => {

@@ -57,10 +57,13 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
     }
     await loaded.reload()
   }
+  // The fields start from the page's link and are then the operator's: `defaultValue` and an
+  // option's `selected`, not `value`, which Preact writes back on every render (each live reload)
+  // over what is being typed.
   const input = (name: (typeof FIELDS)[number], label: string, attrs: Record<string, string> = {}) => (
     <div class="field">
       <label for={`filter-${name}`}>{label}</label>
-      <input id={`filter-${name}`} name={name} value={filter[name]} autoComplete="off" {...attrs} />
+      <input id={`filter-${name}`} name={name} defaultValue={filter[name]} autoComplete="off" {...attrs} />
     </div>
   )
   return (
@@ -70,9 +73,9 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
         {input("id", "Run id", { inputMode: "numeric", size: "8" })}
         <div class="field">
           <label for="filter-state">State</label>
-          <select id="filter-state" name="state" value={filter.state}>
-            <option value="">any</option>
-            {STATES.map((s) => <option key={s} value={s}>{s}</option>)}
+          <select id="filter-state" name="state">
+            <option value="" selected={filter.state === ""}>any</option>
+            {STATES.map((s) => <option key={s} value={s} selected={s === filter.state}>{s}</option>)}
           </select>
         </div>
         {input("kind", "Kind")}
@@ -87,8 +90,8 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
         {input("value2", "Second payload value")}
         <div class="field">
           <label for="filter-limit">Per page</label>
-          <select id="filter-limit" name="limit" value={String(pageSize)}>
-            {PAGE_SIZES.map((n) => <option key={n} value={String(n)}>{String(n)}</option>)}
+          <select id="filter-limit" name="limit">
+            {PAGE_SIZES.map((n) => <option key={n} value={String(n)} selected={n === pageSize}>{String(n)}</option>)}
           </select>
         </div>
         <div class="field buttons">
