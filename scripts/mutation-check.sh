@@ -138,6 +138,9 @@
 #                                     (a worker polling once an hour: the runs never start in time);
 #   scripts/mutation-check.sh rate-retry  a retried run keeps the rate scope it had when it ended,
 #                                     against test/contract.test.ts
+#   scripts/mutation-check.sh rate-running  a rate limit declared leaves the runs running in the
+#                                     ledger there (rate.ts › regovern), against test/contract.test.ts
+#                                     (released, snoozed and retried, all three start within the hour);
 #   scripts/mutation-check.sh rate-seen  PgRunStore remembers one "no rate limit declared" for every
 #                                     claim, whatever its queues and kinds (rate.ts › RatedSeen), against
 #                                     the contract suite on PostgreSQL (a due-only claim skips a governed run);
@@ -316,6 +319,13 @@ elif [ "$mutation" = "rate-retry" ]; then
   grep -q '"runs.queue") && "rate_scope")}`' "$admin" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a retried run keeps the rate scope it had when it ended ($admin)"
   tests=(test/contract.test.ts -t "retried run is governed")
+  attempts=1
+elif [ "$mutation" = "rate-running" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i 's/WHERE c.settled_at IS NULL AND u.id <> ALL (c.closed) AND r.state = .ledger./WHERE false/' "$rate"
+  grep -q "WHERE false" "$rate" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a rate limit declared leaves the runs running in the ledger there, ungoverned once pending again ($rate)"
+  tests=(test/contract.test.ts -t "declared while runs of its kind are running")
   attempts=1
 elif [ "$mutation" = "rate-seen" ]; then
   rate="$work/packages/sql/src/internal/statements/rate.ts"

@@ -885,6 +885,23 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(yield* claimBoth(store), [jobs[1]!, jobs[2]!, jobs[3]!])
         }))
 
+      test("a limit declared while runs of its kind are running governs them once they are pending again (released, snoozed, failed with a retry)", ({ store }) =>
+        Effect.gen(function*() {
+          const jobs = yield* runsOf(store, "job", [undefined, undefined, undefined])
+          const running = yield* claimFrom(store, "w1", { limit: 3 })
+          assert.strictEqual(running.length, 3)
+          yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 hour")])
+          const lease = (i: number) => ({ runId: jobs[i]!, fence: running.find((r) => r.id === jobs[i])!.fence })
+          yield* store.release(lease(0))
+          yield* store.snooze({ ...lease(1), delayMs: 0 })
+          assert.deepInclude(yield* store.fail({ ...lease(2), error: { m: "again" }, retryDelayMs: 0 }), { _tag: "RetryScheduled" })
+          assert.deepInclude((yield* store.rateLimits)[0], { startedInWindow: 0, due: 3 })
+          assert.strictEqual((yield* claimBoth(store)).length, 1, "one start in the hour")
+          assert.isEmpty(yield* claimBoth(store), "the window is full")
+          assert.isEmpty(yield* claimFrom(store, "w2", { dueOnly: true }))
+          assert.deepInclude((yield* store.rateLimits)[0], { startedInWindow: 1, due: 2 })
+        }))
+
       test("a retried run is governed by the rate limits in force when it is retried, not by those of its first enqueue", ({ store }) =>
         Effect.gen(function*() {
           // Ended before a limit was declared: retried, it waits for room like any run of its kind.

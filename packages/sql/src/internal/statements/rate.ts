@@ -213,10 +213,16 @@ const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: Claim
 const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, kinds: ReadonlyArray<string>, queues: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     if (kinds.length === 0 && queues.length === 0) return
-    // Pending runs the ledger holds move to their rows first: a governed run is never in the ledger.
+    // The runs the ledger holds move to their rows first, pending and running alike: a governed
+    // run is never in the ledger. A running one keeps its lease (its batch's expiry) and is
+    // governed once it is pending again (retried, released, snoozed or reclaimed).
     yield* sql`SELECT ${sql.literal(`"${s.schema}".hold`)}(ARRAY(
         SELECT y.id FROM ${s.ready(sql)} y
-        WHERE y.ledger AND (y.kind = ANY(${kinds as Array<string>}::text[]) OR y.queue = ANY(${queues as Array<string>}::text[]))), NULL)`
+        WHERE y.ledger AND (y.kind = ANY(${kinds as Array<string>}::text[]) OR y.queue = ANY(${queues as Array<string>}::text[]))
+        UNION ALL
+        SELECT r.id FROM ${s.claimBatches(sql)} c CROSS JOIN LATERAL unnest(c.ids) AS u(id) JOIN ${s.runs(sql)} r ON r.id = u.id
+        WHERE c.settled_at IS NULL AND u.id <> ALL (c.closed) AND r.state = 'ledger'
+          AND (r.kind = ANY(${kinds as Array<string>}::text[]) OR r.queue = ANY(${queues as Array<string>}::text[]))), NULL)`
     yield* sql`
       UPDATE ${s.runs(sql)} r SET rate_scope = g.scope
       FROM (
