@@ -129,7 +129,9 @@ const enqueueRefund = (stores: Stores, order: string, amount: number) =>
     const id = enqueued!.id
     yield* eventually(
       `run ${id} suspends for approval`,
-      Effect.map(readRun(stores, id), (run) => run.state === "suspended")
+      Effect.map(readRun(stores, id), (run) => run.state === "suspended"),
+      // The worker's first claim can wait long for a core while the browser starts.
+      "30 seconds"
     )
     return id
   })

@@ -162,11 +162,17 @@ describe("partition acceptance", () => {
     assert.strictEqual(record.leaseOwner, null)
     assert.strictEqual(record.leaseExpiresAt, null)
 
-    // Observe what the workers send over six heartbeat intervals.
+    // Observe what the workers send over at least six heartbeat intervals: until four heartbeats
+    // have gone out (a loaded machine sends them later, not fewer).
     const from = Math.max(...workers.map((w) => w.reports.length))
     const since = workers.map((w) => w.reports.length)
+    const heartbeatsSince = () =>
+      workers.flatMap((w, i) => w.reports.slice(since[i]).filter((r) => r.type === "event" && r._tag === "HeartbeatSent"))
     await new Promise((r) => setTimeout(r, 2_400))
-    const sent = workers.flatMap((w, i) => w.reports.slice(since[i]).filter((r) => r.type === "event" && r._tag === "HeartbeatSent"))
+    for (let waited = 0; heartbeatsSince().length < 4 && waited < 20_000; waited += 100) {
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    const sent = heartbeatsSince()
     assert.isAtLeast(sent.length, 4, "heartbeats were being sent during the window")
     for (const heartbeat of sent) {
       const runIds = (heartbeat.leases as Array<{ runId: string }>).map((l) => l.runId)
