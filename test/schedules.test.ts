@@ -60,6 +60,19 @@ describe("schedules on PostgreSQL", () => {
       assert.strictEqual((yield* runsOf("reports")).length, 4)
     }))
 
+  it.live("schedules due at the same tick fire by name, whatever order they were registered or rewound in: their runs' ids follow", () =>
+    Effect.gen(function*() {
+      const { rewind, store } = yield* pgStore
+      for (const name of ["zeta", "alpha", "mid"]) {
+        yield* store.registerSchedules([{ name, cron: "* * * * *", kind: "job", missed: "skip" }])
+      }
+      for (const name of ["mid", "zeta", "alpha"]) yield* rewind(name, 2)
+      const { fired } = yield* store.tickSchedules
+      assert.deepStrictEqual(fired.map((f) => f.schedule), ["alpha", "mid", "zeta"])
+      const ids = fired.map((f) => Number(f.runId))
+      assert.deepStrictEqual(ids, [...ids].sort((a, b) => a - b), "ids drawn in firing order")
+    }))
+
   it.live("registering the same schedule from two workers yields one; a changed payload keeps the next tick, a changed cron counts from now", () =>
     Effect.gen(function*() {
       const { schema, sql, store } = yield* pgStore

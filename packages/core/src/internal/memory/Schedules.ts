@@ -38,7 +38,8 @@ export const registerSchedules = (
 
 export const tickSchedules = (state: State, now: number): Schedules.TickOutcome => {
   const fired: Array<Schedules.FiredTick> = []
-  for (const entry of [...state.schedulesByName.values()].sort((a, b) => a.nextTick - b.nextTick)) {
+  // In tick order, and by name among schedules due at the same moment, as PgRunStore fires them.
+  for (const entry of [...state.schedulesByName.values()].sort((a, b) => a.nextTick - b.nextTick || order(a.schedule.name, b.schedule.name))) {
     if (entry.paused || entry.nextTick > now) continue
     const plan = Schedules.planIfPossible(entry.schedule, new Date(entry.nextTick), new Date(now))
     if (plan === undefined) continue

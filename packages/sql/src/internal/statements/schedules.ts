@@ -83,12 +83,15 @@ export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: 
     }))
   })
 
-/** Fires what is due, for the schedules no other ticker holds right now. */
+/**
+ * Fires what is due, for the schedules no other ticker holds right now, in tick order and by name
+ * among schedules due at the same moment: the runs' ids follow that order.
+ */
 export const tick = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   sql.withTransaction(Effect.gen(function*() {
     const due = yield* sql<ScheduleRow & { now: Date | string }>`
       SELECT *, now() AS now FROM ${s.schedules(sql)} WHERE NOT paused AND next_tick <= now()
-      ORDER BY next_tick FOR UPDATE SKIP LOCKED`
+      ORDER BY next_tick, name COLLATE "C" FOR UPDATE SKIP LOCKED`
     const fired: Array<Schedules.FiredTick> = []
     for (const row of due) {
       const schedule = checkedOf(row)
