@@ -136,6 +136,8 @@
 #                                     test/worker-clock.test.ts (TestClock: the run starts at the poll);
 #   scripts/mutation-check.sh rate-wake-pg  the same in PgRunStore, against test/rate-process.test.ts
 #                                     (a worker polling once an hour: the runs never start in time);
+#   scripts/mutation-check.sh claim-loop  a worker whose claim loop died runs on (Worker › run waits
+#                                     forever instead of joining the loop), against test/worker-clock.test.ts;
 #   scripts/mutation-check.sh rate-retry  a retried run keeps the rate scope it had when it ended,
 #                                     against test/contract.test.ts
 #   scripts/mutation-check.sh rate-running  a rate limit declared leaves the runs running in the
@@ -312,6 +314,13 @@ elif [ "$mutation" = "rate-wake-pg" ]; then
   grep -q 'request.limit > 0) return Effect.void' "$store" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: PgRunStore schedules no wake for runs a rate window held back ($store)"
   tests=(test/rate-process.test.ts -t "wake")
+  attempts=1
+elif [ "$mutation" = "claim-loop" ]; then
+  worker="$work/packages/core/src/Worker.ts"
+  sed -i 's/return yield\* Effect.orDie(Fiber.join(claiming))/return yield* Effect.andThen(Effect.succeed(claiming), Effect.never)/' "$worker"
+  grep -q 'Effect.succeed(claiming), Effect.never' "$worker" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a worker whose claim loop died runs on ($worker)"
+  tests=(test/worker-clock.test.ts -t "a claim that dies")
   attempts=1
 elif [ "$mutation" = "rate-retry" ]; then
   admin="$work/packages/sql/src/internal/statements/admin.ts"

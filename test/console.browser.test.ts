@@ -13,7 +13,7 @@ import * as path from "node:path"
 import { type Browser, chromium, type Page } from "playwright-core"
 import { startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
-import { eventually, startWorker } from "./support/workers.js"
+import { type Event, eventually, startWorker } from "./support/workers.js"
 
 /** `CHROMIUM_PATH`, else what `command -v chromium` prints; absent is an error that says what to do. */
 const chromiumPath = (): string => {
@@ -84,7 +84,7 @@ const consoleSetupWith = (options: {
   Effect.gen(function*() {
     const stores = yield* twoStores
     const handlers = [...SampleTasks.handlers, ...(options.handlers ?? [])]
-    yield* startWorker(stores.a, stores.sql, {
+    const events = yield* startWorker(stores.a, stores.sql, {
       handlers,
       concurrency: 4,
       ttl: "10 seconds",
@@ -118,10 +118,31 @@ const consoleSetupWith = (options: {
         problems.push(`request failed: ${request.url()} (${error})`)
       }
     })
-    return { stores, baseUrl, page, problems }
+    return { stores, baseUrl, page, problems, events }
   })
 
 const consoleSetup = consoleSetupWith({})
+
+/** Where a run stands, for a timeout's message: its row, its history and the worker's last events. */
+const whereItStands = (stores: Stores, runId: string, events: ReadonlyArray<Event>) =>
+  Effect.map(
+    Effect.all([
+      readRun(stores, runId),
+      stores.sql.unsafe<{ fence: string; kind: string; at: string }>(
+        `SELECT fence::text AS fence, kind, to_char(at, 'HH24:MI:SS.MS') AS at FROM "${stores.schema}".run_history
+         WHERE run_id = ${Number(runId)} ORDER BY at, fence`
+      )
+    ]),
+    ([run, history]) =>
+      [
+        `run ${runId}: ${run.state} under fence ${run.fence}`,
+        `history: ${history.map((h) => `${h.at} ${h.kind}@${h.fence}`).join(", ")}`,
+        // Empty claims are the loop polling: the ones that did something say more.
+        `worker's last events (of ${events.length}, empty claims left out): ${
+          events.filter((e) => !(e._tag === "ClaimBatch" && e.count === 0)).slice(-12).map((e) => JSON.stringify(e, (_, v) => typeof v === "bigint" ? String(v) : v)).join("\n  ")
+        }`
+      ].join("\n")
+  )
 
 const enqueueRefund = (stores: Stores, order: string, amount: number) =>
   Effect.gen(function*() {
@@ -146,7 +167,7 @@ describe("web console (chromium)", () => {
     "a person approves a suspended refund from the approvals inbox with the keyboard and sees it complete under fence 2 with its history",
     () =>
       Effect.gen(function*() {
-        const { baseUrl, page, problems, stores } = yield* consoleSetup
+        const { baseUrl, events, page, problems, stores } = yield* consoleSetup
         const runId = yield* enqueueRefund(stores, "A-1", 42)
 
         yield* promise(async () => {
@@ -172,7 +193,8 @@ describe("web console (chromium)", () => {
         yield* eventually(
           "the approved refund completes",
           Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run.fence === 2),
-          "20 seconds"
+          "30 seconds",
+          whereItStands(stores, runId, events)
         )
 
         // The holder of fence 1 comes back and writes: refused, with both fences, and recorded.

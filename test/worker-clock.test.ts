@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { type LeaseKey, MemoryRunStore, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Handler } from "@leasehold/core"
-import { Clock, Deferred, Duration, Effect, Fiber, Schema } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { spyOnRenewals } from "./support/workers.js"
 
@@ -436,6 +436,34 @@ describe("shutdown", () => {
       const stopping = yield* Effect.forkDetach(Fiber.interrupt(fiber))
       for (let i = 0; i < 50 && stopping.pollUnsafe() === undefined; i++) yield* TestClock.adjust("100 millis")
       assert.isDefined(stopping.pollUnsafe(), "the worker did not stop")
+    }))
+
+  it.effect("a claim that dies (a defect, not a store error) ends the worker with it, its held run released, instead of leaving it heartbeating and claiming nothing", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const defect = new Error("a claim's row did not decode")
+      let claims = 0
+      const dying: Store = {
+        ...store,
+        claim: (request) => Effect.suspend(() => ++claims === 3 ? Effect.die(defect) : store.claim(request))
+      }
+      const slow = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.never })
+      const [held] = yield* store.enqueue(jobs(1))
+      const fiber = yield* Worker.run({ ...timing, concurrency: 2, handlers: [slow] }).pipe(
+        Effect.provideService(RunStore, dying),
+        Effect.forkDetach
+      )
+      // Polls once a second; the third claim dies. Then the grace (1 s) and the release.
+      for (let i = 0; i < 80 && fiber.pollUnsafe() === undefined; i++) {
+        yield* settle
+        yield* TestClock.adjust("100 millis")
+      }
+      const exit = fiber.pollUnsafe()
+      assert.isDefined(exit, "the worker still runs after its claim loop died")
+      assert.isTrue(Exit.isFailure(exit!) && Cause.squash(exit.cause) === defect, "the worker ends with the claim's defect")
+      assert.strictEqual(claims, 3)
+      // Its run was let go on the way out, as at shutdown: another worker takes it at once.
+      assert.deepInclude(yield* store.get(held!.id), { state: "pending", leaseOwner: null, fence: 1 })
     }))
 })
 

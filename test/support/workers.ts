@@ -38,18 +38,26 @@ export const spyOnRenewals = (store: RunStore["Service"]) => {
   return { spy, renewals, failRenewals: () => void (failing = true) }
 }
 
-/** Polls until `check` holds, on the real clock. */
+/**
+ * Polls until `check` holds, on the real clock. On timeout the error carries what `detail` reads
+ * then (the run's row and history, the worker's last events), so a failure seen only in a CI log
+ * says where things stood.
+ */
 export const eventually = <A>(
   what: string,
   check: Effect.Effect<A | undefined | false, any>,
-  timeout: Duration.Input = "10 seconds"
+  timeout: Duration.Input = "10 seconds",
+  detail?: Effect.Effect<string, any>
 ): Effect.Effect<A> =>
   Effect.gen(function*() {
     const deadline = Date.now() + Duration.toMillis(Duration.fromInputUnsafe(timeout))
     while (true) {
       const value = yield* Effect.orDie(check)
       if (value !== undefined && value !== false) return value as A
-      if (Date.now() > deadline) return yield* Effect.die(new Error(`timed out waiting for: ${what}`))
+      if (Date.now() > deadline) {
+        const seen = detail === undefined ? "" : `\n${yield* Effect.orElseSucceed(detail, () => "(the detail could not be read)")}`
+        return yield* Effect.die(new Error(`timed out waiting for: ${what}${seen}`))
+      }
       yield* Effect.sleep("20 millis")
     }
   })

@@ -445,13 +445,16 @@ export const run = <R>(
     )
 
     yield* Effect.forkScoped(reporting(listenLoop))
-    yield* Effect.forkScoped(claimLoop)
+    const claiming = yield* Effect.forkScoped(claimLoop)
     if (options.tickSchedules !== false) yield* Effect.forkScoped(reporting(ticker.loop))
     // One line at start, through Effect's logger (an application replaces it with its own `Logger`).
     yield* annotated(Effect.logInfo(
       `leasehold worker ${owner} started: queues ${config.queues.join(", ")}, concurrency ${config.concurrency}`
     ))
-    return yield* Effect.never
+    // The claim loop retries every store error forever, so it ends only with a defect: the worker
+    // then fails with it (its runs drain as at shutdown) instead of heartbeating on, announced in
+    // the registry, while it claims nothing.
+    return yield* Effect.orDie(Fiber.join(claiming))
   }))
 
 // A run of a kind without a handler fails before it has a result; this only keeps the entry whole.
