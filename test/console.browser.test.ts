@@ -420,7 +420,7 @@ describe("web console (chromium)", () => {
     "a refund rejected with a note, and a run cancelled from its page after an in-page confirmation; tab order starts at the skip link",
     () =>
       Effect.gen(function*() {
-        const { baseUrl, page, problems, stores } = yield* consoleSetup
+        const { baseUrl, events, page, problems, stores } = yield* consoleSetup
         const rejected = yield* enqueueRefund(stores, "R-1", 10)
         const cancelled = yield* enqueueRefund(stores, "R-2", 20)
 
@@ -434,7 +434,9 @@ describe("web console (chromium)", () => {
         })
         const done = yield* eventually(
           "the rejected refund completes with the rejection",
-          Effect.map(readRun(stores, rejected), (run) => run.state === "completed" && run)
+          Effect.map(readRun(stores, rejected), (run) => run.state === "completed" && run),
+          "30 seconds",
+          whereItStands(stores, rejected, events)
         )
         assert.deepInclude(done.result as object, {
           decision: { _tag: "Signalled", payload: { approved: false, note: "not eligible" } },
@@ -493,7 +495,7 @@ describe("web console (chromium)", () => {
     () =>
       Effect.gen(function*() {
         const token = "console-admin-token-0123456789abcdef"
-        const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ token })
+        const { baseUrl, events, page, problems, stores } = yield* consoleSetupWith({ token })
         const runId = yield* enqueueRefund(stores, "T-1", 5)
 
         // Without the token: 401 with a basic-auth challenge for the page, its module and the API.
@@ -515,7 +517,9 @@ describe("web console (chromium)", () => {
         })
         yield* eventually(
           "the approved refund completes",
-          Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run.fence === 2)
+          Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run.fence === 2),
+          "30 seconds",
+          whereItStands(stores, runId, events)
         )
         assert.deepStrictEqual(problems, [], problems.join("\n"))
       })
