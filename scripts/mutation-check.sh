@@ -136,6 +136,9 @@
 #                                     test/worker-clock.test.ts (TestClock: the run starts at the poll);
 #   scripts/mutation-check.sh rate-wake-pg  the same in PgRunStore, against test/rate-process.test.ts
 #                                     (a worker polling once an hour: the runs never start in time);
+#   scripts/mutation-check.sh enqueue-deadlock  a batch of unique requests the server aborted to break a
+#                                     deadlock is not sent again (enqueue.ts › retryDeadlocks), against
+#                                     test/unique-process.test.ts (idempotency keys in opposite orders);
 #   scripts/mutation-check.sh claim-loop  a worker whose claim loop died runs on (Worker › run waits
 #                                     forever instead of joining the loop), against test/worker-clock.test.ts;
 #   scripts/mutation-check.sh rate-retry  a retried run keeps the rate scope it had when it ended,
@@ -314,6 +317,13 @@ elif [ "$mutation" = "rate-wake-pg" ]; then
   grep -q 'request.limit > 0) return Effect.void' "$store" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: PgRunStore schedules no wake for runs a rate window held back ($store)"
   tests=(test/rate-process.test.ts -t "wake")
+  attempts=1
+elif [ "$mutation" = "enqueue-deadlock" ]; then
+  enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
+  sed -i 's/const deadlockRetries = 5/const deadlockRetries = 0/' "$enqueue"
+  grep -q 'const deadlockRetries = 0' "$enqueue" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a deadlock's aborted batch is not sent again ($enqueue)"
+  tests=(test/unique-process.test.ts -t "mix unique keys and idempotency keys")
   attempts=1
 elif [ "$mutation" = "claim-loop" ]; then
   worker="$work/packages/core/src/Worker.ts"

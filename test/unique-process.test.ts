@@ -133,6 +133,41 @@ describe("uniqueness windows under concurrent enqueuers", () => {
       assert.strictEqual(holds[0]!.n, rounds * width, "every hold names its run: no placeholder was left")
     }))
 
+  it.live("two stores enqueueing batches that mix unique keys and idempotency keys, in opposite orders at once, round after round: no deadlock, one run per key", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const rounds = 30
+      for (let round = 0; round < rounds; round++) {
+        // Each batch names both keys of the round: one through a unique window, one through an idempotency key.
+        const unique = { kind: "job", payload: { round }, unique: { key: `u${round}` } }
+        const keyed = { kind: "job", payload: { round }, idempotencyKey: `i${round}` }
+        const [forward, backward] = yield* Effect.all([
+          Effect.result(stores.a.enqueue([keyed, unique])),
+          Effect.result(stores.b.enqueue([unique, keyed]))
+        ], { concurrency: "unbounded" })
+        // A deadlock is a StoreError whose reason is DeadlockError.
+        if (Result.isFailure(forward)) return assert.fail(`round ${round}, forward batch: ${String(forward.failure)}`)
+        if (Result.isFailure(backward)) return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        const [fKeyed, fUnique] = forward.success
+        const [bUnique, bKeyed] = backward.success
+        assert.strictEqual(fKeyed!.id, bKeyed!.id, `round ${round}: one run for the idempotency key`)
+        assert.strictEqual(fUnique!.id, bUnique!.id, `round ${round}: one run for the unique key`)
+        assert.strictEqual([fKeyed!, bKeyed!].filter((e) => e.created).length, 1)
+        assert.strictEqual([fUnique!, bUnique!].filter((e) => e.created).length, 1)
+        // Different unique keys, two idempotency keys in opposite orders: the holds cannot order
+        // these, and a deadlock the server breaks sends the batch it aborted again.
+        const idem = (key: string) => ({ kind: "job", payload: { round }, idempotencyKey: `${key}${round}` })
+        const [left, right] = yield* Effect.all([
+          Effect.result(stores.a.enqueue([{ kind: "job", payload: { round }, unique: { key: `l${round}` } }, idem("x"), idem("y")])),
+          Effect.result(stores.b.enqueue([{ kind: "job", payload: { round }, unique: { key: `r${round}` } }, idem("y"), idem("x")]))
+        ], { concurrency: "unbounded" })
+        if (Result.isFailure(left)) return assert.fail(`round ${round}, left batch: ${String(left.failure)}`)
+        if (Result.isFailure(right)) return assert.fail(`round ${round}, right batch: ${String(right.failure)}`)
+        assert.deepStrictEqual([left.success[1]!.id, left.success[2]!.id], [right.success[2]!.id, right.success[1]!.id], `round ${round}: one run per idempotency key`)
+      }
+      assert.strictEqual(yield* jobRuns(stores), rounds * 6, "six runs per round in the database")
+    }))
+
   it.live("eight connections of two stores enqueueing each unique key at the same moment: one run per key, and again once the runs left their window", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

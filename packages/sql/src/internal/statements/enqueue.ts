@@ -3,8 +3,8 @@
  * existing run) and wakes idle workers of each queue with one notification.
  */
 import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json, uniqueStates } from "@leasehold/core"
-import { Effect } from "effect"
-import type { SqlClient } from "effect/sql"
+import { Effect, Option } from "effect"
+import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { admitInPassing } from "./admit.js"
 import * as rate from "./rate.js"
@@ -46,7 +46,7 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
     // request order (the ids drawn in that order), in one transaction for the batch: every hold of
     // the batch taken first, in one order (`takeHolds`), and the batch's keyed runs admitted once
     // at its end, in claim order, as a batch without windows admits them.
-    return yield* sql.withTransaction(Effect.gen(function*() {
+    return yield* retryDeadlocks(sql, sql.withTransaction(Effect.gen(function*() {
       yield* takeHolds(sql, s, requests, payloads)
       const out = yield* Effect.forEach(requests, (request, i) =>
         request.unique === undefined
@@ -55,19 +55,37 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
       const scope = admitScope(requests)
       if (scope !== undefined) yield* admitInPassing(sql, s, scope)
       return out
-    }))
+    })))
   })
+
+/** How many times a batch the server chose as a deadlock's victim is sent again. */
+const deadlockRetries = 5
+
+/**
+ * Sends the batch again when the server broke a deadlock by aborting it, if its transaction was
+ * the outermost one: it was rolled back whole, so nothing of it stands. A batch of unique requests
+ * takes its holds in one order first (`takeHolds`); its requests with idempotency keys then lock
+ * those keys in request order, which another such batch may take in the opposite order. Inside a
+ * caller's transaction the abort is the caller's to handle: the error is returned.
+ */
+const retryDeadlocks = <A, R>(sql: SqlClient.SqlClient, batch: Effect.Effect<A, SqlError.SqlError, R>) =>
+  Effect.flatMap(Effect.serviceOption(sql.transactionService), (outer) =>
+    Option.isSome(outer)
+      ? batch
+      : Effect.retry(batch, { times: deadlockRetries, while: (error) => error.reason._tag === "DeadlockError" }))
 
 /**
  * Takes the hold of every unique request of a batch, in (kind, key) order, before any run is
  * enqueued: two batches of the same keys in any orders queue on the first key they share and never
  * deadlock. A key without a hold row gets a placeholder that holds nothing (its period ended at
  * -infinity), which the request's enqueue_run takes over in this transaction; a key with one is
- * locked by a no-op update. One request needs no order: a single lock cannot close a cycle.
+ * locked by a no-op update. The holds come before the batch's other locks (its idempotency keys), so
+ * a batch that takes a hold never waits for it while holding a key another batch waits on.
  */
 const takeHolds = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>, payloads: ReadonlyArray<string>) => {
   const unique = requests.flatMap((r, i) => r.unique === undefined ? [] : [{ kind: r.kind, key: r.unique.key ?? null, payload: payloads[i]! }])
-  if (unique.length < 2) return Effect.void
+  // Alone in its batch, a request's hold is the batch's only lock: no cycle to close.
+  if (requests.length < 2) return Effect.void
   return Effect.asVoid(sql`
     INSERT INTO ${s.uniqueHolds(sql)} AS h (kind, unique_key, run_id, states, held_until)
     SELECT DISTINCT ON (t.kind, k.hold_key) t.kind, k.hold_key, 0, NULL, '-infinity'
