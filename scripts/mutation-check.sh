@@ -4,9 +4,14 @@
 #   scripts/mutation-check.sh         the fence comparison of every guarded write (the SQL
 #                                     predicates and the transaction's check), against
 #                                     test/it-leases-fencing.test.ts;
-#   scripts/mutation-check.sh keys    the uniqueness of the running runs' key slots (migration
-#                                     0010), against test/keys-process.test.ts, run up to three
-#                                     times (a race: it shows in most runs, not in every one);
+#   scripts/mutation-check.sh keys    the uniqueness of the held key slots (migration 0010's
+#                                     indexes and 0025's key_holds), against test/keys-process.test.ts,
+#                                     run up to three times (a race: it shows in most runs, not in every one);
+#   scripts/mutation-check.sh key-holds  key_holds' primary key alone (migration 0025: the one slot
+#                                     domain of row and ledger runs), against the same test;
+#   scripts/mutation-check.sh successor-place  a ledger completion's claimed successors joined back
+#                                     to their leases by run id (a nested loop over the batch), against
+#                                     test/plans.test.ts;
 #   scripts/mutation-check.sh workflow  the holder check of a workflow activity's recorded result
 #                                     (internal/statements/workflow.ts), against the workflow tests;
 #   scripts/mutation-check.sh memory-journal  the same holder check in the memory twin
@@ -163,11 +168,35 @@ for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" 
 
 if [ "$mutation" = "keys" ]; then
   migrations="$work/packages/sql/migrations/0010_key_concurrency.sql"
+  holds="$work/packages/sql/migrations/0025_keyed_ledger.sql"
   sed -i "s/CREATE UNIQUE INDEX runs_key_slots_/CREATE INDEX runs_key_slots_/" "$migrations"
+  sed -i "s/^  PRIMARY KEY (scope, name, key, slot)$/  CHECK (true)/" "$holds"
   grep -q "CREATE UNIQUE INDEX runs_key_slots" "$migrations" && { echo "mutation incomplete"; exit 2; }
-  echo "mutation: the running runs' key slots are no longer unique ($migrations)"
+  grep -q "PRIMARY KEY (scope, name, key, slot)" "$holds" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the held key slots are no longer unique, in rows or in key_holds ($migrations, $holds)"
   tests=(test/keys-process.test.ts)
   attempts=3
+elif [ "$mutation" = "key-holds" ]; then
+  holds="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # The rows' slot indexes stay: only the ledger's slots (and the rows' mirrored ones) lose their key.
+  sed -i "s/^  PRIMARY KEY (scope, name, key, slot)$/  CHECK (true)/" "$holds"
+  grep -q "PRIMARY KEY (scope, name, key, slot)" "$holds" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: key_holds' primary key is gone: two admissions of one slot both commit ($holds)"
+  tests=(test/keys-process.test.ts)
+  attempts=3
+elif [ "$mutation" = "successor-place" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  # The ledger completion's successors are joined back to the leases by run id instead of
+  # carrying their lease's place.
+  sed -i 's/SELECT o.id, h.scope, h.name, h.key, h.slot, o.ord AS after FROM open_leases o/SELECT o.id, h.scope, h.name, h.key, h.slot, o.id AS after FROM open_leases o/' "$ledger"
+  sed -i 's/      FROM handed h WHERE h.claim`/      FROM handed h JOIN (SELECT id, min(ord) AS ord FROM open_leases GROUP BY id) i ON i.id = h.after WHERE h.claim`/' "$ledger"
+  sed -i "s/      SELECT 'next', h.after::text, h.id::text,/      SELECT 'next', i.ord::text, h.id::text,/" "$ledger"
+  grep -q "o.id AS after FROM open_leases o" "$ledger" || { echo "mutation incomplete"; exit 2; }
+  grep -q "i ON i.id = h.after WHERE h.claim" "$ledger" || { echo "mutation incomplete"; exit 2; }
+  grep -q "SELECT 'next', i.ord::text" "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a ledger completion's successors are joined back to their leases ($ledger)"
+  tests=(test/plans.test.ts -t "in the ledger, a keyed completion")
+  attempts=1
 elif [ "$mutation" = "ledger-fence" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
   sed -i 's/WHERE h.ids\[i.pos\] = i.id AND h.fences\[i.pos\] = i.fence AND/WHERE h.ids[i.pos] = i.id AND/' "$ledger"
@@ -361,12 +390,18 @@ elif [ "$mutation" = "position" ]; then
 elif [ "$mutation" = "handoff" ]; then
   admit="$work/packages/sql/src/internal/statements/admit.ts"
   migrations="$work/packages/sql/migrations/0013_key_admission.sql"
-  # Completions hand no slot on (their hand-off updates nothing), and the row trigger finds no successor.
-  sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND false/' "$admit"
+  ledger_keys="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # Completions hand no slot on (their hand-off gives it to no row and no ledger run), and the row
+  # trigger finds no successor (0013's, and 0025's give_slot that replaces its search).
+  sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND NOT sc.ledger$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND NOT sc.ledger AND false/' "$admit"
+  sed -i 's/^      WHERE sc.ledger AND r.state = .ledger.$/      WHERE sc.ledger AND r.state = '"'ledger'"' AND false/' "$admit"
   sed -i 's/^  IF successor IS NOT NULL THEN/  IF false THEN/' "$migrations"
-  grep -q "WHERE r.id = sc.id AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/^  -- Claim order: priority DESC, run_at, id.$/  RETURN false;/' "$ledger_keys"
+  grep -q "WHERE r.id = sc.id AND NOT sc.ledger AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
+  grep -q "WHERE sc.ledger AND r.state = 'ledger' AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
   grep -q "IF successor IS NOT NULL" "$migrations" && { echo "mutation incomplete"; exit 2; }
-  echo "mutation: a freed key slot is not handed on ($admit, $migrations)"
+  grep -q "^  RETURN false;$" "$ledger_keys" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a freed key slot is not handed on ($admit, $migrations, $ledger_keys)"
   tests=(test/model.test.ts)
   attempts=3
 elif [ "$mutation" = "peak" ]; then
