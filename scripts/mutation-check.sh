@@ -4,9 +4,14 @@
 #   scripts/mutation-check.sh         the fence comparison of every guarded write (the SQL
 #                                     predicates and the transaction's check), against
 #                                     test/it-leases-fencing.test.ts;
-#   scripts/mutation-check.sh keys    the uniqueness of the running runs' key slots (migration
-#                                     0010), against test/keys-process.test.ts, run up to three
-#                                     times (a race: it shows in most runs, not in every one);
+#   scripts/mutation-check.sh keys    the uniqueness of the held key slots (migration 0010's
+#                                     indexes and 0025's key_holds), against test/keys-process.test.ts,
+#                                     run up to three times (a race: it shows in most runs, not in every one);
+#   scripts/mutation-check.sh key-holds  key_holds' primary key alone (migration 0025: the one slot
+#                                     domain of row and ledger runs), against the same test;
+#   scripts/mutation-check.sh successor-place  a ledger completion's claimed successors joined back
+#                                     to their leases by run id (a nested loop over the batch), against
+#                                     test/plans.test.ts;
 #   scripts/mutation-check.sh workflow  the holder check of a workflow activity's recorded result
 #                                     (internal/statements/workflow.ts), against the workflow tests;
 #   scripts/mutation-check.sh memory-journal  the same holder check in the memory twin
@@ -90,10 +95,10 @@
 #                                     claimRated), against test/rate-process.test.ts, up to three
 #                                     times (a race between claimers);
 #   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
-#                                     (migration 0024's enqueue_run), against test/unique-process.test.ts
+#                                     (migration 0025's enqueue_run), against test/unique-process.test.ts
 #                                     (two enqueuers of a released key both take it), up to three times;
 #   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
-#                                     (migration 0024's enqueue_run), against test/sql-enqueue.test.ts;
+#                                     (migration 0025's enqueue_run), against test/sql-enqueue.test.ts;
 #   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
 #                                     decoded with its person deferred's success schema
 #                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
@@ -124,7 +129,7 @@
 #                                     order, not key order (enqueue.ts › enqueueWithKeys), against
 #                                     test/idempotency-order.test.ts (opposite-order batches deadlock);
 #   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
-#                                     its insert and its lock (migration 0024), against
+#                                     its insert and its lock (migration 0025's enqueue_run), against
 #                                     test/retention.test.ts (the enqueue yields no run);
 #   scripts/mutation-check.sh unique-retention  a completion that deletes its run keeps that run's
 #                                     holds (guarded.ts › releasedHolds), against test/retention.test.ts;
@@ -168,11 +173,35 @@ for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" 
 
 if [ "$mutation" = "keys" ]; then
   migrations="$work/packages/sql/migrations/0010_key_concurrency.sql"
+  holds="$work/packages/sql/migrations/0025_keyed_ledger.sql"
   sed -i "s/CREATE UNIQUE INDEX runs_key_slots_/CREATE INDEX runs_key_slots_/" "$migrations"
+  sed -i "s/^  PRIMARY KEY (scope, name, key, slot)$/  CHECK (true)/" "$holds"
   grep -q "CREATE UNIQUE INDEX runs_key_slots" "$migrations" && { echo "mutation incomplete"; exit 2; }
-  echo "mutation: the running runs' key slots are no longer unique ($migrations)"
+  grep -q "PRIMARY KEY (scope, name, key, slot)" "$holds" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the held key slots are no longer unique, in rows or in key_holds ($migrations, $holds)"
   tests=(test/keys-process.test.ts)
   attempts=3
+elif [ "$mutation" = "key-holds" ]; then
+  holds="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # The rows' slot indexes stay: only the ledger's slots (and the rows' mirrored ones) lose their key.
+  sed -i "s/^  PRIMARY KEY (scope, name, key, slot)$/  CHECK (true)/" "$holds"
+  grep -q "PRIMARY KEY (scope, name, key, slot)" "$holds" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: key_holds' primary key is gone: two admissions of one slot both commit ($holds)"
+  tests=(test/keys-process.test.ts)
+  attempts=3
+elif [ "$mutation" = "successor-place" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  # The ledger completion's successors are joined back to the leases by run id instead of
+  # carrying their lease's place.
+  sed -i 's/SELECT o.id, h.scope, h.name, h.key, h.slot, o.ord AS after FROM open_leases o/SELECT o.id, h.scope, h.name, h.key, h.slot, o.id AS after FROM open_leases o/' "$ledger"
+  sed -i 's/      FROM handed h WHERE h.claim`/      FROM handed h JOIN (SELECT id, min(ord) AS ord FROM open_leases GROUP BY id) i ON i.id = h.after WHERE h.claim`/' "$ledger"
+  sed -i "s/      SELECT 'next', h.after::text, h.id::text,/      SELECT 'next', i.ord::text, h.id::text,/" "$ledger"
+  grep -q "o.id AS after FROM open_leases o" "$ledger" || { echo "mutation incomplete"; exit 2; }
+  grep -q "i ON i.id = h.after WHERE h.claim" "$ledger" || { echo "mutation incomplete"; exit 2; }
+  grep -q "SELECT 'next', i.ord::text" "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a ledger completion's successors are joined back to their leases ($ledger)"
+  tests=(test/plans.test.ts -t "in the ledger, a keyed completion")
+  attempts=1
 elif [ "$mutation" = "ledger-fence" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
   sed -i 's/WHERE h.ids\[i.pos\] = i.id AND h.fences\[i.pos\] = i.fence AND/WHERE h.ids[i.pos] = i.id AND/' "$ledger"
@@ -284,7 +313,8 @@ elif [ "$mutation" = "idem-order" ]; then
   tests=(test/idempotency-order.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-retake" ]; then
-  migration="$work/packages/sql/migrations/0024_unique_hold_order_and_retention.sql"
+  # The enqueue_run in force: migration 0025's (0024's, replaced).
+  migration="$work/packages/sql/migrations/0025_keyed_ledger.sql"
   sed -i 's/^        IF FOUND THEN$/        IF true THEN/' "$migration"
   grep -q '^        IF true THEN$' "$migration" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: enqueue_run judges a hold it found deleted as held ($migration)"
@@ -380,12 +410,18 @@ elif [ "$mutation" = "position" ]; then
 elif [ "$mutation" = "handoff" ]; then
   admit="$work/packages/sql/src/internal/statements/admit.ts"
   migrations="$work/packages/sql/migrations/0013_key_admission.sql"
-  # Completions hand no slot on (their hand-off updates nothing), and the row trigger finds no successor.
-  sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND false/' "$admit"
+  ledger_keys="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # Completions hand no slot on (their hand-off gives it to no row and no ledger run), and the row
+  # trigger finds no successor (0013's, and 0025's give_slot that replaces its search).
+  sed -i 's/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND NOT sc.ledger$/      FROM successors sc, fence_floor f WHERE r.id = sc.id AND NOT sc.ledger AND false/' "$admit"
+  sed -i 's/^      WHERE sc.ledger AND r.state = .ledger.$/      WHERE sc.ledger AND r.state = '"'ledger'"' AND false/' "$admit"
   sed -i 's/^  IF successor IS NOT NULL THEN/  IF false THEN/' "$migrations"
-  grep -q "WHERE r.id = sc.id AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/^  -- Claim order: priority DESC, run_at, id.$/  RETURN false;/' "$ledger_keys"
+  grep -q "WHERE r.id = sc.id AND NOT sc.ledger AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
+  grep -q "WHERE sc.ledger AND r.state = 'ledger' AND false" "$admit" || { echo "mutation incomplete"; exit 2; }
   grep -q "IF successor IS NOT NULL" "$migrations" && { echo "mutation incomplete"; exit 2; }
-  echo "mutation: a freed key slot is not handed on ($admit, $migrations)"
+  grep -q "^  RETURN false;$" "$ledger_keys" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a freed key slot is not handed on ($admit, $migrations, $ledger_keys)"
   tests=(test/model.test.ts)
   attempts=3
 elif [ "$mutation" = "peak" ]; then
@@ -480,16 +516,17 @@ elif [ "$mutation" = "memory-journal" ]; then
   tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-lock" ]; then
-  # The enqueue_run in force: migration 0024's (0022's, replaced).
-  windows="$work/packages/sql/migrations/0024_unique_hold_order_and_retention.sql"
+  # The enqueue_run in force: migration 0025's (0022's and 0024's, replaced).
+  windows="$work/packages/sql/migrations/0025_keyed_ledger.sql"
   sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
   grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
   tests=(test/unique-process.test.ts)
   attempts=3
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
-  windows="$work/packages/sql/migrations/0024_unique_hold_order_and_retention.sql"
-  sed -i "s/CASE WHEN idempotency_key IS NULL AND concurrency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
+  # The enqueue_run in force: migration 0025's (0024's, replaced).
+  windows="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
   tests=(test/sql-enqueue.test.ts)

@@ -71,7 +71,7 @@ const examples: ReadonlyArray<Example> = [
     prints: [/^limit kind refund: 1 per key; at most 1 refund per customer at once, [23] customers at once$/m],
     leaves: (sql) =>
       Effect.gen(function*() {
-        const runs = yield* sql`SELECT 1 FROM leasehold.runs WHERE kind = 'refund' AND state = 'completed' AND key_scope = 'kind'`
+        const runs = yield* sql`SELECT 1 FROM leasehold.runs_now WHERE kind = 'refund' AND state = 'completed' AND key_scope = 'kind'`
         assert.lengthOf(runs, 12, "every refund ran governed by the limit")
       })
   },

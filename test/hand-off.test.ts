@@ -73,6 +73,9 @@ describe("hand-off of a completion batch", () => {
       const release = yield* Deferred.make<void>()
       const holder = yield* Effect.forkChild(sql.withTransaction(Effect.gen(function*() {
         yield* sql`SELECT id FROM ${sql(schema)}.runs WHERE id = ${ids[3]!}::bigint FOR UPDATE`
+        // A keyed run of the ledger waits in its key's line (migration 0025): that row is what a hand-off locks.
+        const inLine = yield* sql`SELECT id FROM ${sql(schema)}.waiting WHERE id = ${ids[3]!}::bigint FOR UPDATE`
+        assert.strictEqual(inLine.length, 1, "the default store keeps the waiting run in the ledger's line")
         yield* Deferred.succeed(locked, undefined)
         yield* Deferred.await(release)
       })))
@@ -128,20 +131,25 @@ describe("hand-off of a completion batch", () => {
       yield* Migrations.run(StoreSchema.make(schema), { upTo: "0014_key_hot_path" }).pipe(Effect.provideContext(client))
       const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
       const store = Context.get(context, RunStore)
-      // Before 0015: a limit of 3 taken by three runs, then lowered to 1. The runs are enqueued and
-      // claimed as that release's statements did (row inserts and updates): today's enqueue and
-      // claim read tables and columns 0015 predates. Declaring the limit admits the first three.
+      // Before 0015: a limit of 3 taken by three runs, then lowered to 1. The runs are enqueued,
+      // governed, admitted and claimed as that release's statements did (row inserts and updates):
+      // today's statements read tables and columns 0015 predates (key_holds, migration 0025).
+      // Declaring the limit governs the key's runs and admits the first three.
       const ids = (yield* sql.unsafe<{ id: string }>(`INSERT INTO "${schema}".runs (kind, payload, concurrency_key)
         SELECT 'noop', jsonb_build_object('i', g), 'K' FROM generate_series(0, 5) g ORDER BY g RETURNING id::text AS id`))
         .map((r) => r.id).sort((a, b) => Number(a) - Number(b))
-      yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
+      yield* sql.unsafe(`INSERT INTO "${schema}".key_limits (scope, name, per_key) VALUES ('kind', 'noop', 3)`)
+      yield* sql.unsafe(`UPDATE "${schema}".runs SET key_scope = 'kind' WHERE concurrency_key = 'K'`)
+      yield* sql.unsafe(`UPDATE "${schema}".runs r SET key_slot = o.slot FROM (
+        SELECT id, row_number() OVER (ORDER BY id) - 1 AS slot FROM "${schema}".runs WHERE id = ANY('{${ids.slice(0, 3).join(",")}}'::bigint[])
+      ) o WHERE r.id = o.id`)
       yield* sql.unsafe(`UPDATE "${schema}".runs SET state = 'running', fence = 1, attempt = 1, lease_owner = 'w',
         lease_expires_at = now() + interval '30 seconds' WHERE id = ANY('{${ids.slice(0, 3).join(",")}}'::bigint[])`)
       const held = yield* sql.unsafe<{ id: string; key_slot: number }>(
         `SELECT id::text, key_slot FROM "${schema}".runs WHERE state = 'running' ORDER BY key_slot`
       )
       assert.deepStrictEqual(held.map((r) => [r.id, r.key_slot]), ids.slice(0, 3).map((id, slot) => [id, slot]), "the key's first three hold its three slots")
-      yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
+      yield* sql.unsafe(`UPDATE "${schema}".key_limits SET per_key = 1 WHERE scope = 'kind' AND name = 'noop'`)
       yield* Migrations.run(StoreSchema.make(schema)).pipe(Effect.provideContext(client))
       const running = yield* Effect.forEach(ids.slice(0, 3), (id) =>
         Effect.map(store.get(id), (run): ClaimedRun => ({

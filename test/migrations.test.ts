@@ -32,6 +32,7 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0022_unique_windows", "efadda1cee80af835755c43ef3da5c16848992aa0616074a5e821d7641deca69"],
   ["0023_rate_limits", "9c275dbf2d0f26ad4db04c7196ab4733d18e567edc9660b646800015449216bb"],
   ["0024_unique_hold_order_and_retention", "ac39782b5f5953a877aba02e52a07ad970b5a05cb28d65cef4a636a87cf22603"],
+  ["0025_keyed_ledger", "931fd2c5d9d7f4d209d0d9356fdc99c4b08beccf336db9936d44e36b812a0d72"],
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")

@@ -510,12 +510,13 @@ class Claim extends Step {
     same(m, this.toString(), actual, expectation)
     // Checked on the database directly, whatever the model says: a run admitted under a key limit
     // (its kind's, else its queue's) holds a slot below it, and no more runs of its key than the
-    // limit hold slots in that scope.
+    // limit hold slots in that scope. Read as each run stands (runs_now): a keyed run of the
+    // ledger holds its slot in key_holds and runs in its claim batch (migration 0025).
     const admitted = claimed.filter((r) => r.concurrencyKey !== null && r.via !== "expired")
     if (admitted.length > 0) {
       const runs = real.sql(real.schema)
       const over = await must(real.sql<{ id: string }>`
-        SELECT r.id::text AS id FROM ${runs}.runs r
+        SELECT r.id::text AS id FROM ${runs}.runs_now r
         CROSS JOIN LATERAL (
           SELECT CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END AS scope, coalesce(kl.per_key, ql.per_key) AS per_key
           FROM (SELECT 1) AS one
@@ -524,7 +525,7 @@ class Claim extends Step {
         ) g
         WHERE r.id = ANY(${admitted.map((r) => r.id)}::bigint[]) AND g.per_key IS NOT NULL
           AND (r.key_slot IS NULL OR r.key_scope <> g.scope OR r.key_slot >= g.per_key
-            OR (SELECT count(*) FROM ${runs}.runs o WHERE o.state = 'running' AND o.key_scope = g.scope
+            OR (SELECT count(*) FROM ${runs}.runs_now o WHERE o.state = 'running' AND o.key_scope = g.scope
               AND o.concurrency_key = r.concurrency_key AND (CASE g.scope WHEN 'kind' THEN o.kind = r.kind ELSE o.queue = r.queue END)) > g.per_key)`)
       expect(over, `${this.toString()} took runs over their key's limit; ${m.log.join("\n")}`).toEqual([])
     }
@@ -584,7 +585,7 @@ const nothingStartableLeft = async (m: Model, real: Real, queues: ReadonlyArray<
     SELECT r.id::text AS id FROM "${real.schema}".runs_now v JOIN "${real.schema}".runs r ON r.id = v.id
     WHERE v.state = 'pending' AND v.run_at <= now() AND v.kind = ANY('{${kinds.join(",")}}'::text[])
       AND v.queue = ANY('{${queues.join(",")}}'::text[]) AND v.queue <> ALL (ARRAY(SELECT p.queue FROM "${real.schema}".paused_queues p))
-      AND (r.key_scope IS NULL OR r.key_slot IS NOT NULL) AND r.id <> ALL ('{${admittedNow.join(",")}}'::bigint[])
+      AND (v.key_scope IS NULL OR v.key_slot IS NOT NULL) AND r.id <> ALL ('{${admittedNow.join(",")}}'::bigint[])
       AND (r.rate_scope IS NULL OR ${startsInWindow(real.schema, "r")} < ${windowOf(real.schema, "r").limit("l.per_interval")})`))
   expect(left, `${what} took fewer runs than its limit but left these startable; ${m.log.join("\n")}`).toEqual([])
 }
@@ -1279,6 +1280,9 @@ const storeOnce = Effect.gen(function*() {
 })
 
 const numRuns = Number(process.env.MODEL_RUNS ?? 250)
+// Ten minutes for the default runs; more runs (MODEL_RUNS) get proportionally more time (about
+// 1.3 s a sequence on a loaded 2-core machine), so a longer search is not cut off by the clock.
+const modelTimeout = Math.max(600_000, numRuns * 2_000)
 // The seed is chosen here and printed on every run, passing or not, so any run can be replayed.
 const seed = process.env.MODEL_SEED === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(process.env.MODEL_SEED)
 const replay: Pick<fc.Parameters<unknown>, "seed" | "path"> = {
@@ -1297,7 +1301,7 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
       const fresh = async () => {
         if (scope !== undefined) await must(Scope.close(scope, Exit.void))
         scope = await must(Scope.make())
-        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds RESTART IDENTITY`))
+        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".key_holds, "${once.schema}".waiting, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds RESTART IDENTITY`))
         const store = await must(
           PgRunStore.make({ schema: once.schema, migrate: false, runtimeConnections: 1 }).pipe(
             Scope.provide(scope),
@@ -1316,5 +1320,5 @@ describe("run state machine: Postgres store vs MemoryRunStore", () => {
           { numRuns, ...replay }
         )
       )
-    }), 600_000)
+    }), modelTimeout)
 })

@@ -143,7 +143,8 @@ describe("runtime plans", () => {
       const batch = 500
       // Twenty runs per key: few of the table's runs hold a slot, and the planner, told so by the
       // statistics, guesses the completed runs' slots at one row.
-      const { sql, store } = yield* keyedBacklog("plans_handoff", batch, 20)
+      // Keyed runs on their rows (a store of storage "rows"; the ledger's keyed runs: the next test).
+      const { sql, store } = yield* keyedBacklog("plans_handoff", batch, 20, { storage: "rows" })
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: batch, ttl: Duration.seconds(30) }
       const running = yield* store.claim(request)
       assert.strictEqual(running.length, batch)
@@ -156,11 +157,34 @@ describe("runtime plans", () => {
         () => true
       )
       const nodes = flatten(plan)
-      const handed = nodes.find((n) => n["Subplan Name"] === "CTE handed")
+      const handed = nodes.find((n) => n["Subplan Name"] === "CTE row_handed")
       assert.strictEqual(handed?.["Actual Rows"], batch, "the statement handed every key's slot to its next run")
       // A nested loop between the completed runs and their slots (both CTEs the planner guesses at
       // one row) compared every pair: 500 × 500 rows, all but 500 removed by its join filter.
       assert.isBelow(removedByJoins(nodes), batch, "a join compared the batch's runs pair by pair")
+    }))
+
+  it.live("in the ledger, a keyed completion of 500 runs gives each freed slot to its key's next run, claimed in one batch, each successor reporting its lease's place (no join quadratic in the batch)", () =>
+    Effect.gen(function*() {
+      const batch = 500
+      const { sql, store } = yield* keyedBacklog("plans_ledger_handoff", batch, 20)
+      const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: batch, ttl: Duration.seconds(30) }
+      const running = yield* store.claim(request)
+      assert.strictEqual(running.length, batch)
+      const plan = yield* genericPlan(
+        sql,
+        store.completeBatch(running.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: true })), request),
+        (text) => text.includes("ledger_next AS")
+      )
+      const nodes = flatten(plan)
+      assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE open_leases")?.["Actual Rows"], batch, "every run completed")
+      assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE ledger_next")?.["Actual Rows"], batch, "every key's slot went to its next run")
+      assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE ledger_batch")?.["Actual Rows"], 1, "the successors claimed in one batch")
+      assert.isBelow(removedByJoins(nodes), batch, "a join compared the batch's runs pair by pair")
+      // Joined back to the leases by a nested loop (both sides guessed at a row or two), the
+      // successors were read again for each lease: 500 × 500 rows.
+      const widest = Math.max(...nodes.map((n) => (n["Actual Rows"] ?? 0) * (n["Actual Loops"] ?? 1)))
+      assert.isBelow(widest, 10 * batch, "a node read the batch's runs once per run")
     }))
 
   it.live("claims of 1,000 runs (a sweep's, a due-only one, a sweep's reclaims) and the renewal and completion of 1,000 leases reach each run by primary key once (no join quadratic in the batch)", () =>
@@ -168,7 +192,8 @@ describe("runtime plans", () => {
       const limit = 1_000
       // A hundred runs per key: the planner, told by the statistics that few runs are due, guesses
       // the picked runs at one row.
-      const { sql, store } = yield* keyedBacklog("plans_claim", limit, 100)
+      // Keyed runs on their rows (a store of storage "rows"): the statements that claim in rows.
+      const { sql, store } = yield* keyedBacklog("plans_claim", limit, 100, { storage: "rows" })
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit, ttl: Duration.seconds(30) }
       for (const dueOnly of [false, true]) {
         // The claim itself (a sweep first admits and times out; those statements run as they are).
@@ -391,9 +416,9 @@ const freshStore = (prefix: string, options: PgRunStore.PgRunStoreOptions = {}) 
  * A store (in a fresh schema) holding a keyed backlog: `keys` keys at one running run each (the
  * kind's limit), `perKey` runs each, with statistics (ANALYZE).
  */
-const keyedBacklog = (prefix: string, keys: number, perKey: number) =>
+const keyedBacklog = (prefix: string, keys: number, perKey: number, options: PgRunStore.PgRunStoreOptions = {}) =>
   Effect.gen(function*() {
-    const { schema, sql, store } = yield* freshStore(prefix)
+    const { schema, sql, store } = yield* freshStore(prefix, options)
     yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
     yield* store.enqueue(Array.from({ length: keys * perKey }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % keys}` })))
     yield* sql`ANALYZE ${sql(schema)}.runs`

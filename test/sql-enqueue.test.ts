@@ -12,14 +12,19 @@ import { databaseUrl } from "./support/db.js"
 import { twoStores, type Stores } from "./support/stores.js"
 import { eventually, startWorker } from "./support/workers.js"
 
-/** What a run's row and its ready row record, beside its id and times: the two paths must agree. */
+/**
+ * What a run's row, its ready row, its key's line (`waiting`) and its held slots (`key_holds`,
+ * migration 0025) record, beside its id and times: the two paths must agree.
+ */
 const recorded = (stores: Stores, id: string) =>
   Effect.map(
     stores.sql.unsafe<Record<string, unknown>>(
       `SELECT r.queue, r.kind, r.payload, r.priority, r.state, r.attempt, r.max_attempts, r.fence,
          r.idempotency_key IS NOT NULL AS idempotent, r.concurrency_key IS NOT NULL AS keyed, r.key_scope, r.key_slot,
          r.trace_parent, r.signals, r.checkpoint, extract(epoch FROM r.run_at - r.created_at) * 1000 AS delay_ms,
-         y.id IS NOT NULL AS ready, y.ledger, y.priority AS ready_priority, y.queue AS ready_queue
+         y.id IS NOT NULL AS ready, y.ledger, y.priority AS ready_priority, y.queue AS ready_queue,
+         EXISTS (SELECT 1 FROM "${stores.schema}".waiting w WHERE w.id = r.id) AS waiting,
+         ARRAY(SELECT h.slot FROM "${stores.schema}".key_holds h WHERE h.run_id = r.id ORDER BY h.slot) AS held
        FROM "${stores.schema}".runs r LEFT JOIN "${stores.schema}".ready y ON y.id = r.id WHERE r.id = ${Number(id)}`
     ),
     (rows) => rows[0]
@@ -98,9 +103,19 @@ describe("enqueue from SQL", () => {
         [{ kind: "unlimited", payload: {}, concurrencyKey: "ts" }, `'unlimited', '{}', concurrency_key => 'sql'`],
         // A unique run is recorded in its row, not the ledger (migration 0022).
         [{ kind: "once", payload: {}, unique: { key: "ts", periodMs: 60_000 } }, `'once', '{}', unique_key => 'sql', unique_for => '1 minute'`],
-        // Under a limit of 1: the first of a key is admitted (holds slot 0), the second waits.
+        // Under a limit of 1: the first of a key is admitted (holds slot 0), the second waits. In
+        // the ledger (migration 0025): the slot a key_holds row, the wait a waiting row.
         [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`],
-        [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`]
+        [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`],
+        // With an idempotency key, on its row: the slot in runs.key_slot (mirrored in key_holds).
+        [
+          { kind: "limited", payload: {}, concurrencyKey: "ts-row", idempotencyKey: "ts-row-1" },
+          `'limited', '{}', concurrency_key => 'sql-row', idempotency_key => 'sql-row-1'`
+        ],
+        [
+          { kind: "limited", payload: {}, concurrencyKey: "ts-row", idempotencyKey: "ts-row-2" },
+          `'limited', '{}', concurrency_key => 'sql-row', idempotency_key => 'sql-row-2'`
+        ]
       ]
       for (const [request, args] of pairs) {
         const ts = yield* enqueueTs(stores, request)
@@ -110,12 +125,38 @@ describe("enqueue from SQL", () => {
         const b = yield* recorded(stores, sql.id)
         assert.deepStrictEqual(b, a, `${request.kind}: SQL ${args} records what the TypeScript enqueue records`)
       }
-      // The waiting keyed runs are out of the ready set on both paths; the admitted ones in it.
-      const keyed = yield* stores.sql.unsafe<{ key: string; slots: Array<number | null>; ready: Array<boolean> }>(
-        `SELECT r.concurrency_key AS key, array_agg(r.key_slot ORDER BY r.id) AS slots, array_agg(y.id IS NOT NULL ORDER BY r.id) AS ready
+      // Each key's runs in id order, on both paths: the first admitted (ready, holding slot 0 where
+      // its path keeps slots: key_holds for a ledger run, its row's key_slot for a row run), the
+      // second waiting (out of the ready set; in the ledger, in its key's line).
+      const keyed = yield* stores.sql.unsafe<{ key: string; states: Array<string>; rowSlots: Array<number | null>; ledgerSlots: Array<number | null>; ready: Array<boolean>; waiting: Array<boolean> }>(
+        `SELECT r.concurrency_key AS key, array_agg(r.state ORDER BY r.id) AS states,
+           array_agg(r.key_slot ORDER BY r.id) AS "rowSlots",
+           array_agg((SELECT h.slot FROM ${s}.key_holds h WHERE h.scope = 'kind' AND h.name = r.kind AND h.key = r.concurrency_key
+             AND h.run_id = r.id) ORDER BY r.id) AS "ledgerSlots",
+           array_agg(y.id IS NOT NULL ORDER BY r.id) AS ready,
+           array_agg(EXISTS (SELECT 1 FROM ${s}.waiting w WHERE w.id = r.id) ORDER BY r.id) AS waiting
          FROM ${s}.runs r LEFT JOIN ${s}.ready y ON y.id = r.id WHERE r.kind = 'limited' GROUP BY 1 ORDER BY 1`
       )
-      assert.deepStrictEqual(keyed.map((k) => [k.key, k.slots, k.ready]), [["sql", [0, null], [true, false]], ["ts", [0, null], [true, false]]])
+      assert.deepStrictEqual(keyed.map((k) => [k.key, k.states, k.ledgerSlots, k.rowSlots, k.ready, k.waiting]), [
+        ["sql", ["ledger", "ledger"], [0, null], [null, null], [true, false], [false, true]],
+        ["sql-row", ["pending", "pending"], [0, null], [0, null], [true, false], [false, false]],
+        ["ts", ["ledger", "ledger"], [0, null], [null, null], [true, false], [false, true]],
+        ["ts-row", ["pending", "pending"], [0, null], [0, null], [true, false], [false, false]]
+      ])
+      // The limit is exact in the one slot domain: per key, one held slot (the limit), held by its
+      // admitted run alone; no slot held by a run of another key or by none.
+      const holds = yield* stores.sql.unsafe<{ key: string; slots: Array<number>; holders: number; admitted: number }>(
+        `SELECT h.key, array_agg(h.slot ORDER BY h.slot) AS slots, count(DISTINCT h.run_id)::int AS holders,
+           count(*) FILTER (WHERE r.concurrency_key = h.key AND r.kind = h.name AND y.id IS NOT NULL)::int AS admitted
+         FROM ${s}.key_holds h LEFT JOIN ${s}.runs r ON r.id = h.run_id LEFT JOIN ${s}.ready y ON y.id = h.run_id
+         GROUP BY h.scope, h.name, h.key ORDER BY h.key`
+      )
+      assert.deepStrictEqual(holds.map((h) => [h.key, h.slots, h.holders, h.admitted]), [
+        ["sql", [0], 1, 1],
+        ["sql-row", [0], 1, 1],
+        ["ts", [0], 1, 1],
+        ["ts-row", [0], 1, 1]
+      ])
 
       // A key names one run, whichever path enqueued it first.
       const first = yield* viaSql(`'idem', '{}', idempotency_key => 'ts-1'`)
@@ -124,7 +165,7 @@ describe("enqueue from SQL", () => {
       assert.strictEqual(tsFirst.idempotencyKey, "sql-1")
       const again = yield* enqueueTs(stores, { kind: "idem", payload: { other: true }, idempotencyKey: "sql-1" })
       assert.deepStrictEqual(again, { id: tsFirst.id, created: false })
-      const runsOfKeys = yield* stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.runs WHERE idempotency_key IS NOT NULL`)
+      const runsOfKeys = yield* stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.runs WHERE kind = 'idem'`)
       assert.strictEqual(runsOfKeys[0]!.n, 2)
     }))
 

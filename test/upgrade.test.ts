@@ -40,7 +40,7 @@ describe("upgrading a store with runs in flight", () => {
       const held = [1, 2, 3].map((id) => ({ runId: String(id), fence: 1 }))
       const renewing = yield* Effect.forkScoped(Effect.forever(Effect.andThen(store.renew("old-worker", held, ttl), Effect.sleep("5 millis"))))
       const applied = yield* Migrations.run(s).pipe(Effect.provideContext(client))
-      assert.deepStrictEqual(applied.map(([, name]) => name), ["hot_lease_renewal", "paused_queues", "schedules", "key_concurrency", "workflows", "fence_epoch", "key_admission", "key_hot_path", "key_limit_peaks", "runs_listed", "workflow_awaits", "batch_ledger", "worker_registry", "activity_window", "enqueue_function", "unique_windows", "rate_limits", "unique_hold_order_and_retention"])
+      assert.deepStrictEqual(applied.map(([, name]) => name), ["hot_lease_renewal", "paused_queues", "schedules", "key_concurrency", "workflows", "fence_epoch", "key_admission", "key_hot_path", "key_limit_peaks", "runs_listed", "workflow_awaits", "batch_ledger", "worker_registry", "activity_window", "enqueue_function", "unique_windows", "rate_limits", "unique_hold_order_and_retention", "keyed_ledger"])
       yield* Effect.sleep("50 millis")
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")
       yield* Fiber.interrupt(renewing)

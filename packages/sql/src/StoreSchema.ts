@@ -40,6 +40,9 @@ export interface StoreSchema {
   readonly workers: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Runs a claim may take (migration 0018): pending in their rows or in the ledger. */
   readonly ready: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Held key slots, of row and ledger runs, and the ledger's keyed runs waiting for one (migration 0025). */
+  readonly keyHolds: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  readonly waiting: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The ledger's claim batches and completion batches (migration 0018). */
   readonly claimBatches: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly completionBatches: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
@@ -77,6 +80,8 @@ const derive = (schema: string): StoreSchema => {
     deliveries: (sql) => sql.literal(`"${schema}".signal_deliveries`),
     history: (sql) => sql.literal(`"${schema}".run_history`),
     ready: (sql) => sql.literal(`"${schema}".ready`),
+    keyHolds: (sql) => sql.literal(`"${schema}".key_holds`),
+    waiting: (sql) => sql.literal(`"${schema}".waiting`),
     claimBatches: (sql) => sql.literal(`"${schema}".claim_batches`),
     completionBatches: (sql) => sql.literal(`"${schema}".completion_batches`),
     runsNow: (sql) => sql.literal(`"${schema}".runs_now`),

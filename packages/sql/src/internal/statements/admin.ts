@@ -170,7 +170,7 @@ export const cancelMany = (sql: SqlClient.SqlClient, s: StoreSchema, filter: Run
 
 /**
  * Moves to their rows the runs of the ledger a cancel by `filter` may take: those pending (their
- * ready rows) and those running (open in their batches). Completed ones stay where they are.
+ * ready rows, or waiting in their keys' lines) and those running (open in their batches). Completed ones stay where they are.
  */
 const holdMatching = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
   filter.state !== undefined && filter.state !== "pending" && filter.state !== "running"
@@ -179,6 +179,8 @@ const holdMatching = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilte
         SELECT r.id FROM ${s.runs(sql)} r
         WHERE r.id IN (
           SELECT y.id FROM ${s.ready(sql)} y WHERE y.ledger
+          UNION ALL
+          SELECT w.id FROM ${s.waiting(sql)} w
           UNION ALL
           SELECT o.id FROM ${openLedgerRuns(sql, s)} o
         ) AND r.state = 'ledger' AND ${filterCondition(sql, { ...filter, state: undefined })}), NULL)`)

@@ -29,7 +29,7 @@ interface LedgerPlace {
 /** The claimed runs, each the ledger put in a batch remembered with its place there. */
 const remembered = (refs: ledger.LedgerRefs, rows: ReadonlyArray<Omit<ClaimRow, "state"> & LedgerPlace>) => {
   for (const row of rows) {
-    if (row.batch !== null && row.pos !== null) refs.set(row.id, Number(row.fence), row.batch, row.pos)
+    if (row.batch !== null && row.pos !== null) refs.set(row.id, Number(row.fence), row.batch, row.pos, row.concurrency_key !== null)
   }
   return rows.map(toClaimed)
 }

@@ -27,8 +27,9 @@ const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyA
     ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, trace_parent, concurrency_key, ord)`
 
 /**
- * Where a new run is recorded: `ledger` puts the runs with neither an idempotency key nor a
- * concurrency key in the batch ledger (migration 0018); `rows` records every run in its row.
+ * Where a new run is recorded: `ledger` puts the runs with no idempotency key, unique window or
+ * rate limit in the batch ledger (migration 0018; keyed ones with their slots and waits, 0025);
+ * `rows` records every run in its row.
  */
 export type Storage = "ledger" | "rows"
 
@@ -210,8 +211,9 @@ const enqueueWithoutKeys = (
       ), inserted AS (
         INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state, rate_scope)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent, concurrency_key,
-          -- A run a rate limit governs is kept on its row, out of the ledger (rate.ts).
-          ${storage === "ledger" ? sql`CASE WHEN concurrency_key IS NULL AND rate_scope IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`},
+          -- A run a rate limit governs is kept on its row, out of the ledger (rate.ts); a keyed one
+          -- is in the ledger, its slot and its wait in key_holds and waiting (migration 0025).
+          ${storage === "ledger" ? sql`CASE WHEN rate_scope IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`},
           rate_scope
         FROM (SELECT i.*, ${sql.literal(rate.governing(s, "i.kind", "i.queue"))} AS rate_scope FROM input i) input ORDER BY ord
         RETURNING queue

@@ -33,7 +33,7 @@ import { type SqlClient, SqlError, type Statement } from "effect/sql"
 import * as StoreErrors from "../../StoreErrors.js"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff, heldSlotColumns } from "./admit.js"
-import { type ClaimRow, num, toClaimed } from "./rows.js"
+import { type ClaimRow, num } from "./rows.js"
 import * as ledger from "./ledger.js"
 
 interface Diagnosis {
@@ -158,7 +158,7 @@ export const completeBatch = (
   next?: ClaimNext,
   refs?: ledger.LedgerRefs
 ) =>
-  refs === undefined ? completeInRows(sql, s, items, completedRuns, next) : Effect.gen(function*() {
+  refs === undefined ? completeInRows(sql, s, items, completedRuns, next) : claimingInOne(sql, items, next, Effect.gen(function*() {
     // The runs this store claimed in the ledger are completed there, in one statement; the rest
     // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
     // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
@@ -174,15 +174,33 @@ export const completeBatch = (
       else rest.push(i)
       outcomes[i] = { _tag: "Finalized", runId: item.runId, fence: item.fence }
     }
-    const missed = inLedger.length === 0 ? [] : yield* ledger.complete(sql, s, inLedger.map((i) => items[i]!), refs, known)
-    for (const m of missed) rest.push(inLedger[m]!)
+    if (inLedger.length > 0) {
+      const { missed, successors } = yield* ledger.complete(sql, s, inLedger.map((i) => items[i]!), refs, known, next)
+      for (const m of missed) rest.push(inLedger[m]!)
+      for (const [m, successor] of successors) {
+        const item = items[inLedger[m]!]!
+        outcomes[inLedger[m]!] = { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
+      }
+    }
     if (rest.length === 0) return outcomes
     const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
     rest.forEach((i, k) => {
       outcomes[i] = restOutcomes[k]!
     })
     return outcomes
-  })
+  }))
+
+/**
+ * A completion that claims keyed runs' successors is one transaction, the ledger's statement and
+ * the rows' together: a failure after it rolls its claims back with it, so a retried batch does
+ * not find its completions done and the runs it claimed leased to nobody who knows it.
+ */
+const claimingInOne = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  items: ReadonlyArray<CompleteItem>,
+  next: ClaimNext | undefined,
+  completion: Effect.Effect<A, E, R>
+) => next === undefined || items.every((i) => i.keyed === false) ? completion : sql.withTransaction(completion)
 
 const completeInRows = (
   sql: SqlClient.SqlClient,
@@ -258,15 +276,23 @@ const completeBatchStatement = (
         ) o ON true`
     const handing = !keyed
       ? sql``
-      : sql`, freeing AS (SELECT id, scope, name, key, slot FROM done WHERE slot IS NOT NULL), ${handOff(sql, s, next)}`
+      : sql`, freeing AS (SELECT id, scope, name, key, slot, id AS after, true AS hand FROM done WHERE slot IS NOT NULL), ${handOff(sql, s, next)}`
     // The successors claimed in the hand-off come back beside the items the statement missed.
     const claimedNext = !keyed || next === undefined ? sql`` : sql`
       UNION ALL
       SELECT 'next', i.ord::int - 1, h.id::text, h.fence, h.after::text, h.queue,
-        h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms
-      FROM handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
+        h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms,
+        h.batch::text, h.pos::int
+      FROM row_handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
+      WHERE h.claim
+      UNION ALL
+      -- A slot a row run freed may go to a run of the ledger (claimed in a new batch).
+      SELECT 'next', i.ord::int - 1, h.id::text, h.fence, h.after::text, h.queue,
+        h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms,
+        h.batch::text, h.pos::int
+      FROM ledger_handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
       WHERE h.claim`
-    const rows = yield* sql<ClaimRow & { tag: "missed" | "next"; ord: string | null; after: string | null }>`
+    const rows = yield* sql<ClaimRow & { tag: "missed" | "next"; ord: string | null; after: string | null } & ledger.LedgerPlace>`
       WITH input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null.
         ${slots}
@@ -274,18 +300,21 @@ const completeBatchStatement = (
       -- No history row: run_history reads the completion off the run row.
       SELECT 'missed' AS tag, i.ord::int - 1 AS ord, i.id::text AS id, i.fence, NULL::text AS after, NULL::text AS queue,
         NULL::text AS kind, NULL::jsonb AS payload, NULL::integer AS attempt, NULL::integer AS max_attempts, NULL::jsonb AS checkpoint,
-        NULL::jsonb AS signals, NULL::text AS concurrency_key, NULL::text AS trace_parent, NULL::float8 AS wait_ms
+        NULL::jsonb AS signals, NULL::text AS concurrency_key, NULL::text AS trace_parent, NULL::float8 AS wait_ms,
+        NULL::text AS batch, NULL::int AS pos
       FROM input i
       WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)
       ${claimedNext}`
     const missedInRows = rows.filter((r) => r.tag === "missed")
     // A run another process claimed in the ledger is completed there (its batch found by its span).
-    const stillMissed = refs === undefined || missedInRows.length === 0
-      ? missedInRows.map((_, k) => k)
-      : yield* ledger.complete(sql, s, missedInRows.map((r) => ({ ...items[Number(r.ord)]!, runId: r.id })), refs)
-    const missed = stillMissed.map((k) => missedInRows[k]!)
+    const inLedger: ledger.LedgerCompletion = refs === undefined || missedInRows.length === 0
+      ? { missed: missedInRows.map((_, k) => k), successors: new Map() }
+      : yield* ledger.complete(sql, s, missedInRows.map((r) => ({ ...items[Number(r.ord)]!, runId: r.id })), refs, undefined, next)
+    const missed = inLedger.missed.map((k) => missedInRows[k]!)
     // Each successor goes to the (first) item whose run freed its slot, by position.
-    const successors = new Map(rows.filter((r) => r.tag === "next").map((r) => [Number(r.ord), toClaimed(r)]))
+    const successors = new Map(rows.filter((r) => r.tag === "next").map((r) => [Number(r.ord), ledger.remember(refs, r)]))
+    // Those the ledger's completion of missed runs claimed, by the item whose run freed the slot.
+    for (const [k, successor] of inLedger.successors) successors.set(Number(missedInRows[k]!.ord), successor)
     const outcomes = items.map((i, ord): FinalizeOutcome => {
       const successor = successors.get(ord)
       return successor === undefined
@@ -537,7 +566,7 @@ export const completeInTransaction = <A, E, R>(
         SELECT id, ${sql.literal(heldSlotColumns("r"))} FROM ${s.runs(sql)} r
         WHERE id = ${lease.runId}::bigint AND key_slot IS NOT NULL
       ), ${writes}, freeing AS (
-        SELECT r.* FROM released r JOIN done d ON d.id = r.id
+        SELECT r.*, r.id AS after, true AS hand FROM released r JOIN done d ON d.id = r.id
       ), ${handOff(sql, s)}
       SELECT id::text AS id FROM done`
   }
@@ -567,7 +596,7 @@ export const completeInTransaction = <A, E, R>(
     if (held.length === 0) return yield* Effect.fail(new MovedToRow())
     const value = yield* Effect.mapError(effect, (error) => new CallerFailure({ error }))
     const result = yield* encodeResult(value)
-    const missed = yield* ledger.complete(sql, s, [{ ...lease, result }], refs!)
+    const { missed } = yield* ledger.complete(sql, s, [{ ...lease, result }], refs!)
     if (missed.length > 0) return yield* Effect.flatMap(readFence, rejection)
     return value
   })

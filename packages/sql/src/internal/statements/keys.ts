@@ -9,6 +9,7 @@ import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { admit, admitted } from "./admit.js"
 import { num } from "./rows.js"
+import { openLedgerRuns } from "./sample.js"
 import { governing } from "./slots.js"
 
 /** Checks every limit, then upserts them all in one statement: one invalid limit writes nothing. */
@@ -51,6 +52,14 @@ const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, changed: ReadonlyArr
     const kinds = changed.filter((c) => c.scope === "kind").map((c) => c.name)
     const queues = changed.filter((c) => c.scope === "queue").map((c) => c.name)
     const limit = governing(s, "o.queue", "o.kind")
+    // The ledger's pending keyed runs of those kinds and queues (waiting, or ready) move to their
+    // rows first (ledger.ts › hold, slots and all), where the update below governs them again.
+    yield* sql`SELECT ${sql.literal(`"${s.schema}".hold`)}(ARRAY(
+        SELECT w.id FROM ${sql.literal(`"${s.schema}".waiting`)} w WHERE w.kind = ANY(${kinds}::text[]) OR w.queue = ANY(${queues}::text[])
+        UNION ALL
+        SELECT y.id FROM ${s.ready(sql)} y JOIN ${s.runs(sql)} r ON r.id = y.id
+        WHERE y.ledger AND r.concurrency_key IS NOT NULL AND (y.kind = ANY(${kinds}::text[]) OR y.queue = ANY(${queues}::text[]))
+      ), NULL)`
     yield* sql`
       UPDATE ${s.runs(sql)} r SET key_scope = g.scope, key_slot = NULL
       FROM (
@@ -70,12 +79,23 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.map(
     sql<{ scope: KeyLimits.KeyLimitScope; name: string; per_key: number; keys_running: bigint; keyed_due: bigint }>`
       SELECT l.scope, l.name, l.per_key,
-        (SELECT count(DISTINCT r.concurrency_key) FROM ${s.runs(sql)} r
+        (SELECT count(DISTINCT k.key) FROM (
+          SELECT r.concurrency_key AS key FROM ${s.runs(sql)} r
           WHERE r.state = 'running' AND r.concurrency_key IS NOT NULL
-            AND (CASE l.scope WHEN 'queue' THEN r.queue ELSE r.kind END) = l.name) AS keys_running,
+            AND (CASE l.scope WHEN 'queue' THEN r.queue ELSE r.kind END) = l.name
+          UNION ALL
+          -- Keyed runs running in the ledger: open in an unsettled batch (sample.ts › openLedgerRuns).
+          SELECT r.concurrency_key FROM ${openLedgerRuns(sql, s)} o JOIN ${s.runs(sql)} r ON r.id = o.id
+          WHERE r.concurrency_key IS NOT NULL AND (CASE l.scope WHEN 'queue' THEN r.queue ELSE r.kind END) = l.name
+        ) k) AS keys_running,
         (SELECT count(*) FROM ${s.runs(sql)} r
           WHERE r.state = 'pending' AND r.run_at <= now() AND r.concurrency_key IS NOT NULL
-            AND (CASE l.scope WHEN 'queue' THEN r.queue ELSE r.kind END) = l.name) AS keyed_due
+            AND (CASE l.scope WHEN 'queue' THEN r.queue ELSE r.kind END) = l.name)
+          + (SELECT count(*) FROM ${s.ready(sql)} y JOIN ${s.runs(sql)} r ON r.id = y.id
+            WHERE y.ledger AND y.run_at <= now() AND r.concurrency_key IS NOT NULL
+              AND (CASE l.scope WHEN 'queue' THEN y.queue ELSE y.kind END) = l.name)
+          + (SELECT count(*) FROM ${sql.literal(`"${s.schema}".waiting`)} w
+            WHERE w.run_at <= now() AND (CASE l.scope WHEN 'queue' THEN w.queue ELSE w.kind END) = l.name) AS keyed_due
       FROM ${s.keyLimits(sql)} l
       ORDER BY l.scope COLLATE "C", l.name COLLATE "C"`,
     (rows) =>

@@ -7,16 +7,31 @@
  * A run is running under fence f while it sits at its place in an unsettled claim batch with fence
  * f, is not in that batch's `closed` array and not named by one of its completion batches.
  */
-import type { LeaseKey } from "@leasehold/core"
+import type { ClaimedRun, ClaimNext, LeaseKey } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { textArray } from "./rows.js"
+import { handOff } from "./admit.js"
+import { type ClaimRow, textArray, toClaimed } from "./rows.js"
 
 /** Where a claim put a run: its claim batch and its place (1-based) in the batch's arrays. */
 export interface LedgerRef {
   readonly batch: string
   readonly pos: number
+}
+
+/** Where the ledger put a claimed run, as a statement returns it (both null for a run claimed in its row). */
+export interface LedgerPlace {
+  readonly batch: string | null
+  readonly pos: number | null
+}
+
+/** A claimed run, its claim reference remembered in `refs` when the ledger claimed it. */
+export const remember = <R extends Omit<ClaimRow, "state"> & LedgerPlace>(refs: LedgerRefs | undefined, row: R) => {
+  if (refs !== undefined && row.batch !== null && row.pos !== null) {
+    refs.set(row.id, Number(row.fence), row.batch, row.pos, row.concurrency_key !== null)
+  }
+  return toClaimed(row)
 }
 
 /**
@@ -30,8 +45,8 @@ export class LedgerRefs {
   // an id has one reference, held with its lease's fence and found only under that fence. A lease
   // spelled otherwise ("007") is looked up under the database's spelling when its own misses.
   private readonly refs = new Map<string, HeldRef>()
-  set(runId: string, fence: number, batch: string, pos: number): void {
-    this.refs.set(runId, { batch, pos, runId, fence })
+  set(runId: string, fence: number, batch: string, pos: number, keyed = true): void {
+    this.refs.set(runId, { batch, pos, runId, fence, keyed })
   }
   get(lease: LeaseKey): HeldRef | undefined {
     const ref = this.refs.get(lease.runId) ?? this.refs.get(canonicalRunId(lease.runId))
@@ -57,6 +72,8 @@ export class LedgerRefs {
 export interface HeldRef extends LedgerRef {
   readonly runId: string
   readonly fence: number
+  /** Whether the run carries a concurrency key (its claim said so): it may hold a key slot. */
+  readonly keyed: boolean
 }
 
 const isRunId = (id: string) => /^[0-9]{1,19}$/.test(id)
@@ -116,26 +133,57 @@ const openLeases = (sql: SqlClient.SqlClient, s: StoreSchema, lock: "key share" 
   )`
 }
 
+/** What a completion in the ledger answers: the leases it did not complete, and the successors it claimed. */
+export interface LedgerCompletion {
+  /** Places (0-based) of the leases it did not complete, for the row's own completion to decide. */
+  readonly missed: ReadonlyArray<number>
+  /** By place: the key's next run the completion's freed slot was handed to and claimed for `next`. */
+  readonly successors: ReadonlyMap<number, ClaimedRun>
+}
+
 /**
  * Completes the leases still open in the ledger: one completion-batch row per claim batch, results
- * only when one is not null, each batch settled once all its runs are completed or closed. Returns
- * the places (0-based) of the leases it did not complete, for the row's own completion to decide.
- * `known`: each lease's reference as the caller already found it in `refs` (looked up here when
- * not given); the references are forgotten once the statement has answered.
+ * only when one is not null, each batch settled once all its runs are completed or closed. The
+ * key slots the completed runs held (key_holds, migration 0025) are given back in the same
+ * statement and handed to their keys' next waiting runs (admit.ts › handOff), claimed for `next`
+ * when it is given. `known`: each lease's reference as the caller already found it in `refs`
+ * (looked up here when not given); the references are forgotten once the statement has answered.
  */
 export const complete = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
-  leases: ReadonlyArray<LeaseKey & { readonly result: string | null }>,
+  leases: ReadonlyArray<LeaseKey & { readonly result: string | null; readonly keyed?: boolean | undefined }>,
   refs: LedgerRefs,
-  known: ReadonlyArray<HeldRef | undefined> = leases.map((l) => refs.get(l))
-) =>
+  known: ReadonlyArray<HeldRef | undefined> = leases.map((l) => refs.get(l)),
+  next?: ClaimNext
+): Effect.Effect<LedgerCompletion, SqlError.SqlError> =>
   Effect.gen(function*() {
-    if (leases.length === 0) return [] as ReadonlyArray<number>
+    if (leases.length === 0) return { missed: [], successors: new Map() }
     const usable = leases.filter((l) => isRunId(l.runId))
-    if (usable.length < leases.length) return leases.map((_, i) => i)
+    if (usable.length < leases.length) return { missed: leases.map((_, i) => i), successors: new Map() }
     const results = leases.some((l) => l.result !== null) ? leases.map((l) => l.result ?? "null") : null
-    const rows = yield* sql<{ ord: string }>`
+    // A run may hold a slot if it carries a key: as the worker says, or as its claim said (a run
+    // said unkeyed gives its slot back, not handed on, as on its row). A batch of runs neither
+    // says is keyed reads no run row.
+    const keyed = leases.some((l, i) => l.keyed !== false || known[i] === undefined || known[i]!.keyed)
+    const hands = leases.map((l) => l.keyed !== false)
+    const handing = !keyed ? sql`` : sql`, freeing AS MATERIALIZED (
+        -- The slots the completed runs held: one primary-key probe of the run and one of key_holds each.
+        -- Read after the completion batches are written (from done): only a completed run frees its slot.
+        -- Each successor reports the place of the lease whose slot it took (after): no join back to the leases.
+        SELECT o.id, h.scope, h.name, h.key, h.slot, o.ord AS after, (${hands}::boolean[])[o.ord::int] AS hand FROM open_leases o
+        JOIN (SELECT DISTINCT claim_batch FROM done) d ON d.claim_batch = o.batch
+        CROSS JOIN LATERAL (SELECT r.key_scope, r.kind, r.queue, r.concurrency_key FROM ${s.runs(sql)} r
+          WHERE r.id = o.id AND r.key_scope IS NOT NULL) r
+        JOIN ${sql.literal(`"${s.schema}".key_holds`)} h ON h.scope = r.key_scope
+          AND h.name = CASE r.key_scope WHEN 'kind' THEN r.kind ELSE r.queue END AND h.key = r.concurrency_key AND h.run_id = o.id
+      ), ${handOff(sql, s, next)}`
+    const claimedNext = !keyed || next === undefined ? sql`` : sql`
+      UNION ALL
+      SELECT 'next', h.after::text, h.id::text, h.fence, h.queue, h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint,
+        h.signals, h.concurrency_key, h.trace_parent, h.wait_ms, h.batch::text, h.pos::int
+      FROM handed h WHERE h.claim`
+    const rows = yield* sql<{ tag: "missed" | "next"; ord: string } & Omit<ClaimRow, "state"> & LedgerPlace>`
       WITH input AS MATERIALIZED (${inputRows(sql, s, leases, known, results)}),
       ${openLeases(sql, s, "key share")},
       done AS (
@@ -150,10 +198,17 @@ export const complete = (
         FROM done d JOIN held h ON h.batch = d.claim_batch
         WHERE c.batch = d.claim_batch
           AND d.n + cardinality(h.closed) + (SELECT count(*) FROM earlier e WHERE e.batch = d.claim_batch) >= h.size
-      )
-      SELECT i.ord::text AS ord FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)`
+      )${handing}
+      SELECT 'missed' AS tag, i.ord::text AS ord, NULL::text AS id, NULL::bigint AS fence, NULL::text AS queue, NULL::text AS kind,
+        NULL::jsonb AS payload, NULL::integer AS attempt, NULL::integer AS max_attempts, NULL::jsonb AS checkpoint,
+        NULL::jsonb AS signals, NULL::text AS concurrency_key, NULL::text AS trace_parent, NULL::float8 AS wait_ms,
+        NULL::text AS batch, NULL::int AS pos
+      FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)
+      ${claimedNext}`
     for (const ref of known) if (ref !== undefined) refs.forget(ref)
-    return rows.map((r) => Number(r.ord) - 1)
+    const successors = new Map<number, ClaimedRun>()
+    for (const row of rows) if (row.tag === "next") successors.set(Number(row.ord) - 1, remember(refs, row))
+    return { missed: rows.filter((r) => r.tag === "missed").map((r) => Number(r.ord) - 1), successors }
   })
 
 /**

@@ -160,13 +160,20 @@ export const keyUsage = (sql: SqlClient.SqlClient, s: StoreSchema, scope: KeyLim
   return Effect.map(
     sql<{ key: string; held: bigint; waiting: bigint; oldest: number | null }>`
       WITH held AS (
-        SELECT concurrency_key AS key, count(*) AS held FROM ${s.runs(sql)}
-        WHERE ${inScope} AND key_slot IS NOT NULL AND ${column} = ${name}
-        GROUP BY concurrency_key
+        -- Every held slot, a row run's or a ledger run's, is a key_holds row (migration 0025).
+        SELECT key, count(*) AS held FROM ${s.keyHolds(sql)}
+        WHERE scope = ${scope} AND name = ${name}
+        GROUP BY key
       ), waiting AS (
-        SELECT concurrency_key AS key, count(*) AS waiting, min(run_at) AS oldest FROM ${s.runs(sql)}
-        WHERE state = 'pending' AND ${inScope} AND key_slot IS NULL AND ${column} = ${name} AND run_at <= now()
-        GROUP BY concurrency_key
+        SELECT key, sum(n) AS waiting, min(oldest) AS oldest FROM (
+          SELECT concurrency_key AS key, count(*) AS n, min(run_at) AS oldest FROM ${s.runs(sql)}
+          WHERE state = 'pending' AND ${inScope} AND key_slot IS NULL AND ${column} = ${name} AND run_at <= now()
+          GROUP BY concurrency_key
+          UNION ALL
+          SELECT key, count(*), min(run_at) FROM ${s.waiting(sql)}
+          WHERE scope = ${scope} AND name = ${name} AND run_at <= now()
+          GROUP BY key
+        ) w GROUP BY key
       )
       SELECT * FROM (
         SELECT coalesce(h.key, w.key) AS key, coalesce(h.held, 0) AS held, coalesce(w.waiting, 0) AS waiting,

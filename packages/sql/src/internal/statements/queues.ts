@@ -23,6 +23,11 @@ export const pause = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =
       const paused = yield* sql<{ queue: string }>`
         INSERT INTO ${s.pausedQueues(sql)} (queue) VALUES (${queue}) ON CONFLICT (queue) DO NOTHING RETURNING queue`
       if (paused.length === 0) return false
+      // The queue's admitted keyed runs in the ledger move to their rows first (ledger.ts › hold),
+      // where the update below gives their slots back.
+      yield* sql`SELECT ${sql.literal(`"${s.schema}".hold`)}(ARRAY(
+          SELECT y.id FROM ${s.ready(sql)} y JOIN ${s.runs(sql)} r ON r.id = y.id
+          WHERE y.queue = ${queue} AND y.ledger AND r.key_scope IS NOT NULL), NULL)`
       const freed = yield* sql<{ concurrency_key: string }>`
         UPDATE ${s.runs(sql)} SET key_slot = NULL
         WHERE queue = ${queue} AND state = 'pending' AND key_slot IS NOT NULL

@@ -220,6 +220,10 @@ const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, kinds: ReadonlyArray
         SELECT y.id FROM ${s.ready(sql)} y
         WHERE y.ledger AND (y.kind = ANY(${kinds as Array<string>}::text[]) OR y.queue = ANY(${queues as Array<string>}::text[]))
         UNION ALL
+        -- Keyed ledger runs waiting for a slot (migration 0025), which have no ready row yet.
+        SELECT w.id FROM ${s.waiting(sql)} w
+        WHERE w.kind = ANY(${kinds as Array<string>}::text[]) OR w.queue = ANY(${queues as Array<string>}::text[])
+        UNION ALL
         SELECT r.id FROM ${s.claimBatches(sql)} c CROSS JOIN LATERAL unnest(c.ids) AS u(id) JOIN ${s.runs(sql)} r ON r.id = u.id
         WHERE c.settled_at IS NULL AND u.id <> ALL (c.closed) AND r.state = 'ledger'
           AND (r.kind = ANY(${kinds as Array<string>}::text[]) OR r.queue = ANY(${queues as Array<string>}::text[]))), NULL)`

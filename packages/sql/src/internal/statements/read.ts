@@ -190,6 +190,9 @@ export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
       ), ledger_live AS MATERIALIZED (
         SELECT queue, 'pending'::text AS state, count(*) AS n FROM ${s.ready(sql)} WHERE ledger GROUP BY queue
         UNION ALL
+        -- Keyed ledger runs waiting for a slot (migration 0025): pending too.
+        SELECT queue, 'pending', count(*) FROM ${s.waiting(sql)} GROUP BY queue
+        UNION ALL
         SELECT r.queue, 'running', count(*) FROM ${openLedgerRuns(sql, s)} o JOIN ${s.runs(sql)} r ON r.id = o.id GROUP BY r.queue
       )
       SELECT queue, state, sum(n)::bigint AS count FROM (
@@ -212,6 +215,8 @@ export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         UNION ALL
         SELECT queue, run_at FROM ${s.runs(sql)}
         WHERE state = 'pending' AND key_scope = 'queue' AND key_slot IS NULL AND run_at <= now()
+        UNION ALL
+        SELECT queue, run_at FROM ${s.waiting(sql)} WHERE run_at <= now()
       ) due GROUP BY queue ORDER BY queue`
     const [row] = yield* sql<{ live: bigint; rejections: bigint; reclaims: bigint }>`
       SELECT

@@ -42,6 +42,9 @@ export const liveRuns = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         SELECT queue, 'pending', count(*), 0, NULL, 0
         FROM ${s.runs(sql)} WHERE state = 'pending' AND key_scope = 'queue' AND key_slot IS NULL GROUP BY queue
         UNION ALL
+        -- waiting: keyed runs of the ledger waiting for their key's slot (migration 0025)
+        SELECT queue, 'pending', count(*), 0, NULL, 0 FROM ${s.waiting(sql)} GROUP BY queue
+        UNION ALL
         -- runs_running
         SELECT queue, 'running', count(*), 0, NULL, count(*) FILTER (WHERE lease_expires_at > now())
         FROM ${s.runs(sql)} WHERE state = 'running' GROUP BY queue

@@ -1,24 +1,22 @@
 /**
- * Key slots (migrations 0010 and 0013): the lookups the claim and admission share.
+ * Key slots (migrations 0010, 0013 and 0025): the lookups the claim and admission share.
  */
 import type { StoreSchema } from "../../StoreSchema.js"
 
 /**
  * The slots a key holds in the scope that governs it (`scope`, an expression: 'kind' or 'queue'),
- * as an array of slot numbers: one probe of that scope's slot index. The key is
- * named by SQL expressions for its queue, kind and concurrency key, which must be in the columns'
- * own collation for the index to answer.
+ * as an array of slot numbers: one probe of key_holds' primary key (migration 0025: every held
+ * slot is a row there, a row run's mirrored from its `key_slot`, a ledger run's written by the
+ * ledger's statements). The key is named by SQL expressions for its queue, kind and concurrency
+ * key.
  */
 export const heldSlots = (
   s: StoreSchema,
   scope: string,
   key: { readonly queue: string; readonly kind: string; readonly concurrencyKey: string }
-) => {
-  const of = (column: "kind" | "queue", value: string) =>
-    `ARRAY(SELECT o.key_slot FROM "${s.schema}".runs o WHERE o.key_scope = '${column}'
-      AND o.${column} = ${value} AND o.concurrency_key = ${key.concurrencyKey} AND o.key_slot IS NOT NULL)`
-  return `CASE ${scope} WHEN 'kind' THEN ${of("kind", key.kind)} ELSE ${of("queue", key.queue)} END`
-}
+) =>
+  `ARRAY(SELECT h.slot FROM "${s.schema}".key_holds h WHERE h.scope = ${scope}
+      AND h.name = CASE ${scope} WHEN 'kind' THEN ${key.kind} ELSE ${key.queue} END AND h.key = ${key.concurrencyKey})`
 
 /**
  * The limit that governs runs of `kind` in `queue` (expressions): its kind's if the kind declares
