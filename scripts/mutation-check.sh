@@ -80,8 +80,8 @@
 #   scripts/mutation-check.sh fenced-tx-worker-ttl  Run.transaction no longer hands the worker's
 #                                     lease TTL to the store (core Run.ts › transaction), against
 #                                     test/silent-holder.test.ts's worker scenarios;
-#   scripts/mutation-check.sh ledger-ready  an update of a ready run's row creates its ready row
-#                                     when missing (migration 0018's ready_on_update), against
+#   scripts/mutation-check.sh ledger-ready  an update of a ledger run's row creates its ready row
+#                                     when missing (ready_on_update, migration 0025's), against
 #                                     test/ledger.test.ts (a run the ledger holds is claimed again);
 #   scripts/mutation-check.sh snooze-fence  a snooze no longer compares the fence (guarded.ts ›
 #                                     snooze), against the contract suite on PostgreSQL (a stale
@@ -266,10 +266,11 @@ elif [ "$mutation" = "fenced-tx-worker-ttl" ]; then
   tests=(test/silent-holder.test.ts -t "a worker's transaction")
   attempts=1
 elif [ "$mutation" = "ledger-ready" ]; then
-  migrations="$work/packages/sql/migrations/0018_batch_ledger.sql"
-  perl -0pi -e 's/UPDATE "\{\{schema\}\}"\.ready SET queue = NEW\.queue, kind = NEW\.kind, priority = NEW\.priority, run_at = NEW\.run_at,\s*ledger = NEW\.state = .ledger.\s*WHERE id = NEW\.id;/INSERT INTO "{{schema}}".ready (id, queue, kind, priority, run_at, ledger) VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.run_at, NEW.state = \x27ledger\x27) ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at;/' "$migrations"
-  grep -q "ON CONFLICT (id) DO UPDATE SET run_at = excluded.run_at" "$migrations" || { echo "mutation incomplete"; exit 2; }
-  echo "mutation: an update of a ready run's row makes it ready again, held or not ($migrations)"
+  # The function in force is migration 0025's (0023 and 0025 replaced 0018's).
+  migrations="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  perl -0pi -e 's/THEN was\n(\s*)ELSE NEW\.state/THEN true\n$1ELSE NEW.state/; s/ELSIF is_now AND OLD\.state <> .ledger. THEN/ELSIF is_now THEN/' "$migrations"
+  grep -q "THEN true" "$migrations" && grep -q "ELSIF is_now THEN" "$migrations" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: an update of a ledger run's row makes it ready again, held or not ($migrations)"
   tests=(test/ledger.test.ts)
   attempts=1
 elif [ "$mutation" = "snooze-fence" ] || [ "$mutation" = "snooze-attempt" ]; then

@@ -164,8 +164,9 @@ export const complete = (
     const results = leases.some((l) => l.result !== null) ? leases.map((l) => l.result ?? "null") : null
     // A run may hold a slot if it carries a key: as the worker says, or as its claim said (a run
     // said unkeyed gives its slot back, not handed on, as on its row). A batch of runs neither
-    // says is keyed reads no run row.
-    const keyed = leases.some((l, i) => l.keyed !== false || known[i] === undefined || known[i]!.keyed)
+    // says is keyed reads no run row; a lease the caller says nothing of (a fenced transaction's)
+    // goes by its claim, and without one it may hold a slot.
+    const keyed = leases.some((l, i) => l.keyed === true || known[i] === undefined || known[i]!.keyed)
     const hands = leases.map((l) => l.keyed !== false)
     const handing = !keyed ? sql`` : sql`, freeing AS MATERIALIZED (
         -- The slots the completed runs held: one primary-key probe of the run and one of key_holds each.
