@@ -144,6 +144,9 @@
 #   scripts/mutation-check.sh enqueue-deadlock  a batch of unique requests the server aborted to break a
 #                                     deadlock is not sent again (enqueue.ts › retryDeadlocks), against
 #                                     test/unique-process.test.ts (idempotency keys in opposite orders);
+#   scripts/mutation-check.sh ledger-unkeyed  a ledger completion whose lease says nothing of a key is
+#                                     taken as keyed whatever its claim said (ledger.ts › complete), against
+#                                     test/ledger.test.ts (a fenced transaction sends the key hand-off);
 #   scripts/mutation-check.sh claim-loop  a worker whose claim loop died runs on (Worker › run waits
 #                                     forever instead of joining the loop), against test/worker-clock.test.ts;
 #   scripts/mutation-check.sh rate-retry  a retried run keeps the rate scope it had when it ended,
@@ -355,6 +358,13 @@ elif [ "$mutation" = "enqueue-deadlock" ]; then
   grep -q 'const deadlockRetries = 0' "$enqueue" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a deadlock's aborted batch is not sent again ($enqueue)"
   tests=(test/unique-process.test.ts -t "mix unique keys and idempotency keys")
+  attempts=1
+elif [ "$mutation" = "ledger-unkeyed" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/leases.some((l, i) => l.keyed === true || known\[i\] === undefined/leases.some((l, i) => l.keyed !== false || known[i] === undefined/' "$ledger"
+  grep -q 'l.keyed !== false || known\[i\] === undefined' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a completion that says nothing of a key is taken as keyed ($ledger)"
+  tests=(test/ledger.test.ts -t "sends no key hand-off")
   attempts=1
 elif [ "$mutation" = "claim-loop" ]; then
   worker="$work/packages/core/src/Worker.ts"

@@ -6,6 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber } from "effect"
+import { Statement } from "effect/sql"
 import { setLeaseExpirySql } from "./support/db.js"
 import { expireLease, readRun, twoStores, twoStoresWith } from "./support/stores.js"
 
@@ -16,6 +17,28 @@ const count = (sql: import("effect/sql").SqlClient.SqlClient, text: string) =>
   Effect.map(sql.unsafe<{ n: string }>(text), (rows) => Number(rows[0]!.n))
 
 describe("the batch ledger", () => {
+  it.live("a fenced transaction completing an unkeyed run in the ledger sends no key hand-off (its lease says nothing of a key; its claim does)", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      yield* stores.a.enqueue([{ kind: "job", payload: {} }])
+      const [claimed] = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(claimed!.concurrencyKey, null)
+      // Every statement text the completion sends, as the driver gets it.
+      const texts: Array<string> = []
+      const record: Statement.Transformer = (self) => Effect.sync(() => (texts.push(self.compile()[0]), self))
+      const value = yield* stores.a.completeInTransaction(
+        { runId: claimed!.id, fence: claimed!.fence },
+        Effect.succeed(7),
+        (n) => Exit.succeed(String(n)),
+        ttl
+      ).pipe(Effect.provideService(Statement.CurrentTransformer, record))
+      assert.strictEqual(value, 7)
+      assert.deepInclude(yield* readRun(stores, claimed!.id), { state: "completed", fence: 1 })
+      assert.isTrue(texts.some((t) => t.includes("completion_batches")), "the completion went through the ledger")
+      // A hand-off reads the run's row and key_holds, and deletes from key_holds, for nothing here.
+      assert.deepStrictEqual(texts.filter((t) => t.includes("given_back AS")), [], "a key hand-off was sent")
+    }))
+
   it.live("a claim of 50 runs writes one claim batch and a completion one completion batch; the run rows are not written; the history is whole", () =>
     Effect.scoped(Effect.gen(function*() {
       const stores = yield* twoStores
