@@ -438,6 +438,24 @@ describe("shutdown", () => {
       assert.isDefined(stopping.pollUnsafe(), "the worker did not stop")
     }))
 
+  it.effect("an event sink that throws on every claim report strands no run and stops no claiming: each run is started and completed", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const ran: Array<number> = []
+      const quick = Handler.make({ kind: "job", payload: Schema.Struct({ n: Schema.Number }), handle: ({ n }) => Effect.sync(() => void ran.push(n)) })
+      const runs = yield* store.enqueue(jobs(6))
+      const throwing = (event: Event) =>
+        event._tag === "Claimed" || event._tag === "ClaimBatch" ? Effect.die(new Error("the sink threw")) : Effect.void
+      const { events } = yield* startWorker(store, { ...timing, concurrency: 2, handlers: [quick] }, throwing)
+      for (let i = 0; i < 30 && ran.length < 6; i++) {
+        yield* settle
+        yield* TestClock.adjust("100 millis")
+      }
+      assert.deepStrictEqual([...ran].sort(), [0, 1, 2, 3, 4, 5])
+      for (const run of runs) assert.deepInclude(yield* store.get(run.id), { state: "completed", fence: 1 })
+      assert.isAbove(of(events, "Claimed").length, 0, "the sink was asked, and threw")
+    }))
+
   it.effect("a claim that dies (a defect, not a store error) ends the worker with it, its held run released, instead of leaving it heartbeating and claiming nothing", () =>
     Effect.gen(function*() {
       const store = yield* MemoryRunStore.make

@@ -165,7 +165,8 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
   })
 
 /**
- * Runs a worker until interrupted. Provide a `RunStore` (for Postgres: `PgRunStore.layer`) and
+ * Runs a worker until interrupted, or until a defect ends its claim loop (it then fails with it,
+ * its runs let go as at shutdown). Provide a `RunStore` (for Postgres: `PgRunStore.layer`) and
  * whatever the handlers need, then `Effect.runFork(worker)`.
  *
  * @category running
@@ -375,15 +376,15 @@ export const run = <R>(
         sweepAgain = claimed.length > 0 && claimed.every((run) => run.via !== "due")
       }
       const answeredAt = yield* Heartbeat.monotonicMillis
-      yield* events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep })
-      for (const run of claimed) {
-        if (listened) yield* claimedEvent(run)
-        start(run, sentAt)
-      }
+      // Every claimed run is started before anything is reported, and a sink that throws is
+      // survived: it strands no run and does not end the claim loop (whose end ends the worker).
+      for (const run of claimed) start(run, sentAt)
+      yield* Effect.exit(events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep }))
+      if (listened) for (const run of claimed) yield* Effect.exit(claimedEvent(run))
       atCapacity = claimed.length === free
       return atCapacity
     }).pipe(
-      Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "claim", error: String(error) })),
+      Effect.tapError((error) => Effect.exit(events.emit({ _tag: "StoreError", owner, operation: "claim", error: String(error) }))),
       Effect.retry(claimErrors)
     )
     const claimLoop = Effect.forever(Effect.gen(function*() {
