@@ -126,17 +126,11 @@ const consoleSetup = consoleSetupWith({})
 /** Where a run stands, for a timeout's message: its row, its history and the worker's last events. */
 const whereItStands = (stores: Stores, runId: string, events: ReadonlyArray<Event>) =>
   Effect.map(
-    Effect.all([
-      readRun(stores, runId),
-      stores.sql.unsafe<{ fence: string; kind: string; at: string }>(
-        `SELECT fence::text AS fence, kind, to_char(at, 'HH24:MI:SS.MS') AS at FROM "${stores.schema}".run_history
-         WHERE run_id = ${Number(runId)} ORDER BY at, fence`
-      )
-    ]),
+    Effect.all([readRun(stores, runId), stores.b.history(runId)]),
     ([run, history]) =>
       [
         `run ${runId}: ${run.state} under fence ${run.fence}`,
-        `history: ${history.map((h) => `${h.at} ${h.kind}@${h.fence}`).join(", ")}`,
+        `history: ${history.map((h) => `${h.at.toISOString().slice(11, 23)} ${h.kind}@${h.fence}`).join(", ")}`,
         // Empty claims are the loop polling: the ones that did something say more.
         `worker's last events (of ${events.length}, empty claims left out): ${
           events.filter((e) => !(e._tag === "ClaimBatch" && e.count === 0)).slice(-12).map((e) => JSON.stringify(e, (_, v) => typeof v === "bigint" ? String(v) : v)).join("\n  ")
