@@ -67,9 +67,10 @@
 #   scripts/mutation-check.sh ledger-renew-owner  a renewal by claim batch no longer checks the
 #                                     batch's owner (ledger.ts › renewClaimed), against
 #                                     test/ledger.test.ts (another owner's name extends the batch);
-#   scripts/mutation-check.sh ledger-renew-again  a renewal whose batch a hold changed mid-statement
-#                                     is not asked again (ledger.ts › renewClaimed), against
-#                                     test/ledger.test.ts (the run still open is answered lost);
+#   scripts/mutation-check.sh ledger-renew-lock  a renewal by claim batch no longer locks its batches
+#                                     before it decides (ledger.ts › renewClaimed), against
+#                                     test/interleavings.test.ts beside a stalled holder of the batch
+#                                     (a run moved to its row meanwhile is answered renewed, its lease not extended);
 #   scripts/mutation-check.sh ledger-expire-skip  the sweep waits for an expired batch another
 #                                     transaction holds (ledger.ts › expire), against
 #                                     test/ledger.test.ts (the sweep's claim never answers);
@@ -117,11 +118,10 @@
 #   scripts/mutation-check.sh silent-slot  with no event sink, a completed run's slot is not freed
 #                                     (Lease.ts › settledAs skips freeSlot when nothing listens),
 #                                     against test/worker-clock.test.ts (a one-slot worker stops after its first run);
-#   scripts/mutation-check.sh ledger-lock  ledger completions no longer lock their batches FOR KEY
-#                                     SHARE (a hold then misses a completion in flight), against
-#                                     test/ledger.test.ts's race, up to three times. OPEN: it
-#                                     survives (the race's window is too narrow to meet; a
-#                                     deterministic test needs a completion held open mid-statement);
+#   scripts/mutation-check.sh ledger-lock  ledger completions lock their batches FOR KEY SHARE,
+#                                     which does not order them among themselves (ledger.ts ›
+#                                     lockBatches), against test/interleavings.test.ts (a completion
+#                                     and its retry both record the run);
 #   scripts/mutation-check.sh unique-order  a batch of unique requests no longer takes its holds in
 #                                     one order first (enqueue.ts › takeHolds), against
 #                                     test/unique-process.test.ts (opposite-order batches deadlock);
@@ -240,12 +240,13 @@ elif [ "$mutation" = "ledger-renew-owner" ]; then
   echo "mutation: a renewal by claim batch renews a batch whatever its owner ($ledger)"
   tests=(test/ledger.test.ts)
   attempts=1
-elif [ "$mutation" = "ledger-renew-again" ]; then
+elif [ "$mutation" = "ledger-renew-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
-  sed -i 's/^  again = true$/  again = false/' "$ledger"
-  grep -q '^  again = false$' "$ledger" || { echo "mutation incomplete"; exit 2; }
-  echo "mutation: a renewal that met a hold mid-statement reports the batch's runs lost ($ledger)"
-  tests=(test/ledger.test.ts)
+  perl -0pi -e 's/ORDER BY c\.batch FOR NO KEY UPDATE OF c`,\n      decide/ORDER BY c.batch`,\n      decide/' "$ledger"
+  grep -q 'ORDER BY c.batch`,$' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a renewal by claim batch decides without locking its batches first ($ledger)"
+  export ISO_ONLY=stall,renew,checkpoint
+  tests=(test/interleavings.test.ts)
   attempts=1
 elif [ "$mutation" = "ledger-expire-skip" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
@@ -396,11 +397,12 @@ elif [ "$mutation" = "rate-seen" ]; then
   attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
-  sed -i 's/lock === "key share" ? sql`FOR KEY SHARE OF c` : sql``/sql``/' "$ledger"
-  grep -q 'FOR KEY SHARE OF c' "$ledger" && { echo "mutation incomplete"; exit 2; }
-  echo "mutation: ledger completions take no lock on their batches ($ledger)"
-  tests=(test/ledger.test.ts)
-  attempts=3
+  sed -i 's/^    ORDER BY c.batch FOR NO KEY UPDATE OF c`$/    ORDER BY c.batch FOR KEY SHARE OF c`/' "$ledger"
+  grep -q '^    ORDER BY c.batch FOR KEY SHARE OF c`$' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: ledger completions lock their batches FOR KEY SHARE, unordered among themselves ($ledger)"
+  export ISO_ONLY=stall,complete,retry
+  tests=(test/interleavings.test.ts)
+  attempts=1
 elif [ "$mutation" = "epoch" ]; then
   claim="$work/packages/sql/src/internal/statements/claim.ts"
   # The claim in a run's row (due, rated and hand-off claims) is written once, in claimFragments.ts.

@@ -5,7 +5,7 @@
  * the database's clock (expired batches), never by the test's.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber } from "effect"
 import { Statement } from "effect/sql"
 import { setLeaseExpirySql } from "./support/db.js"
 import { expireLease, readRun, twoStores, twoStoresWith } from "./support/stores.js"
@@ -268,6 +268,39 @@ describe("the batch ledger", () => {
       const run = yield* readRun(stores, kept!.runId)
       assert.deepStrictEqual([run.state, run.fence, run.lease_owner], ["running", 1, "w-a"])
       assert.isAbove(run.lease_expires_at!.getTime(), Date.now() + 20_000)
+    })))
+
+  it.live("a fenced transaction left open holds up no reclaim of its batch: the sweep takes its expired neighbours at once, and the transaction's own run, whose completion is then refused by the fence with nothing of it committed", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* sql.unsafe(`CREATE TABLE "${schema}".app_writes (run_id bigint NOT NULL)`)
+      yield* stores.a.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i } })))
+      const claimed = yield* stores.a.claim(claimOf("w-a"))
+      assert.strictEqual(claimed.length, 3)
+      const inside = yield* Deferred.make<void>()
+      const finish = yield* Deferred.make<void>()
+      const lease = { runId: claimed[0]!.id, fence: claimed[0]!.fence }
+      const transaction = yield* Effect.forkChild(Effect.exit(stores.a.completeInTransaction(
+        lease,
+        Effect.gen(function*() {
+          yield* sql.unsafe(`INSERT INTO "${schema}".app_writes VALUES (${Number(lease.runId)})`)
+          yield* Deferred.succeed(inside, undefined)
+          yield* Deferred.await(finish)
+        }),
+        () => Exit.succeed("null"),
+        ttl
+      )))
+      yield* Deferred.await(inside)
+      // The batch's lease runs out while the caller's transaction is still open.
+      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second'`)
+      const taken = yield* stores.b.claim(claimOf("w-b")).pipe(Effect.timeout("10 seconds"))
+      assert.sameDeepMembers(taken.map((r) => [r.id, r.fence, r.via]), claimed.map((r) => [r.id, 2, "expired"]))
+      yield* Deferred.succeed(finish, undefined)
+      const exit = yield* Fiber.join(transaction)
+      assert.isTrue(Exit.isFailure(exit))
+      assert.deepInclude(Cause.squash((exit as Exit.Failure<unknown, unknown>).cause) as object, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".app_writes`), 0)
     })))
 
   it.live("a sweep skips an expired batch another transaction holds (a holder gone silent mid-transaction) and reclaims the other expired batches", () =>

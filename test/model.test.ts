@@ -1291,34 +1291,42 @@ const replay: Pick<fc.Parameters<unknown>, "seed" | "path"> = {
 }
 console.log(`model test: seed ${seed} (MODEL_SEED=${seed} replays it)`)
 
-describe("run state machine: Postgres store vs MemoryRunStore", () => {
-  it.live("random command sequences agree on every result and on every run's state after each step", () =>
-    Effect.gen(function*() {
-      const once = yield* storeOnce
-      // A new store per sequence on the same schema and client: a store keeps its claim positions
-      // (ClaimPosition) in memory, and the model starts each sequence without any.
-      let scope: Scope.Closeable | undefined
-      const fresh = async () => {
-        if (scope !== undefined) await must(Scope.close(scope, Exit.void))
-        scope = await must(Scope.make())
-        await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".key_holds, "${once.schema}".waiting, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds RESTART IDENTITY`))
-        const store = await must(
-          PgRunStore.make({ schema: once.schema, migrate: false, runtimeConnections: 1 }).pipe(
-            Scope.provide(scope),
-            Effect.provideService(PgClient.PgClient, once.client),
-            Effect.provideService(SqlClient.SqlClient, once.sql)
-          )
-        )
-        return { model: newModel(), real: { ...once, store } satisfies Real }
-      }
-      yield* Effect.promise(() =>
-        fc.assert(
-          fc.asyncProperty(
-            fc.integer({ min: 2, max: 3 }).chain((workers) => commandsFor(workers)),
-            (commands) => fc.asyncModelRun(fresh, commands)
-          ),
-          { numRuns, ...replay }
+/** The property against one store configuration, over `runs` random sequences. */
+const agreesWithTheModel = (storage: PgRunStore.Storage, runs: number) =>
+  Effect.gen(function*() {
+    const once = yield* storeOnce
+    // A new store per sequence on the same schema and client: a store keeps its claim positions
+    // (ClaimPosition) in memory, and the model starts each sequence without any.
+    let scope: Scope.Closeable | undefined
+    const fresh = async () => {
+      if (scope !== undefined) await must(Scope.close(scope, Exit.void))
+      scope = await must(Scope.make())
+      await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".key_holds, "${once.schema}".waiting, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds RESTART IDENTITY`))
+      const store = await must(
+        PgRunStore.make({ schema: once.schema, migrate: false, runtimeConnections: 1, storage }).pipe(
+          Scope.provide(scope),
+          Effect.provideService(PgClient.PgClient, once.client),
+          Effect.provideService(SqlClient.SqlClient, once.sql)
         )
       )
-    }), modelTimeout)
+      return { model: newModel(), real: { ...once, store } satisfies Real }
+    }
+    yield* Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 2, max: 3 }).chain((workers) => commandsFor(workers)),
+          (commands) => fc.asyncModelRun(fresh, commands)
+        ),
+        { numRuns: runs, ...replay }
+      )
+    )
+  })
+
+describe("run state machine: Postgres store vs MemoryRunStore", () => {
+  it.live("random command sequences agree on every result and on every run's state after each step", () =>
+    agreesWithTheModel("ledger", numRuns), modelTimeout)
+
+  // The store's other layout, every run on its row: fewer sequences, the same commands.
+  it.live("random command sequences agree on every result and on every run's state after each step, every run on its row (storage rows)", () =>
+    agreesWithTheModel("rows", Math.ceil(numRuns / 3)), modelTimeout)
 })

@@ -8,8 +8,8 @@ export const databaseUrl = (): string => inject("databaseUrl")
 export const freshSchema = (prefix = "t"): string => `${prefix}_${Math.random().toString(36).slice(2, 10)}`
 
 /** A store in a new schema, with the PgClient it uses (for direct SQL in assertions). */
-export const layerStore = (schema: string = freshSchema(), maxConnections = 10) =>
-  PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections })))
+export const layerStore = (schema: string = freshSchema(), maxConnections = 10, options: PgRunStore.PgRunStoreOptions = {}) =>
+  PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections })))
 
 /**
  * SQL that moves a running run's lease expiry to `at` (an SQL timestamptz expression), wherever

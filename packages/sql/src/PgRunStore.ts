@@ -20,7 +20,7 @@ import * as operators from "./internal/statements/operators.js"
 import * as ledger from "./internal/statements/ledger.js"
 import * as queues from "./internal/statements/queues.js"
 import * as read from "./internal/statements/read.js"
-import * as renewStatement from "./internal/statements/renew.js"
+import * as renewHeld from "./internal/statements/renewHeld.js"
 import * as sampleStatement from "./internal/statements/sample.js"
 import * as schedules from "./internal/statements/schedules.js"
 import * as signals from "./internal/statements/signals.js"
@@ -175,33 +175,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   // Where the ledger put each lease this store claimed there (ledger.ts › LedgerRefs).
   const refs = new ledger.LedgerRefs()
   const renew = (owner: string, leases: ReadonlyArray<LeaseKey>, ttl: Duration.Duration) =>
-    Effect.gen(function*() {
-      // The leases this store claimed in the ledger are renewed there by their claim references,
-      // one update per batch; the others (and those the ledger no longer holds) in their rows;
-      // what the rows miss may still be in the ledger, claimed by another store of this owner.
-      const inLedger: Array<number> = []
-      const claimed: Array<{ runId: string; ref: ledger.LedgerRef }> = []
-      leases.forEach((lease, i) => {
-        const ref = refs.get(lease)
-        if (ref !== undefined) inLedger.push(i), claimed.push({ runId: lease.runId, ref })
-      })
-      const ledgerMissed = inLedger.length === 0
-        ? []
-        : (yield* ledger.renewClaimed(runtime, s, owner, claimed, ttl)).map((m) => inLedger[m]!)
-      const tried = new Set(inLedger)
-      const inRows = [...leases.flatMap((_, i) => tried.has(i) ? [] : [i]), ...ledgerMissed]
-      const renewedInRows = inRows.length === 0 ? [] : yield* renewStatement.renew(runtime, s, owner, inRows.map((i) => leases[i]!), ttl)
-      const held = new Set(renewedInRows.map((l) => `${l.runId}:${l.fence}`))
-      const rowsMissed = inRows.filter((i) => !tried.has(i) && !held.has(`${ledger.canonicalRunId(leases[i]!.runId)}:${leases[i]!.fence}`))
-      const lateMissed = new Set(
-        rowsMissed.length === 0
-          ? []
-          : (yield* ledger.renew(runtime, s, owner, rowsMissed.map((i) => leases[i]!), ttl, refs)).map((m) => rowsMissed[m]!)
-      )
-      const lost = new Set([...ledgerMissed.filter((i) => !held.has(`${ledger.canonicalRunId(leases[i]!.runId)}:${leases[i]!.fence}`)), ...lateMissed])
-      for (const i of lost) refs.delete(leases[i]!)
-      return leases.flatMap((lease, i) => lost.has(i) ? [] : [{ runId: ledger.canonicalRunId(lease.runId), fence: lease.fence }])
-    })
+    renewHeld.renewHeld(runtime, s, owner, leases, ttl, refs)
   const ratedSeen = new rate.RatedSeen()
   // Runs a rate limit held back in this store's claims: their queues are announced to this
   // store's listeners as their window opens (RateWakes), beside what LISTEN brings.

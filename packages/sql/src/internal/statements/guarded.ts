@@ -580,24 +580,27 @@ export const completeInTransaction = <A, E, R>(
     if (done.length === 0) return yield* Effect.flatMap(readFence, rejection)
     return value
   })
-  // A run this store claimed in the ledger completes there, in the caller's transaction: its
-  // batch row held FOR KEY SHARE from the check to the commit (a hold waits for the transaction, a
-  // sweep skips the batch meanwhile; other completions do not wait), the completion one completion
-  // batch. The idle bound set by the check is what lets the batch go if the holder falls silent.
+  // A run this store claimed in the ledger completes there, in the caller's transaction, as one
+  // completion batch. Its batch row is not held while the caller's effect runs: a sweep, or a
+  // hold of another run of the batch, goes on meanwhile (a long transaction delays no one else's
+  // reclaim). The completion decides, under the batch's lock (ledger.ts): if the run was moved to
+  // its row meanwhile (a signal delivered, say), the row's guarded completion decides instead.
+  // The idle bound set by the check lets the transaction go if the holder falls silent.
   const ref = refs?.get(lease)
   const inLedger = Effect.gen(function*() {
     const held = yield* sql`
       SELECT 1 AS held${bound} FROM ${s.claimBatches(sql)} c
       WHERE c.batch = ${ref!.batch}::bigint AND c.settled_at IS NULL AND c.ids[${ref!.pos}::int] = ${lease.runId}::bigint
         AND c.fences[${ref!.pos}::int] = ${lease.fence}::bigint AND ${lease.runId}::bigint <> ALL (c.closed)
-        AND NOT EXISTS (SELECT 1 FROM ${s.completionBatches(sql)} d WHERE d.claim_batch = c.batch AND ${lease.runId}::bigint = ANY (d.ids))
-      FOR KEY SHARE OF c`
+        AND NOT EXISTS (SELECT 1 FROM ${s.completionBatches(sql)} d WHERE d.claim_batch = c.batch AND ${lease.runId}::bigint = ANY (d.ids))`
     // Not open in its batch any more (moved to its row, or superseded there): the row decides.
     if (held.length === 0) return yield* Effect.fail(new MovedToRow())
     const value = yield* Effect.mapError(effect, (error) => new CallerFailure({ error }))
     const result = yield* encodeResult(value)
     const { missed } = yield* ledger.complete(sql, s, [{ ...lease, result }], refs!)
-    if (missed.length > 0) return yield* Effect.flatMap(readFence, rejection)
+    if (missed.length === 0) return value
+    const done = yield* complete(result)
+    if (done.length === 0) return yield* Effect.flatMap(readFence, rejection)
     return value
   })
   // Otherwise the run's row decides; a run still in the ledger is moved there first, outside the

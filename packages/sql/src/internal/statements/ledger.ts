@@ -6,6 +6,12 @@
  *
  * A run is running under fence f while it sits at its place in an unsettled claim batch with fence
  * f, is not in that batch's `closed` array and not named by one of its completion batches.
+ *
+ * Every writer of a batch first takes its row lock, and decides only in a later statement, whose
+ * snapshot sees whatever committed before the lock was granted (READ COMMITTED): completions and
+ * renewals `FOR NO KEY UPDATE`, which orders them among themselves, and `hold` `FOR UPDATE`, which
+ * orders it before or after them all. So what one writer decides (a run still open, a batch all
+ * ended) is never read from a snapshot that misses another's committed write (docs/adr/0022).
  */
 import type { ClaimedRun, ClaimNext, LeaseKey } from "@leasehold/core"
 import { Duration, Effect } from "effect"
@@ -105,12 +111,40 @@ const inputRows = (
     ) f ON true`
 }
 
+/** The run ids as the text of an int8multirange: each id a range of its own (the server merges them). */
+const idRanges = (ids: ReadonlyArray<string>) => `{${ids.map((id) => `[${id},${BigInt(id) + 1n})`).join(",")}}`
+
 /**
- * The open batches of `input` (`held`, locked FOR KEY SHARE when `lock`: the FOR UPDATE of `hold`
- * waits for this statement's transaction), the completions they have (`earlier`), and the leases
- * of `input` still open at their place and fence (`open_leases`).
+ * Locks the unsettled claim batches of these leases, in batch order, for the statement that
+ * follows in the same transaction: those named by a known reference, and, for a lease without
+ * one, those whose span holds its run. `FOR NO KEY UPDATE` conflicts with itself and with `hold`'s
+ * `FOR UPDATE`: a second completion or renewal of a batch waits for the first to commit, then
+ * sees it. Answers nothing: the decision is the next statement's, under a snapshot taken after the
+ * locks were granted.
  */
-const openLeases = (sql: SqlClient.SqlClient, s: StoreSchema, lock: "key share" | "none", owner?: string) => {
+const lockBatches = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  leases: ReadonlyArray<LeaseKey>,
+  known: ReadonlyArray<LedgerRef | undefined>,
+  owner?: string
+) => {
+  const batches = [...new Set(known.flatMap((r) => r === undefined ? [] : [r.batch]))]
+  const unknown = leases.flatMap((l, i) => known[i] === undefined ? [canonicalRunId(l.runId)] : [])
+  const byRef = sql`SELECT b.batch FROM ${s.claimBatches(sql)} b WHERE b.batch = ANY (${batches}::bigint[])`
+  const bySpan = sql`SELECT b.batch FROM ${s.claimBatches(sql)} b WHERE b.span && ${idRanges(unknown)}::int8multirange`
+  const wanted = unknown.length === 0 ? byRef : batches.length === 0 ? bySpan : sql`${byRef} UNION ${bySpan}`
+  return sql`SELECT 1 FROM ${s.claimBatches(sql)} c
+    WHERE c.batch = ANY (ARRAY(${wanted})) AND c.settled_at IS NULL ${owner === undefined ? sql`` : sql`AND c.owner = ${owner}`}
+    ORDER BY c.batch FOR NO KEY UPDATE OF c`
+}
+
+/**
+ * The open batches of `input` (`held`: their rows already locked by `lockBatches`), the
+ * completions they have (`earlier`), and the leases of `input` still open at their place and fence
+ * (`open_leases`).
+ */
+const openLeases = (sql: SqlClient.SqlClient, s: StoreSchema, owner?: string) => {
   const batches = sql.literal(`"${s.schema}".claim_batches`)
   return sql`
   held AS MATERIALIZED (
@@ -119,7 +153,6 @@ const openLeases = (sql: SqlClient.SqlClient, s: StoreSchema, lock: "key share" 
     FROM ${batches} c
     WHERE c.batch = ANY (ARRAY(SELECT DISTINCT batch FROM input WHERE batch IS NOT NULL)) AND c.settled_at IS NULL
       ${owner === undefined ? sql`` : sql`AND c.owner = ${owner}`}
-    ${lock === "key share" ? sql`FOR KEY SHARE OF c` : sql``}
   ), earlier AS MATERIALIZED (
     SELECT d.claim_batch AS batch, unnest(d.ids) AS id FROM ${sql.literal(`"${s.schema}".completion_batches`)} d
     WHERE d.claim_batch = ANY (ARRAY(SELECT batch FROM held))
@@ -184,9 +217,9 @@ export const complete = (
       SELECT 'next', h.after::text, h.id::text, h.fence, h.queue, h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint,
         h.signals, h.concurrency_key, h.trace_parent, h.wait_ms, h.batch::text, h.pos::int
       FROM handed h WHERE h.claim`
-    const rows = yield* sql<{ tag: "missed" | "next"; ord: string } & Omit<ClaimRow, "state"> & LedgerPlace>`
+    const decide = sql<{ tag: "missed" | "next"; ord: string } & Omit<ClaimRow, "state"> & LedgerPlace>`
       WITH input AS MATERIALIZED (${inputRows(sql, s, leases, known, results)}),
-      ${openLeases(sql, s, "key share")},
+      ${openLeases(sql, s)},
       done AS (
         INSERT INTO ${sql.literal(`"${s.schema}".completion_batches`)} (claim_batch, ids, fences, results)
         SELECT batch, array_agg(id ORDER BY ord), array_agg(fence ORDER BY ord),
@@ -198,7 +231,10 @@ export const complete = (
         UPDATE ${sql.literal(`"${s.schema}".claim_batches`)} c SET settled_at = now()
         FROM done d JOIN held h ON h.batch = d.claim_batch
         WHERE c.batch = d.claim_batch
-          AND d.n + cardinality(h.closed) + (SELECT count(*) FROM earlier e WHERE e.batch = d.claim_batch) >= h.size
+          -- Counted by distinct runs: every run of the batch closed or completed, by now or before.
+          AND (SELECT count(DISTINCT e.id) FROM (
+            SELECT unnest(h.closed) AS id UNION ALL SELECT id FROM earlier WHERE batch = d.claim_batch
+            UNION ALL SELECT id FROM open_leases WHERE batch = d.claim_batch) e) >= h.size
       )${handing}
       SELECT 'missed' AS tag, i.ord::text AS ord, NULL::text AS id, NULL::bigint AS fence, NULL::text AS queue, NULL::text AS kind,
         NULL::jsonb AS payload, NULL::integer AS attempt, NULL::integer AS max_attempts, NULL::jsonb AS checkpoint,
@@ -206,6 +242,8 @@ export const complete = (
         NULL::text AS batch, NULL::int AS pos
       FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)
       ${claimedNext}`
+    // The batches locked first, the decision in a statement of its own: see the module's header.
+    const rows = yield* sql.withTransaction(Effect.andThen(lockBatches(sql, s, leases, known), decide))
     for (const ref of known) if (ref !== undefined) refs.forget(ref)
     const successors = new Map<number, ClaimedRun>()
     for (const row of rows) if (row.tag === "next") successors.set(Number(row.ord) - 1, remember(refs, row))
@@ -229,22 +267,20 @@ export const renew = (
   Effect.gen(function*() {
     if (leases.length === 0) return [] as ReadonlyArray<number>
     if (!leases.every((l) => isRunId(l.runId))) return leases.map((_, i) => i)
-    const rows = yield* sql<{ tag: "lost" | "lapsed"; ord: string | null; id: string | null; expires_at: Date | null }>`
-      WITH input AS MATERIALIZED (${inputRows(sql, s, leases, leases.map((l) => refs.get(l)), null)}),
-      ${openLeases(sql, s, "none", owner)},
+    const known = leases.map((l) => refs.get(l))
+    const decide = sql<{ tag: "lost" | "lapsed"; ord: string | null; id: string | null; expires_at: Date | null }>`
+      WITH input AS MATERIALIZED (${inputRows(sql, s, leases, known, null)}),
+      ${openLeases(sql, s, owner)},
       lapsed AS MATERIALIZED (
         SELECT h.batch, u.id, h.expires_at FROM held h, unnest(h.ids) AS u(id)
         WHERE h.batch = ANY (ARRAY(SELECT DISTINCT batch FROM open_leases)) AND u.id <> ALL (h.closed)
           AND (h.batch, u.id) NOT IN (SELECT batch, id FROM earlier)
           AND (h.batch, u.id) NOT IN (SELECT batch, id FROM open_leases)
       ), renewed AS (
-        -- Rechecked on the row as it stands after any wait: a batch a hold closed runs of meanwhile
-        -- (the sweep, an exceptional write) is not renewed here; its leases go to their rows.
         UPDATE ${sql.literal(`"${s.schema}".claim_batches`)} c
         SET expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
         FROM held h
         WHERE c.batch = h.batch AND h.batch = ANY (ARRAY(SELECT DISTINCT batch FROM open_leases))
-          AND c.settled_at IS NULL AND cardinality(c.closed) = cardinality(h.closed)
         RETURNING c.batch
       )
       SELECT 'lost' AS tag, i.ord::text AS ord, NULL::text AS id, NULL::timestamptz AS expires_at FROM input i
@@ -252,6 +288,8 @@ export const renew = (
       WHERE (i.id, i.fence) NOT IN (SELECT o.id, o.fence FROM open_leases o WHERE o.batch = ANY (ARRAY(SELECT batch FROM renewed)))
       UNION ALL
       SELECT 'lapsed', NULL, l.id::text, l.expires_at FROM lapsed l`
+    // The batches locked first, the decision in a statement of its own: see the module's header.
+    const rows = yield* sql.withTransaction(Effect.andThen(lockBatches(sql, s, leases, known, owner), decide))
     const lapsed = rows.filter((r) => r.tag === "lapsed")
     if (lapsed.length > 0) {
       const until = lapsed.reduce((min, r) => (r.expires_at! < min ? r.expires_at! : min), lapsed[0]!.expires_at!)
@@ -317,8 +355,9 @@ class NamedInBatch {
  * longer open there (closed: moved to their rows; or completed) by the batch's few ended runs,
  * not by its many open ones. Open runs of a renewed batch that are not named keep the expiry
  * they had: they are moved to their rows with it (`hold`), where they expire and are reclaimed as
- * any lease. A batch not renewed (gone, another owner's, settled, or a move closed runs of it
- * meanwhile) answers for all its named leases.
+ * any lease. A batch not renewed (gone, another owner's, settled, or none of its named runs still
+ * open) answers for all its named leases. Its row is locked before the statement decides, so a
+ * hold or a completion of the batch is seen whole, before or after (see the module's header).
  *
  * Returns the places (0-based) of the leases not renewed here, for the row's own renewal to decide.
  */
@@ -327,8 +366,7 @@ export const renewClaimed = (
   s: StoreSchema,
   owner: string,
   leases: ReadonlyArray<{ readonly runId: string; readonly ref: LedgerRef }>,
-  ttl: Duration.Duration,
-  again = true
+  ttl: Duration.Duration
 ): Effect.Effect<ReadonlyArray<number>, SqlError.SqlError> =>
   Effect.gen(function*() {
     const byBatch = new Map<string, NamedInBatch>()
@@ -340,7 +378,7 @@ export const renewClaimed = (
     const batches = [...byBatch.keys()]
     if (batches.length === 0) return [] as ReadonlyArray<number>
     const batchTable = sql.literal(`"${s.schema}".claim_batches`)
-    const rows = yield* sql<{ tag: "stale" | "lost" | "lapsed"; batch: string; id: string | null; expires_at: Date | null }>`
+    const decide = sql<{ tag: "stale" | "lost" | "lapsed"; batch: string; id: string | null; expires_at: Date | null }>`
       WITH named AS MATERIALIZED (
         SELECT n.batch, n.ids FROM unnest(${batches}::bigint[], ${textArray(batches.map((b) => byBatch.get(b)!.ranges()))}::int8multirange[]) AS n(batch, ids)
       ), held AS MATERIALIZED (
@@ -370,12 +408,10 @@ export const renewClaimed = (
         SELECT t.batch, u.id, t.expires_at FROM tally t, unnest(t.ids) AS u(id)
         WHERE t.still > 0 AND t.still < t.open AND NOT t.named @> u.id AND (t.batch, u.id) NOT IN (SELECT batch, id FROM ended)
       ), renewed AS (
-        -- Rechecked on the row as it stands after any wait: a batch a hold closed runs of meanwhile
-        -- (the sweep, an exceptional write) is not renewed here; its leases go to their rows.
         UPDATE ${batchTable} c
         SET expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
         FROM tally t
-        WHERE c.batch = t.batch AND t.still > 0 AND c.settled_at IS NULL AND cardinality(c.closed) = cardinality(t.closed)
+        WHERE c.batch = t.batch AND t.still > 0
         RETURNING c.batch
       )
       SELECT 'stale' AS tag, n.batch::text AS batch, NULL::text AS id, NULL::timestamptz AS expires_at FROM named n
@@ -385,24 +421,21 @@ export const renewClaimed = (
       WHERE t.named @> e.id AND e.batch IN (SELECT batch FROM renewed)
       UNION ALL
       SELECT 'lapsed', l.batch::text, l.id::text, l.expires_at FROM lapsed l`
+    // The batches locked first, the decision in a statement of its own: see the module's header.
+    const rows = yield* sql.withTransaction(Effect.andThen(
+      sql`SELECT 1 FROM ${batchTable} c WHERE c.batch = ANY (${batches}::bigint[]) AND c.settled_at IS NULL AND c.owner = ${owner}
+        ORDER BY c.batch FOR NO KEY UPDATE OF c`,
+      decide
+    ))
+    // A batch not renewed (gone, settled, another owner's, or none of its named runs open) answers
+    // for all its named leases: their runs are no longer open there (moved to their rows, where
+    // the row renewal finds those still held, or ended).
     const missed: Array<number> = []
-    const stale: Array<number> = []
     const lapsed: Array<{ id: string; expiresAt: Date }> = []
     for (const row of rows) {
-      if (row.tag === "stale") stale.push(...byBatch.get(row.batch)!.leases())
+      if (row.tag === "stale") missed.push(...byBatch.get(row.batch)!.leases())
       else if (row.tag === "lost") missed.push(...byBatch.get(row.batch)!.leasesOf(row.id!))
       else lapsed.push({ id: row.id!, expiresAt: row.expires_at! })
-    }
-    // A batch a hold closed runs of while this statement ran is not renewed by it (its count of
-    // closed runs changed under it); asked once more, in a statement that sees that hold, its
-    // runs still open are renewed rather than reported lost. A batch not this owner's, or
-    // settled, is stale again and its leases are lost.
-    if (stale.length > 0) {
-      if (!again) missed.push(...stale)
-      else {
-        const retried = yield* renewClaimed(sql, s, owner, stale.map((i) => leases[i]!), ttl, false)
-        missed.push(...retried.map((j) => stale[j]!))
-      }
     }
     if (lapsed.length > 0) {
       const until = lapsed.reduce((min, r) => (r.expiresAt < min ? r.expiresAt : min), lapsed[0]!.expiresAt)
