@@ -73,6 +73,24 @@ end:
   }
 }
 
+/* -DPROBE=n: fails once outcome n is reached, to show the model reaches what the invariants
+   speak of (the test's probes). */
+#if PROBE == 1
+#define REACH (row[1] == DONE1)                     /* a held run completed on its row by its holder */
+#elif PROBE == 2
+#define REACH (row[2] == DONE2)                     /* a run reclaimed by the sweep under fence 2 */
+#elif PROBE == 3
+#define REACH (settled && closed[1] && comp[0] > 0) /* B settled, runs ended both ways */
+#elif PROBE == 4
+#define REACH (comp[0] == 1 && comp[2] == 1 && !closed[1] && comp[1] == 1 && settled) /* all completed in the ledger */
+#endif
+#ifdef REACH
+active proctype Reach() {
+end:
+  atomic { REACH -> printf("REACHED\n"); assert(false) }
+}
+#endif
+
 /* The row completion of the runs in `set` (guarded.ts › completeInRows): one statement, each run
    matched on (id, fence 1, running) under its row's lock. */
 inline completeRows(set) {
