@@ -5,7 +5,7 @@ import { defineConfig } from "vitest/config"
  * no globalSetup. `pg` needs a PostgreSQL (embedded, or DATABASE_URL): every test file not named
  * below. `processes` also starts worker processes, the `leasehold` binary or npm. `external` also
  * drives Debian programs that `npm test` provisions (Chromium, PgBouncer, a standby built with
- * PostgreSQL's server binaries, faketime).
+ * PostgreSQL's server binaries, faketime, Spin and gcc).
  */
 const unit = [
   "test/docs.test.ts",
@@ -50,7 +50,8 @@ const external = [
   "test/it-leases-fencing.test.ts",
   "test/silent-holder.test.ts",
   "test/schedules-process.test.ts",
-  "test/chaos.test.ts"
+  "test/chaos.test.ts",
+  "test/model-spin.test.ts"
 ]
 
 // One PostgreSQL for every project that needs one (the setup shares the server between them).

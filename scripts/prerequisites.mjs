@@ -2,7 +2,8 @@
 /**
  * The machine's part of `npm test`: the Debian programs the tests drive for real (Chromium for the
  * console's browser test, faketime for skewed worker clocks, PgBouncer for the pooler tests,
- * PostgreSQL's server binaries for the standby and failover tests, jq for the README's commands).
+ * PostgreSQL's server binaries for the standby and failover tests, jq for the README's commands,
+ * Spin and gcc for the ledger's model: spin preprocesses with gcc and writes a verifier in C).
  *
  * Finds each one; when some are missing and this process is root with apt-get, installs them and
  * says so in one line; otherwise fails at once with one line naming the command that installs them.
@@ -63,7 +64,9 @@ export const prerequisites = () => [
   { name: "faketime", package: "faketime", found: which("faketime") === undefined ? undefined : libfaketime() ?? which("faketime") },
   { name: "pgbouncer", package: "pgbouncer", found: which("pgbouncer") },
   { name: "PostgreSQL server binaries", package: "postgresql", found: postgresBinDir() },
-  { name: "jq", package: "jq", found: which("jq") }
+  { name: "jq", package: "jq", found: which("jq") },
+  { name: "spin", package: "spin", found: which("spin") },
+  { name: "gcc", package: "gcc", found: which("gcc") }
 ]
 
 export const missing = () => prerequisites().filter((p) => p.found === undefined)

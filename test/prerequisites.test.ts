@@ -1,5 +1,5 @@
 /**
- * A fresh machine's shape: chromium, faketime and pgbouncer hidden from the programs
+ * A fresh machine's shape: chromium, faketime, pgbouncer, spin and gcc hidden from the programs
  * `scripts/prerequisites.mjs` searches (LEASEHOLD_PREREQUISITES_PATH: a folder holding only what
  * a fresh machine has). The README's `npm test` then fails at once with the one line naming the
  * command that installs them, before it builds or starts vitest; as root with an apt-get, the
@@ -14,9 +14,9 @@ import { afterEach, assert, describe, it } from "vitest"
 
 const repo = fileURLToPath(new URL("..", import.meta.url))
 const script = path.join(repo, "scripts", "prerequisites.mjs")
-const hidden = ["chromium", "faketime", "pgbouncer"]
+const hidden = ["chromium", "faketime", "pgbouncer", "spin", "gcc"]
 const expectedLine =
-  "npm test needs chromium, faketime, pgbouncer: install them with `sudo apt-get install -y chromium faketime pgbouncer` " +
+  "npm test needs chromium, faketime, pgbouncer, spin, gcc: install them with `sudo apt-get install -y chromium faketime pgbouncer spin gcc` " +
   "(as root, npm test installs them itself)"
 
 const temps: Array<string> = []
@@ -44,7 +44,7 @@ const childEnv = (extra: Record<string, string>): NodeJS.ProcessEnv => {
 }
 
 describe("npm test on a fresh machine's shape", () => {
-  it("with chromium, faketime and pgbouncer missing and no way to install them, `npm test` fails at once with the one line", () => {
+  it("with chromium, faketime, pgbouncer, spin and gcc missing and no way to install them, `npm test` fails at once with the one line", () => {
     const bin = freshMachineBin()
     const started = Date.now()
     // The project named matches none: were the check ever to pass here, vitest would stop at once
@@ -81,9 +81,9 @@ describe("npm test on a fresh machine's shape", () => {
     const result = spawnSync(process.execPath, [script], { env: childEnv({ LEASEHOLD_PREREQUISITES_PATH: bin }), encoding: "utf8" })
     assert.strictEqual(result.status, 0, result.stderr)
     const lines = result.stdout.trim().split("\n")
-    assert.strictEqual(lines[0], "npm test: installing chromium faketime pgbouncer with apt-get (running as root; they are missing) ...")
-    assert.match(lines[1]!, /^npm test: installed chromium faketime pgbouncer in \d+ s$/)
-    assert.deepStrictEqual(fs.readFileSync(calls, "utf8").trim().split("\n"), ["update -qq", "install -y -qq chromium faketime pgbouncer"])
+    assert.strictEqual(lines[0], "npm test: installing chromium faketime pgbouncer spin gcc with apt-get (running as root; they are missing) ...")
+    assert.match(lines[1]!, /^npm test: installed chromium faketime pgbouncer spin gcc in \d+ s$/)
+    assert.deepStrictEqual(fs.readFileSync(calls, "utf8").trim().split("\n"), ["update -qq", "install -y -qq chromium faketime pgbouncer spin gcc"])
     for (const name of hidden) assert.include(lines[2], `${name} (`, `the final line names where ${name} was found`)
     assert.include(lines[2], `chromium (${path.join(bin, "chromium")})`)
   })
