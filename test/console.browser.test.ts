@@ -821,8 +821,12 @@ describe("web console pages (chromium)", () => {
         assert.strictEqual(await page.locator(".bulk .muted").textContent(), "100 selected")
         await shot(page, "runs")
         await page.getByRole("button", { name: "Retry selected" }).click()
-        assert.include(await page.locator(".bulk [role=group]").textContent(), "Retry 100 runs?")
-        assert.strictEqual(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent), "Yes, retry 100 runs")
+        // The confirmation's own element and its text; then focus on its "Yes", which moves there in
+        // an effect after the render: read before it, the focused element is the body (the whole page).
+        const confirm = page.getByRole("group", { name: "Confirm: Retry selected" })
+        await confirm.getByText("Retry 100 runs?").waitFor({ timeout: 10_000 })
+        const yes = confirm.getByRole("button", { name: "Yes, retry 100 runs", exact: true })
+        await page.waitForFunction((button) => (globalThis as any).document.activeElement === button, await yes.elementHandle(), { timeout: 10_000 })
         await page.keyboard.press("Enter")
         await page.locator("main .form-message", { hasText: "Retried 100 runs." }).waitFor({ timeout: 10_000 })
       })
