@@ -6,12 +6,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { SampleTasks } from "@leasehold/cli"
 import { Handler, KeyLimits, Run } from "@leasehold/core"
+import { Callback, Callbacks } from "@leasehold/http"
 import { Duration, Effect, Schema } from "effect"
 import { execFileSync } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type Browser, chromium, type Page } from "playwright-core"
-import { startServer } from "./support/http.js"
+import { at, callbacksOptions, startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
 import { type Event, eventually, startWorker } from "./support/workers.js"
 
@@ -987,6 +988,92 @@ describe("web console pages (chromium)", () => {
       })
       const done = yield* eventually("the payout completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run), "20 seconds")
       assert.deepStrictEqual(done.result, { order: "P-9", decision: { _tag: "Signalled", payload: { approved: true, amount: 12.5, reason: "partial" } } })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+})
+
+// One of the server's callback secrets (`startServer`'s default): the URLs this handler signs verify there.
+const linkCallbacks = Effect.runSync(Callbacks.make(callbacksOptions({})))
+
+/** A handler that keeps its signed callback URL in its checkpoint, as the HTTP guide's example once did. */
+const payByLink = Handler.make({
+  kind: "pay-by-link",
+  payload: Schema.Struct({ order: Schema.String }),
+  signals: { approval: Schema.Struct({ approved: Schema.Boolean }) },
+  handle: ({ order }) =>
+    Effect.gen(function*() {
+      const url = yield* Callback.url("approval", { expiresIn: "1 hour" })
+      yield* Run.checkpoint({ url, message: `ask the approver of ${order} to POST to ${url}` })
+      return yield* Run.awaitSignal("approval")
+    }).pipe(Effect.provideService(Callbacks.Callbacks, linkCallbacks))
+})
+
+describe("signed URLs on the console (chromium)", () => {
+  it.live("a checkpointed signed URL is masked in read answers and on every console page, read-only included; a writer copies it whole and it resumes the run", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ handlers: [payByLink] })
+      const [enqueued] = yield* stores.b.enqueue([{ kind: "pay-by-link", payload: { order: "L-1" } }])
+      const runId = enqueued!.id
+      yield* eventually("the run suspends with its URL checkpointed", Effect.map(readRun(stores, runId), (run) => run.state === "suspended"), "30 seconds")
+      const [row] = yield* stores.sql.unsafe<{ checkpoint: { url: string } }>(`SELECT checkpoint FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`)
+      const url = row!.checkpoint.url
+      const sig = new URL(url).searchParams.get("sig") ?? ""
+      assert.isAbove(sig.length, 20, `a signed URL: ${url}`)
+      const noSignature = (text: string, where: string) => {
+        assert.notInclude(text, sig, `${where} shows the signature`)
+        assert.notInclude(text, url, `${where} shows the signed URL`)
+      }
+
+      // A read-only server over the same store: its answers and its console mask the URL, and refuse it whole.
+      const readOnly = yield* startServer(stores, { handlers: [...SampleTasks.handlers, payByLink], readOnly: true })
+      yield* promise(async () => {
+        for (const path of [`/api/runs/${runId}`, "/api/runs?state=suspended", "/api/runs"]) {
+          const answer = await fetch(`${readOnly.origin}${path}`)
+          assert.strictEqual(answer.status, 200, path)
+          const text = await answer.text()
+          noSignature(text, `read-only ${path}`)
+          assert.include(text, "sig=masked", path)
+        }
+        const refused = await fetch(`${readOnly.origin}/api/runs/${runId}/signed-urls`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+        assert.strictEqual(refused.status, 403, "a read-only server never gives the URL whole")
+        const other = await page.context().browser()!.newPage({ viewport: { width: 1280, height: 900 } })
+        try {
+          for (const [route, ready] of [[`#/runs/${runId}`, "section[aria-labelledby=signed-urls] li"], ["#/approvals", `article.approval[data-run-id="${runId}"]`], ["#/runs", `tr[data-run-id="${runId}"]`]] as const) {
+            await other.goto(`${readOnly.origin}/${route}`)
+            await other.locator(ready).first().waitFor({ timeout: 10_000 })
+            noSignature(await other.content(), `the read-only console's ${route}`)
+          }
+          await other.goto(`${readOnly.origin}/#/runs/${runId}`)
+          await other.locator("section[aria-labelledby=signed-urls] li").waitFor({ timeout: 10_000 })
+          assert.strictEqual(await other.locator("section[aria-labelledby=signed-urls] button").count(), 0, "no Copy when read-only")
+        } finally {
+          await other.close()
+        }
+      })
+
+      // With write access: masked on every page too, and "Copy" puts the whole URL on the clipboard only.
+      const copied = yield* promise(async () => {
+        await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl })
+        for (const [route, ready] of [["#/approvals", `article.approval[data-run-id="${runId}"]`], ["#/runs", `tr[data-run-id="${runId}"]`]] as const) {
+          await page.goto(`${baseUrl}/${route}`)
+          await page.locator(ready).first().waitFor({ timeout: 10_000 })
+          noSignature(await page.content(), `the console's ${route}`)
+        }
+        await page.goto(`${baseUrl}/#/runs/${runId}`)
+        const item = page.locator("section[aria-labelledby=signed-urls] li")
+        await item.waitFor({ timeout: 10_000 })
+        assert.include(await item.locator("code").textContent(), "sig=masked")
+        await item.getByRole("button", { name: "Copy" }).click()
+        await page.locator("#announcer", { hasText: "Copied the signed URL" }).waitFor({ state: "attached", timeout: 10_000 })
+        noSignature(await page.content(), "the run page after Copy")
+        return await page.evaluate(() => (globalThis as any).navigator.clipboard.readText() as Promise<string>)
+      })
+      assert.strictEqual(copied, url, "Copy gives the URL whole")
+
+      // The copied URL does what it is for: it resumes the run, which completes.
+      const resumed = yield* promise(() => fetch(at(baseUrl, copied), { method: "POST", headers: { "content-type": "application/json" }, body: `{"approved":true}` }))
+      assert.strictEqual(resumed.status, 200)
+      yield* eventually("the run resumed by the copied URL completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run.fence === 2), "30 seconds")
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 })
