@@ -974,6 +974,11 @@ describe("web console pages (chromium)", () => {
         const amount = card.getByLabel("Amount", { exact: true })
         assert.strictEqual(await amount.getAttribute("type"), "number")
         assert.strictEqual(await card.getByLabel("Reason (optional)").count(), 1)
+        // A plain string of the schema is a one-line text field, not a textarea.
+        assert.deepStrictEqual(
+          await card.getByLabel("Reason (optional)").evaluate((field: any) => [field.tagName, field.getAttribute("type")]),
+          ["INPUT", "text"]
+        )
         assert.strictEqual(await card.getByLabel("Note (optional)").count(), 0, "the schema's fields, not the default form's")
         // Nothing typed: refused in the page, nothing sent.
         await card.getByRole("button", { name: "Approve" }).click()
