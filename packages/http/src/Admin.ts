@@ -606,12 +606,14 @@ export const layer = (options: AdminOptions) =>
         }))),
 
       // Every worker process the registry lists (idle ones too), each with the leases it holds;
-      // then owners of live leases that no registry row names (a claim made by hand, a worker of
-      // an older version), with `registered: false`.
+      // then the dead ones it still remembers (`gone: true`: killed, never retired), so a worker
+      // killed with SIGKILL does not vanish without a trace; then owners of live leases that no
+      // registry row names (a claim made by hand, a worker of an older version), `registered: false`.
       HttpRouter.route("GET", "/api/workers", guard(false, () =>
         Effect.gen(function*() {
           const store = yield* RunStore
-          const [leases, registered] = yield* Effect.all([store.leases, store.workers])
+          const [leases, alive, gone] = yield* Effect.all([store.leases, store.workers, store.goneWorkers])
+          const registered = [...alive.map((w) => ({ ...w, gone: false })), ...gone.map((w) => ({ ...w, gone: true }))]
           const byOwner = new Map<string, Array<LiveLease>>()
           for (const lease of leases) byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease])
           const known = new Set(registered.map((w) => w.owner))

@@ -145,6 +145,8 @@ export interface Worker {
   readonly startedAt?: string
   readonly lastHeartbeatAt?: string
   readonly expiresAt?: string
+  /** Dead (its heartbeat stopped, it never retired) and still remembered by the registry. */
+  readonly gone?: boolean
   readonly leases: ReadonlyArray<Lease>
 }
 
