@@ -154,7 +154,7 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                         <td><Time at={a.end} /></td>
                         <td class="num nowrap">{duration(between(a.start, a.end))}</td>
                         <td><span class={`outcome outcome-${String(a.outcome).replace(/[^a-z_]/g, "")}`}>{String(a.outcome).replace(/_/g, " ")}</span></td>
-                        <td>{a.detail ?? ""}</td>
+                        <td class="text">{a.detail ?? ""}</td>
                       </tr>
                     ))}
                   </Table>
