@@ -6,12 +6,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { SampleTasks } from "@leasehold/cli"
 import { Handler, KeyLimits, Run } from "@leasehold/core"
+import { Callback, Callbacks } from "@leasehold/http"
 import { Duration, Effect, Schema } from "effect"
 import { execFileSync } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type Browser, chromium, type Page } from "playwright-core"
-import { startServer } from "./support/http.js"
+import { background, connection } from "./support/cli.js"
+import { at, callbacksOptions, startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
 import { type Event, eventually, startWorker } from "./support/workers.js"
 
@@ -606,11 +608,35 @@ const layoutIssues = (page: Page) =>
     for (const wrap of doc.querySelectorAll(".table-wrap")) {
       if (wrap.getBoundingClientRect().right > root.clientWidth) issues.push("a table's box is wider than the page")
     }
+    if (root.clientWidth >= 1280) {
+      // At 1,280 px every table fits its box: none scrolls, so no column ("Updated", "Missed ticks", "Detail") is cut off.
+      for (const wrap of doc.querySelectorAll(".table-wrap")) {
+        if (wrap.scrollWidth > wrap.clientWidth + 1) {
+          const columns = [...wrap.querySelectorAll("thead th")].map((th: any) => `${th.textContent} ${Math.round(th.getBoundingClientRect().width)}`)
+          issues.push(`table "${wrap.querySelector("caption")?.textContent}" is ${wrap.scrollWidth} px wide in a ${wrap.clientWidth} px box: ${columns.join(", ")}`)
+        }
+      }
+      // Charts: tall enough to read, their labels inside the drawing and of a readable size, a y scale of several values.
+      for (const svg of doc.querySelectorAll("svg.chart")) {
+        const box = svg.getBoundingClientRect()
+        const name = svg.getAttribute("data-chart")
+        if (box.height < 150) issues.push(`chart ${name} is ${Math.round(box.height)} px tall`)
+        for (const text of svg.querySelectorAll("text")) {
+          const r = text.getBoundingClientRect()
+          if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5) {
+            issues.push(`chart ${name}'s label "${text.textContent}" is clipped`)
+          }
+          if (r.height < 11) issues.push(`chart ${name}'s label "${text.textContent}" is ${r.height.toFixed(1)} px tall`)
+        }
+        if (svg.querySelectorAll("text.axis-y").length < 3) issues.push(`chart ${name}'s y scale has ${svg.querySelectorAll("text.axis-y").length} labels`)
+      }
+    }
     for (const cell of doc.querySelectorAll("td, th, .badge, .outcome")) {
       const walker = doc.createTreeWalker(cell, 4 /* NodeFilter.SHOW_TEXT */)
       for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
-        // JSON shown in a cell is data that wraps where it must (.inline-json); the rest must not split.
-        if (node.parentElement?.closest(".inline-json, pre") !== null) continue
+        // JSON shown in a cell is data that wraps where it must (.inline-json), and free text (td.text:
+        // an attempt's detail, a missed-tick policy) wraps as prose; the rest must not split.
+        if (node.parentElement?.closest(".inline-json, pre, td.text") !== null) continue
         const text: string = node.textContent ?? ""
         for (const match of text.matchAll(/\S+/g)) {
           const range = doc.createRange()
@@ -634,7 +660,7 @@ const queuesTable = (page: Page) =>
   }))
 
 describe("web console pages (chromium)", () => {
-  it.live("layout at 1280 px: the queues table fits the page, nothing scrolls sideways, and no id, badge or word in a table is split across lines", () =>
+  it.live("layout at 1280 px: every page's tables fit their boxes, the charts are readable, nothing scrolls sideways, and no id, badge or word in a table is split across lines", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
       // Long queue names and every state's count, a paused queue, a run that failed and is retried.
@@ -646,22 +672,41 @@ describe("web console pages (chromium)", () => {
       // A run of a kind no worker takes, failed by hand with a retry due later ("retry scheduled").
       const [failing] = yield* stores.b.enqueue([{ kind: "doomed", payload: { image: "missing-file.png" }, maxAttempts: 3 }])
       const [held] = yield* stores.b.claim({ owner: "hand-held-owner-7f3c9a2e-long-identifier", queues: ["default"], kinds: ["doomed"], limit: 1, ttl: Duration.seconds(60) })
-      yield* stores.b.fail({ runId: held!.id, fence: held!.fence, error: { message: "image not found" }, retryDelayMs: 3_600_000 })
+      yield* stores.b.fail({ runId: held!.id, fence: held!.fence, error: { message: "image not found: the bucket answered 404 for missing-file.png after 3 tries" }, retryDelayMs: 3_600_000 })
+      // Finished runs for the charts, a schedule with a policy for missed ticks, a key limit with its
+      // keys, an approval waiting, and a worker gone (its heartbeat stopped: killed).
+      const done = yield* stores.b.enqueue([1, 2, 3].map((width) => ({ kind: "resize-image", payload: { image: "c.png", width } })))
+      yield* eventually("the chart's runs complete", Effect.map(Effect.forEach(done, (d) => readRun(stores, d.id)), (runs) => runs.every((r) => r.state === "completed")))
+      yield* stores.b.registerSchedules([{ name: "nightly-thumbnails-eu-west", cron: "0 3 * * *", kind: "resize-image", payload: { image: "n.png", width: 9 }, missed: "all", maxBackfill: 24 }])
+      yield* stores.b.setKeyLimits([KeyLimits.perKind("export", 1)])
+      yield* stores.b.enqueue([1, 2].map((i) => ({ kind: "export", queue: "exports", payload: { i }, concurrencyKey: "tenant-with-a-long-name-0042" })))
+      yield* stores.b.claim({ owner: "hand", queues: ["exports"], kinds: ["export"], limit: 1, ttl: Duration.seconds(60) })
+      yield* enqueueRefund(stores, "A-1280", 12)
+      yield* stores.b.announceWorker({ owner: "killed-worker-3b9d0c1e-long-identifier", host: "build-host-07.internal", pid: 4242, version: "0.1.0", queues: ["default", "notifications-high-priority"], kinds: [], concurrency: 16, runsHeld: 3, startedAt: new Date(), ttl: Duration.seconds(30) })
+      yield* stores.sql.unsafe(`UPDATE "${stores.schema}".workers SET expires_at = now() - interval '1 minute', last_heartbeat_at = now() - interval '90 seconds' WHERE owner LIKE 'killed-%'`)
       yield* promise(async () => {
+        // Every page's issues, then one assertion: a failure names them all.
+        const found: Record<string, ReadonlyArray<string>> = {}
         for (const [route, ready] of [
+          ["#/", "svg[data-chart=finished]"],
           ["#/queues", `tr[data-queue="reports-nightly-eu-west"] .badge.paused`],
-          ["#/workers", "tr[data-owner]"],
-          ["#/runs", "tbody tr"],
-          [`#/runs/${failing!.id}`, "section[aria-labelledby=attempts] tbody tr"]
+          ["#/workers", "tr[data-owner].gone"],
+          ["#/runs", `tr[data-run-id="${failing!.id}"]`],
+          [`#/runs/${failing!.id}`, "section[aria-labelledby=attempts] tbody tr"],
+          ["#/schedules", "tr[data-schedule]"],
+          ["#/limits", "tr[data-key]"],
+          ["#/approvals", "article.approval"]
         ] as const) {
           await page.goto(`${baseUrl}/${route}`)
           await page.locator(ready).first().waitFor({ timeout: 10_000 })
-          assert.deepStrictEqual(await layoutIssues(page), [], route)
+          const issues = await layoutIssues(page)
+          if (issues.length > 0) found[route] = issues
           if (route === "#/queues") {
             const table = await queuesTable(page)
             assert.isTrue(table.fits, `the queues table fits its box at 1280 px: ${table.widths}`)
           }
         }
+        assert.deepStrictEqual(found, {}, "at 1280 px")
         // Narrower than the table: its box scrolls, the page does not, and still no word splits.
         await page.setViewportSize({ width: 800, height: 900 })
         await page.goto(`${baseUrl}/#/queues`)
@@ -784,6 +829,48 @@ describe("web console pages (chromium)", () => {
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 
+  it.live("workers: a worker process killed with kill -9 is shown as gone, with when it was last seen, until the registry forgets it", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetup
+      // A real `leasehold worker` process, heartbeating every 300 ms (its registry row lives three heartbeats).
+      const worker = yield* background(["worker", "--queue", "killed-queue", "--heartbeat", "300 millis", "--ttl", "1 second", ...connection(stores.schema)])
+      const pid = worker.child.pid!
+      const registryRow = Effect.map(
+        stores.sql.unsafe<{ owner: string; last_heartbeat_at: Date; expired: boolean }>(
+          `SELECT owner, last_heartbeat_at, expires_at <= now() AS expired FROM "${stores.schema}".workers WHERE pid = ${pid}`
+        ),
+        (rows) => rows[0]
+      )
+      const { owner } = yield* eventually("the worker process announces itself", registryRow, "30 seconds")
+      const row = page.locator(`tr[data-owner="${owner}"]`)
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/workers`)
+        await row.waitFor({ timeout: 10_000 })
+        assert.strictEqual(await row.locator(".badge.gone").count(), 0, "alive: not gone")
+      })
+      worker.child.kill("SIGKILL")
+      yield* promise(() => worker.exited)
+      // No shutdown retired its row: it expires, by the database's clock.
+      const dead = yield* eventually("its registry row expires", Effect.map(registryRow, (r) => r?.expired === true && r), "30 seconds")
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/?dead#/workers`)
+        await row.locator(".badge.gone").waitFor({ timeout: 10_000 })
+        const cells = await rowCells(page, `tr[data-owner="${owner}"]`)
+        assert.strictEqual(cells[2], String(pid))
+        assert.match(cells[7]!, /^gone last seen \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \(\d+ (ms|s) ago\)$/)
+        assert.strictEqual(await row.locator("td").nth(7).locator("time").getAttribute("datetime"), dead.last_heartbeat_at.toISOString(), "when it was last seen")
+        assert.deepStrictEqual(await layoutIssues(page), [])
+      })
+      // Ten minutes past its expiry (moved there through the database) the registry forgets it: so does the page.
+      yield* stores.sql.unsafe(`UPDATE "${stores.schema}".workers SET expires_at = expires_at - interval '11 minutes' WHERE owner = '${owner}'`)
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/?forgotten#/workers`)
+        await page.locator("tr[data-owner]").first().waitFor({ timeout: 10_000 })
+        assert.strictEqual(await row.count(), 0, "forgotten")
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
   it.live("runs: search by error text and by id, an error column, and a bulk retry of 100 failed runs confirmed with its count", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
@@ -821,8 +908,12 @@ describe("web console pages (chromium)", () => {
         assert.strictEqual(await page.locator(".bulk .muted").textContent(), "100 selected")
         await shot(page, "runs")
         await page.getByRole("button", { name: "Retry selected" }).click()
-        assert.include(await page.locator(".bulk [role=group]").textContent(), "Retry 100 runs?")
-        assert.strictEqual(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent), "Yes, retry 100 runs")
+        // The confirmation's own element and its text; then focus on its "Yes", which moves there in
+        // an effect after the render: read before it, the focused element is the body (the whole page).
+        const confirm = page.getByRole("group", { name: "Confirm: Retry selected" })
+        await confirm.getByText("Retry 100 runs?").waitFor({ timeout: 10_000 })
+        const yes = confirm.getByRole("button", { name: "Yes, retry 100 runs", exact: true })
+        await page.waitForFunction((button) => (globalThis as any).document.activeElement === button, await yes.elementHandle(), { timeout: 10_000 })
         await page.keyboard.press("Enter")
         await page.locator("main .form-message", { hasText: "Retried 100 runs." }).waitFor({ timeout: 10_000 })
       })
@@ -969,6 +1060,11 @@ describe("web console pages (chromium)", () => {
         const amount = card.getByLabel("Amount", { exact: true })
         assert.strictEqual(await amount.getAttribute("type"), "number")
         assert.strictEqual(await card.getByLabel("Reason (optional)").count(), 1)
+        // A plain string of the schema is a one-line text field, not a textarea.
+        assert.deepStrictEqual(
+          await card.getByLabel("Reason (optional)").evaluate((field: any) => [field.tagName, field.getAttribute("type")]),
+          ["INPUT", "text"]
+        )
         assert.strictEqual(await card.getByLabel("Note (optional)").count(), 0, "the schema's fields, not the default form's")
         // Nothing typed: refused in the page, nothing sent.
         await card.getByRole("button", { name: "Approve" }).click()
@@ -983,6 +1079,92 @@ describe("web console pages (chromium)", () => {
       })
       const done = yield* eventually("the payout completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run), "20 seconds")
       assert.deepStrictEqual(done.result, { order: "P-9", decision: { _tag: "Signalled", payload: { approved: true, amount: 12.5, reason: "partial" } } })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+})
+
+// One of the server's callback secrets (`startServer`'s default): the URLs this handler signs verify there.
+const linkCallbacks = Effect.runSync(Callbacks.make(callbacksOptions({})))
+
+/** A handler that keeps its signed callback URL in its checkpoint, as the HTTP guide's example once did. */
+const payByLink = Handler.make({
+  kind: "pay-by-link",
+  payload: Schema.Struct({ order: Schema.String }),
+  signals: { approval: Schema.Struct({ approved: Schema.Boolean }) },
+  handle: ({ order }) =>
+    Effect.gen(function*() {
+      const url = yield* Callback.url("approval", { expiresIn: "1 hour" })
+      yield* Run.checkpoint({ url, message: `ask the approver of ${order} to POST to ${url}` })
+      return yield* Run.awaitSignal("approval")
+    }).pipe(Effect.provideService(Callbacks.Callbacks, linkCallbacks))
+})
+
+describe("signed URLs on the console (chromium)", () => {
+  it.live("a checkpointed signed URL is masked in read answers and on every console page, read-only included; a writer copies it whole and it resumes the run", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ handlers: [payByLink] })
+      const [enqueued] = yield* stores.b.enqueue([{ kind: "pay-by-link", payload: { order: "L-1" } }])
+      const runId = enqueued!.id
+      yield* eventually("the run suspends with its URL checkpointed", Effect.map(readRun(stores, runId), (run) => run.state === "suspended"), "30 seconds")
+      const [row] = yield* stores.sql.unsafe<{ checkpoint: { url: string } }>(`SELECT checkpoint FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`)
+      const url = row!.checkpoint.url
+      const sig = new URL(url).searchParams.get("sig") ?? ""
+      assert.isAbove(sig.length, 20, `a signed URL: ${url}`)
+      const noSignature = (text: string, where: string) => {
+        assert.notInclude(text, sig, `${where} shows the signature`)
+        assert.notInclude(text, url, `${where} shows the signed URL`)
+      }
+
+      // A read-only server over the same store: its answers and its console mask the URL, and refuse it whole.
+      const readOnly = yield* startServer(stores, { handlers: [...SampleTasks.handlers, payByLink], readOnly: true })
+      yield* promise(async () => {
+        for (const path of [`/api/runs/${runId}`, "/api/runs?state=suspended", "/api/runs"]) {
+          const answer = await fetch(`${readOnly.origin}${path}`)
+          assert.strictEqual(answer.status, 200, path)
+          const text = await answer.text()
+          noSignature(text, `read-only ${path}`)
+          assert.include(text, "sig=masked", path)
+        }
+        const refused = await fetch(`${readOnly.origin}/api/runs/${runId}/signed-urls`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+        assert.strictEqual(refused.status, 403, "a read-only server never gives the URL whole")
+        const other = await page.context().browser()!.newPage({ viewport: { width: 1280, height: 900 } })
+        try {
+          for (const [route, ready] of [[`#/runs/${runId}`, "section[aria-labelledby=signed-urls] li"], ["#/approvals", `article.approval[data-run-id="${runId}"]`], ["#/runs", `tr[data-run-id="${runId}"]`]] as const) {
+            await other.goto(`${readOnly.origin}/${route}`)
+            await other.locator(ready).first().waitFor({ timeout: 10_000 })
+            noSignature(await other.content(), `the read-only console's ${route}`)
+          }
+          await other.goto(`${readOnly.origin}/#/runs/${runId}`)
+          await other.locator("section[aria-labelledby=signed-urls] li").waitFor({ timeout: 10_000 })
+          assert.strictEqual(await other.locator("section[aria-labelledby=signed-urls] button").count(), 0, "no Copy when read-only")
+        } finally {
+          await other.close()
+        }
+      })
+
+      // With write access: masked on every page too, and "Copy" puts the whole URL on the clipboard only.
+      const copied = yield* promise(async () => {
+        await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl })
+        for (const [route, ready] of [["#/approvals", `article.approval[data-run-id="${runId}"]`], ["#/runs", `tr[data-run-id="${runId}"]`]] as const) {
+          await page.goto(`${baseUrl}/${route}`)
+          await page.locator(ready).first().waitFor({ timeout: 10_000 })
+          noSignature(await page.content(), `the console's ${route}`)
+        }
+        await page.goto(`${baseUrl}/#/runs/${runId}`)
+        const item = page.locator("section[aria-labelledby=signed-urls] li")
+        await item.waitFor({ timeout: 10_000 })
+        assert.include(await item.locator("code").textContent(), "sig=masked")
+        await item.getByRole("button", { name: "Copy" }).click()
+        await page.locator("#announcer", { hasText: "Copied the signed URL" }).waitFor({ state: "attached", timeout: 10_000 })
+        noSignature(await page.content(), "the run page after Copy")
+        return await page.evaluate(() => (globalThis as any).navigator.clipboard.readText() as Promise<string>)
+      })
+      assert.strictEqual(copied, url, "Copy gives the URL whole")
+
+      // The copied URL does what it is for: it resumes the run, which completes.
+      const resumed = yield* promise(() => fetch(at(baseUrl, copied), { method: "POST", headers: { "content-type": "application/json" }, body: `{"approved":true}` }))
+      assert.strictEqual(resumed.status, 200)
+      yield* eventually("the run resumed by the copied URL completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run.fence === 2), "30 seconds")
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 })

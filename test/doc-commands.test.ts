@@ -119,6 +119,8 @@ describe("the commands the documents show", () => {
           // The worker started in the background goes on: the run completes under its second claim.
           const shown = yield* untilCompleted(env, "1")
           assert.deepInclude(shown.run, { kind: "approve-payout", state: "completed", fence: 2, result: { _tag: "Signalled", payload: { approved: true } } })
+          // The URL went to the approver only: nothing a reader of runs sees holds it (the console, `runs show`).
+          assert.notInclude(JSON.stringify(shown), "sig=", "the run keeps no signed URL")
         } finally {
           stopGroup(shell.pid)
         }

@@ -158,6 +158,8 @@ describe("admin API access", () => {
         [`/api/runs/${id}/cancel`, {}],
         [`/api/runs/${id}/retry`, {}],
         [`/api/runs/${id}/resume`, { payload: {} }],
+        // Gives signed URLs whole: refused where only reading is allowed.
+        [`/api/runs/${id}/signed-urls`, {}],
         ["/api/tokens/t-1/resume", { payload: {} }],
         ["/api/runs/bulk/cancel", { kind: "refund" }],
         ["/api/runs/bulk/retry", { kind: "refund" }],

@@ -72,6 +72,7 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     announceWorker: () => Effect.void,
     retireWorker: () => Effect.succeed(true),
     workers: Effect.die(new Error("not used by this measure")),
+    goneWorkers: Effect.die(new Error("not used by this measure")),
     activity: () => Effect.die(new Error("not used by this measure")),
     keyUsage: () => Effect.die(new Error("not used by this measure")),
     notifications: Stream.never

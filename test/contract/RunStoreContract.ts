@@ -1137,9 +1137,16 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.announceWorker(announcement("w-a", 2))
           yield* passTime("20 seconds")
           assert.deepStrictEqual((yield* store.workers).map((w) => w.owner), ["w-a"], "w-b missed its ttl; w-a announced since")
+          // Dead, not retired: listed as gone, with when it was last seen, until the registry forgets it.
+          const gone = yield* store.goneWorkers
+          assert.deepStrictEqual(gone.map((w) => [w.owner, w.runsHeld]), [["w-b", 0]], "w-b is gone")
+          assert.isBelow(gone[0]!.lastHeartbeatAt.getTime(), gone[0]!.expiresAt.getTime())
           assert.isTrue(yield* store.retireWorker("w-a"))
           assert.isFalse(yield* store.retireWorker("w-a"))
           assert.deepStrictEqual(yield* store.workers, [])
+          assert.deepStrictEqual((yield* store.goneWorkers).map((w) => w.owner), ["w-b"], "a retired worker is not gone: it stopped")
+          yield* passTime("11 minutes")
+          assert.deepStrictEqual(yield* store.goneWorkers, [], "forgotten 10 minutes past its expiry")
         }))
 
       test("runs are found by id, concurrency key, error text (any case, wildcards literal) and creation time; a bulk retry by ids takes only those", ({ store }) =>

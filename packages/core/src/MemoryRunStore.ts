@@ -248,6 +248,7 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     announceWorker: (announcement) => apply((now) => workers.announce(announcement, now)),
     retireWorker: (owner) => apply(() => workers.retire(owner)),
     workers: apply((now) => workers.list(now)),
+    goneWorkers: apply((now) => workers.gone(now)),
     activity: (request) =>
       Effect.andThen(Activity.check(request), apply((now) => Operators.activity(state.runs.values(), state.events, now, request))),
     keyUsage: (scope, name, top) => apply((now) => Operators.keyUsage(state.runs.values(), scope, name, top, now)),

@@ -368,6 +368,6 @@ export interface WorkerInfo {
   readonly startedAt: Date
   /** Its last announcement, by the store's clock. */
   readonly lastHeartbeatAt: Date
-  /** When it stops being listed unless it announces itself again, by the store's clock. */
+  /** When it stops being listed as alive (and starts being listed as gone) unless it announces itself again, by the store's clock. */
   readonly expiresAt: Date
 }

@@ -378,6 +378,12 @@ export class RunStore extends Context.Service<RunStore, {
   /** The workers alive now (announced within their ttl, by the store's clock), by owner. */
   readonly workers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
   /**
+   * The workers that died (their ttl passed without an announcement, and they did not retire) and
+   * that the registry still remembers (up to 10 minutes past their expiry), by owner: what a
+   * worker killed with `kill -9` leaves, for operators to see it gone and when it was last seen.
+   */
+  readonly goneWorkers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
+  /**
    * Completions, failures and wait / run time percentiles per queue and minute over the last
    * minutes (`Activity`), read from the runs that finished in that window only (bounded by
    * `ActivityRequest.maxRuns`), never from the whole table.

@@ -4,8 +4,9 @@
  * workers too, not only the owners of live leases. One row per worker, written in place: the
  * store's row is not indexed by anything the heartbeat changes, so a refresh is a HOT update
  * (PgRunStore, migration `0019_worker_registry`) and nothing counts up per run. A worker that stops
- * removes its row; one that dies stops being listed once its `ttl` passes, and its row is deleted
- * by another worker's next announcement.
+ * removes its row; one that dies stops being listed as alive once its `ttl` passes (`RunStore.workers`),
+ * is listed as gone (`RunStore.goneWorkers`) for 10 minutes more, and its row is then deleted by
+ * another worker's next announcement.
  *
  * @since 0.1.0
  */

@@ -46,6 +46,7 @@ import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
 import * as Queues from "./internal/Queues.js"
 import * as RunSearch from "./internal/RunSearch.js"
+import * as SignedUrls from "./internal/SignedUrls.js"
 import { encodeDecision, personDeferred, withSignalSchema } from "./internal/SignalSchemas.js"
 import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
@@ -342,6 +343,34 @@ export const layer = (options: AdminOptions) =>
     const withWorkflow = (run: RunRecord, views: Map<string, ReadonlyArray<{ readonly name: string; readonly forPerson: boolean }>>) =>
       isWorkflowRun(run) ? { ...run, workflow: { execution: run.idempotencyKey, awaiting: views.get(run.idempotencyKey!) ?? [] } } : run
 
+    /** A run with its history read into attempts, suspensions and refused writes, its journal and children. */
+    const runDetail = (id: string) =>
+      Effect.gen(function*() {
+        const store = yield* RunStore
+        const run = yield* store.get(id)
+        const events = yield* store.history(id)
+        const views = yield* workflowViews([run])
+        const journal = isWorkflowRun(run) && options.workflows?.journal !== undefined
+          ? yield* options.workflows.journal(run.idempotencyKey!)
+          : null
+        // A workflow's children: the runs whose payload names its execution as their parent
+        // (what a child wakes when it ends), enqueued after it, so read forward from its id.
+        const children = isWorkflowRun(run)
+          ? (yield* store.list({ payload: [{ path: ["parent"], value: run.idempotencyKey! }], after: run.id, limit: maxChildrenShown }))
+            .map((child) => ({ id: child.id, kind: child.kind, state: child.state, execution: child.idempotencyKey, createdAt: child.createdAt, finishedAt: child.finishedAt }))
+            .reverse()
+          : null
+        const registry = yield* Handlers
+        // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
+        // it: the console shows this story, and the raw events beside it.
+        return {
+          run: withSignalSchema(registry, deferredSchemas, withWorkflow(run, views)),
+          history: { ...RunHistory.fromEvents(events), events },
+          journal,
+          children
+        }
+      })
+
     yield* router.addAll([
       HttpRouter.route("GET", "/api/session", guard(false, (access) =>
         Effect.succeed(json(200, { csrfToken, readOnly, auth: access, traceUrl: options.traceUrl ?? null })))),
@@ -387,14 +416,14 @@ export const layer = (options: AdminOptions) =>
           // `next`: the cursor of the older page (the last id of a full page).
           const next = runs.length === pageSize ? runs.at(-1)!.id : null
           const registry = yield* Handlers
-          return json(200, {
+          return json(200, SignedUrls.mask({
             runs: runs.map((run) => withSignalSchema(registry, deferredSchemas, withWorkflow(run, views))),
             limit: pageSize,
             offset,
             before: before ?? null,
             after: after ?? null,
             next
-          })
+          }).value)
         }))),
 
       HttpRouter.route("POST", "/api/runs", guard(true, () =>
@@ -408,32 +437,19 @@ export const layer = (options: AdminOptions) =>
           return json(enqueued.created ? 201 : 200, enqueued)
         }))),
 
+      // Signatures masked: a read must not hand out what resumes a run (SignedUrls).
       HttpRouter.route("GET", "/api/runs/:id", guard(false, () =>
         Effect.gen(function*() {
-          const id = yield* param("id")
-          const store = yield* RunStore
-          const run = yield* store.get(id)
-          const events = yield* store.history(id)
-          const views = yield* workflowViews([run])
-          const journal = isWorkflowRun(run) && options.workflows?.journal !== undefined
-            ? yield* options.workflows.journal(run.idempotencyKey!)
-            : null
-          // A workflow's children: the runs whose payload names its execution as their parent
-          // (what a child wakes when it ends), enqueued after it, so read forward from its id.
-          const children = isWorkflowRun(run)
-            ? (yield* store.list({ payload: [{ path: ["parent"], value: run.idempotencyKey! }], after: run.id, limit: maxChildrenShown }))
-              .map((child) => ({ id: child.id, kind: child.kind, state: child.state, execution: child.idempotencyKey, createdAt: child.createdAt, finishedAt: child.finishedAt }))
-              .reverse()
-            : null
-          const registry = yield* Handlers
-          // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
-          // it: the console shows this story, and the raw events beside it.
-          return json(200, {
-            run: withSignalSchema(registry, deferredSchemas, withWorkflow(run, views)),
-            history: { ...RunHistory.fromEvents(events), events },
-            journal,
-            children
-          })
+          const { urls, value } = SignedUrls.mask(yield* runDetail(yield* param("id")))
+          return json(200, { ...(value as object), signedUrls: urls.map((u) => u.masked) })
+        }))),
+
+      // The run's signed URLs whole, each beside its masked form: a write, so read-only servers
+      // refuse it and a browser sends the CSRF header (the console's "Copy" on a run page).
+      HttpRouter.route("POST", "/api/runs/:id/signed-urls", guard(true, () =>
+        Effect.gen(function*() {
+          const { urls } = SignedUrls.mask(yield* runDetail(yield* param("id")))
+          return json(200, { urls })
         }))),
 
       HttpRouter.route("POST", "/api/runs/:id/cancel", guard(true, () =>
@@ -543,7 +559,7 @@ export const layer = (options: AdminOptions) =>
                 lastRun: lastRun === undefined ? null : { id: lastRun.id, state: lastRun.state, finishedAt: lastRun.finishedAt }
               }
             }))
-          return json(200, { schedules })
+          return json(200, SignedUrls.mask({ schedules }).value)
         }))),
 
       HttpRouter.route("PUT", "/api/schedules/:name", guard(true, () =>
@@ -590,12 +606,14 @@ export const layer = (options: AdminOptions) =>
         }))),
 
       // Every worker process the registry lists (idle ones too), each with the leases it holds;
-      // then owners of live leases that no registry row names (a claim made by hand, a worker of
-      // an older version), with `registered: false`.
+      // then the dead ones it still remembers (`gone: true`: killed, never retired), so a worker
+      // killed with SIGKILL does not vanish without a trace; then owners of live leases that no
+      // registry row names (a claim made by hand, a worker of an older version), `registered: false`.
       HttpRouter.route("GET", "/api/workers", guard(false, () =>
         Effect.gen(function*() {
           const store = yield* RunStore
-          const [leases, registered] = yield* Effect.all([store.leases, store.workers])
+          const [leases, alive, gone] = yield* Effect.all([store.leases, store.workers, store.goneWorkers])
+          const registered = [...alive.map((w) => ({ ...w, gone: false })), ...gone.map((w) => ({ ...w, gone: true }))]
           const byOwner = new Map<string, Array<LiveLease>>()
           for (const lease of leases) byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease])
           const known = new Set(registered.map((w) => w.owner))

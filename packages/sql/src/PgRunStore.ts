@@ -237,6 +237,7 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     announceWorker: (announcement) => refail("announce worker")(operators.announceWorker(sql, s, announcement)),
     retireWorker: (owner) => refail("retire worker")(operators.retireWorker(sql, s, owner)),
     workers: refail("workers")(operators.workers(sql, s)),
+    goneWorkers: refail("gone workers")(operators.workers(sql, s, "gone")),
     activity: (request) => Effect.andThen(Activity.check(request), refail("activity")(operators.activity(sql, s, request))),
     keyUsage: (scope, name, top) => refail("key usage")(operators.keyUsage(sql, s, scope, name, top)),
     notifications: Stream.merge(notifications, Stream.fromPubSub(wakes))

@@ -109,6 +109,8 @@ export interface RunDetail {
   readonly journal: ReadonlyArray<JournalEntry> | null
   /** A workflow run's child workflows (their runs), oldest first; null for other runs. */
   readonly children?: ReadonlyArray<ChildRun> | null
+  /** The signed URLs the run holds, as shown (signature masked); `POST .../signed-urls` gives them whole. */
+  readonly signedUrls?: ReadonlyArray<string>
 }
 
 export interface ChildRun {
@@ -143,6 +145,8 @@ export interface Worker {
   readonly startedAt?: string
   readonly lastHeartbeatAt?: string
   readonly expiresAt?: string
+  /** Dead (its heartbeat stopped, it never retired) and still remembered by the registry. */
+  readonly gone?: boolean
   readonly leases: ReadonlyArray<Lease>
 }
 

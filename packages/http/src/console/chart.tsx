@@ -5,8 +5,17 @@ import { Fragment, h } from "./vendor/preact.js"
 import type { Activity, Percentiles } from "./api.js"
 import { duration } from "./format.js"
 
+// The drawing's units: about the pixels of a chart in a two-column grid at 1,280 px, so its 12-unit
+// labels read at about their size. The plot sits inside margins that hold the y scale (left) and
+// the x labels (below), so no label is cut at the drawing's edge.
 const width = 600
-const height = 120
+const plotTop = 10
+const plotLeft = 60
+const plotRight = width - 20
+const plotBottom = 200
+const height = plotBottom + 26
+const plotWidth = plotRight - plotLeft
+const plotHeight = plotBottom - plotTop
 const minuteMs = 60_000
 
 interface Minute {
@@ -49,36 +58,61 @@ export const minutes = (activity: Activity, queue: string | null): Array<Minute>
   return slots
 }
 
-const hhmm = (date: Date) => date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+const hhmm = (date: Date) => date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" })
 
-/** Labels under every tenth slot or so. */
+/** The middle of slot `i` of `slot` units. */
+const center = (i: number, slot: number) => plotLeft + i * slot + slot / 2
+
+/** Labels under about six slots, the first one's included. */
 const axis = (slots: ReadonlyArray<Minute>, slot: number) => {
   const every = Math.max(1, Math.ceil(slots.length / 6))
   return slots.map((m, i) =>
     i % every === 0
-      ? <text key={`t${i}`} x={i * slot + slot / 2} y={height + 15} text-anchor="middle" class="axis">{hhmm(m.at)}</text>
+      ? <text key={`t${i}`} x={center(i, slot)} y={height - 8} text-anchor="middle" class="axis">{hhmm(m.at)}</text>
       : null
   )
 }
 
+/** The y scale: 0, the middle and the top of the plot, each with its grid line; `label` writes a value. */
+const yScale = (max: number, label: (value: number) => string) =>
+  [0, max / 2, max].map((value, i) => {
+    const y = plotBottom - (value / max) * plotHeight
+    return (
+      <Fragment key={`y${i}`}>
+        <line x1={plotLeft} x2={plotRight} y1={y} y2={y} class="grid" />
+        <text x={plotLeft - 6} y={y + 4} text-anchor="end" class="axis axis-y">{label(value)}</text>
+      </Fragment>
+    )
+  })
+
+/** A time for the y scale, short enough for its margin: one unit, at most one decimal. */
+const short = (ms: number) => {
+  const [value, unit] = ms < 1000 ? [ms, "ms"] : ms < 60_000 ? [ms / 1000, "s"] : ms < 3_600_000 ? [ms / 60_000, "min"] : [ms / 3_600_000, "h"]
+  return `${Number(value.toFixed(value < 10 && unit !== "ms" ? 1 : 0))} ${unit}`
+}
+
+/** A count for the y scale: whole numbers, a half shown as such. */
+const count = (n: number) => (Number.isInteger(n) ? String(n) : n.toFixed(1))
+
 export const FinishedChart = ({ slots, note }: { readonly slots: ReadonlyArray<Minute>; readonly note: string }) => {
   const max = Math.max(1, ...slots.map((b) => b.completed + b.failed))
-  const slot = width / Math.max(1, slots.length)
+  const slot = plotWidth / Math.max(1, slots.length)
   const total = slots.reduce((sum, b) => sum + b.completed + b.failed, 0)
   const failed = slots.reduce((sum, b) => sum + b.failed, 0)
   return (
     <figure class="chart-box">
-      <svg viewBox={`0 0 ${width} ${height + 20}`} role="img" class="chart" data-chart="finished"
+      <svg viewBox={`0 0 ${width} ${height}`} role="img" class="chart" data-chart="finished"
         aria-label={`${total} runs finished in the last ${slots.length} minutes`}>
+        {yScale(max, count)}
         {slots.map((b, i) => {
-          const ch = (b.completed / max) * (height - 16)
-          const fh = (b.failed / max) * (height - 16)
-          const x = i * slot + slot * 0.1
+          const ch = (b.completed / max) * plotHeight
+          const fh = (b.failed / max) * plotHeight
+          const x = plotLeft + i * slot + slot * 0.1
           const label = `${hhmm(b.at)}: ${b.completed} completed, ${b.failed} failed`
           return (
             <g key={i}>
-              <rect x={x} y={height - ch} width={slot * 0.8} height={ch} class="bar-completed"><title>{label}</title></rect>
-              <rect x={x} y={height - ch - fh} width={slot * 0.8} height={fh} class="bar-failed"><title>{label}</title></rect>
+              <rect x={x} y={plotBottom - ch} width={slot * 0.8} height={ch} class="bar-completed"><title>{label}</title></rect>
+              <rect x={x} y={plotBottom - ch - fh} width={slot * 0.8} height={fh} class="bar-failed"><title>{label}</title></rect>
             </g>
           )
         })}
@@ -100,34 +134,34 @@ export const LatencyChart = ({ slots, pick, what }: {
 }) => {
   const values = slots.map(pick)
   const max = Math.max(1, ...values.map((v) => v?.p95 ?? 0))
-  const slot = width / Math.max(1, slots.length)
-  const y = (ms: number) => height - (ms / max) * (height - 16)
+  const slot = plotWidth / Math.max(1, slots.length)
+  const y = (ms: number) => plotBottom - (ms / max) * plotHeight
   const line = (key: "p50" | "p95") => {
     const parts: Array<string> = []
     values.forEach((v, i) => {
       if (v === null) return
       const prev = i > 0 ? values[i - 1] : null
-      parts.push(`${prev === null || prev === undefined ? "M" : "L"}${(i * slot + slot / 2).toFixed(1)},${y(v[key]).toFixed(1)}`)
+      parts.push(`${prev === null || prev === undefined ? "M" : "L"}${center(i, slot).toFixed(1)},${y(v[key]).toFixed(1)}`)
     })
     return parts.join(" ")
   }
   const latest = [...values].reverse().find((v) => v !== null) ?? null
   return (
     <figure class="chart-box">
-      <svg viewBox={`0 0 ${width} ${height + 20}`} role="img" class="chart" data-chart={what}
+      <svg viewBox={`0 0 ${width} ${height}`} role="img" class="chart" data-chart={what}
         aria-label={latest === null ? `No ${what} in the window` : `${what}: latest p50 ${duration(latest.p50)}, p95 ${duration(latest.p95)}; highest p95 ${duration(max)}`}>
+        {yScale(max, short)}
         <path d={line("p95")} class="line-p95" />
         <path d={line("p50")} class="line-p50" />
         {values.map((v, i) =>
           v === null ? null : (
             <Fragment key={i}>
-              <circle cx={i * slot + slot / 2} cy={y(v.p95)} r={2.5} class="dot-p95">
+              <circle cx={center(i, slot)} cy={y(v.p95)} r={2.5} class="dot-p95">
                 <title>{`${hhmm(slots[i]!.at)}: p50 ${duration(v.p50)}, p95 ${duration(v.p95)}, p99 ${duration(v.p99)}`}</title>
               </circle>
             </Fragment>
           )
         )}
-        <text x={4} y={12} class="axis">{duration(max)}</text>
         {axis(slots, slot)}
       </svg>
       <figcaption class="muted">

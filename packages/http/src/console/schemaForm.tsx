@@ -203,6 +203,11 @@ export const DecisionForm = ({ run, onDone }: { readonly run: Run; readonly onDo
                   {k.options.map((o) => <option key={o} value={o}>{o}</option>)}
                 </select>
               )
+              // A schema's string is one line of text; JSON, and the default form's free note, take several.
+              : k.type === "string" && fromSchema
+              ? <input type="text" {...common} value={text} required={field.required}
+                minLength={k.minLength} maxLength={k.maxLength}
+                onInput={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLInputElement).value })} />
               : k.type === "string" || k.type === "json"
               ? <textarea rows={k.type === "json" ? 3 : 2} {...common} value={text} required={field.required}
                 onInput={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLTextAreaElement).value })} />

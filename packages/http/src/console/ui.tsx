@@ -77,9 +77,10 @@ export const Loading = <A,>({ loaded, children }: { readonly loaded: Loaded<A>; 
 export const Time = ({ at, now }: { readonly at: string | null | undefined; readonly now?: number }) => {
   const date = parseDate(at)
   if (date === null) return <span class="muted">—</span>
+  const [day, clock] = dateTime(date).split(" ")
   return (
     <time dateTime={date.toISOString()} title={date.toISOString()}>
-      <span class="abs">{dateTime(date)}</span> <span class="rel">({relative(date, now)})</span>
+      <span class="abs"><span class="day">{day}</span> <span class="clock">{clock}</span></span> <span class="rel">({relative(date, now)})</span>
     </time>
   )
 }

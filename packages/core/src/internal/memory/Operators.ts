@@ -32,8 +32,17 @@ export class Workers {
   }
 
   list(now: number): Array<WorkerInfo> {
+    return this.infos((row) => row.expiresAt > now)
+  }
+
+  /** Rows past their expiry that the registry still keeps (as the statement's `gone` reads them). */
+  gone(now: number): Array<WorkerInfo> {
+    return this.infos((row) => row.expiresAt <= now && row.expiresAt >= now - agedOutMs)
+  }
+
+  private infos(keep: (row: WorkerRow) => boolean): Array<WorkerInfo> {
     return [...this.rows.values()]
-      .filter((row) => row.expiresAt > now)
+      .filter(keep)
       .sort((a, b) => order(a.announcement.owner, b.announcement.owner))
       .map(({ announcement: a, expiresAt, lastHeartbeatAt }) => ({
         owner: a.owner,
@@ -51,7 +60,7 @@ export class Workers {
   }
 }
 
-/** How long past its expiry a dead worker's row is kept (shown nowhere, deleted after). */
+/** How long past its expiry a dead worker's row is kept (listed as gone, deleted after). */
 export const agedOutMs = 10 * 60_000
 
 /** The latest claim of each run, from its history (the Postgres row keeps it as `claimed_at`). */

@@ -22,7 +22,7 @@ const exitText = (exit: unknown): { readonly outcome: string; readonly value: un
 export const RunPage = ({ id }: { readonly id: string }) => {
   const loaded = useLoad(async () => {
     const [detail, session] = await Promise.all([get<RunDetail>(runPath(id)), getSession().catch((): Session | null => null)])
-    return { detail, traceUrl: session?.traceUrl ?? null }
+    return { detail, traceUrl: session?.traceUrl ?? null, readOnly: session?.readOnly ?? true }
   }, `run/${id}`)
   const [failure, setFailure] = useState<unknown>(undefined)
   const lastState = useRef<string | undefined>(undefined)
@@ -57,7 +57,7 @@ export const RunPage = ({ id }: { readonly id: string }) => {
       {failure !== undefined ? <ErrorBox error={failure} /> : null}
       <div class="stack">
         <Loading loaded={loaded}>
-          {({ detail: { children, history, journal, run }, traceUrl }) => {
+          {({ detail: { children, history, journal, run, signedUrls }, readOnly, traceUrl }) => {
             const last = history.attempts.at(-1)
             const first = history.attempts[0]
             const ids = traceIds(run.traceParent)
@@ -154,7 +154,7 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                         <td><Time at={a.end} /></td>
                         <td class="num nowrap">{duration(between(a.start, a.end))}</td>
                         <td><span class={`outcome outcome-${String(a.outcome).replace(/[^a-z_]/g, "")}`}>{String(a.outcome).replace(/_/g, " ")}</span></td>
-                        <td>{a.detail ?? ""}</td>
+                        <td class="text">{a.detail ?? ""}</td>
                       </tr>
                     ))}
                   </Table>
@@ -197,6 +197,18 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                     </Table>
                   </Section>
                 ) : null}
+                {signedUrls !== undefined && signedUrls.length > 0 ? (
+                  <Section id="signed-urls" title="Signed URLs">
+                    <p class="muted">
+                      {readOnly
+                        ? "Their signatures are masked: whoever holds one can resume the run. Copying one needs write access."
+                        : "Their signatures are masked: whoever holds one can resume the run. Copy asks the server for the whole URL."}
+                    </p>
+                    <ul class="signed-urls">
+                      {signedUrls.map((masked) => <li key={masked}><code class="inline-json">{masked}</code>{readOnly ? null : <CopySignedUrl runId={run.id} masked={masked} />}</li>)}
+                    </ul>
+                  </Section>
+                ) : null}
                 <Section id="checkpoint" title="Checkpoint"><Json value={run.checkpoint} label="Checkpoint" /></Section>
                 <Section id="payload" title="Payload"><Json value={run.payload} label="Payload" /></Section>
                 {run.error !== null && run.error !== undefined
@@ -222,6 +234,39 @@ export const RunPage = ({ id }: { readonly id: string }) => {
           }}
         </Loading>
       </div>
+    </Fragment>
+  )
+}
+
+/**
+ * Copies one signed URL whole to the clipboard: asked of the server (a write: CSRF, refused when
+ * read-only) at the click, so the page never holds it. Where the clipboard is not available (a page
+ * not served from a secure origin), the URL is shown in a selected field for this person to copy.
+ */
+const CopySignedUrl = ({ runId, masked }: { readonly runId: string; readonly masked: string }) => {
+  const [failure, setFailure] = useState<unknown>(undefined)
+  const [shown, setShown] = useState<string | undefined>(undefined)
+  const field = useRef<HTMLInputElement>(null)
+  useEffect(() => field.current?.select(), [shown])
+  const copy = async () => {
+    try {
+      const answer = await post<{ urls: ReadonlyArray<{ masked: string; url: string }> }>(`${runPath(runId)}/signed-urls`)
+      const url = answer?.urls.find((u) => u.masked === masked)?.url
+      if (url === undefined) throw new Error("the run no longer holds this URL")
+      setFailure(undefined)
+      if (navigator.clipboard === undefined) return setShown(url)
+      await navigator.clipboard.writeText(url)
+      Live.announce("Copied the signed URL")
+    } catch (error) {
+      setFailure(error)
+    }
+  }
+  return (
+    <Fragment>
+      {" "}
+      <button type="button" class="secondary" onClick={() => void copy()}>Copy</button>
+      {shown !== undefined ? <input ref={field} readOnly aria-label="Signed URL" value={shown} /> : null}
+      {failure !== undefined ? <ErrorBox error={failure} /> : null}
     </Fragment>
   )
 }

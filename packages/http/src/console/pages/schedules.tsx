@@ -49,7 +49,7 @@ export const Schedules = () => {
                 </td>
                 <td><Time at={s.lastTick} /></td>
                 <td>{s.lastRun === null ? <span class="muted">—</span> : <span class="nowrap"><RunLink id={s.lastRun.id} /> <StateBadge state={s.lastRun.state} /></span>}</td>
-                <td>{missedPolicy(s)}</td>
+                <td class="text">{missedPolicy(s)}</td>
                 <td>{s.paused ? <span class="badge paused">paused</span> : <span class="badge active">active</span>}</td>
                 <td>
                   <button type="button" class={s.paused ? undefined : "secondary"} onClick={() => void toggle(s)} aria-label={`${s.paused ? "Resume" : "Pause"} schedule ${s.name}`}>

@@ -29,26 +29,31 @@ export const Workers = () => {
     <Fragment>
       <PageHeading title="Workers" />
       <p class="lede">
-        Every worker process alive (each announces itself with its heartbeat; one that stops announcing drops off), and the leases
-        each holds with the time left before another worker may reclaim the run.
+        Every worker process alive (each announces itself with its heartbeat), those gone (killed: their heartbeat stopped, with
+        when they were last seen, for 10 minutes), and the leases each holds with the time left before another worker may reclaim the run.
       </p>
       <div class="stack">
         <Loading loaded={loaded}>
           {({ fetchedAt, workers }) => (
             <Fragment>
-              <Table caption="Worker processes" hiddenCaption
+              <Table caption="Worker processes" hiddenCaption dense
                 headers={["Owner", "Host", "PID", "Version", "Queues", "Concurrency", "Runs held", "Last heartbeat", "Started"]}
                 count={workers.length} empty="No worker is running.">
                 {workers.map((w) => (
-                  <tr key={w.owner} data-owner={w.owner} class={w.registered ? undefined : "unregistered"}>
+                  <tr key={w.owner} data-owner={w.owner} class={w.gone === true ? "gone" : w.registered ? undefined : "unregistered"}>
                     <td class="mono">{w.owner}</td>
                     <td>{w.host ?? "—"}</td>
                     <td class="num">{w.pid === undefined ? "—" : String(w.pid)}</td>
                     <td class="nowrap">{w.version ?? "—"}</td>
-                    <td>{w.queues?.join(", ") ?? "—"}</td>
+                    <td>{w.queues === undefined ? "—" : <ul class="plain">{w.queues.map((q) => <li key={q}>{q}</li>)}</ul>}</td>
                     <td class="num">{w.concurrency === undefined ? "—" : String(w.concurrency)}</td>
-                    <td class="num">{w.registered ? `${w.runsHeld} of ${w.concurrency}` : `${w.leases.length} (not registered)`}</td>
-                    <td><Time at={w.lastHeartbeatAt} /></td>
+                    <td class="num wrap">{w.registered ? `${w.runsHeld} of ${w.concurrency}` : `${w.leases.length} (not registered)`}</td>
+                    <td class={w.gone === true ? "wrap" : undefined}>
+                      {w.gone === true
+                        ? <Fragment><span class="badge gone" title="Its heartbeat stopped without a shutdown: killed, or cut off">gone</span>{" last seen "}</Fragment>
+                        : null}
+                      <Time at={w.lastHeartbeatAt} />
+                    </td>
                     <td><Time at={w.startedAt} /></td>
                   </tr>
                 ))}

@@ -32,7 +32,8 @@ export const announceWorker = (sql: SqlClient.SqlClient, s: StoreSchema, a: Work
 export const retireWorker = (sql: SqlClient.SqlClient, s: StoreSchema, owner: string) =>
   Effect.map(sql`DELETE FROM ${s.workers(sql)} WHERE owner = ${owner} RETURNING owner`, (rows) => rows.length > 0)
 
-export const workers = (sql: SqlClient.SqlClient, s: StoreSchema) =>
+/** The live workers, or (`gone`) those past their expiry whose row is not aged out yet. */
+export const workers = (sql: SqlClient.SqlClient, s: StoreSchema, which: "alive" | "gone" = "alive") =>
   Effect.map(
     sql<{
       owner: string
@@ -48,7 +49,9 @@ export const workers = (sql: SqlClient.SqlClient, s: StoreSchema) =>
       expires_at: Date
     }>`
       SELECT owner, host, pid, version, queues, kinds, concurrency, runs_held, started_at, last_heartbeat_at, expires_at
-      FROM ${s.workers(sql)} WHERE expires_at > now() ORDER BY owner COLLATE "C"`,
+      FROM ${s.workers(sql)}
+      WHERE ${sql.literal(which === "alive" ? "expires_at > now()" : `expires_at <= now() AND expires_at >= now() - interval '${agedOut}'`)}
+      ORDER BY owner COLLATE "C"`,
     (rows) =>
       rows.map((r): WorkerRegistry.WorkerInfo => ({
         owner: r.owner,
