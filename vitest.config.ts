@@ -39,7 +39,8 @@ const processes = [
   "test/worker-logs.test.ts",
   "test/bench-smoke.test.ts",
   "test/pack.test.ts",
-  "test/embedded-private-dir.test.ts"
+  "test/embedded-private-dir.test.ts",
+  "test/embedded-encoding.test.ts"
 ]
 const external = [
   "test/console.browser.test.ts",
