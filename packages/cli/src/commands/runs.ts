@@ -251,6 +251,7 @@ const show = Command.make("show", {
         ` (${rateLimit.startedInWindow} started in the last interval, ${rateLimit.due} due waiting)`
       ] as const]),
       ...(run.leaseOwner === null ? [] : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
+      ...(RunJson.traceIdOf(run.traceParent) === null ? [] : [["trace", RunJson.traceIdOf(run.traceParent)!] as const]),
       ["created", Output.time(run.createdAt)],
       ["finished", Output.time(run.finishedAt)],
       ["payload", Output.brief(run.payload, 100)],
