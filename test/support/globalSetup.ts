@@ -4,6 +4,7 @@
  * database runs this setup; they share one server (started by the first, stopped after the last).
  */
 import { EmbeddedPostgres } from "@leasehold/embedded"
+import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { TestProject } from "vitest/node"
@@ -26,7 +27,12 @@ const registry = globalThis as { [sharedKey]?: Shared }
 export default async function setup(project: TestProject) {
   // Node's on-disk compile cache for every process the tests start (the CLI, worker processes, the
   // benchmark), as the installed launcher enables it: each would otherwise compile the same modules.
-  process.env.NODE_COMPILE_CACHE ??= path.join(os.tmpdir(), "leasehold-test-compile-cache")
+  // A folder of this run's own: a fixed name in the shared temporary folder may be another user's.
+  if (process.env.NODE_COMPILE_CACHE === undefined) {
+    const cache = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-compile-cache-"))
+    process.env.NODE_COMPILE_CACHE = cache
+    process.once("exit", () => fs.rmSync(cache, { recursive: true, force: true }))
+  }
   const configured = process.env.DATABASE_URL
   if (configured !== undefined && configured !== "") {
     project.provide("databaseUrl", configured)
