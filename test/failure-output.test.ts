@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url"
 
 const repo = fileURLToPath(new URL("..", import.meta.url))
 const vitest = fileURLToPath(new URL("../node_modules/vitest/vitest.mjs", import.meta.url))
-const config = fileURLToPath(new URL("./fixtures/failure-output/vitest.config.ts", import.meta.url))
+const config = fileURLToPath(new URL("./fixtures/failure-output/vitest.config.mjs", import.meta.url))
 
 const runFixture = Effect.promise(() =>
   new Promise<{ code: number | null; output: string }>((resolve, reject) => {
