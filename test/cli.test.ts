@@ -369,6 +369,36 @@ describe("leasehold runs", () => {
       assert.strictEqual(parse(yield* leasehold(["runs", "show", plain.id, "--json", ...connection(schema)])).run.traceId, null)
     }))
 
+  it.live("runs show: a pending run no live worker would claim says so; once one serves its queue and kind, it counts it", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const [{ id }] = (yield* store.enqueue([{ kind: "k", payload: {}, queue: "nobody" }])) as unknown as [{ id: string }]
+      // A worker serving the queue, but not the kind, would not claim it either.
+      const announce = (owner: string, kinds: ReadonlyArray<string>) =>
+        store.announceWorker({
+          owner,
+          host: "h",
+          pid: 1,
+          version: "0",
+          queues: ["nobody"],
+          kinds,
+          concurrency: 1,
+          runsHeld: 0,
+          startedAt: new Date(),
+          ttl: Duration.minutes(1)
+        })
+      yield* announce("other-kinds", ["other"])
+      const unserved = yield* leasehold(["runs", "show", id, ...connection(schema)])
+      assertOk(unserved)
+      assert.match(unserved.stdout, /^workers\s+none: no live worker serves queue nobody with kind k, so nothing will claim it$/m)
+      assert.strictEqual(parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)])).run.workersServing, 0)
+      yield* announce("serving", ["k"])
+      const served = yield* leasehold(["runs", "show", id, ...connection(schema)])
+      assert.notMatch(served.stdout, /^workers\s/m)
+      assert.strictEqual(parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)])).run.workersServing, 1)
+    }))
+
   it.live("runs show: attempts with fence and owner, the suspension and its resume, rejected stale writes", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")
