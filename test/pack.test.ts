@@ -22,6 +22,8 @@ const packages = ["core", "embedded", "sql", "http", "cli", "workflow"] as const
 
 interface Result {
   readonly code: number | null
+  /** Set when the child was killed for taking longer than its timeout. */
+  readonly timedOutMs?: number
   readonly stdout: string
   readonly stderr: string
 }
@@ -53,19 +55,29 @@ const run = (
     let stderr = ""
     child.stdout.on("data", (chunk) => (stdout += chunk))
     child.stderr.on("data", (chunk) => (stderr += chunk))
-    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000)
+    const timeoutMs = options.timeoutMs ?? 60_000
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      child.kill("SIGKILL")
+    }, timeoutMs)
     child.on("error", (error) => {
       clearTimeout(timer)
       reject(error)
     })
     child.on("close", (code) => {
       clearTimeout(timer)
-      resolve({ code, stdout, stderr })
+      resolve(timedOut ? { code, stdout, stderr, timedOutMs: timeoutMs } : { code, stdout, stderr })
     })
   })
 
+// The output's tail: what the command was doing when it failed or was killed.
 const assertExit0 = (what: string, result: Result) =>
-  assert.strictEqual(result.code, 0, `${what} failed:\n${result.stdout}\n${result.stderr}`)
+  assert.strictEqual(
+    result.code,
+    0,
+    `${what} ${result.timedOutMs === undefined ? "failed" : `was killed after ${result.timedOutMs / 1000} s`}:\n${result.stdout.slice(-4000)}\n${result.stderr.slice(-4000)}`
+  )
 
 const readJson = (file: string) => JSON.parse(fs.readFileSync(file, "utf8"))
 
