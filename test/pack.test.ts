@@ -137,6 +137,8 @@ describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
         "--no-audit",
         "--no-fund",
         "--no-package-lock",
+        // Each fetch and how long it took, in the output a failure or a kill prints.
+        "--loglevel=http",
         ...packages.map((p) => tarballs.get(`@leasehold/${p}`)!),
         ...[...peers].map(([name, version]) => `${name}@${version}`)
       ],
