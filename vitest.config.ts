@@ -39,7 +39,9 @@ const processes = [
   "test/worker-logs.test.ts",
   "test/bench-smoke.test.ts",
   "test/pack.test.ts",
-  "test/embedded-private-dir.test.ts"
+  "test/embedded-private-dir.test.ts",
+  "test/embedded-encoding.test.ts",
+  "test/failure-output.test.ts"
 ]
 const external = [
   "test/console.browser.test.ts",
@@ -66,6 +68,11 @@ export default defineConfig({
     // Two cores: the database and the workers share them. One pool for all projects.
     maxWorkers: 2,
     reporters: ["default", "./test/support/skipsReporter.ts"],
+    // A database error is reported as one line with the server's message, not serialized whole.
+    setupFiles: ["./test/support/errorOutput.ts"],
+    // @effect/vitest also logs a failed test's error whole, fields and causes: for a database error
+    // the report above says it in one line already.
+    onConsoleLog: (log) => !/^\S* ?\[[\d:.]+\] ERROR \(#\d+\): Error \[effect\/sql\/SqlError\]/.test(log.trimStart()) && undefined,
     projects: [
       { extends: true, test: { name: "unit", include: unit } },
       {

@@ -353,6 +353,52 @@ describe("leasehold runs", () => {
       assertRejected(yield* leasehold(["runs", "list", "--limit", "0", ...connection(schema)]), 2, /--limit: "0"\. Expected: at least 1/)
     }))
 
+  it.live("runs show: a traced run's trace id, as the console shows it; none for a run not traced", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const traceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+      const [traced, plain] = (yield* store.enqueue([{ kind: "k", payload: {}, traceParent }, { kind: "k", payload: {} }])) as unknown as [{ id: string }, { id: string }]
+      const text = yield* leasehold(["runs", "show", traced.id, ...connection(schema)])
+      assertOk(text)
+      assert.match(text.stdout, /^trace\s+0af7651916cd43dd8448eb211c80319c$/m)
+      assert.strictEqual(parse(yield* leasehold(["runs", "show", traced.id, "--json", ...connection(schema)])).run.traceId, "0af7651916cd43dd8448eb211c80319c")
+      const untraced = yield* leasehold(["runs", "show", plain.id, ...connection(schema)])
+      assertOk(untraced)
+      assert.notMatch(untraced.stdout, /^trace\s/m)
+      assert.strictEqual(parse(yield* leasehold(["runs", "show", plain.id, "--json", ...connection(schema)])).run.traceId, null)
+    }))
+
+  it.live("runs show: a pending run no live worker would claim says so; once one serves its queue and kind, it counts it", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const [{ id }] = (yield* store.enqueue([{ kind: "k", payload: {}, queue: "nobody" }])) as unknown as [{ id: string }]
+      // A worker serving the queue, but not the kind, would not claim it either.
+      const announce = (owner: string, kinds: ReadonlyArray<string>) =>
+        store.announceWorker({
+          owner,
+          host: "h",
+          pid: 1,
+          version: "0",
+          queues: ["nobody"],
+          kinds,
+          concurrency: 1,
+          runsHeld: 0,
+          startedAt: new Date(),
+          ttl: Duration.minutes(1)
+        })
+      yield* announce("other-kinds", ["other"])
+      const unserved = yield* leasehold(["runs", "show", id, ...connection(schema)])
+      assertOk(unserved)
+      assert.match(unserved.stdout, /^workers\s+none: no live worker serves queue nobody with kind k, so nothing will claim it$/m)
+      assert.strictEqual(parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)])).run.workersServing, 0)
+      yield* announce("serving", ["k"])
+      const served = yield* leasehold(["runs", "show", id, ...connection(schema)])
+      assert.notMatch(served.stdout, /^workers\s/m)
+      assert.strictEqual(parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)])).run.workersServing, 1)
+    }))
+
   it.live("runs show: attempts with fence and owner, the suspension and its resume, rejected stale writes", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")

@@ -9,9 +9,11 @@ import { Handler, KeyLimits, Run } from "@leasehold/core"
 import { Callback, Callbacks } from "@leasehold/http"
 import { Duration, Effect, Schema } from "effect"
 import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type Browser, chromium, type Page } from "playwright-core"
+import { afterAll } from "vitest"
 import { background, connection } from "./support/cli.js"
 import { at, callbacksOptions, startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
@@ -58,10 +60,13 @@ const launch = Effect.acquireRelease(
 )
 
 // The README's screenshot is refreshed on request (UPDATE_SCREENSHOTS=1); otherwise the test still
-// takes it, into the temporary folder, so a plain run leaves the tree as it was.
+// takes it, into a folder of this run's own (a fixed name in the shared temporary folder may
+// already be another user's file), so a plain run leaves the tree as it was.
+const shots = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-console-shots-"))
+afterAll(() => fs.rmSync(shots, { recursive: true, force: true }))
 const screenshotPath = process.env.UPDATE_SCREENSHOTS === "1"
   ? path.resolve(import.meta.dirname, "..", "docs", "console.png")
-  : path.join(os.tmpdir(), "leasehold-console.png")
+  : path.join(shots, "console.png")
 
 /** A run's row, read straight from the database. */
 const readRun = (stores: Stores, runId: string) =>
@@ -575,12 +580,12 @@ describe("web console (chromium)", () => {
   )
 })
 
-/** A page's screenshot for the README (docs/console-<name>.png) on UPDATE_SCREENSHOTS=1, else into the temporary folder. */
+/** A page's screenshot for the README (docs/console-<name>.png) on UPDATE_SCREENSHOTS=1, else into this run's folder. */
 const shot = (page: Page, name: string) =>
   page.screenshot({
     path: process.env.UPDATE_SCREENSHOTS === "1"
       ? path.resolve(import.meta.dirname, "..", "docs", `console-${name}.png`)
-      : path.join(os.tmpdir(), `leasehold-console-${name}.png`),
+      : path.join(shots, `console-${name}.png`),
     fullPage: true
   })
 

@@ -529,13 +529,34 @@ describe("leasehold serve", () => {
       assert.strictEqual(yield* snapshot(stores), before)
     }))
 
-  it.live("missing callback secrets, or no token on a public address: one line naming the variable, exit 2", () =>
+  it.live("without callback secrets: the admin API and the console alone, saying the callback route is off", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      const noSecrets = yield* leasehold(["serve", "--port", "0", ...connection(stores.schema)], { env: { LEASEHOLD_CALLBACK_SECRETS: "" } })
-      assert.strictEqual(noSecrets.code, 2)
-      assert.match(noSecrets.stderr, /^leasehold: invalid option LEASEHOLD_CALLBACK_SECRETS: /)
-      assert.strictEqual(noSecrets.stderr.split("\n").filter((l) => l.length > 0).length, 1)
+      const { child } = yield* background(["serve", "--port", "0", ...connection(stores.schema)], {
+        env: { LEASEHOLD_ADMIN_TOKEN: token, LEASEHOLD_CALLBACK_SECRETS: "" }
+      })
+      let stdout = ""
+      child.stdout!.setEncoding("utf8").on("data", (chunk: string) => void (stdout += chunk))
+      const origin = yield* eventually("the server listens", Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1]))
+      assert.include(stdout, "(no callback route: LEASEHOLD_CALLBACK_SECRETS is not set)")
+      assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: bearer })).status, 200)
+      assert.strictEqual((yield* request(`${origin}/`, { headers: bearer })).status, 200, "the console")
+      const exp = Math.floor(Date.now() / 1000) + 60
+      assert.strictEqual((yield* postJson(callbackUrl(origin, secretNew, "999999", "approval", exp), {})).status, 404)
+    }))
+
+  it.live("callbacks only without secrets, a secret set but invalid, or no token on a public address: one line naming the variable, exit 2", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const callbacksOnly = yield* leasehold(["serve", "--port", "0", "--callbacks-only", ...connection(stores.schema)], {
+        env: { LEASEHOLD_CALLBACK_SECRETS: "" }
+      })
+      assert.strictEqual(callbacksOnly.code, 2)
+      assert.match(callbacksOnly.stderr, /^leasehold: invalid option LEASEHOLD_CALLBACK_SECRETS: /)
+      assert.strictEqual(callbacksOnly.stderr.split("\n").filter((l) => l.length > 0).length, 1)
+      const invalid = yield* leasehold(["serve", "--port", "0", ...connection(stores.schema)], { env: { LEASEHOLD_CALLBACK_SECRETS: "short" } })
+      assert.strictEqual(invalid.code, 2)
+      assert.match(invalid.stderr, /^leasehold: invalid option LEASEHOLD_CALLBACK_SECRETS: /)
       const open = yield* leasehold(["serve", "--port", "0", "--host", "0.0.0.0", ...connection(stores.schema)], {
         env: { LEASEHOLD_CALLBACK_SECRETS: secretNew, LEASEHOLD_ADMIN_TOKEN: "" }
       })

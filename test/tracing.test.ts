@@ -5,8 +5,9 @@
  * fences. With tracing off, nothing is exported for a run.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, Handler, RunStore, Telemetry } from "@leasehold/core"
+import { Client, Handler, RunStore, Telemetry, WorkerMetrics } from "@leasehold/core"
 import { Deferred, Duration, Effect, Layer, Schema, Scope } from "effect"
+import { SqlClient } from "effect/sql"
 import { FetchHttpClient } from "effect/http"
 import { Otlp } from "effect/observability"
 import { createServer } from "node:http"
@@ -29,6 +30,7 @@ interface OtlpSpan {
   readonly attributes: ReadonlyArray<{ key: string; value: OtlpValue }>
   readonly links?: ReadonlyArray<{ traceId: string; spanId: string }>
   readonly events?: ReadonlyArray<{ name: string; attributes: ReadonlyArray<{ key: string; value: OtlpValue }> }>
+  readonly status?: { readonly code?: number; readonly message?: string }
 }
 
 /** An OTLP/HTTP receiver on an ephemeral port, collecting every span posted to /v1/traces. */
@@ -266,5 +268,75 @@ describe("run tracing", () => {
       )
       assert.notStrictEqual(attempt.traceId, sent.traceId)
       assert.deepStrictEqual(attempt.links?.map((l) => [l.traceId, l.spanId]), [[sent.traceId, sent.spanId]])
+    }))
+  it.live("background work exports no trace: the metrics sampler makes none, and database spans come only inside a traced run or an enqueue", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const otlp = yield* receiver
+      const quietly = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.withTracerEnabled(effect, false)
+      // Each run reads the database itself: its statement's span belongs to its run, traced or not.
+      const reads = Handler.make({
+        kind: "reads",
+        payload: Schema.Unknown,
+        handle: () =>
+          Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            yield* sql.unsafe("SELECT 1")
+          })
+      })
+      yield* exported(otlp.url, Effect.gen(function*() {
+        yield* Effect.forkScoped(WorkerMetrics.sampler(stores.a, "50 millis"))
+        const events = yield* startWorker(stores.a, stores.sql, {
+          handlers: [reads],
+          metrics: true,
+          heartbeat: "200 millis",
+          pollInterval: "50 millis",
+          traceSampleRate: 0.5
+        })
+        for (let i = 0; i < 20; i++) yield* enqueue(stores, reads, { i })
+        yield* quietly(eventually("all completed", Effect.map(
+          stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs_now WHERE state = 'completed'`),
+          (rows) => rows[0]!.n === 20
+        )))
+        // A few more samples and heartbeats with nothing to do.
+        const beats = events.length
+        yield* quietly(eventually("later events", Effect.sync(() => events.length > beats + 5)))
+      }))
+      yield* eventually("exported", Effect.sync(() => otlp.spans.filter((s) => s.name === "leasehold.enqueue reads").length === 20), "10 seconds")
+      const byId = new Map(otlp.spans.map((s) => [s.spanId, s]))
+      const rootOf = (span: OtlpSpan): OtlpSpan => {
+        const parent = span.parentSpanId === undefined || span.parentSpanId === "" ? undefined : byId.get(span.parentSpanId)
+        return parent === undefined ? span : rootOf(parent)
+      }
+      const roots = new Set(otlp.spans.filter((s) => attribute(s, "db.system.name") !== undefined).map((s) => rootOf(s).name))
+      assert.deepStrictEqual([...roots].filter((name) => !/^(leasehold\.(run|enqueue) reads|Client\.enqueue)$/.test(name)), [], "every database span is in a run's or an enqueue's trace")
+      const traced = new Set(otlp.spans.filter((s) => s.name === "leasehold.run reads").map((s) => attribute(s, "leasehold.run_id")))
+      const selects = otlp.spans.filter((s) => attribute(s, "db.query.text") === "SELECT 1")
+      assert.isAbove(traced.size, 0)
+      assert.isBelow(traced.size, 20)
+      assert.strictEqual(selects.length, traced.size, "a handler's statement is traced when its run is, and only then")
+      assert.deepStrictEqual(otlp.spans.filter((s) => /stats|sample/i.test(s.name)).map((s) => s.name), [], "the sampler makes no span")
+    }))
+
+  it.live("an abandoned attempt's span ends with an error status naming why: a lease superseded under the handler", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const otlp = yield* receiver
+      const started = yield* Deferred.make<void>()
+      const stuck = Handler.make({ kind: "stuck", payload: Schema.Unknown, handle: () => Effect.andThen(Deferred.succeed(started, undefined), Effect.never) })
+      const id = yield* exported(otlp.url, Effect.gen(function*() {
+        const events = yield* startWorker(stores.a, stores.sql, { handlers: [stuck], ttl: "60 seconds", heartbeat: "200 millis", pollInterval: "20 seconds" })
+        const id = yield* enqueue(stores, stuck, null)
+        yield* Deferred.await(started)
+        yield* expireLease(stores, id)
+        yield* stores.b.claim({ owner: "thief", queues: ["default"], kinds: ["stuck"], limit: 1, ttl: Duration.minutes(1) })
+        yield* eventually("abandoned", Effect.sync(() => events.some((e) => e._tag === "RunSettled" && e.runId === id && e.outcome === "abandoned")))
+        return id
+      }))
+      const span = yield* eventually("the attempt's span", Effect.sync(() =>
+        otlp.spans.find((s) => s.name === "leasehold.run stuck" && attribute(s, "leasehold.run_id") === id)
+      ), "10 seconds")
+      assert.strictEqual(span.status?.code, 2, "error")
+      assert.include(span.status?.message ?? "", "superseded")
     }))
 })

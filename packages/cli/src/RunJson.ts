@@ -7,6 +7,10 @@
 import { attemptSeen, type RunEvent, type RunRecord } from "@leasehold/core"
 import { isoTime } from "./Output.js"
 
+/** The trace id of a stored W3C `traceparent` (what the console shows), or null. */
+export const traceIdOf = (traceParent: string | null): string | null =>
+  traceParent === null ? null : /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(traceParent)?.[1] ?? null
+
 /** A run as `runs list --json` and `runs show --json` print it. */
 export const run = (record: RunRecord) => ({
   id: record.id,
@@ -25,6 +29,7 @@ export const run = (record: RunRecord) => ({
     ? null
     : { name: record.signalName, token: record.signalToken, deadline: isoTime(record.suspendDeadline) },
   signals: record.signals,
+  traceId: traceIdOf(record.traceParent),
   idempotencyKey: record.idempotencyKey,
   concurrencyKey: record.concurrencyKey,
   keySlot: record.keySlot,

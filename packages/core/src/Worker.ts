@@ -284,7 +284,8 @@ export const run = <R>(
     const attempt = (entry: LeaseEntry) => Lease.scoped(leaseContext, entry, (scope) => runHandler(entry, scope))
     const sampled = RunSpans.sampler(config.traceSampleRate)
     const execute = traced
-      ? (entry: LeaseEntry) => sampled(entry.run.id) ? RunSpans.consumer(entry, owner, attempt(entry)) : attempt(entry)
+      // A run not sampled traces nothing, its statements included: they are sampled with their run.
+      ? (entry: LeaseEntry) => sampled(entry.run.id) ? RunSpans.consumer(entry, owner, attempt(entry)) : Effect.withTracerEnabled(attempt(entry), false)
       : attempt
 
     const runHandler = (entry: LeaseEntry, scope: Scope.Scope): Effect.Effect<unknown, unknown> => {

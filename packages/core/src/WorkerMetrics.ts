@@ -7,11 +7,13 @@
  * @since 0.1.0
  */
 import { type Context, Duration, Effect, Metric, type Scope } from "effect"
-import type { RunStore } from "./RunStore.js"
+import type { RunStore, Stats } from "./RunStore.js"
 import type { Sink, WorkerEvent } from "./WorkerEvents.js"
 
 const seconds = Metric.exponentialBoundaries({ start: 0.001, factor: 2, count: 18 }) // 1 ms … ~2 min
 const sizes = Metric.exponentialBoundaries({ start: 1, factor: 2, count: 14 }) // 1 … 8,192
+// The unit OTLP exports (as UCUM "s"; without it, "1"); Prometheus's text leaves this attribute out.
+const inSeconds = { unit: "seconds" } as const
 
 /** Metric names and what each counts, for dashboards. @category metrics */
 export const metrics = {
@@ -20,22 +22,22 @@ export const metrics = {
     description: "Runs settled by a worker, by queue, kind and outcome (completed, failed, retry-scheduled, released, snoozed, suspended, abandoned)",
     incremental: true
   }),
-  duration: Metric.histogram("leasehold_run_duration_seconds", { description: "From claim to settlement, by queue and kind", boundaries: seconds }),
-  wait: Metric.histogram("leasehold_run_wait_seconds", { description: "From due to claim, by queue and kind", boundaries: seconds }),
+  duration: Metric.histogram("leasehold_run_duration_seconds", { description: "From claim to settlement, by queue and kind", boundaries: seconds, attributes: inSeconds }),
+  wait: Metric.histogram("leasehold_run_wait_seconds", { description: "From due to claim, by queue and kind", boundaries: seconds, attributes: inSeconds }),
   inFlight: Metric.gauge("leasehold_runs_in_flight", { description: "Runs held by this worker" }),
   leasesLost: Metric.counter("leasehold_leases_lost_total", { description: "Leases a worker stopped, by reason", incremental: true }),
   fenceRejections: Metric.counter("leasehold_fence_rejections_total", { description: "Writes rejected by the fence, by operation", incremental: true }),
-  renewalDuration: Metric.histogram("leasehold_renewal_duration_seconds", { description: "One renewal statement", boundaries: seconds }),
+  renewalDuration: Metric.histogram("leasehold_renewal_duration_seconds", { description: "One renewal statement", boundaries: seconds, attributes: inSeconds }),
   renewalLeases: Metric.histogram("leasehold_renewal_leases", { description: "Leases carried by one renewal statement", boundaries: sizes }),
-  claimDuration: Metric.histogram("leasehold_claim_duration_seconds", { description: "One claim statement", boundaries: seconds }),
+  claimDuration: Metric.histogram("leasehold_claim_duration_seconds", { description: "One claim statement", boundaries: seconds, attributes: inSeconds }),
   claimBatch: Metric.histogram("leasehold_claim_batch_size", { description: "Runs taken by one claim statement", boundaries: sizes }),
-  completionDuration: Metric.histogram("leasehold_completion_duration_seconds", { description: "One batched completion statement", boundaries: seconds }),
+  completionDuration: Metric.histogram("leasehold_completion_duration_seconds", { description: "One batched completion statement", boundaries: seconds, attributes: inSeconds }),
   completionBatch: Metric.histogram("leasehold_completion_batch_size", { description: "Runs completed by one statement", boundaries: sizes }),
   storeErrors: Metric.counter("leasehold_store_errors_total", { description: "Store calls that failed, by operation", incremental: true }),
   queueRuns: Metric.gauge("leasehold_queue_runs", { description: "Runs by queue and state (sampled)" }),
-  oldestDue: Metric.gauge("leasehold_oldest_due_seconds", { description: "How long the oldest due run has waited (sampled)" }),
+  oldestDue: Metric.gauge("leasehold_oldest_due_seconds", { description: "How long the oldest due run has waited (sampled)", attributes: inSeconds }),
   queueDue: Metric.gauge("leasehold_queue_due_runs", { description: "Due runs waiting for a claim, by queue (sampled)" }),
-  queueOldestDue: Metric.gauge("leasehold_queue_oldest_due_seconds", { description: "How long each queue's oldest due run has waited (sampled)" }),
+  queueOldestDue: Metric.gauge("leasehold_queue_oldest_due_seconds", { description: "How long each queue's oldest due run has waited (sampled)", attributes: inSeconds }),
   enqueued: Metric.counter("leasehold_runs_enqueued_total", { description: "Runs enqueued through Client, by queue and kind", incremental: true }),
   cancelled: Metric.counter("leasehold_runs_cancelled_total", { description: "Runs cancelled through Client", incremental: true })
 } as const
@@ -208,35 +210,45 @@ export const sink = (next: Sink, inFlight: () => number): Effect.Effect<Sink, ne
     } satisfies Sink
   })
 
+/** One sample: each gauge series (a metric with its attributes) and its value. */
+type Sample = Map<string, { readonly metric: Metric.Metric<number, unknown>; readonly value: number }>
+
+const sampleOf = (stats: Stats): Sample => {
+  const sample: Sample = new Map()
+  const put = (metric: Metric.Metric<number, unknown>, attributes: Record<string, string>, value: number) =>
+    sample.set(`${metric.id}\u0000${JSON.stringify(attributes)}`, { metric: Metric.withAttributes(metric, attributes), value })
+  for (const row of stats.byStateAndQueue) put(metrics.queueRuns, { queue: row.queue, state: row.state }, row.count)
+  put(metrics.oldestDue, {}, stats.oldestPendingSeconds ?? 0)
+  for (const row of stats.dueByQueue) {
+    put(metrics.queueDue, { queue: row.queue }, row.due)
+    put(metrics.queueOldestDue, { queue: row.queue }, row.oldestDueSeconds)
+  }
+  return sample
+}
+
 /**
  * Samples runs by queue and state and the oldest due run's wait from the store's counters, every
  * `interval`, forever. (Sampled rather than counted per transition: a counter row updated on every
- * claim would be the hottest row in the database.)
+ * claim would be the hottest row in the database.) A series the last sample had and this one has
+ * not (its queue's runs all ended) is set to 0: left as it was, it would report the old count for
+ * ever. Sampling makes no trace: it is the worker's background, not a run's work.
  *
  * @category constructors
  */
 export const sampler = (store: RunStore["Service"], interval: Duration.Input = "10 seconds"): Effect.Effect<never> =>
-  Effect.forever(
-    // Waits first: a worker starting on a large backlog does not add a count of it to its first
-    // seconds, and steady state pays one sample per interval.
-    Effect.andThen(
-      Effect.sleep(Duration.fromInputUnsafe(interval)),
-      store.stats.pipe(
-        Effect.flatMap((stats) =>
-          Effect.all([
-            ...stats.byStateAndQueue.map((row) =>
-              Metric.update(Metric.withAttributes(metrics.queueRuns, { queue: row.queue, state: row.state }), row.count)
-            ),
-            Metric.update(metrics.oldestDue, stats.oldestPendingSeconds ?? 0),
-            ...stats.dueByQueue.map((row) =>
-              Effect.andThen(
-                Metric.update(Metric.withAttributes(metrics.queueDue, { queue: row.queue }), row.due),
-                Metric.update(Metric.withAttributes(metrics.queueOldestDue, { queue: row.queue }), row.oldestDueSeconds)
-              )
-            )
-          ], { discard: true })
-        ),
-        Effect.ignore
+  Effect.suspend(() => {
+    let previous: Sample = new Map()
+    const record = (sample: Sample) =>
+      Effect.andThen(
+        Effect.forEach([...previous].filter(([key]) => !sample.has(key)), ([, { metric }]) => Metric.update(metric, 0), { discard: true }),
+        Effect.forEach(sample.values(), ({ metric, value }) => Metric.update(metric, value), { discard: true })
+      ).pipe(Effect.andThen(Effect.sync(() => void (previous = sample))))
+    return Effect.forever(
+      // Waits first: a worker starting on a large backlog does not add a count of it to its first
+      // seconds, and steady state pays one sample per interval.
+      Effect.andThen(
+        Effect.sleep(Duration.fromInputUnsafe(interval)),
+        store.stats.pipe(Effect.map(sampleOf), Effect.flatMap(record), Effect.ignore)
       )
-    )
-  )
+    ).pipe(Effect.withTracerEnabled(false))
+  })

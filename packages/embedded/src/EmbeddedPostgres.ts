@@ -206,6 +206,10 @@ const initdb = (bins: Binaries, dataDir: string, pwfile: string, user: ServerUse
       "--auth=scram-sha-256",
       "--username=postgres",
       `--pwfile=${pwfile}`,
+      // Whatever the environment: without LANG, initdb would pick SQL_ASCII (no Unicode), and a
+      // locale taken from it would make the database depend on the machine it was created on.
+      "--encoding=UTF8",
+      "--locale=C",
       "--lc-messages=C"
     ], user)
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => record(logs, chunk))

@@ -23,6 +23,11 @@ export interface RoutesOptions {
   readonly readOnly?: boolean | undefined
   /** Only the callback route: no admin API, no console. */
   readonly callbacksOnly?: boolean | undefined
+  /**
+   * Serve the callback route (default true). False: the admin API and the console only, which
+   * need no callback secrets (`Callbacks`).
+   */
+  readonly callbacks?: boolean | undefined
   /** Serve the console at `/` (default true, unless `callbacksOnly`), from `Console.defaultRoot` or `root`. */
   readonly console?: boolean | Console.ConsoleOptions | undefined
   /** Largest accepted request body in bytes. Default 1 MiB. */
@@ -45,7 +50,9 @@ export interface RoutesOptions {
  * @category layers
  */
 export const layerRoutes = (options: RoutesOptions) => {
-  const callbacks = CallbackRoutes.layer({ maxBodySize: options.maxBodySize })
+  const callbacks = options.callbacks === false && options.callbacksOnly !== true
+    ? Layer.empty
+    : CallbackRoutes.layer({ maxBodySize: options.maxBodySize })
   if (options.callbacksOnly === true) return callbacks
   const admin = Admin.layer(options)
   if (options.console === false) return Layer.mergeAll(callbacks, admin)

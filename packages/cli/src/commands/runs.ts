@@ -182,7 +182,7 @@ const show = Command.make("show", {
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
-    const { awaited, events, limits, rates, run } = yield* Connection.withStore(
+    const { awaited, events, limits, rates, run, workers } = yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
         const store = yield* RunStore
@@ -194,7 +194,11 @@ const show = Command.make("show", {
         const awaited = run.state === "suspended" && isWorkflowRun(run)
           ? yield* Effect.flatMap(WorkflowJournal.make({ schema: flags.schema }), (journal) => journal.awaiting([run.idempotencyKey!]))
           : []
-        return { run, events, limits, rates, awaited }
+        // Live workers (the registry) that would claim it: none is what leaves a pending run waiting for ever.
+        const workers = run.state === "pending"
+          ? (yield* store.workers).filter((w) => w.queues.includes(run.queue) && w.kinds.includes(run.kind)).length
+          : null
+        return { run, events, limits, rates, awaited, workers }
       }),
       { migrate: false }
     )
@@ -219,7 +223,7 @@ const show = Command.make("show", {
         }
         : {}
       return yield* Output.json({
-        run: { ...RunJson.run(run), keyLimits, rateLimit: rateLimit ?? null },
+        run: { ...RunJson.run(run), keyLimits, rateLimit: rateLimit ?? null, workersServing: workers },
         ...workflow,
         ...historyJson(history),
         events: events.map(RunJson.event)
@@ -235,6 +239,7 @@ const show = Command.make("show", {
           ? `, a workflow waiting on ${awaited.length === 0 ? "its journal" : awaited.map(describeAwaited).join(", ")} (execution ${run.idempotencyKey})`
           : `, awaiting "${run.signalName}" (token ${run.signalToken})`)
       ],
+      ...(workers === 0 ? [["workers", `none: no live worker serves queue ${run.queue} with kind ${run.kind}, so nothing will claim it`] as const] : []),
       ["fence", String(run.fence)],
       ["attempt", `${attemptSeen(run)} of ${run.maxAttempts}`],
       ...(run.concurrencyKey === null ? [] : [[
@@ -251,6 +256,7 @@ const show = Command.make("show", {
         ` (${rateLimit.startedInWindow} started in the last interval, ${rateLimit.due} due waiting)`
       ] as const]),
       ...(run.leaseOwner === null ? [] : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
+      ...(RunJson.traceIdOf(run.traceParent) === null ? [] : [["trace", RunJson.traceIdOf(run.traceParent)!] as const]),
       ["created", Output.time(run.createdAt)],
       ["finished", Output.time(run.finishedAt)],
       ["payload", Output.brief(run.payload, 100)],

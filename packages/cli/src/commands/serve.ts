@@ -54,7 +54,11 @@ export const serve = Command.make("serve", {
     const host = flags.host
     const origin = (port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`
     const ownUrl = origin(flags.port)
-    const callbacks = Callbacks.layerConfig({ baseUrl: Option.getOrElse(flags.baseUrl, () => ownUrl) })
+    // Without callback secrets there is no callback route, but the admin API and the console need
+    // none: they are served alone (a secret that is set but invalid still stops the start).
+    const secrets = yield* Effect.orElseSucceed(Config.option(Config.String("LEASEHOLD_CALLBACK_SECRETS")), () => Option.some("invalid"))
+    const withCallbacks = flags.callbacksOnly || Option.getOrElse(secrets, () => "") !== ""
+    const callbacks = withCallbacks ? Callbacks.layerConfig({ baseUrl: Option.getOrElse(flags.baseUrl, () => ownUrl) }) : Layer.empty
     yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
@@ -67,6 +71,7 @@ export const serve = Command.make("serve", {
           token: Option.getOrUndefined(token),
           readOnly: flags.readOnly,
           callbacksOnly: flags.callbacksOnly,
+          callbacks: withCallbacks,
           maxEventStreams: flags.maxEventStreams,
           traceUrl: Option.getOrUndefined(traceUrl),
           workflows: {
@@ -78,7 +83,9 @@ export const serve = Command.make("serve", {
         return yield* Effect.gen(function*() {
           const address = (yield* HttpServer.HttpServer).address
           const where = address._tag === "UnixPathAddress" ? address.path : origin(address.port)
-          const modes = `${flags.callbacksOnly ? " (callbacks only)" : ""}${flags.readOnly ? " (read-only)" : ""}`
+          const modes = `${flags.callbacksOnly ? " (callbacks only)" : ""}${flags.readOnly ? " (read-only)" : ""}${
+            withCallbacks ? "" : " (no callback route: LEASEHOLD_CALLBACK_SECRETS is not set)"
+          }`
           process.stdout.write(`leasehold: serving on ${where}${modes}\n`)
           return yield* Effect.never
         }).pipe(Effect.provide(server))

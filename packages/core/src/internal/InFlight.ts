@@ -31,6 +31,8 @@ export interface LeaseEntry {
   fiber: Fiber.Fiber<unknown, unknown> | undefined
   /** The attempt's consumer span, when runs are traced. */
   span?: Tracer.Span | undefined
+  /** Why the attempt was abandoned (its settlement "abandoned"), for its span's error status. */
+  abandoned?: string | undefined
 }
 
 /** @category constructors */

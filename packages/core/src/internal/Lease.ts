@@ -113,8 +113,15 @@ const freeSlot = (ctx: LeaseContext, entry: LeaseEntry): Effect.Effect<void> => 
   return ctx.onSlotFreed(entry.run)
 }
 
+// Recorded for the attempt's span (RunSpans.consumer), which ends after the settlement.
+const abandon = (entry: LeaseEntry, reason: string): Effect.Effect<Settlement> =>
+  Effect.sync(() => {
+    entry.abandoned = reason
+    return "abandoned"
+  })
+
 const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, presentedFence: number, storedFence: number) =>
-  Effect.as(
+  Effect.andThen(
     Effect.andThen(
       Effect.clockWith((clock) =>
         Effect.sync(() =>
@@ -127,16 +134,19 @@ const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, 
       ),
       ctx.events.emit({ _tag: "WriteRejected", owner: ctx.owner, runId: entry.run.id, operation, presentedFence, storedFence })
     ),
-    "abandoned" as Settlement
+    abandon(entry, `the ${operation} was rejected by the fence (presented ${presentedFence}, stored ${storedFence})`)
   )
 
-const storeFailed = (ctx: LeaseContext, operation: string) => (error: StoreError | Cause.TimeoutError) =>
-  Effect.as(ctx.events.emit({ _tag: "StoreError", owner: ctx.owner, operation, error: String(error) }), "abandoned" as Settlement)
+const storeFailed = (ctx: LeaseContext, entry: LeaseEntry, operation: string) => (error: StoreError | Cause.TimeoutError) =>
+  Effect.andThen(
+    ctx.events.emit({ _tag: "StoreError", owner: ctx.owner, operation, error: String(error) }),
+    abandon(entry, `the ${operation} failed: ${String(error)}`)
+  )
 
 // The batcher bounds each batch's write by the finalize timeout itself (one timer per batch).
 const completionSettlement = (ctx: LeaseContext, entry: LeaseEntry, answer: CompletionExit): Effect.Effect<Settlement> =>
   Exit.isFailure(answer)
-    ? storeFailed(ctx, "complete")(Cause.squash(answer.cause) as StoreError | Cause.TimeoutError)
+    ? storeFailed(ctx, entry, "complete")(Cause.squash(answer.cause) as StoreError | Cause.TimeoutError)
     : answer.value._tag === "Finalized"
     ? completedSettlement
     : rejectedWrite(ctx, entry, "complete", answer.value.fence, answer.value.storedFence)
@@ -147,14 +157,14 @@ const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<
   const rejected = (operation: string) => (error: StaleWrite) =>
     error._tag === "FenceRejected"
       ? rejectedWrite(ctx, entry, operation, error.presentedFence, error.storedFence)
-      : Effect.succeed<Settlement>("abandoned")
+      : abandon(entry, `the ${operation} found the lease gone (${error._tag})`)
   const bounded = (operation: string, write: Effect.Effect<Settlement, StoreError>): Effect.Effect<Settlement> =>
     // Deadline.within, not Effect.timeout: a write into a silent connection is abandoned at the
     // bound instead of waited on until the driver lets its interruption finish.
-    write.pipe(Deadline.within(ctx.finalizeTimeout), Effect.catch(storeFailed(ctx, operation)))
+    write.pipe(Deadline.within(ctx.finalizeTimeout), Effect.catch(storeFailed(ctx, entry, operation)))
   if (Cause.hasInterruptsOnly(cause)) {
     // Superseded or cancelled: the fence has moved on and there is nothing of ours to release.
-    if (entry.lost === "superseded" || entry.lost === "cancelled") return Effect.succeed("abandoned")
+    if (entry.lost === "superseded" || entry.lost === "cancelled") return abandon(entry, `the lease was lost (${entry.lost})`)
     return bounded(
       "release",
       ctx.store.release(lease).pipe(

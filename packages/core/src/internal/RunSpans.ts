@@ -15,13 +15,11 @@ export const consumer = <A, E, R>(entry: LeaseEntry, owner: string, attempt: Eff
   // The first claim of a run: fence 1, or a promoted server's floor (a multiple of 2^32, ADR 0016),
   // which also makes the first claim on a new timeline a child of the enqueue span.
   const first = run.fence === 1 || run.fence % 2 ** 32 === 0
-  return Effect.withSpan(
-    Effect.andThen(
-      Effect.tap(Effect.option(Effect.currentSpan), (span) => Effect.sync(() => void (entry.span = Option.getOrUndefined(span)))),
-      attempt
-    ),
-    `leasehold.run ${run.kind}`,
-    {
+  // Made and ended here rather than by Effect.withSpan: an attempt abandoned (its lease lost, its
+  // final write refused) ends as an interruption or a success, which would leave the span's status
+  // unset or ok; it is ended as an error with the reason instead.
+  return Effect.flatMap(
+    Effect.makeSpan(`leasehold.run ${run.kind}`, {
       kind: "consumer",
       ...(enqueued === undefined ? {} : first ? { parent: enqueued } : { root: true, links: [{ span: enqueued, attributes: { "leasehold.link": "enqueued" } }] }),
       attributes: {
@@ -36,8 +34,22 @@ export const consumer = <A, E, R>(entry: LeaseEntry, owner: string, attempt: Eff
         "leasehold.owner": owner,
         "leasehold.via": run.via
       }
+    }),
+    (span) => {
+      entry.span = span
+      return Effect.onExit(Effect.withParentSpan(attempt, span), (exit) =>
+        Effect.clockWith((clock) =>
+          Effect.sync(() =>
+            span.end(clock.currentTimeNanosUnsafe(), entry.abandoned === undefined ? exit : Exit.fail(new AttemptAbandoned(entry.abandoned)))
+          )
+        ))
     }
   )
+}
+
+/** The error an abandoned attempt's span ends with: its message is the reason. */
+class AttemptAbandoned extends Error {
+  override readonly name = "AttemptAbandoned"
 }
 
 /**
@@ -81,7 +93,9 @@ export const untracedClaim = (store: RunStore["Service"]): RunStore["Service"] =
 
 /**
  * The store with the runtime's batch statements (claim, renew, completion) each in a span; a
- * claim only when it took runs or failed.
+ * claim only when it took runs or failed. Their SQL makes no span of its own (a batch's span says
+ * what it did), and neither does the rest of the runtime's background work (registry, schedules):
+ * database spans are those of traced runs and of the client.
  */
 export const runtimeStatements = (store: RunStore["Service"]): RunStore["Service"] => ({
   ...store,
@@ -94,11 +108,11 @@ export const runtimeStatements = (store: RunStore["Service"]): RunStore["Service
       store.claim(request)
     ),
   renew: (owner, leases, ttl) =>
-    Effect.tap(store.renew(owner, leases, ttl), (renewed) => Effect.annotateCurrentSpan("leasehold.renewed", renewed.length)).pipe(
+    Effect.tap(Effect.withTracerEnabled(store.renew(owner, leases, ttl), false), (renewed) => Effect.annotateCurrentSpan("leasehold.renewed", renewed.length)).pipe(
       Effect.withSpan("leasehold.renew", { attributes: { "leasehold.batch_size": leases.length } })
     ),
   completeBatch: (items, next) =>
-    store.completeBatch(items, next).pipe(Effect.withSpan("leasehold.complete", { attributes: { "leasehold.batch_size": items.length } }))
+    Effect.withTracerEnabled(store.completeBatch(items, next), false).pipe(Effect.withSpan("leasehold.complete", { attributes: { "leasehold.batch_size": items.length } }))
 })
 
 /**
