@@ -303,6 +303,49 @@ describe("the batch ledger", () => {
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".app_writes`), 0)
     })))
 
+  it.live("a renewal that meets two holds of its batch one after the other (two runs checkpointing) still renews the run it names: no held lease is answered lost", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      yield* stores.a.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i } })))
+      const [kept, first, second] = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
+      const waiters = (like: string) =>
+        count(sql, `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '${like}'`)
+      const until = (condition: Effect.Effect<boolean, unknown>) =>
+        Effect.gen(function*() {
+          for (let i = 0; i < 500; i++) {
+            if (yield* condition) return true
+            yield* Effect.sleep("10 millis")
+          }
+          return false
+        })
+      // Each hold in a transaction of its own, committed when told: the second queues behind the first.
+      const holdOpen = (runId: string, commit: Deferred.Deferred<void>, holding?: Deferred.Deferred<void>) =>
+        Effect.forkChild(sql.withTransaction(Effect.gen(function*() {
+          yield* sql.unsafe(`SELECT "${schema}".hold(ARRAY[${Number(runId)}]::bigint[])`)
+          if (holding !== undefined) yield* Deferred.succeed(holding, undefined)
+          yield* Deferred.await(commit)
+        })))
+      const holding = yield* Deferred.make<void>()
+      const commitFirst = yield* Deferred.make<void>()
+      const commitSecond = yield* Deferred.make<void>()
+      const firstHold = yield* holdOpen(first!.runId, commitFirst, holding)
+      yield* Deferred.await(holding)
+      const renewal = yield* Effect.forkChild(stores.a.renew("w-a", [kept!], ttl))
+      assert.isTrue(yield* until(Effect.map(waiters("%claim_batches%"), (n) => n >= 1)), "the renewal waits for the first hold")
+      const secondHold = yield* holdOpen(second!.runId, commitSecond)
+      assert.isTrue(yield* until(Effect.map(waiters("%hold(%"), (n) => n >= 1)), "the second hold waits too")
+      yield* Deferred.succeed(commitFirst, undefined)
+      yield* Fiber.join(firstHold)
+      // The renewal answers, or waits for the second hold in a statement of its own.
+      yield* until(Effect.map(waiters("%renewed AS%"), (n) => n >= 1).pipe(Effect.map((n) => n || renewal.pollUnsafe() !== undefined)))
+      yield* Deferred.succeed(commitSecond, undefined)
+      yield* Fiber.join(secondHold)
+      assert.deepStrictEqual(yield* Fiber.join(renewal), [kept!], "the run still open in its batch is renewed, not lost")
+      const run = yield* readRun(stores, kept!.runId)
+      assert.deepStrictEqual([run.state, run.fence, run.lease_owner], ["running", 1, "w-a"])
+    })))
+
   it.live("a sweep skips an expired batch another transaction holds (a holder gone silent mid-transaction) and reclaims the other expired batches", () =>
     Effect.scoped(Effect.gen(function*() {
       const stores = yield* twoStores
