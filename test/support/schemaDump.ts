@@ -202,20 +202,17 @@ export const normalize = (text: string, schema: string, channel: string): string
     .split("\n").map((line) => line.trimEnd()).join("\n")
     .replace(/\n*$/, "\n")
 
-/** The first lines where two dumps differ, for a failure message. */
-export const firstDifferences = (expected: string, actual: string, count = 8): string => {
-  const a = expected.split("\n")
-  const b = actual.split("\n")
-  const at = a.findIndex((line, i) => line !== b[i])
-  const start = at === -1 ? Math.min(a.length, b.length) : at
-  const lines = [`first difference at line ${start + 1}:`]
-  for (let i = start; i < start + count && (i < a.length || i < b.length); i++) {
-    if (a[i] !== b[i]) {
-      if (i < a.length) lines.push(`- ${a[i]}`)
-      if (i < b.length) lines.push(`+ ${b[i]}`)
-    }
-  }
-  return lines.join("\n")
+/** The first lines where two dumps differ, for a failure message: the committed ones, then the generated ones. */
+export const firstDifferences = (committed: string, generated: string, count = 6): string => {
+  const a = committed.split("\n")
+  const b = generated.split("\n")
+  let at = 0
+  while (at < a.length && at < b.length && a[at] === b[at]) at++
+  return [
+    `first difference at line ${at + 1} (- committed, + generated):`,
+    ...a.slice(at, at + count).map((line) => `- ${line}`),
+    ...b.slice(at, at + count).map((line) => `+ ${line}`)
+  ].join("\n")
 }
 
 /** A schema name for the dump: random, so its text cannot be mistaken for anything else. */
