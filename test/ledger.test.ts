@@ -5,10 +5,12 @@
  * the database's clock (expired batches), never by the test's.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Deferred, Duration, Effect, Exit, Fiber } from "effect"
+import { Handler, Run } from "@leasehold/core"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Schema } from "effect"
 import { Statement } from "effect/sql"
 import { setLeaseExpirySql } from "./support/db.js"
 import { expireLease, readRun, twoStores, twoStoresWith } from "./support/stores.js"
+import { eventually, startWorker } from "./support/workers.js"
 
 const ttl = Duration.seconds(30)
 const claimOf = (owner: string, limit = 100) => ({ owner, queues: ["default"], kinds: ["job"], limit, ttl })
@@ -345,6 +347,34 @@ describe("the batch ledger", () => {
       const run = yield* readRun(stores, kept!.runId)
       assert.deepStrictEqual([run.state, run.fence, run.lease_owner], ["running", 1, "w-a"])
     })))
+
+  it.live("two workers draining 2,000 runs, half of which checkpoint: every run completed once under fence 1 (no lease of theirs answered lost), and no claim batch left unsettled", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      const job = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ i: Schema.Number }),
+        handle: ({ i }) => i % 2 === 0 ? Run.checkpoint({ i }) : Effect.void
+      })
+      // Renewals every 50 ms meet the checkpoints' holds often; a lease of 30 s never runs out here.
+      const options = { ttl: "30 seconds", heartbeat: "50 millis", pollInterval: "100 millis", concurrency: 50, handlers: [job] } as const
+      yield* startWorker(stores.a, sql, options)
+      yield* startWorker(stores.b, sql, options)
+      yield* stores.a.enqueue(Array.from({ length: 2_000 }, (_, i) => ({ kind: "job", payload: { i } })))
+      yield* eventually(
+        "2,000 runs completed",
+        Effect.map(count(sql, `SELECT count(*) AS n FROM "${schema}".runs_now WHERE state = 'completed'`), (n) => n === 2_000),
+        "180 seconds"
+      )
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".runs_now WHERE fence <> 1`), 0, "runs reclaimed (a lease answered lost)")
+      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches WHERE settled_at IS NULL`), 0, "claim batches left unsettled")
+      assert.strictEqual(
+        yield* count(sql, `SELECT count(*) AS n FROM (SELECT run_id FROM "${schema}".run_history WHERE kind = 'completed' GROUP BY run_id HAVING count(*) > 1) x`),
+        0,
+        "runs completed twice"
+      )
+    })), { timeout: 240_000 })
 
   it.live("a sweep skips an expired batch another transaction holds (a holder gone silent mid-transaction) and reclaims the other expired batches", () =>
     Effect.scoped(Effect.gen(function*() {
