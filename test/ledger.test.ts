@@ -359,14 +359,20 @@ describe("the batch ledger", () => {
       })
       // Renewals every 50 ms meet the checkpoints' holds often; a lease of 30 s never runs out here.
       const options = { ttl: "30 seconds", heartbeat: "50 millis", pollInterval: "100 millis", concurrency: 50, handlers: [job] } as const
-      yield* startWorker(stores.a, sql, options)
-      yield* startWorker(stores.b, sql, options)
+      const eventsA = yield* startWorker(stores.a, sql, options)
+      const eventsB = yield* startWorker(stores.b, sql, options)
       yield* stores.a.enqueue(Array.from({ length: 2_000 }, (_, i) => ({ kind: "job", payload: { i } })))
       yield* eventually(
         "2,000 runs completed",
         Effect.map(count(sql, `SELECT count(*) AS n FROM "${schema}".runs_now WHERE state = 'completed'`), (n) => n === 2_000),
         "180 seconds"
       )
+      if (process.env.DEBUG_DRAIN) {
+        const lost = [...eventsA, ...eventsB].filter((e) => e._tag === "LeaseLost" || e._tag === "WriteRejected" || e._tag === "StoreError")
+        console.error(JSON.stringify(lost.slice(0, 5)), lost.length)
+        const first = lost.find((e) => e._tag === "LeaseLost") as { runId: string } | undefined
+        if (first) console.error(JSON.stringify(yield* stores.a.history(first.runId)))
+      }
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".runs_now WHERE fence <> 1`), 0, "runs reclaimed (a lease answered lost)")
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches WHERE settled_at IS NULL`), 0, "claim batches left unsettled")
       assert.strictEqual(

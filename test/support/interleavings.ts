@@ -126,7 +126,9 @@ export const runSchedule = <Ctx>(
     used.forEach((s) => s.status = { _tag: "Starting" })
     const fibers = yield* Effect.forEach(operations, (op, i) =>
       Effect.forkIn(
-        op.run(committingAsAStep(used[i]!), ctx).pipe(
+        // Its start is a step too: what the operation does before its first statement (read the
+        // worker's claim references, say) happens in the schedule's order.
+        Effect.andThen(pause(used[i]!), op.run(committingAsAStep(used[i]!), ctx)).pipe(
           Effect.provideService(Statement.CurrentTransformer, gate(used[i]!)),
           Effect.exit,
           Effect.tap((exit) => Effect.sync(() => used[i]!.status = { _tag: "Done", exit }))

@@ -101,8 +101,9 @@ export const inRow = <A, E>(
   refs?: ledger.LedgerRefs
 ): Effect.Effect<ReadonlyArray<A>, E | SqlError.SqlError> => {
   if (refs !== undefined && refs.has(lease)) {
-    refs.delete(lease)
-    return Effect.andThen(ledger.hold(sql, s, [lease.runId]), write)
+    // The reference goes once the move has committed: until then a renewal names the run in its
+    // batch (where it is open, or seen closed), never leaves it unnamed there (which would lapse it).
+    return Effect.andThen(Effect.tap(ledger.hold(sql, s, [lease.runId]), () => Effect.sync(() => refs.delete(lease))), write)
   }
   return Effect.flatMap(write, (rows) =>
     rows.length > 0
@@ -605,10 +606,9 @@ export const completeInTransaction = <A, E, R>(
   })
   // Otherwise the run's row decides; a run still in the ledger is moved there first, outside the
   // caller's transaction (a hold inside it would keep its whole batch's completions waiting).
-  const inRows = Effect.suspend(() => {
-    refs?.delete(lease)
-    return Effect.andThen(ledger.hold(sql, s, [lease.runId]), transact(sql, body))
-  })
+  const inRows = Effect.suspend(() =>
+    Effect.andThen(Effect.tap(ledger.hold(sql, s, [lease.runId]), () => Effect.sync(() => refs?.delete(lease))), transact(sql, body))
+  )
   const transaction = ref === undefined
     ? inRows
     : transact(sql, inLedger).pipe(

@@ -40,7 +40,12 @@ export const renewHeld = (
         ? []
         : (yield* ledger.renew(sql, s, owner, rowsMissed.map((i) => leases[i]!), ttl, refs)).map((m) => rowsMissed[m]!)
     )
-    const lost = new Set([...ledgerMissed.filter((i) => !held.has(key(i))), ...lateMissed])
+    // A run moves from the ledger to its row, never back: one moved between the row renewal and
+    // the ledger's is on its row now, where a second look renews it. Only what neither holds is lost.
+    const late = [...lateMissed]
+    const renewedLate = late.length === 0 ? [] : yield* rows.renew(sql, s, owner, late.map((i) => leases[i]!), ttl)
+    const heldLate = new Set(renewedLate.map((l) => `${l.runId}:${l.fence}`))
+    const lost = new Set([...ledgerMissed.filter((i) => !held.has(key(i))), ...late.filter((i) => !heldLate.has(key(i)))])
     for (const i of lost) refs.delete(leases[i]!)
     return leases.flatMap((lease, i) => lost.has(i) ? [] : [{ runId: ledger.canonicalRunId(lease.runId), fence: lease.fence }])
   })
