@@ -312,6 +312,37 @@ describe("signatures that cannot be re-split (issue 27)", () => {
     }))
 })
 
+describe("one spelling of a signature (issue 40)", () => {
+  it.live("a URL's sig or a webhook-signature with padding added or removed is refused and writes nothing; the canonical one resumes", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* suspended(stores)
+      const url = new URL(at(origin, run.url))
+      const exp = url.searchParams.get("exp")!
+      const sig = url.searchParams.get("sig")!
+      const base = `${origin}/callbacks/${run.runId}/approval?exp=${exp}`
+      const body = JSON.stringify({ approved: true })
+      const before = yield* snapshot(stores)
+      // base64url is written unpadded: any "=" (raw or percent-encoded) is another spelling.
+      for (const variant of [`${sig}=`, `${sig}==`, `${sig}===`, `${sig}%3D`, `${sig}%3D%3D%3D%3D`]) {
+        const answer = yield* postJson(`${base}&sig=${variant}`, body)
+        assert.deepStrictEqual([answer.status, answer.body.error], [403, "signature-invalid"], variant)
+      }
+      // Standard Webhooks' base64 is padded: without it, or with more, it is not the signature.
+      const headers = webhookHeaders("msg_pad", body)
+      const canonical = headers["webhook-signature"]
+      assert.match(canonical, /=$/)
+      for (const variant of [canonical.replace(/=+$/, ""), `${canonical}=`, `${canonical}==`]) {
+        const answer = yield* postJson(url.href, body, { ...headers, "webhook-signature": variant })
+        assert.deepStrictEqual([answer.status, answer.body.message], [401, "no webhook-signature matches"], variant)
+      }
+      assert.strictEqual(yield* snapshot(stores), before)
+      const delivered = yield* postJson(url.href, body, headers)
+      assert.deepStrictEqual(delivered.body, { status: "resumed", runId: run.runId })
+    }))
+})
+
 describe("bad input to a callback (issue 27)", () => {
   it.live("a body jsonb refuses (a NUL) is 400 naming where it is; a non-JSON content type is 415; nothing is written", () =>
     Effect.gen(function*() {
