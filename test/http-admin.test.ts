@@ -488,6 +488,11 @@ describe("long names and tokens in paths, malformed and oversized URLs (issue 40
         const max = field === "token" ? 1024 : 255
         assert.strictEqual(refused.body.message, `${field} is ${bytes} bytes long, over the limit of ${max}`)
       }
+      // A run id has no byte limit of its own: a long one reaches its route and is no run (the API's 404, not the router's).
+      for (const [method, path] of [["GET", `/api/runs/${"9".repeat(200)}`], ["POST", `/api/runs/${"9".repeat(200)}/cancel`]] as const) {
+        const unknown = yield* request(at(path), method === "GET" ? { headers: bearer } : { method, headers: { "content-type": "application/json", ...bearer }, body: "{}" })
+        assert.deepStrictEqual([unknown.status, unknown.body.error], [404, "not-found"], path.slice(0, 40))
+      }
       assert.strictEqual(yield* snapshot(stores), before)
       assert.deepStrictEqual(yield* rateLimits(stores), [])
 
