@@ -483,10 +483,10 @@ describe("long names and tokens in paths, malformed and oversized URLs (issue 40
       ]
       for (const [method, path, body, field] of refusals) {
         const refused = yield* send(method, path, body)
-        assert.deepStrictEqual([refused.status, refused.body.error], [400, "invalid-request"], `${method} ${path.slice(0, 40)}`)
+        assert.deepStrictEqual([refused.status, refused.body.error], [400, "invalid-option"], `${method} ${path.slice(0, 40)}`)
         const bytes = field === "token" ? 1025 : 256
         const max = field === "token" ? 1024 : 255
-        assert.strictEqual(refused.body.message, `${field} is ${bytes} bytes long, over the limit of ${max}`)
+        assert.strictEqual(refused.body.message, `invalid option ${field}: is ${bytes} bytes long, over the limit of ${max}`)
       }
       // A run id has no byte limit of its own: a long one reaches its route and is no run (the API's 404, not the router's).
       for (const [method, path] of [["GET", `/api/runs/${"9".repeat(200)}`], ["POST", `/api/runs/${"9".repeat(200)}/cancel`]] as const) {

@@ -262,13 +262,14 @@ const paramLimits: Readonly<Record<string, number>> = {
   token: Limits.maxSignalTokenBytes
 }
 
-/** A path parameter; one over its documented limit is a 400 naming it, before anything is read or written. */
+/** A path parameter; one over its documented limit is a 400 (`invalid-option`) naming it, before anything is read or written. */
 const param = (name: string) =>
   Effect.flatMap(HttpRouter.params, (params) => {
     const value = params[name] ?? ""
     const max = paramLimits[name]
     const issue = max === undefined ? undefined : Limits.textIssue(value, max)
-    return issue === undefined ? Effect.succeed(value) : Effect.fail(badRequest("invalid-request", `${name} ${issue}`))
+    // The store's own error for the same value, so a path and a body are refused alike.
+    return issue === undefined ? Effect.succeed(value) : Effect.fail(new InvalidConfig({ option: name, issue }))
   })
 
 const single = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
