@@ -14,7 +14,7 @@
  * callback route on a loopback port and approves the refund itself, as a person clicking the link
  * would.
  */
-import { DeferredCallbacks, Callbacks } from "@leasehold/http"
+import { DeferredCallbacks, Callbacks, Server } from "@leasehold/http"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
@@ -104,7 +104,12 @@ export const appLayer = (options: ExampleOptions) => {
     baseUrl: "http://127.0.0.1",
     secrets: Redacted.make(options.secret ?? crypto.randomUUID() + crypto.randomUUID())
   })
-  const http = HttpRouter.serve(DeferredCallbacks.layer({ deferreds: [Approval] }), { disableLogger: true, disableListenLog: true }).pipe(
+  const http = HttpRouter.serve(DeferredCallbacks.layer({ deferreds: [Approval] }), {
+    disableLogger: true,
+    disableListenLog: true,
+    // Workflow, execution and deferred names longer than Effect's default of 100 characters.
+    routerConfig: Server.routerConfig
+  }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" }))
   )
   return Layer.mergeAll(RefundLayer, http).pipe(

@@ -9,11 +9,12 @@ import { Database } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
+import { spawn } from "node:child_process"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { background, type CliResult, connection, leasehold, start } from "./support/cli.js"
+import { background, binPath, type CliResult, completion, connection, leasehold, start } from "./support/cli.js"
 import { databaseUrl, freshSchema, layerStore, setLeaseExpirySql } from "./support/db.js"
 import { signature } from "./support/http.js"
 import { eventually } from "./support/workers.js"
@@ -257,6 +258,82 @@ describe("leasehold enqueue", () => {
     }))
 })
 
+/**
+ * `leasehold ...args <raw>` where the last argument is the bytes `printf` makes of `raw` (octal
+ * escapes): Node's spawn can only pass valid UTF-8, a shell can pass any bytes.
+ */
+const leaseholdRawLast = (args: ReadonlyArray<string>, raw: string): Effect.Effect<CliResult> =>
+  Effect.promise(() => {
+    const env: NodeJS.ProcessEnv = { ...process.env }
+    delete env.DATABASE_URL
+    return completion(spawn("/bin/sh", ["-c", `exec "$@" "$(printf -- '${raw}')"`, "sh", process.execPath, binPath, ...args], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"]
+    }))
+  })
+
+describe("flag values that start with - (issue 40)", () => {
+  it.live("are taken as the value: a negative duration is exit 2 in one line, -h is an idempotency key; never the help with exit 0", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const enqueue = ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":10}`]
+      const refused: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+        [[...enqueue, "--delay", "-1 hour"], /--delay: "-1 hour"\. Expected: a duration such as "5 seconds"/],
+        [[...enqueue, "--delay", "-5 seconds"], /--delay: "-5 seconds"\. Expected: a duration/],
+        [[...enqueue, "--unique-key", "k", "--unique-for", "-1 hour"], /--unique-for: "-1 hour"\. Expected: a duration/],
+        [["schedules", "set", "nightly", "--cron", "0 3 * * *", "--kind", "resize-image", "--backfill-window", "-2 hours"], /--backfill-window: "-2 hours"\. Expected: a duration/]
+      ]
+      for (const [args, reason] of refused) assertRejected(yield* leasehold([...args, ...connection(schema)]), 2, reason)
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 0, events: 0 })
+      assert.deepStrictEqual(yield* sql.unsafe(`SELECT name FROM "${schema}".schedules`), [])
+
+      const id = runIdOf(yield* leasehold([...enqueue, "--idempotency-key", "-h", ...connection(schema)]))
+      const rows = yield* sql.unsafe<{ idempotency_key: string }>(`SELECT idempotency_key FROM "${schema}".runs WHERE id = ${id}`)
+      assert.deepStrictEqual(rows.map((r) => r.idempotency_key), ["-h"])
+      // --help itself still shows the help.
+      const help = yield* leasehold(["enqueue", "--help"])
+      assert.strictEqual(help.code, 0)
+      assert.match(help.stdout, /Enqueue a run/)
+    }))
+})
+
+describe("the HTTP API's limits in the CLI (issue 40)", () => {
+  it.live("invalid UTF-8 in an argument or a payload file, a payload over 1 MiB and --limit over 500 are exit 2 in one line naming the flag; nothing written", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const enqueue = ["enqueue", "resize-image", ...connection(schema)]
+      const valid = `{"image":"a.png","width":10}`
+      // \303 opens a two-byte sequence that never ends; \377 is never UTF-8.
+      assertRejected(yield* leaseholdRawLast([...enqueue, "--payload"], `{"image":"a\\303","width":10}`), 2, /^leasehold: the value of --payload is not valid UTF-8$/)
+      assertRejected(yield* leaseholdRawLast([...enqueue, "--payload", valid, "--idempotency-key"], "k\\377"), 2, /^leasehold: the value of --idempotency-key is not valid UTF-8$/)
+      assertRejected(yield* leaseholdRawLast([...enqueue, "--payload", valid], "--queue=q\\377"), 2, /^leasehold: the value of --queue is not valid UTF-8$/)
+
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-cli-"))
+      const notUtf8 = path.join(dir, "latin1.json")
+      fs.writeFileSync(notUtf8, Buffer.concat([Buffer.from(`{"image":"caf`), Buffer.from([0xe9]), Buffer.from(`.png","width":10}`)]))
+      assertRejected(yield* leasehold([...enqueue, "--payload-file", notUtf8]), 2, /--payload-file: ".*latin1\.json"\. Expected: the file is not valid UTF-8/)
+      const large = path.join(dir, "large.json")
+      fs.writeFileSync(large, JSON.stringify({ image: "a".repeat(1024 * 1024), width: 10 }))
+      assertRejected(yield* leasehold([...enqueue, "--payload-file", large]), 2, /--payload-file: .*at most 1048576 bytes of JSON \(the HTTP API's limit\)/)
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 0, events: 0 })
+
+      // A payload file just within the limit is taken.
+      const within = path.join(dir, "within.json")
+      const frame = JSON.stringify({ image: "", width: 10 }).length
+      fs.writeFileSync(within, JSON.stringify({ image: "a".repeat(1024 * 1024 - frame), width: 10 }))
+      runIdOf(yield* leasehold([...enqueue, "--payload-file", within]))
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 1, events: 0 })
+
+      for (const limit of ["501", "1000000000"]) {
+        assertRejected(yield* leasehold(["runs", "list", "--limit", limit, ...connection(schema)]), 2, /--limit: ".*"\. Expected: a whole number from 1 to 500/)
+      }
+      assertRejected(yield* leasehold(["runs", "list", "--offset", "1000001", ...connection(schema)]), 2, /--offset: .*from 0 to 1000000/)
+      assert.strictEqual(parse(yield* leasehold(["runs", "list", "--limit", "500", "--json", ...connection(schema)])).runs.length, 1)
+    }))
+})
+
 describe("leasehold runs", () => {
   it.live("a reader that stops early (| head) ends the command quietly: exit 0, no stack trace", () =>
     Effect.gen(function*() {
@@ -350,7 +427,7 @@ describe("leasehold runs", () => {
         /give either --page or --offset, not both/
       )
       assertRejected(yield* leasehold(["runs", "list", "--state", "done", ...connection(schema)]), 2, /--state: "done"/)
-      assertRejected(yield* leasehold(["runs", "list", "--limit", "0", ...connection(schema)]), 2, /--limit: "0"\. Expected: at least 1/)
+      assertRejected(yield* leasehold(["runs", "list", "--limit", "0", ...connection(schema)]), 2, /--limit: "0"\. Expected: a whole number from 1 to 500/)
     }))
 
   it.live("runs show: a traced run's trace id, as the console shows it; none for a run not traced", () =>

@@ -452,6 +452,101 @@ describe("admin API routes", () => {
     }))
 })
 
+describe("long names and tokens in paths, malformed and oversized URLs (issue 40)", () => {
+  const rateLimits = (stores: Stores) =>
+    Effect.orDie(stores.sql.unsafe<{ name: string }>(`SELECT name FROM "${stores.schema}".rate_limits ORDER BY name`))
+
+  it.live("every route takes a name or token at its documented limit; one byte more is 400 naming the field and writes nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const at = (path: string) => `${origin}${path}`
+      const send = (method: string, path: string, body: unknown = {}) =>
+        request(at(path), { method, headers: { "content-type": "application/json", ...bearer }, body: JSON.stringify(body) })
+      const schedule = { cron: "0 3 * * *", kind: "refund", payload: { order: "N", amount: 1 } }
+      const rate = { limit: 5, intervalMs: 1000 }
+      // 255 bytes: 253 ASCII characters and a two-byte "é"; 1,024 bytes for a token.
+      const name = "q".repeat(253) + "é"
+      const signalToken = "t".repeat(1024)
+      const e = encodeURIComponent
+
+      const before = yield* snapshot(stores)
+      const over = "q".repeat(256)
+      const overToken = "t".repeat(1025)
+      const refusals: ReadonlyArray<readonly [string, string, unknown, string]> = [
+        ["POST", `/api/queues/${over}/pause`, {}, "queue"],
+        ["POST", `/api/queues/${over}/resume`, {}, "queue"],
+        ["PUT", `/api/schedules/${over}`, schedule, "name"],
+        ["POST", `/api/schedules/${over}/pause`, {}, "name"],
+        ["POST", `/api/schedules/${over}/resume`, {}, "name"],
+        ["PUT", `/api/rate-limits/kind/${over}`, rate, "name"],
+        ["DELETE", `/api/rate-limits/queue/${over}`, {}, "name"],
+        ["POST", `/api/tokens/${overToken}/resume`, { payload: {} }, "token"]
+      ]
+      for (const [method, path, body, field] of refusals) {
+        const refused = yield* send(method, path, body)
+        assert.deepStrictEqual([refused.status, refused.body.error], [400, "invalid-option"], `${method} ${path.slice(0, 40)}`)
+        const bytes = field === "token" ? 1025 : 256
+        const max = field === "token" ? 1024 : 255
+        assert.strictEqual(refused.body.message, `invalid option ${field}: is ${bytes} bytes long, over the limit of ${max}`)
+      }
+      // A run id has no byte limit of its own: a long one reaches its route and is no run (the API's 404, not the router's).
+      for (const [method, path] of [["GET", `/api/runs/${"9".repeat(200)}`], ["POST", `/api/runs/${"9".repeat(200)}/cancel`]] as const) {
+        const unknown = yield* request(at(path), method === "GET" ? { headers: bearer } : { method, headers: { "content-type": "application/json", ...bearer }, body: "{}" })
+        assert.deepStrictEqual([unknown.status, unknown.body.error], [404, "not-found"], path.slice(0, 40))
+      }
+      assert.strictEqual(yield* snapshot(stores), before)
+      assert.deepStrictEqual(yield* rateLimits(stores), [])
+
+      const paused = yield* send("POST", `/api/queues/${e(name)}/pause`)
+      assert.deepStrictEqual([paused.status, paused.body], [200, { queue: name, paused: true, changed: true }])
+      const pausedRows = yield* stores.sql.unsafe<{ queue: string }>(`SELECT queue FROM "${stores.schema}".paused_queues`)
+      assert.deepStrictEqual(pausedRows.map((r) => r.queue), [name])
+      assert.deepStrictEqual((yield* send("POST", `/api/queues/${e(name)}/resume`)).body, { queue: name, paused: false, changed: true })
+
+      assert.deepStrictEqual((yield* send("PUT", `/api/schedules/${e(name)}`, schedule)).body, { name, outcome: "created" })
+      assert.deepStrictEqual((yield* send("POST", `/api/schedules/${e(name)}/pause`)).body, { name, paused: true, changed: true })
+      assert.deepStrictEqual((yield* send("POST", `/api/schedules/${e(name)}/resume`)).body, { name, paused: false, changed: true })
+
+      const kind = "k".repeat(255)
+      assert.deepStrictEqual((yield* send("PUT", `/api/rate-limits/kind/${kind}`, rate)).status, 200)
+      assert.deepStrictEqual((yield* rateLimits(stores)).map((r) => r.name), [kind])
+      assert.deepStrictEqual((yield* send("DELETE", `/api/rate-limits/kind/${kind}`)).body, { scope: "kind", name: kind, removed: true })
+
+      const id = yield* enqueue(stores, "T-1")
+      const [claimed] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 1, ttl })
+      yield* stores.a.suspend({ runId: claimed!.id, fence: claimed!.fence, signal: "approval", token: signalToken, timeout: undefined })
+      const resumed = yield* send("POST", `/api/tokens/${signalToken}/resume`, { payload: { approved: true } })
+      assert.deepStrictEqual([resumed.status, resumed.body], [200, { id }])
+      assert.strictEqual((yield* stores.a.get(id)).state, "pending")
+    }))
+
+  it.live("a path that is not percent-encoded UTF-8 is 400 with one message; a 100 KB URL is 414; nothing is written", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const before = yield* snapshot(stores)
+      // A cut sequence, a stray %, an encoded lone surrogate (U+D800 as UTF-8 bytes), an invalid byte.
+      for (const segment of ["%E2%82", "100%", "%ED%A0%80", "%FF"]) {
+        for (const path of [`/api/queues/${segment}/pause`, `/callbacks/1/${segment}?exp=1&sig=x`]) {
+          const refused = yield* postJson(`${origin}${path}`, {}, bearer)
+          assert.deepStrictEqual(
+            [refused.status, refused.body],
+            [400, { error: "malformed-path", message: "the path is not valid percent-encoded UTF-8 (a stray %, or bytes that are not UTF-8)" }],
+            path
+          )
+        }
+      }
+      const long = yield* request(`${origin}/api/runs?kind=${"k".repeat(100 * 1024)}`, { headers: bearer })
+      assert.deepStrictEqual([long.status, long.body.error], [414, "uri-too-long"])
+      const longPost = yield* postJson(`${origin}/api/queues/${"q".repeat(100 * 1024)}/pause`, {}, bearer)
+      assert.deepStrictEqual([longPost.status, longPost.body.error], [414, "uri-too-long"])
+      assert.strictEqual(yield* snapshot(stores), before)
+      // The server still answers.
+      assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: bearer })).status, 200)
+    }))
+})
+
 describe("mounted in an application's own server", () => {
   it.live("the routes sit beside the application's own, on its router and server", () =>
     Effect.gen(function*() {

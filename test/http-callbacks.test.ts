@@ -312,6 +312,86 @@ describe("signatures that cannot be re-split (issue 27)", () => {
     }))
 })
 
+describe("one spelling of a signature (issue 40)", () => {
+  it.live("a URL's sig or a webhook-signature with padding added or removed is refused and writes nothing; the canonical one resumes", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [approve] })
+      const run = yield* suspended(stores)
+      const url = new URL(at(origin, run.url))
+      const exp = url.searchParams.get("exp")!
+      const sig = url.searchParams.get("sig")!
+      const base = `${origin}/callbacks/${run.runId}/approval?exp=${exp}`
+      const body = JSON.stringify({ approved: true })
+      const before = yield* snapshot(stores)
+      // base64url is written unpadded: any "=" (raw or percent-encoded) is another spelling.
+      for (const variant of [`${sig}=`, `${sig}==`, `${sig}===`, `${sig}%3D`, `${sig}%3D%3D%3D%3D`]) {
+        const answer = yield* postJson(`${base}&sig=${variant}`, body)
+        assert.deepStrictEqual([answer.status, answer.body.error], [403, "signature-invalid"], variant)
+      }
+      // Standard Webhooks' base64 is padded: without it, or with more, it is not the signature.
+      const headers = webhookHeaders("msg_pad", body)
+      const canonical = headers["webhook-signature"]
+      assert.match(canonical, /=$/)
+      for (const variant of [canonical.replace(/=+$/, ""), `${canonical}=`, `${canonical}==`]) {
+        const answer = yield* postJson(url.href, body, { ...headers, "webhook-signature": variant })
+        assert.deepStrictEqual([answer.status, answer.body.message], [401, "no webhook-signature matches"], variant)
+      }
+      assert.strictEqual(yield* snapshot(stores), before)
+      const delivered = yield* postJson(url.href, body, headers)
+      assert.deepStrictEqual(delivered.body, { status: "resumed", runId: run.runId })
+    }))
+})
+
+describe("long signal names (issue 40)", () => {
+  it.live("a callback for a 255-byte signal resumes its run; 256 bytes is 400 naming the signal, even signed, and writes nothing", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      // No handler declares these signals: the route checks no schema.
+      const { origin } = yield* startServer(stores)
+      const signal = "s".repeat(253) + "é"
+      const run = yield* suspended(stores, signal)
+      const over = "s".repeat(256)
+      const exp = Math.floor(Date.now() / 1000) + 3600
+      const before = yield* snapshot(stores)
+      const refused = yield* postJson(callbackUrl(origin, secretNew, run.runId, over, exp), { approved: true })
+      assert.deepStrictEqual([refused.status, refused.body], [400, { error: "invalid-signal", message: "signal is 256 bytes long, over the limit of 255" }])
+      assert.strictEqual(yield* snapshot(stores), before)
+      const answer = yield* postJson(at(origin, run.url), { approved: true })
+      assert.deepStrictEqual([answer.status, answer.body], [200, { status: "resumed", runId: run.runId }])
+      assert.strictEqual((yield* runRow(stores, run.runId)).state, "pending")
+    }))
+
+  it.live("end to end: the URL a worker's handler minted for a 120-character signal resumes the run, which completes under fence 2", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const signal = "approval-" + "x".repeat(111)
+      const minted: Array<string> = []
+      const long = Handler.make({
+        kind: "approve-long",
+        payload: Schema.Struct({}),
+        signals: { [signal]: Schema.Struct({ approved: Schema.Boolean }) },
+        handle: () =>
+          Effect.gen(function*() {
+            minted.push(yield* Callback.url(signal, { expiresIn: "1 hour" }))
+            return yield* Run.awaitSignal(signal, { token: "long-1" })
+          }).pipe(Effect.provideService(Callbacks.Callbacks, callbacks))
+      })
+      const { origin } = yield* startServer(stores, { handlers: [long] })
+      yield* startWorker(stores.a, stores.sql, { handlers: [long], pollInterval: "100 millis" })
+      const [enqueued] = yield* stores.a.enqueue([{ kind: "approve-long", payload: {} }])
+      const runId = enqueued!.id
+      yield* eventually("the run suspends", Effect.map(stores.a.get(runId), (r) => r.state === "suspended"))
+      assert.strictEqual(signal.length, 120)
+      assert.include(minted[0]!, `/callbacks/${runId}/${signal}?`)
+      const answer = yield* postJson(at(origin, minted[0]!), { approved: true })
+      assert.deepStrictEqual([answer.status, answer.body], [200, { status: "resumed", runId }])
+      const done = yield* eventually("the run completes", Effect.map(stores.a.get(runId), (r) => r.state === "completed" && r))
+      assert.strictEqual(done.fence, 2)
+      assert.deepStrictEqual(done.result, { _tag: "Signalled", payload: { approved: true } })
+    }))
+})
+
 describe("bad input to a callback (issue 27)", () => {
   it.live("a body jsonb refuses (a NUL) is 400 naming where it is; a non-JSON content type is 415; nothing is written", () =>
     Effect.gen(function*() {

@@ -21,3 +21,6 @@ export const leasehold = Command.make("leasehold").pipe(
 )
 
 export const run = Command.run(leasehold, { version: "0.1.0" })
+
+/** The command on the given arguments (`process.argv.slice(2)`), as the `leasehold` binary runs it. */
+export const runWith = Command.runWith(leasehold, { version: "0.1.0" })

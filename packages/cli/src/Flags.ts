@@ -2,6 +2,8 @@
 import { StoreSchema } from "@leasehold/sql"
 import { Duration, Effect, Option, Schema } from "effect"
 import { Flag } from "effect/cli"
+import * as fs from "node:fs"
+import * as path from "node:path"
 
 /** A mistake in how the command was called: one line, exit code 2. */
 export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
@@ -25,14 +27,49 @@ export const jsonFlag = Flag.Boolean("json").pipe(
   Flag.withDescription("print stable JSON on stdout (for scripts)")
 )
 
+/**
+ * The largest payload the CLI takes, in bytes of JSON text: the HTTP API's default body limit
+ * (`maxBodySize`), so the CLI stores nothing the API would refuse.
+ */
+export const maxPayloadBytes = 1024 * 1024
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+const parsePayload = (text: string): unknown => {
+  const bytes = Buffer.byteLength(text, "utf8")
+  if (bytes > maxPayloadBytes) throw new Error(`at most ${maxPayloadBytes} bytes of JSON (the HTTP API's limit), not ${bytes}`)
+  return JSON.parse(text) as unknown
+}
+
+/** A payload file's JSON, read as bytes: invalid UTF-8 is refused rather than stored as U+FFFD. */
+const readPayloadFile = (file: string): unknown => {
+  const absolute = path.resolve(file)
+  if (!fs.existsSync(absolute)) throw new Error(`File does not exist: ${absolute}`)
+  const size = fs.statSync(absolute).size
+  // Checked before reading: a huge file is refused without loading it.
+  if (size > maxPayloadBytes) throw new Error(`at most ${maxPayloadBytes} bytes of JSON (the HTTP API's limit), not ${size}`)
+  let text: string
+  try {
+    text = utf8.decode(fs.readFileSync(absolute))
+  } catch {
+    throw new Error(`the file is not valid UTF-8: ${absolute}`)
+  }
+  try {
+    return JSON.parse(text) as unknown
+  } catch (error) {
+    throw new Error(`Failed to parse '.json' file content: ${error}`)
+  }
+}
+
 /** A JSON document given inline or in a file; parsed while the command line is parsed. */
 export const payloadFlags = {
   payload: Flag.String("payload").pipe(
-    Flag.mapTryCatch((text) => JSON.parse(text) as unknown, (e) => `valid JSON (${(e as Error).message})`),
+    Flag.mapTryCatch(parsePayload, (e) => e instanceof SyntaxError ? `valid JSON (${e.message})` : (e as Error).message),
     Flag.optional,
     Flag.withDescription("JSON payload, e.g. '{\"order\":\"A-1\"}'")
   ),
-  payloadFile: Flag.FileParse("payload-file", { format: "json" }).pipe(
+  payloadFile: Flag.String("payload-file").pipe(
+    Flag.mapTryCatch(readPayloadFile, (e) => (e as Error).message),
     Flag.optional,
     Flag.withDescription("file holding the JSON payload")
   )

@@ -9,11 +9,20 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Effect, Exit } from "effect"
 import { CliOutput } from "effect/cli"
-import { run } from "./Cli.js"
+import { invalidUtf8, joinDashValues } from "./Argv.js"
+import { runWith } from "./Cli.js"
 import { describeFailure } from "./Failure.js"
 import * as Observability from "./Observability.js"
 
-const exitCode: Effect.Effect<number> = run.pipe(
+const args = process.argv.slice(2)
+const notUtf8 = invalidUtf8(args)
+if (notUtf8 !== undefined) {
+  // Node has already put U+FFFD in its place: refused before anything reads it.
+  process.stderr.write(`leasehold: ${notUtf8} is not valid UTF-8\n`)
+  process.exit(2)
+}
+
+const exitCode: Effect.Effect<number> = runWith(joinDashValues(args)).pipe(
   Effect.as(0),
   Effect.catchCause((cause) => {
     if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)

@@ -255,7 +255,23 @@ const RateLimitBody = Schema.Struct({
   perKey: Schema.optional(Schema.Boolean)
 })
 
-const param = (name: string) => Effect.map(HttpRouter.params, (params) => params[name] ?? "")
+/** The documented limit of each path parameter that names something (`Limits`); ids and scopes are checked where used. */
+const paramLimits: Readonly<Record<string, number>> = {
+  queue: Limits.maxQueueBytes,
+  // A schedule's name, or a rate limit's queue or kind: 255 bytes each.
+  name: Limits.maxScheduleNameBytes,
+  token: Limits.maxSignalTokenBytes
+}
+
+/** A path parameter; one over its documented limit is a 400 (`invalid-option`) naming it, before anything is read or written. */
+const param = (name: string) =>
+  Effect.flatMap(HttpRouter.params, (params) => {
+    const value = params[name] ?? ""
+    const max = paramLimits[name]
+    const issue = max === undefined ? undefined : Limits.textIssue(value, max)
+    // The store's own error for the same value, so a path and a body are refused alike.
+    return issue === undefined ? Effect.succeed(value) : Effect.fail(new InvalidConfig({ option: name, issue }))
+  })
 
 const single = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
   typeof value === "string" ? value : value?.[0]

@@ -5,7 +5,7 @@
  * | status | when |
  * | --- | --- |
  * | 200 | resumed, recorded before the run suspended, or the same outcome delivered again (no-op) |
- * | 400 | the body is not JSON, fails the schema the handler declares for the signal, or holds a value the store cannot keep (a NUL) |
+ * | 400 | the signal name is over 255 bytes; the body is not JSON, fails the schema the handler declares for the signal, or holds a value the store cannot keep (a NUL) |
  * | 401 | `exp` or `sig` missing; Standard Webhooks headers incomplete, stale, unverifiable or wrong, or absent where they are required |
  * | 403 | the signature does not match the run, signal and expiry, or `exp` is not 1 to 12 digits |
  * | 404 | no such run |
@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Handler, RunStore } from "@leasehold/core"
+import { Handler, Limits, RunStore } from "@leasehold/core"
 import { Clock, Effect, Option } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Callbacks } from "./Callbacks.js"
@@ -51,6 +51,9 @@ const deliver = (options: CallbackRoutesOptions) =>
     const exp = typeof query.exp === "string" ? query.exp : undefined
     const sig = typeof query.sig === "string" ? query.sig : undefined
 
+    // Over its documented limit, no handler could have minted the URL: named, before any check reads.
+    const signalIssue = Limits.textIssue(signal, Limits.maxSignalBytes)
+    if (signalIssue !== undefined) return problem(400, "invalid-signal", `signal ${signalIssue}`)
     if (exp === undefined || sig === undefined) {
       return problem(401, "signature-missing", "the callback URL needs its exp and sig parameters")
     }

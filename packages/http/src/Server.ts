@@ -5,13 +5,62 @@
  *
  * @since 0.1.0
  */
-import { type Duration, Layer, type Redacted } from "effect"
-import { HttpRouter } from "effect/http"
+import { type Duration, Effect, Layer, type Redacted } from "effect"
+import { HttpRouter, HttpServerRequest } from "effect/http"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { createServer } from "node:http"
 import * as Admin from "./Admin.js"
 import * as CallbackRoutes from "./CallbackRoutes.js"
 import * as Console from "./Console.js"
+import { problem, secure } from "./internal/Http.js"
+
+/**
+ * The router configuration the routes need: a path parameter may be as long as the longest value
+ * the documented limits allow (a signal token: 1,024 bytes, percent-encoded), and one over a limit
+ * must reach its route to be refused by name. Effect's router refuses a parameter over 100
+ * characters as "not found" unless told otherwise: pass this as `routerConfig` to
+ * `HttpRouter.serve` when serving `layerRoutes` on your own server (`layer` does).
+ *
+ * @category constants
+ */
+export const routerConfig = { maxParamLength: 16 * 1024 } as const
+
+/** The longest URL (path and query) served; a longer one is answered 414. @category constants */
+export const maxUrlLength = 16 * 1024
+
+/**
+ * The request line and headers `layer`'s Node server reads: far above `maxUrlLength`, so a long
+ * URL is read whole and answered 414 instead of the connection being cut mid-request.
+ */
+const maxHeaderSize = 1024 * 1024
+
+/** Whether every segment of the path decodes as percent-encoded UTF-8 (no lone surrogate, no stray `%`). */
+const wellFormedPath = (url: string): boolean => {
+  const end = url.search(/[?#]/)
+  const path = end === -1 ? url : url.slice(0, end)
+  try {
+    for (const segment of path.split("/")) decodeURIComponent(segment)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Before routing: a URL over `maxUrlLength` is 414 and a path that is not percent-encoded UTF-8
+ * is 400, each with one message, instead of the router's bare 404.
+ *
+ * @category layers
+ */
+export const layerRequestChecks = HttpRouter.middleware((effect) =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    request.url.length > maxUrlLength
+      ? Effect.succeed(secure(problem(414, "uri-too-long", `the URL is longer than ${maxUrlLength} characters`)))
+      : wellFormedPath(request.url)
+      ? effect
+      : Effect.succeed(
+        secure(problem(400, "malformed-path", "the path is not valid percent-encoded UTF-8 (a stray %, or bytes that are not UTF-8)"))
+      )), { global: true })
 
 /** @category models */
 export interface RoutesOptions {
@@ -44,7 +93,8 @@ export interface RoutesOptions {
 
 /**
  * The routes, for the application's own `HttpRouter`: merge them with its routes and serve them
- * with `HttpRouter.serve`. They require `Callbacks`, `RunStore` and `Handlers` per request, so
+ * with `HttpRouter.serve` and `{ routerConfig }` (long names and tokens; add `layerRequestChecks`
+ * for 414 and 400 answers to long or malformed URLs). They require `Callbacks`, `RunStore` and `Handlers` per request, so
  * provide those to the served layer (after `HttpRouter.serve`), as for any route.
  *
  * @category layers
@@ -84,8 +134,12 @@ export interface ServerOptions extends RoutesOptions {
  * @category layers
  */
 export const layer = (options: ServerOptions) =>
-  HttpRouter.serve(layerRoutes(options), { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(() => createServer(), {
+  HttpRouter.serve(Layer.mergeAll(layerRoutes(options), layerRequestChecks), {
+    disableLogger: true,
+    disableListenLog: true,
+    routerConfig
+  }).pipe(
+    Layer.provideMerge(NodeHttpServer.layer(() => createServer({ maxHeaderSize }), {
       port: options.port,
       host: options.host,
       gracefulShutdownTimeout: options.shutdownGrace ?? "3 seconds"

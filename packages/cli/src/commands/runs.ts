@@ -44,10 +44,15 @@ const list = Command.make("list", {
   state: Flag.Literals("state", RunState.literals).pipe(Flag.optional, Flag.withDescription("only runs in this state")),
   queue: Flag.String("queue").pipe(Flag.optional, Flag.withDescription("only runs on this queue")),
   kind: Flag.String("kind").pipe(Flag.optional, Flag.withDescription("only runs of this kind")),
-  limit: Flag.Int("limit").pipe(positive, Flag.withDefault(20), Flag.withDescription("runs per page")),
+  // The admin API's bounds (`GET /api/runs`): the CLI lists no more than it would.
+  limit: Flag.Int("limit").pipe(
+    Flag.filter((n: number) => n >= 1 && n <= 500, () => "a whole number from 1 to 500"),
+    Flag.withDefault(20),
+    Flag.withDescription("runs per page (1 to 500)")
+  ),
   page: Flag.Int("page").pipe(positive, Flag.optional, Flag.withDescription("page number, from 1")),
   offset: Flag.Int("offset").pipe(
-    Flag.filter((n) => n >= 0, () => "0 or more"),
+    Flag.filter((n) => n >= 0 && n <= 1_000_000, () => "a whole number from 0 to 1000000"),
     Flag.optional,
     Flag.withDescription("runs to skip (instead of --page)")
   ),

@@ -11,12 +11,13 @@ export const hmac = (key: Uint8Array | string, message: string | Uint8Array): Bu
 export const constantTimeEqual = (a: Uint8Array, b: Uint8Array): boolean =>
   a.length === b.length && timingSafeEqual(a, b)
 
-/** Decodes base64 or base64url; `undefined` unless the text is canonical for one of them. */
+/**
+ * Decodes base64 (padded) or base64url (unpadded); `undefined` unless the text is exactly the
+ * canonical spelling, padding included: a signature has one spelling, so a URL has one form.
+ */
 export const decodeBase64 = (text: string, encoding: "base64" | "base64url"): Buffer | undefined => {
   const bytes = Buffer.from(text, encoding)
-  const canonical = bytes.toString(encoding)
-  const strip = (s: string) => s.replace(/=+$/, "")
-  return strip(canonical) === strip(text) ? bytes : undefined
+  return bytes.toString(encoding) === text ? bytes : undefined
 }
 
 /** Two strings equal, in constant time whatever their lengths (both are hashed first). */

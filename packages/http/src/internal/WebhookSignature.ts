@@ -17,7 +17,9 @@ export const parseSecret = (secret: string): Uint8Array | undefined => {
   const trimmed = secret.trim()
   const encoded = trimmed.startsWith("whsec_") ? trimmed.slice("whsec_".length) : trimmed
   if (encoded.length === 0) return undefined
-  const bytes = decodeBase64(encoded, "base64")
+  // A secret is configuration, not a presented signature: written with or without its padding.
+  const padded = encoded.length % 4 === 0 ? encoded : encoded + "=".repeat(4 - (encoded.length % 4))
+  const bytes = decodeBase64(padded, "base64")
   return bytes === undefined || bytes.length === 0 ? undefined : bytes
 }
 
