@@ -40,7 +40,7 @@ describe("upgrading a store with runs in flight", () => {
       const held = [1, 2, 3].map((id) => ({ runId: String(id), fence: 1 }))
       const renewing = yield* Effect.forkScoped(Effect.forever(Effect.andThen(store.renew("old-worker", held, ttl), Effect.sleep("5 millis"))))
       const applied = yield* Migrations.run(s).pipe(Effect.provideContext(client))
-      assert.deepStrictEqual(applied.map(([, name]) => name), ["hot_lease_renewal", "paused_queues", "schedules", "key_concurrency", "workflows", "fence_epoch", "key_admission", "key_hot_path", "key_limit_peaks", "runs_listed", "workflow_awaits", "batch_ledger", "worker_registry", "activity_window", "enqueue_function", "unique_windows", "rate_limits", "unique_hold_order_and_retention", "keyed_ledger"])
+      assert.deepStrictEqual(applied.map(([, name]) => name), ["hot_lease_renewal", "paused_queues", "schedules", "key_concurrency", "workflows", "fence_epoch", "key_admission", "key_hot_path", "key_limit_peaks", "runs_listed", "workflow_awaits", "batch_ledger", "worker_registry", "activity_window", "enqueue_function", "unique_windows", "rate_limits", "unique_hold_order_and_retention", "keyed_ledger", "ledger_settlement"])
       yield* Effect.sleep("50 millis")
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")
       yield* Fiber.interrupt(renewing)
@@ -70,4 +70,42 @@ describe("upgrading a store with runs in flight", () => {
       assert.deepStrictEqual(yield* history("1"), ["claimed@1", "completed@1"])
       assert.deepStrictEqual(yield* history("4"), ["claimed@1", "reclaimed@2", "stale_write_rejected@1"])
     }))
+
+  it.live("migration 0026 sets right the batches the earlier ledger left wrong: one settled with a run still open is unsettled (the run is then reclaimed), one whose runs all ended is settled", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("upgrade")
+      const client = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 4 }))
+      const sql = Context.get(client, SqlClient.SqlClient)
+      const s = StoreSchema.make(schema)
+      yield* Migrations.run(s, { upTo: "0025_keyed_ledger" }).pipe(Effect.provideContext(client))
+      const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
+      const store = Context.get(context, RunStore)
+      const claimOf = (owner: string) => ({ owner, queues: ["default"], kinds: ["job"], limit: 3, ttl })
+      // Two claim batches of three runs, as the earlier release's races left them: the first has
+      // runs 1 and 2 completed twice and was settled with run 3 still open; the second has all its
+      // runs completed and was never settled.
+      yield* store.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i } })))
+      const stranded = yield* store.claim(claimOf("w-a"))
+      yield* store.enqueue([4, 5, 6].map((i) => ({ kind: "job", payload: { i } })))
+      const ended = yield* store.claim(claimOf("w-a"))
+      const batchOf = (runId: string) => `(SELECT batch FROM "${schema}".claim_batches WHERE ${Number(runId)} = ANY (ids))`
+      const completion = (runs: ReadonlyArray<{ id: string }>) =>
+        `INSERT INTO "${schema}".completion_batches (claim_batch, ids, fences) VALUES (${batchOf(runs[0]!.id)},
+          ARRAY[${runs.map((r) => Number(r.id)).join(",")}]::bigint[], ARRAY[${runs.map(() => 1).join(",")}]::bigint[])`
+      yield* sql.unsafe(completion(stranded.slice(0, 2)))
+      yield* sql.unsafe(completion(stranded.slice(0, 2)))
+      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET settled_at = now() WHERE batch = ${batchOf(stranded[0]!.id)}`)
+      yield* sql.unsafe(completion(ended))
+      const applied = yield* Migrations.run(s).pipe(Effect.provideContext(client))
+      assert.deepStrictEqual(applied.map(([, name]) => name), ["ledger_settlement"])
+      const settled = (runId: string) =>
+        Effect.map(sql.unsafe<{ settled: boolean }>(`SELECT settled_at IS NOT NULL AS settled FROM "${schema}".claim_batches WHERE batch = ${batchOf(runId)}`),
+          (rows) => rows[0]!.settled)
+      assert.isFalse(yield* settled(stranded[2]!.id), "the batch with an open run is unsettled")
+      assert.isTrue(yield* settled(ended[0]!.id), "the batch whose runs all ended is settled")
+      // The open run's lease runs out: another worker's sweep reclaims it under fence 2.
+      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second' WHERE settled_at IS NULL`)
+      const swept = yield* store.claim(claimOf("w-b"))
+      assert.deepStrictEqual(swept.map((r) => [r.id, r.fence, r.via]), [[stranded[2]!.id, 2, "expired"]])
+    }).pipe(Effect.scoped))
 })

@@ -19,6 +19,8 @@ import { type SqlClient, Statement } from "effect/sql"
 /** One session's work: a store operation run on the session's own connection. */
 export interface Operation<Ctx> {
   readonly name: string
+  /** Whether its start is not a step of its own (nothing before its first statement reads shared state). */
+  readonly startsAtOnce?: boolean
   readonly run: (sql: SqlClient.SqlClient, ctx: Ctx) => Effect.Effect<unknown, unknown>
 }
 
@@ -128,7 +130,7 @@ export const runSchedule = <Ctx>(
       Effect.forkIn(
         // Its start is a step too: what the operation does before its first statement (read the
         // worker's claim references, say) happens in the schedule's order.
-        Effect.andThen(pause(used[i]!), op.run(committingAsAStep(used[i]!), ctx)).pipe(
+        Effect.andThen(op.startsAtOnce === true ? Effect.void : pause(used[i]!), op.run(committingAsAStep(used[i]!), ctx)).pipe(
           Effect.provideService(Statement.CurrentTransformer, gate(used[i]!)),
           Effect.exit,
           Effect.tap((exit) => Effect.sync(() => used[i]!.status = { _tag: "Done", exit }))
