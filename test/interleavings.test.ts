@@ -228,6 +228,8 @@ const everyCombination = (combinations: (names: ReadonlyArray<string>) => Array<
       if (result === undefined) continue
       console.log(`${combination.join(" + ")}: ${result.schedules} schedules, ${result.withLockWaits} with a lock wait`)
       assert.isTrue(result.exhausted)
+      // Each schedule replays its prefix exactly: none went another way than the one it was run for.
+      assert.strictEqual(result.diverged, 0, `${combination.join(" + ")}: schedules that did not replay their prefix`)
       schedules += result.schedules
       withLockWaits += result.withLockWaits
     }

@@ -130,7 +130,7 @@ export const runSchedule = <Ctx>(
       Effect.forkIn(
         // Its start is a step too: what the operation does before its first statement (read the
         // worker's claim references, say) happens in the schedule's order.
-        Effect.andThen(op.startsAtOnce === true ? Effect.void : pause(used[i]!), op.run(committingAsAStep(used[i]!), ctx)).pipe(
+        Effect.andThen(op.startsAtOnce === true ? Effect.void : pause(used[i]!), Effect.suspend(() => op.run(committingAsAStep(used[i]!), ctx))).pipe(
           Effect.provideService(Statement.CurrentTransformer, gate(used[i]!)),
           Effect.exit,
           Effect.tap((exit) => Effect.sync(() => used[i]!.status = { _tag: "Done", exit }))
@@ -141,6 +141,7 @@ export const runSchedule = <Ctx>(
     const choices: Array<ReadonlyArray<number>> = []
     let blocked = yield* settle(monitor, used)
     let steps = 0
+    let diverged = false
     for (;;) {
       const enabled = used.flatMap((s, i) => s.status._tag === "AtGate" ? [i] : [])
       if (enabled.length === 0) {
@@ -152,6 +153,8 @@ export const runSchedule = <Ctx>(
         continue
       }
       const wanted = prefix[taken.length]
+      // A replayed step whose session cannot go (the replay went another way): told, not hidden.
+      if (wanted !== undefined && !enabled.includes(wanted)) diverged = true
       const pick = wanted !== undefined && enabled.includes(wanted) ? wanted : enabled[0]!
       choices.push(enabled)
       taken.push(pick)
@@ -165,7 +168,7 @@ export const runSchedule = <Ctx>(
       )
     }
     const exits = yield* Effect.forEach(fibers, (f) => Fiber.await(f))
-    return { outcome: { taken, exits, blocked } satisfies Outcome, choices }
+    return { outcome: { taken, exits, blocked } satisfies Outcome, choices, diverged }
   }))
 
 /**
@@ -185,11 +188,13 @@ export const everySchedule = <Ctx>(options: {
     const pending: Array<ReadonlyArray<number>> = [[]]
     let runs = 0
     let blockedRuns = 0
+    let divergedRuns = 0
     while (pending.length > 0 && runs < (options.limit ?? 10_000)) {
       const prefix = pending.pop()!
       const ctx = yield* options.setup
-      const { choices, outcome } = yield* runSchedule(options.monitor, options.sessions, options.operations, ctx, prefix)
+      const { choices, diverged, outcome } = yield* runSchedule(options.monitor, options.sessions, options.operations, ctx, prefix)
       runs++
+      if (diverged) divergedRuns++
       if (outcome.blocked > 0) blockedRuns++
       // An assertion throws (a defect): it is told with the schedule that broke it.
       yield* options.check(ctx, outcome).pipe(
@@ -202,7 +207,7 @@ export const everySchedule = <Ctx>(options: {
         }
       }
     }
-    return { schedules: runs, withLockWaits: blockedRuns, exhausted: pending.length === 0 }
+    return { schedules: runs, withLockWaits: blockedRuns, diverged: divergedRuns, exhausted: pending.length === 0 }
   })
 
 /** A schedule as the isolation tester prints a permutation: the session of each statement. */

@@ -35,6 +35,7 @@ import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff, heldSlotColumns } from "./admit.js"
 import { type ClaimRow, num } from "./rows.js"
 import * as ledger from "./ledger.js"
+import { idleBound, readCommitted } from "./transactions.js"
 
 interface Diagnosis {
   readonly runId: string
@@ -94,6 +95,16 @@ export const guardedOne = <A, E>(
  * be in the ledger (claimed by another process): then the write is tried once more.
  */
 export const inRow = <A, E>(
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  lease: LeaseKey,
+  write: Effect.Effect<ReadonlyArray<A>, E>,
+  refs?: ledger.LedgerRefs
+): Effect.Effect<ReadonlyArray<A>, E | SqlError.SqlError> =>
+  // The reference is looked up when the write runs, not when it is built (a retried write looks again).
+  Effect.suspend(() => inRowNow(sql, s, lease, write, refs))
+
+const inRowNow = <A, E>(
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   lease: LeaseKey,
@@ -201,7 +212,7 @@ const claimingInOne = <A, E, R>(
   items: ReadonlyArray<CompleteItem>,
   next: ClaimNext | undefined,
   completion: Effect.Effect<A, E, R>
-) => next === undefined || items.every((i) => i.keyed === false) ? completion : sql.withTransaction(completion)
+) => next === undefined || items.every((i) => i.keyed === false) ? completion : readCommitted(sql.withTransaction(completion))
 
 const completeInRows = (
   sql: SqlClient.SqlClient,
@@ -479,24 +490,6 @@ export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: Suspe
   )
 }
 
-/** The most `idle_in_transaction_session_timeout` takes (milliseconds, a 32-bit integer). */
-const maxIdleBoundMs = 2_147_483_647
-
-/**
- * A select-list expression that bounds the idle time of the transaction it runs in to `ttl`: the
- * server ends a transaction (and its session) that sits idle that long between two statements, so
- * a holder gone silent mid-transaction (its socket dropped, never reset) lets its batch row and
- * row locks go about one lease TTL after its last statement; TCP keepalives alone take hours.
- * Transaction-local (`set_config(..., true)`): it ends with the transaction, and a pooler in
- * transaction mode hands the server connection on without it. A stricter bound the session
- * already has stays.
- */
-const idleBound = (sql: SqlClient.SqlClient, ttl: Duration.Duration) => {
-  const ms = Math.min(maxIdleBoundMs, Math.max(1, Math.ceil(Duration.toMillis(ttl))))
-  return sql`set_config('idle_in_transaction_session_timeout',
-    least(nullif(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000, 0), ${ms}::int)::int::text,
-    true)`
-}
 
 /**
  * The caller's effect and the run's completion in one transaction. The fence is checked first so
@@ -587,12 +580,11 @@ export const completeInTransaction = <A, E, R>(
   // reclaim). The completion decides, under the batch's lock (ledger.ts): if the run was moved to
   // its row meanwhile (a signal delivered, say), the row's guarded completion decides instead.
   // The idle bound set by the check lets the transaction go if the holder falls silent.
-  const ref = refs?.get(lease)
-  const inLedger = Effect.gen(function*() {
+  const inLedger = (ref: ledger.HeldRef) => Effect.gen(function*() {
     const held = yield* sql`
       SELECT 1 AS held${bound} FROM ${s.claimBatches(sql)} c
-      WHERE c.batch = ${ref!.batch}::bigint AND c.settled_at IS NULL AND c.ids[${ref!.pos}::int] = ${lease.runId}::bigint
-        AND c.fences[${ref!.pos}::int] = ${lease.fence}::bigint AND ${lease.runId}::bigint <> ALL (c.closed)
+      WHERE c.batch = ${ref.batch}::bigint AND c.settled_at IS NULL AND c.ids[${ref.pos}::int] = ${lease.runId}::bigint
+        AND c.fences[${ref.pos}::int] = ${lease.fence}::bigint AND ${lease.runId}::bigint <> ALL (c.closed)
         AND NOT EXISTS (SELECT 1 FROM ${s.completionBatches(sql)} d WHERE d.claim_batch = c.batch AND ${lease.runId}::bigint = ANY (d.ids))`
     // Not open in its batch any more (moved to its row, or superseded there): the row decides.
     if (held.length === 0) return yield* Effect.fail(new MovedToRow())
@@ -609,11 +601,16 @@ export const completeInTransaction = <A, E, R>(
   const inRows = Effect.suspend(() =>
     Effect.andThen(Effect.tap(ledger.hold(sql, s, [lease.runId]), () => Effect.sync(() => refs?.delete(lease))), transact(sql, body))
   )
-  const transaction = ref === undefined
-    ? inRows
-    : transact(sql, inLedger).pipe(
-      Effect.catchIf((error): error is MovedToRow => error instanceof MovedToRow, () => inRows)
-    )
+  // The reference is looked up when the transaction runs; the transaction is READ COMMITTED
+  // whatever the caller's context asks, as the ledger's completion needs (docs/adr/0022).
+  const transaction = Effect.suspend(() => {
+    const ref = refs?.get(lease)
+    return ref === undefined
+      ? inRows
+      : transact(sql, inLedger(ref)).pipe(
+        Effect.catchIf((error): error is MovedToRow => error instanceof MovedToRow, () => inRows)
+      )
+  }).pipe(readCommitted)
   return transaction.pipe(
     StoreErrors.refail("transaction"),
     // The history row for a rejected transaction is written after the rollback, on its own.

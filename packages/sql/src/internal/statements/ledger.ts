@@ -18,6 +18,7 @@ import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff } from "./admit.js"
+import { idleBound, readCommitted } from "./transactions.js"
 import { type ClaimRow, textArray, toClaimed } from "./rows.js"
 
 /** Where a claim put a run: its claim batch and its place (1-based) in the batch's arrays. */
@@ -111,6 +112,12 @@ const inputRows = (
     ) f ON true`
 }
 
+/**
+ * How long a completion's transaction may sit idle between its lock and its decision: its worker
+ * sends the decision at once, so only a stopped process or a silent network waits this long.
+ */
+const completionIdleBound = Duration.seconds(5)
+
 /** The run ids as the text of an int8multirange: each id a range of its own (the server merges them). */
 const idRanges = (ids: ReadonlyArray<string>) => `{${ids.map((id) => `[${id},${BigInt(id) + 1n})`).join(",")}}`
 
@@ -120,13 +127,16 @@ const idRanges = (ids: ReadonlyArray<string>) => `{${ids.map((id) => `[${id},${B
  * one, those whose span holds its run. `FOR NO KEY UPDATE` conflicts with itself and with `hold`'s
  * `FOR UPDATE`: a second completion or renewal of a batch waits for the first to commit, then
  * sees it. Answers nothing: the decision is the next statement's, under a snapshot taken after the
- * locks were granted.
+ * locks were granted. The transaction may then sit idle at most `bound` (`idleBound`): a writer
+ * stopped between its lock and its decision (a paused process, a silent network) lets the batches
+ * go, and the sweep reach them, that long after.
  */
 const lockBatches = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   leases: ReadonlyArray<LeaseKey>,
   known: ReadonlyArray<LedgerRef | undefined>,
+  bound: Duration.Duration,
   owner?: string
 ) => {
   const batches = [...new Set(known.flatMap((r) => r === undefined ? [] : [r.batch]))]
@@ -134,7 +144,7 @@ const lockBatches = (
   const byRef = sql`SELECT b.batch FROM ${s.claimBatches(sql)} b WHERE b.batch = ANY (${batches}::bigint[])`
   const bySpan = sql`SELECT b.batch FROM ${s.claimBatches(sql)} b WHERE b.span && ${idRanges(unknown)}::int8multirange`
   const wanted = unknown.length === 0 ? byRef : batches.length === 0 ? bySpan : sql`${byRef} UNION ${bySpan}`
-  return sql`SELECT 1 FROM ${s.claimBatches(sql)} c
+  return sql`SELECT ${idleBound(sql, bound)} AS idle_bound FROM ${s.claimBatches(sql)} c
     WHERE c.batch = ANY (ARRAY(${wanted})) AND c.settled_at IS NULL ${owner === undefined ? sql`` : sql`AND c.owner = ${owner}`}
     ORDER BY c.batch FOR NO KEY UPDATE OF c`
 }
@@ -243,8 +253,13 @@ export const complete = (
       FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)
       ${claimedNext}`
     // The batches locked first, the decision in a statement of its own: see the module's header.
-    const rows = yield* sql.withTransaction(Effect.andThen(lockBatches(sql, s, leases, known), decide))
-    for (const ref of known) if (ref !== undefined) refs.forget(ref)
+    // The references go once the completion has committed (the outermost transaction's commit).
+    const forget = Effect.sync(() => {
+      for (const ref of known) if (ref !== undefined) refs.forget(ref)
+    })
+    const rows = yield* readCommitted(sql.withTransaction(
+      Effect.andThen(lockBatches(sql, s, leases, known, completionIdleBound), Effect.tap(decide, () => sql.afterCommit(forget)))
+    ))
     const successors = new Map<number, ClaimedRun>()
     for (const row of rows) if (row.tag === "next") successors.set(Number(row.ord) - 1, remember(refs, row))
     return { missed: rows.filter((r) => r.tag === "missed").map((r) => Number(r.ord) - 1), successors }
@@ -289,7 +304,7 @@ export const renew = (
       UNION ALL
       SELECT 'lapsed', NULL, l.id::text, l.expires_at FROM lapsed l`
     // The batches locked first, the decision in a statement of its own: see the module's header.
-    const rows = yield* sql.withTransaction(Effect.andThen(lockBatches(sql, s, leases, known, owner), decide))
+    const rows = yield* readCommitted(sql.withTransaction(Effect.andThen(lockBatches(sql, s, leases, known, ttl, owner), decide)))
     const lapsed = rows.filter((r) => r.tag === "lapsed")
     if (lapsed.length > 0) {
       const until = lapsed.reduce((min, r) => (r.expires_at! < min ? r.expires_at! : min), lapsed[0]!.expires_at!)
@@ -422,11 +437,12 @@ export const renewClaimed = (
       UNION ALL
       SELECT 'lapsed', l.batch::text, l.id::text, l.expires_at FROM lapsed l`
     // The batches locked first, the decision in a statement of its own: see the module's header.
-    const rows = yield* sql.withTransaction(Effect.andThen(
-      sql`SELECT 1 FROM ${batchTable} c WHERE c.batch = ANY (${batches}::bigint[]) AND c.settled_at IS NULL AND c.owner = ${owner}
+    const rows = yield* readCommitted(sql.withTransaction(Effect.andThen(
+      sql`SELECT ${idleBound(sql, ttl)} AS idle_bound FROM ${batchTable} c
+        WHERE c.batch = ANY (${batches}::bigint[]) AND c.settled_at IS NULL AND c.owner = ${owner}
         ORDER BY c.batch FOR NO KEY UPDATE OF c`,
       decide
-    ))
+    )))
     // A batch not renewed (gone, settled, another owner's, or none of its named runs open) answers
     // for all its named leases: their runs are no longer open there (moved to their rows, where
     // the row renewal finds those still held, or ended).

@@ -1,0 +1,34 @@
+/**
+ * What the store's own transactions share: the isolation level the ledger's lock-then-decide
+ * needs, and a bound on how long a transaction may sit idle holding what it locked.
+ */
+import { Duration, Effect } from "effect"
+import { SqlClient } from "effect/sql"
+
+/** The most `idle_in_transaction_session_timeout` takes (milliseconds, a 32-bit integer). */
+const maxIdleBoundMs = 2_147_483_647
+
+/**
+ * A select-list expression that bounds the idle time of the transaction it runs in to `ttl`: the
+ * server ends a transaction (and its session) that sits idle that long between two statements, so
+ * a holder gone silent mid-transaction (its socket dropped, never reset) lets its batch row and
+ * row locks go about one lease TTL after its last statement; TCP keepalives alone take hours.
+ * Transaction-local (`set_config(..., true)`): it ends with the transaction, and a pooler in
+ * transaction mode hands the server connection on without it. A stricter bound the session
+ * already has stays.
+ */
+export const idleBound = (sql: SqlClient.SqlClient, ttl: Duration.Duration) => {
+  const ms = Math.min(maxIdleBoundMs, Math.max(1, Math.ceil(Duration.toMillis(ttl))))
+  return sql`set_config('idle_in_transaction_session_timeout',
+    least(nullif(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000, 0), ${ms}::int)::int::text,
+    true)`
+}
+
+/**
+ * The transaction level the ledger's writers need (docs/adr/0022): READ COMMITTED, where each
+ * statement sees what committed before it began, so a decision taken after a lock was granted sees
+ * every write the lock waited for. A session or caller asking for REPEATABLE READ (its snapshot taken
+ * at the first statement, before the wait) would decide from before the wait.
+ */
+export const readCommitted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.provideService(effect, SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL READ COMMITTED")
