@@ -118,6 +118,9 @@
 #   scripts/mutation-check.sh silent-slot  with no event sink, a completed run's slot is not freed
 #                                     (Lease.ts › settledAs skips freeSlot when nothing listens),
 #                                     against test/worker-clock.test.ts (a one-slot worker stops after its first run);
+#   scripts/mutation-check.sh ledger-read-committed  the ledger's transactions keep the isolation level
+#                                     the session asks for (transactions.ts › readCommitted), against
+#                                     test/interleavings.test.ts on sessions defaulting to REPEATABLE READ;
 #   scripts/mutation-check.sh ledger-lock  ledger completions lock their batches FOR KEY SHARE,
 #                                     which does not order them among themselves (ledger.ts ›
 #                                     lockBatches), against test/interleavings.test.ts (a completion
@@ -394,6 +397,13 @@ elif [ "$mutation" = "rate-seen" ]; then
   grep -q 'RatedSeen.scope(request) && "", declared' "$rate" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: one remembered answer for every claim's kinds and queues ($rate)"
   tests=(test/contract.test.ts -t "rate limits")
+  attempts=1
+elif [ "$mutation" = "ledger-read-committed" ]; then
+  transactions="$work/packages/sql/src/internal/statements/transactions.ts"
+  sed -i 's/^  Effect.provideService(effect, SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL READ COMMITTED")$/  effect/' "$transactions"
+  grep -q 'BEGIN ISOLATION LEVEL READ COMMITTED")$' "$transactions" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the ledger's transactions run at the session's isolation level ($transactions)"
+  tests=(test/interleavings.test.ts -t "REPEATABLE READ")
   attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

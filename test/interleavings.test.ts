@@ -186,7 +186,10 @@ const check = (sql: SqlClient.SqlClient, s: StoreSchema.StoreSchema, ctx: Ctx, o
   })
 
 /** Every schedule of each combination of sessions, on one schema; the first broken schedule of each told. */
-const everyCombination = (combinations: (names: ReadonlyArray<string>) => Array<ReadonlyArray<string>>) =>
+const everyCombination = (
+  combinations: (names: ReadonlyArray<string>) => Array<ReadonlyArray<string>>,
+  settings: Record<string, string> = {}
+) =>
   Effect.scoped(Effect.gen(function*() {
     const schema = freshSchema("iso")
     const context = yield* Layer.build(layerStore(schema, 2))
@@ -194,7 +197,7 @@ const everyCombination = (combinations: (names: ReadonlyArray<string>) => Array<
     const monitor = Context.get(context, SqlClient.SqlClient)
     const s = StoreSchema.make(schema)
     yield* monitor.unsafe(`CREATE TABLE "${schema}".app_writes (run_id bigint NOT NULL, fence bigint NOT NULL)`)
-    const sessions = yield* Effect.forEach(["iso-1", "iso-2", "iso-3"], (name) => sessionClient(databaseUrl(), name))
+    const sessions = yield* Effect.forEach(["iso-1", "iso-2", "iso-3"], (name) => sessionClient(databaseUrl(), name, settings))
     const ops = operations(s)
     let scheduleNo = 0
     const setup = (expired: boolean) =>
@@ -248,5 +251,11 @@ describe("the batch ledger under every interleaving", () => {
     everyCombination(() =>
       [["complete", "retry"], ["complete", "completeOther"], ["complete", "renew"], ["renew", "checkpoint"], ["transaction", "completeOther"]]
         .map((pair) => ["stall", ...pair])
+    ), timeout)
+
+  it.live("the completion's pairs beside a stalled holder, on sessions whose transactions default to REPEATABLE READ: the store's own are READ COMMITTED, and the invariants hold", () =>
+    everyCombination(
+      () => [["stall", "complete", "retry"], ["stall", "complete", "completeOther"]],
+      { default_transaction_isolation: "repeatable read" }
     ), timeout)
 })

@@ -44,10 +44,11 @@ class Session {
 }
 
 /** A client of one connection, its backend's pid known (its locks are looked up by it). */
-export const sessionClient = (url: string, name: string) =>
+export const sessionClient = (url: string, name: string, settings: Record<string, string> = {}) =>
   Effect.gen(function*() {
     const sql = yield* PgClient.make({
       url: Redacted.make(url),
+      startupParameters: settings,
       maxConnections: 1,
       minConnections: 1,
       applicationName: name,
