@@ -62,7 +62,7 @@ const roundTrip = (url: string, ...statements: ReadonlyArray<string>) =>
     return rows
   }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })), Effect.scoped)
 
-describe("embedded PostgreSQL started by root from a private folder", () => {
+describe("embedded PostgreSQL started from a private folder", () => {
   it.live("starts with binaries and data under a mode-700 folder, keeps the data across a restart, leaves no server", () => {
     // Root hands the server to the `postgres` OS user, which cannot reach the folder: the data is
     // kept where it can. Anyone else runs the server as themselves, in the folder as given.
