@@ -11,6 +11,7 @@ import { type ContractTarget, runStoreContract } from "./contract/RunStoreContra
 const memory: ContractTarget = {
   name: "MemoryRunStore",
   clock: "test",
+  completedRuns: "keep",
   make: Effect.map(MemoryRunStore.make, (store) => ({
     store,
     passTime: (duration) => TestClock.adjust(duration),

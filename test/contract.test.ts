@@ -15,6 +15,7 @@ import { freshSchema, layerStore } from "./support/db.js"
 const postgres = (name: string, options: PgRunStore.PgRunStoreOptions): ContractTarget => ({
   name,
   clock: "live",
+  completedRuns: options.completedRuns ?? "keep",
   make: Effect.gen(function*() {
     const schema = freshSchema("contract")
     const context = yield* Layer.build(layerStore(schema, 4, options))
@@ -50,11 +51,12 @@ const postgres = (name: string, options: PgRunStore.PgRunStoreOptions): Contract
   })
 })
 
-// The store's two layouts: the batch ledger (the default) and every run on its row. A store with
-// completed runs deleted answers differently by design (no completed run to read back):
-// retention.test.ts holds it to its own contract.
+// The store's two layouts: the batch ledger (the default) and every run on its row; and a store
+// with completed runs deleted (on rows), which answers for a completed run as for one never
+// enqueued (the contract asserts that instead of the run read back; retention.test.ts goes further).
 runStoreContract(postgres("PgRunStore", {}))
 runStoreContract(postgres("PgRunStore, storage rows", { storage: "rows" }))
+runStoreContract(postgres("PgRunStore, completed runs deleted", { completedRuns: "delete" }))
 
 describe("rate limits on PostgreSQL", () => {
   it.live("a run enqueued from SQL (the enqueue function) is governed like a TypeScript enqueue", () =>

@@ -23,6 +23,12 @@ export interface ContractTarget {
   readonly name: string
   /** `live`: the store runs on the real clock (`it.live`); `test`: under `TestClock` (`it.effect`). */
   readonly clock: "live" | "test"
+  /**
+   * What becomes of a completed run: `keep` (its row, result and history stay readable) or
+   * `delete` (PgRunStore's `completedRuns: "delete"`: the completion deletes it, so reads of it
+   * answer as for a run never enqueued; failed and cancelled runs are kept).
+   */
+  readonly completedRuns: "keep" | "delete"
   /** A fresh, empty store in the test's scope. */
   readonly make: Effect.Effect<ContractStore, unknown, Scope.Scope>
 }
@@ -59,6 +65,13 @@ const heldRun = (store: Store, owner = "w1", extra: { maxAttempts?: number } = {
 const kinds = (store: Store, runId: string) =>
   Effect.map(store.history(runId), (events) => events.map((e) => `${e.kind}@${e.fence}`))
 
+/** The run is gone: it reads as a run never enqueued. */
+const assertDeleted = (store: Store, runId: string) =>
+  Effect.gen(function*() {
+    assert.deepInclude(yield* Effect.flip(store.get(runId)), { _tag: "RunNotFound" })
+    assert.deepInclude(yield* Effect.flip(store.history(runId)), { _tag: "RunNotFound" })
+  })
+
 const cyclic = (): unknown => {
   const value: Record<string, unknown> = {}
   value.self = value
@@ -69,6 +82,7 @@ const cyclic = (): unknown => {
 export const runStoreContract = (target: ContractTarget): void => {
   const test = (name: string, body: (s: ContractStore) => Effect.Effect<void, unknown, Scope.Scope>) =>
     (target.clock === "live" ? it.live : it.effect)(name, () => Effect.flatMap(target.make, body))
+  const deleted = target.completedRuns === "delete"
 
   describe(`RunStore contract: ${target.name}`, () => {
     describe("enqueue and claim", () => {
@@ -147,7 +161,12 @@ export const runStoreContract = (target: ContractTarget): void => {
           const [after] = yield* store.enqueue([{ kind: "job", payload: { v: 5 }, unique: { key: "order-7" } }])
           assert.isTrue(after!.created)
           assert.notStrictEqual(after!.id, batch[0]!.id)
-          assert.strictEqual((yield* store.list({ limit: 10, kind: "job" })).length, 2)
+          if (deleted) {
+            yield* assertDeleted(store, batch[0]!.id)
+            assert.deepStrictEqual((yield* store.list({ limit: 10, kind: "job" })).map((r) => r.id), [after!.id])
+          } else {
+            assert.strictEqual((yield* store.list({ limit: 10, kind: "job" })).length, 2)
+          }
         }))
 
       test("unique by payload: payloads equal as JSON values are duplicates whatever their keys' order, others are not", ({ store }) =>
@@ -356,7 +375,8 @@ export const runStoreContract = (target: ContractTarget): void => {
             { _tag: "Rejected", runId: stale.runId, fence: 1, storedFence: 2, state: "running" },
             { _tag: "Rejected", runId: "999999", fence: 3, storedFence: 3, state: "missing" }
           ])
-          assert.deepInclude(yield* store.get(fresh!), { state: "completed", result: { ok: 1 }, leaseOwner: null, leaseExpiresAt: null })
+          if (deleted) yield* assertDeleted(store, fresh!)
+          else assert.deepInclude(yield* store.get(fresh!), { state: "completed", result: { ok: 1 }, leaseOwner: null, leaseExpiresAt: null })
           assert.deepInclude(yield* store.get(stale.runId), { state: "running", result: null, fence: 2 })
           assert.deepStrictEqual(yield* kinds(store, stale.runId), ["claimed@1", "reclaimed@2", "stale_write_rejected@1"])
         }))
@@ -366,7 +386,17 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lease = yield* heldRun(store)
           const item = { ...lease, result: JSON.stringify("first") }
           assert.deepStrictEqual(yield* store.completeBatch([item]), [{ _tag: "Finalized", ...lease }])
-          assert.deepStrictEqual(yield* store.completeBatch([{ ...lease, result: JSON.stringify("again") }]), [{ _tag: "Finalized", ...lease }])
+          const again = yield* store.completeBatch([{ ...lease, result: JSON.stringify("again") }])
+          if (deleted) {
+            // The run is gone with its completion: the resent one finds nothing and is answered as
+            // a missing run's (storedFence: the presented one), writing nothing. Not acknowledged,
+            // unlike keep mode and I6 (RunStore.completeBatch documents Finalized for this case).
+            assert.deepStrictEqual(again, [{ _tag: "Rejected", ...lease, storedFence: 1, state: "missing" }])
+            yield* assertDeleted(store, lease.runId)
+            assert.deepInclude(yield* Effect.flip(store.release(lease)), { _tag: "RunNotFound" })
+            return
+          }
+          assert.deepStrictEqual(again, [{ _tag: "Finalized", ...lease }])
           assert.deepInclude(yield* store.get(lease.runId), { state: "completed", result: "first", fence: 1 })
           assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "completed@1"])
           // Any other guarded write after the completion is still refused.
@@ -561,10 +591,15 @@ export const runStoreContract = (target: ContractTarget): void => {
             { _tag: "Gone", runId: lease.runId, reason: "timed-out" }
           )
           yield* store.completeBatch([{ runId: lease.runId, fence: 2, result: null }])
-          assert.deepStrictEqual(
-            yield* store.deliverSignal({ runId: lease.runId, signal: "late", payload: {} }),
-            { _tag: "Gone", runId: lease.runId, reason: "finished" }
-          )
+          if (deleted) {
+            // The finished run was deleted by its completion: it is not known any more.
+            assert.deepInclude(yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "late", payload: {} })), { _tag: "RunNotFound" })
+          } else {
+            assert.deepStrictEqual(
+              yield* store.deliverSignal({ runId: lease.runId, signal: "late", payload: {} }),
+              { _tag: "Gone", runId: lease.runId, reason: "finished" }
+            )
+          }
           assert.deepInclude(yield* Effect.flip(store.deliverSignal({ runId: "999999", signal: "approval", payload: {} })), { _tag: "RunNotFound" })
 
           const other = yield* heldRun(store, "w3")
@@ -631,7 +666,8 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual(failed, "app error")
           assert.deepInclude(yield* store.get(lease.runId), { state: "running", fence: 1 })
           assert.strictEqual(yield* store.completeInTransaction(lease, work, (n) => Exit.succeed(JSON.stringify({ n }))), 2)
-          assert.deepInclude(yield* store.get(lease.runId), { state: "completed", result: { n: 2 } })
+          if (deleted) yield* assertDeleted(store, lease.runId)
+          else assert.deepInclude(yield* store.get(lease.runId), { state: "completed", result: { n: 2 } })
 
           const stale = yield* heldRun(store, "w1")
           yield* passTime("61 seconds")
@@ -1192,11 +1228,16 @@ export const runStoreContract = (target: ContractTarget): void => {
             assert.isAtLeast(m.runMs!.p95, m.runMs!.p50)
             assert.isAtLeast(m.minute.getTime(), activity.since.getTime())
           }
-          assert.deepStrictEqual(Object.fromEntries(byQueue), { default: { completed: 1, failed: 1 }, other: { completed: 1, failed: 0 } })
+          // Deleted completed runs are not there to count: only the failure is.
+          assert.deepStrictEqual(
+            Object.fromEntries(byQueue),
+            deleted ? { default: { completed: 0, failed: 1 } } : { default: { completed: 1, failed: 1 }, other: { completed: 1, failed: 0 } }
+          )
           assert.isFalse(activity.truncated)
-          const capped = yield* store.activity({ minutes: 60, maxRuns: 2 })
-          assert.strictEqual(capped.series.reduce((n, m) => n + m.completed + m.failed, 0), 2)
-          assert.isTrue(capped.truncated)
+          // Deleted: the one failure is all there is to take, so a cap of one truncates nothing.
+          const capped = yield* store.activity({ minutes: 60, maxRuns: deleted ? 1 : 2 })
+          assert.strictEqual(capped.series.reduce((n, m) => n + m.completed + m.failed, 0), deleted ? 1 : 2)
+          assert.strictEqual(capped.truncated, !deleted)
           for (const minutes of [0, 1441, 1.5]) {
             const refused = yield* Effect.flip(store.activity({ minutes }))
             assert.deepInclude(refused, { _tag: "InvalidConfig", option: "minutes" })
@@ -1258,7 +1299,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.fail({ runId: claimed[2]!.id, fence: claimed[2]!.fence, error: { message: "no" }, retryDelayMs: undefined })
           const [other] = yield* claimFrom(store, "w2", { queues: ["other"] })
           yield* store.completeBatch([{ runId: other!.id, fence: other!.fence, result: null }])
-          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [
+          // Deleted completed runs are not counted: they are gone.
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, deleted ? [
+            { queue: "default", state: "failed", count: 1 },
+            { queue: "default", state: "running", count: 1 }
+          ] : [
             { queue: "default", state: "completed", count: 2 },
             { queue: "default", state: "failed", count: 1 },
             { queue: "default", state: "running", count: 1 },
@@ -1266,7 +1311,9 @@ export const runStoreContract = (target: ContractTarget): void => {
           ])
           // The one still running completes: its batch is settled, and it is counted completed.
           yield* store.completeBatch([{ runId: claimed[3]!.id, fence: claimed[3]!.fence, result: null }])
-          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, deleted ? [
+            { queue: "default", state: "failed", count: 1 }
+          ] : [
             { queue: "default", state: "completed", count: 3 },
             { queue: "default", state: "failed", count: 1 },
             { queue: "other", state: "completed", count: 1 }
