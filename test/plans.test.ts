@@ -209,10 +209,10 @@ describe("runtime plans", () => {
       // send them) reach each run once too.
       const held = (yield* store.claim({ ...request, ttl: Duration.millis(1) })).map((r) => ({ runId: r.id, fence: r.fence }))
       assert.strictEqual(held.length, limit)
-      const renewal = flatten(yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), () => true))
+      const renewal = flatten(yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), (text) => text.includes("renewed AS")))
       assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE renewed")?.["Actual Rows"], limit, "the heartbeat renewed them all")
       assert.isBelow(removedByJoins(renewal), limit, "the renewal compared its leases pair by pair")
-      const completion = flatten(yield* genericPlan(sql, store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))), () => true))
+      const completion = flatten(yield* genericPlan(sql, store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))), (text) => text.includes("done AS")))
       assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE done")?.["Actual Rows"], limit, "the batch completed them all")
       assert.isBelow(removedByJoins(completion), limit, "the completion compared its runs pair by pair")
       // Then the worker dies holding them: the next sweep reclaims them all.
@@ -238,12 +238,12 @@ describe("runtime plans", () => {
       const held = (yield* store.claim(request)).map((r) => ({ runId: r.id, fence: r.fence }))
       assert.strictEqual(held.length, limit)
       // The renewal names the batch and its held ids as one range: no node reads the runs one by one.
-      const renewal = flatten(yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), () => true))
+      const renewal = flatten(yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), (text) => text.includes("renewed AS")))
       assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE named")?.["Actual Rows"], 1, "one batch named")
       assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE renewed")?.["Actual Rows"], 1, "one batch row renewed")
       const widest = Math.max(...renewal.map((n) => (n["Actual Rows"] ?? 0) * (n["Actual Loops"] ?? 1)))
       assert.isBelow(widest, 10, "the renewal read the batch's runs one by one")
-      const completion = flatten(yield* genericPlan(sql, store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))), () => true))
+      const completion = flatten(yield* genericPlan(sql, store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))), (text) => text.includes("done AS")))
       assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE open_leases")?.["Actual Rows"], limit, "every run completed")
       assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE done")?.["Actual Rows"], 1, "one completion batch")
       assert.isBelow(removedByJoins(completion), limit, "the completion compared its runs pair by pair")
