@@ -226,6 +226,8 @@ describe("worker metrics", () => {
         const { id } = yield* Client.enqueue(ok, null, { queue }).pipe(Effect.provideService(RunStore, stores.a))
         yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
         yield* eventually("0 running exported", Effect.sync(() => latest("leasehold_queue_runs", { queue, state: "running" }) === 0))
+        // The run's duration is recorded as it settles: waited for in an export, not raced with the scope's end.
+        yield* eventually("the run's duration exported", Effect.sync(() => otlp.exports.flat().some((m) => m.name === "leasehold_run_duration_seconds")))
       }).pipe(
         Effect.scoped,
         Effect.provide(OtlpMetrics.layer({ url: otlp.url, resource: { serviceName: "leasehold-test" }, exportInterval: "100 millis" })),
