@@ -72,7 +72,8 @@ export default defineConfig({
     setupFiles: ["./test/support/errorOutput.ts"],
     // @effect/vitest also logs a failed test's error whole, fields and causes: for a database error
     // the report above says it in one line already.
-    onConsoleLog: (log) => !/^\S* ?\[[\d:.]+\] ERROR \(#\d+\): Error \[effect\/sql\/SqlError\]/.test(log.trimStart()) && undefined,
+    onConsoleLog: (log) =>
+      !/^\S* ?\[[\d:.]+\] ERROR \(#\d+\): Error \[effect\/sql\/SqlError\]/.test(log.trimStart()) && undefined,
     projects: [
       { extends: true, test: { name: "unit", include: unit } },
       {

@@ -15,7 +15,9 @@ describe("examples/agent.ts", () => {
       const options = { url: databaseUrl(), schema: freshSchema("agent") }
       const said: Array<string> = []
       const toolCallsBefore = toolCallCount()
-      const outcome = yield* Effect.promise(() => main({ ...options, order: "A-1001", say: (line) => void said.push(line) }))
+      const outcome = yield* Effect.promise(() =>
+        main({ ...options, order: "A-1001", say: (line) => void said.push(line) })
+      )
       const runId = outcome.run.id
 
       const context = yield* Layer.build(appLayer(options))
@@ -25,9 +27,17 @@ describe("examples/agent.ts", () => {
       const run = yield* store.get(runId)
       assert.strictEqual(run.state, "completed")
       assert.strictEqual(run.fence, 2)
-      assert.deepStrictEqual(run.result, { order: "A-1001", refunded: true, amountCents: 4200, approvedBy: "sam@example.com" })
+      assert.deepStrictEqual(run.result, {
+        order: "A-1001",
+        refunded: true,
+        amountCents: 4200,
+        approvedBy: "sam@example.com"
+      })
       const history = (yield* store.history(runId)).map((e) => [e.kind, e.fence])
-      assert.deepStrictEqual(history, [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], ["completed", 2]])
+      assert.deepStrictEqual(history, [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], [
+        "completed",
+        2
+      ]])
       assert.deepStrictEqual(yield* refunds.forOrder("A-1001"), [{ run_id: runId, fence: 2 }])
       // The first attempt checkpointed the tool's answer; the resumed attempt reused it.
       assert.strictEqual(toolCallCount() - toolCallsBefore, 1)
@@ -59,7 +69,11 @@ describe("examples/agent.ts", () => {
       )
       assert.isTrue(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause), `the stale handler stopped: ${exit}`)
       const rejections = (yield* store.history(runId)).filter((e) => e.kind === "stale_write_rejected")
-      assert.deepStrictEqual(rejections.map((e) => [e.fence, e.detail]), [[1, { operation: "transaction", storedFence: 2, state: "completed" }]])
+      assert.deepStrictEqual(rejections.map((e) => [e.fence, e.detail]), [[1, {
+        operation: "transaction",
+        storedFence: 2,
+        state: "completed"
+      }]])
       assert.lengthOf(yield* refunds.forOrder("A-1001"), 1, "still exactly one refund")
       assert.strictEqual(toolCallCount() - toolCallsBefore, 1, "and no second tool call")
     }))

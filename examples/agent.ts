@@ -12,7 +12,17 @@
  * process and the approval comes from your app, or from `leasehold resume refund-A-1001 --payload
  * '{"approved":true}'`.
  */
-import { Client, CurrentRun, Fence, type FenceRejected, Handler, Run, RunStore, type RunRecord, Worker } from "@leasehold/core"
+import {
+  Client,
+  CurrentRun,
+  Fence,
+  type FenceRejected,
+  Handler,
+  Run,
+  type RunRecord,
+  RunStore,
+  Worker
+} from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Effect, Fiber, Layer, Option, Schema } from "effect"
@@ -45,8 +55,13 @@ export type Proposal = typeof Proposal.Type
 
 /** The refunds this application has issued: its own table, written inside the run's transaction. */
 export class Refunds extends Context.Service<Refunds, {
-  readonly issue: (proposal: Proposal, by: { readonly runId: string; readonly fence: number }) => Effect.Effect<void, SqlError.SqlError>
-  readonly forOrder: (order: string) => Effect.Effect<ReadonlyArray<{ readonly run_id: string; readonly fence: number }>, SqlError.SqlError>
+  readonly issue: (
+    proposal: Proposal,
+    by: { readonly runId: string; readonly fence: number }
+  ) => Effect.Effect<void, SqlError.SqlError>
+  readonly forOrder: (
+    order: string
+  ) => Effect.Effect<ReadonlyArray<{ readonly run_id: string; readonly fence: number }>, SqlError.SqlError>
 }>()("examples/agent/Refunds") {}
 
 /** Creates the refunds table (in `schema`) and provides `Refunds` over the app's SqlClient. */
@@ -115,9 +130,15 @@ export const refundAgent = Handler.make({
       // The first time, this suspends the run (lease released, worker slot freed) and the
       // handler stops here. Resumed, it returns the person's answer at once.
       const outcome = yield* Run.awaitSignal("approval", { token: approvalToken(request.order), timeout: "1 day" })
-      const decision = outcome._tag === "Signalled" ? Schema.decodeUnknownOption(Decision)(outcome.payload) : Option.none()
+      const decision = outcome._tag === "Signalled"
+        ? Schema.decodeUnknownOption(Decision)(outcome.payload)
+        : Option.none()
       if (Option.isNone(decision) || !decision.value.approved) {
-        return { order: request.order, refunded: false, why: outcome._tag === "TimedOut" ? "no answer in time" : "declined" }
+        return {
+          order: request.order,
+          refunded: false,
+          why: outcome._tag === "TimedOut" ? "no answer in time" : "declined"
+        }
       }
 
       // Acting: the refund row and the run's completion commit together, under this claim's fence.
@@ -125,7 +146,12 @@ export const refundAgent = Handler.make({
       return yield* Run.transaction(Effect.gen(function*() {
         const refunds = yield* Refunds
         yield* refunds.issue(proposal, { runId: fence.runId, fence: fence.fence })
-        return { order: request.order, refunded: true, amountCents: proposal.amountCents, approvedBy: decision.value.by ?? null }
+        return {
+          order: request.order,
+          refunded: true,
+          amountCents: proposal.amountCents,
+          approvedBy: decision.value.by ?? null
+        }
       }))
     }).pipe(
       // Superseded: another claim of this run has a higher fence. Nothing this holder wrote under
@@ -158,7 +184,12 @@ export const appLayer = (options: AgentOptions) =>
   )
 
 /** The worker, serving refund agents until interrupted (then it shuts down gracefully). */
-export const worker = Worker.run({ handlers: [refundAgent], concurrency: 4, ttl: "10 seconds", pollInterval: "200 millis" })
+export const worker = Worker.run({
+  handlers: [refundAgent],
+  concurrency: 4,
+  ttl: "10 seconds",
+  pollInterval: "200 millis"
+})
 
 const waitUntil = (runId: string, done: (run: RunRecord) => boolean) =>
   RunStore.use((store) =>
@@ -183,7 +214,11 @@ export const requestAndApprove = (order: string, say: (line: string) => void) =>
       onNone: () => "(no proposal recorded)",
       onSome: ({ proposal }) => `refund ${(proposal.amountCents / 100).toFixed(2)} to ${proposal.customer}?`
     })
-    say(`run ${id} is ${waiting.state} (lease owner: ${waiting.leaseOwner ?? "none"}, fence ${waiting.fence}); asking a person: ${asked}`)
+    say(
+      `run ${id} is ${waiting.state} (lease owner: ${
+        waiting.leaseOwner ?? "none"
+      }, fence ${waiting.fence}); asking a person: ${asked}`
+    )
     yield* Client.resumeByToken(approvalToken(order), { approved: true, by: "sam@example.com" })
     say("approved by sam@example.com")
     const finished = yield* waitUntil(id, (run) => run.state === "completed")

@@ -13,10 +13,16 @@ import { appLayer, lookupCount, main, Refund } from "./approval-workflow.js"
 describe("examples/approval-workflow.ts", () => {
   it.live("the refund is paid once, under fence 2, after the approval posted to its signed link", () =>
     Effect.gen(function*() {
-      const options = { url: databaseUrl(), schema: freshSchema("wfexample"), secret: "example-secret-0123456789abcdef0123456789" }
+      const options = {
+        url: databaseUrl(),
+        schema: freshSchema("wfexample"),
+        secret: "example-secret-0123456789abcdef0123456789"
+      }
       const said: Array<string> = []
       const lookupsBefore = lookupCount()
-      const outcome = yield* Effect.promise(() => main({ ...options, order: "A-1001", say: (line) => void said.push(line) }))
+      const outcome = yield* Effect.promise(() =>
+        main({ ...options, order: "A-1001", say: (line) => void said.push(line) })
+      )
       assert.deepStrictEqual(outcome.result, { order: "A-1001", amountCents: 4200, approvedBy: "sam@example.com" })
       assert.include(said.join("\n"), "approval posted, HTTP 202")
       assert.strictEqual(lookupCount() - lookupsBefore, 1)
@@ -37,7 +43,8 @@ describe("examples/approval-workflow.ts", () => {
       // again with another approver is accepted but changes nothing (the first completion stands).
       const post = (link: string, body: unknown) =>
         Effect.promise(() =>
-          fetch(link, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.status)
+          fetch(link, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+            .then((r) => r.status)
         )
       const { HttpServer } = yield* Effect.promise(() => import("effect/http"))
       const address = Context.get(context, HttpServer.HttpServer).address
@@ -50,7 +57,10 @@ describe("examples/approval-workflow.ts", () => {
       assert.strictEqual(yield* post(link.toString(), { approvedBy: 42 }), 400)
       assert.strictEqual(yield* post(link.toString(), { approvedBy: "mallory@example.com" }), 202)
       const deferreds = yield* sql.unsafe<{ exit: unknown }>(`SELECT exit FROM "${options.schema}".workflow_deferreds`)
-      assert.deepStrictEqual(deferreds.map((d) => d.exit), [{ _tag: "Success", value: { approvedBy: "sam@example.com" } }])
+      assert.deepStrictEqual(deferreds.map((d) => d.exit), [{
+        _tag: "Success",
+        value: { approvedBy: "sam@example.com" }
+      }])
       const refundsAfter = yield* sql.unsafe(`SELECT 1 FROM "${options.schema}".refunds`)
       assert.strictEqual(refundsAfter.length, 1)
     }))

@@ -14,11 +14,11 @@
  * callback route on a loopback port and approves the refund itself, as a person clicking the link
  * would.
  */
-import { DeferredCallbacks, Callbacks, Server } from "@leasehold/http"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { EmbeddedPostgres } from "@leasehold/embedded"
+import { Callbacks, DeferredCallbacks, Server } from "@leasehold/http"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { ClusterSchema } from "effect/cluster"
 import { HttpRouter, HttpServer } from "effect/http"
@@ -37,7 +37,9 @@ export const Refund = Workflow.make("Refund", {
 })
 
 /** Where the example keeps its own tables (the outbox and the refunds). */
-export class ExampleSchema extends Context.Service<ExampleSchema, string>()("examples/approval-workflow/ExampleSchema") {}
+export class ExampleSchema
+  extends Context.Service<ExampleSchema, string>()("examples/approval-workflow/ExampleSchema")
+{}
 
 let lookups = 0
 /** How many times the order system was asked, in this process. */
@@ -158,7 +160,11 @@ export const refundAndApprove = (order: string, say: (line: string) => void) =>
     say(`refund ${order}: waiting for approval (link in the outbox)`)
     yield* suspended(executionId)
     const response = yield* Effect.promise(() =>
-      fetch(link, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ approvedBy: "sam@example.com" }) })
+      fetch(link, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ approvedBy: "sam@example.com" })
+      })
     )
     say(`refund ${order}: approval posted, HTTP ${response.status}`)
     const result = yield* Refund.execute({ order })
@@ -166,9 +172,13 @@ export const refundAndApprove = (order: string, say: (line: string) => void) =>
     return { executionId, result, link: link.toString() }
   })
 
-export const main = (options: ExampleOptions & { readonly order: string; readonly say?: ((line: string) => void) | undefined }) =>
+export const main = (
+  options: ExampleOptions & { readonly order: string; readonly say?: ((line: string) => void) | undefined }
+) =>
   Effect.runPromise(
-    refundAndApprove(options.order, options.say ?? ((line) => console.log(line))).pipe(Effect.provide(appLayer(options)))
+    refundAndApprove(options.order, options.say ?? ((line) => console.log(line))).pipe(
+      Effect.provide(appLayer(options))
+    )
   )
 
 if (import.meta.main) {

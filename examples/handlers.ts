@@ -109,7 +109,9 @@ if (import.meta.main) {
     console.log(`resize-image: ${resized.state}, attempt ${resized.attempt}, result ${JSON.stringify(resized.result)}`)
     console.log(`quote: ${quoted.state}, stored result ${JSON.stringify(quoted.result)}`)
     console.log(`unstorable: ${refused.state}, attempt ${refused.attempt}: ${JSON.stringify(refused.error)}`)
-    console.log(`poll-export: ${polled.state}, attempt ${polled.attempt} of ${polled.maxAttempts}, fence ${polled.fence}`)
+    console.log(
+      `poll-export: ${polled.state}, attempt ${polled.attempt} of ${polled.maxAttempts}, fence ${polled.fence}`
+    )
     console.log(`charge: ${charged.state} after ${charged.attempt} of ${charged.maxAttempts} attempts`)
     const ok = resized.state === "completed" && resized.attempt === 2 && quoted.state === "completed" &&
       JSON.stringify(quoted.result) === `{"cents":"1999"}` && refused.state === "failed" && refused.attempt === 1 &&

@@ -56,7 +56,9 @@ if (import.meta.main) {
   )
   Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(({ limits, mostAtOnce, mostCustomersAtOnce }) => {
     const limit = limits.map((l) => `${l.scope} ${l.name}: ${l.perKey} per key`).join(", ")
-    console.log(`limit ${limit}; at most ${mostAtOnce} refund per customer at once, ${mostCustomersAtOnce} customers at once`)
+    console.log(
+      `limit ${limit}; at most ${mostAtOnce} refund per customer at once, ${mostCustomersAtOnce} customers at once`
+    )
     if (mostAtOnce !== 1 || mostCustomersAtOnce < 2) process.exitCode = 1
   }, (error) => {
     console.error(`key-limits example failed: ${error instanceof Error ? error.message : String(error)}`)

@@ -44,9 +44,13 @@ if (import.meta.main) {
     Layer.provideMerge(Database.layer({ fallback: EmbeddedPostgres.url() }))
   )
   Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then((text) => {
-    const lines = text.split("\n").filter((line) => /^leasehold_(runs_claimed_total|runs_settled_total|runs_enqueued_total)\{/.test(line))
+    const lines = text.split("\n").filter((line) =>
+      /^leasehold_(runs_claimed_total|runs_settled_total|runs_enqueued_total)\{/.test(line)
+    )
     for (const line of lines) console.log(line)
-    const completed = lines.find((line) => line.startsWith("leasehold_runs_settled_total{") && line.includes(`outcome="completed"`))
+    const completed = lines.find((line) =>
+      line.startsWith("leasehold_runs_settled_total{") && line.includes(`outcome="completed"`)
+    )
     if (completed === undefined || Number(completed.split(" ").pop()) < 5) process.exitCode = 1
   }, (error) => {
     console.error(`observability example failed: ${error instanceof Error ? error.message : String(error)}`)

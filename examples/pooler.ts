@@ -13,7 +13,11 @@ import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Effect, Fiber, Layer, Schema } from "effect"
 
-const job = Handler.make({ kind: "job", payload: Schema.Struct({ n: Schema.Number }), handle: ({ n }) => Effect.succeed(n * 2) })
+const job = Handler.make({
+  kind: "job",
+  payload: Schema.Struct({ n: Schema.Number }),
+  handle: ({ n }) => Effect.succeed(n * 2)
+})
 
 /** The store and its client for a pooled URL, with LISTEN on a direct one. */
 export const pooledStore = (pooledUrl: string, directUrl: string) => {
@@ -33,7 +37,10 @@ export const program = Effect.gen(function*() {
 }).pipe(Effect.timeout("30 seconds"))
 
 if (import.meta.main) {
-  const direct = Effect.map(Database.resolveUrl({ fallback: EmbeddedPostgres.url() }), (url) => ({ direct: url, pooled: process.env.POOLED_URL || url }))
+  const direct = Effect.map(
+    Database.resolveUrl({ fallback: EmbeddedPostgres.url() }),
+    (url) => ({ direct: url, pooled: process.env.POOLED_URL || url })
+  )
   const main = Effect.flatMap(direct, ({ direct, pooled }) => program.pipe(Effect.provide(pooledStore(pooled, direct))))
   Effect.runPromise(Effect.scoped(main)).then((run) => {
     console.log(`run ${run.id} ${run.state} through the pooled client, result ${JSON.stringify(run.result)}`)

@@ -19,7 +19,10 @@ const sync = Handler.make({
 })
 
 // At most 3 syncs started per second per tenant, across every worker; other tenants have their own.
-const syncs = Worker.run({ handlers: [sync], rateLimits: [RateLimits.perKind("sync-tenant", 3, "1 second", { perKey: true })] })
+const syncs = Worker.run({
+  handlers: [sync],
+  rateLimits: [RateLimits.perKind("sync-tenant", 3, "1 second", { perKey: true })]
+})
 const syncTenant = (tenant: string, page: number) => Client.enqueue(sync, { tenant, page }, { concurrencyKey: tenant })
 
 export const program = Effect.gen(function*() {
@@ -37,11 +40,17 @@ export const program = Effect.gen(function*() {
   const limits = yield* store.rateLimits // what `leasehold limits list` shows
   yield* Effect.forEach(workers, Fiber.interrupt)
   // Each run's start, as the database recorded its claim.
-  const starts = yield* Effect.forEach(ids, ({ id, tenant }) =>
-    Effect.map(store.history(id), (events) => ({ tenant, at: events.find((e) => e.kind === "claimed")!.at.getTime() })))
-  const busiest = Math.max(...starts.map((s) =>
-    starts.filter((o) => o.tenant === s.tenant && o.at >= s.at && o.at < s.at + 1000).length
-  ))
+  const starts = yield* Effect.forEach(
+    ids,
+    ({ id, tenant }) =>
+      Effect.map(store.history(id), (events) => ({
+        tenant,
+        at: events.find((e) => e.kind === "claimed")!.at.getTime()
+      }))
+  )
+  const busiest = Math.max(
+    ...starts.map((s) => starts.filter((o) => o.tenant === s.tenant && o.at >= s.at && o.at < s.at + 1000).length)
+  )
   return { limits, busiest }
 }).pipe(Effect.timeout("60 seconds"))
 
@@ -50,7 +59,9 @@ if (import.meta.main) {
     Layer.provideMerge(Database.layer({ fallback: EmbeddedPostgres.url() }))
   )
   Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(({ busiest, limits }) => {
-    const limit = limits.map((l) => `${l.scope} ${l.name}: ${l.limit} per ${l.intervalMs} ms${l.perKey ? " per key" : ""}`).join(", ")
+    const limit = limits.map((l) =>
+      `${l.scope} ${l.name}: ${l.limit} per ${l.intervalMs} ms${l.perKey ? " per key" : ""}`
+    ).join(", ")
     console.log(`rate limit ${limit}; at most ${busiest} starts of a tenant in any second`)
     if (busiest !== 3) process.exitCode = 1
   }, (error) => {

@@ -65,7 +65,9 @@ const waitFor = (runId: string, state: string) =>
       while (true) {
         const run = yield* store.get(runId)
         if (run.state === state) return run
-        if (run.state === "failed" || run.state === "cancelled") return yield* Effect.die(new Error(`run ${runId} ${run.state}`))
+        if (run.state === "failed" || run.state === "cancelled") {
+          return yield* Effect.die(new Error(`run ${runId} ${run.state}`))
+        }
         yield* Effect.sleep("100 millis")
       }
     })
@@ -77,7 +79,10 @@ const refundsTable = Effect.flatMap(
 )
 
 const refundsFor = (order: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ amount: string }>`SELECT amount::text AS amount FROM refunds WHERE order_id = ${order}`)
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ amount: string }>`SELECT amount::text AS amount FROM refunds WHERE order_id = ${order}`
+  )
 
 if (import.meta.main) {
   Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(({ refunds, run }) => {

@@ -15,15 +15,22 @@ import { Effect, Fiber, Layer, Schema } from "effect"
 // The run's payload is the schedule's, with the tick it is for: { format, tick: { schedule, at, backfilled } }.
 const dailyReport = Handler.make({
   kind: "daily-report",
-  payload: Schema.Struct({ format: Schema.String, tick: Schema.Struct({ at: Schema.String, backfilled: Schema.Boolean }) }),
+  payload: Schema.Struct({
+    format: Schema.String,
+    tick: Schema.Struct({ at: Schema.String, backfilled: Schema.Boolean })
+  }),
   handle: ({ format, tick }) => Effect.log(`report (${format}) for ${tick.at}${tick.backfilled ? ", late" : ""}`)
 })
 
 const reports = Worker.run({
   handlers: [dailyReport],
   schedules: [{
-    name: "daily-report", cron: "0 6 * * *", timeZone: "Europe/Paris",
-    kind: "daily-report", payload: { format: "pdf" }, missed: "once"
+    name: "daily-report",
+    cron: "0 6 * * *",
+    timeZone: "Europe/Paris",
+    kind: "daily-report",
+    payload: { format: "pdf" },
+    missed: "once"
   }]
 })
 
@@ -58,7 +65,9 @@ if (import.meta.main) {
   )
   Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(({ daily, pulseRuns, pulseTicks }) => {
     const paris = daily.nextTick.toLocaleTimeString("en-GB", { timeZone: "Europe/Paris" })
-    console.log(`pulse: ${pulseRuns} runs for ${pulseTicks} ticks; daily-report's next tick ${daily.nextTick.toISOString()} (${paris} in Paris)`)
+    console.log(
+      `pulse: ${pulseRuns} runs for ${pulseTicks} ticks; daily-report's next tick ${daily.nextTick.toISOString()} (${paris} in Paris)`
+    )
     if (pulseRuns < 2 || pulseRuns !== pulseTicks || paris !== "06:00:00") process.exitCode = 1
   }, (error) => {
     console.error(`schedules example failed: ${error instanceof Error ? error.message : String(error)}`)

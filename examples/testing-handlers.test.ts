@@ -28,7 +28,11 @@ const flaky = Handler.make({
   handle: () => attempts++ === 0 ? Effect.fail("the mail server said 421") : Effect.succeed("sent")
 })
 
-const worker = Worker.run({ handlers: [reminder, flaky], pollInterval: "1 minute", retry: { base: "1 minute", max: "1 hour" } })
+const worker = Worker.run({
+  handlers: [reminder, flaky],
+  pollInterval: "1 minute",
+  retry: { base: "1 minute", max: "1 hour" }
+})
 
 /** Moves the test clock by `seconds`, one second at a time, letting the worker's fibers run at each step. */
 const pass = (seconds: number) =>
@@ -57,7 +61,11 @@ describe("testing handlers on the memory store, under TestClock", () => {
       yield* pass(1)
       yield* Client.resumeByToken("invoice-F-8", { paidAt: "2026-12-01" })
       yield* pass(1)
-      assert.deepInclude(yield* (yield* RunStore).get(id), { state: "completed", fence: 2, result: "paid, nothing to do" })
+      assert.deepInclude(yield* (yield* RunStore).get(id), {
+        state: "completed",
+        fence: 2,
+        result: "paid, nothing to do"
+      })
       yield* Fiber.interrupt(running)
     }).pipe(Effect.provide(MemoryRunStore.layer)))
 

@@ -80,7 +80,10 @@ if (import.meta.main) {
   Effect.runPromise(program.pipe(Effect.provide(database))).then(({ deleted, paused }) => {
     console.log(`while its queue was paused the run was ${paused.whilePaused}; history ${paused.history.join(", ")}`)
     console.log(`with completed runs deleted, reading a completed run is ${deleted}`)
-    if (paused.whilePaused !== "pending" || paused.history.join(" ") !== "claimed@1 completed@1" || deleted !== "RunNotFound") {
+    if (
+      paused.whilePaused !== "pending" || paused.history.join(" ") !== "claimed@1 completed@1" ||
+      deleted !== "RunNotFound"
+    ) {
       process.exitCode = 1
     }
   }, (error) => {

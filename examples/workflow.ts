@@ -18,7 +18,9 @@ import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 
 const propose = (order: string) => Effect.log(`proposing a refund of ${order}`)
 const pay = (order: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`INSERT INTO refund_payments (order_id) VALUES (${order})`).pipe(Effect.orDie)
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`INSERT INTO refund_payments (order_id) VALUES (${order})`).pipe(
+    Effect.orDie
+  )
 
 const Approval = DurableDeferred.make("approval", { success: Schema.Struct({ approvedBy: Schema.String }) })
 const Refund = Workflow.make("Refund", {
@@ -52,12 +54,19 @@ export const program = Effect.gen(function*() {
   yield* paymentsTable
   yield* Layer.build(worker) // serves the workflow in this scope
   const executionId = yield* Refund.execute({ order }, { discard: true }).pipe(Effect.provide(client))
-  yield* runState(executionId).pipe(Effect.repeat({ until: (r) => r?.state === "suspended", schedule: Schedule.spaced("100 millis") }))
+  yield* runState(executionId).pipe(
+    Effect.repeat({ until: (r) => r?.state === "suspended", schedule: Schedule.spaced("100 millis") })
+  )
   const token = DurableDeferred.tokenFromExecutionId(Approval, { workflow: Refund, executionId })
-  yield* DurableDeferred.succeed(Approval, { token, value: { approvedBy: "sam@example.com" } }).pipe(Effect.provide(client))
+  yield* DurableDeferred.succeed(Approval, { token, value: { approvedBy: "sam@example.com" } }).pipe(
+    Effect.provide(client)
+  )
   const result = yield* Refund.execute({ order }).pipe(Effect.provide(client)) // the same execution: waits for it
   const run = yield* runState(executionId)
-  const payments = yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1 FROM refund_payments WHERE order_id = ${order}`)
+  const payments = yield* Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`SELECT 1 FROM refund_payments WHERE order_id = ${order}`
+  )
   return { result, run: run!, payments: payments.length }
 }).pipe(Effect.scoped)
 
@@ -66,11 +75,15 @@ const runState = (executionId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql<{ state: string; fence: number }>`
       SELECT state, fence::int AS fence FROM leasehold.runs
-      WHERE idempotency_key = ${LeaseholdWorkflows.executionKey(Refund._tag, executionId)}`).pipe(Effect.map((rows) => rows[0]))
+      WHERE idempotency_key = ${LeaseholdWorkflows.executionKey(Refund._tag, executionId)}`).pipe(
+      Effect.map((rows) => rows[0])
+    )
 
 if (import.meta.main) {
   Effect.runPromise(program.pipe(Effect.provide(store))).then(({ payments, result, run }) => {
-    console.log(`refund ${result.order} approved by ${result.approvedBy}: run ${run.state} under fence ${run.fence}, ${payments} payment`)
+    console.log(
+      `refund ${result.order} approved by ${result.approvedBy}: run ${run.state} under fence ${run.fence}, ${payments} payment`
+    )
     if (run.state !== "completed" || run.fence !== 2 || payments !== 1) process.exitCode = 1
   }, (error) => {
     console.error(`workflow example failed: ${error instanceof Error ? error.message : String(error)}`)

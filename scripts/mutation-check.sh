@@ -267,7 +267,7 @@ elif [ "$mutation" = "fenced-tx-idle-bound" ]; then
   attempts=1
 elif [ "$mutation" = "fenced-tx-worker-ttl" ]; then
   run="$work/packages/core/src/Run.ts"
-  sed -i 's/(a) => encode(fence.runId, a), Settlement.leaseTtl(run))/(a) => encode(fence.runId, a))/' "$run"
+  perl -0pi -e 's/\(a\) => encode\(fence\.runId, a\),\n\s*Settlement\.leaseTtl\(run\)\n/(a) => encode(fence.runId, a)\n/' "$run"
   grep -q 'Settlement.leaseTtl(run)' "$run" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: Run.transaction no longer hands the worker's lease TTL to the store ($run)"
   tests=(test/silent-holder.test.ts -t "a worker's transaction")
@@ -531,7 +531,7 @@ elif [ "$mutation" = "workflow" ]; then
 elif [ "$mutation" = "memory-journal" ]; then
   journal="$work/packages/core/src/internal/memory/Journal.ts"
   # The memory twin records an activity's result whatever the holder's fence.
-  sed -i 's/if (holder(this.state, lease) === undefined) return/if (false) return/' "$journal"
+  sed -i 's/if (holder(this.state, lease) === undefined) {/if (false) {/' "$journal"
   grep -q "holder(this.state, lease) === undefined" "$journal" && { echo "mutation incomplete"; exit 2; }
   # The holder check is still referenced, so the mutant compiles (no unused imports).
   echo 'export const mutantKeeps = [holder]' >> "$journal"
@@ -592,6 +592,14 @@ else
   grep -n "AND fence = \|r.fence = i.fence\|stored !== lease.fence" "$guarded" && { echo "mutation incomplete"; exit 2; }
   tests=(test/it-leases-fencing.test.ts)
   attempts=1
+fi
+
+# MUTANT_APPLY_ONLY=1: show that the mutant applies and changes the source (after a reformat, say), and stop.
+if [ -n "${MUTANT_APPLY_ONLY:-}" ]; then
+  changed=$(diff -rq --exclude=node_modules --exclude=dist --exclude='*.tsbuildinfo' --exclude=.git "$repo" "$work" 2>/dev/null | grep -c "differ" || true)
+  [ "$changed" -gt 0 ] || { echo "mutation incomplete: no file changed"; exit 2; }
+  echo "mutant applies: $changed file(s) changed"
+  exit 0
 fi
 
 cd "$work"

@@ -19,7 +19,9 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 
 const searchPath = () =>
-  (process.env.LEASEHOLD_PREREQUISITES_PATH ?? `${process.env.PATH ?? ""}:/usr/sbin:/sbin`).split(":").filter((dir) => dir !== "")
+  (process.env.LEASEHOLD_PREREQUISITES_PATH ?? `${process.env.PATH ?? ""}:/usr/sbin:/sbin`).split(":").filter((dir) =>
+    dir !== ""
+  )
 
 const executable = (file) => {
   try {
@@ -46,23 +48,33 @@ const postgresBinDir = () => {
   const candidates = []
   if (pgConfig !== undefined) {
     try {
-      candidates.push(execFileSync(pgConfig, ["--bindir"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim())
+      candidates.push(
+        execFileSync(pgConfig, ["--bindir"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
+      )
     } catch {
       // A broken pg_config: the Debian layout below still counts.
     }
   }
   const root = "/usr/lib/postgresql"
   if (fs.existsSync(root)) {
-    candidates.push(...fs.readdirSync(root).sort((a, b) => Number(b) - Number(a)).map((version) => path.join(root, version, "bin")))
+    candidates.push(
+      ...fs.readdirSync(root).sort((a, b) => Number(b) - Number(a)).map((version) => path.join(root, version, "bin"))
+    )
   }
-  return candidates.find((dir) => ["initdb", "pg_ctl", "pg_basebackup", "postgres"].every((name) => executable(path.join(dir, name))))
+  return candidates.find((dir) =>
+    ["initdb", "pg_ctl", "pg_basebackup", "postgres"].every((name) => executable(path.join(dir, name)))
+  )
 }
 
 /** Each prerequisite: the Debian package that provides it and where it was found (undefined: missing). */
 export const prerequisites = () => [
   { name: "chromium", package: "chromium", found: process.env.CHROMIUM_PATH || which("chromium") },
   // The tests preload the library itself; Debian's faketime command depends on it.
-  { name: "faketime", package: "faketime", found: which("faketime") === undefined ? undefined : libfaketime() ?? which("faketime") },
+  {
+    name: "faketime",
+    package: "faketime",
+    found: which("faketime") === undefined ? undefined : libfaketime() ?? which("faketime")
+  },
   { name: "pgbouncer", package: "pgbouncer", found: which("pgbouncer") },
   { name: "PostgreSQL server binaries", package: "postgresql", found: postgresBinDir() },
   { name: "jq", package: "jq", found: which("jq") },
@@ -74,9 +86,9 @@ export const missing = () => prerequisites().filter((p) => p.found === undefined
 
 /** The one line that says what is missing and which command installs it. */
 export const installLine = (packages) =>
-  `npm test needs ${packages.join(", ")}: install ${packages.length === 1 ? "it" : "them"} with \`sudo apt-get install -y ${
-    packages.join(" ")
-  }\` (as root, npm test installs them itself)`
+  `npm test needs ${packages.join(", ")}: install ${
+    packages.length === 1 ? "it" : "them"
+  } with \`sudo apt-get install -y ${packages.join(" ")}\` (as root, npm test installs them itself)`
 
 export class PrerequisitesMissing extends Error {}
 

@@ -8,8 +8,8 @@ import { Client, Handler, isValueRefused, RunStore, Worker } from "@leasehold/co
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { databaseUrl, freshSchema } from "./support/db.js"
 import { connection, leasehold } from "./support/cli.js"
+import { databaseUrl, freshSchema } from "./support/db.js"
 import { postJson, request, startServer } from "./support/http.js"
 import { readRun, type Stores, twoStores } from "./support/stores.js"
 
@@ -28,7 +28,8 @@ describe("store options", () => {
       for (const [options, option] of cases) {
         const error = yield* Effect.flip(Effect.provideContext(Layer.build(PgRunStore.layer(options)), client))
         assert.deepInclude(error, { _tag: "InvalidConfig", option })
-        const schemas = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = ${options.schema!}`
+        const schemas = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = ${options
+          .schema!}`
         assert.strictEqual(schemas[0]!.n, 0, `no schema for ${option}`)
       }
     }))
@@ -105,11 +106,36 @@ describe("values PostgreSQL refuses (issue 27)", () => {
       const { origin } = yield* startServer(stores, { handlers: [refund], token: adminToken })
       const big = "q".repeat(100 * 1024)
       const enqueues: ReadonlyArray<readonly [string, string, string, string]> = [
-        ["a NUL in the payload", `{"kind":"refund","payload":{"note":"a\\u0000b"}}`, "invalid-payload", "$.note holds a NUL"],
-        ["a NUL in the queue", `{"kind":"refund","queue":"a\\u0000b"}`, "invalid-option", "invalid option queue: must not contain NUL"],
-        ["delayMs 1e300", `{"kind":"refund","delayMs":1e300}`, "invalid-option", "invalid option delay: 1e+300 ms is not a finite delay"],
-        ["a 100 KB queue", JSON.stringify({ kind: "refund", queue: big }), "invalid-option", "invalid option queue: is 102400 bytes long, over the limit of 255"],
-        ["a 100 KB idempotency key", JSON.stringify({ kind: "refund", idempotencyKey: big }), "invalid-option", "invalid option idempotencyKey: is 102400 bytes long, over the limit of 1024"]
+        [
+          "a NUL in the payload",
+          `{"kind":"refund","payload":{"note":"a\\u0000b"}}`,
+          "invalid-payload",
+          "$.note holds a NUL"
+        ],
+        [
+          "a NUL in the queue",
+          `{"kind":"refund","queue":"a\\u0000b"}`,
+          "invalid-option",
+          "invalid option queue: must not contain NUL"
+        ],
+        [
+          "delayMs 1e300",
+          `{"kind":"refund","delayMs":1e300}`,
+          "invalid-option",
+          "invalid option delay: 1e+300 ms is not a finite delay"
+        ],
+        [
+          "a 100 KB queue",
+          JSON.stringify({ kind: "refund", queue: big }),
+          "invalid-option",
+          "invalid option queue: is 102400 bytes long, over the limit of 255"
+        ],
+        [
+          "a 100 KB idempotency key",
+          JSON.stringify({ kind: "refund", idempotencyKey: big }),
+          "invalid-option",
+          "invalid option idempotencyKey: is 102400 bytes long, over the limit of 1024"
+        ]
       ]
       for (const [what, body, error, message] of enqueues) {
         const answer = yield* postJson(`${origin}/api/runs`, body, bearer)
@@ -127,11 +153,18 @@ describe("values PostgreSQL refuses (issue 27)", () => {
       assert.deepStrictEqual(yield* rows(stores), { runs: 0, events: 0, paused: 0 })
 
       // A body not declared as JSON is 415, whatever it holds.
-      const typed = yield* request(`${origin}/api/runs`, { method: "POST", headers: { ...bearer, "content-type": "text/plain" }, body: `{"kind":"refund"}` })
+      const typed = yield* request(`${origin}/api/runs`, {
+        method: "POST",
+        headers: { ...bearer, "content-type": "text/plain" },
+        body: `{"kind":"refund"}`
+      })
       assert.deepStrictEqual([typed.status, typed.body.error], [415, "unsupported-media-type"])
       assert.deepStrictEqual(yield* rows(stores), { runs: 0, events: 0, paused: 0 })
       // The same request made valid is written.
-      assert.strictEqual((yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { note: "ab" } }, bearer)).status, 201)
+      assert.strictEqual(
+        (yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { note: "ab" } }, bearer)).status,
+        201
+      )
     }))
 
   it.live("in the CLI: a NUL in the payload, a 300-byte queue, a 100 KB idempotency key, a delay past 100 years: one line naming the field, exit 2, no row written", () =>
@@ -139,10 +172,29 @@ describe("values PostgreSQL refuses (issue 27)", () => {
       const stores = yield* twoStores
       const valid = `{"image":"a.png","width":10}`
       const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>, RegExp]> = [
-        ["a NUL in the payload", ["enqueue", "resize-image", "--payload", `{"image":"a\\u0000.png","width":10}`], /\$\.image holds a NUL/],
-        ["a 300-byte queue", ["enqueue", "resize-image", "--payload", valid, "--queue", "q".repeat(300)], /invalid option queue: is 300 bytes long, over the limit of 255/],
-        ["a 100 KB idempotency key", ["enqueue", "resize-image", "--payload", valid, "--idempotency-key", "k".repeat(100 * 1024)], /invalid option idempotencyKey: is 102400 bytes long/],
-        ["a delay past 100 years", ["enqueue", "resize-image", "--payload", valid, "--delay", "40000 days"], /invalid option delay: .* ms is not a finite delay from 0 to/],
+        [
+          "a NUL in the payload",
+          ["enqueue", "resize-image", "--payload", `{"image":"a\\u0000.png","width":10}`],
+          /\$\.image holds a NUL/
+        ],
+        [
+          "a 300-byte queue",
+          ["enqueue", "resize-image", "--payload", valid, "--queue", "q".repeat(300)],
+          /invalid option queue: is 300 bytes long, over the limit of 255/
+        ],
+        ["a 100 KB idempotency key", [
+          "enqueue",
+          "resize-image",
+          "--payload",
+          valid,
+          "--idempotency-key",
+          "k".repeat(100 * 1024)
+        ], /invalid option idempotencyKey: is 102400 bytes long/],
+        [
+          "a delay past 100 years",
+          ["enqueue", "resize-image", "--payload", valid, "--delay", "40000 days"],
+          /invalid option delay: .* ms is not a finite delay from 0 to/
+        ],
         ["a 300-byte queue to pause", ["queues", "pause", "q".repeat(300)], /invalid option queue: is 300 bytes long/]
       ]
       for (const [what, args, reason] of cases) {

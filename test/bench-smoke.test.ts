@@ -14,8 +14,23 @@ import { databaseUrl } from "./support/db.js"
 
 const mainPath = fileURLToPath(new URL("../bench/dist/main.js", import.meta.url))
 
-const VARIANTS = ["leasehold", "leasehold-delete", "graphile-batched", "graphile-default", "pgboss-tuned", "pgboss-default"]
-const COMPARED = ["throughput", "pickupP50", "pickupP99", "statementsPerRun", "commitsPerRun", "walBytesPerRun", "deadTuplesPerRun"]
+const VARIANTS = [
+  "leasehold",
+  "leasehold-delete",
+  "graphile-batched",
+  "graphile-default",
+  "pgboss-tuned",
+  "pgboss-default"
+]
+const COMPARED = [
+  "throughput",
+  "pickupP50",
+  "pickupP99",
+  "statementsPerRun",
+  "commitsPerRun",
+  "walBytesPerRun",
+  "deadTuplesPerRun"
+]
 
 const runQuick = (outDir: string) =>
   Effect.callback<{ code: number | null; stderr: string }>((resume) => {
@@ -99,14 +114,23 @@ describe("benchmark (quick profile)", () => {
 
       // Steady state: the tuned systems picked up runs while the producer ran, with latencies. How
       // fast is the benchmark's to say: a rate compared with a threshold here fails on a loaded machine.
-      assert.deepStrictEqual(result.raw.steady.map((r: { variant: string }) => r.variant), ["leasehold", "leasehold-delete", "graphile-batched", "pgboss-tuned"])
+      assert.deepStrictEqual(result.raw.steady.map((r: { variant: string }) => r.variant), [
+        "leasehold",
+        "leasehold-delete",
+        "graphile-batched",
+        "pgboss-tuned"
+      ])
       for (const r of result.raw.steady) {
         assert.isAbove(r.pickupRate, 0, `${r.variant} picked up runs in the steady window`)
         assert.isAbove(r.p50, 0)
         assert.isAtLeast(r.p99, r.p50)
       }
       // Pinned horizon: a clean and a pinned run per system, sampled over time, charted.
-      assert.deepStrictEqual(result.raw.pinned.map((r: { variant: string }) => r.variant), ["leasehold", "graphile-batched", "pgboss-tuned"])
+      assert.deepStrictEqual(result.raw.pinned.map((r: { variant: string }) => r.variant), [
+        "leasehold",
+        "graphile-batched",
+        "pgboss-tuned"
+      ])
       for (const r of result.raw.pinned) {
         assert.isAbove(r.share, 0, `${r.variant} pinned share`)
         assert.isAbove(r.clean.p50, 0)
@@ -115,7 +139,9 @@ describe("benchmark (quick profile)", () => {
         assert.isAbove(r.cleanSeries.length, 5)
       }
       assert.match(fs.readFileSync(path.join(outDir, "pinned.svg"), "utf8"), /^<svg /)
-      for (const name of ["WAL per run no more than graphile-worker batched's", "pinned horizon: pickup p99 ≤ 2× clean"]) {
+      for (
+        const name of ["WAL per run no more than graphile-worker batched's", "pinned horizon: pickup p99 ≤ 2× clean"]
+      ) {
         assert.isTrue(result.summary.targets.some((t: { name: string }) => t.name === name), name)
       }
 

@@ -8,8 +8,8 @@ import { FenceRejected, RunStore } from "@leasehold/core"
 import { Database } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import * as fs from "node:fs"
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -90,7 +90,21 @@ describe("leasehold: commands and usage", () => {
     Effect.gen(function*() {
       const help = yield* leasehold(["--help"])
       assertOk(help)
-      for (const command of ["migrate", "enqueue", "runs", "queues", "schedules", "resume", "cancel", "retry", "stats", "worker", "serve"]) {
+      for (
+        const command of [
+          "migrate",
+          "enqueue",
+          "runs",
+          "queues",
+          "schedules",
+          "resume",
+          "cancel",
+          "retry",
+          "stats",
+          "worker",
+          "serve"
+        ]
+      ) {
         assert.match(help.stdout, new RegExp(`^\\s+${command}\\s+\\S`, "m"), `help lists ${command}`)
       }
       // The demo is the repository's (`npm start`), built on its test infrastructure: not a command.
@@ -117,15 +131,77 @@ describe("leasehold: commands and usage", () => {
       const sql = yield* openSql
       const first = yield* leasehold(["migrate", ...connection(schema)])
       assertOk(first)
-      assert.strictEqual(first.stdout, `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement\n`)
+      assert.strictEqual(
+        first.stdout,
+        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement\n`
+      )
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
-      assert.deepStrictEqual(tables.map((t) => t.table_name), ["callbacks", "claim_batches", "completion_batches", "key_holds", "key_limit_peaks", "key_limits", "leasehold_migrations", "paused_queues", "rate_limits", "rate_starts", "ready", "run_events", "run_history", "runs", "runs_now", "schedules", "signal_deliveries", "unique_holds", "waiting", "workers", "workflow_activities", "workflow_awaits", "workflow_clocks", "workflow_deferreds"])
+      assert.deepStrictEqual(tables.map((t) => t.table_name), [
+        "callbacks",
+        "claim_batches",
+        "completion_batches",
+        "key_holds",
+        "key_limit_peaks",
+        "key_limits",
+        "leasehold_migrations",
+        "paused_queues",
+        "rate_limits",
+        "rate_starts",
+        "ready",
+        "run_events",
+        "run_history",
+        "runs",
+        "runs_now",
+        "schedules",
+        "signal_deliveries",
+        "unique_holds",
+        "waiting",
+        "workers",
+        "workflow_activities",
+        "workflow_awaits",
+        "workflow_clocks",
+        "workflow_deferreds"
+      ])
 
       const second = parse(yield* leasehold(["migrate", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(second, { schema, applied: [], migrations: ["0001_init", "0002_partial_unique_keys", "0003_lazy_claim_history", "0004_runs_fillfactor", "0005_signal_delivery", "0006_trace_context", "0007_hot_lease_renewal", "0008_paused_queues", "0009_schedules", "0010_key_concurrency", "0011_workflows", "0012_fence_epoch", "0013_key_admission", "0014_key_hot_path", "0015_key_limit_peaks", "0016_runs_listed", "0017_workflow_awaits", "0018_batch_ledger", "0019_worker_registry", "0020_activity_window", "0021_enqueue_function", "0022_unique_windows", "0023_rate_limits", "0024_unique_hold_order_and_retention", "0025_keyed_ledger", "0026_ledger_settlement"] })
+      assert.deepStrictEqual(second, {
+        schema,
+        applied: [],
+        migrations: [
+          "0001_init",
+          "0002_partial_unique_keys",
+          "0003_lazy_claim_history",
+          "0004_runs_fillfactor",
+          "0005_signal_delivery",
+          "0006_trace_context",
+          "0007_hot_lease_renewal",
+          "0008_paused_queues",
+          "0009_schedules",
+          "0010_key_concurrency",
+          "0011_workflows",
+          "0012_fence_epoch",
+          "0013_key_admission",
+          "0014_key_hot_path",
+          "0015_key_limit_peaks",
+          "0016_runs_listed",
+          "0017_workflow_awaits",
+          "0018_batch_ledger",
+          "0019_worker_registry",
+          "0020_activity_window",
+          "0021_enqueue_function",
+          "0022_unique_windows",
+          "0023_rate_limits",
+          "0024_unique_hold_order_and_retention",
+          "0025_keyed_ledger",
+          "0026_ledger_settlement"
+        ]
+      })
       const human = yield* leasehold(["migrate", ...connection(schema)])
-      assert.strictEqual(human.stdout, `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement)\n`)
+      assert.strictEqual(
+        human.stdout,
+        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement)\n`
+      )
     }))
 })
 
@@ -135,15 +211,32 @@ describe("leasehold enqueue", () => {
       const schema = freshSchema("cli")
       const { sql } = yield* openStore(schema)
       const result = yield* leasehold([
-        "enqueue", "approve-refund", "--payload", `{"order":"A-1","amount":42}`, "--queue", "money",
-        "--priority", "7", "--delay", "5 seconds", "--max-attempts", "3", ...connection(schema)
+        "enqueue",
+        "approve-refund",
+        "--payload",
+        `{"order":"A-1","amount":42}`,
+        "--queue",
+        "money",
+        "--priority",
+        "7",
+        "--delay",
+        "5 seconds",
+        "--max-attempts",
+        "3",
+        ...connection(schema)
       ])
       const id = runIdOf(result)
       assert.strictEqual(result.stdout, `enqueued run ${id} (approve-refund on queue money)\n`)
       const [row] = yield* sql.unsafe<any>(`
         SELECT kind, queue, priority, max_attempts, payload, state, fence,
           extract(epoch FROM run_at - created_at)::float8 AS delay FROM "${schema}".runs_now WHERE id = ${id}`)
-      assert.deepInclude(row, { kind: "approve-refund", queue: "money", priority: 7, max_attempts: 3, state: "pending" })
+      assert.deepInclude(row, {
+        kind: "approve-refund",
+        queue: "money",
+        priority: 7,
+        max_attempts: 3,
+        state: "pending"
+      })
       assert.deepStrictEqual(row.payload, { order: "A-1", amount: 42 })
       assert.strictEqual(Number(row.fence), 0)
       // The delay is counted by the database from the insert, so it is 5 s up to rounding.
@@ -151,8 +244,12 @@ describe("leasehold enqueue", () => {
 
       const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-cli-")), "payload.json")
       fs.writeFileSync(file, JSON.stringify({ image: "owl.png", width: 640 }))
-      const fromFile = runIdOf(yield* leasehold(["enqueue", "resize-image", "--payload-file", file, ...connection(schema)]))
-      const [fileRow] = yield* sql.unsafe<any>(`SELECT payload, queue, max_attempts FROM "${schema}".runs WHERE id = ${fromFile}`)
+      const fromFile = runIdOf(
+        yield* leasehold(["enqueue", "resize-image", "--payload-file", file, ...connection(schema)])
+      )
+      const [fileRow] = yield* sql.unsafe<any>(
+        `SELECT payload, queue, max_attempts FROM "${schema}".runs WHERE id = ${fromFile}`
+      )
       assert.deepStrictEqual(fileRow.payload, { image: "owl.png", width: 640 })
       assert.strictEqual(fileRow.queue, "default")
       assert.strictEqual(fileRow.max_attempts, 5)
@@ -162,14 +259,28 @@ describe("leasehold enqueue", () => {
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { sql } = yield* openStore(schema)
-      const args = ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":10}`, "--idempotency-key", "order-7"]
-      const first = parse<{ id: string; created: boolean }>(yield* leasehold([...args, "--json", ...connection(schema)]))
-      const second = parse<{ id: string; created: boolean }>(yield* leasehold([...args, "--json", ...connection(schema)]))
+      const args = [
+        "enqueue",
+        "resize-image",
+        "--payload",
+        `{"image":"a.png","width":10}`,
+        "--idempotency-key",
+        "order-7"
+      ]
+      const first = parse<{ id: string; created: boolean }>(
+        yield* leasehold([...args, "--json", ...connection(schema)])
+      )
+      const second = parse<{ id: string; created: boolean }>(
+        yield* leasehold([...args, "--json", ...connection(schema)])
+      )
       assert.isTrue(first.created)
       assert.deepStrictEqual(second, { id: first.id, created: false })
       const third = yield* leasehold([...args, ...connection(schema)])
       assertOk(third)
-      assert.strictEqual(third.stdout, `run ${first.id} already exists for idempotency key "order-7" (not enqueued again)\n`)
+      assert.strictEqual(
+        third.stdout,
+        `run ${first.id} already exists for idempotency key "order-7" (not enqueued again)\n`
+      )
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 1, events: 0 })
     }))
 
@@ -177,13 +288,39 @@ describe("leasehold enqueue", () => {
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { sql } = yield* openStore(schema)
-      const args = ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":10}`, "--unique-key", "a.png", "--unique-for", "1 hour"]
-      const first = parse<{ id: string; created: boolean }>(yield* leasehold([...args, "--json", ...connection(schema)]))
+      const args = [
+        "enqueue",
+        "resize-image",
+        "--payload",
+        `{"image":"a.png","width":10}`,
+        "--unique-key",
+        "a.png",
+        "--unique-for",
+        "1 hour"
+      ]
+      const first = parse<{ id: string; created: boolean }>(
+        yield* leasehold([...args, "--json", ...connection(schema)])
+      )
       assert.isTrue(first.created)
-      const second = yield* leasehold(["enqueue", "resize-image", "--payload", `{"image":"a.png","width":20}`, "--unique-key", "a.png", ...connection(schema)])
+      const second = yield* leasehold([
+        "enqueue",
+        "resize-image",
+        "--payload",
+        `{"image":"a.png","width":20}`,
+        "--unique-key",
+        "a.png",
+        ...connection(schema)
+      ])
       assertOk(second)
       assert.strictEqual(second.stdout, `run ${first.id} already holds this unique window (not enqueued again)\n`)
-      const byPayload = ["enqueue", "resize-image", "--payload", `{"width":10,"image":"b.png"}`, "--unique-by-payload", "--json"]
+      const byPayload = [
+        "enqueue",
+        "resize-image",
+        "--payload",
+        `{"width":10,"image":"b.png"}`,
+        "--unique-by-payload",
+        "--json"
+      ]
       const third = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
       const fourth = parse<{ id: string; created: boolean }>(yield* leasehold([...byPayload, ...connection(schema)]))
       assert.deepStrictEqual(fourth, { id: third.id, created: false })
@@ -191,10 +328,24 @@ describe("leasehold enqueue", () => {
       // A bad window: one line, exit 2, nothing written.
       const bad: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
         [["--unique-states", "pending,done"], /invalid option unique\.states: "done" is not a run state/],
-        [["--unique-key", "c.png", "--unique-for", "0 seconds"], /invalid option unique\.periodMs: 0 ms is not a period of more than 0/]
+        [
+          ["--unique-key", "c.png", "--unique-for", "0 seconds"],
+          /invalid option unique\.periodMs: 0 ms is not a period of more than 0/
+        ]
       ]
       for (const [flags, reason] of bad) {
-        assertRejected(yield* leasehold(["enqueue", "resize-image", "--payload", `{"image":"c.png","width":1}`, ...flags, ...connection(schema)]), 2, reason)
+        assertRejected(
+          yield* leasehold([
+            "enqueue",
+            "resize-image",
+            "--payload",
+            `{"image":"c.png","width":1}`,
+            ...flags,
+            ...connection(schema)
+          ]),
+          2,
+          reason
+        )
       }
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 2, events: 0 })
     }))
@@ -203,10 +354,17 @@ describe("leasehold enqueue", () => {
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { sql } = yield* openStore(schema)
-      const id = runIdOf(yield* leasehold([
-        "enqueue", "send-email", "--tasks", fixtureTasks, "--payload", `{"to":"ana@example.com","subject":"hi"}`,
-        ...connection(schema)
-      ]))
+      const id = runIdOf(
+        yield* leasehold([
+          "enqueue",
+          "send-email",
+          "--tasks",
+          fixtureTasks,
+          "--payload",
+          `{"to":"ana@example.com","subject":"hi"}`,
+          ...connection(schema)
+        ])
+      )
       const [row] = yield* sql.unsafe<any>(`SELECT kind, payload FROM "${schema}".runs WHERE id = ${id}`)
       assert.strictEqual(row.kind, "send-email")
       assert.deepStrictEqual(row.payload, { to: "ana@example.com", subject: "hi" })
@@ -229,21 +387,80 @@ describe("leasehold enqueue", () => {
       const validFile = path.join(dir, "good.json")
       fs.writeFileSync(validFile, valid)
       const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>, RegExp]> = [
-        ["malformed JSON", ["enqueue", "resize-image", "--payload", "{oops"], /Invalid value for flag --payload: "\{oops"\. Expected: valid JSON/],
-        ["unknown kind", ["enqueue", "resize-images", "--payload", valid], /unknown kind "resize-images" \(known: resize-image, approve-refund\)/],
-        ["payload failing its schema", ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":"wide"}`], /invalid payload for kind "resize-image": Expected number at \["width"\]/],
-        ["payload missing a field", ["enqueue", "resize-image", "--payload", `{"image":"a.png"}`], /invalid payload for kind "resize-image": Missing key at \["width"\]/],
-        ["malformed payload file", ["enqueue", "resize-image", "--payload-file", malformedFile], /--payload-file: .*Failed to parse '\.json' file content/],
-        ["missing payload file", ["enqueue", "resize-image", "--payload-file", path.join(dir, "none.json")], /--payload-file: .*File does not exist/],
-        ["both payload flags", ["enqueue", "resize-image", "--payload", valid, "--payload-file", validFile], /give either --payload or --payload-file, not both/],
-        ["bad delay", ["enqueue", "resize-image", "--payload", valid, "--delay", "soon"], /--delay: "soon"\. Expected: a duration such as "5 seconds"/],
-        ["zero max attempts", ["enqueue", "resize-image", "--payload", valid, "--max-attempts", "0"], /--max-attempts: "0"\. Expected: a positive integer/],
-        ["unloadable tasks module", ["enqueue", "resize-image", "--payload", valid, "--tasks", path.join(dir, "tasks.js")], /cannot load tasks module .*tasks\.js/],
-        ["unknown flag", ["enqueue", "resize-image", "--payload", valid, "--colour", "red"], /Unrecognized flag: --colour/],
+        [
+          "malformed JSON",
+          ["enqueue", "resize-image", "--payload", "{oops"],
+          /Invalid value for flag --payload: "\{oops"\. Expected: valid JSON/
+        ],
+        [
+          "unknown kind",
+          ["enqueue", "resize-images", "--payload", valid],
+          /unknown kind "resize-images" \(known: resize-image, approve-refund\)/
+        ],
+        [
+          "payload failing its schema",
+          ["enqueue", "resize-image", "--payload", `{"image":"a.png","width":"wide"}`],
+          /invalid payload for kind "resize-image": Expected number at \["width"\]/
+        ],
+        [
+          "payload missing a field",
+          ["enqueue", "resize-image", "--payload", `{"image":"a.png"}`],
+          /invalid payload for kind "resize-image": Missing key at \["width"\]/
+        ],
+        [
+          "malformed payload file",
+          ["enqueue", "resize-image", "--payload-file", malformedFile],
+          /--payload-file: .*Failed to parse '\.json' file content/
+        ],
+        [
+          "missing payload file",
+          ["enqueue", "resize-image", "--payload-file", path.join(dir, "none.json")],
+          /--payload-file: .*File does not exist/
+        ],
+        [
+          "both payload flags",
+          ["enqueue", "resize-image", "--payload", valid, "--payload-file", validFile],
+          /give either --payload or --payload-file, not both/
+        ],
+        [
+          "bad delay",
+          ["enqueue", "resize-image", "--payload", valid, "--delay", "soon"],
+          /--delay: "soon"\. Expected: a duration such as "5 seconds"/
+        ],
+        [
+          "zero max attempts",
+          ["enqueue", "resize-image", "--payload", valid, "--max-attempts", "0"],
+          /--max-attempts: "0"\. Expected: a positive integer/
+        ],
+        ["unloadable tasks module", [
+          "enqueue",
+          "resize-image",
+          "--payload",
+          valid,
+          "--tasks",
+          path.join(dir, "tasks.js")
+        ], /cannot load tasks module .*tasks\.js/],
+        [
+          "unknown flag",
+          ["enqueue", "resize-image", "--payload", valid, "--colour", "red"],
+          /Unrecognized flag: --colour/
+        ],
         ["no kind", ["enqueue", "--payload", valid], /Missing required argument: kind/],
-        ["malformed worker TTL", ["worker", "--ttl", "thirty seconds"], /invalid option ttl: "thirty seconds" is not a duration/],
-        ["heartbeat over half the TTL", ["worker", "--ttl", "10 seconds", "--heartbeat", "6 seconds"], /invalid option heartbeat: 6s must be more than 0 and at most half the TTL \(10s\)/],
-        ["no worker concurrency", ["worker", "--concurrency", "0"], /invalid option concurrency: 0 is not a whole number of at least 1/]
+        [
+          "malformed worker TTL",
+          ["worker", "--ttl", "thirty seconds"],
+          /invalid option ttl: "thirty seconds" is not a duration/
+        ],
+        [
+          "heartbeat over half the TTL",
+          ["worker", "--ttl", "10 seconds", "--heartbeat", "6 seconds"],
+          /invalid option heartbeat: 6s must be more than 0 and at most half the TTL \(10s\)/
+        ],
+        [
+          "no worker concurrency",
+          ["worker", "--concurrency", "0"],
+          /invalid option concurrency: 0 is not a whole number of at least 1/
+        ]
       ]
       const never = freshSchema("cli")
       yield* Effect.forEach(cases, ([what, args, reason]) =>
@@ -266,10 +483,12 @@ const leaseholdRawLast = (args: ReadonlyArray<string>, raw: string): Effect.Effe
   Effect.promise(() => {
     const env: NodeJS.ProcessEnv = { ...process.env }
     delete env.DATABASE_URL
-    return completion(spawn("/bin/sh", ["-c", `exec "$@" "$(printf -- '${raw}')"`, "sh", process.execPath, binPath, ...args], {
-      env,
-      stdio: ["ignore", "pipe", "pipe"]
-    }))
+    return completion(
+      spawn("/bin/sh", ["-c", `exec "$@" "$(printf -- '${raw}')"`, "sh", process.execPath, binPath, ...args], {
+        env,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+    )
   })
 
 describe("flag values that start with - (issue 40)", () => {
@@ -281,15 +500,32 @@ describe("flag values that start with - (issue 40)", () => {
       const refused: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
         [[...enqueue, "--delay", "-1 hour"], /--delay: "-1 hour"\. Expected: a duration such as "5 seconds"/],
         [[...enqueue, "--delay", "-5 seconds"], /--delay: "-5 seconds"\. Expected: a duration/],
-        [[...enqueue, "--unique-key", "k", "--unique-for", "-1 hour"], /--unique-for: "-1 hour"\. Expected: a duration/],
-        [["schedules", "set", "nightly", "--cron", "0 3 * * *", "--kind", "resize-image", "--backfill-window", "-2 hours"], /--backfill-window: "-2 hours"\. Expected: a duration/]
+        [
+          [...enqueue, "--unique-key", "k", "--unique-for", "-1 hour"],
+          /--unique-for: "-1 hour"\. Expected: a duration/
+        ],
+        [[
+          "schedules",
+          "set",
+          "nightly",
+          "--cron",
+          "0 3 * * *",
+          "--kind",
+          "resize-image",
+          "--backfill-window",
+          "-2 hours"
+        ], /--backfill-window: "-2 hours"\. Expected: a duration/]
       ]
-      for (const [args, reason] of refused) assertRejected(yield* leasehold([...args, ...connection(schema)]), 2, reason)
+      for (const [args, reason] of refused) {
+        assertRejected(yield* leasehold([...args, ...connection(schema)]), 2, reason)
+      }
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 0, events: 0 })
       assert.deepStrictEqual(yield* sql.unsafe(`SELECT name FROM "${schema}".schedules`), [])
 
       const id = runIdOf(yield* leasehold([...enqueue, "--idempotency-key", "-h", ...connection(schema)]))
-      const rows = yield* sql.unsafe<{ idempotency_key: string }>(`SELECT idempotency_key FROM "${schema}".runs WHERE id = ${id}`)
+      const rows = yield* sql.unsafe<{ idempotency_key: string }>(
+        `SELECT idempotency_key FROM "${schema}".runs WHERE id = ${id}`
+      )
       assert.deepStrictEqual(rows.map((r) => r.idempotency_key), ["-h"])
       // --help itself still shows the help.
       const help = yield* leasehold(["enqueue", "--help"])
@@ -306,17 +542,40 @@ describe("the HTTP API's limits in the CLI (issue 40)", () => {
       const enqueue = ["enqueue", "resize-image", ...connection(schema)]
       const valid = `{"image":"a.png","width":10}`
       // \303 opens a two-byte sequence that never ends; \377 is never UTF-8.
-      assertRejected(yield* leaseholdRawLast([...enqueue, "--payload"], `{"image":"a\\303","width":10}`), 2, /^leasehold: the value of --payload is not valid UTF-8$/)
-      assertRejected(yield* leaseholdRawLast([...enqueue, "--payload", valid, "--idempotency-key"], "k\\377"), 2, /^leasehold: the value of --idempotency-key is not valid UTF-8$/)
-      assertRejected(yield* leaseholdRawLast([...enqueue, "--payload", valid], "--queue=q\\377"), 2, /^leasehold: the value of --queue is not valid UTF-8$/)
+      assertRejected(
+        yield* leaseholdRawLast([...enqueue, "--payload"], `{"image":"a\\303","width":10}`),
+        2,
+        /^leasehold: the value of --payload is not valid UTF-8$/
+      )
+      assertRejected(
+        yield* leaseholdRawLast([...enqueue, "--payload", valid, "--idempotency-key"], "k\\377"),
+        2,
+        /^leasehold: the value of --idempotency-key is not valid UTF-8$/
+      )
+      assertRejected(
+        yield* leaseholdRawLast([...enqueue, "--payload", valid], "--queue=q\\377"),
+        2,
+        /^leasehold: the value of --queue is not valid UTF-8$/
+      )
 
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-cli-"))
       const notUtf8 = path.join(dir, "latin1.json")
-      fs.writeFileSync(notUtf8, Buffer.concat([Buffer.from(`{"image":"caf`), Buffer.from([0xe9]), Buffer.from(`.png","width":10}`)]))
-      assertRejected(yield* leasehold([...enqueue, "--payload-file", notUtf8]), 2, /--payload-file: ".*latin1\.json"\. Expected: the file is not valid UTF-8/)
+      fs.writeFileSync(
+        notUtf8,
+        Buffer.concat([Buffer.from(`{"image":"caf`), Buffer.from([0xe9]), Buffer.from(`.png","width":10}`)])
+      )
+      assertRejected(
+        yield* leasehold([...enqueue, "--payload-file", notUtf8]),
+        2,
+        /--payload-file: ".*latin1\.json"\. Expected: the file is not valid UTF-8/
+      )
       const large = path.join(dir, "large.json")
       fs.writeFileSync(large, JSON.stringify({ image: "a".repeat(1024 * 1024), width: 10 }))
-      assertRejected(yield* leasehold([...enqueue, "--payload-file", large]), 2, /--payload-file: .*at most 1048576 bytes of JSON \(the HTTP API's limit\)/)
+      assertRejected(
+        yield* leasehold([...enqueue, "--payload-file", large]),
+        2,
+        /--payload-file: .*at most 1048576 bytes of JSON \(the HTTP API's limit\)/
+      )
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 0, events: 0 })
 
       // A payload file just within the limit is taken.
@@ -327,10 +586,21 @@ describe("the HTTP API's limits in the CLI (issue 40)", () => {
       assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 1, events: 0 })
 
       for (const limit of ["501", "1000000000"]) {
-        assertRejected(yield* leasehold(["runs", "list", "--limit", limit, ...connection(schema)]), 2, /--limit: ".*"\. Expected: a whole number from 1 to 500/)
+        assertRejected(
+          yield* leasehold(["runs", "list", "--limit", limit, ...connection(schema)]),
+          2,
+          /--limit: ".*"\. Expected: a whole number from 1 to 500/
+        )
       }
-      assertRejected(yield* leasehold(["runs", "list", "--offset", "1000001", ...connection(schema)]), 2, /--offset: .*from 0 to 1000000/)
-      assert.strictEqual(parse(yield* leasehold(["runs", "list", "--limit", "500", "--json", ...connection(schema)])).runs.length, 1)
+      assertRejected(
+        yield* leasehold(["runs", "list", "--offset", "1000001", ...connection(schema)]),
+        2,
+        /--offset: .*from 0 to 1000000/
+      )
+      assert.strictEqual(
+        parse(yield* leasehold(["runs", "list", "--limit", "500", "--json", ...connection(schema)])).runs.length,
+        1
+      )
     }))
 })
 
@@ -339,14 +609,18 @@ describe("leasehold runs", () => {
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { store } = yield* openStore(schema)
-      yield* store.enqueue(Array.from({ length: 400 }, (_, i) => ({ kind: "resize-image", payload: { image: `${i}.png`, width: i } })))
+      yield* store.enqueue(
+        Array.from({ length: 400 }, (_, i) => ({ kind: "resize-image", payload: { image: `${i}.png`, width: i } }))
+      )
       // Far more than a pipe holds (64 KiB): the reader closes after the first chunk.
       const child = start(["runs", "list", "--limit", "400", "--json", ...connection(schema)])
       const stderr: Array<string> = []
       child.stderr!.on("data", (chunk) => stderr.push(String(chunk)))
       yield* Effect.promise(() => new Promise<void>((resolve) => child.stdout!.once("data", () => resolve())))
       child.stdout!.destroy()
-      const code = yield* Effect.promise(() => new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c))))
+      const code = yield* Effect.promise(() =>
+        new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)))
+      )
       assert.strictEqual(stderr.join(""), "")
       assert.strictEqual(code, 0)
     }))
@@ -365,8 +639,10 @@ describe("leasehold runs", () => {
       const [r1, r2, r3, r4, r5] = enqueued.map((e) => e.id) as [string, string, string, string, string]
       yield* claimOne(store, "worker-list", "default", "resize-image") // takes r1
       const ids = (args: ReadonlyArray<string>) =>
-        Effect.map(leasehold(["runs", "list", "--json", ...args, ...connection(schema)]), (result) =>
-          parse<{ runs: ReadonlyArray<{ id: string }> }>(result).runs.map((r) => r.id))
+        Effect.map(
+          leasehold(["runs", "list", "--json", ...args, ...connection(schema)]),
+          (result) => parse<{ runs: ReadonlyArray<{ id: string }> }>(result).runs.map((r) => r.id)
+        )
 
       const all = parse(yield* leasehold(["runs", "list", "--json", ...connection(schema)]))
       assert.deepStrictEqual(all.runs.map((r: any) => r.id), [r5, r4, r3, r2, r1])
@@ -402,7 +678,12 @@ describe("leasehold runs", () => {
         assert.match(row.slice(column("STATE")), /^(pending|running) /)
         assert.match(row.slice(column("FENCE")), /^[01] /)
       }
-      assert.match(rows[4]!, new RegExp(`^${r1}\\s+resize-image\\s+default\\s+running\\s+1\\s+1/5\\s+\\S+\\s+owner worker-list, lease until `))
+      assert.match(
+        rows[4]!,
+        new RegExp(
+          `^${r1}\\s+resize-image\\s+default\\s+running\\s+1\\s+1/5\\s+\\S+\\s+owner worker-list, lease until `
+        )
+      )
 
       const paged = yield* leasehold(["runs", "list", "--limit", "2", "--page", "1", ...connection(schema)])
       assert.match(paged.stdout, /\(runs 1-2; more with --page 2\)\n$/)
@@ -414,8 +695,15 @@ describe("leasehold runs", () => {
         yield* leasehold(["runs", "list", "--json", "--limit", "2", "--before", r2, ...connection(schema)])
       )
       assert.deepStrictEqual([last.runs.map((r) => r.id), last.next], [[r1], null])
-      assert.strictEqual((yield* leasehold(["runs", "list", "--before", r1, ...connection(schema)])).stdout, `no runs before ${r1}\n`)
-      assertRejected(yield* leasehold(["runs", "list", "--before", "r4", ...connection(schema)]), 2, /--before: "r4" is not a run id/)
+      assert.strictEqual(
+        (yield* leasehold(["runs", "list", "--before", r1, ...connection(schema)])).stdout,
+        `no runs before ${r1}\n`
+      )
+      assertRejected(
+        yield* leasehold(["runs", "list", "--before", "r4", ...connection(schema)]),
+        2,
+        /--before: "r4" is not a run id/
+      )
       assertRejected(
         yield* leasehold(["runs", "list", "--before", r4, "--page", "2", ...connection(schema)]),
         2,
@@ -427,7 +715,11 @@ describe("leasehold runs", () => {
         /give either --page or --offset, not both/
       )
       assertRejected(yield* leasehold(["runs", "list", "--state", "done", ...connection(schema)]), 2, /--state: "done"/)
-      assertRejected(yield* leasehold(["runs", "list", "--limit", "0", ...connection(schema)]), 2, /--limit: "0"\. Expected: a whole number from 1 to 500/)
+      assertRejected(
+        yield* leasehold(["runs", "list", "--limit", "0", ...connection(schema)]),
+        2,
+        /--limit: "0"\. Expected: a whole number from 1 to 500/
+      )
     }))
 
   it.live("runs show: a traced run's trace id, as the console shows it; none for a run not traced", () =>
@@ -435,22 +727,34 @@ describe("leasehold runs", () => {
       const schema = freshSchema("cli")
       const { store } = yield* openStore(schema)
       const traceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-      const [traced, plain] = (yield* store.enqueue([{ kind: "k", payload: {}, traceParent }, { kind: "k", payload: {} }])) as unknown as [{ id: string }, { id: string }]
+      const [traced, plain] =
+        (yield* store.enqueue([{ kind: "k", payload: {}, traceParent }, { kind: "k", payload: {} }])) as unknown as [
+          { id: string },
+          { id: string }
+        ]
       const text = yield* leasehold(["runs", "show", traced.id, ...connection(schema)])
       assertOk(text)
       assert.match(text.stdout, /^trace\s+0af7651916cd43dd8448eb211c80319c$/m)
-      assert.strictEqual(parse(yield* leasehold(["runs", "show", traced.id, "--json", ...connection(schema)])).run.traceId, "0af7651916cd43dd8448eb211c80319c")
+      assert.strictEqual(
+        parse(yield* leasehold(["runs", "show", traced.id, "--json", ...connection(schema)])).run.traceId,
+        "0af7651916cd43dd8448eb211c80319c"
+      )
       const untraced = yield* leasehold(["runs", "show", plain.id, ...connection(schema)])
       assertOk(untraced)
       assert.notMatch(untraced.stdout, /^trace\s/m)
-      assert.strictEqual(parse(yield* leasehold(["runs", "show", plain.id, "--json", ...connection(schema)])).run.traceId, null)
+      assert.strictEqual(
+        parse(yield* leasehold(["runs", "show", plain.id, "--json", ...connection(schema)])).run.traceId,
+        null
+      )
     }))
 
   it.live("runs show: a pending run no live worker would claim says so; once one serves its queue and kind, it counts it", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { store } = yield* openStore(schema)
-      const [{ id }] = (yield* store.enqueue([{ kind: "k", payload: {}, queue: "nobody" }])) as unknown as [{ id: string }]
+      const [{ id }] = (yield* store.enqueue([{ kind: "k", payload: {}, queue: "nobody" }])) as unknown as [
+        { id: string }
+      ]
       // A worker serving the queue, but not the kind, would not claim it either.
       const announce = (owner: string, kinds: ReadonlyArray<string>) =>
         store.announceWorker({
@@ -468,12 +772,21 @@ describe("leasehold runs", () => {
       yield* announce("other-kinds", ["other"])
       const unserved = yield* leasehold(["runs", "show", id, ...connection(schema)])
       assertOk(unserved)
-      assert.match(unserved.stdout, /^workers\s+none: no live worker serves queue nobody with kind k, so nothing will claim it$/m)
-      assert.strictEqual(parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)])).run.workersServing, 0)
+      assert.match(
+        unserved.stdout,
+        /^workers\s+none: no live worker serves queue nobody with kind k, so nothing will claim it$/m
+      )
+      assert.strictEqual(
+        parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)])).run.workersServing,
+        0
+      )
       yield* announce("serving", ["k"])
       const served = yield* leasehold(["runs", "show", id, ...connection(schema)])
       assert.notMatch(served.stdout, /^workers\s/m)
-      assert.strictEqual(parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)])).run.workersServing, 1)
+      assert.strictEqual(
+        parse(yield* leasehold(["runs", "show", id, "--json", ...connection(schema)])).run.workersServing,
+        1
+      )
     }))
 
   it.live("runs show: attempts with fence and owner, the suspension and its resume, rejected stale writes", () =>
@@ -485,10 +798,26 @@ describe("leasehold runs", () => {
       ])) as unknown as [{ id: string }]
       const first = yield* claimOne(store, "worker-a", "money", "approve-refund")
       yield* store.checkpoint({ runId: id, fence: first.fence }, { step: "drafted" })
-      yield* store.suspend({ runId: id, fence: first.fence, signal: "approval", token: "tok-A-7", timeout: Duration.hours(1) })
-      const resumed = yield* leasehold(["resume", "--token", "tok-A-7", "--payload", `{"approved":true}`, ...connection(schema)])
+      yield* store.suspend({
+        runId: id,
+        fence: first.fence,
+        signal: "approval",
+        token: "tok-A-7",
+        timeout: Duration.hours(1)
+      })
+      const resumed = yield* leasehold([
+        "resume",
+        "--token",
+        "tok-A-7",
+        "--payload",
+        `{"approved":true}`,
+        ...connection(schema)
+      ])
       assertOk(resumed)
-      assert.strictEqual(resumed.stdout, `resumed run ${id} (now pending; a worker re-claims it under a higher fence)\n`)
+      assert.strictEqual(
+        resumed.stdout,
+        `resumed run ${id} (now pending; a worker re-claims it under a higher fence)\n`
+      )
       const second = yield* claimOne(store, "worker-b", "money", "approve-refund")
       // The first holder comes back late: the fence refuses its write and the history records it.
       const stale = yield* Effect.flip(store.checkpoint({ runId: id, fence: first.fence }, { step: "late" }))
@@ -512,7 +841,10 @@ describe("leasehold runs", () => {
       )
       assert.deepStrictEqual(
         shown.events.map((e: any) => [e.kind, e.fence]),
-        [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], ["stale_write_rejected", 1], ["completed", 2]]
+        [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], ["stale_write_rejected", 1], [
+          "completed",
+          2
+        ]]
       )
 
       const text = yield* leasehold(["runs", "show", id, ...connection(schema)])
@@ -528,14 +860,23 @@ describe("leasehold runs", () => {
       assert.match(text.stdout, /^\s+\S+Z\s+checkpoint\s+1\s+2$/m)
 
       // A lease that expired and was taken over shows as its own attempt, ended by the reclaim.
-      const [{ id: other }] = (yield* store.enqueue([{ kind: "resize-image", payload: {} }])) as unknown as [{ id: string }]
+      const [{ id: other }] = (yield* store.enqueue([{ kind: "resize-image", payload: {} }])) as unknown as [
+        { id: string }
+      ]
       yield* claimOne(store, "worker-a", "default", "resize-image")
       yield* expireLease(sql, schema, other)
       yield* claimOne(store, "worker-b", "default", "resize-image")
       const reclaimed = parse(yield* leasehold(["runs", "show", other, "--json", ...connection(schema)]))
       assert.deepStrictEqual(
         reclaimed.attempts.map((a: any) => [a.fence, a.owner, a.via, a.outcome, a.detail, a.end === null]),
-        [[1, "worker-a", "claimed", "lease_expired", "reclaimed under fence 2", false], [2, "worker-b", "reclaimed", "running", null, true]]
+        [[1, "worker-a", "claimed", "lease_expired", "reclaimed under fence 2", false], [
+          2,
+          "worker-b",
+          "reclaimed",
+          "running",
+          null,
+          true
+        ]]
       )
       assert.deepStrictEqual(reclaimed.rejectedWrites, [])
 
@@ -555,7 +896,13 @@ describe("leasehold resume, cancel, retry", () => {
         { kind: "resize-image", payload: { image: "d.png", width: 1 } }
       ])).map((e) => e.id) as [string, string, string]
       const claimed = yield* claimOne(store, "worker-a", "money", "approve-refund")
-      yield* store.suspend({ runId: refund, fence: claimed.fence, signal: "approval", token: "tok-A-9", timeout: undefined })
+      yield* store.suspend({
+        runId: refund,
+        fence: claimed.fence,
+        signal: "approval",
+        token: "tok-A-9",
+        timeout: undefined
+      })
       const finished = yield* claimOne(store, "worker-a", "default", "resize-image")
       yield* store.completeBatch([{ runId: done, fence: finished.fence, result: null }])
 
@@ -579,11 +926,15 @@ describe("leasehold resume, cancel, retry", () => {
         [["retry", pending], new RegExp(`run ${pending} is pending: cannot retry it$`)],
         [["retry", "999999"], /run 999999 not found$/]
       ]
-      yield* Effect.forEach(refusals, ([args, reason]) =>
-        Effect.map(leasehold([...args, ...connection(schema)]), (result) => assertRejected(result, 1, reason)), {
-        concurrency: 3,
-        discard: true
-      })
+      yield* Effect.forEach(
+        refusals,
+        ([args, reason]) =>
+          Effect.map(leasehold([...args, ...connection(schema)]), (result) => assertRejected(result, 1, reason)),
+        {
+          concurrency: 3,
+          discard: true
+        }
+      )
       assertRejected(
         yield* leasehold(["resume", refund, "--payload", "{not json", ...connection(schema)]),
         2,
@@ -593,7 +944,9 @@ describe("leasehold resume, cancel, retry", () => {
       assert.strictEqual(yield* eventCount, eventsBefore, "no history written")
 
       // Resume by id, with a payload the handler will see as the signal's outcome.
-      const resumed = parse(yield* leasehold(["resume", refund, "--payload", `{"approved":false}`, "--json", ...connection(schema)]))
+      const resumed = parse(
+        yield* leasehold(["resume", refund, "--payload", `{"approved":false}`, "--json", ...connection(schema)])
+      )
       assert.deepStrictEqual(resumed, { id: refund, state: "pending", fence: 1 })
       const afterResume = yield* store.get(refund)
       assert.deepStrictEqual(afterResume.signals, { approval: { _tag: "Signalled", payload: { approved: false } } })
@@ -610,7 +963,10 @@ describe("leasehold resume, cancel, retry", () => {
       assert.strictEqual(retried.stdout, `run ${pending} is pending again, with fresh attempts (fence now 2)\n`)
       assert.deepInclude(yield* store.get(pending), { state: "pending", fence: 2, attempt: 0 })
       const history = parse(yield* leasehold(["runs", "show", pending, "--json", ...connection(schema)]))
-      assert.deepStrictEqual(history.adminActions.map((a: any) => [a.action, a.fence]), [["cancelled", 1], ["retried", 2]])
+      assert.deepStrictEqual(history.adminActions.map((a: any) => [a.action, a.fence]), [["cancelled", 1], [
+        "retried",
+        2
+      ]])
     }))
 })
 
@@ -634,7 +990,11 @@ describe("leasehold stats", () => {
         (rows) => rows.map((r) => [r.id, r.state])
       )
       // Neither or both: a usage error, and nothing moves.
-      assertRejected(yield* leasehold(["resume", ...connection(schema)]), 2, /resume takes a run id or --token <token>, not both or neither$/)
+      assertRejected(
+        yield* leasehold(["resume", ...connection(schema)]),
+        2,
+        /resume takes a run id or --token <token>, not both or neither$/
+      )
       assertRejected(
         yield* leasehold(["resume", first, "--token", first, ...connection(schema)]),
         2,
@@ -675,7 +1035,9 @@ describe("leasehold stats", () => {
         { kind: "resize-image", payload: {}, queue: "money" }
       ])).map((e) => e.id) as [string, string, string, string]
       // Due a while ago, so the oldest pending age is known to be at least a minute.
-      yield* sql.unsafe(`UPDATE "${schema}".runs SET run_at = now() - interval '90 seconds' WHERE state IN ('pending', 'ledger')`)
+      yield* sql.unsafe(
+        `UPDATE "${schema}".runs SET run_at = now() - interval '90 seconds' WHERE state IN ('pending', 'ledger')`
+      )
       const first = yield* claimOne(store, "worker-a", "default", "resize-image") // a
       yield* expireLease(sql, schema, a)
       yield* claimOne(store, "worker-b", "default", "resize-image") // a again: a reclaim, live lease
@@ -685,7 +1047,14 @@ describe("leasehold stats", () => {
       yield* store.cancel(d)
 
       const stats = parse(yield* leasehold(["stats", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(stats.byState, { pending: 1, running: 1, suspended: 0, completed: 1, failed: 0, cancelled: 1 })
+      assert.deepStrictEqual(stats.byState, {
+        pending: 1,
+        running: 1,
+        suspended: 0,
+        completed: 1,
+        failed: 0,
+        cancelled: 1
+      })
       assert.deepStrictEqual(stats.byStateAndQueue, [
         { queue: "default", state: "pending", count: 1 },
         { queue: "default", state: "running", count: 1 },
@@ -733,26 +1102,47 @@ describe("leasehold queues", () => {
       assert.match((yield* leasehold(["queues", "pause", "money", ...connection(schema)])).stdout, /was paused already/)
 
       // Claims take the active queue only.
-      const claimed = yield* store.claim({ owner: "w", queues: ["default", "money"], kinds: ["resize-image"], limit: 10, ttl: Duration.seconds(30) })
+      const claimed = yield* store.claim({
+        owner: "w",
+        queues: ["default", "money"],
+        kinds: ["resize-image"],
+        limit: 10,
+        ttl: Duration.seconds(30)
+      })
       assert.deepStrictEqual(claimed.map((c) => c.queue), ["default"])
 
       const list = parse(yield* leasehold(["queues", "list", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(list.map((q: { queue: string; paused: boolean; pending: number; running: number }) => [q.queue, q.paused, q.pending, q.running]), [
-        ["default", false, 0, 1],
-        ["money", true, 2, 0]
-      ])
+      assert.deepStrictEqual(
+        list.map((
+          q: { queue: string; paused: boolean; pending: number; running: number }
+        ) => [q.queue, q.paused, q.pending, q.running]),
+        [
+          ["default", false, 0, 1],
+          ["money", true, 2, 0]
+        ]
+      )
       const text = yield* leasehold(["queues", "list", ...connection(schema)])
       assert.match(text.stdout, /^QUEUE\s+STATUS\s+PENDING\s+DUE\s+RUNNING\s+SUSPENDED$/m)
       assert.match(text.stdout, /^money\s+paused since \S.*\s+2\s+2\s+0\s+0$/m)
 
       // Bad input: one line, exit 2, and the set of paused queues is unchanged.
-      assertRejected(yield* leasehold(["queues", "pause", "", ...connection(schema)]), 2, /queue: must be a non-empty string/)
+      assertRejected(
+        yield* leasehold(["queues", "pause", "", ...connection(schema)]),
+        2,
+        /queue: must be a non-empty string/
+      )
       const stored = yield* sql.unsafe<{ queue: string }>(`SELECT queue FROM "${schema}".paused_queues`)
       assert.deepStrictEqual(stored.map((r) => r.queue), ["money"])
 
       const resumed = parse(yield* leasehold(["queues", "resume", "money", "--json", ...connection(schema)]))
       assert.deepStrictEqual(resumed, { queue: "money", paused: false, changed: true })
-      const after = yield* store.claim({ owner: "w", queues: ["money"], kinds: ["resize-image"], limit: 10, ttl: Duration.seconds(30) })
+      const after = yield* store.claim({
+        owner: "w",
+        queues: ["money"],
+        kinds: ["resize-image"],
+        limit: 10,
+        ttl: Duration.seconds(30)
+      })
       assert.strictEqual(after.length, 2)
       assert.match((yield* leasehold(["queues", "resume", "money", ...connection(schema)])).stdout, /was not paused/)
     }))
@@ -766,10 +1156,38 @@ describe("leasehold limits", () => {
       const set = yield* leasehold(["limits", "set", "--kind", "resize-image", "--per-key", "1", ...connection(schema)])
       assertOk(set)
       assert.strictEqual(set.stdout, `at most 1 running per key in kind "resize-image"\n`)
-      const first = parse(yield* leasehold(["enqueue", "resize-image", "--payload", '{"image":"a.png","width":1}', "--concurrency-key", "customer-7", "--json", ...connection(schema)]))
-      const second = parse(yield* leasehold(["enqueue", "resize-image", "--payload", '{"image":"b.png","width":1}', "--concurrency-key", "customer-7", "--json", ...connection(schema)]))
+      const first = parse(
+        yield* leasehold([
+          "enqueue",
+          "resize-image",
+          "--payload",
+          "{\"image\":\"a.png\",\"width\":1}",
+          "--concurrency-key",
+          "customer-7",
+          "--json",
+          ...connection(schema)
+        ])
+      )
+      const second = parse(
+        yield* leasehold([
+          "enqueue",
+          "resize-image",
+          "--payload",
+          "{\"image\":\"b.png\",\"width\":1}",
+          "--concurrency-key",
+          "customer-7",
+          "--json",
+          ...connection(schema)
+        ])
+      )
       // One of customer-7's runs at a time: the second waits for the first.
-      const claimed = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["resize-image"], limit: 10, ttl: Duration.seconds(30) })
+      const claimed = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["resize-image"],
+        limit: 10,
+        ttl: Duration.seconds(30)
+      })
       assert.deepStrictEqual(claimed.map((c) => c.id), [first.id])
 
       const listed = parse(yield* leasehold(["limits", "list", "--json", ...connection(schema)]))
@@ -778,7 +1196,10 @@ describe("leasehold limits", () => {
       assert.match(text.stdout, /^KEY LIMIT\s+PER KEY\s+KEYS RUNNING\s+KEYED DUE$/m)
       assert.match(text.stdout, /^kind resize-image\s+1\s+1\s+1$/m)
       const show = yield* leasehold(["runs", "show", second.id, ...connection(schema)])
-      assert.match(show.stdout, /^key\s+customer-7 \(at most 1 running per key in kind resize-image\), waiting for a free slot$/m)
+      assert.match(
+        show.stdout,
+        /^key\s+customer-7 \(at most 1 running per key in kind resize-image\), waiting for a free slot$/m
+      )
       assert.deepInclude(parse(yield* leasehold(["runs", "show", second.id, "--json", ...connection(schema)])).run, {
         concurrencyKey: "customer-7",
         keySlot: null,
@@ -786,29 +1207,67 @@ describe("leasehold limits", () => {
         keyLimits: [{ scope: "kind", name: "resize-image", perKey: 1 }]
       })
       const running = yield* leasehold(["runs", "show", first.id, ...connection(schema)])
-      assert.match(running.stdout, /^key\s+customer-7 \(at most 1 running per key in kind resize-image\), holds slot 0$/m)
+      assert.match(
+        running.stdout,
+        /^key\s+customer-7 \(at most 1 running per key in kind resize-image\), holds slot 0$/m
+      )
       assert.match((yield* leasehold(["stats", ...connection(schema)])).stdout, /^kind resize-image\s+1\s+1\s+1$/m)
 
       // Bad input: one line, exit 2, and the limits are unchanged.
-      assertRejected(yield* leasehold(["limits", "set", "--kind", "resize-image", "--per-key", "0", ...connection(schema)]), 2, /perKey: 0 is not a whole number of at least 1/)
-      assertRejected(yield* leasehold(["limits", "set", "--kind", "a", "--queue", "b", "--per-key", "2", ...connection(schema)]), 2, /exactly one of --queue and --kind/)
-      assertRejected(yield* leasehold(["limits", "set", "--per-key", "2", ...connection(schema)]), 2, /exactly one of --queue and --kind/)
       assertRejected(
-        yield* leasehold(["enqueue", "resize-image", "--payload", '{"image":"c.png","width":1}', "--concurrency-key", "", ...connection(schema)]),
+        yield* leasehold(["limits", "set", "--kind", "resize-image", "--per-key", "0", ...connection(schema)]),
+        2,
+        /perKey: 0 is not a whole number of at least 1/
+      )
+      assertRejected(
+        yield* leasehold(["limits", "set", "--kind", "a", "--queue", "b", "--per-key", "2", ...connection(schema)]),
+        2,
+        /exactly one of --queue and --kind/
+      )
+      assertRejected(
+        yield* leasehold(["limits", "set", "--per-key", "2", ...connection(schema)]),
+        2,
+        /exactly one of --queue and --kind/
+      )
+      assertRejected(
+        yield* leasehold([
+          "enqueue",
+          "resize-image",
+          "--payload",
+          "{\"image\":\"c.png\",\"width\":1}",
+          "--concurrency-key",
+          "",
+          ...connection(schema)
+        ]),
         2,
         /concurrencyKey: must be a non-empty string/
       )
-      const stored = yield* sql.unsafe<{ scope: string; name: string; per_key: number }>(`SELECT scope, name, per_key FROM "${schema}".key_limits`)
+      const stored = yield* sql.unsafe<{ scope: string; name: string; per_key: number }>(
+        `SELECT scope, name, per_key FROM "${schema}".key_limits`
+      )
       assert.deepStrictEqual(stored, [{ scope: "kind", name: "resize-image", per_key: 1 }])
-      assert.strictEqual((yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs`))[0]!.n, 2, "the bad enqueue wrote nothing")
+      assert.strictEqual(
+        (yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs`))[0]!.n,
+        2,
+        "the bad enqueue wrote nothing"
+      )
 
-      assert.deepStrictEqual(parse(yield* leasehold(["limits", "remove", "--kind", "resize-image", "--json", ...connection(schema)])), {
-        scope: "kind",
-        name: "resize-image",
-        removed: true
-      })
-      assert.match((yield* leasehold(["limits", "remove", "--kind", "resize-image", ...connection(schema)])).stdout, /had no per-key limit/)
-      assert.strictEqual((yield* leasehold(["limits", "list", ...connection(schema)])).stdout, "no per-key limits declared\n")
+      assert.deepStrictEqual(
+        parse(yield* leasehold(["limits", "remove", "--kind", "resize-image", "--json", ...connection(schema)])),
+        {
+          scope: "kind",
+          name: "resize-image",
+          removed: true
+        }
+      )
+      assert.match(
+        (yield* leasehold(["limits", "remove", "--kind", "resize-image", ...connection(schema)])).stdout,
+        /had no per-key limit/
+      )
+      assert.strictEqual(
+        (yield* leasehold(["limits", "list", ...connection(schema)])).stdout,
+        "no per-key limits declared\n"
+      )
     }))
 })
 
@@ -817,44 +1276,122 @@ describe("leasehold limits rate", () => {
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { sql, store } = yield* openStore(schema)
-      const set = yield* leasehold(["limits", "rate", "set", "--kind", "resize-image", "--limit", "1", "--interval", "1 hour", "--per-key", ...connection(schema)])
+      const set = yield* leasehold([
+        "limits",
+        "rate",
+        "set",
+        "--kind",
+        "resize-image",
+        "--limit",
+        "1",
+        "--interval",
+        "1 hour",
+        "--per-key",
+        ...connection(schema)
+      ])
       assertOk(set)
       assert.strictEqual(set.stdout, `at most 1 started per 1 hour per key in kind "resize-image"\n`)
-      const runs = yield* store.enqueue(["a.png", "b.png"].map((image) => ({ kind: "resize-image", payload: { image, width: 1 }, concurrencyKey: "customer-7" })))
-      const claimed = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["resize-image"], limit: 10, ttl: Duration.minutes(10) })
+      const runs = yield* store.enqueue(
+        ["a.png", "b.png"].map((image) => ({
+          kind: "resize-image",
+          payload: { image, width: 1 },
+          concurrencyKey: "customer-7"
+        }))
+      )
+      const claimed = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["resize-image"],
+        limit: 10,
+        ttl: Duration.minutes(10)
+      })
       assert.deepStrictEqual(claimed.map((c) => c.id), [runs[0]!.id], "one start per hour for customer-7")
 
       const listed = parse(yield* leasehold(["limits", "list", "--json", ...connection(schema)]))
       assert.deepStrictEqual(listed, {
         keyLimits: [],
-        rateLimits: [{ scope: "kind", name: "resize-image", limit: 1, intervalMs: 3_600_000, perKey: true, startedInWindow: 1, due: 1 }]
+        rateLimits: [{
+          scope: "kind",
+          name: "resize-image",
+          limit: 1,
+          intervalMs: 3_600_000,
+          perKey: true,
+          startedInWindow: 1,
+          due: 1
+        }]
       })
       const text = yield* leasehold(["limits", "list", ...connection(schema)])
       assert.match(text.stdout, /^RATE LIMIT\s+STARTS\s+PER\s+PER KEY\s+STARTED IN LAST INTERVAL\s+DUE$/m)
       assert.match(text.stdout, /^kind resize-image\s+1\s+1h\s+yes\s+1\s+1$/m)
       const show = yield* leasehold(["runs", "show", runs[1]!.id, ...connection(schema)])
-      assert.match(show.stdout, /^rate limit\s+at most 1 started per 1h per key in kind resize-image \(1 started in the last interval, 1 due waiting\)$/m)
+      assert.match(
+        show.stdout,
+        /^rate limit\s+at most 1 started per 1h per key in kind resize-image \(1 started in the last interval, 1 due waiting\)$/m
+      )
       assert.deepInclude(parse(yield* leasehold(["runs", "show", runs[1]!.id, "--json", ...connection(schema)])).run, {
-        rateLimit: { scope: "kind", name: "resize-image", limit: 1, intervalMs: 3_600_000, perKey: true, startedInWindow: 1, due: 1 }
+        rateLimit: {
+          scope: "kind",
+          name: "resize-image",
+          limit: 1,
+          intervalMs: 3_600_000,
+          perKey: true,
+          startedInWindow: 1,
+          due: 1
+        }
       })
-      assert.match((yield* leasehold(["stats", ...connection(schema)])).stdout, /^kind resize-image\s+1\s+1h\s+yes\s+1\s+1$/m)
+      assert.match(
+        (yield* leasehold(["stats", ...connection(schema)])).stdout,
+        /^kind resize-image\s+1\s+1h\s+yes\s+1\s+1$/m
+      )
 
       // Bad input: one line, exit 2, and the limits are unchanged.
       const rate = (...args: Array<string>) => leasehold(["limits", "rate", "set", ...args, ...connection(schema)])
-      assertRejected(yield* rate("--kind", "resize-image", "--limit", "0", "--interval", "1 second"), 2, /limit: 0 is not a whole number of at least 1/)
-      assertRejected(yield* rate("--kind", "resize-image", "--limit", "5", "--interval", "0 seconds"), 2, /interval: "0 seconds" is not an interval above 0/)
-      assertRejected(yield* rate("--kind", "resize-image", "--limit", "5", "--interval", "soon"), 2, /interval: "soon" is not an interval above 0/)
-      assertRejected(yield* rate("--queue", "q", "--kind", "k", "--limit", "5", "--interval", "1 second"), 2, /exactly one of --queue and --kind/)
-      const stored = yield* sql.unsafe<{ name: string; per_interval: number }>(`SELECT name, per_interval FROM "${schema}".rate_limits`)
+      assertRejected(
+        yield* rate("--kind", "resize-image", "--limit", "0", "--interval", "1 second"),
+        2,
+        /limit: 0 is not a whole number of at least 1/
+      )
+      assertRejected(
+        yield* rate("--kind", "resize-image", "--limit", "5", "--interval", "0 seconds"),
+        2,
+        /interval: "0 seconds" is not an interval above 0/
+      )
+      assertRejected(
+        yield* rate("--kind", "resize-image", "--limit", "5", "--interval", "soon"),
+        2,
+        /interval: "soon" is not an interval above 0/
+      )
+      assertRejected(
+        yield* rate("--queue", "q", "--kind", "k", "--limit", "5", "--interval", "1 second"),
+        2,
+        /exactly one of --queue and --kind/
+      )
+      const stored = yield* sql.unsafe<{ name: string; per_interval: number }>(
+        `SELECT name, per_interval FROM "${schema}".rate_limits`
+      )
       assert.deepStrictEqual(stored, [{ name: "resize-image", per_interval: 1 }])
 
-      assert.deepStrictEqual(parse(yield* leasehold(["limits", "rate", "remove", "--kind", "resize-image", "--json", ...connection(schema)])), {
-        scope: "kind",
-        name: "resize-image",
-        removed: true
+      assert.deepStrictEqual(
+        parse(
+          yield* leasehold(["limits", "rate", "remove", "--kind", "resize-image", "--json", ...connection(schema)])
+        ),
+        {
+          scope: "kind",
+          name: "resize-image",
+          removed: true
+        }
+      )
+      assert.match(
+        (yield* leasehold(["limits", "rate", "remove", "--kind", "resize-image", ...connection(schema)])).stdout,
+        /had no rate limit/
+      )
+      const after = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["resize-image"],
+        limit: 10,
+        ttl: Duration.minutes(10)
       })
-      assert.match((yield* leasehold(["limits", "rate", "remove", "--kind", "resize-image", ...connection(schema)])).stdout, /had no rate limit/)
-      const after = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["resize-image"], limit: 10, ttl: Duration.minutes(10) })
       assert.deepStrictEqual(after.map((c) => c.id), [runs[1]!.id], "removed: the held-back run starts")
     }))
 })
@@ -864,11 +1401,31 @@ describe("leasehold schedules", () => {
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { sql } = yield* openStore(schema)
-      const set = ["schedules", "set", "nightly", "--cron", "0 3 * * *", "--time-zone", "Europe/Paris", "--kind", "resize-image", "--payload", '{"width":10}']
+      const set = [
+        "schedules",
+        "set",
+        "nightly",
+        "--cron",
+        "0 3 * * *",
+        "--time-zone",
+        "Europe/Paris",
+        "--kind",
+        "resize-image",
+        "--payload",
+        "{\"width\":10}"
+      ]
       assert.strictEqual((yield* leasehold([...set, ...connection(schema)])).stdout, `schedule "nightly" created\n`)
       assert.strictEqual((yield* leasehold([...set, ...connection(schema)])).stdout, `schedule "nightly" unchanged\n`)
       const [listed] = parse(yield* leasehold(["schedules", "list", "--json", ...connection(schema)]))
-      assert.deepInclude(listed, { name: "nightly", cron: "0 3 * * *", timeZone: "Europe/Paris", kind: "resize-image", queue: "default", paused: false, lastTick: null })
+      assert.deepInclude(listed, {
+        name: "nightly",
+        cron: "0 3 * * *",
+        timeZone: "Europe/Paris",
+        kind: "resize-image",
+        queue: "default",
+        paused: false,
+        lastTick: null
+      })
       // 03:00 in Paris: 02:00 UTC in winter, 01:00 in summer; three ticks a day apart.
       assert.strictEqual(listed.nextTicks.length, 3)
       for (const tick of listed.nextTicks) assert.match(tick, /T0[12]:00:00\.000Z$/)
@@ -876,19 +1433,44 @@ describe("leasehold schedules", () => {
       assert.match(text.stdout, /^NAME\s+CRON\s+TIME ZONE\s+KIND\s+QUEUE\s+STATUS\s+LAST TICK\s+NEXT TICKS$/m)
       assert.match(text.stdout, /^nightly\s+0 3 \* \* \*\s+Europe\/Paris\s+resize-image\s+default\s+active\s+-\s+\S+/m)
 
-      assertRejected(yield* leasehold(["schedules", "set", "bad", "--cron", "61 * * * *", "--kind", "k", ...connection(schema)]), 2, /invalid option cron/)
       assertRejected(
-        yield* leasehold(["schedules", "set", "bad", "--cron", "* * * * *", "--time-zone", "Mars/Olympus", "--kind", "k", ...connection(schema)]),
+        yield* leasehold(["schedules", "set", "bad", "--cron", "61 * * * *", "--kind", "k", ...connection(schema)]),
+        2,
+        /invalid option cron/
+      )
+      assertRejected(
+        yield* leasehold([
+          "schedules",
+          "set",
+          "bad",
+          "--cron",
+          "* * * * *",
+          "--time-zone",
+          "Mars/Olympus",
+          "--kind",
+          "k",
+          ...connection(schema)
+        ]),
         2,
         /invalid option timeZone: "Mars\/Olympus" is not a known time zone/
       )
       const names = yield* sql.unsafe<{ name: string }>(`SELECT name FROM "${schema}".schedules`)
       assert.deepStrictEqual(names.map((r) => r.name), ["nightly"])
 
-      assert.match((yield* leasehold(["schedules", "pause", "nightly", ...connection(schema)])).stdout, /paused schedule "nightly"/)
+      assert.match(
+        (yield* leasehold(["schedules", "pause", "nightly", ...connection(schema)])).stdout,
+        /paused schedule "nightly"/
+      )
       assert.isTrue(parse(yield* leasehold(["schedules", "list", "--json", ...connection(schema)]))[0].paused)
-      assert.deepStrictEqual(parse(yield* leasehold(["schedules", "resume", "nightly", "--json", ...connection(schema)])), { name: "nightly", paused: false, changed: true })
-      assertRejected(yield* leasehold(["schedules", "pause", "nope", ...connection(schema)]), 1, /schedule "nope" not found/)
+      assert.deepStrictEqual(
+        parse(yield* leasehold(["schedules", "resume", "nightly", "--json", ...connection(schema)])),
+        { name: "nightly", paused: false, changed: true }
+      )
+      assertRejected(
+        yield* leasehold(["schedules", "pause", "nope", ...connection(schema)]),
+        1,
+        /schedule "nope" not found/
+      )
     }))
 })
 
@@ -956,13 +1538,22 @@ describe("leasehold worker", () => {
       const { store, sql } = yield* openStore(schema)
       const bad = yield* leasehold(["worker", "--completed-runs", "forever", ...connection(schema)])
       assertRejected(bad, 2, /completed-runs/)
-      const id = runIdOf(yield* leasehold([
-        "enqueue", "resize-image", "--payload", `{"image":"dog.png","width":64}`, ...connection(schema)
-      ]))
+      const id = runIdOf(
+        yield* leasehold([
+          "enqueue",
+          "resize-image",
+          "--payload",
+          `{"image":"dog.png","width":64}`,
+          ...connection(schema)
+        ])
+      )
       const worker = yield* background(["worker", "--completed-runs", "delete", "--json", ...connection(schema)])
       yield* eventually(
         "the run completed and deleted",
-        Effect.map(sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs`), (rows) => rows[0]!.n === 0),
+        Effect.map(
+          sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs`),
+          (rows) => rows[0]!.n === 0
+        ),
         "20 seconds"
       )
       assert.strictEqual((yield* Effect.flip(store.get(id)))._tag, "RunNotFound")
@@ -980,7 +1571,17 @@ describe("leasehold worker", () => {
       const tasks = fileURLToPath(new URL("./fixtures/callback-tasks.ts", import.meta.url))
       const secret = "cli-test-secret-0123456789abcdef0123"
       const env = { LEASEHOLD_CALLBACK_SECRETS: secret, LEASEHOLD_CALLBACK_BASE_URL: "https://hooks.example.test" }
-      const id = runIdOf(yield* leasehold(["enqueue", "needs-approval", "--payload", `{"order":"C-1"}`, "--tasks", tasks, ...connection(schema)]))
+      const id = runIdOf(
+        yield* leasehold([
+          "enqueue",
+          "needs-approval",
+          "--payload",
+          `{"order":"C-1"}`,
+          "--tasks",
+          tasks,
+          ...connection(schema)
+        ])
+      )
       yield* background(["worker", "--tasks", tasks, ...connection(schema)], { env })
       yield* eventually("suspended", Effect.map(store.get(id), (r) => r.state === "suspended"), "20 seconds")
       const { url } = (yield* store.get(id)).checkpoint as { url: string }
@@ -990,7 +1591,9 @@ describe("leasehold worker", () => {
       assert.strictEqual(parsed.searchParams.get("sig"), signature(secret, id, "approval", exp))
 
       assertRejected(
-        yield* leasehold(["worker", "--tasks", tasks, ...connection(schema)], { env: { ...env, LEASEHOLD_CALLBACK_SECRETS: "short" } }),
+        yield* leasehold(["worker", "--tasks", tasks, ...connection(schema)], {
+          env: { ...env, LEASEHOLD_CALLBACK_SECRETS: "short" }
+        }),
         2,
         /^leasehold: invalid option LEASEHOLD_CALLBACK_SECRETS: every secret needs at least 32 characters$/
       )
@@ -1000,11 +1603,25 @@ describe("leasehold worker", () => {
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { store } = yield* openStore(schema)
-      const quick = runIdOf(yield* leasehold([
-        "enqueue", "resize-image", "--payload", `{"image":"cat.png","width":320}`, ...connection(schema)
-      ]))
+      const quick = runIdOf(
+        yield* leasehold([
+          "enqueue",
+          "resize-image",
+          "--payload",
+          `{"image":"cat.png","width":320}`,
+          ...connection(schema)
+        ])
+      )
       const worker = yield* background([
-        "worker", "--concurrency", "2", "--ttl", "5 seconds", "--json", "--metrics-port", "0", ...connection(schema)
+        "worker",
+        "--concurrency",
+        "2",
+        "--ttl",
+        "5 seconds",
+        "--json",
+        "--metrics-port",
+        "0",
+        ...connection(schema)
       ])
       let printed = ""
       worker.child.stdout!.on("data", (chunk) => void (printed += String(chunk)))
@@ -1014,21 +1631,43 @@ describe("leasehold worker", () => {
       assert.deepStrictEqual(record.result, { image: "cat.png", width: 320, resized: true })
 
       // The refund suspends for approval; the worker holds nothing for it.
-      const refund = runIdOf(yield* leasehold([
-        "enqueue", "approve-refund", "--payload", `{"order":"B-2","amount":7}`, ...connection(schema)
-      ]))
-      yield* eventually("the refund suspended", Effect.map(store.get(refund), (r) => r.state === "suspended"), "20 seconds")
-      assertOk(yield* leasehold(["resume", "--token", "refund-B-2", "--payload", `{"approved":true}`, ...connection(schema)]))
-      yield* eventually("the refund completed", Effect.map(store.get(refund), (r) => r.state === "completed"), "20 seconds")
+      const refund = runIdOf(
+        yield* leasehold([
+          "enqueue",
+          "approve-refund",
+          "--payload",
+          `{"order":"B-2","amount":7}`,
+          ...connection(schema)
+        ])
+      )
+      yield* eventually(
+        "the refund suspended",
+        Effect.map(store.get(refund), (r) => r.state === "suspended"),
+        "20 seconds"
+      )
+      assertOk(
+        yield* leasehold(["resume", "--token", "refund-B-2", "--payload", `{"approved":true}`, ...connection(schema)])
+      )
+      yield* eventually(
+        "the refund completed",
+        Effect.map(store.get(refund), (r) => r.state === "completed"),
+        "20 seconds"
+      )
       assert.strictEqual((yield* store.get(refund)).fence, 2)
 
       // The metrics endpoint it announced agrees: three claims, the refund's suspension, two completions.
       const url = (/"_tag":"MetricsServing","url":"([^"]+)"/.exec(printed) ?? [])[1]
       assert.match(url ?? "", /^http:\/\/127\.0\.0\.1:\d+\/metrics$/)
-      const text = yield* eventually("both completions in the metrics", Effect.promise(async () => {
-        const body = await (await fetch(url!)).text()
-        return body.includes(`leasehold_runs_settled_total{queue="default",kind="approve-refund",outcome="completed"} 1`) && body
-      }), "10 seconds")
+      const text = yield* eventually(
+        "both completions in the metrics",
+        Effect.promise(async () => {
+          const body = await (await fetch(url!)).text()
+          return body.includes(
+            `leasehold_runs_settled_total{queue="default",kind="approve-refund",outcome="completed"} 1`
+          ) && body
+        }),
+        "10 seconds"
+      )
       assert.include(text, `leasehold_runs_settled_total{queue="default",kind="resize-image",outcome="completed"} 1`)
       assert.include(text, `leasehold_runs_settled_total{queue="default",kind="approve-refund",outcome="suspended"} 1`)
 

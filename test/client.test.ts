@@ -12,7 +12,10 @@ const email = Handler.make({
 const registry = Effect.runSync(Handler.registry([email]))
 
 const count = (stores: Stores) =>
-  Effect.map(stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs`), (rows) => rows[0]!.n)
+  Effect.map(
+    stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs`),
+    (rows) => rows[0]!.n
+  )
 
 describe("enqueue", () => {
   it.live("an unknown kind or a payload that fails its schema is refused and nothing is written", () =>

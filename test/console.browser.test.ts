@@ -53,9 +53,7 @@ const chromiumFlags = [
 
 const launch = Effect.acquireRelease(
   // A missing browser or a failed launch fails the test with its own message (a defect), never a skip.
-  Effect.promise(() =>
-    chromium.launch({ executablePath: chromiumPath(), args: chromiumFlags })
-  ),
+  Effect.promise(() => chromium.launch({ executablePath: chromiumPath(), args: chromiumFlags })),
   (browser: Browser) => Effect.promise(() => browser.close())
 )
 
@@ -98,7 +96,11 @@ const consoleSetupWith = (options: {
       pollInterval: "100 millis"
     })
     // `leasehold serve`'s server (admin API, callbacks, console) on a free loopback port.
-    const { origin: baseUrl } = yield* startServer(stores, { handlers, token: options.token, traceUrl: options.traceUrl })
+    const { origin: baseUrl } = yield* startServer(stores, {
+      handlers,
+      token: options.token,
+      traceUrl: options.traceUrl
+    })
     const browser = yield* launch
     const page = yield* Effect.promise(() =>
       browser.newPage({
@@ -140,7 +142,9 @@ const whereItStands = (stores: Stores, runId: string, events: ReadonlyArray<Even
         `history: ${history.map((h) => `${h.at.toISOString().slice(11, 23)} ${h.kind}@${h.fence}`).join(", ")}`,
         // Empty claims are the loop polling: the ones that did something say more.
         `worker's last events (of ${events.length}, empty claims left out): ${
-          events.filter((e) => !(e._tag === "ClaimBatch" && e.count === 0)).slice(-12).map((e) => JSON.stringify(e, (_, v) => typeof v === "bigint" ? String(v) : v)).join("\n  ")
+          events.filter((e) => !(e._tag === "ClaimBatch" && e.count === 0)).slice(-12).map((e) =>
+            JSON.stringify(e, (_, v) => typeof v === "bigint" ? String(v) : v)
+          ).join("\n  ")
         }`
       ].join("\n")
   )
@@ -268,11 +272,12 @@ describe("web console (chromium)", () => {
       // The broken run id is shown as typed, as text.
       yield* promise(async () => {
         await page.goto(`${baseUrl}/#/runs/%E0%A4%A`)
-        await page.waitForFunction(() => (globalThis as any).document.title.startsWith("Run %E0%A4%A"), undefined, { timeout: 10_000 })
+        await page.waitForFunction(() => (globalThis as any).document.title.startsWith("Run %E0%A4%A"), undefined, {
+          timeout: 10_000
+        })
       })
       assert.deepStrictEqual(problems.filter((p) => /URI malformed/.test(p)), [], problems.join("\n"))
-    })
-  )
+    }))
 
   it.live("a hostile payload shows as text and executes nothing", () =>
     Effect.gen(function*() {
@@ -319,8 +324,7 @@ describe("web console (chromium)", () => {
         assert.include(await card(page, runId).locator("code").first().textContent(), `refund-<script>`)
       })
       assert.deepStrictEqual(problems, [], problems.join("\n"))
-    })
-  )
+    }))
 
   it.live(
     "overview, runs filtered by a payload field and workers show the store's state; navigation works from the keyboard",
@@ -365,8 +369,14 @@ describe("web console (chromium)", () => {
           assert.strictEqual(await page.locator("#approvals-count").textContent(), "2")
           assert.strictEqual(await card("completed").textContent(), "3")
           assert.include(await page.locator("section[aria-labelledby=by-queue] tbody").textContent(), "manual")
-        const live = await page.locator("section[aria-labelledby=live-leases] tbody tr td").allTextContents()
-        assert.deepStrictEqual(live.slice(0, 5).map((t) => t.trim()), [`#${held!.id}`, "operator-laptop", "resize-image", "manual", "1"])
+          const live = await page.locator("section[aria-labelledby=live-leases] tbody tr td").allTextContents()
+          assert.deepStrictEqual(live.slice(0, 5).map((t) => t.trim()), [
+            `#${held!.id}`,
+            "operator-laptop",
+            "resize-image",
+            "manual",
+            "1"
+          ])
           assert.strictEqual(
             await page.locator("svg[data-chart=finished]").getAttribute("aria-label"),
             "3 runs finished in the last 60 minutes"
@@ -398,9 +408,13 @@ describe("web console (chromium)", () => {
           })
           await page.locator(`tr[data-run-id="${a7}"]`).waitFor({ timeout: 10_000 })
           // The filtered page replaces the unfiltered one when its answer arrives: wait for it.
-          await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("main tbody tr").length === 1, undefined, {
-            timeout: 10_000
-          }).catch(() => undefined)
+          await page.waitForFunction(
+            () => (globalThis as any).document.querySelectorAll("main tbody tr").length === 1,
+            undefined,
+            {
+              timeout: 10_000
+            }
+          ).catch(() => undefined)
           assert.strictEqual(await page.locator("main tbody tr").count(), 1)
 
           // Two payload fields, both required: A-7 with amount 7 matches, with amount 8 nothing does.
@@ -454,7 +468,9 @@ describe("web console (chromium)", () => {
           const activeText = () => page.evaluate(() => (globalThis as any).document.activeElement?.textContent)
           // Each key's render (and the focus it moves) follows the key's event: wait for it.
           const focusOn = (text: string) =>
-            page.waitForFunction((t) => (globalThis as any).document.activeElement?.textContent === t, text, { timeout: 10_000 })
+            page.waitForFunction((t) => (globalThis as any).document.activeElement?.textContent === t, text, {
+              timeout: 10_000
+            })
               .catch(() => undefined)
           await focusOn("Yes, cancel run")
           assert.strictEqual(await activeText(), "Yes, cancel run")
@@ -530,9 +546,12 @@ describe("web console (chromium)", () => {
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
       // A kind no worker takes, so the runs stay where they are: 60 of them, past a page of 50.
-      const enqueued = yield* stores.b.enqueue(Array.from({ length: 60 }, (_, i) => ({ kind: "paged-kind", payload: { i } })))
+      const enqueued = yield* stores.b.enqueue(
+        Array.from({ length: 60 }, (_, i) => ({ kind: "paged-kind", payload: { i } }))
+      )
       const newestFirst = enqueued.map((e) => e.id).sort((a, b) => Number(b) - Number(a))
-      const shownIds = () => page.locator("tr[data-run-id]").evaluateAll((rows) => rows.map((row) => row.getAttribute("data-run-id")!))
+      const shownIds = () =>
+        page.locator("tr[data-run-id]").evaluateAll((rows) => rows.map((row) => row.getAttribute("data-run-id")!))
       yield* promise(async () => {
         await page.goto(`${baseUrl}/#/runs?kind=paged-kind`)
         await page.locator(`tr[data-run-id="${newestFirst[0]}"]`).waitFor({ timeout: 10_000 })
@@ -548,8 +567,7 @@ describe("web console (chromium)", () => {
         assert.strictEqual(await page.getByRole("link", { name: "Previous" }).count(), 0)
       })
       assert.deepStrictEqual(problems, [], problems.join("\n"))
-    })
-  )
+    }))
 
   it.live("a run enqueued after the page loaded appears without a reload", () =>
     Effect.gen(function*() {
@@ -576,8 +594,7 @@ describe("web console (chromium)", () => {
         assert.strictEqual(await page.evaluate(() => (globalThis as any).__sameDocument), true)
       })
       assert.deepStrictEqual(problems, [], problems.join("\n"))
-    })
-  )
+    }))
 })
 
 /** A page's screenshot for the README (docs/console-<name>.png) on UPDATE_SCREENSHOTS=1, else into this run's folder. */
@@ -589,14 +606,18 @@ const shot = (page: Page, name: string) =>
     fullPage: true
   })
 
-const rowCells = async (page: Page, selector: string) => (await page.locator(selector).locator("td, th").allTextContents()).map((t) => t.trim())
+const rowCells = async (page: Page, selector: string) =>
+  (await page.locator(selector).locator("td, th").allTextContents()).map((t) => t.trim())
 
 /** A refund whose approval signal declares its schema: an amount (a number) and an optional reason. */
 const payout = Handler.make({
   kind: "approve-payout",
   payload: Schema.Struct({ order: Schema.String }),
-  signals: { approval: Schema.Struct({ approved: Schema.Boolean, amount: Schema.Number, reason: Schema.optional(Schema.String) }) },
-  handle: ({ order }) => Effect.map(Run.awaitSignal("approval", { token: `payout-${order}` }), (decision) => ({ order, decision }))
+  signals: {
+    approval: Schema.Struct({ approved: Schema.Boolean, amount: Schema.Number, reason: Schema.optional(Schema.String) })
+  },
+  handle: ({ order }) =>
+    Effect.map(Run.awaitSignal("approval", { token: `payout-${order}` }), (decision) => ({ order, decision }))
 })
 
 /**
@@ -609,7 +630,9 @@ const layoutIssues = (page: Page) =>
     const doc = (globalThis as any).document
     const issues: Array<string> = []
     const root = doc.documentElement
-    if (root.scrollWidth > root.clientWidth) issues.push(`the page scrolls sideways: ${root.scrollWidth} > ${root.clientWidth}`)
+    if (root.scrollWidth > root.clientWidth) {
+      issues.push(`the page scrolls sideways: ${root.scrollWidth} > ${root.clientWidth}`)
+    }
     for (const wrap of doc.querySelectorAll(".table-wrap")) {
       if (wrap.getBoundingClientRect().right > root.clientWidth) issues.push("a table's box is wider than the page")
     }
@@ -617,8 +640,14 @@ const layoutIssues = (page: Page) =>
       // At 1,280 px every table fits its box: none scrolls, so no column ("Updated", "Missed ticks", "Detail") is cut off.
       for (const wrap of doc.querySelectorAll(".table-wrap")) {
         if (wrap.scrollWidth > wrap.clientWidth + 1) {
-          const columns = [...wrap.querySelectorAll("thead th")].map((th: any) => `${th.textContent} ${Math.round(th.getBoundingClientRect().width)}`)
-          issues.push(`table "${wrap.querySelector("caption")?.textContent}" is ${wrap.scrollWidth} px wide in a ${wrap.clientWidth} px box: ${columns.join(", ")}`)
+          const columns = [...wrap.querySelectorAll("thead th")].map((th: any) =>
+            `${th.textContent} ${Math.round(th.getBoundingClientRect().width)}`
+          )
+          issues.push(
+            `table "${
+              wrap.querySelector("caption")?.textContent
+            }" is ${wrap.scrollWidth} px wide in a ${wrap.clientWidth} px box: ${columns.join(", ")}`
+          )
         }
       }
       // Charts: tall enough to read, their labels inside the drawing and of a readable size, a y scale of several values.
@@ -628,12 +657,18 @@ const layoutIssues = (page: Page) =>
         if (box.height < 150) issues.push(`chart ${name} is ${Math.round(box.height)} px tall`)
         for (const text of svg.querySelectorAll("text")) {
           const r = text.getBoundingClientRect()
-          if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5) {
+          if (
+            r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5
+          ) {
             issues.push(`chart ${name}'s label "${text.textContent}" is clipped`)
           }
-          if (r.height < 11) issues.push(`chart ${name}'s label "${text.textContent}" is ${r.height.toFixed(1)} px tall`)
+          if (r.height < 11) {
+            issues.push(`chart ${name}'s label "${text.textContent}" is ${r.height.toFixed(1)} px tall`)
+          }
         }
-        if (svg.querySelectorAll("text.axis-y").length < 3) issues.push(`chart ${name}'s y scale has ${svg.querySelectorAll("text.axis-y").length} labels`)
+        if (svg.querySelectorAll("text.axis-y").length < 3) {
+          issues.push(`chart ${name}'s y scale has ${svg.querySelectorAll("text.axis-y").length} labels`)
+        }
       }
     }
     for (const cell of doc.querySelectorAll("td, th, .badge, .outcome")) {
@@ -647,7 +682,9 @@ const layoutIssues = (page: Page) =>
           const range = doc.createRange()
           range.setStart(node, match.index)
           range.setEnd(node, match.index + match[0].length)
-          const lines = new Set([...range.getClientRects()].filter((r: any) => r.width > 0).map((r: any) => Math.round(r.top)))
+          const lines = new Set(
+            [...range.getClientRects()].filter((r: any) => r.width > 0).map((r: any) => Math.round(r.top))
+          )
           if (lines.size > 1) issues.push(`"${match[0]}" is split across ${lines.size} lines`)
         }
       }
@@ -660,8 +697,12 @@ const queuesTable = (page: Page) =>
   page.locator("main .table-wrap").first().evaluate((wrap: any) => ({
     fits: wrap.scrollWidth <= wrap.clientWidth,
     widths: `table ${wrap.scrollWidth} px in a ${wrap.clientWidth} px box; columns ` +
-      [...wrap.querySelectorAll("thead th")].map((th: any) => `${th.textContent} ${Math.round(th.getBoundingClientRect().width)}`).join(", ") +
-      "; rows " + [...wrap.querySelectorAll("tbody tr")].map((tr: any) => [...tr.querySelectorAll("td")].map((td: any) => td.textContent).join(" | ")).join(" / ")
+      [...wrap.querySelectorAll("thead th")].map((th: any) =>
+        `${th.textContent} ${Math.round(th.getBoundingClientRect().width)}`
+      ).join(", ") +
+      "; rows " + [...wrap.querySelectorAll("tbody tr")].map((tr: any) =>
+        [...tr.querySelectorAll("td")].map((td: any) => td.textContent).join(" | ")
+      ).join(" / ")
   }))
 
 describe("web console pages (chromium)", () => {
@@ -670,38 +711,100 @@ describe("web console pages (chromium)", () => {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
       // Long queue names and every state's count, a paused queue, a run that failed and is retried.
       yield* stores.b.enqueue([
-        ...[1, 2, 3].map((width) => ({ kind: "resize-image", queue: "notifications-high-priority", payload: { image: "q.png", width } })),
+        ...[1, 2, 3].map((width) => ({
+          kind: "resize-image",
+          queue: "notifications-high-priority",
+          payload: { image: "q.png", width }
+        })),
         { kind: "resize-image", queue: "reports-nightly-eu-west", payload: { image: "r.png", width: 1 } }
       ])
       yield* stores.b.pauseQueue("reports-nightly-eu-west")
       // A run of a kind no worker takes, failed by hand with a retry due later ("retry scheduled").
-      const [failing] = yield* stores.b.enqueue([{ kind: "doomed", payload: { image: "missing-file.png" }, maxAttempts: 3 }])
-      const [held] = yield* stores.b.claim({ owner: "hand-held-owner-7f3c9a2e-long-identifier", queues: ["default"], kinds: ["doomed"], limit: 1, ttl: Duration.seconds(60) })
-      yield* stores.b.fail({ runId: held!.id, fence: held!.fence, error: { message: "image not found: the bucket answered 404 for missing-file.png after 3 tries" }, retryDelayMs: 3_600_000 })
+      const [failing] = yield* stores.b.enqueue([{
+        kind: "doomed",
+        payload: { image: "missing-file.png" },
+        maxAttempts: 3
+      }])
+      const [held] = yield* stores.b.claim({
+        owner: "hand-held-owner-7f3c9a2e-long-identifier",
+        queues: ["default"],
+        kinds: ["doomed"],
+        limit: 1,
+        ttl: Duration.seconds(60)
+      })
+      yield* stores.b.fail({
+        runId: held!.id,
+        fence: held!.fence,
+        error: { message: "image not found: the bucket answered 404 for missing-file.png after 3 tries" },
+        retryDelayMs: 3_600_000
+      })
       // Finished runs for the charts, a schedule with a policy for missed ticks, a key limit with its
       // keys, an approval waiting, and a worker gone (its heartbeat stopped: killed).
-      const done = yield* stores.b.enqueue([1, 2, 3].map((width) => ({ kind: "resize-image", payload: { image: "c.png", width } })))
-      yield* eventually("the chart's runs complete", Effect.map(Effect.forEach(done, (d) => readRun(stores, d.id)), (runs) => runs.every((r) => r.state === "completed")))
-      yield* stores.b.registerSchedules([{ name: "nightly-thumbnails-eu-west", cron: "0 3 * * *", kind: "resize-image", payload: { image: "n.png", width: 9 }, missed: "all", maxBackfill: 24 }])
+      const done = yield* stores.b.enqueue(
+        [1, 2, 3].map((width) => ({ kind: "resize-image", payload: { image: "c.png", width } }))
+      )
+      yield* eventually(
+        "the chart's runs complete",
+        Effect.map(
+          Effect.forEach(done, (d) => readRun(stores, d.id)),
+          (runs) => runs.every((r) => r.state === "completed")
+        )
+      )
+      yield* stores.b.registerSchedules([{
+        name: "nightly-thumbnails-eu-west",
+        cron: "0 3 * * *",
+        kind: "resize-image",
+        payload: { image: "n.png", width: 9 },
+        missed: "all",
+        maxBackfill: 24
+      }])
       yield* stores.b.setKeyLimits([KeyLimits.perKind("export", 1)])
-      yield* stores.b.enqueue([1, 2].map((i) => ({ kind: "export", queue: "exports", payload: { i }, concurrencyKey: "tenant-with-a-long-name-0042" })))
-      yield* stores.b.claim({ owner: "hand", queues: ["exports"], kinds: ["export"], limit: 1, ttl: Duration.seconds(60) })
+      yield* stores.b.enqueue(
+        [1, 2].map((i) => ({
+          kind: "export",
+          queue: "exports",
+          payload: { i },
+          concurrencyKey: "tenant-with-a-long-name-0042"
+        }))
+      )
+      yield* stores.b.claim({
+        owner: "hand",
+        queues: ["exports"],
+        kinds: ["export"],
+        limit: 1,
+        ttl: Duration.seconds(60)
+      })
       yield* enqueueRefund(stores, "A-1280", 12)
-      yield* stores.b.announceWorker({ owner: "killed-worker-3b9d0c1e-long-identifier", host: "build-host-07.internal", pid: 4242, version: "0.1.0", queues: ["default", "notifications-high-priority"], kinds: [], concurrency: 16, runsHeld: 3, startedAt: new Date(), ttl: Duration.seconds(30) })
-      yield* stores.sql.unsafe(`UPDATE "${stores.schema}".workers SET expires_at = now() - interval '1 minute', last_heartbeat_at = now() - interval '90 seconds' WHERE owner LIKE 'killed-%'`)
+      yield* stores.b.announceWorker({
+        owner: "killed-worker-3b9d0c1e-long-identifier",
+        host: "build-host-07.internal",
+        pid: 4242,
+        version: "0.1.0",
+        queues: ["default", "notifications-high-priority"],
+        kinds: [],
+        concurrency: 16,
+        runsHeld: 3,
+        startedAt: new Date(),
+        ttl: Duration.seconds(30)
+      })
+      yield* stores.sql.unsafe(
+        `UPDATE "${stores.schema}".workers SET expires_at = now() - interval '1 minute', last_heartbeat_at = now() - interval '90 seconds' WHERE owner LIKE 'killed-%'`
+      )
       yield* promise(async () => {
         // Every page's issues, then one assertion: a failure names them all.
         const found: Record<string, ReadonlyArray<string>> = {}
-        for (const [route, ready] of [
-          ["#/", "svg[data-chart=finished]"],
-          ["#/queues", `tr[data-queue="reports-nightly-eu-west"] .badge.paused`],
-          ["#/workers", "tr[data-owner].gone"],
-          ["#/runs", `tr[data-run-id="${failing!.id}"]`],
-          [`#/runs/${failing!.id}`, "section[aria-labelledby=attempts] tbody tr"],
-          ["#/schedules", "tr[data-schedule]"],
-          ["#/limits", "tr[data-key]"],
-          ["#/approvals", "article.approval"]
-        ] as const) {
+        for (
+          const [route, ready] of [
+            ["#/", "svg[data-chart=finished]"],
+            ["#/queues", `tr[data-queue="reports-nightly-eu-west"] .badge.paused`],
+            ["#/workers", "tr[data-owner].gone"],
+            ["#/runs", `tr[data-run-id="${failing!.id}"]`],
+            [`#/runs/${failing!.id}`, "section[aria-labelledby=attempts] tbody tr"],
+            ["#/schedules", "tr[data-schedule]"],
+            ["#/limits", "tr[data-key]"],
+            ["#/approvals", "article.approval"]
+          ] as const
+        ) {
           await page.goto(`${baseUrl}/${route}`)
           await page.locator(ready).first().waitFor({ timeout: 10_000 })
           const issues = await layoutIssues(page)
@@ -722,13 +825,18 @@ describe("web console pages (chromium)", () => {
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 
-
   it.live("queues: counts by state and the oldest due run; pausing a queue marks it paused (and stores it) until it is resumed", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
       // A queue no worker serves: its runs stay pending.
-      yield* stores.b.enqueue([1, 2, 3].map((width) => ({ kind: "resize-image", queue: "mail", payload: { image: "m.png", width } })))
-      const paused = () => Effect.map(stores.sql.unsafe<{ queue: string }>(`SELECT queue FROM "${stores.schema}".paused_queues`), (rows) => rows.map((r) => r.queue))
+      yield* stores.b.enqueue(
+        [1, 2, 3].map((width) => ({ kind: "resize-image", queue: "mail", payload: { image: "m.png", width } }))
+      )
+      const paused = () =>
+        Effect.map(
+          stores.sql.unsafe<{ queue: string }>(`SELECT queue FROM "${stores.schema}".paused_queues`),
+          (rows) => rows.map((r) => r.queue)
+        )
       yield* promise(async () => {
         await page.goto(`${baseUrl}/#/queues`)
         const row = page.locator(`tr[data-queue="mail"]`)
@@ -756,14 +864,27 @@ describe("web console pages (chromium)", () => {
   it.live("schedules: next ticks, the last tick's run linked with its state, the missed-tick policy, and pause / resume", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
-      yield* stores.b.registerSchedules([{ name: "nightly-thumbs", cron: "0 3 * * *", kind: "resize-image", payload: { image: "n.png", width: 9 }, missed: "once" }])
+      yield* stores.b.registerSchedules([{
+        name: "nightly-thumbs",
+        cron: "0 3 * * *",
+        kind: "resize-image",
+        payload: { image: "n.png", width: 9 },
+        missed: "once"
+      }])
       // Its next tick is made due now, and ticked: one run enqueued for that tick.
       yield* stores.sql.unsafe(`UPDATE "${stores.schema}".schedules SET next_tick = now() - interval '1 second'`)
       // This ticker or the worker's: either way one run for the tick.
       yield* stores.b.tickSchedules
-      const [tickRun] = yield* eventually("the tick's run", Effect.map(stores.b.list({ kind: "resize-image", limit: 1 }), (runs) => runs.length > 0 && runs))
+      const [tickRun] = yield* eventually(
+        "the tick's run",
+        Effect.map(stores.b.list({ kind: "resize-image", limit: 1 }), (runs) => runs.length > 0 && runs)
+      )
       const runId = tickRun!.id
-      const isPaused = () => Effect.map(stores.sql.unsafe<{ paused: boolean }>(`SELECT paused FROM "${stores.schema}".schedules`), (rows) => rows[0]!.paused)
+      const isPaused = () =>
+        Effect.map(
+          stores.sql.unsafe<{ paused: boolean }>(`SELECT paused FROM "${stores.schema}".schedules`),
+          (rows) => rows[0]!.paused
+        )
       yield* promise(async () => {
         await page.goto(`${baseUrl}/#/schedules`)
         const row = page.locator(`tr[data-schedule="nightly-thumbs"]`)
@@ -793,11 +914,22 @@ describe("web console pages (chromium)", () => {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
       yield* stores.b.setKeyLimits([KeyLimits.perKind("export", 1)])
       const keyed = (key: string, n: number) =>
-        stores.b.enqueue(Array.from({ length: n }, (_, i) => ({ kind: "export", queue: "exports", payload: { i }, concurrencyKey: key })))
+        stores.b.enqueue(
+          Array.from(
+            { length: n },
+            (_, i) => ({ kind: "export", queue: "exports", payload: { i }, concurrencyKey: key })
+          )
+        )
       yield* keyed("tenant-a", 3)
       yield* keyed("tenant-b", 1)
       // Claimed by hand (no worker serves "exports"): each key's first run holds its one slot.
-      const claimed = yield* stores.b.claim({ owner: "hand", queues: ["exports"], kinds: ["export"], limit: 10, ttl: Duration.seconds(60) })
+      const claimed = yield* stores.b.claim({
+        owner: "hand",
+        queues: ["exports"],
+        kinds: ["export"],
+        limit: 10,
+        ttl: Duration.seconds(60)
+      })
       assert.strictEqual(claimed.length, 2)
       yield* promise(async () => {
         await page.goto(`${baseUrl}/#/limits`)
@@ -806,8 +938,14 @@ describe("web console pages (chromium)", () => {
         assert.include(await limit.locator("dl").textContent(), "Limit per key1")
         const keys = await limit.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key")))
         assert.deepStrictEqual(keys, ["tenant-a", "tenant-b"], "the key with runs waiting first")
-        assert.deepStrictEqual((await rowCells(page, `section[data-limit="kind:export"] tr[data-key="tenant-a"]`)).slice(1, 3), ["1 of 1", "2"])
-        assert.deepStrictEqual((await rowCells(page, `section[data-limit="kind:export"] tr[data-key="tenant-b"]`)).slice(1, 4), ["1 of 1", "0", "—"])
+        assert.deepStrictEqual(
+          (await rowCells(page, `section[data-limit="kind:export"] tr[data-key="tenant-a"]`)).slice(1, 3),
+          ["1 of 1", "2"]
+        )
+        assert.deepStrictEqual(
+          (await rowCells(page, `section[data-limit="kind:export"] tr[data-key="tenant-b"]`)).slice(1, 4),
+          ["1 of 1", "0", "—"]
+        )
         await shot(page, "limits")
       })
       assert.deepStrictEqual(problems, [], problems.join("\n"))
@@ -838,7 +976,16 @@ describe("web console pages (chromium)", () => {
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
       // A real `leasehold worker` process, heartbeating every 300 ms (its registry row lives three heartbeats).
-      const worker = yield* background(["worker", "--queue", "killed-queue", "--heartbeat", "300 millis", "--ttl", "1 second", ...connection(stores.schema)])
+      const worker = yield* background([
+        "worker",
+        "--queue",
+        "killed-queue",
+        "--heartbeat",
+        "300 millis",
+        "--ttl",
+        "1 second",
+        ...connection(stores.schema)
+      ])
       const pid = worker.child.pid!
       const registryRow = Effect.map(
         stores.sql.unsafe<{ owner: string; last_heartbeat_at: Date; expired: boolean }>(
@@ -856,18 +1003,28 @@ describe("web console pages (chromium)", () => {
       worker.child.kill("SIGKILL")
       yield* promise(() => worker.exited)
       // No shutdown retired its row: it expires, by the database's clock.
-      const dead = yield* eventually("its registry row expires", Effect.map(registryRow, (r) => r?.expired === true && r), "30 seconds")
+      const dead = yield* eventually(
+        "its registry row expires",
+        Effect.map(registryRow, (r) => r?.expired === true && r),
+        "30 seconds"
+      )
       yield* promise(async () => {
         await page.goto(`${baseUrl}/?dead#/workers`)
         await row.locator(".badge.gone").waitFor({ timeout: 10_000 })
         const cells = await rowCells(page, `tr[data-owner="${owner}"]`)
         assert.strictEqual(cells[2], String(pid))
         assert.match(cells[7]!, /^gone last seen \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \(\d+ (ms|s) ago\)$/)
-        assert.strictEqual(await row.locator("td").nth(7).locator("time").getAttribute("datetime"), dead.last_heartbeat_at.toISOString(), "when it was last seen")
+        assert.strictEqual(
+          await row.locator("td").nth(7).locator("time").getAttribute("datetime"),
+          dead.last_heartbeat_at.toISOString(),
+          "when it was last seen"
+        )
         assert.deepStrictEqual(await layoutIssues(page), [])
       })
       // Ten minutes past its expiry (moved there through the database) the registry forgets it: so does the page.
-      yield* stores.sql.unsafe(`UPDATE "${stores.schema}".workers SET expires_at = expires_at - interval '11 minutes' WHERE owner = '${owner}'`)
+      yield* stores.sql.unsafe(
+        `UPDATE "${stores.schema}".workers SET expires_at = expires_at - interval '11 minutes' WHERE owner = '${owner}'`
+      )
       yield* promise(async () => {
         await page.goto(`${baseUrl}/?forgotten#/workers`)
         await page.locator("tr[data-owner]").first().waitFor({ timeout: 10_000 })
@@ -880,20 +1037,41 @@ describe("web console pages (chromium)", () => {
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
       // 100 runs of a kind no worker takes, failed on their one attempt, and one failed otherwise.
-      const enqueued = yield* stores.b.enqueue(Array.from({ length: 101 }, (_, i) => ({ kind: "doomed", payload: { i }, maxAttempts: 1 })))
-      const claimed = yield* stores.b.claim({ owner: "hand", queues: ["default"], kinds: ["doomed"], limit: 101, ttl: Duration.seconds(60) })
+      const enqueued = yield* stores.b.enqueue(
+        Array.from({ length: 101 }, (_, i) => ({ kind: "doomed", payload: { i }, maxAttempts: 1 }))
+      )
+      const claimed = yield* stores.b.claim({
+        owner: "hand",
+        queues: ["default"],
+        kinds: ["doomed"],
+        limit: 101,
+        ttl: Duration.seconds(60)
+      })
       assert.strictEqual(claimed.length, 101)
       for (const [i, run] of claimed.entries()) {
-        yield* stores.b.fail({ runId: run.id, fence: run.fence, error: { message: i === 100 ? "quota exceeded" : `disk full on volume ${i}` }, retryDelayMs: undefined })
+        yield* stores.b.fail({
+          runId: run.id,
+          fence: run.fence,
+          error: { message: i === 100 ? "quota exceeded" : `disk full on volume ${i}` },
+          retryDelayMs: undefined
+        })
       }
       const lone = claimed[100]!.id
       const count = (state: string) =>
-        Effect.map(stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs WHERE kind = 'doomed' AND state = '${state}'`), (r) => r[0]!.n)
+        Effect.map(
+          stores.sql.unsafe<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "${stores.schema}".runs WHERE kind = 'doomed' AND state = '${state}'`
+          ),
+          (r) => r[0]!.n
+        )
       yield* promise(async () => {
         await page.goto(`${baseUrl}/#/runs?id=${lone}`)
         await page.locator(`tr[data-run-id="${lone}"]`).waitFor({ timeout: 10_000 })
         assert.strictEqual(await page.locator("main tbody tr").count(), 1)
-        assert.strictEqual((await page.locator(`tr[data-run-id="${lone}"] td.error-cell`).textContent())?.trim(), "quota exceeded")
+        assert.strictEqual(
+          (await page.locator(`tr[data-run-id="${lone}"] td.error-cell`).textContent())?.trim(),
+          "quota exceeded"
+        )
 
         await page.goto(`${baseUrl}/#/runs`)
         await page.getByLabel("State").selectOption("failed")
@@ -902,12 +1080,23 @@ describe("web console pages (chromium)", () => {
         await page.getByRole("button", { name: "Search" }).click()
         // Choosing 100 per page lists the failed runs before the search is sent, the lone one among
         // them: the search's answer is the list of 100 that leaves it out.
-        const searched = await page.waitForFunction((id) => {
-          const rows = (globalThis as any).document.querySelectorAll("tr[data-run-id]")
-          return rows.length === 100 && (globalThis as any).document.querySelector(`tr[data-run-id="${id}"]`) === null
-        }, lone, { timeout: 10_000 }).then(() => true, () => false)
-        assert.isTrue(searched, "the search lists the 100 runs whose error says disk full, and not the run failed otherwise")
-        assert.strictEqual(await page.locator(`tr[data-run-id="${lone}"]`).count(), 0, "the run failed otherwise is not found")
+        const searched = await page.waitForFunction(
+          (id) => {
+            const rows = (globalThis as any).document.querySelectorAll("tr[data-run-id]")
+            return rows.length === 100 && (globalThis as any).document.querySelector(`tr[data-run-id="${id}"]`) === null
+          },
+          lone,
+          { timeout: 10_000 }
+        ).then(() => true, () => false)
+        assert.isTrue(
+          searched,
+          "the search lists the 100 runs whose error says disk full, and not the run failed otherwise"
+        )
+        assert.strictEqual(
+          await page.locator(`tr[data-run-id="${lone}"]`).count(),
+          0,
+          "the run failed otherwise is not found"
+        )
         assert.match((await page.locator("td.error-cell").first().textContent()) ?? "", /^disk full on volume \d+$/)
         await page.getByLabel("Select every run on this page").check()
         assert.strictEqual(await page.locator(".bulk .muted").textContent(), "100 selected")
@@ -918,7 +1107,11 @@ describe("web console pages (chromium)", () => {
         const confirm = page.getByRole("group", { name: "Confirm: Retry selected" })
         await confirm.getByText("Retry 100 runs?").waitFor({ timeout: 10_000 })
         const yes = confirm.getByRole("button", { name: "Yes, retry 100 runs", exact: true })
-        await page.waitForFunction((button) => (globalThis as any).document.activeElement === button, await yes.elementHandle(), { timeout: 10_000 })
+        await page.waitForFunction(
+          (button) => (globalThis as any).document.activeElement === button,
+          await yes.elementHandle(),
+          { timeout: 10_000 }
+        )
         await page.keyboard.press("Enter")
         await page.locator("main .form-message", { hasText: "Retried 100 runs." }).waitFor({ timeout: 10_000 })
       })
@@ -933,9 +1126,20 @@ describe("web console pages (chromium)", () => {
       const { baseUrl, page, problems, stores } = yield* consoleSetup
       // Two runs of a kind no worker takes, failed on their one attempt.
       yield* stores.b.enqueue([1, 2].map((i) => ({ kind: "doomed", payload: { i }, maxAttempts: 1 })))
-      const claimed = yield* stores.b.claim({ owner: "hand", queues: ["default"], kinds: ["doomed"], limit: 2, ttl: Duration.seconds(60) })
+      const claimed = yield* stores.b.claim({
+        owner: "hand",
+        queues: ["default"],
+        kinds: ["doomed"],
+        limit: 2,
+        ttl: Duration.seconds(60)
+      })
       for (const run of claimed) {
-        yield* stores.b.fail({ runId: run.id, fence: run.fence, error: { message: "disk full" }, retryDelayMs: undefined })
+        yield* stores.b.fail({
+          runId: run.id,
+          fence: run.fence,
+          error: { message: "disk full" },
+          retryDelayMs: undefined
+        })
       }
       yield* promise(async () => {
         await page.goto(`${baseUrl}/#/runs?state=failed`)
@@ -997,7 +1201,7 @@ describe("web console pages (chromium)", () => {
         await page.getByLabel("State").selectOption("suspended")
         await page.getByLabel("Per page").selectOption("100")
         // A store notification (a run enqueued) reloads the list and renders the page again.
-        const reloaded = page.waitForResponse((response) => /\/api\/runs\?limit=51$/.test(response.url()))
+        const reloaded = page.waitForResponse((response) => response.url().endsWith("/api/runs?limit=51"))
         await Effect.runPromise(stores.b.enqueue([{ kind: "other", payload: {} }]))
         await reloaded
         await page.locator("main tbody tr[data-run-id]").nth(2).waitFor({ timeout: 10_000 })
@@ -1013,10 +1217,16 @@ describe("web console pages (chromium)", () => {
         )
         // And the search sends them: only the A-7 refund.
         await page.getByRole("button", { name: "Search" }).click()
-        await page.waitForFunction(() => (globalThis as any).location.hash.includes("field=order"), undefined, { timeout: 5_000 })
-        await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("main tbody tr[data-run-id]").length === 1, undefined, {
-          timeout: 10_000
+        await page.waitForFunction(() => (globalThis as any).location.hash.includes("field=order"), undefined, {
+          timeout: 5_000
         })
+        await page.waitForFunction(
+          () => (globalThis as any).document.querySelectorAll("main tbody tr[data-run-id]").length === 1,
+          undefined,
+          {
+            timeout: 10_000
+          }
+        )
         assert.strictEqual(await page.locator(`tr[data-run-id="${a7}"]`).count(), 1)
         // A page opened from a link shows its filter in the fields.
         assert.strictEqual(await page.getByLabel("Payload value", { exact: true }).inputValue(), "A-7")
@@ -1027,18 +1237,36 @@ describe("web console pages (chromium)", () => {
 
   it.live("run page: date, duration, wait and run time, and the trace id linked through the configured trace URL template", () =>
     Effect.gen(function*() {
-      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ traceUrl: "http://tracing.example.test/trace/{traceId}?span={spanId}" })
+      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({
+        traceUrl: "http://tracing.example.test/trace/{traceId}?span={spanId}"
+      })
       const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
       const spanId = "00f067aa0ba902b7"
-      const [enqueued] = yield* stores.b.enqueue([{ kind: "resize-image", payload: { image: "t.png", width: 5 }, traceParent: `00-${traceId}-${spanId}-01` }])
+      const [enqueued] = yield* stores.b.enqueue([{
+        kind: "resize-image",
+        payload: { image: "t.png", width: 5 },
+        traceParent: `00-${traceId}-${spanId}-01`
+      }])
       const runId = enqueued!.id
-      yield* eventually("the traced run completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed"))
+      yield* eventually(
+        "the traced run completes",
+        Effect.map(readRun(stores, runId), (run) => run.state === "completed")
+      )
       yield* promise(async () => {
         await page.goto(`${baseUrl}/#/runs/${runId}`)
-        await page.waitForFunction(() => (globalThis as any).document.querySelector(".summary .badge")?.textContent === "completed", undefined, { timeout: 10_000 })
-        const fact = async (term: string) => (await page.locator(".summary > div", { has: page.locator(`dt:text-is("${term}")`) }).locator("dd").textContent())?.trim() ?? ""
+        await page.waitForFunction(
+          () => (globalThis as any).document.querySelector(".summary .badge")?.textContent === "completed",
+          undefined,
+          { timeout: 10_000 }
+        )
+        const fact = async (term: string) =>
+          (await page.locator(".summary > div", { has: page.locator(`dt:text-is("${term}")`) }).locator("dd")
+            .textContent())?.trim() ?? ""
         const link = page.locator(".summary a", { hasText: traceId })
-        assert.strictEqual(await link.getAttribute("href"), `http://tracing.example.test/trace/${traceId}?span=${spanId}`)
+        assert.strictEqual(
+          await link.getAttribute("href"),
+          `http://tracing.example.test/trace/${traceId}?span=${spanId}`
+        )
         assert.match(await fact("Created"), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \(/)
         assert.match(await fact("Finished"), /^\d{4}-\d{2}-\d{2} /)
         for (const term of ["Duration", "Wait time", "Run time"]) assert.match(await fact(term), /^\d+ (ms|s)$/, term)
@@ -1060,30 +1288,48 @@ describe("web console pages (chromium)", () => {
         await page.goto(`${baseUrl}/#/approvals`)
         const card = page.locator(`article.approval[data-run-id="${runId}"]`)
         await card.waitFor({ timeout: 10_000 })
-        const order = await page.locator("article.approval").evaluateAll((cards) => cards.map((c) => c.getAttribute("data-run-id")))
+        const order = await page.locator("article.approval").evaluateAll((cards) =>
+          cards.map((c) => c.getAttribute("data-run-id"))
+        )
         assert.deepStrictEqual(order, [older, runId], "the one waiting longest first")
         const amount = card.getByLabel("Amount", { exact: true })
         assert.strictEqual(await amount.getAttribute("type"), "number")
         assert.strictEqual(await card.getByLabel("Reason (optional)").count(), 1)
         // A plain string of the schema is a one-line text field, not a textarea.
         assert.deepStrictEqual(
-          await card.getByLabel("Reason (optional)").evaluate((field: any) => [field.tagName, field.getAttribute("type")]),
+          await card.getByLabel("Reason (optional)").evaluate((
+            field: any
+          ) => [field.tagName, field.getAttribute("type")]),
           ["INPUT", "text"]
         )
-        assert.strictEqual(await card.getByLabel("Note (optional)").count(), 0, "the schema's fields, not the default form's")
+        assert.strictEqual(
+          await card.getByLabel("Note (optional)").count(),
+          0,
+          "the schema's fields, not the default form's"
+        )
         // Nothing typed: refused in the page, nothing sent.
         await card.getByRole("button", { name: "Approve" }).click()
         await card.getByText("Amount is required").waitFor({ timeout: 5_000 })
         assert.strictEqual(await amount.getAttribute("aria-invalid"), "true")
-        assert.strictEqual(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("name")), "amount")
+        assert.strictEqual(
+          await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("name")),
+          "amount"
+        )
         await shot(page, "approvals")
         await amount.fill("12.5")
         await card.getByLabel("Reason (optional)").fill("partial")
         await card.getByRole("button", { name: "Approve" }).click()
         await card.getByText("Approved: the run is resuming.").waitFor({ timeout: 10_000 })
       })
-      const done = yield* eventually("the payout completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run), "20 seconds")
-      assert.deepStrictEqual(done.result, { order: "P-9", decision: { _tag: "Signalled", payload: { approved: true, amount: 12.5, reason: "partial" } } })
+      const done = yield* eventually(
+        "the payout completes",
+        Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run),
+        "20 seconds"
+      )
+      assert.deepStrictEqual(done.result, {
+        order: "P-9",
+        decision: { _tag: "Signalled", payload: { approved: true, amount: 12.5, reason: "partial" } }
+      })
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 })
@@ -1110,8 +1356,14 @@ describe("signed URLs on the console (chromium)", () => {
       const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ handlers: [payByLink] })
       const [enqueued] = yield* stores.b.enqueue([{ kind: "pay-by-link", payload: { order: "L-1" } }])
       const runId = enqueued!.id
-      yield* eventually("the run suspends with its URL checkpointed", Effect.map(readRun(stores, runId), (run) => run.state === "suspended"), "30 seconds")
-      const [row] = yield* stores.sql.unsafe<{ checkpoint: { url: string } }>(`SELECT checkpoint FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`)
+      yield* eventually(
+        "the run suspends with its URL checkpointed",
+        Effect.map(readRun(stores, runId), (run) => run.state === "suspended"),
+        "30 seconds"
+      )
+      const [row] = yield* stores.sql.unsafe<{ checkpoint: { url: string } }>(
+        `SELECT checkpoint FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`
+      )
       const url = row!.checkpoint.url
       const sig = new URL(url).searchParams.get("sig") ?? ""
       assert.isAbove(sig.length, 20, `a signed URL: ${url}`)
@@ -1130,18 +1382,31 @@ describe("signed URLs on the console (chromium)", () => {
           noSignature(text, `read-only ${path}`)
           assert.include(text, "sig=masked", path)
         }
-        const refused = await fetch(`${readOnly.origin}/api/runs/${runId}/signed-urls`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+        const refused = await fetch(`${readOnly.origin}/api/runs/${runId}/signed-urls`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: "{}"
+        })
         assert.strictEqual(refused.status, 403, "a read-only server never gives the URL whole")
         const other = await page.context().browser()!.newPage({ viewport: { width: 1280, height: 900 } })
         try {
-          for (const [route, ready] of [[`#/runs/${runId}`, "section[aria-labelledby=signed-urls] li"], ["#/approvals", `article.approval[data-run-id="${runId}"]`], ["#/runs", `tr[data-run-id="${runId}"]`]] as const) {
+          for (
+            const [route, ready] of [[`#/runs/${runId}`, "section[aria-labelledby=signed-urls] li"], [
+              "#/approvals",
+              `article.approval[data-run-id="${runId}"]`
+            ], ["#/runs", `tr[data-run-id="${runId}"]`]] as const
+          ) {
             await other.goto(`${readOnly.origin}/${route}`)
             await other.locator(ready).first().waitFor({ timeout: 10_000 })
             noSignature(await other.content(), `the read-only console's ${route}`)
           }
           await other.goto(`${readOnly.origin}/#/runs/${runId}`)
           await other.locator("section[aria-labelledby=signed-urls] li").waitFor({ timeout: 10_000 })
-          assert.strictEqual(await other.locator("section[aria-labelledby=signed-urls] button").count(), 0, "no Copy when read-only")
+          assert.strictEqual(
+            await other.locator("section[aria-labelledby=signed-urls] button").count(),
+            0,
+            "no Copy when read-only"
+          )
         } finally {
           await other.close()
         }
@@ -1150,7 +1415,12 @@ describe("signed URLs on the console (chromium)", () => {
       // With write access: masked on every page too, and "Copy" puts the whole URL on the clipboard only.
       const copied = yield* promise(async () => {
         await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl })
-        for (const [route, ready] of [["#/approvals", `article.approval[data-run-id="${runId}"]`], ["#/runs", `tr[data-run-id="${runId}"]`]] as const) {
+        for (
+          const [route, ready] of [["#/approvals", `article.approval[data-run-id="${runId}"]`], [
+            "#/runs",
+            `tr[data-run-id="${runId}"]`
+          ]] as const
+        ) {
           await page.goto(`${baseUrl}/${route}`)
           await page.locator(ready).first().waitFor({ timeout: 10_000 })
           noSignature(await page.content(), `the console's ${route}`)
@@ -1160,16 +1430,29 @@ describe("signed URLs on the console (chromium)", () => {
         await item.waitFor({ timeout: 10_000 })
         assert.include(await item.locator("code").textContent(), "sig=masked")
         await item.getByRole("button", { name: "Copy" }).click()
-        await page.locator("#announcer", { hasText: "Copied the signed URL" }).waitFor({ state: "attached", timeout: 10_000 })
+        await page.locator("#announcer", { hasText: "Copied the signed URL" }).waitFor({
+          state: "attached",
+          timeout: 10_000
+        })
         noSignature(await page.content(), "the run page after Copy")
         return await page.evaluate(() => (globalThis as any).navigator.clipboard.readText() as Promise<string>)
       })
       assert.strictEqual(copied, url, "Copy gives the URL whole")
 
       // The copied URL does what it is for: it resumes the run, which completes.
-      const resumed = yield* promise(() => fetch(at(baseUrl, copied), { method: "POST", headers: { "content-type": "application/json" }, body: `{"approved":true}` }))
+      const resumed = yield* promise(() =>
+        fetch(at(baseUrl, copied), {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: `{"approved":true}`
+        })
+      )
       assert.strictEqual(resumed.status, 200)
-      yield* eventually("the run resumed by the copied URL completes", Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run.fence === 2), "30 seconds")
+      yield* eventually(
+        "the run resumed by the copied URL completes",
+        Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run.fence === 2),
+        "30 seconds"
+      )
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 })

@@ -5,10 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { RateLimits, RunStore } from "@leasehold/core"
+import { PgRunStore } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { type ContractTarget, runStoreContract } from "./contract/RunStoreContract.js"
-import { PgRunStore } from "@leasehold/sql"
 import { freshSchema, layerStore } from "./support/db.js"
 
 /** The store in one of the configurations the package offers. */
@@ -34,7 +34,9 @@ const postgres = (name: string, options: PgRunStore.PgRunStoreOptions): Contract
             Effect.andThen(
               sql.unsafe(`UPDATE "${schema}".ready SET run_at = run_at - ${shift}`),
               Effect.andThen(
-                sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`),
+                sql.unsafe(
+                  `UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`
+                ),
                 sql.unsafe(`UPDATE "${schema}".rate_starts SET started_at = started_at - ${shift}`)
               )
             ),
@@ -67,9 +69,24 @@ describe("rate limits on PostgreSQL", () => {
       const store = Context.get(context, RunStore)
       yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 hour")])
       for (let i = 0; i < 3; i++) yield* sql.unsafe(`SELECT "${schema}".enqueue('job', '{"i": ${i}}')`)
-      const first = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["job"], limit: 10, ttl: Duration.minutes(10) })
+      const first = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["job"],
+        limit: 10,
+        ttl: Duration.minutes(10)
+      })
       assert.lengthOf(first, 1, "one start per hour")
-      assert.isEmpty(yield* store.claim({ owner: "w", queues: ["default"], kinds: ["job"], limit: 10, ttl: Duration.minutes(10), dueOnly: true }))
+      assert.isEmpty(
+        yield* store.claim({
+          owner: "w",
+          queues: ["default"],
+          kinds: ["job"],
+          limit: 10,
+          ttl: Duration.minutes(10),
+          dueOnly: true
+        })
+      )
       assert.deepInclude((yield* store.rateLimits)[0], { startedInWindow: 1, due: 2 })
     }))
 })

@@ -34,7 +34,9 @@ const withDatabase = <A, E>(prefix: string, use: (url: string) => Effect.Effect<
     const url = new URL(databaseUrl())
     url.pathname = `/${name}`
     return yield* use(url.href).pipe(
-      Effect.ensuring(Effect.andThen(Effect.sleep("500 millis"), Effect.orDie(sql.unsafe(`DROP DATABASE ${name} WITH (FORCE)`))))
+      Effect.ensuring(
+        Effect.andThen(Effect.sleep("500 millis"), Effect.orDie(sql.unsafe(`DROP DATABASE ${name} WITH (FORCE)`)))
+      )
     )
   })
 
@@ -46,7 +48,14 @@ const envWith = (url: string): NodeJS.ProcessEnv => ({
 })
 
 const runShow = (env: NodeJS.ProcessEnv, id: string) =>
-  JSON.parse(execFileSync("sh", ["-c", `npx leasehold runs show ${id} --json`], { cwd: root, env, encoding: "utf8", stdio: "pipe" }))
+  JSON.parse(
+    execFileSync("sh", ["-c", `npx leasehold runs show ${id} --json`], {
+      cwd: root,
+      env,
+      encoding: "utf8",
+      stdio: "pipe"
+    })
+  )
 
 /** Polls `leasehold runs show <id>` until the run is completed, or fails after 30 s. */
 const untilCompleted = (env: NodeJS.ProcessEnv, id: string) =>
@@ -77,14 +86,20 @@ describe("the commands the documents show", () => {
         const commands = shellBlock("docs/guides/cli.md").split("\n").filter((line) => line.startsWith("npx leasehold"))
         assert.isAtLeast(commands.length, 7)
         const env = envWith(url)
-        const sh = (line: string) => execFileSync("sh", ["-c", line], { cwd: root, env, encoding: "utf8", stdio: "pipe" })
+        const sh = (line: string) =>
+          execFileSync("sh", ["-c", line], { cwd: root, env, encoding: "utf8", stdio: "pipe" })
         let worker: ReturnType<typeof spawn> | undefined
         try {
           for (const line of commands) {
             if (line.startsWith("npx leasehold worker")) {
               // The worker runs until stopped: until the refund it was given has suspended.
               // A process group of its own: npx starts the worker as its child, and both must stop.
-              worker = spawn("sh", ["-c", `exec ${line.split("#")[0]}`], { cwd: root, env, stdio: "ignore", detached: true })
+              worker = spawn("sh", ["-c", `exec ${line.split("#")[0]}`], {
+                cwd: root,
+                env,
+                stdio: "ignore",
+                detached: true
+              })
               const deadline = Date.now() + 30_000
               while (!sh("npx leasehold runs list --state suspended --json").includes("approve-refund")) {
                 if (Date.now() > deadline) assert.fail("the refund never suspended")
@@ -118,7 +133,12 @@ describe("the commands the documents show", () => {
           assert.include(out, `{"status":"resumed","runId":"1"}`, `the POST to the signed URL resumed the run:\n${out}`)
           // The worker started in the background goes on: the run completes under its second claim.
           const shown = yield* untilCompleted(env, "1")
-          assert.deepInclude(shown.run, { kind: "approve-payout", state: "completed", fence: 2, result: { _tag: "Signalled", payload: { approved: true } } })
+          assert.deepInclude(shown.run, {
+            kind: "approve-payout",
+            state: "completed",
+            fence: 2,
+            result: { _tag: "Signalled", payload: { approved: true } }
+          })
           // The URL went to the approver only: nothing a reader of runs sees holds it (the console, `runs show`).
           assert.notInclude(JSON.stringify(shown), "sig=", "the run keeps no signed URL")
         } finally {
@@ -134,8 +154,18 @@ describe("the commands the documents show", () => {
         execFileSync("sh", ["-c", shellBlock(file)], { cwd: root, env, encoding: "utf8", stdio: "pipe" })
         // The trigger's block, pasted into psql as a reader would (the first sql block is the signature).
         const trigger = codeBlocks(file).filter((b) => b.lang === "sql")[1]!.body
-        execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-q"], { env, input: trigger, encoding: "utf8", stdio: "pipe" })
-        const runs = execFileSync("psql", [url, "-At", "-c", "SELECT kind, queue, priority, payload::text, idempotency_key FROM leasehold.runs ORDER BY id"], {
+        execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-q"], {
+          env,
+          input: trigger,
+          encoding: "utf8",
+          stdio: "pipe"
+        })
+        const runs = execFileSync("psql", [
+          url,
+          "-At",
+          "-c",
+          "SELECT kind, queue, priority, payload::text, idempotency_key FROM leasehold.runs ORDER BY id"
+        ], {
           env,
           encoding: "utf8"
         }).trim().split("\n")
@@ -147,7 +177,12 @@ describe("the commands the documents show", () => {
         // The uniqueness window's call, twice: the second yields the first's run.
         const unique = codeBlocks(file).filter((b) => b.lang === "sql")[2]!.body
         const twice = [0, 1].map(() =>
-          execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At"], { env, input: unique, encoding: "utf8", stdio: "pipe" }).trim()
+          execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-At"], {
+            env,
+            input: unique,
+            encoding: "utf8",
+            stdio: "pipe"
+          }).trim()
         )
         const [id] = twice[0]!.split("|")
         assert.deepStrictEqual(twice, [`${id}|t`, `${id}|f`])
@@ -159,8 +194,15 @@ describe("the commands the documents show", () => {
         // `npm start` as written, from docs/ rather than the root: npm finds the root's package.json.
         // The child must not see the enclosing `npm test`'s own variables.
         const env: NodeJS.ProcessEnv = {}
-        for (const [key, value] of Object.entries(envWith(url))) if (!key.toLowerCase().startsWith("npm_")) env[key] = value
-        const started = spawn("sh", ["-c", "npm start"], { cwd: path.join(root, "docs"), env, stdio: ["ignore", "pipe", "pipe"], detached: true })
+        for (const [key, value] of Object.entries(envWith(url))) {
+          if (!key.toLowerCase().startsWith("npm_")) env[key] = value
+        }
+        const started = spawn("sh", ["-c", "npm start"], {
+          cwd: path.join(root, "docs"),
+          env,
+          stdio: ["ignore", "pipe", "pipe"],
+          detached: true
+        })
         let out = ""
         started.stdout.on("data", (chunk) => (out += chunk))
         started.stderr.on("data", (chunk) => (out += chunk))
@@ -196,7 +238,13 @@ describe("the published packages' READMEs", () => {
         path.join(dir, "tsconfig.json"),
         JSON.stringify({
           extends: "../../tsconfig.base.json",
-          compilerOptions: { noEmit: true, composite: false, declaration: false, declarationMap: false, noUnusedLocals: false },
+          compilerOptions: {
+            noEmit: true,
+            composite: false,
+            declaration: false,
+            declarationMap: false,
+            noUnusedLocals: false
+          },
           files
         })
       )
@@ -204,7 +252,9 @@ describe("the published packages' READMEs", () => {
       try {
         execFileSync(process.execPath, [tsc, "-p", dir], { encoding: "utf8", stdio: "pipe" })
       } catch (error) {
-        assert.fail(`a package README's code does not compile:\n${(error as { stdout?: string }).stdout ?? String(error)}`)
+        assert.fail(
+          `a package README's code does not compile:\n${(error as { stdout?: string }).stdout ?? String(error)}`
+        )
       }
     }))
 })

@@ -8,7 +8,17 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { assert, describe, it } from "vitest"
-import { codeBlocks, exists, filesUnder, isExcerpt, read, readerDocs, repo, shellBlocks, shellBlocksInDocs } from "./support/docs.js"
+import {
+  codeBlocks,
+  exists,
+  filesUnder,
+  isExcerpt,
+  read,
+  readerDocs,
+  repo,
+  shellBlocks,
+  shellBlocksInDocs
+} from "./support/docs.js"
 
 const examples = filesUnder("examples", (name) => name.endsWith(".ts"))
 const linked = [
@@ -37,7 +47,11 @@ describe("the README and the guides", () => {
   it("show shell blocks that test/doc-commands.test.ts runs, or that say why not", () => {
     const inDocs = shellBlocksInDocs().map((b) => ({ file: b.file, firstLine: b.body.split("\n")[0]! }))
     const key = (b: { file: string; firstLine: string }) => `${b.file}: ${b.firstLine}`
-    assert.sameMembers(inDocs.map(key), shellBlocks.map(key), "every shell block is listed in test/support/docs.ts (shellBlocks), and every listed one exists")
+    assert.sameMembers(
+      inDocs.map(key),
+      shellBlocks.map(key),
+      "every shell block is listed in test/support/docs.ts (shellBlocks), and every listed one exists"
+    )
   })
 
   it("link only to files that exist (and so do the ADRs, evidence and benchmark results)", () => {
@@ -55,7 +69,11 @@ describe("the README and the guides", () => {
 
   it("put every guide one click from a README of about 10 KB", () => {
     const readme = read("README.md")
-    assert.isAtMost(Buffer.byteLength(readme), 12_000, "the README stays a front door: pitch, quickstart, one example, the guides")
+    assert.isAtMost(
+      Buffer.byteLength(readme),
+      12_000,
+      "the README stays a front door: pitch, quickstart, one example, the guides"
+    )
     for (const guide of filesUnder("docs/guides", (name) => name.endsWith(".md"))) {
       assert.include(readme, `](${guide})`, `the README links ${guide}`)
     }
@@ -65,8 +83,12 @@ describe("the README and the guides", () => {
 
   it("run every example: each program in examples/ is run by a test", () => {
     // The shell blocks test/doc-commands.test.ts runs count as runners too (a tasks module they name).
-    const run = shellBlocksInDocs().filter((b) => shellBlocks.some((s) => "run" in s && s.file === b.file && s.firstLine === b.body.split("\n")[0]))
-    const runners = [read("test/examples.test.ts"), read("test/doc-commands.test.ts"), ...run.map((b) => b.body)].join("\n")
+    const run = shellBlocksInDocs().filter((b) =>
+      shellBlocks.some((s) => "run" in s && s.file === b.file && s.firstLine === b.body.split("\n")[0])
+    )
+    const runners = [read("test/examples.test.ts"), read("test/doc-commands.test.ts"), ...run.map((b) => b.body)].join(
+      "\n"
+    )
     for (const example of examples.filter((file) => !file.endsWith(".test.ts"))) {
       const name = path.posix.basename(example)
       assert.isTrue(

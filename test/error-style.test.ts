@@ -22,8 +22,12 @@ const sourceFiles = (dir: string): Array<string> =>
 /** Classes declared another way than `Schema.TaggedError`, as `file: Class`. */
 const otherStyles = (file: string, source: string): Array<string> => {
   const found: Array<string> = []
-  for (const match of source.matchAll(/class (\w+)(?:<[^>]*>)? extends Data\.(?:TaggedError|Error)\b/g)) found.push(`${file}: ${match[1]}`)
-  for (const match of source.matchAll(/class (\w+)(?:<[^>]*>)?[^{]*\{\s*readonly _tag = "/g)) found.push(`${file}: ${match[1]}`)
+  for (const match of source.matchAll(/class (\w+)(?:<[^>]*>)? extends Data\.(?:TaggedError|Error)\b/g)) {
+    found.push(`${file}: ${match[1]}`)
+  }
+  for (const match of source.matchAll(/class (\w+)(?:<[^>]*>)?[^{]*\{\s*readonly _tag = "/g)) {
+    found.push(`${file}: ${match[1]}`)
+  }
   return found
 }
 
@@ -38,12 +42,21 @@ describe("error style", () => {
   })
 
   it("every error class of the packages is a Schema.TaggedError", () => {
-    const packages = fs.readdirSync(path.join(repo, "packages")).filter((name) => fs.existsSync(path.join(repo, "packages", name, "src")))
+    const packages = fs.readdirSync(path.join(repo, "packages")).filter((name) =>
+      fs.existsSync(path.join(repo, "packages", name, "src"))
+    )
     const files = packages.flatMap((name) => sourceFiles(path.join(repo, "packages", name, "src")))
     const found = files.flatMap((file) => otherStyles(path.relative(repo, file), fs.readFileSync(file, "utf8")))
     assert.deepStrictEqual(found.filter((f) => !knownExceptions.has(f)), [])
-    assert.deepStrictEqual([...knownExceptions].filter((f) => !found.includes(f)), [], "exceptions that are gone: remove them")
-    const tagged = files.reduce((n, file) => n + (fs.readFileSync(file, "utf8").match(/extends Schema\.TaggedError</g)?.length ?? 0), 0)
+    assert.deepStrictEqual(
+      [...knownExceptions].filter((f) => !found.includes(f)),
+      [],
+      "exceptions that are gone: remove them"
+    )
+    const tagged = files.reduce(
+      (n, file) => n + (fs.readFileSync(file, "utf8").match(/extends Schema\.TaggedError</g)?.length ?? 0),
+      0
+    )
     assert.isAtLeast(tagged, 20)
   })
 })

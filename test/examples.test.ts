@@ -29,8 +29,16 @@ const examples: ReadonlyArray<Example> = [
     prints: [/^run 1 completed under fence 2, 1 refund written$/m],
     leaves: (sql) =>
       Effect.gen(function*() {
-        const events = yield* sql<{ kind: string; fence: number }>`SELECT kind, fence::int AS fence FROM leasehold.run_history WHERE run_id = 1 ORDER BY at, id`
-        assert.deepStrictEqual(events.map((e) => `${e.kind}@${e.fence}`), ["claimed@1", "suspended@1", "resumed@1", "claimed@2", "completed@2"])
+        const events = yield* sql<
+          { kind: string; fence: number }
+        >`SELECT kind, fence::int AS fence FROM leasehold.run_history WHERE run_id = 1 ORDER BY at, id`
+        assert.deepStrictEqual(events.map((e) => `${e.kind}@${e.fence}`), [
+          "claimed@1",
+          "suspended@1",
+          "resumed@1",
+          "claimed@2",
+          "completed@2"
+        ])
         assert.lengthOf(yield* sql`SELECT 1 FROM refunds`, 1)
       })
   },
@@ -52,8 +60,16 @@ const examples: ReadonlyArray<Example> = [
     ],
     leaves: (sql) =>
       Effect.gen(function*() {
-        assert.lengthOf(yield* sql`SELECT 1 FROM leasehold_lean.runs`, 0, "the completed run was deleted with its completion")
-        assert.lengthOf(yield* sql`SELECT 1 FROM leasehold.runs_now WHERE state = 'completed'`, 1, "the default store keeps it")
+        assert.lengthOf(
+          yield* sql`SELECT 1 FROM leasehold_lean.runs`,
+          0,
+          "the completed run was deleted with its completion"
+        )
+        assert.lengthOf(
+          yield* sql`SELECT 1 FROM leasehold.runs_now WHERE state = 'completed'`,
+          1,
+          "the default store keeps it"
+        )
       })
   },
   {
@@ -71,7 +87,8 @@ const examples: ReadonlyArray<Example> = [
     prints: [/^limit kind refund: 1 per key; at most 1 refund per customer at once, [23] customers at once$/m],
     leaves: (sql) =>
       Effect.gen(function*() {
-        const runs = yield* sql`SELECT 1 FROM leasehold.runs_now WHERE kind = 'refund' AND state = 'completed' AND key_scope = 'kind'`
+        const runs =
+          yield* sql`SELECT 1 FROM leasehold.runs_now WHERE kind = 'refund' AND state = 'completed' AND key_scope = 'kind'`
         assert.lengthOf(runs, 12, "every refund ran governed by the limit")
       })
   },
@@ -80,7 +97,8 @@ const examples: ReadonlyArray<Example> = [
     prints: [/^rate limit kind sync-tenant: 3 per 1000 ms per key; at most 3 starts of a tenant in any second$/m],
     leaves: (sql) =>
       Effect.gen(function*() {
-        const runs = yield* sql`SELECT 1 FROM leasehold.runs WHERE kind = 'sync-tenant' AND state = 'completed' AND rate_scope = 'kind'`
+        const runs =
+          yield* sql`SELECT 1 FROM leasehold.runs WHERE kind = 'sync-tenant' AND state = 'completed' AND rate_scope = 'kind'`
         assert.lengthOf(runs, 12, "every sync ran governed by the rate limit")
       })
   },
@@ -111,7 +129,11 @@ const examples: ReadonlyArray<Example> = [
 
 const run = (file: string, env: NodeJS.ProcessEnv) =>
   new Promise<{ code: number | null; out: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join("examples", file)], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [path.join("examples", file)], {
+      cwd: root,
+      env,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let out = ""
     child.stdout.on("data", (chunk) => (out += chunk))
     child.stderr.on("data", (chunk) => (out += chunk))

@@ -28,13 +28,21 @@ const runFixture = Effect.promise(() =>
 )
 
 describe("a failing test's output", () => {
-  it.live("a database error is one line with the server's message and SQLSTATE, not the serialized error", () =>
-    Effect.gen(function*() {
-      const { code, output } = yield* runFixture
-      assert.strictEqual(code, 1, output)
-      assert.match(output, /SqlSyntaxError: PgConnection: Query failed: relation "nowhere" does not exist \(SQLSTATE 42P01\)/, output)
-      for (const field of ["severityUnlocalized", "parserOpenTable", "Serialized Error", "~effect/sql/SqlError"]) {
-        assert.notInclude(output, field, output)
-      }
-    }), 120_000)
+  it.live(
+    "a database error is one line with the server's message and SQLSTATE, not the serialized error",
+    () =>
+      Effect.gen(function*() {
+        const { code, output } = yield* runFixture
+        assert.strictEqual(code, 1, output)
+        assert.match(
+          output,
+          /SqlSyntaxError: PgConnection: Query failed: relation "nowhere" does not exist \(SQLSTATE 42P01\)/,
+          output
+        )
+        for (const field of ["severityUnlocalized", "parserOpenTable", "Serialized Error", "~effect/sql/SqlError"]) {
+          assert.notInclude(output, field, output)
+        }
+      }),
+    120_000
+  )
 })

@@ -70,11 +70,24 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         const [abandoned, waiting] = yield* enqueueJobs(stores, 2)
         assert.strictEqual((yield* claimOne(stores.a, "worker-a", 2)).length, 2)
         yield* expireLease(stores, abandoned!.id)
-        yield* stores.a.suspend({ runId: waiting!.id, fence: 1, signal: "approval", token: "t-due-only", timeout: Duration.millis(1) })
+        yield* stores.a.suspend({
+          runId: waiting!.id,
+          fence: 1,
+          signal: "approval",
+          token: "t-due-only",
+          timeout: Duration.millis(1)
+        })
         const [fresh] = yield* enqueueJobs(stores, 1)
         yield* Effect.sleep("50 millis")
 
-        const due = yield* stores.b.claim({ owner: "worker-b", queues: ["default"], kinds: ["job"], limit: 10, ttl, dueOnly: true })
+        const due = yield* stores.b.claim({
+          owner: "worker-b",
+          queues: ["default"],
+          kinds: ["job"],
+          limit: 10,
+          ttl,
+          dueOnly: true
+        })
         assert.deepStrictEqual(due.map((r) => [r.id, r.fence]), [[fresh!.id, 1]])
         assert.strictEqual((yield* readRun(stores, abandoned!.id)).lease_owner, "worker-a")
         assert.strictEqual((yield* readRun(stores, waiting!.id)).state, "suspended")
@@ -93,9 +106,14 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         // One lease as a promoted server would grant it (ADR 0016); the others as before. The
         // fence is set on the run's row, so the run is moved there from the ledger first.
         yield* stores.sql.unsafe(`SELECT "${stores.schema}".hold(ARRAY[${Number(held[1]!.id)}]::bigint[])`)
-        yield* stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET fence = 4294967296 WHERE id = ${Number(held[1]!.id)}`)
+        yield* stores.sql.unsafe(
+          `UPDATE "${stores.schema}".runs SET fence = 4294967296 WHERE id = ${Number(held[1]!.id)}`
+        )
         const leases = held.map((r, i) => ({ runId: r.id, fence: i === 1 ? 2 ** 32 : r.fence }))
-        assert.deepStrictEqual((yield* stores.a.renew("worker-a", leases, ttl)).map((l) => l.fence).sort(), [1, 1, 2 ** 32].sort())
+        assert.deepStrictEqual(
+          (yield* stores.a.renew("worker-a", leases, ttl)).map((l) => l.fence).sort(),
+          [1, 1, 2 ** 32].sort()
+        )
         // A stale small fence beside a large one is still diagnosed, with both fences.
         const outcomes = yield* stores.a.completeBatch([
           { ...leases[0]!, result: "1" },
@@ -115,7 +133,8 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         yield* claimOne(stores.a, "worker-a")
         // On the run's row (the ledger's fences are written once, by the claim).
         yield* stores.sql.unsafe(`SELECT "${stores.schema}".hold(ARRAY[${Number(run!.id)}]::bigint[])`)
-        const error = yield* stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET fence = 0 WHERE id = ${run!.id}`).pipe(Effect.flip)
+        const error = yield* stores.sql.unsafe(`UPDATE "${stores.schema}".runs SET fence = 0 WHERE id = ${run!.id}`)
+          .pipe(Effect.flip)
         assert.strictEqual(error._tag, "SqlError")
         assert.strictEqual((yield* readRun(stores, run!.id)).fence, 1)
       }))
@@ -139,7 +158,13 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         const stale = { runId, fence: 1 }
         const checkpoint = yield* Effect.flip(stores.a.checkpoint(stale, { step: 1 }))
         assert.instanceOf(checkpoint, FenceRejected)
-        assert.deepInclude(checkpoint, { _tag: "FenceRejected", runId, presentedFence: 1, storedFence: 2, operation: "checkpoint" })
+        assert.deepInclude(checkpoint, {
+          _tag: "FenceRejected",
+          runId,
+          presentedFence: 1,
+          storedFence: 2,
+          operation: "checkpoint"
+        })
         const fail = yield* Effect.flip(stores.a.fail({ ...stale, error: { message: "x" }, retryDelayMs: 10 }))
         assert.deepInclude(fail, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
         const release = yield* Effect.flip(stores.a.release(stale))
@@ -154,12 +179,15 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         assert.strictEqual(record.result, "from B")
         // Each rejection is in the run's history, with the fence it presented.
         const rejected = (yield* stores.a.history(runId)).filter((e) => e.kind === "stale_write_rejected")
-        assert.deepStrictEqual(rejected.map((e) => [e.fence, (e.detail as any).operation, (e.detail as any).storedFence]), [
-          [1, "checkpoint", 2],
-          [1, "fail", 2],
-          [1, "release", 2],
-          [1, "complete", 2]
-        ])
+        assert.deepStrictEqual(
+          rejected.map((e) => [e.fence, (e.detail as any).operation, (e.detail as any).storedFence]),
+          [
+            [1, "checkpoint", 2],
+            [1, "fail", 2],
+            [1, "release", 2],
+            [1, "complete", 2]
+          ]
+        )
       }))
 
     it.live("lease time does not decide: a holder whose lease expired but was not superseded still writes", () =>
@@ -185,7 +213,9 @@ const fencingSuite = (through: string, twoStores: Effect.Effect<Stores, unknown,
         yield* expireLease(stores, staleId)
         const [reclaimed] = yield* claimOne(stores.b, "worker-b")
         assert.strictEqual(reclaimed!.id, staleId)
-        const outcomes = yield* stores.a.completeBatch(claimed.map((r) => ({ runId: r.id, fence: r.fence, result: JSON.stringify("a") })))
+        const outcomes = yield* stores.a.completeBatch(
+          claimed.map((r) => ({ runId: r.id, fence: r.fence, result: JSON.stringify("a") }))
+        )
         const byId = new Map(outcomes.map((o) => [o.runId, o]))
         assert.strictEqual(byId.get(runs[0]!.id)!._tag, "Finalized")
         assert.strictEqual(byId.get(runs[2]!.id)!._tag, "Finalized")
@@ -235,6 +265,9 @@ fencingSuite("direct", directStores)
 describe("through PgBouncer", () => {
   fencingSuite(
     "PgBouncer, transaction pooling",
-    Effect.flatMap(PgBouncer.start(databaseUrl(), 2), (pooler) => twoStoresAt(pooler.url, { pooler: {} }, { pooler: "transaction" }))
+    Effect.flatMap(
+      PgBouncer.start(databaseUrl(), 2),
+      (pooler) => twoStoresAt(pooler.url, { pooler: {} }, { pooler: "transaction" })
+    )
   )
 })

@@ -39,7 +39,9 @@ const openStore = (prefix: string) =>
 const threeHolding = (store: RunStore["Service"], count: number) =>
   Effect.gen(function*() {
     yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
-    const ids = (yield* store.enqueue(Array.from({ length: count }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))))
+    const ids = (yield* store.enqueue(
+      Array.from({ length: count }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "K" }))
+    ))
       .map((r) => r.id)
     const running = yield* store.claim(request)
     assert.deepStrictEqual(running.map((r) => r.id), ids.slice(0, 3), "the key's first three hold its three slots")
@@ -58,7 +60,11 @@ const lowered = (store: RunStore["Service"], running: ReadonlyArray<ClaimedRun>,
     assert.isUndefined(yield* completeOne(store, running[1]!), "slot 1 is above the limit")
     assert.isUndefined(yield* completeOne(store, running[2]!), "slot 2 is above the limit")
     const admitted = yield* store.claim(request)
-    assert.deepStrictEqual(admitted.map((r) => [r.id, r.concurrencyKey]), [[waiting[0]!, "K"]], "a sweep admits one run: the limit is 1")
+    assert.deepStrictEqual(
+      admitted.map((r) => [r.id, r.concurrencyKey]),
+      [[waiting[0]!, "K"]],
+      "a sweep admits one run: the limit is 1"
+    )
     assert.strictEqual(yield* completeOne(store, admitted[0]!), waiting[1]!, "with no slot above, slot 0 is handed on")
   })
 
@@ -93,10 +99,17 @@ describe("hand-off of a completion batch", () => {
         ids.slice(4, 7),
         "each freed slot went to a run of its own, the held run passed over"
       )
-      const slots = yield* Effect.forEach(ids.slice(4, 7), (id) => Effect.map(store.get(id), (r) => [r.state, r.keySlot]))
+      const slots = yield* Effect.forEach(
+        ids.slice(4, 7),
+        (id) => Effect.map(store.get(id), (r) => [r.state, r.keySlot])
+      )
       assert.deepStrictEqual(slots, [["running", 0], ["running", 1], ["running", 2]])
       for (const id of [ids[3]!, ids[7]!]) {
-        assert.deepInclude(yield* store.get(id), { state: "pending", keySlot: null, waitingForKey: true }, `run ${id} still waits`)
+        assert.deepInclude(
+          yield* store.get(id),
+          { state: "pending", keySlot: null, waitingForKey: true },
+          `run ${id} still waits`
+        )
       }
     }))
 
@@ -110,7 +123,9 @@ describe("hand-off of a completion batch", () => {
       // Raised again, three runs of key L hold slots 0 to 2; then the limit is removed and declared
       // again at 1. The peak stays, and L's slot 0 is not handed on while 1 and 2 are held.
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 3)])
-      const ofL = (yield* store.enqueue(Array.from({ length: 4 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "L" }))))
+      const ofL = (yield* store.enqueue(
+        Array.from({ length: 4 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "L" }))
+      ))
         .map((r) => r.id)
       const runningL = (yield* store.claim(request)).filter((r) => r.concurrencyKey === "L")
       assert.deepStrictEqual(runningL.map((r) => r.id), ofL.slice(0, 3))
@@ -129,7 +144,9 @@ describe("hand-off of a completion batch", () => {
       const client = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 4 }))
       const sql = Context.get(client, SqlClient.SqlClient)
       yield* Migrations.run(StoreSchema.make(schema), { upTo: "0014_key_hot_path" }).pipe(Effect.provideContext(client))
-      const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
+      const context = yield* Layer.build(
+        PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client)))
+      )
       const store = Context.get(context, RunStore)
       // Before 0015: a limit of 3 taken by three runs, then lowered to 1. The runs are enqueued,
       // governed, admitted and claimed as that release's statements did (row inserts and updates):
@@ -141,20 +158,37 @@ describe("hand-off of a completion batch", () => {
       yield* sql.unsafe(`INSERT INTO "${schema}".key_limits (scope, name, per_key) VALUES ('kind', 'noop', 3)`)
       yield* sql.unsafe(`UPDATE "${schema}".runs SET key_scope = 'kind' WHERE concurrency_key = 'K'`)
       yield* sql.unsafe(`UPDATE "${schema}".runs r SET key_slot = o.slot FROM (
-        SELECT id, row_number() OVER (ORDER BY id) - 1 AS slot FROM "${schema}".runs WHERE id = ANY('{${ids.slice(0, 3).join(",")}}'::bigint[])
+        SELECT id, row_number() OVER (ORDER BY id) - 1 AS slot FROM "${schema}".runs WHERE id = ANY('{${
+        ids.slice(0, 3).join(",")
+      }}'::bigint[])
       ) o WHERE r.id = o.id`)
       yield* sql.unsafe(`UPDATE "${schema}".runs SET state = 'running', fence = 1, attempt = 1, lease_owner = 'w',
         lease_expires_at = now() + interval '30 seconds' WHERE id = ANY('{${ids.slice(0, 3).join(",")}}'::bigint[])`)
       const held = yield* sql.unsafe<{ id: string; key_slot: number }>(
         `SELECT id::text, key_slot FROM "${schema}".runs WHERE state = 'running' ORDER BY key_slot`
       )
-      assert.deepStrictEqual(held.map((r) => [r.id, r.key_slot]), ids.slice(0, 3).map((id, slot) => [id, slot]), "the key's first three hold its three slots")
+      assert.deepStrictEqual(
+        held.map((r) => [r.id, r.key_slot]),
+        ids.slice(0, 3).map((id, slot) => [id, slot]),
+        "the key's first three hold its three slots"
+      )
       yield* sql.unsafe(`UPDATE "${schema}".key_limits SET per_key = 1 WHERE scope = 'kind' AND name = 'noop'`)
       yield* Migrations.run(StoreSchema.make(schema)).pipe(Effect.provideContext(client))
       const running = yield* Effect.forEach(ids.slice(0, 3), (id) =>
         Effect.map(store.get(id), (run): ClaimedRun => ({
-          id, queue: run.queue, kind: run.kind, payload: run.payload, attempt: run.attempt, maxAttempts: run.maxAttempts,
-          fence: run.fence, checkpoint: null, signals: {}, concurrencyKey: "K", via: "due", waitMs: 0, traceParent: null
+          id,
+          queue: run.queue,
+          kind: run.kind,
+          payload: run.payload,
+          attempt: run.attempt,
+          maxAttempts: run.maxAttempts,
+          fence: run.fence,
+          checkpoint: null,
+          signals: {},
+          concurrencyKey: "K",
+          via: "due",
+          waitMs: 0,
+          traceParent: null
         })))
       assert.strictEqual(yield* peakOf(sql, schema), 3, "the peak counts slot 2, held above the lowered limit")
       yield* lowered(store, running, ids.slice(3))

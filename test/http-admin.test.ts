@@ -3,8 +3,8 @@
  * read-only mode and CSRF, each refusal checked as "nothing written"; runs, history, enqueue,
  * transitions and bulk actions end to end; the event stream; security headers; `leasehold serve`.
  */
-import { assert, describe, it } from "@effect/vitest"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { assert, describe, it } from "@effect/vitest"
 import { Handler, RunStore } from "@leasehold/core"
 import { Callbacks, Handlers, Server } from "@leasehold/http"
 import { Cause, Context, Duration, Effect, Exit, Layer, Schema } from "effect"
@@ -12,7 +12,16 @@ import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import * as http from "node:http"
 import { createServer } from "node:http"
 import { background, connection, leasehold } from "./support/cli.js"
-import { callbacksOptions, callbackUrl, postJson, request, secretNew, snapshot, startServer, webhookSecret } from "./support/http.js"
+import {
+  callbacksOptions,
+  callbackUrl,
+  postJson,
+  request,
+  secretNew,
+  snapshot,
+  startServer,
+  webhookSecret
+} from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
 import { eventually } from "./support/workers.js"
 
@@ -35,7 +44,11 @@ describe("admin API access", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const { origin } = yield* startServer(stores, { handlers: [refund], token })
-      for (const headers of [{}, { authorization: "Bearer nope" }, { authorization: `Basic ${Buffer.from("ops:nope").toString("base64")}` }]) {
+      for (
+        const headers of [{}, { authorization: "Bearer nope" }, {
+          authorization: `Basic ${Buffer.from("ops:nope").toString("base64")}`
+        }]
+      ) {
         const refused = yield* request(`${origin}/api/runs`, { headers })
         assert.strictEqual(refused.status, 401)
         assert.strictEqual(refused.body.error, "unauthorized")
@@ -53,7 +66,10 @@ describe("admin API access", () => {
       const id = yield* enqueue(stores, "A-1")
       const before = yield* snapshot(stores)
       assert.strictEqual((yield* postJson(`${origin}/api/runs/${id}/cancel`, {})).status, 401)
-      assert.strictEqual((yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "B", amount: 1 } })).status, 401)
+      assert.strictEqual(
+        (yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "B", amount: 1 } })).status,
+        401
+      )
       assert.strictEqual(yield* snapshot(stores), before)
     }))
 
@@ -76,7 +92,10 @@ describe("admin API access", () => {
       assert.isFalse(session.body.readOnly)
       const csrf = session.body.csrfToken as string
       assert.isAtLeast(csrf.length, 32)
-      const cancelled = yield* postJson(`${origin}/api/runs/${first}/cancel`, {}, { ...basic, "x-leasehold-csrf": csrf })
+      const cancelled = yield* postJson(`${origin}/api/runs/${first}/cancel`, {}, {
+        ...basic,
+        "x-leasehold-csrf": csrf
+      })
       assert.deepStrictEqual([cancelled.status, cancelled.body], [200, { id: first }])
       assert.strictEqual((yield* stores.a.get(first)).state, "cancelled")
       const byBearer = yield* postJson(`${origin}/api/runs/${second}/cancel`, {}, bearer)
@@ -100,7 +119,10 @@ describe("admin API access", () => {
       assert.strictEqual(form.body.error, "csrf")
       assert.strictEqual(yield* snapshot(stores), before)
       const { csrfToken } = (yield* request(`${origin}/api/session`)).body
-      assert.strictEqual((yield* postJson(`${origin}/api/runs/${id}/cancel`, {}, { "x-leasehold-csrf": csrfToken })).status, 200)
+      assert.strictEqual(
+        (yield* postJson(`${origin}/api/runs/${id}/cancel`, {}, { "x-leasehold-csrf": csrfToken })).status,
+        200
+      )
     }))
 
   it.live("no token: a request naming another host (DNS rebinding) is refused, page and API alike", () =>
@@ -136,12 +158,19 @@ describe("admin API access", () => {
       const stores = yield* twoStores
       const exit = yield* Effect.exit(startServer(stores, { host: "0.0.0.0" }))
       assert.isTrue(Exit.isFailure(exit))
-      const error = Cause.squash((exit as Exit.Failure<unknown, unknown>).cause) as { _tag: string; option: string; message: string }
+      const error = Cause.squash((exit as Exit.Failure<unknown, unknown>).cause) as {
+        _tag: string
+        option: string
+        message: string
+      }
       assert.strictEqual(error._tag, "InvalidConfig")
       assert.strictEqual(error.option, "LEASEHOLD_ADMIN_TOKEN")
       assert.match(error.message, /required when the admin API is bound to 0\.0\.0\.0/)
       const short = yield* Effect.exit(startServer(stores, { token: "short" }))
-      const shortError = Cause.squash((short as Exit.Failure<unknown, unknown>).cause) as { option: string; message: string }
+      const shortError = Cause.squash((short as Exit.Failure<unknown, unknown>).cause) as {
+        option: string
+        message: string
+      }
       assert.strictEqual(shortError.option, "LEASEHOLD_ADMIN_TOKEN")
       assert.match(shortError.message, /at least 16 characters/)
       assert.notInclude(shortError.message, "short")
@@ -188,13 +217,20 @@ describe("admin API routes", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const { origin } = yield* startServer(stores, { handlers: [refund], token })
-      const body = (amount: number) => ({ kind: "refund", payload: { order: "U-1", amount }, unique: { key: "U-1", periodMs: 3_600_000 } })
+      const body = (amount: number) => ({
+        kind: "refund",
+        payload: { order: "U-1", amount },
+        unique: { key: "U-1", periodMs: 3_600_000 }
+      })
       const created = yield* postJson(`${origin}/api/runs`, body(1), bearer)
       assert.strictEqual(created.status, 201)
       const again = yield* postJson(`${origin}/api/runs`, body(2), bearer)
       assert.deepStrictEqual([again.status, again.body], [200, { id: created.body.id, created: false }])
       const before = yield* snapshot(stores)
-      const bad = yield* postJson(`${origin}/api/runs`, { ...body(3), unique: { key: "U-2", states: ["pending", "done"] } }, bearer)
+      const bad = yield* postJson(`${origin}/api/runs`, {
+        ...body(3),
+        unique: { key: "U-2", states: ["pending", "done"] }
+      }, bearer)
       assert.strictEqual(bad.status, 400)
       assert.include(JSON.stringify(bad.body), "unique.states")
       const zero = yield* postJson(`${origin}/api/runs`, { ...body(3), unique: { key: "U-2", periodMs: 0 } }, bearer)
@@ -212,24 +248,47 @@ describe("admin API routes", () => {
       assert.deepStrictEqual([unknown.status, unknown.body.error], [400, "unknown-kind"])
       const invalid = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: 7 } }, bearer)
       assert.deepStrictEqual([invalid.status, invalid.body.error], [400, "invalid-payload"])
-      const badOption = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "A", amount: 1 }, maxAttempts: 0 }, bearer)
+      const badOption = yield* postJson(`${origin}/api/runs`, {
+        kind: "refund",
+        payload: { order: "A", amount: 1 },
+        maxAttempts: 0
+      }, bearer)
       assert.deepStrictEqual([badOption.status, badOption.body.error], [400, "invalid-option"])
       const notJson = yield* postJson(`${origin}/api/runs`, "{", bearer)
       assert.deepStrictEqual([notJson.status, notJson.body.error], [400, "invalid-json"])
-      const tooLarge = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "x".repeat(1024 * 1024), amount: 1 } }, bearer)
+      const tooLarge = yield* postJson(`${origin}/api/runs`, {
+        kind: "refund",
+        payload: { order: "x".repeat(1024 * 1024), amount: 1 }
+      }, bearer)
       assert.deepStrictEqual([tooLarge.status, tooLarge.body.error], [413, "body-too-large"])
       assert.strictEqual(yield* snapshot(stores), before)
 
-      const created = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "A-1", amount: 42 }, idempotencyKey: "k-1", queue: "money" }, bearer)
+      const created = yield* postJson(`${origin}/api/runs`, {
+        kind: "refund",
+        payload: { order: "A-1", amount: 42 },
+        idempotencyKey: "k-1",
+        queue: "money"
+      }, bearer)
       assert.strictEqual(created.status, 201)
       assert.isTrue(created.body.created)
-      const again = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "A-1", amount: 42 }, idempotencyKey: "k-1", queue: "money" }, bearer)
+      const again = yield* postJson(`${origin}/api/runs`, {
+        kind: "refund",
+        payload: { order: "A-1", amount: 42 },
+        idempotencyKey: "k-1",
+        queue: "money"
+      }, bearer)
       assert.deepStrictEqual([again.status, again.body], [200, { id: created.body.id, created: false }])
-      const other = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "B-2", amount: 7 }, queue: "money" }, bearer)
+      const other = yield* postJson(`${origin}/api/runs`, {
+        kind: "refund",
+        payload: { order: "B-2", amount: 7 },
+        queue: "money"
+      }, bearer)
 
       const byField = yield* request(`${origin}/api/runs?payload.order=A-1`, { headers: bearer })
       assert.deepStrictEqual(byField.body.runs.map((r: { id: string }) => r.id), [created.body.id])
-      const byNumber = yield* request(`${origin}/api/runs?payload.amount=7&queue=money&state=pending&kind=refund`, { headers: bearer })
+      const byNumber = yield* request(`${origin}/api/runs?payload.amount=7&queue=money&state=pending&kind=refund`, {
+        headers: bearer
+      })
       assert.deepStrictEqual(byNumber.body.runs.map((r: { id: string }) => r.id), [other.body.id])
       const none = yield* request(`${origin}/api/runs?payload.order=Z`, { headers: bearer })
       assert.deepStrictEqual(none.body.runs, [])
@@ -252,7 +311,10 @@ describe("admin API routes", () => {
       const workers = yield* request(`${origin}/api/workers`, { headers: bearer })
       assert.strictEqual(workers.body.workers.length, 1)
       assert.strictEqual(workers.body.workers[0].owner, "w-1")
-      assert.deepStrictEqual(workers.body.workers[0].leases.map((l: { runId: string }) => l.runId).sort(), [created.body.id, other.body.id].sort())
+      assert.deepStrictEqual(
+        workers.body.workers[0].leases.map((l: { runId: string }) => l.runId).sort(),
+        [created.body.id, other.body.id].sort()
+      )
       const stats = yield* request(`${origin}/api/stats`, { headers: bearer })
       assert.strictEqual(stats.body.liveLeases, 2)
     }))
@@ -261,7 +323,9 @@ describe("admin API routes", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const { origin } = yield* startServer(stores, { handlers: [refund], token })
-      const enqueued = yield* stores.a.enqueue(Array.from({ length: 12 }, (_, i) => ({ kind: "refund", payload: { order: `o-${i}`, amount: i } })))
+      const enqueued = yield* stores.a.enqueue(
+        Array.from({ length: 12 }, (_, i) => ({ kind: "refund", payload: { order: `o-${i}`, amount: i } }))
+      )
       const newestFirst = enqueued.map((e) => e.id).sort((a, b) => Number(b) - Number(a))
       const ids = (query: string) =>
         Effect.map(request(`${origin}/api/runs?${query}`, { headers: bearer }), (r) => ({
@@ -278,7 +342,11 @@ describe("admin API routes", () => {
       assert.deepStrictEqual((yield* ids(`limit=5&after=${second.ids[0]}`)).ids, first.ids)
       for (const query of ["before=abc", "after=-1", "before=1.5"]) {
         const bad = yield* request(`${origin}/api/runs?${query}`, { headers: bearer })
-        assert.deepStrictEqual([bad.status, bad.body.error, bad.body.message], [400, "invalid-request", `${query.split("=")[0]} must be a run id (digits)`], query)
+        assert.deepStrictEqual([bad.status, bad.body.error, bad.body.message], [
+          400,
+          "invalid-request",
+          `${query.split("=")[0]} must be a run id (digits)`
+        ], query)
       }
     }))
 
@@ -302,19 +370,34 @@ describe("admin API routes", () => {
       assert.strictEqual((yield* stores.a.get(id)).state, "pending")
 
       // Two suspended runs: one resumed by id, one by its token.
-      const [c1, c2] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 2, ttl }).pipe(
-        Effect.map((claimed) => claimed.toSorted((x, y) => Number(x.id) - Number(y.id)))
-      )
+      const [c1, c2] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 2, ttl })
+        .pipe(
+          Effect.map((claimed) => claimed.toSorted((x, y) => Number(x.id) - Number(y.id)))
+        )
       const second = yield* enqueue(stores, "A-2")
       const [c3] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 1, ttl })
       assert.strictEqual(c2, undefined)
-      yield* stores.a.suspend({ runId: c1!.id, fence: c1!.fence, signal: "approval", token: "tok-1", timeout: undefined })
-      yield* stores.a.suspend({ runId: c3!.id, fence: c3!.fence, signal: "approval", token: "tok-2", timeout: undefined })
+      yield* stores.a.suspend({
+        runId: c1!.id,
+        fence: c1!.fence,
+        signal: "approval",
+        token: "tok-1",
+        timeout: undefined
+      })
+      yield* stores.a.suspend({
+        runId: c3!.id,
+        fence: c3!.fence,
+        signal: "approval",
+        token: "tok-2",
+        timeout: undefined
+      })
       const byId = yield* postJson(`${origin}/api/runs/${c1!.id}/resume`, { payload: { approved: true } }, bearer)
       assert.deepStrictEqual([byId.status, byId.body], [200, { id: c1!.id }])
       const byToken = yield* postJson(`${origin}/api/tokens/tok-2/resume`, { payload: { approved: false } }, bearer)
       assert.deepStrictEqual([byToken.status, byToken.body], [200, { id: second }])
-      assert.deepStrictEqual((yield* stores.a.get(second)).signals, { approval: { _tag: "Signalled", payload: { approved: false } } })
+      assert.deepStrictEqual((yield* stores.a.get(second)).signals, {
+        approval: { _tag: "Signalled", payload: { approved: false } }
+      })
     }))
 
   it.live("bulk cancel and retry by filter return the ids they moved; an empty filter is refused", () =>
@@ -326,7 +409,11 @@ describe("admin API routes", () => {
       const everything = yield* postJson(`${origin}/api/runs/bulk/cancel`, {}, bearer)
       assert.deepStrictEqual([everything.status, everything.body.error], [400, "invalid-request"])
       assert.strictEqual(yield* snapshot(stores), before)
-      const cancelled = yield* postJson(`${origin}/api/runs/bulk/cancel`, { kind: "refund", payload: { order: "A-1" } }, bearer)
+      const cancelled = yield* postJson(
+        `${origin}/api/runs/bulk/cancel`,
+        { kind: "refund", payload: { order: "A-1" } },
+        bearer
+      )
       assert.deepStrictEqual(cancelled.body, { affected: [ids[0]] })
       const rest = yield* postJson(`${origin}/api/runs/bulk/cancel`, { state: "pending" }, bearer)
       assert.deepStrictEqual(rest.body.affected.toSorted(), [ids[1], ids[2]].toSorted())
@@ -346,21 +433,42 @@ describe("admin API routes", () => {
           body: JSON.stringify(body)
         })
       const created = yield* put("kind", "refund", { limit: 1, intervalMs: 3_600_000, perKey: false })
-      assert.deepStrictEqual([created.status, created.body], [200, { scope: "kind", name: "refund", limit: 1, intervalMs: 3_600_000, perKey: false }])
+      assert.deepStrictEqual([created.status, created.body], [200, {
+        scope: "kind",
+        name: "refund",
+        limit: 1,
+        intervalMs: 3_600_000,
+        perKey: false
+      }])
       yield* enqueue(stores, "R-1")
       yield* enqueue(stores, "R-2")
       const claimed = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 10, ttl })
       assert.lengthOf(claimed, 1, "one start per hour")
       const listed = (yield* request(`${origin}/api/limits`, { headers: bearer })).body
-      assert.deepStrictEqual(listed.rateLimits, [{ scope: "kind", name: "refund", limit: 1, intervalMs: 3_600_000, perKey: false, startedInWindow: 1, due: 1 }])
-      for (const [body, option] of [[{ limit: 0, intervalMs: 1000 }, "limit"], [{ limit: 5, intervalMs: 0 }, "interval"], [{ limit: 5, intervalMs: -1 }, "interval"]] as const) {
+      assert.deepStrictEqual(listed.rateLimits, [{
+        scope: "kind",
+        name: "refund",
+        limit: 1,
+        intervalMs: 3_600_000,
+        perKey: false,
+        startedInWindow: 1,
+        due: 1
+      }])
+      for (
+        const [body, option] of [[{ limit: 0, intervalMs: 1000 }, "limit"], [{ limit: 5, intervalMs: 0 }, "interval"], [
+          { limit: 5, intervalMs: -1 },
+          "interval"
+        ]] as const
+      ) {
         const refused = yield* put("kind", "refund", body)
         assert.strictEqual(refused.status, 400, JSON.stringify(refused.body))
         assert.include(JSON.stringify(refused.body), option)
       }
       assert.strictEqual((yield* put("tenant", "refund", { limit: 5, intervalMs: 1000 })).status, 400)
       assert.strictEqual((yield* put("kind", "refund", { limit: "many", intervalMs: 1000 })).status, 400)
-      const rows = yield* stores.sql.unsafe<{ per_interval: number; interval_ms: number }>(`SELECT per_interval, interval_ms FROM "${stores.schema}".rate_limits`)
+      const rows = yield* stores.sql.unsafe<{ per_interval: number; interval_ms: number }>(
+        `SELECT per_interval, interval_ms FROM "${stores.schema}".rate_limits`
+      )
       assert.deepStrictEqual(rows, [{ per_interval: 1, interval_ms: 3_600_000 }], "the refused limits wrote nothing")
       const removed = yield* request(`${origin}/api/rate-limits/kind/refund`, { method: "DELETE", headers: bearer })
       assert.deepStrictEqual([removed.status, removed.body], [200, { scope: "kind", name: "refund", removed: true }])
@@ -373,8 +481,15 @@ describe("admin API routes", () => {
       const { origin } = yield* startServer(stores, { handlers: [refund], token })
       const paused = yield* postJson(`${origin}/api/queues/money/pause`, {}, bearer)
       assert.deepStrictEqual([paused.status, paused.body], [200, { queue: "money", paused: true, changed: true }])
-      assert.deepStrictEqual((yield* request(`${origin}/api/queues/paused`, { headers: bearer })).body.paused.map((q: any) => q.queue), ["money"])
-      assert.deepStrictEqual((yield* postJson(`${origin}/api/queues/money/resume`, {}, bearer)).body, { queue: "money", paused: false, changed: true })
+      assert.deepStrictEqual(
+        (yield* request(`${origin}/api/queues/paused`, { headers: bearer })).body.paused.map((q: any) => q.queue),
+        ["money"]
+      )
+      assert.deepStrictEqual((yield* postJson(`${origin}/api/queues/money/resume`, {}, bearer)).body, {
+        queue: "money",
+        paused: false,
+        changed: true
+      })
 
       const put = (name: string, definition: unknown) =>
         request(`${origin}/api/schedules/${name}`, {
@@ -382,12 +497,24 @@ describe("admin API routes", () => {
           headers: { "content-type": "application/json", ...bearer },
           body: JSON.stringify(definition)
         })
-      const definition = { cron: "0 3 * * *", timeZone: "Europe/Paris", kind: "refund", payload: { order: "N", amount: 1 }, missed: "once" }
+      const definition = {
+        cron: "0 3 * * *",
+        timeZone: "Europe/Paris",
+        kind: "refund",
+        payload: { order: "N", amount: 1 },
+        missed: "once"
+      }
       const created = yield* put("nightly", definition)
       assert.deepStrictEqual([created.status, created.body], [201, { name: "nightly", outcome: "created" }])
       assert.deepStrictEqual((yield* put("nightly", definition)).body, { name: "nightly", outcome: "unchanged" })
       const [listed] = (yield* request(`${origin}/api/schedules`, { headers: bearer })).body.schedules
-      assert.deepInclude(listed, { name: "nightly", cron: "0 3 * * *", timeZone: "Europe/Paris", missed: "once", paused: false })
+      assert.deepInclude(listed, {
+        name: "nightly",
+        cron: "0 3 * * *",
+        timeZone: "Europe/Paris",
+        missed: "once",
+        paused: false
+      })
       assert.strictEqual(listed.nextTicks.length, 3)
 
       const before = yield* snapshot(stores)
@@ -396,15 +523,30 @@ describe("admin API routes", () => {
       assert.match(badCron.body.message, /cron/)
       const badZone = yield* put("other", { ...definition, timeZone: "Mars/Olympus" })
       assert.deepStrictEqual([badZone.status, badZone.body.error], [400, "invalid-option"])
-      const notJson = yield* request(`${origin}/api/schedules/other`, { method: "PUT", headers: { "content-type": "application/json", ...bearer }, body: "{" })
+      const notJson = yield* request(`${origin}/api/schedules/other`, {
+        method: "PUT",
+        headers: { "content-type": "application/json", ...bearer },
+        body: "{"
+      })
       assert.strictEqual(notJson.status, 400)
       const unknown = yield* postJson(`${origin}/api/schedules/nope/pause`, {}, bearer)
       assert.deepStrictEqual([unknown.status, unknown.body.error], [404, "not-found"])
       assert.strictEqual(yield* snapshot(stores), before)
 
-      assert.deepStrictEqual((yield* postJson(`${origin}/api/schedules/nightly/pause`, {}, bearer)).body, { name: "nightly", paused: true, changed: true })
-      assert.deepStrictEqual((yield* request(`${origin}/api/schedules`, { headers: bearer })).body.schedules[0].nextTicks, [])
-      assert.deepStrictEqual((yield* postJson(`${origin}/api/schedules/nightly/resume`, {}, bearer)).body, { name: "nightly", paused: false, changed: true })
+      assert.deepStrictEqual((yield* postJson(`${origin}/api/schedules/nightly/pause`, {}, bearer)).body, {
+        name: "nightly",
+        paused: true,
+        changed: true
+      })
+      assert.deepStrictEqual(
+        (yield* request(`${origin}/api/schedules`, { headers: bearer })).body.schedules[0].nextTicks,
+        []
+      )
+      assert.deepStrictEqual((yield* postJson(`${origin}/api/schedules/nightly/resume`, {}, bearer)).body, {
+        name: "nightly",
+        paused: false,
+        changed: true
+      })
     }))
 
   it.live("the event stream delivers a change driven by the store's notifications", () =>
@@ -413,7 +555,9 @@ describe("admin API routes", () => {
       const { origin } = yield* startServer(stores, { handlers: [refund], token })
       const controller = new AbortController()
       yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))
-      const response = yield* Effect.promise(() => fetch(`${origin}/api/events`, { headers: bearer, signal: controller.signal }))
+      const response = yield* Effect.promise(() =>
+        fetch(`${origin}/api/events`, { headers: bearer, signal: controller.signal })
+      )
       assert.strictEqual(response.status, 200)
       assert.match(response.headers.get("content-type")!, /^text\/event-stream/)
       const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
@@ -428,7 +572,11 @@ describe("admin API routes", () => {
         })
       // Subscribed: what is sent from now on arrives.
       yield* readUntil("event: ready")
-      const created = yield* postJson(`${origin}/api/runs`, { kind: "refund", payload: { order: "S-1", amount: 1 }, queue: "live" }, bearer)
+      const created = yield* postJson(`${origin}/api/runs`, {
+        kind: "refund",
+        payload: { order: "S-1", amount: 1 },
+        queue: "live"
+      }, bearer)
       assert.strictEqual(created.status, 201)
       yield* readUntil(`data: {"_tag":"RunsAvailable","queue":"live"}`)
       assert.include(text, "event: runs-available")
@@ -462,7 +610,11 @@ describe("long names and tokens in paths, malformed and oversized URLs (issue 40
       const { origin } = yield* startServer(stores, { handlers: [refund], token })
       const at = (path: string) => `${origin}${path}`
       const send = (method: string, path: string, body: unknown = {}) =>
-        request(at(path), { method, headers: { "content-type": "application/json", ...bearer }, body: JSON.stringify(body) })
+        request(at(path), {
+          method,
+          headers: { "content-type": "application/json", ...bearer },
+          body: JSON.stringify(body)
+        })
       const schedule = { cron: "0 3 * * *", kind: "refund", payload: { order: "N", amount: 1 } }
       const rate = { limit: 5, intervalMs: 1000 }
       // 255 bytes: 253 ASCII characters and a two-byte "é"; 1,024 bytes for a token.
@@ -485,14 +637,31 @@ describe("long names and tokens in paths, malformed and oversized URLs (issue 40
       ]
       for (const [method, path, body, field] of refusals) {
         const refused = yield* send(method, path, body)
-        assert.deepStrictEqual([refused.status, refused.body.error], [400, "invalid-option"], `${method} ${path.slice(0, 40)}`)
+        assert.deepStrictEqual(
+          [refused.status, refused.body.error],
+          [400, "invalid-option"],
+          `${method} ${path.slice(0, 40)}`
+        )
         const bytes = field === "token" ? 1025 : 256
         const max = field === "token" ? 1024 : 255
-        assert.strictEqual(refused.body.message, `invalid option ${field}: is ${bytes} bytes long, over the limit of ${max}`)
+        assert.strictEqual(
+          refused.body.message,
+          `invalid option ${field}: is ${bytes} bytes long, over the limit of ${max}`
+        )
       }
       // A run id has no byte limit of its own: a long one reaches its route and is no run (the API's 404, not the router's).
-      for (const [method, path] of [["GET", `/api/runs/${"9".repeat(200)}`], ["POST", `/api/runs/${"9".repeat(200)}/cancel`]] as const) {
-        const unknown = yield* request(at(path), method === "GET" ? { headers: bearer } : { method, headers: { "content-type": "application/json", ...bearer }, body: "{}" })
+      for (
+        const [method, path] of [["GET", `/api/runs/${"9".repeat(200)}`], [
+          "POST",
+          `/api/runs/${"9".repeat(200)}/cancel`
+        ]] as const
+      ) {
+        const unknown = yield* request(
+          at(path),
+          method === "GET"
+            ? { headers: bearer }
+            : { method, headers: { "content-type": "application/json", ...bearer }, body: "{}" }
+        )
         assert.deepStrictEqual([unknown.status, unknown.body.error], [404, "not-found"], path.slice(0, 40))
       }
       assert.strictEqual(yield* snapshot(stores), before)
@@ -500,22 +669,49 @@ describe("long names and tokens in paths, malformed and oversized URLs (issue 40
 
       const paused = yield* send("POST", `/api/queues/${e(name)}/pause`)
       assert.deepStrictEqual([paused.status, paused.body], [200, { queue: name, paused: true, changed: true }])
-      const pausedRows = yield* stores.sql.unsafe<{ queue: string }>(`SELECT queue FROM "${stores.schema}".paused_queues`)
+      const pausedRows = yield* stores.sql.unsafe<{ queue: string }>(
+        `SELECT queue FROM "${stores.schema}".paused_queues`
+      )
       assert.deepStrictEqual(pausedRows.map((r) => r.queue), [name])
-      assert.deepStrictEqual((yield* send("POST", `/api/queues/${e(name)}/resume`)).body, { queue: name, paused: false, changed: true })
+      assert.deepStrictEqual((yield* send("POST", `/api/queues/${e(name)}/resume`)).body, {
+        queue: name,
+        paused: false,
+        changed: true
+      })
 
-      assert.deepStrictEqual((yield* send("PUT", `/api/schedules/${e(name)}`, schedule)).body, { name, outcome: "created" })
-      assert.deepStrictEqual((yield* send("POST", `/api/schedules/${e(name)}/pause`)).body, { name, paused: true, changed: true })
-      assert.deepStrictEqual((yield* send("POST", `/api/schedules/${e(name)}/resume`)).body, { name, paused: false, changed: true })
+      assert.deepStrictEqual((yield* send("PUT", `/api/schedules/${e(name)}`, schedule)).body, {
+        name,
+        outcome: "created"
+      })
+      assert.deepStrictEqual((yield* send("POST", `/api/schedules/${e(name)}/pause`)).body, {
+        name,
+        paused: true,
+        changed: true
+      })
+      assert.deepStrictEqual((yield* send("POST", `/api/schedules/${e(name)}/resume`)).body, {
+        name,
+        paused: false,
+        changed: true
+      })
 
       const kind = "k".repeat(255)
       assert.deepStrictEqual((yield* send("PUT", `/api/rate-limits/kind/${kind}`, rate)).status, 200)
       assert.deepStrictEqual((yield* rateLimits(stores)).map((r) => r.name), [kind])
-      assert.deepStrictEqual((yield* send("DELETE", `/api/rate-limits/kind/${kind}`)).body, { scope: "kind", name: kind, removed: true })
+      assert.deepStrictEqual((yield* send("DELETE", `/api/rate-limits/kind/${kind}`)).body, {
+        scope: "kind",
+        name: kind,
+        removed: true
+      })
 
       const id = yield* enqueue(stores, "T-1")
       const [claimed] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["refund"], limit: 1, ttl })
-      yield* stores.a.suspend({ runId: claimed!.id, fence: claimed!.fence, signal: "approval", token: signalToken, timeout: undefined })
+      yield* stores.a.suspend({
+        runId: claimed!.id,
+        fence: claimed!.fence,
+        signal: "approval",
+        token: signalToken,
+        timeout: undefined
+      })
       const resumed = yield* send("POST", `/api/tokens/${signalToken}/resume`, { payload: { approved: true } })
       assert.deepStrictEqual([resumed.status, resumed.body], [200, { id }])
       assert.strictEqual((yield* stores.a.get(id)).state, "pending")
@@ -532,7 +728,10 @@ describe("long names and tokens in paths, malformed and oversized URLs (issue 40
           const refused = yield* postJson(`${origin}${path}`, {}, bearer)
           assert.deepStrictEqual(
             [refused.status, refused.body],
-            [400, { error: "malformed-path", message: "the path is not valid percent-encoded UTF-8 (a stray %, or bytes that are not UTF-8)" }],
+            [400, {
+              error: "malformed-path",
+              message: "the path is not valid percent-encoded UTF-8 (a stray %, or bytes that are not UTF-8)"
+            }],
             path
           )
         }
@@ -581,11 +780,18 @@ describe("leasehold serve", () => {
   it.live("serves the API with the environment's token and never prints the token or the secrets", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      const env = { LEASEHOLD_ADMIN_TOKEN: token, LEASEHOLD_CALLBACK_SECRETS: secretNew, LEASEHOLD_WEBHOOK_SECRETS: webhookSecret }
+      const env = {
+        LEASEHOLD_ADMIN_TOKEN: token,
+        LEASEHOLD_CALLBACK_SECRETS: secretNew,
+        LEASEHOLD_WEBHOOK_SECRETS: webhookSecret
+      }
       const { child, exited } = yield* background(["serve", "--port", "0", ...connection(stores.schema)], { env })
       let stdout = ""
       child.stdout!.setEncoding("utf8").on("data", (chunk: string) => void (stdout += chunk))
-      const origin = yield* eventually("the server says where it listens", Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1]))
+      const origin = yield* eventually(
+        "the server says where it listens",
+        Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1])
+      )
       assert.strictEqual((yield* request(`${origin}/api/runs`)).status, 401)
       assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: bearer })).status, 200)
       child.kill("SIGTERM")
@@ -605,7 +811,10 @@ describe("leasehold serve", () => {
           const { child } = yield* background(["serve", "--port", "0", ...args, ...connection(stores.schema)], { env })
           let stdout = ""
           child.stdout!.setEncoding("utf8").on("data", (chunk: string) => void (stdout += chunk))
-          const origin = yield* eventually("the server listens", Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1]))
+          const origin = yield* eventually(
+            "the server listens",
+            Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1])
+          )
           return { origin, line: () => stdout }
         })
       const callbacksOnly = yield* started(["--callbacks-only"])
@@ -632,7 +841,10 @@ describe("leasehold serve", () => {
       })
       let stdout = ""
       child.stdout!.setEncoding("utf8").on("data", (chunk: string) => void (stdout += chunk))
-      const origin = yield* eventually("the server listens", Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1]))
+      const origin = yield* eventually(
+        "the server listens",
+        Effect.sync(() => /serving on (http:\/\/\S+)/.exec(stdout)?.[1])
+      )
       assert.include(stdout, "(no callback route: LEASEHOLD_CALLBACK_SECRETS is not set)")
       assert.strictEqual((yield* request(`${origin}/api/runs`, { headers: bearer })).status, 200)
       assert.strictEqual((yield* request(`${origin}/`, { headers: bearer })).status, 200, "the console")
@@ -643,13 +855,18 @@ describe("leasehold serve", () => {
   it.live("callbacks only without secrets, a secret set but invalid, or no token on a public address: one line naming the variable, exit 2", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      const callbacksOnly = yield* leasehold(["serve", "--port", "0", "--callbacks-only", ...connection(stores.schema)], {
-        env: { LEASEHOLD_CALLBACK_SECRETS: "" }
-      })
+      const callbacksOnly = yield* leasehold(
+        ["serve", "--port", "0", "--callbacks-only", ...connection(stores.schema)],
+        {
+          env: { LEASEHOLD_CALLBACK_SECRETS: "" }
+        }
+      )
       assert.strictEqual(callbacksOnly.code, 2)
       assert.match(callbacksOnly.stderr, /^leasehold: invalid option LEASEHOLD_CALLBACK_SECRETS: /)
       assert.strictEqual(callbacksOnly.stderr.split("\n").filter((l) => l.length > 0).length, 1)
-      const invalid = yield* leasehold(["serve", "--port", "0", ...connection(stores.schema)], { env: { LEASEHOLD_CALLBACK_SECRETS: "short" } })
+      const invalid = yield* leasehold(["serve", "--port", "0", ...connection(stores.schema)], {
+        env: { LEASEHOLD_CALLBACK_SECRETS: "short" }
+      })
       assert.strictEqual(invalid.code, 2)
       assert.match(invalid.stderr, /^leasehold: invalid option LEASEHOLD_CALLBACK_SECRETS: /)
       const open = yield* leasehold(["serve", "--port", "0", "--host", "0.0.0.0", ...connection(stores.schema)], {

@@ -12,11 +12,11 @@ import {
   at,
   callbacksOptions,
   callbackUrl,
+  legacySignature,
   postJson,
   request,
   secretNew,
   secretOld,
-  legacySignature,
   signature,
   snapshot,
   startServer,
@@ -52,7 +52,13 @@ const claimWithUrl = (stores: Stores, signal = "approval", order = "A-1") =>
     return { runId, fence: claimed!.fence, url }
   })
 
-const urlUnder = (stores: Stores, runId: string, fence: number, signal = "approval", expiresIn: Duration.Input = "1 hour") =>
+const urlUnder = (
+  stores: Stores,
+  runId: string,
+  fence: number,
+  signal = "approval",
+  expiresIn: Duration.Input = "1 hour"
+) =>
   Callback.url(signal, { expiresIn }).pipe(
     Effect.provideService(Fence, { runId, fence, owner: "test" }),
     Effect.provideService(RunStore, stores.a),
@@ -63,7 +69,13 @@ const urlUnder = (stores: Stores, runId: string, fence: number, signal = "approv
 const suspended = (stores: Stores, signal = "approval", order = "A-1") =>
   Effect.gen(function*() {
     const run = yield* claimWithUrl(stores, signal, order)
-    const outcome = yield* stores.a.suspend({ runId: run.runId, fence: run.fence, signal, token: `t-${order}`, timeout: undefined })
+    const outcome = yield* stores.a.suspend({
+      runId: run.runId,
+      fence: run.fence,
+      signal,
+      token: `t-${order}`,
+      timeout: undefined
+    })
     assert.strictEqual(outcome._tag, "Suspended")
     return run
   })
@@ -122,7 +134,10 @@ describe("callback URLs", () => {
       const second = yield* urlUnder(stores, run.runId, run.fence)
       assert.strictEqual(second, run.url)
       const url = new URL(run.url)
-      assert.strictEqual(`${url.origin}${url.pathname}`, `https://callbacks.example.test/callbacks/${run.runId}/approval`)
+      assert.strictEqual(
+        `${url.origin}${url.pathname}`,
+        `https://callbacks.example.test/callbacks/${run.runId}/approval`
+      )
       const exp = url.searchParams.get("exp")!
       assert.match(exp, /^\d+$/)
       // Signed with the first secret, as base64url HMAC-SHA256 over v1.<run>.<signal>.<exp>.
@@ -149,17 +164,64 @@ describe("callback URLs", () => {
       const cases: Array<[string, Effect.Effect<{ status: number; body: any }>, number, string]> = [
         ["no sig", postJson(`${base}?exp=${exp}`, { approved: true }), 401, "signature-missing"],
         ["no exp", postJson(`${base}?sig=${sig}`, { approved: true }), 401, "signature-missing"],
-        ["tampered sig", postJson(`${base}?exp=${exp}&sig=${sig.slice(0, -2)}AA`, { approved: true }), 403, "signature-invalid"],
-        ["tampered exp", postJson(`${base}?exp=${exp + 3600}&sig=${sig}`, { approved: true }), 403, "signature-invalid"],
-        ["tampered run", postJson(`${origin}/callbacks/${other.runId}/approval${url.search}`, { approved: true }), 403, "signature-invalid"],
-        ["tampered signal", postJson(`${origin}/callbacks/${run.runId}/other${url.search}`, { approved: true }), 403, "signature-invalid"],
-        ["signed by an unknown key", postJson(callbackUrl(origin, "x".repeat(40), run.runId, "approval", exp), { approved: true }), 403, "signature-invalid"],
-        ["expired", postJson(callbackUrl(origin, secretNew, run.runId, "approval", Math.floor(Date.now() / 1000) - 1), { approved: true }), 410, "expired"],
-        ["unknown run", postJson(callbackUrl(origin, secretNew, "999999", "approval", exp), { approved: true }), 404, "run-not-found"],
+        [
+          "tampered sig",
+          postJson(`${base}?exp=${exp}&sig=${sig.slice(0, -2)}AA`, { approved: true }),
+          403,
+          "signature-invalid"
+        ],
+        [
+          "tampered exp",
+          postJson(`${base}?exp=${exp + 3600}&sig=${sig}`, { approved: true }),
+          403,
+          "signature-invalid"
+        ],
+        [
+          "tampered run",
+          postJson(`${origin}/callbacks/${other.runId}/approval${url.search}`, { approved: true }),
+          403,
+          "signature-invalid"
+        ],
+        [
+          "tampered signal",
+          postJson(`${origin}/callbacks/${run.runId}/other${url.search}`, { approved: true }),
+          403,
+          "signature-invalid"
+        ],
+        [
+          "signed by an unknown key",
+          postJson(callbackUrl(origin, "x".repeat(40), run.runId, "approval", exp), { approved: true }),
+          403,
+          "signature-invalid"
+        ],
+        [
+          "expired",
+          postJson(callbackUrl(origin, secretNew, run.runId, "approval", Math.floor(Date.now() / 1000) - 1), {
+            approved: true
+          }),
+          410,
+          "expired"
+        ],
+        [
+          "unknown run",
+          postJson(callbackUrl(origin, secretNew, "999999", "approval", exp), { approved: true }),
+          404,
+          "run-not-found"
+        ],
         ["malformed JSON", postJson(url.href, "{\"approved\":", {}), 400, "invalid-json"],
         ["body fails the signal's schema", postJson(url.href, { approved: "yes" }), 400, "invalid-payload"],
-        ["body over 1 MiB", postJson(url.href, { approved: true, pad: "x".repeat(1024 * 1024) }), 413, "body-too-large"],
-        ["body over 1 MiB, chunked (no content-length)", request(url.href, chunked(1024 * 1024 + 1)), 413, "body-too-large"],
+        [
+          "body over 1 MiB",
+          postJson(url.href, { approved: true, pad: "x".repeat(1024 * 1024) }),
+          413,
+          "body-too-large"
+        ],
+        [
+          "body over 1 MiB, chunked (no content-length)",
+          request(url.href, chunked(1024 * 1024 + 1)),
+          413,
+          "body-too-large"
+        ],
         ["GET", request(url.href), 405, "method-not-allowed"],
         ["PUT", request(url.href, { method: "PUT", body: "{}" }), 405, "method-not-allowed"]
       ]
@@ -183,11 +245,20 @@ describe("callback URLs", () => {
       yield* stores.a.cancel(cancelled.runId)
 
       const timing = yield* claimWithUrl(stores, "approval", "T-1")
-      yield* stores.a.suspend({ runId: timing.runId, fence: timing.fence, signal: "approval", token: "t-T-1", timeout: Duration.millis(1) })
+      yield* stores.a.suspend({
+        runId: timing.runId,
+        fence: timing.fence,
+        signal: "approval",
+        token: "t-T-1",
+        timeout: Duration.millis(1)
+      })
       // The deadline passes by the database's clock; the sweep records the time-out.
       yield* eventually(
         "the timed-out run is claimed again",
-        Effect.map(stores.a.claim({ owner: "test", queues: ["default"], kinds: ["approve"], limit: 1, ttl }), (c) => c.length > 0)
+        Effect.map(
+          stores.a.claim({ owner: "test", queues: ["default"], kinds: ["approve"], limit: 1, ttl }),
+          (c) => c.length > 0
+        )
       )
 
       const before = yield* snapshot(stores)
@@ -223,7 +294,10 @@ describe("callback URLs", () => {
       const { origin } = yield* startServer(stores, { handlers: [approve], secrets: [secretNew, secretOld] })
       const run = yield* suspended(stores)
       const other = yield* suspended(stores, "approval", "B-2")
-      assert.strictEqual(new URL(run.url).searchParams.get("sig"), signature(secretNew, run.runId, "approval", new URL(run.url).searchParams.get("exp")!))
+      assert.strictEqual(
+        new URL(run.url).searchParams.get("sig"),
+        signature(secretNew, run.runId, "approval", new URL(run.url).searchParams.get("exp")!)
+      )
       const exp = Math.floor(Date.now() / 1000) + 600
       const old = yield* postJson(callbackUrl(origin, secretOld, run.runId, "approval", exp), { approved: true })
       assert.strictEqual(old.status, 200)
@@ -260,7 +334,9 @@ describe("signatures that cannot be re-split (issue 27)", () => {
       const late = yield* postJson(resplit, { approved: true })
       assert.deepStrictEqual([late.status, late.body.error], [403, "exp-invalid"])
       // The signal shifted into the exp's place, the other way round, is no better.
-      const shifted = yield* postJson(`${origin}/callbacks/${run.runId}/approval.v2.${exp}?exp=&sig=${sig}`, { approved: true })
+      const shifted = yield* postJson(`${origin}/callbacks/${run.runId}/approval.v2.${exp}?exp=&sig=${sig}`, {
+        approved: true
+      })
       assert.strictEqual(shifted.status, 403)
 
       assert.strictEqual(yield* snapshot(stores), before)
@@ -274,8 +350,21 @@ describe("signatures that cannot be re-split (issue 27)", () => {
       const run = yield* suspended(stores)
       const before = yield* snapshot(stores)
       const now = Math.floor(Date.now() / 1000)
-      for (const exp of ["Infinity", "1e12", `${now + 3600}.5`, `+${now + 3600}`, ` ${now + 3600}`, "0x7fffffff", "9".repeat(13), "-1"]) {
-        const url = `${origin}/callbacks/${run.runId}/approval?exp=${encodeURIComponent(exp)}&sig=${signature(secretNew, run.runId, "approval", exp)}`
+      for (
+        const exp of [
+          "Infinity",
+          "1e12",
+          `${now + 3600}.5`,
+          `+${now + 3600}`,
+          ` ${now + 3600}`,
+          "0x7fffffff",
+          "9".repeat(13),
+          "-1"
+        ]
+      ) {
+        const url = `${origin}/callbacks/${run.runId}/approval?exp=${encodeURIComponent(exp)}&sig=${
+          signature(secretNew, run.runId, "approval", exp)
+        }`
         const answer = yield* postJson(url, { approved: true })
         assert.deepStrictEqual([answer.status, answer.body.error], [403, "exp-invalid"], exp)
       }
@@ -292,23 +381,32 @@ describe("signatures that cannot be re-split (issue 27)", () => {
       const before = yield* snapshot(stores)
       // Its re-split and a dotted signal's own v1 URL are refused.
       const resplit = yield* postJson(
-        `${origin}/callbacks/${dotted.runId}/approval?exp=v2.${exp}&sig=${legacySignature(secretNew, dotted.runId, "approval.v2", exp)}`,
+        `${origin}/callbacks/${dotted.runId}/approval?exp=v2.${exp}&sig=${
+          legacySignature(secretNew, dotted.runId, "approval.v2", exp)
+        }`,
         { approved: true }
       )
       assert.deepStrictEqual([resplit.status, resplit.body.error], [403, "exp-invalid"])
       const dottedV1 = yield* postJson(
-        `${origin}/callbacks/${dotted.runId}/approval.v2?exp=${exp}&sig=${legacySignature(secretNew, dotted.runId, "approval.v2", exp)}`,
+        `${origin}/callbacks/${dotted.runId}/approval.v2?exp=${exp}&sig=${
+          legacySignature(secretNew, dotted.runId, "approval.v2", exp)
+        }`,
         { approved: true }
       )
       assert.deepStrictEqual([dottedV1.status, dottedV1.body.error], [403, "signature-invalid"])
       assert.strictEqual(yield* snapshot(stores), before)
       const v1 = yield* postJson(
-        `${origin}/callbacks/${plain.runId}/approval?exp=${exp}&sig=${legacySignature(secretNew, plain.runId, "approval", exp)}`,
+        `${origin}/callbacks/${plain.runId}/approval?exp=${exp}&sig=${
+          legacySignature(secretNew, plain.runId, "approval", exp)
+        }`,
         { approved: true }
       )
       assert.deepStrictEqual(v1.body, { status: "resumed", runId: plain.runId })
       // The dotted signal's v2 URL works.
-      assert.deepStrictEqual((yield* postJson(at(origin, dotted.url), { approved: true })).body, { status: "resumed", runId: dotted.runId })
+      assert.deepStrictEqual((yield* postJson(at(origin, dotted.url), { approved: true })).body, {
+        status: "resumed",
+        runId: dotted.runId
+      })
     }))
 })
 
@@ -355,7 +453,10 @@ describe("long signal names (issue 40)", () => {
       const exp = Math.floor(Date.now() / 1000) + 3600
       const before = yield* snapshot(stores)
       const refused = yield* postJson(callbackUrl(origin, secretNew, run.runId, over, exp), { approved: true })
-      assert.deepStrictEqual([refused.status, refused.body], [400, { error: "invalid-signal", message: "signal is 256 bytes long, over the limit of 255" }])
+      assert.deepStrictEqual([refused.status, refused.body], [400, {
+        error: "invalid-signal",
+        message: "signal is 256 bytes long, over the limit of 255"
+      }])
       assert.strictEqual(yield* snapshot(stores), before)
       const answer = yield* postJson(at(origin, run.url), { approved: true })
       assert.deepStrictEqual([answer.status, answer.body], [200, { status: "resumed", runId: run.runId }])
@@ -386,7 +487,10 @@ describe("long signal names (issue 40)", () => {
       assert.include(minted[0]!, `/callbacks/${runId}/${signal}?`)
       const answer = yield* postJson(at(origin, minted[0]!), { approved: true })
       assert.deepStrictEqual([answer.status, answer.body], [200, { status: "resumed", runId }])
-      const done = yield* eventually("the run completes", Effect.map(stores.a.get(runId), (r) => r.state === "completed" && r))
+      const done = yield* eventually(
+        "the run completes",
+        Effect.map(stores.a.get(runId), (r) => r.state === "completed" && r)
+      )
       assert.strictEqual(done.fence, 2)
       assert.deepStrictEqual(done.result, { _tag: "Signalled", payload: { approved: true } })
     }))
@@ -401,16 +505,27 @@ describe("bad input to a callback (issue 27)", () => {
       const recording = yield* claimWithUrl(stores, "approval", "R-1")
       const before = yield* snapshot(stores)
       for (const target of [run, recording]) {
-        const nul = yield* postJson(at(origin, target.url), '{"approved":true,"note":"a\\u0000b"}')
+        const nul = yield* postJson(at(origin, target.url), "{\"approved\":true,\"note\":\"a\\u0000b\"}")
         assert.strictEqual(nul.status, 400)
         assert.strictEqual(nul.body.error, "unstorable")
         assert.include(nul.body.message, "$.note holds a NUL")
-        const key = yield* postJson(at(origin, target.url), '{"approved":true,"\\u0000":1}')
+        const key = yield* postJson(at(origin, target.url), "{\"approved\":true,\"\\u0000\":1}")
         assert.strictEqual(key.status, 400)
         assert.include(key.body.message, "(a key) holds a NUL")
       }
-      for (const contentType of ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "application/jsonp"]) {
-        const answer = yield* request(at(origin, run.url), { method: "POST", headers: { "content-type": contentType }, body: "{\"approved\":true}" })
+      for (
+        const contentType of [
+          "text/plain",
+          "application/x-www-form-urlencoded",
+          "application/json; charset=latin1",
+          "application/jsonp"
+        ]
+      ) {
+        const answer = yield* request(at(origin, run.url), {
+          method: "POST",
+          headers: { "content-type": contentType },
+          body: "{\"approved\":true}"
+        })
         assert.deepStrictEqual([answer.status, answer.body.error], [415, "unsupported-media-type"], contentType)
       }
       const none = yield* request(at(origin, run.url), { method: "POST", body: new Blob(["{\"approved\":true}"]) })
@@ -418,7 +533,9 @@ describe("bad input to a callback (issue 27)", () => {
       assert.strictEqual(yield* snapshot(stores), before)
       assert.deepStrictEqual((yield* runRow(stores, recording.runId)).signals, {})
       // JSON by another name is accepted: +json and an explicit UTF-8 charset.
-      const accepted = yield* postJson(at(origin, run.url), { approved: true }, { "content-type": "application/cloudevents+json; charset=UTF-8" })
+      const accepted = yield* postJson(at(origin, run.url), { approved: true }, {
+        "content-type": "application/cloudevents+json; charset=UTF-8"
+      })
       assert.deepStrictEqual(accepted.body, { status: "resumed", runId: run.runId })
     }))
 })
@@ -446,10 +563,18 @@ describe("requiring the body's webhook signature (issue 27)", () => {
       const stores = yield* twoStores
       const { origin } = yield* startServer(stores, { handlers: [approve], requireWebhookSignature: false })
       const run = yield* suspended(stores)
-      assert.deepStrictEqual((yield* postJson(at(origin, run.url), { approved: true })).body, { status: "resumed", runId: run.runId })
-      const without = yield* Callbacks.make({ ...callbacksOptions({ webhookSecrets: [] }), requireWebhookSignature: undefined })
+      assert.deepStrictEqual((yield* postJson(at(origin, run.url), { approved: true })).body, {
+        status: "resumed",
+        runId: run.runId
+      })
+      const without = yield* Callbacks.make({
+        ...callbacksOptions({ webhookSecrets: [] }),
+        requireWebhookSignature: undefined
+      })
       assert.isFalse(without.webhookSignatureRequired)
-      const impossible = yield* Effect.flip(Callbacks.make({ ...callbacksOptions({ webhookSecrets: [] }), requireWebhookSignature: true }))
+      const impossible = yield* Effect.flip(
+        Callbacks.make({ ...callbacksOptions({ webhookSecrets: [] }), requireWebhookSignature: true })
+      )
       assert.deepInclude(impossible, { _tag: "InvalidConfig", option: "LEASEHOLD_REQUIRE_WEBHOOK_SIGNATURE" })
     }))
 })
@@ -476,7 +601,10 @@ describe("Callbacks configuration", () => {
       }
       // Several secrets in one value, comma-separated: the first signs.
       const rotated = yield* Callbacks.make({ ...options, secrets: Redacted.make(`${secretNew}, ${secretOld}`) })
-      assert.strictEqual(rotated.sign("7", "approval", "1900000000"), signature(secretNew, "7", "approval", "1900000000"))
+      assert.strictEqual(
+        rotated.sign("7", "approval", "1900000000"),
+        signature(secretNew, "7", "approval", "1900000000")
+      )
       assert.isTrue(rotated.verify("7", "approval", "1900000000", signature(secretOld, "7", "approval", "1900000000")))
       assert.isFalse(rotated.verify("7", "approval", "1900000001", signature(secretOld, "7", "approval", "1900000000")))
     }))
@@ -492,10 +620,22 @@ describe("Standard Webhooks", () => {
       const url = at(origin, run.url)
       const body = JSON.stringify({ approved: true })
 
-      const stale = yield* postJson(url, body, webhookHeaders("msg_1", body, { timestamp: Math.floor(Date.now() / 1000) - 600 }))
-      const future = yield* postJson(url, body, webhookHeaders("msg_1", body, { timestamp: Math.floor(Date.now() / 1000) + 600 }))
+      const stale = yield* postJson(
+        url,
+        body,
+        webhookHeaders("msg_1", body, { timestamp: Math.floor(Date.now() / 1000) - 600 })
+      )
+      const future = yield* postJson(
+        url,
+        body,
+        webhookHeaders("msg_1", body, { timestamp: Math.floor(Date.now() / 1000) + 600 })
+      )
       const tampered = yield* postJson(url, JSON.stringify({ approved: false }), webhookHeaders("msg_1", body))
-      const wrongKey = yield* postJson(url, body, webhookHeaders("msg_1", body, { key: Buffer.from("another key entirely, 32 bytes!!") }))
+      const wrongKey = yield* postJson(
+        url,
+        body,
+        webhookHeaders("msg_1", body, { key: Buffer.from("another key entirely, 32 bytes!!") })
+      )
       const { "webhook-signature": _, ...incomplete } = webhookHeaders("msg_1", body)
       const missing = yield* postJson(url, body, incomplete)
       for (const [name, answer] of Object.entries({ stale, future, tampered, wrongKey, missing })) {
@@ -509,10 +649,15 @@ describe("Standard Webhooks", () => {
 
       // Several signatures may be sent; one that matches is enough.
       const headers = webhookHeaders("msg_1", body)
-      const delivered = yield* postJson(url, body, { ...headers, "webhook-signature": `v1,AAAA ${headers["webhook-signature"]}` })
+      const delivered = yield* postJson(url, body, {
+        ...headers,
+        "webhook-signature": `v1,AAAA ${headers["webhook-signature"]}`
+      })
       assert.strictEqual(delivered.status, 200)
       assert.strictEqual(delivered.body.status, "resumed")
-      const ids = yield* stores.sql.unsafe<{ id: string; run_id: string }>(`SELECT id, run_id::text FROM "${stores.schema}".signal_deliveries`)
+      const ids = yield* stores.sql.unsafe<{ id: string; run_id: string }>(
+        `SELECT id, run_id::text FROM "${stores.schema}".signal_deliveries`
+      )
       assert.deepStrictEqual(ids, [{ id: "msg_1", run_id: run.runId }])
 
       const before = yield* snapshot(stores)
@@ -546,7 +691,14 @@ describe("a callback racing a reclaim", () => {
       const second = yield* postJson(at(origin, a.url), { approved: true })
       assert.deepStrictEqual(second.body, { status: "duplicate", runId: a.runId })
 
-      const currentRun = { kind: "approve", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }
+      const currentRun = {
+        kind: "approve",
+        queue: "default",
+        attempt: 1,
+        maxAttempts: 5,
+        checkpoint: null,
+        signals: {}
+      }
       const awaitAs = (fence: number, store: RunStore["Service"]) =>
         Run.awaitSignal("approval", { token: "t-race" }).pipe(
           Effect.provideService(Fence, { runId: a.runId, fence, owner: fence === 1 ? "a" : "b" }),

@@ -3,10 +3,10 @@
  * each refusal's status, with nothing written (the journal's deferreds and the run unchanged), the
  * re-splits of a signed text refused, and the accepted completion that resumes the suspended workflow.
  */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Callbacks, DeferredCallbacks } from "@leasehold/http"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
@@ -14,8 +14,8 @@ import { WorkflowInstance } from "effect/workflow/WorkflowEngine"
 import { createServer } from "node:http"
 import { appLayer, Approved, createLedger, Refund } from "./fixtures/workflows.js"
 import { databaseUrl, freshSchema } from "./support/db.js"
-import { eventually } from "./support/workers.js"
 import { deferredSignature, legacyDeferredSignature, secretNew } from "./support/http.js"
+import { eventually } from "./support/workers.js"
 
 const callbacksLayer = Callbacks.layer({ baseUrl: "https://callbacks.example.test", secrets: Redacted.make(secretNew) })
 
@@ -27,13 +27,16 @@ describe("deferred callback URLs", () => {
         disableLogger: true,
         disableListenLog: true
       }).pipe(Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" })))
-      const context = yield* Layer.build(server.pipe(Layer.provideMerge(callbacksLayer), Layer.provideMerge(appLayer(databaseUrl(), schema, 0))))
+      const context = yield* Layer.build(
+        server.pipe(Layer.provideMerge(callbacksLayer), Layer.provideMerge(appLayer(databaseUrl(), schema, 0)))
+      )
       const sql = Context.get(context, SqlClient.SqlClient)
       yield* createLedger(sql, schema)
-      yield* LeaseholdWorkflows.worker({ ttl: "2 seconds", pollInterval: "50 millis", shutdownGrace: "200 millis" }).pipe(
-        Effect.provideContext(context),
-        Effect.forkScoped
-      )
+      yield* LeaseholdWorkflows.worker({ ttl: "2 seconds", pollInterval: "50 millis", shutdownGrace: "200 millis" })
+        .pipe(
+          Effect.provideContext(context),
+          Effect.forkScoped
+        )
       const address = Context.get(context, HttpServer.HttpServer).address
       assert(address._tag !== "UnixPathAddress")
       const origin = `http://127.0.0.1:${address.port}`
@@ -42,9 +45,12 @@ describe("deferred callback URLs", () => {
       const executionId = yield* Refund.executionId(payload)
       yield* Refund.execute(payload, { discard: true }).pipe(Effect.provideContext(context))
       const runState = Effect.map(
-        sql.unsafe<{ state: string; fence: string }>(`SELECT state, fence::text AS fence FROM "${schema}".runs WHERE idempotency_key = $1`, [
-          LeaseholdWorkflows.executionKey(Refund._tag, executionId)
-        ]),
+        sql.unsafe<{ state: string; fence: string }>(
+          `SELECT state, fence::text AS fence FROM "${schema}".runs WHERE idempotency_key = $1`,
+          [
+            LeaseholdWorkflows.executionKey(Refund._tag, executionId)
+          ]
+        ),
         (rows) => `${rows[0]?.state}@${rows[0]?.fence}`
       )
       yield* eventually("the refund suspends", Effect.map(runState, (s) => s === "suspended@1"))
@@ -91,24 +97,29 @@ describe("deferred callback URLs", () => {
       // never expired, and the colons let the workflow name and the execution id trade characters.
       const signedFor = (workflowTag: string, execution: string, deferredName: string) =>
         DeferredCallbacks.url({ name: deferredName } as any, { expiresIn: "1 hour" }).pipe(
-          Effect.provideService(WorkflowInstance, WorkflowInstance.initial({ ...Refund, _tag: workflowTag } as any, execution)),
+          Effect.provideService(
+            WorkflowInstance,
+            WorkflowInstance.initial({ ...Refund, _tag: workflowTag } as any, execution)
+          ),
           Effect.provideContext(context)
         )
       const dotted = new URL(yield* signedFor(Refund._tag, executionId, "approved.v2"))
       const dottedExp = dotted.searchParams.get("exp")!
-      const resplitExp = `${origin}/workflow-callbacks/${Refund._tag}/${encodeURIComponent(executionId)}/approved?exp=v2.${dottedExp}&sig=${
-        dotted.searchParams.get("sig")
-      }`
+      const resplitExp = `${origin}/workflow-callbacks/${Refund._tag}/${
+        encodeURIComponent(executionId)
+      }/approved?exp=v2.${dottedExp}&sig=${dotted.searchParams.get("sig")}`
       const colons = new URL(yield* signedFor(Refund._tag, `x:${executionId}`, "approved"))
-      const resplitColon = `${origin}/workflow-callbacks/${encodeURIComponent(`${Refund._tag}:x`)}/${encodeURIComponent(executionId)}/approved${colons.search}`
+      const resplitColon = `${origin}/workflow-callbacks/${encodeURIComponent(`${Refund._tag}:x`)}/${
+        encodeURIComponent(executionId)
+      }/approved${colons.search}`
       // The same two shifts under URLs signed the v1 way, as handed out before v2.
       const exp = Number(new URL(link).searchParams.get("exp"))
-      const legacyExp = `${origin}/workflow-callbacks/${Refund._tag}/${encodeURIComponent(executionId)}/approved?exp=v2.${exp}&sig=${
-        legacyDeferredSignature(secretNew, Refund._tag, executionId, "approved.v2", exp)
-      }`
-      const legacyColon = `${origin}/workflow-callbacks/${encodeURIComponent(`${Refund._tag}:x`)}/${encodeURIComponent(executionId)}/approved?exp=${exp}&sig=${
-        legacyDeferredSignature(secretNew, Refund._tag, `x:${executionId}`, "approved", exp)
-      }`
+      const legacyExp = `${origin}/workflow-callbacks/${Refund._tag}/${
+        encodeURIComponent(executionId)
+      }/approved?exp=v2.${exp}&sig=${legacyDeferredSignature(secretNew, Refund._tag, executionId, "approved.v2", exp)}`
+      const legacyColon = `${origin}/workflow-callbacks/${encodeURIComponent(`${Refund._tag}:x`)}/${
+        encodeURIComponent(executionId)
+      }/approved?exp=${exp}&sig=${legacyDeferredSignature(secretNew, Refund._tag, `x:${executionId}`, "approved", exp)}`
       const resplits: Array<[string, string, number, string]> = [
         ["deferred approved.v2 re-split as approved with exp=v2.<exp>", resplitExp, 403, "exp-invalid"],
         ["execution x:<id> of Refund re-split as execution <id> of Refund:x", resplitColon, 403, "signature-invalid"],
@@ -118,7 +129,11 @@ describe("deferred callback URLs", () => {
       for (const [what, url, status, error] of resplits) {
         const response = yield* post(url, JSON.stringify({ by: "mallory" }))
         assert.strictEqual(response.status, status, what)
-        assert.strictEqual((yield* Effect.promise(() => response.json() as Promise<{ error: string }>)).error, error, what)
+        assert.strictEqual(
+          (yield* Effect.promise(() => response.json() as Promise<{ error: string }>)).error,
+          error,
+          what
+        )
         assert.strictEqual(yield* deferreds, 0, `${what}: nothing written`)
         assert.strictEqual(yield* runState, "suspended@1", `${what}: the run is untouched`)
       }
@@ -129,22 +144,34 @@ describe("deferred callback URLs", () => {
         }&sig=${deferredSignature(secretNew, Refund._tag, executionId, "approved", badExp)}`
         const response = yield* post(url, JSON.stringify({ by: "mallory" }))
         assert.strictEqual(response.status, 403, badExp)
-        assert.strictEqual((yield* Effect.promise(() => response.json() as Promise<{ error: string }>)).error, "exp-invalid", badExp)
+        assert.strictEqual(
+          (yield* Effect.promise(() => response.json() as Promise<{ error: string }>)).error,
+          "exp-invalid",
+          badExp
+        )
       }
       // Not JSON by its content type, or a value the journal cannot keep: refused, nothing written.
-      const typed = yield* Effect.promise(() => fetch(link, { method: "POST", headers: { "content-type": "text/plain" }, body: JSON.stringify({ by: "sam" }) }))
+      const typed = yield* Effect.promise(() =>
+        fetch(link, { method: "POST", headers: { "content-type": "text/plain" }, body: JSON.stringify({ by: "sam" }) })
+      )
       assert.strictEqual(typed.status, 415)
       const nul = yield* post(link, JSON.stringify({ by: "sam\u0000" }))
       assert.strictEqual(nul.status, 400)
-      assert.include((yield* Effect.promise(() => nul.json() as Promise<{ message: string }>)).message, "$.by holds a NUL")
+      assert.include(
+        (yield* Effect.promise(() => nul.json() as Promise<{ message: string }>)).message,
+        "$.by holds a NUL"
+      )
       assert.strictEqual(yield* deferreds, 0)
       assert.strictEqual(yield* runState, "suspended@1")
       // The URL's own signature, as the specification describes it (v2, the deferred's own domain).
-      assert.strictEqual(new URL(signed).searchParams.get("sig"), deferredSignature(secretNew, Refund._tag, executionId, "approved", exp))
+      assert.strictEqual(
+        new URL(signed).searchParams.get("sig"),
+        deferredSignature(secretNew, Refund._tag, executionId, "approved", exp)
+      )
       // A v1 URL whose text has one reading (no colon in the name, no dot in the parts) still verifies.
-      const legacy = `${origin}/workflow-callbacks/${Refund._tag}/${encodeURIComponent(executionId)}/approved?exp=${exp}&sig=${
-        legacyDeferredSignature(secretNew, Refund._tag, executionId, "approved", exp)
-      }`
+      const legacy = `${origin}/workflow-callbacks/${Refund._tag}/${
+        encodeURIComponent(executionId)
+      }/approved?exp=${exp}&sig=${legacyDeferredSignature(secretNew, Refund._tag, executionId, "approved", exp)}`
 
       // A URL signed for a deferred the route does not serve: signature fine, deferred unknown.
       const unserved = yield* DeferredCallbacks.url({ name: "never" } as any, { expiresIn: "1 hour" }).pipe(

@@ -19,7 +19,9 @@ const serve = (stores: Stores, maxEventStreams: number) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
       Server.layer({ host: "127.0.0.1", port: 0, token: Redacted.make(token), maxEventStreams }).pipe(
-        Layer.provide(Layer.mergeAll(Callbacks.layer(callbacksOptions({})), Handlers.layer([]), Layer.succeed(RunStore, stores.a)))
+        Layer.provide(
+          Layer.mergeAll(Callbacks.layer(callbacksOptions({})), Handlers.layer([]), Layer.succeed(RunStore, stores.a))
+        )
       )
     )
     const address = Context.get(context, HttpServer.HttpServer).address
@@ -32,7 +34,9 @@ const subscribe = (origin: string) =>
   Effect.gen(function*() {
     const controller = new AbortController()
     yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))
-    const response = yield* Effect.promise(() => fetch(`${origin}/api/events`, { headers: bearer, signal: controller.signal }))
+    const response = yield* Effect.promise(() =>
+      fetch(`${origin}/api/events`, { headers: bearer, signal: controller.signal })
+    )
     assert.strictEqual(response.status, 200)
     const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
     const seen = { text: "" }
@@ -83,13 +87,16 @@ describe("admin event stream", () => {
 
       // A stream that ends gives its place back; the newcomer shares the same connection.
       streams[0]!.close()
-      const newcomer = yield* eventually("a place given back", Effect.promise(async () => {
-        const controller = new AbortController()
-        const response = await fetch(`${origin}/api/events`, { headers: bearer, signal: controller.signal })
-        if (response.status === 200) return controller
-        await response.text()
-        return undefined
-      }))
+      const newcomer = yield* eventually(
+        "a place given back",
+        Effect.promise(async () => {
+          const controller = new AbortController()
+          const response = await fetch(`${origin}/api/events`, { headers: bearer, signal: controller.signal })
+          if (response.status === 200) return controller
+          await response.text()
+          return undefined
+        })
+      )
       yield* Effect.addFinalizer(() => Effect.sync(() => newcomer.abort()))
       assert.strictEqual(yield* listeners(stores), 1)
     }))

@@ -16,7 +16,8 @@ describe("idempotency keys under concurrent enqueuers", () => {
       const width = 200
       for (let round = 0; round < rounds; round++) {
         const keys = Array.from({ length: width }, (_, i) => `r${round}-k${String(i).padStart(3, "0")}`)
-        const batch = (order: ReadonlyArray<string>) => order.map((key) => ({ kind: "job", payload: { key }, idempotencyKey: key }))
+        const batch = (order: ReadonlyArray<string>) =>
+          order.map((key) => ({ kind: "job", payload: { key }, idempotencyKey: key }))
         const backwardKeys = [...keys].reverse()
         const [forward, backward] = yield* Effect.all([
           Effect.result(stores.a.enqueue(batch(keys))),
@@ -24,7 +25,9 @@ describe("idempotency keys under concurrent enqueuers", () => {
         ], { concurrency: "unbounded" })
         // The reason of a failure, if any: a deadlock is a StoreError whose reason is DeadlockError.
         if (Result.isFailure(forward)) return assert.fail(`round ${round}, forward batch: ${String(forward.failure)}`)
-        if (Result.isFailure(backward)) return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        if (Result.isFailure(backward)) {
+          return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        }
         const answers = [
           ...forward.success.map((e, i) => ({ key: keys[i]!, ...e })),
           ...backward.success.map((e, i) => ({ key: backwardKeys[i]!, ...e }))
@@ -37,12 +40,24 @@ describe("idempotency keys under concurrent enqueuers", () => {
         assert.strictEqual(rows.length, width, `round ${round}: no second run of a key`)
         for (const key of keys) {
           const seen = answers.filter((a) => a.key === key)
-          assert.deepStrictEqual(seen.map((a) => a.id), [runOf.get(key)!, runOf.get(key)!], `round ${round}, ${key}: both answers name its run`)
-          assert.strictEqual(seen.filter((a) => a.created).length, 1, `round ${round}, ${key}: exactly one batch created it`)
+          assert.deepStrictEqual(
+            seen.map((a) => a.id),
+            [runOf.get(key)!, runOf.get(key)!],
+            `round ${round}, ${key}: both answers name its run`
+          )
+          assert.strictEqual(
+            seen.filter((a) => a.created).length,
+            1,
+            `round ${round}, ${key}: exactly one batch created it`
+          )
         }
         // Ids are drawn in request order, as the memory store draws them.
         const created = forward.success.filter((e) => e.created).map((e) => BigInt(e.id))
-        assert.deepStrictEqual(created, [...created].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)), `round ${round}: ids in request order`)
+        assert.deepStrictEqual(
+          created,
+          [...created].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)),
+          `round ${round}: ids in request order`
+        )
       }
       const total = yield* stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".runs`)
       assert.strictEqual(total[0]!.n, rounds * width, "one run per key in the database")

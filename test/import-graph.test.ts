@@ -51,7 +51,9 @@ const specifiersOf = (source: string): Array<string> => {
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
       const [argument] = node.arguments
       if (argument !== undefined && ts.isStringLiteralLike(argument)) specifiers.push(argument.text)
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+    } else if (
+      ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)
+    ) {
       specifiers.push(node.argument.literal.text)
     }
     ts.forEachChild(node, visit)
@@ -127,10 +129,14 @@ const leaseholdTarget = (specifier: string): { readonly name: string; readonly s
 
 const readJson = (file: string) => JSON.parse(fs.readFileSync(file, "utf8"))
 
-const packageNames = fs.readdirSync(path.join(repo, "packages")).filter((name) => fs.existsSync(path.join(repo, "packages", name, "src")))
+const packageNames = fs.readdirSync(path.join(repo, "packages")).filter((name) =>
+  fs.existsSync(path.join(repo, "packages", name, "src"))
+)
 const sources = new Map(
   packageNames.flatMap((name) =>
-    sourceFiles(path.join(repo, "packages", name, "src")).map((file) => [path.relative(repo, file), fs.readFileSync(file, "utf8")] as const)
+    sourceFiles(path.join(repo, "packages", name, "src")).map((file) =>
+      [path.relative(repo, file), fs.readFileSync(file, "utf8")] as const
+    )
   )
 )
 const graph = readGraph(sources)
@@ -150,7 +156,13 @@ describe("the import graph of packages/*/src", () => {
         ].join("\n")
       ]])
     )
-    assert.deepStrictEqual(read.imports.map((i) => i.specifier), ["./B.js", "./internal/C.js", "./D.js", "@leasehold/e", "./F.js"])
+    assert.deepStrictEqual(read.imports.map((i) => i.specifier), [
+      "./B.js",
+      "./internal/C.js",
+      "./D.js",
+      "@leasehold/e",
+      "./F.js"
+    ])
     assert.deepStrictEqual(
       read.edges.get("packages/x/src/A.ts"),
       ["packages/x/src/B.ts", "packages/x/src/internal/C.ts", "packages/x/src/D.ts", "packages/x/src/F.ts"]
@@ -163,7 +175,11 @@ describe("the import graph of packages/*/src", () => {
   })
 
   it("every package under packages/ has a floor, and its sources are read", () => {
-    assert.sameMembers(packageNames, Object.keys(floors), "every package under packages/ has a floor, and every floor a package")
+    assert.sameMembers(
+      packageNames,
+      Object.keys(floors),
+      "every package under packages/ has a floor, and every floor a package"
+    )
     assert.isAbove(sources.size, 100)
     assert.isAbove(graph.imports.filter((i) => leaseholdTarget(i.specifier) !== undefined).length, 50)
   })
@@ -188,12 +204,18 @@ describe("the import graph of packages/*/src", () => {
       }
       const floor = floors[target.name]
       if (floor === undefined) problems.push(`${from}: ${specifier} is no package of packages/`)
-      else if (floor >= floors[own]!) problems.push(`${from}: ${specifier} is not below @leasehold/${own} (floor ${floor} >= ${floors[own]})`)
-      if (target.subpath.split("/").includes("internal")) problems.push(`${from}: ${specifier} reaches another package's internals`)
+      else if (floor >= floors[own]!) {
+        problems.push(`${from}: ${specifier} is not below @leasehold/${own} (floor ${floor} >= ${floors[own]})`)
+      }
+      if (target.subpath.split("/").includes("internal")) {
+        problems.push(`${from}: ${specifier} reaches another package's internals`)
+      }
       const manifest = readJson(path.join(repo, "packages", own, "package.json"))
       const declared = { ...manifest.dependencies, ...manifest.peerDependencies }
       if (!(`@leasehold/${target.name}` in declared)) {
-        problems.push(`${from}: @leasehold/${target.name} is in neither dependencies nor peerDependencies of @leasehold/${own}`)
+        problems.push(
+          `${from}: @leasehold/${target.name} is in neither dependencies nor peerDependencies of @leasehold/${own}`
+        )
       }
     }
     assert.deepStrictEqual(problems, [])

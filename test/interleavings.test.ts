@@ -52,7 +52,10 @@ const operations = (s: StoreSchema.StoreSchema): Record<string, Operation<Ctx>> 
         (outcomes) =>
           Effect.sync(() =>
             outcomes.forEach((o, k) =>
-              (o._tag === "Finalized" ? ctx.finalized : ctx.refused).push({ runId: ctx.leases[which[k]!]!.runId, fence: ctx.leases[which[k]!]!.fence })
+              (o._tag === "Finalized" ? ctx.finalized : ctx.refused).push({
+                runId: ctx.leases[which[k]!]!.runId,
+                fence: ctx.leases[which[k]!]!.fence
+              })
             )
           )
       )
@@ -65,7 +68,10 @@ const operations = (s: StoreSchema.StoreSchema): Record<string, Operation<Ctx>> 
       name: "renew",
       // A longer TTL than the claim's: a lease answered renewed shows it.
       run: (sql, ctx) =>
-        Effect.tap(renewHeld(sql, s, owner, ctx.leases, renewedTtl, ctx.refs), (held) => Effect.sync(() => ctx.renewed = held))
+        Effect.tap(
+          renewHeld(sql, s, owner, ctx.leases, renewedTtl, ctx.refs),
+          (held) => Effect.sync(() => ctx.renewed = held)
+        )
     },
     transaction: {
       name: "transaction(r1)",
@@ -74,26 +80,53 @@ const operations = (s: StoreSchema.StoreSchema): Record<string, Operation<Ctx>> 
           sql,
           s,
           ctx.leases[0]!,
-          sql`INSERT INTO ${sql.literal(`"${s.schema}".app_writes`)} (run_id, fence) VALUES (${ctx.leases[0]!.runId}::bigint, ${ctx.leases[0]!.fence})`,
+          sql`INSERT INTO ${sql.literal(`"${s.schema}".app_writes`)} (run_id, fence) VALUES (${
+            ctx.leases[0]!.runId
+          }::bigint, ${ctx.leases[0]!.fence})`,
           () => Exit.succeed("null"),
           "keep",
           ctx.refs,
           ttl
         ).pipe(Effect.tapError(() => Effect.sync(() => ctx.refused.push(ctx.leases[0]!))))
     },
-    fail: { name: "fail(r2)", run: (sql, ctx) => guarded.fail(sql, s, { ...ctx.leases[1]!, error: { message: "x" }, retryDelayMs: 0 }, ctx.refs) },
+    fail: {
+      name: "fail(r2)",
+      run: (sql, ctx) => guarded.fail(sql, s, { ...ctx.leases[1]!, error: { message: "x" }, retryDelayMs: 0 }, ctx.refs)
+    },
     release: { name: "release(r2)", run: (sql, ctx) => guarded.release(sql, s, ctx.leases[1]!, ctx.refs) },
-    snooze: { name: "snooze(r2)", run: (sql, ctx) => guarded.snooze(sql, s, { ...ctx.leases[1]!, delayMs: 0 }, ctx.refs) },
-    checkpoint: { name: "checkpoint(r2)", run: (sql, ctx) => guarded.checkpoint(sql, s, ctx.leases[1]!, { step: 1 }, ctx.refs) },
+    snooze: {
+      name: "snooze(r2)",
+      run: (sql, ctx) => guarded.snooze(sql, s, { ...ctx.leases[1]!, delayMs: 0 }, ctx.refs)
+    },
+    checkpoint: {
+      name: "checkpoint(r2)",
+      run: (sql, ctx) => guarded.checkpoint(sql, s, ctx.leases[1]!, { step: 1 }, ctx.refs)
+    },
     suspend: {
       name: "suspend(r2)",
-      run: (sql, ctx) => guarded.suspend(sql, s, { ...ctx.leases[1]!, signal: "go", token: `t-${ctx.leases[1]!.runId}`, timeout: undefined }, ctx.refs)
+      run: (sql, ctx) =>
+        guarded.suspend(sql, s, {
+          ...ctx.leases[1]!,
+          signal: "go",
+          token: `t-${ctx.leases[1]!.runId}`,
+          timeout: undefined
+        }, ctx.refs)
     },
     cancel: { name: "cancel(r2)", run: (sql, ctx) => admin.cancel(sql, s, ctx.leases[1]!.runId) },
-    signal: { name: "signal(r2)", run: (sql, ctx) => signals.deliverSignal(sql, s, { runId: ctx.leases[1]!.runId, signal: "go", payload: 1 }) },
+    signal: {
+      name: "signal(r2)",
+      run: (sql, ctx) => signals.deliverSignal(sql, s, { runId: ctx.leases[1]!.runId, signal: "go", payload: 1 })
+    },
     sweep: {
       name: "sweep",
-      run: (sql, ctx) => claimStatement.claim(sql, s, new ClaimPosition.Positions(), { owner: "w-b", queues: [ctx.queue], kinds: ["job"], limit: 10, ttl })
+      run: (sql, ctx) =>
+        claimStatement.claim(sql, s, new ClaimPosition.Positions(), {
+          owner: "w-b",
+          queues: [ctx.queue],
+          kinds: ["job"],
+          limit: 10,
+          ttl
+        })
     },
     stall: {
       // A transaction holding the batch's row, as one stalled mid-statement does.
@@ -101,7 +134,9 @@ const operations = (s: StoreSchema.StoreSchema): Record<string, Operation<Ctx>> 
       startsAtOnce: true,
       run: (sql, ctx) =>
         sql.withTransaction(Effect.andThen(
-          sql`SELECT 1 FROM ${sql.literal(`"${s.schema}".claim_batches`)} WHERE ids && ${ctx.leases.map((l) => l.runId)}::bigint[] FOR UPDATE`,
+          sql`SELECT 1 FROM ${sql.literal(`"${s.schema}".claim_batches`)} WHERE ids && ${
+            ctx.leases.map((l) => l.runId)
+          }::bigint[] FOR UPDATE`,
           sql`SELECT 'commit'`
         ))
     }
@@ -128,31 +163,51 @@ const check = (sql: SqlClient.SqlClient, s: StoreSchema.StoreSchema, ctx: Ctx, o
         throw new Error(`session ${i} ended with ${Cause.pretty(exit.cause).split("\n")[0]}`)
       }
     })
-    const twice = yield* rows<{ id: string; fence: string; n: string }>(sql, `
+    const twice = yield* rows<{ id: string; fence: string; n: string }>(
+      sql,
+      `
       SELECT id::text, fence::text, count(*)::text AS n FROM (
         SELECT u.id, u.fence FROM ${q}.completion_batches d, unnest(d.ids, d.fences) AS u(id, fence) WHERE d.ids && ${ids}
         UNION ALL SELECT id, fence FROM ${q}.runs WHERE state = 'completed' AND id = ANY (${ids})
-      ) x WHERE id = ANY (${ids}) GROUP BY id, fence HAVING count(*) > 1`)
+      ) x WHERE id = ANY (${ids}) GROUP BY id, fence HAVING count(*) > 1`
+    )
     assert.deepStrictEqual(twice, [], "a (run, fence) completed more than once")
-    const history = yield* rows<{ run_id: string }>(sql, `
-      SELECT run_id::text FROM ${q}.run_history WHERE kind = 'completed' AND run_id = ANY (${ids}) GROUP BY run_id, fence HAVING count(*) > 1`)
+    const history = yield* rows<{ run_id: string }>(
+      sql,
+      `
+      SELECT run_id::text FROM ${q}.run_history WHERE kind = 'completed' AND run_id = ANY (${ids}) GROUP BY run_id, fence HAVING count(*) > 1`
+    )
     assert.deepStrictEqual(history, [], "a completion recorded twice in the history")
-    const openInSettled = yield* rows<{ batch: string; id: string }>(sql, `
+    const openInSettled = yield* rows<{ batch: string; id: string }>(
+      sql,
+      `
       SELECT c.batch::text, u.id::text FROM ${q}.claim_batches c, unnest(c.ids) AS u(id)
       WHERE c.batch IN ${batches} AND c.settled_at IS NOT NULL AND u.id <> ALL (c.closed)
-        AND NOT EXISTS (SELECT 1 FROM ${q}.completion_batches d WHERE d.claim_batch = c.batch AND u.id = ANY (d.ids))`)
+        AND NOT EXISTS (SELECT 1 FROM ${q}.completion_batches d WHERE d.claim_batch = c.batch AND u.id = ANY (d.ids))`
+    )
     assert.deepStrictEqual(openInSettled, [], "a run open in a settled batch")
-    const endedUnsettled = yield* rows<{ batch: string }>(sql, `
+    const endedUnsettled = yield* rows<{ batch: string }>(
+      sql,
+      `
       SELECT c.batch::text FROM ${q}.claim_batches c WHERE c.batch IN ${batches} AND c.settled_at IS NULL AND NOT EXISTS (
         SELECT 1 FROM unnest(c.ids) AS u(id) WHERE u.id <> ALL (c.closed)
-          AND NOT EXISTS (SELECT 1 FROM ${q}.completion_batches d WHERE d.claim_batch = c.batch AND u.id = ANY (d.ids)))`)
+          AND NOT EXISTS (SELECT 1 FROM ${q}.completion_batches d WHERE d.claim_batch = c.batch AND u.id = ANY (d.ids)))`
+    )
     assert.deepStrictEqual(endedUnsettled, [], "a batch whose runs all ended is not settled")
-    const now = yield* rows<{ id: string; state: string; fence: string; lease_owner: string | null; lease_expires_at: Date | null }>(sql,
-      `SELECT id::text, state, fence::text, lease_owner, lease_expires_at FROM ${q}.runs_now WHERE id = ANY (${ids}) ORDER BY id`)
+    const now = yield* rows<
+      { id: string; state: string; fence: string; lease_owner: string | null; lease_expires_at: Date | null }
+    >(
+      sql,
+      `SELECT id::text, state, fence::text, lease_owner, lease_expires_at FROM ${q}.runs_now WHERE id = ANY (${ids}) ORDER BY id`
+    )
     const stateOf = (lease: LeaseKey) => now.find((r) => r.id === lease.runId)!
     for (const lease of ctx.finalized) {
       const run = stateOf(lease)
-      assert.deepStrictEqual([run.state, run.fence], ["completed", String(lease.fence)], `run ${lease.runId} answered completed`)
+      assert.deepStrictEqual(
+        [run.state, run.fence],
+        ["completed", String(lease.fence)],
+        `run ${lease.runId} answered completed`
+      )
     }
     for (const lease of ctx.refused) {
       const run = stateOf(lease)
@@ -166,21 +221,44 @@ const check = (sql: SqlClient.SqlClient, s: StoreSchema.StoreSchema, ctx: Ctx, o
         const answered = ctx.renewed.some((l) => l.runId === lease.runId)
         if (stillHeld) assert.isTrue(answered, `run ${lease.runId} held but answered lost by its renewal`)
         if (stillHeld && answered) {
-          assert.isAbove(run.lease_expires_at!.getTime(), Date.now() + 5 * 60_000, `run ${lease.runId} answered renewed, its lease not extended`)
+          assert.isAbove(
+            run.lease_expires_at!.getTime(),
+            Date.now() + 5 * 60_000,
+            `run ${lease.runId} answered renewed, its lease not extended`
+          )
         }
       }
     }
-    const writes = yield* rows<{ run_id: string; fence: string }>(sql, `SELECT run_id::text, fence::text FROM ${q}.app_writes WHERE run_id = ANY (${ids})`)
+    const writes = yield* rows<{ run_id: string; fence: string }>(
+      sql,
+      `SELECT run_id::text, fence::text FROM ${q}.app_writes WHERE run_id = ANY (${ids})`
+    )
     for (const w of writes) {
       const run = now.find((r) => r.id === w.run_id)!
-      assert.deepStrictEqual([run.state, run.fence], ["completed", w.fence], "a fenced transaction's write committed without its completion")
+      assert.deepStrictEqual(
+        [run.state, run.fence],
+        ["completed", w.fence],
+        "a fenced transaction's write committed without its completion"
+      )
     }
     // Every lease still held is expired; another worker's sweep must take each such run.
     const held = now.filter((r) => r.state === "running").map((r) => r.id)
-    yield* rows(sql, `UPDATE ${q}.claim_batches SET expires_at = now() - interval '1 second' WHERE batch IN ${batches} AND settled_at IS NULL`)
-    yield* rows(sql, `UPDATE ${q}.runs SET lease_expires_at = now() - interval '1 second' WHERE id = ANY (${ids}) AND state = 'running'`)
+    yield* rows(
+      sql,
+      `UPDATE ${q}.claim_batches SET expires_at = now() - interval '1 second' WHERE batch IN ${batches} AND settled_at IS NULL`
+    )
+    yield* rows(
+      sql,
+      `UPDATE ${q}.runs SET lease_expires_at = now() - interval '1 second' WHERE id = ANY (${ids}) AND state = 'running'`
+    )
     // Held for an hour: what the sweep takes here never expires during the test.
-    const taken = yield* claimStatement.claim(sql, s, new ClaimPosition.Positions(), { owner: "w-c", queues: [ctx.queue], kinds: ["job"], limit: 10, ttl: Duration.hours(1) })
+    const taken = yield* claimStatement.claim(sql, s, new ClaimPosition.Positions(), {
+      owner: "w-c",
+      queues: [ctx.queue],
+      kinds: ["job"],
+      limit: 10,
+      ttl: Duration.hours(1)
+    })
     const reclaimed = taken.filter((r) => r.via === "expired").map((r) => r.id)
     assert.sameMembers(reclaimed, held, "every run whose lease expired is reclaimed by another worker's sweep")
   })
@@ -197,7 +275,8 @@ const everyCombination = (
     const monitor = Context.get(context, SqlClient.SqlClient)
     const s = StoreSchema.make(schema)
     yield* monitor.unsafe(`CREATE TABLE "${schema}".app_writes (run_id bigint NOT NULL, fence bigint NOT NULL)`)
-    const sessions = yield* Effect.forEach(["iso-1", "iso-2", "iso-3"], (name) => sessionClient(databaseUrl(), name, settings))
+    const sessions = yield* Effect.forEach(["iso-1", "iso-2", "iso-3"], (name) =>
+      sessionClient(databaseUrl(), name, settings))
     const ops = operations(s)
     let scheduleNo = 0
     const setup = (expired: boolean) =>
@@ -205,13 +284,28 @@ const everyCombination = (
         const queue = `q${++scheduleNo}`
         yield* store.enqueue([1, 2, 3].map((i) => ({ kind: "job", queue, payload: { i } })))
         const refs = new ledger.LedgerRefs()
-        const claimed = yield* claimStatement.claim(monitor, s, new ClaimPosition.Positions(), { owner, queues: [queue], kinds: ["job"], limit: 3, ttl }, new Map(), refs)
+        const claimed = yield* claimStatement.claim(
+          monitor,
+          s,
+          new ClaimPosition.Positions(),
+          { owner, queues: [queue], kinds: ["job"], limit: 3, ttl },
+          new Map(),
+          refs
+        )
         assert.strictEqual(claimed.length, 3)
         if (expired) {
           yield* monitor.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second'
-            WHERE ids && ARRAY[${claimed.map((r) => Number(r.id)).join(",")}]::bigint[]`)
+            WHERE ids && ARRAY[${
+            claimed.map((r) => Number(r.id)).join(",")
+          }]::bigint[]`)
         }
-        return { queue, leases: claimed.map((r) => ({ runId: r.id, fence: r.fence })), refs, finalized: [], refused: [] } satisfies Ctx
+        return {
+          queue,
+          leases: claimed.map((r) => ({ runId: r.id, fence: r.fence })),
+          refs,
+          finalized: [],
+          refused: []
+        } satisfies Ctx
       })
     // ISO_ONLY="a,b" runs that combination alone (for a closer look at one).
     const only = process.env.ISO_ONLY?.split(",")
@@ -227,17 +321,25 @@ const everyCombination = (
         operations: combination.map((n) => ops[n]!),
         setup: setup(combination.includes("sweep")),
         check: (ctx, outcome) => check(monitor, s, ctx, outcome)
-      }).pipe(Effect.catch((failure) => Effect.sync(() => (broken.push(`${combination.join(" + ")}: ${(failure as Error).message}`), undefined))))
-      if (result === undefined) continue
+      }).pipe(Effect.catch((failure) =>
+        Effect.sync(() => (broken.push(`${combination.join(" + ")}: ${(failure as Error).message}`), undefined))
+      ))
+      if (result === undefined) {
+        continue
+      }
       // A schedule whose replay went another way five times over (seen only inside the whole suite,
       // on a loaded machine) is told: its runs were checked, the order it stood for was not run.
-      console.log(`${combination.join(" + ")}: ${result.schedules} schedules, ${result.withLockWaits} with a lock wait` +
-        (result.diverged > 0 ? `, ${result.diverged} not replayed as planned` : ""))
+      console.log(
+        `${combination.join(" + ")}: ${result.schedules} schedules, ${result.withLockWaits} with a lock wait` +
+          (result.diverged > 0 ? `, ${result.diverged} not replayed as planned` : "")
+      )
       assert.isTrue(result.exhausted)
       schedules += result.schedules
       withLockWaits += result.withLockWaits
     }
-    console.log(`interleavings: ${chosenCombinations.length} combinations of sessions, ${schedules} schedules (${withLockWaits} with a lock wait)`)
+    console.log(
+      `interleavings: ${chosenCombinations.length} combinations of sessions, ${schedules} schedules (${withLockWaits} with a lock wait)`
+    )
     assert.deepStrictEqual(broken, [])
   }))
 
@@ -245,18 +347,29 @@ const everyCombination = (
 const timeout = 1_800_000
 
 describe("the batch ledger under every interleaving", () => {
-  it.live("each pair of statements touching one claim batch, in every order the locks allow: no (run, fence) completed twice, no run open in a settled batch, no ended batch unsettled, no held lease answered lost, every expired lease reclaimable", () =>
-    everyCombination((names) => names.flatMap((a, i) => names.slice(i).map((b) => [a, b]))), timeout)
+  it.live(
+    "each pair of statements touching one claim batch, in every order the locks allow: no (run, fence) completed twice, no run open in a settled batch, no ended batch unsettled, no held lease answered lost, every expired lease reclaimable",
+    () => everyCombination((names) => names.flatMap((a, i) => names.slice(i).map((b) => [a, b]))),
+    timeout
+  )
 
-  it.live("the completion's and the renewal's pairs beside a transaction holding the batch's row, in every order the locks allow: the same invariants", () =>
-    everyCombination(() =>
-      [["complete", "retry"], ["complete", "completeOther"], ["complete", "renew"], ["renew", "checkpoint"]]
-        .map((pair) => ["stall", ...pair])
-    ), timeout)
+  it.live(
+    "the completion's and the renewal's pairs beside a transaction holding the batch's row, in every order the locks allow: the same invariants",
+    () =>
+      everyCombination(() =>
+        [["complete", "retry"], ["complete", "completeOther"], ["complete", "renew"], ["renew", "checkpoint"]]
+          .map((pair) => ["stall", ...pair])
+      ),
+    timeout
+  )
 
-  it.live("the completion's pairs beside a stalled holder, on sessions whose transactions default to REPEATABLE READ: the store's own are READ COMMITTED, and the invariants hold", () =>
-    everyCombination(
-      () => [["stall", "complete", "retry"], ["stall", "complete", "completeOther"]],
-      { default_transaction_isolation: "repeatable read" }
-    ), timeout)
+  it.live(
+    "the completion's pairs beside a stalled holder, on sessions whose transactions default to REPEATABLE READ: the store's own are READ COMMITTED, and the invariants hold",
+    () =>
+      everyCombination(
+        () => [["stall", "complete", "retry"], ["stall", "complete", "completeOther"]],
+        { default_transaction_isolation: "repeatable read" }
+      ),
+    timeout
+  )
 })

@@ -6,7 +6,17 @@
  * in the code is named by its invariant, so a new place cannot go unlisted.
  */
 import { assert, describe, it } from "vitest"
-import { exists, filesUnder, holdsSymbol, type Invariant, invariantId, matchesTitle, parseInvariants, read, testTitles } from "./support/docs.js"
+import {
+  exists,
+  filesUnder,
+  holdsSymbol,
+  type Invariant,
+  invariantId,
+  matchesTitle,
+  parseInvariants,
+  read,
+  testTitles
+} from "./support/docs.js"
 
 const document = "docs/INVARIANTS.md"
 const invariants = parseInvariants(read(document))
@@ -20,7 +30,11 @@ const at = (invariant: Invariant, line: number) => `${document}:${line} (${invar
 const everyPlace: ReadonlyArray<{ readonly invariant: string; readonly what: string; readonly pattern: RegExp }> = [
   // `fence = fence + 1`, `fence = greatest(r.fence + 1, …)`, `fence = CASE … greatest(r.fence + 1 …`, `run.fence += 1`
   { invariant: "I1", what: "raises a fence", pattern: /(^|[^\w])fence = [^,\n]*\bfence \+ 1|\.fence \+= 1/m },
-  { invariant: "I2", what: "claims a run (fence raised to at least the floor)", pattern: /greatest\(r\.fence \+ 1, f\.floor\)/ },
+  {
+    invariant: "I2",
+    what: "claims a run (fence raised to at least the floor)",
+    pattern: /greatest\(r\.fence \+ 1, f\.floor\)/
+  },
   { invariant: "I50", what: "reads the timeline's fence floor", pattern: /fenceFloor\(sql|fence_floor\(\)/ }
 ]
 
@@ -44,8 +58,14 @@ describe("docs/INVARIANTS.md", () => {
     assert.deepStrictEqual(numbers, [...numbers].sort((a, b) => a - b), "numbered sections are in order")
     // Every invariant another section names exists.
     for (const invariant of invariants) {
-      const text = [invariant.statement, ...invariant.enforcedBy.map((r) => r.text), ...invariant.provedBy.map((r) => r.text)].join(" ")
-      for (const [named] of text.matchAll(/\bI\d+\b/g)) assert.isTrue(seen.has(named), `${at(invariant, invariant.line)} names ${named}, which has no section`)
+      const text = [
+        invariant.statement,
+        ...invariant.enforcedBy.map((r) => r.text),
+        ...invariant.provedBy.map((r) => r.text)
+      ].join(" ")
+      for (const [named] of text.matchAll(/\bI\d+\b/g)) {
+        assert.isTrue(seen.has(named), `${at(invariant, invariant.line)} names ${named}, which has no section`)
+      }
     }
   })
 
@@ -55,7 +75,9 @@ describe("docs/INVARIANTS.md", () => {
       for (const reference of [...invariant.enforcedBy, ...invariant.provedBy]) {
         const where = at(invariant, reference.line)
         if (reference.file === undefined) {
-          problems.push(`${where}: a reference starts with the file it names, in backticks: ${reference.text.slice(0, 80)}`)
+          problems.push(
+            `${where}: a reference starts with the file it names, in backticks: ${reference.text.slice(0, 80)}`
+          )
           continue
         }
         if (!exists(reference.file)) {
@@ -82,7 +104,9 @@ describe("docs/INVARIANTS.md", () => {
         for (const name of reference.testNames) {
           quoted++
           // A file without tests (the chaos checker, a script) is quoted by the names it prints.
-          const found = titles.length > 0 ? matchesTitle(name, titles) : source.includes(name.replaceAll("…", "").trim())
+          const found = titles.length > 0
+            ? matchesTitle(name, titles)
+            : source.includes(name.replaceAll("…", "").trim())
           if (!found) problems.push(`${at(invariant, reference.line)}: ${reference.file} has no test "${name}"`)
         }
       }
@@ -100,7 +124,9 @@ describe("docs/INVARIANTS.md", () => {
       const places = sources.filter((file) => rule.pattern.test(read(file)))
       assert.isNotEmpty(places, `some source file ${rule.what}`)
       for (const file of places) {
-        if (!named.has(file)) problems.push(`${file} ${rule.what}, and ${rule.invariant}'s "Enforced by" does not name it`)
+        if (!named.has(file)) {
+          problems.push(`${file} ${rule.what}, and ${rule.invariant}'s "Enforced by" does not name it`)
+        }
       }
     }
     assert.deepStrictEqual(problems, [])
@@ -154,7 +180,13 @@ describe("the parsing of docs/INVARIANTS.md", () => {
       "})",
       "layer(Store.layer({ a: 1 }))(\"shared layer\", (it) => {})"
     ].join("\n"))
-    assert.deepStrictEqual(titles, ["suite", "a batch with one stale item commits the others", "under TestClock", "contract for ${target.name}", "shared layer"])
+    assert.deepStrictEqual(titles, [
+      "suite",
+      "a batch with one stale item commits the others",
+      "under TestClock",
+      "contract for ${target.name}",
+      "shared layer"
+    ])
     assert.isTrue(matchesTitle("a batch…", titles))
     assert.isTrue(matchesTitle("…one stale item…", titles))
     assert.isTrue(matchesTitle("a batch … the others", titles))

@@ -65,7 +65,9 @@ describe("per-key concurrency across worker processes", () => {
             RETURN NULL;
           END $fn$`)
         for (const table of ["claim_batches", "completion_batches"]) {
-          yield* sql.unsafe(`CREATE TRIGGER log_key AFTER INSERT ON "${schema}".${table} FOR EACH ROW EXECUTE FUNCTION "${schema}".log_key()`)
+          yield* sql.unsafe(
+            `CREATE TRIGGER log_key AFTER INSERT ON "${schema}".${table} FOR EACH ROW EXECUTE FUNCTION "${schema}".log_key()`
+          )
         }
 
         // Each key's runs alternate between two queues: the kind's limit counts across both, so
@@ -79,7 +81,18 @@ describe("per-key concurrency across worker processes", () => {
           }))
         ))
         const worker = () =>
-          background(["worker", "--tasks", tasks, "--queue", "keys-a,keys-b", "--concurrency", "20", "--ttl", "2 seconds", ...connection(schema)])
+          background([
+            "worker",
+            "--tasks",
+            tasks,
+            "--queue",
+            "keys-a,keys-b",
+            "--concurrency",
+            "20",
+            "--ttl",
+            "2 seconds",
+            ...connection(schema)
+          ])
         const completed = Effect.map(
           sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state = 'completed'`),
           (rows) => rows[0]!.n
@@ -114,13 +127,24 @@ describe("per-key concurrency across worker processes", () => {
         yield* Effect.all(
           keys.flatMap((key) =>
             Array.from({ length: racers }, (_, n) =>
-              store.enqueue([{ kind: "keyed-step", queue: "keys-a", payload: { key, n: perKey + n }, concurrencyKey: key }]))
+              store.enqueue([{
+                kind: "keyed-step",
+                queue: "keys-a",
+                payload: { key, n: perKey + n },
+                concurrencyKey: key
+              }]))
           ),
           { concurrency: racers }
         )
-        yield* eventually("the second wave completes", Effect.map(completed, (n) => n === keys.length * total), "60 seconds")
+        yield* eventually(
+          "the second wave completes",
+          Effect.map(completed, (n) => n === keys.length * total),
+          "60 seconds"
+        )
 
-        const log = yield* sql.unsafe<{ seq: string; run_id: string; key: string; from_state: string; to_state: string }>(
+        const log = yield* sql.unsafe<
+          { seq: string; run_id: string; key: string; from_state: string; to_state: string }
+        >(
           `SELECT l.seq::text AS seq, run_id::text, key, from_state, to_state FROM "${schema}".key_log l ORDER BY l.seq`
         )
         // Replay: how many runs of each key were running after each recorded change.
@@ -131,11 +155,19 @@ describe("per-key concurrency across worker processes", () => {
           const now = (running.get(change.key) ?? 0) + delta
           running.set(change.key, now)
           most = Math.max(most, now)
-          assert.isAtMost(now, 1, `two runs of ${change.key} held a lease at once (change ${change.seq}: run ${change.run_id})`)
+          assert.isAtMost(
+            now,
+            1,
+            `two runs of ${change.key} held a lease at once (change ${change.seq}: run ${change.run_id})`
+          )
         }
         assert.strictEqual(most, 1)
-        console.log(`first 90 completions by key: ${JSON.stringify(countBy(log.filter((c) => c.to_state === "completed").slice(0, 90)))}`)
-        const claims = log.filter((c) => c.to_state === "running")
+        console.log(`first 90 completions by key: ${
+          JSON.stringify(countBy(log.filter((c) => c.to_state === "completed").slice(0, 90)))
+        }`)
+        const claims = log.filter((c) =>
+          c.to_state === "running"
+        )
         assert.strictEqual(log.filter((c) => c.to_state === "completed").length, keys.length * total)
         assert.isAtLeast(claims.length, keys.length * total)
 
@@ -145,10 +177,16 @@ describe("per-key concurrency across worker processes", () => {
         const early = log.filter((c) => c.to_state === "completed").slice(0, 90)
         for (const key of keys) {
           const done = early.filter((c) => c.key === key).length
-          assert.isAtLeast(done, 4, `${key} had completed ${done} of the first 90 runs: ${JSON.stringify(countBy(early))}`)
+          assert.isAtLeast(
+            done,
+            4,
+            `${key} had completed ${done} of the first 90 runs: ${JSON.stringify(countBy(early))}`
+          )
         }
         // The killed worker's leases were reclaimed (their runs completed under a later fence).
-        const reclaims = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".run_events WHERE kind = 'reclaimed'`)
+        const reclaims = yield* sql.unsafe<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "${schema}".run_events WHERE kind = 'reclaimed'`
+        )
         assert.isAtLeast(reclaims[0]!.n, 1, "the killed worker held runs that were reclaimed")
       }),
     { timeout: 120_000 }

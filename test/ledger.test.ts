@@ -46,17 +46,28 @@ describe("the batch ledger", () => {
       const stores = yield* twoStores
       const { sql, schema } = stores
       yield* stores.a.enqueue(Array.from({ length: 50 }, (_, i) => ({ kind: "job", payload: { i } })))
-      const before = yield* sql.unsafe<{ id: string; xmin: string }>(`SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`)
+      const before = yield* sql.unsafe<{ id: string; xmin: string }>(
+        `SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`
+      )
       const claimed = yield* stores.a.claim(claimOf("w-a"))
       assert.strictEqual(claimed.length, 50)
       assert.isTrue(claimed.every((r) => r.fence === 1 && r.attempt === 1))
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches`), 1)
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".ready`), 0)
-      const outcomes = yield* stores.a.completeBatch(claimed.map((r) => ({ runId: r.id, fence: r.fence, result: r.id === claimed[0]!.id ? "{\"ok\":1}" : null, keyed: false })))
+      const outcomes = yield* stores.a.completeBatch(
+        claimed.map((r) => ({
+          runId: r.id,
+          fence: r.fence,
+          result: r.id === claimed[0]!.id ? "{\"ok\":1}" : null,
+          keyed: false
+        }))
+      )
       assert.isTrue(outcomes.every((o) => o._tag === "Finalized"))
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".completion_batches`), 1)
       // Not one run row was written by the claim or the completion.
-      const after = yield* sql.unsafe<{ id: string; xmin: string }>(`SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`)
+      const after = yield* sql.unsafe<{ id: string; xmin: string }>(
+        `SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`
+      )
       assert.deepStrictEqual(after, before)
       const first = yield* stores.a.get(claimed[0]!.id)
       assert.strictEqual(first.state, "completed")
@@ -64,7 +75,10 @@ describe("the batch ledger", () => {
       assert.deepStrictEqual(first.result, { ok: 1 })
       const history = yield* stores.a.history(claimed[1]!.id)
       assert.deepStrictEqual(history.map((e) => [e.kind, e.fence]), [["claimed", 1], ["completed", 1]])
-      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches WHERE settled_at IS NULL`), 0)
+      assert.strictEqual(
+        yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches WHERE settled_at IS NULL`),
+        0
+      )
     })))
 
   it.live("a lease named with leading zeros (\"007\") is renewed and completed in the ledger by the store that claimed it; its fence still decides", () =>
@@ -75,16 +89,30 @@ describe("the batch ledger", () => {
       const claimed = yield* stores.a.claim(claimOf("w-a"))
       assert.strictEqual(claimed.length, 2)
       const [one, two] = claimed.map((r) => ({ runId: `00${r.id}`, fence: r.fence }))
-      const before = yield* sql.unsafe<{ id: string; xmin: string }>(`SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`)
-      assert.deepStrictEqual(yield* stores.a.renew("w-a", [one!, two!], ttl), claimed.map((r) => ({ runId: r.id, fence: 1 })))
+      const before = yield* sql.unsafe<{ id: string; xmin: string }>(
+        `SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`
+      )
+      assert.deepStrictEqual(
+        yield* stores.a.renew("w-a", [one!, two!], ttl),
+        claimed.map((r) => ({ runId: r.id, fence: 1 }))
+      )
       // A fence the claim did not grant, under either spelling, is refused and completes nothing.
       const [stale] = yield* stores.a.completeBatch([{ ...one!, fence: 2, result: null, keyed: false }])
       assert.deepInclude(stale, { _tag: "Rejected", fence: 2, storedFence: 1 })
-      const outcomes = yield* stores.a.completeBatch([{ ...one!, result: null, keyed: false }, { ...two!, result: "{\"n\":2}", keyed: false }])
+      const outcomes = yield* stores.a.completeBatch([{ ...one!, result: null, keyed: false }, {
+        ...two!,
+        result: "{\"n\":2}",
+        keyed: false
+      }])
       assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized"])
       // Completed in the ledger: one completion batch, no run row written.
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".completion_batches`), 1)
-      assert.deepStrictEqual(yield* sql.unsafe<{ id: string; xmin: string }>(`SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`), before)
+      assert.deepStrictEqual(
+        yield* sql.unsafe<{ id: string; xmin: string }>(
+          `SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`
+        ),
+        before
+      )
       assert.deepInclude(yield* stores.a.get(claimed[1]!.id), { state: "completed", fence: 1, result: { n: 2 } })
       // The same completion sent again is acknowledged, and writes nothing more.
       const [again] = yield* stores.a.completeBatch([{ runId: claimed[0]!.id, fence: 1, result: null, keyed: false }])
@@ -107,7 +135,9 @@ describe("the batch ledger", () => {
       assert.deepStrictEqual(outcome, { _tag: "Rejected", runId: run!.id, fence: 1, storedFence: 2, state: "running" })
       const failed = yield* Effect.exit(stores.a.fail({ runId: run!.id, fence: 1, error: "late", retryDelayMs: 0 }))
       assert.isTrue(Exit.isFailure(failed))
-      const error = Exit.isFailure(failed) ? (failed.cause as unknown as { reasons: Array<{ error: unknown }> }).reasons[0]!.error : undefined
+      const error = Exit.isFailure(failed)
+        ? (failed.cause as unknown as { reasons: Array<{ error: unknown }> }).reasons[0]!.error
+        : undefined
       assert.deepInclude(error as object, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
       assert.deepStrictEqual(yield* stores.a.renew("w-a", [{ runId: run!.id, fence: 1 }], ttl), [])
       // The new holder completes; the history names the first claim, the reclaim and the rejections.
@@ -115,7 +145,11 @@ describe("the batch ledger", () => {
       assert.strictEqual(done!._tag, "Finalized")
       const history = yield* stores.b.history(run!.id)
       const kinds = history.map((e) => e.kind)
-      assert.deepStrictEqual(kinds.filter((k) => k === "claimed" || k === "reclaimed" || k === "completed"), ["claimed", "reclaimed", "completed"])
+      assert.deepStrictEqual(kinds.filter((k) => k === "claimed" || k === "reclaimed" || k === "completed"), [
+        "claimed",
+        "reclaimed",
+        "completed"
+      ])
       assert.isTrue(history.some((e) => e.kind === "stale_write_rejected" && e.fence === 1))
       assert.strictEqual((yield* stores.b.get(run!.id)).state, "completed")
     })))
@@ -150,7 +184,9 @@ describe("the batch ledger", () => {
       const reclaimed = yield* stores.b.claim(claimOf("w-b"))
       assert.deepStrictEqual(reclaimed.map((r) => [r.id, r.fence, r.via]), [[claimed[2]!.id, 2, "expired"]])
       assert.deepStrictEqual(yield* stores.a.renew("w-a", named, ttl), named)
-      const outcomes = yield* stores.a.completeBatch(claimed.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: false })))
+      const outcomes = yield* stores.a.completeBatch(
+        claimed.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: false }))
+      )
       assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized", "Rejected"])
     })))
 
@@ -161,7 +197,9 @@ describe("the batch ledger", () => {
       const held = yield* stores.a.claim(claimOf("w-a"))
       assert.strictEqual(held.length, 2)
       yield* stores.b.cancel(run!.id)
-      const outcomes = yield* stores.a.completeBatch(held.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: false })))
+      const outcomes = yield* stores.a.completeBatch(
+        held.map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: false }))
+      )
       assert.deepStrictEqual(outcomes.map((o) => [o.runId, o._tag]), [[run!.id, "Rejected"], [other!.id, "Finalized"]])
       const stored = yield* stores.a.get(run!.id)
       assert.strictEqual(stored.state, "cancelled")
@@ -175,7 +213,9 @@ describe("the batch ledger", () => {
       const { sql, schema } = stores
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: {} }])
       yield* stores.a.claim(claimOf("w-a"))
-      yield* sql.unsafe(`UPDATE "${schema}".runs SET run_at = now() - interval '1 minute', priority = 5 WHERE id = ${Number(run!.id)}`)
+      yield* sql.unsafe(
+        `UPDATE "${schema}".runs SET run_at = now() - interval '1 minute', priority = 5 WHERE id = ${Number(run!.id)}`
+      )
       assert.deepStrictEqual(yield* stores.b.claim({ ...claimOf("w-b"), dueOnly: true }), [])
       assert.deepStrictEqual(yield* stores.b.claim(claimOf("w-b")), [])
       assert.strictEqual((yield* stores.a.get(run!.id)).state, "running")
@@ -189,16 +229,26 @@ describe("the batch ledger", () => {
       assert.strictEqual(claimed.length, 200)
       const victims = claimed.filter((_, i) => i % 2 === 1)
       const [outcomes] = yield* Effect.all([
-        Effect.forEach([0, 1, 2, 3], (part) =>
-          stores.a.completeBatch(claimed.filter((_, i) => i % 4 === part).map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: false }))),
+        Effect.forEach(
+          [0, 1, 2, 3],
+          (part) =>
+            stores.a.completeBatch(
+              claimed.filter((_, i) => i % 4 === part).map((r) => ({
+                runId: r.id,
+                fence: r.fence,
+                result: null,
+                keyed: false
+              }))
+            ),
           { concurrency: "unbounded" }
         ).pipe(Effect.map((parts) => parts.flat())),
         Effect.forEach(victims, (r) => Effect.ignore(stores.b.cancel(r.id)), { concurrency: 8 })
       ], { concurrency: "unbounded" })
       for (const outcome of outcomes) {
         const stored = yield* stores.a.get(outcome.runId)
-        if (outcome._tag === "Finalized") assert.strictEqual(stored.state, "completed", `run ${outcome.runId} was told Finalized`)
-        else assert.strictEqual(stored.state, "cancelled", `run ${outcome.runId} was told ${outcome._tag}`)
+        if (outcome._tag === "Finalized") {
+          assert.strictEqual(stored.state, "completed", `run ${outcome.runId} was told Finalized`)
+        } else assert.strictEqual(stored.state, "cancelled", `run ${outcome.runId} was told ${outcome._tag}`)
       }
       const evens = claimed.filter((_, i) => i % 2 === 0)
       for (const r of evens) assert.strictEqual((yield* stores.a.get(r.id)).state, "completed")
@@ -237,7 +287,11 @@ describe("the batch ledger", () => {
       assert.strictEqual((yield* stores.a.get(cancelled!.runId)).state, "cancelled")
       assert.strictEqual((yield* stores.a.get(completed!.runId)).state, "completed")
       // A lease listed twice is renewed once and answered twice; the next round names the kept ones only.
-      assert.deepStrictEqual(yield* stores.a.renew("w-a", [kept[0]!, kept[0]!, kept[1]!], ttl), [kept[0]!, kept[0]!, kept[1]!])
+      assert.deepStrictEqual(yield* stores.a.renew("w-a", [kept[0]!, kept[0]!, kept[1]!], ttl), [
+        kept[0]!,
+        kept[0]!,
+        kept[1]!
+      ])
     })))
 
   it.live("a renewal that meets a hold closing another run of its batch mid-statement still renews the run it names: the hold is seen, not taken for a loss", () =>
@@ -260,13 +314,20 @@ describe("the batch ledger", () => {
       // The renewal is waiting on the batch's row lock.
       let waiting = false
       for (let i = 0; i < 200 && !waiting; i++) {
-        waiting = (yield* count(sql, `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%claim_batches%'`)) > 0
+        waiting = (yield* count(
+          sql,
+          `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%claim_batches%'`
+        )) > 0
         if (!waiting) yield* Effect.sleep("20 millis")
       }
       assert.isTrue(waiting, "the renewal waited for the hold's lock")
       yield* Deferred.succeed(commit, undefined)
       yield* Fiber.join(hold)
-      assert.deepStrictEqual(yield* Fiber.join(renewal), [kept!], "the run still open in its batch is renewed, not lost")
+      assert.deepStrictEqual(
+        yield* Fiber.join(renewal),
+        [kept!],
+        "the run still open in its batch is renewed, not lost"
+      )
       const run = yield* readRun(stores, kept!.runId)
       assert.deepStrictEqual([run.state, run.fence, run.lease_owner], ["running", 1, "w-a"])
       assert.isAbove(run.lease_expires_at!.getTime(), Date.now() + 20_000)
@@ -301,7 +362,11 @@ describe("the batch ledger", () => {
       yield* Deferred.succeed(finish, undefined)
       const exit = yield* Fiber.join(transaction)
       assert.isTrue(Exit.isFailure(exit))
-      assert.deepInclude(Cause.squash((exit as Exit.Failure<unknown, unknown>).cause) as object, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+      assert.deepInclude(Cause.squash((exit as Exit.Failure<unknown, unknown>).cause) as object, {
+        _tag: "FenceRejected",
+        presentedFence: 1,
+        storedFence: 2
+      })
       assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".app_writes`), 0)
     })))
 
@@ -310,7 +375,10 @@ describe("the batch ledger", () => {
       const stores = yield* twoStores
       const { sql, schema } = stores
       yield* stores.a.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i } })))
-      const [kept, first, second] = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
+      const [kept, first, second] = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({
+        runId: r.id,
+        fence: r.fence
+      }))
       const waiters = (like: string) =>
         count(sql, `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '${like}'`)
       const until = (condition: Effect.Effect<boolean, unknown>) =>
@@ -334,53 +402,90 @@ describe("the batch ledger", () => {
       const firstHold = yield* holdOpen(first!.runId, commitFirst, holding)
       yield* Deferred.await(holding)
       const renewal = yield* Effect.forkChild(stores.a.renew("w-a", [kept!], ttl))
-      assert.isTrue(yield* until(Effect.map(waiters("%claim_batches%"), (n) => n >= 1)), "the renewal waits for the first hold")
+      assert.isTrue(
+        yield* until(Effect.map(waiters("%claim_batches%"), (n) => n >= 1)),
+        "the renewal waits for the first hold"
+      )
       const secondHold = yield* holdOpen(second!.runId, commitSecond)
       assert.isTrue(yield* until(Effect.map(waiters("%hold(%"), (n) => n >= 1)), "the second hold waits too")
       yield* Deferred.succeed(commitFirst, undefined)
       yield* Fiber.join(firstHold)
       // The renewal answers, or waits for the second hold in a statement of its own.
-      yield* until(Effect.map(waiters("%renewed AS%"), (n) => n >= 1).pipe(Effect.map((n) => n || renewal.pollUnsafe() !== undefined)))
+      yield* until(
+        Effect.map(waiters("%renewed AS%"), (n) => n >= 1).pipe(
+          Effect.map((n) => n || renewal.pollUnsafe() !== undefined)
+        )
+      )
       yield* Deferred.succeed(commitSecond, undefined)
       yield* Fiber.join(secondHold)
-      assert.deepStrictEqual(yield* Fiber.join(renewal), [kept!], "the run still open in its batch is renewed, not lost")
+      assert.deepStrictEqual(
+        yield* Fiber.join(renewal),
+        [kept!],
+        "the run still open in its batch is renewed, not lost"
+      )
       const run = yield* readRun(stores, kept!.runId)
       assert.deepStrictEqual([run.state, run.fence, run.lease_owner], ["running", 1, "w-a"])
     })))
 
-  it.live("two workers draining 2,000 runs, half of which checkpoint: every run completed once under fence 1 (no lease of theirs answered lost), and no claim batch left unsettled", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const stores = yield* twoStores
-      const { sql, schema } = stores
-      const job = Handler.make({
-        kind: "job",
-        payload: Schema.Struct({ i: Schema.Number }),
-        handle: ({ i }) => i % 2 === 0 ? Run.checkpoint({ i }) : Effect.void
-      })
-      // Renewals every 50 ms meet the checkpoints' holds often; a lease of 30 s never runs out here.
-      const options = { ttl: "30 seconds", heartbeat: "50 millis", pollInterval: "100 millis", concurrency: 50, handlers: [job] } as const
-      const eventsA = yield* startWorker(stores.a, sql, options)
-      const eventsB = yield* startWorker(stores.b, sql, options)
-      yield* stores.a.enqueue(Array.from({ length: 2_000 }, (_, i) => ({ kind: "job", payload: { i } })))
-      yield* eventually(
-        "2,000 runs completed",
-        Effect.map(count(sql, `SELECT count(*) AS n FROM "${schema}".runs_now WHERE state = 'completed'`), (n) => n === 2_000),
-        "180 seconds"
-      )
-      if (process.env.DEBUG_DRAIN) {
-        const lost = [...eventsA, ...eventsB].filter((e) => e._tag === "LeaseLost" || e._tag === "WriteRejected" || e._tag === "StoreError")
-        console.error(JSON.stringify(lost.slice(0, 5)), lost.length)
-        const first = lost.find((e) => e._tag === "LeaseLost") as { runId: string } | undefined
-        if (first) console.error(JSON.stringify(yield* stores.a.history(first.runId)))
-      }
-      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".runs_now WHERE fence <> 1`), 0, "runs reclaimed (a lease answered lost)")
-      assert.strictEqual(yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches WHERE settled_at IS NULL`), 0, "claim batches left unsettled")
-      assert.strictEqual(
-        yield* count(sql, `SELECT count(*) AS n FROM (SELECT run_id FROM "${schema}".run_history WHERE kind = 'completed' GROUP BY run_id HAVING count(*) > 1) x`),
-        0,
-        "runs completed twice"
-      )
-    })), { timeout: 240_000 })
+  it.live(
+    "two workers draining 2,000 runs, half of which checkpoint: every run completed once under fence 1 (no lease of theirs answered lost), and no claim batch left unsettled",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const stores = yield* twoStores
+        const { sql, schema } = stores
+        const job = Handler.make({
+          kind: "job",
+          payload: Schema.Struct({ i: Schema.Number }),
+          handle: ({ i }) => i % 2 === 0 ? Run.checkpoint({ i }) : Effect.void
+        })
+        // Renewals every 50 ms meet the checkpoints' holds often; a lease of 30 s never runs out here.
+        const options = {
+          ttl: "30 seconds",
+          heartbeat: "50 millis",
+          pollInterval: "100 millis",
+          concurrency: 50,
+          handlers: [job]
+        } as const
+        const eventsA = yield* startWorker(stores.a, sql, options)
+        const eventsB = yield* startWorker(stores.b, sql, options)
+        yield* stores.a.enqueue(Array.from({ length: 2_000 }, (_, i) => ({ kind: "job", payload: { i } })))
+        yield* eventually(
+          "2,000 runs completed",
+          Effect.map(count(sql, `SELECT count(*) AS n FROM "${schema}".runs_now WHERE state = 'completed'`), (n) =>
+            n === 2_000),
+          "180 seconds"
+        )
+        if (process.env.DEBUG_DRAIN) {
+          const lost = [...eventsA, ...eventsB].filter((e) =>
+            e._tag === "LeaseLost" || e._tag === "WriteRejected" || e._tag === "StoreError"
+          )
+          console.error(JSON.stringify(lost.slice(0, 5)), lost.length)
+          const first = lost.find((e) =>
+            e._tag === "LeaseLost"
+          ) as { runId: string } | undefined
+          if (first) console.error(JSON.stringify(yield* stores.a.history(first.runId)))
+        }
+        assert.strictEqual(
+          yield* count(sql, `SELECT count(*) AS n FROM "${schema}".runs_now WHERE fence <> 1`),
+          0,
+          "runs reclaimed (a lease answered lost)"
+        )
+        assert.strictEqual(
+          yield* count(sql, `SELECT count(*) AS n FROM "${schema}".claim_batches WHERE settled_at IS NULL`),
+          0,
+          "claim batches left unsettled"
+        )
+        assert.strictEqual(
+          yield* count(
+            sql,
+            `SELECT count(*) AS n FROM (SELECT run_id FROM "${schema}".run_history WHERE kind = 'completed' GROUP BY run_id HAVING count(*) > 1) x`
+          ),
+          0,
+          "runs completed twice"
+        )
+      })),
+    { timeout: 240_000 }
+  )
 
   it.live("a sweep skips an expired batch another transaction holds (a holder gone silent mid-transaction) and reclaims the other expired batches", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -397,7 +502,9 @@ describe("the batch ledger", () => {
       const holding = yield* Deferred.make<void>()
       const never = yield* Deferred.make<void>()
       yield* Effect.forkScoped(sql.withTransaction(Effect.gen(function*() {
-        yield* sql.unsafe(`SELECT 1 FROM "${schema}".claim_batches WHERE ${Number(stuck!.id)} = ANY (ids) FOR KEY SHARE`)
+        yield* sql.unsafe(
+          `SELECT 1 FROM "${schema}".claim_batches WHERE ${Number(stuck!.id)} = ANY (ids) FOR KEY SHARE`
+        )
         yield* Deferred.succeed(holding, undefined)
         yield* Deferred.await(never)
       })))
@@ -437,7 +544,10 @@ describe("the batch ledger", () => {
       assert.deepStrictEqual(yield* stores.a.renew("w-a", held, ttl), [])
       const after = yield* expiries(stores)
       assert.deepStrictEqual([...after.runs], [...before.runs])
-      assert.deepStrictEqual(yield* stores.b.renew("w-b", taken.map((r) => ({ runId: r.id, fence: r.fence })), ttl), taken.map((r) => ({ runId: r.id, fence: 2 })))
+      assert.deepStrictEqual(
+        yield* stores.b.renew("w-b", taken.map((r) => ({ runId: r.id, fence: r.fence })), ttl),
+        taken.map((r) => ({ runId: r.id, fence: 2 }))
+      )
     })))
 
   it.live("one renewal carries ledger leases and row leases (a keyed run, an idempotent one), and on a rows store only row leases: the held ones are renewed, a reclaimed one is lost and its new holder's lease stays its own", () =>
@@ -447,7 +557,11 @@ describe("the batch ledger", () => {
         const { sql, schema } = stores
         // Apart: an enqueue with an idempotency key records its whole batch in rows.
         yield* stores.a.enqueue([{ kind: "job", payload: { i: 1 } }, { kind: "job", payload: { i: 2 } }])
-        yield* stores.a.enqueue([{ kind: "job", payload: { i: 3 }, idempotencyKey: "once" }, { kind: "job", payload: { i: 4 }, concurrencyKey: "k" }])
+        yield* stores.a.enqueue([{ kind: "job", payload: { i: 3 }, idempotencyKey: "once" }, {
+          kind: "job",
+          payload: { i: 4 },
+          concurrencyKey: "k"
+        }])
         const claimed = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
         assert.strictEqual(claimed.length, 4, storage)
         const inRows = yield* count(sql, `SELECT count(*) AS n FROM "${schema}".runs WHERE state = 'running'`)
@@ -457,13 +571,25 @@ describe("the batch ledger", () => {
         yield* expireLease(stores, once!.runId)
         const [taken] = yield* stores.b.claim(claimOf("w-b"))
         assert.deepStrictEqual([taken!.id, taken!.fence], [once!.runId, 2], storage)
-        yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() + interval '5 seconds' WHERE id = ${Number(keyed!.runId)}`)
+        yield* sql.unsafe(
+          `UPDATE "${schema}".runs SET lease_expires_at = now() + interval '5 seconds' WHERE id = ${
+            Number(keyed!.runId)
+          }`
+        )
         const before = yield* expiries(stores)
         const held = claimed.filter((l) => l !== once)
         assert.deepStrictEqual(yield* stores.a.renew("w-a", claimed, ttl), held, storage)
         const after = yield* expiries(stores)
-        assert.isAbove(after.runs.get(keyed!.runId)!, before.runs.get(keyed!.runId)! + 20_000, `${storage}: the keyed run's lease was extended`)
-        assert.strictEqual(after.runs.get(once!.runId), before.runs.get(once!.runId), `${storage}: the new holder's lease did not move`)
+        assert.isAbove(
+          after.runs.get(keyed!.runId)!,
+          before.runs.get(keyed!.runId)! + 20_000,
+          `${storage}: the keyed run's lease was extended`
+        )
+        assert.strictEqual(
+          after.runs.get(once!.runId),
+          before.runs.get(once!.runId),
+          `${storage}: the new holder's lease did not move`
+        )
         assert.strictEqual((yield* readRun(stores, plain!.runId)).lease_owner, "w-a")
       }
     })))
@@ -472,7 +598,9 @@ describe("the batch ledger", () => {
 /** The claim batch's expiry (the store's one batch, if any) and each run row's lease expiry, in ms. */
 const expiries = (stores: import("./support/stores.js").Stores) =>
   Effect.gen(function*() {
-    const [batch] = yield* stores.sql.unsafe<{ at: Date | null }>(`SELECT max(expires_at) AS at FROM "${stores.schema}".claim_batches`)
+    const [batch] = yield* stores.sql.unsafe<{ at: Date | null }>(
+      `SELECT max(expires_at) AS at FROM "${stores.schema}".claim_batches`
+    )
     const rows = yield* stores.sql.unsafe<{ id: string; at: Date | null }>(
       `SELECT id::text AS id, lease_expires_at AS at FROM "${stores.schema}".runs WHERE state = 'running' ORDER BY id`
     )

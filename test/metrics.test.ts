@@ -3,12 +3,11 @@
  * workload, agree with what the database recorded: completions, failures, reclaims and writes the
  * fence rejected. With metrics off nothing is recorded.
  */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Client, Handler, RunStore, Telemetry, WorkerMetrics } from "@leasehold/core"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
-import { HttpRouter, HttpServer } from "effect/http"
-import { FetchHttpClient } from "effect/http"
+import { FetchHttpClient, HttpRouter, HttpServer } from "effect/http"
 import { OtlpMetrics, OtlpSerialization, PrometheusMetrics } from "effect/observability"
 import * as fs from "node:fs"
 import { createServer } from "node:http"
@@ -31,7 +30,9 @@ const scrape = (url: string) =>
     const text = await (await fetch(url)).text()
     const samples = text.split("\n").filter((line) => line !== "" && !line.startsWith("#")).map((line) => {
       const match = /^([a-z_]+)(\{(.*)\})? (.+)$/.exec(line)!
-      const labels = Object.fromEntries([...(match[3] ?? "").matchAll(/([a-z_]+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!]))
+      const labels = Object.fromEntries(
+        [...(match[3] ?? "").matchAll(/([a-z_]+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!])
+      )
       return { name: match[1]!, labels, value: Number(match[4]) }
     })
     return (name: string, labels: Record<string, string> = {}) =>
@@ -67,7 +68,9 @@ const metricsReceiver = Effect.acquireRelease(
         req.on("data", (chunk) => void (body += String(chunk)))
         req.on("end", () => {
           if (req.url === "/v1/metrics") {
-            const payload = JSON.parse(body) as { resourceMetrics: Array<{ scopeMetrics: Array<{ metrics: Array<OtlpMetric> }> }> }
+            const payload = JSON.parse(body) as {
+              resourceMetrics: Array<{ scopeMetrics: Array<{ metrics: Array<OtlpMetric> }> }>
+            }
             exports.push(payload.resourceMetrics.flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics)))
           }
           res.writeHead(200, { "content-type": "application/json" }).end("{}")
@@ -91,7 +94,12 @@ const gaugeValue = (metrics: ReadonlyArray<OtlpMetric>, name: string, labels: Re
 }
 
 const ok = Handler.make({ kind: "ok", payload: Schema.Unknown, handle: () => Effect.void })
-const boom = Handler.make({ kind: "boom", payload: Schema.Unknown, maxAttempts: 1, handle: () => Effect.fail(new Error("boom")) })
+const boom = Handler.make({
+  kind: "boom",
+  payload: Schema.Unknown,
+  maxAttempts: 1,
+  handle: () => Effect.fail(new Error("boom"))
+})
 
 describe("worker metrics", () => {
   it.live("with metrics off, a worker records nothing", () =>
@@ -123,7 +131,16 @@ describe("worker metrics", () => {
 
       // A run another worker claimed and then lost (its lease expired): this worker reclaims it.
       const abandoned = yield* enqueue(ok, { abandoned: true })
-      assert.strictEqual((yield* stores.b.claim({ owner: "gone", queues: ["default"], kinds: ["ok"], limit: 1, ttl: Duration.minutes(1) })).length, 1)
+      assert.strictEqual(
+        (yield* stores.b.claim({
+          owner: "gone",
+          queues: ["default"],
+          kinds: ["ok"],
+          limit: 1,
+          ttl: Duration.minutes(1)
+        })).length,
+        1
+      )
       yield* expireLease(stores, abandoned)
 
       yield* startWorker(stores.a, stores.sql, {
@@ -142,14 +159,29 @@ describe("worker metrics", () => {
       yield* Deferred.await(started)
       yield* expireLease(stores, stolen)
       assert.deepStrictEqual(
-        (yield* stores.b.claim({ owner: "thief", queues: ["default"], kinds: ["slow"], limit: 1, ttl: Duration.minutes(1) })).map((r) => r.fence),
+        (yield* stores.b.claim({
+          owner: "thief",
+          queues: ["default"],
+          kinds: ["slow"],
+          limit: 1,
+          ttl: Duration.minutes(1)
+        })).map((r) => r.fence),
         [2]
       )
       yield* Deferred.succeed(proceed, undefined)
 
-      yield* eventually("the stale completion rejected", Effect.map(count(stores, "run_events WHERE kind = 'stale_write_rejected'"), (n) => n === 1))
-      yield* eventually("every other run ended", Effect.map(count(stores, "runs_now WHERE state IN ('pending', 'running')"), (n) => n === 1))
-      const metric = yield* eventually("the settlements recorded", Effect.map(scrape(url), (m) => m("leasehold_runs_settled_total") === 9 && m))
+      yield* eventually(
+        "the stale completion rejected",
+        Effect.map(count(stores, "run_events WHERE kind = 'stale_write_rejected'"), (n) => n === 1)
+      )
+      yield* eventually(
+        "every other run ended",
+        Effect.map(count(stores, "runs_now WHERE state IN ('pending', 'running')"), (n) => n === 1)
+      )
+      const metric = yield* eventually(
+        "the settlements recorded",
+        Effect.map(scrape(url), (m) => m("leasehold_runs_settled_total") === 9 && m)
+      )
 
       const completed = yield* count(stores, "runs_now WHERE state = 'completed'")
       const failed = yield* count(stores, "runs_now WHERE state = 'failed'")
@@ -185,7 +217,10 @@ describe("worker metrics", () => {
       assert.strictEqual(delta("leasehold_runs_cancelled_total", {}), 1)
       // Without metrics on, nothing is counted.
       yield* Client.enqueue(ok, null, { queue: "counted" }).pipe(Effect.provideService(RunStore, stores.a))
-      assert.strictEqual((yield* scrape(url))("leasehold_runs_enqueued_total", { queue: "counted" }), after("leasehold_runs_enqueued_total", { queue: "counted" }))
+      assert.strictEqual(
+        (yield* scrape(url))("leasehold_runs_enqueued_total", { queue: "counted" }),
+        after("leasehold_runs_enqueued_total", { queue: "counted" })
+      )
       const stats = yield* stores.a.stats
       assert.deepStrictEqual(stats.dueByQueue.map((q) => [q.queue, q.due]), [["counted", 4]])
     }))
@@ -198,13 +233,32 @@ describe("worker metrics", () => {
       const queue = `stale-${stores.schema}`
       yield* Effect.forkScoped(WorkerMetrics.sampler(stores.a, "50 millis"))
       yield* stores.a.enqueue([0, 1, 2].map(() => ({ kind: "k", payload: {}, queue })))
-      const held = yield* stores.b.claim({ owner: "w", queues: [queue], kinds: ["k"], limit: 2, ttl: Duration.minutes(5) })
-      const gauge = (state: string) => Effect.map(scrape(url), (metric) => metric("leasehold_queue_runs", { queue, state }))
-      yield* eventually("2 running and 1 pending sampled", Effect.map(Effect.all([gauge("running"), gauge("pending")]), ([r, p]) => r === 2 && p === 1))
+      const held = yield* stores.b.claim({
+        owner: "w",
+        queues: [queue],
+        kinds: ["k"],
+        limit: 2,
+        ttl: Duration.minutes(5)
+      })
+      const gauge = (state: string) =>
+        Effect.map(scrape(url), (metric) => metric("leasehold_queue_runs", { queue, state }))
+      yield* eventually(
+        "2 running and 1 pending sampled",
+        Effect.map(Effect.all([gauge("running"), gauge("pending")]), ([r, p]) => r === 2 && p === 1)
+      )
       yield* stores.a.completeBatch(held.map((r) => ({ runId: r.id, fence: r.fence, result: null })))
-      const [rest] = yield* stores.b.claim({ owner: "w", queues: [queue], kinds: ["k"], limit: 1, ttl: Duration.minutes(5) })
+      const [rest] = yield* stores.b.claim({
+        owner: "w",
+        queues: [queue],
+        kinds: ["k"],
+        limit: 1,
+        ttl: Duration.minutes(5)
+      })
       yield* stores.a.completeBatch([{ runId: rest!.id, fence: rest!.fence, result: null }])
-      yield* eventually("nothing running or pending sampled", Effect.map(Effect.all([gauge("running"), gauge("pending")]), ([r, p]) => r === 0 && p === 0))
+      yield* eventually(
+        "nothing running or pending sampled",
+        Effect.map(Effect.all([gauge("running"), gauge("pending")]), ([r, p]) => r === 0 && p === 0)
+      )
       assert.strictEqual(yield* Effect.map(scrape(url), (metric) => metric("leasehold_queue_due_runs", { queue })), 0)
     }))
 
@@ -213,42 +267,77 @@ describe("worker metrics", () => {
       const stores = yield* twoStores
       const otlp = yield* metricsReceiver
       const queue = `otlp-${stores.schema}`
-      const latest = (name: string, labels: Record<string, string>) => gaugeValue(otlp.exports.at(-1) ?? [], name, labels)
+      const latest = (name: string, labels: Record<string, string>) =>
+        gaugeValue(otlp.exports.at(-1) ?? [], name, labels)
       yield* Effect.gen(function*() {
         yield* Effect.forkScoped(WorkerMetrics.sampler(stores.a, "50 millis"))
-        yield* startWorker(stores.a, stores.sql, { handlers: [ok], metrics: true, pollInterval: "50 millis", queues: [queue] })
+        yield* startWorker(stores.a, stores.sql, {
+          handlers: [ok],
+          metrics: true,
+          pollInterval: "50 millis",
+          queues: [queue]
+        })
         // A run of a kind the worker does not handle, held by another owner.
         yield* stores.a.enqueue([{ kind: "k", payload: {}, queue }])
-        const [held] = yield* stores.b.claim({ owner: "w", queues: [queue], kinds: ["k"], limit: 1, ttl: Duration.minutes(5) })
-        yield* eventually("1 running exported", Effect.sync(() => latest("leasehold_queue_runs", { queue, state: "running" }) === 1))
+        const [held] = yield* stores.b.claim({
+          owner: "w",
+          queues: [queue],
+          kinds: ["k"],
+          limit: 1,
+          ttl: Duration.minutes(5)
+        })
+        yield* eventually(
+          "1 running exported",
+          Effect.sync(() => latest("leasehold_queue_runs", { queue, state: "running" }) === 1)
+        )
         yield* stores.a.completeBatch([{ runId: held!.id, fence: held!.fence, result: null }])
         // And a run of the worker's own, for its duration histograms.
         const { id } = yield* Client.enqueue(ok, null, { queue }).pipe(Effect.provideService(RunStore, stores.a))
         yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
-        yield* eventually("0 running exported", Effect.sync(() => latest("leasehold_queue_runs", { queue, state: "running" }) === 0))
+        yield* eventually(
+          "0 running exported",
+          Effect.sync(() => latest("leasehold_queue_runs", { queue, state: "running" }) === 0)
+        )
         // The run's duration is recorded as it settles: waited for in an export, not raced with the scope's end.
-        yield* eventually("the run's duration exported", Effect.sync(() => otlp.exports.flat().some((m) => m.name === "leasehold_run_duration_seconds")))
+        yield* eventually(
+          "the run's duration exported",
+          Effect.sync(() => otlp.exports.flat().some((m) => m.name === "leasehold_run_duration_seconds"))
+        )
       }).pipe(
         Effect.scoped,
-        Effect.provide(OtlpMetrics.layer({ url: otlp.url, resource: { serviceName: "leasehold-test" }, exportInterval: "100 millis" })),
+        Effect.provide(
+          OtlpMetrics.layer({
+            url: otlp.url,
+            resource: { serviceName: "leasehold-test" },
+            exportInterval: "100 millis"
+          })
+        ),
         Effect.provide(OtlpSerialization.layerJson),
         Effect.provide(FetchHttpClient.layer)
       )
       // Every export: the worker's own series end with its scope.
       const exported = otlp.exports.flat()
       const timed = exported.filter((m) => m.name.endsWith("_seconds"))
-      assert.includeMembers([...new Set(timed.map((m) => m.name))], ["leasehold_run_duration_seconds", "leasehold_run_wait_seconds", "leasehold_oldest_due_seconds"])
+      assert.includeMembers([...new Set(timed.map((m) => m.name))], [
+        "leasehold_run_duration_seconds",
+        "leasehold_run_wait_seconds",
+        "leasehold_oldest_due_seconds"
+      ])
       for (const metric of timed) assert.strictEqual(metric.unit, "s", metric.name)
       assert.strictEqual(exported.find((m) => m.name === "leasehold_runs_claimed_total")?.unit, "1")
     }))
 
   it("the Grafana dashboard (docs/grafana/leasehold.json) queries only metrics the worker records", () => {
-    const dashboard = JSON.parse(fs.readFileSync(new URL("../docs/grafana/leasehold.json", import.meta.url), "utf8")) as {
+    const dashboard = JSON.parse(
+      fs.readFileSync(new URL("../docs/grafana/leasehold.json", import.meta.url), "utf8")
+    ) as {
       panels: Array<{ targets: Array<{ expr: string }> }>
     }
     const defined = new Set(Object.values(WorkerMetrics.metrics).map((metric) => metric.id))
     const queried = new Set(
-      dashboard.panels.flatMap((panel) => panel.targets.flatMap((target) => target.expr.match(/leasehold_[a-z_]+/g) ?? []))
+      dashboard.panels.flatMap((panel) =>
+        panel.targets.flatMap((target) => target.expr.match(/leasehold_[a-z_]+/g) ?? [])
+      )
         .map((name) => name.replace(/_(bucket|sum|count)$/, ""))
     )
     assert.isAtLeast(queried.size, 10)

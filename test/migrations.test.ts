@@ -33,7 +33,7 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0023_rate_limits", "9c275dbf2d0f26ad4db04c7196ab4733d18e567edc9660b646800015449216bb"],
   ["0024_unique_hold_order_and_retention", "ac39782b5f5953a877aba02e52a07ad970b5a05cb28d65cef4a636a87cf22603"],
   ["0025_keyed_ledger", "931fd2c5d9d7f4d209d0d9356fdc99c4b08beccf336db9936d44e36b812a0d72"],
-  ["0026_ledger_settlement", "8edd2fa32910a8a85f37f84e9e51b754ab53ce29d7ed28bf859398ff6392e229"],
+  ["0026_ledger_settlement", "8edd2fa32910a8a85f37f84e9e51b754ab53ce29d7ed28bf859398ff6392e229"]
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")
@@ -45,13 +45,21 @@ describe("migrations", () => {
     for (const [name, sha256] of released) {
       const text = files.get(name)
       assert.isDefined(text, `migration ${name} was removed: released migrations stay`)
-      assert.strictEqual(digest(text!), sha256, `migration ${name} was edited: migrations are append-only; add a new file instead`)
+      assert.strictEqual(
+        digest(text!),
+        sha256,
+        `migration ${name} was edited: migrations are append-only; add a new file instead`
+      )
     }
   })
 
   it("every file is released here, numbered from 0001 with no gap and no number twice", () => {
     const names = Migrations.files().map((file) => file.name)
-    assert.deepStrictEqual(names, released.map(([name]) => name), "a migration file without its digest here, or one missing")
+    assert.deepStrictEqual(
+      names,
+      released.map(([name]) => name),
+      "a migration file without its digest here, or one missing"
+    )
     names.forEach((name, i) => assert.strictEqual(name.slice(0, 4), String(i + 1).padStart(4, "0"), name))
   })
 

@@ -105,7 +105,11 @@ describe("the batch ledger's protocol, checked by Spin", () => {
     const v = verify(["-DRENEWAL_BUG"])
     report("RENEWAL_BUG", v)
     assert.strictEqual(v.errors, 1)
-    assert.match(v.story.find((line) => line.startsWith("INVARIANT")) ?? "", /^INVARIANT 4 violated/, v.story.join("\n"))
+    assert.match(
+      v.story.find((line) => line.startsWith("INVARIANT")) ?? "",
+      /^INVARIANT 4 violated/,
+      v.story.join("\n")
+    )
     assert.include(v.story, "Renew: B moved meanwhile, not renewed")
   })
 

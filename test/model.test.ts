@@ -40,9 +40,22 @@
  * `MODEL_SEED`, `MODEL_PATH` and `MODEL_REPLAY_PATH` replay (with `MODEL_RUNS` above the failing
  * sequence's number).
  */
-import { describe, expect, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { type ClaimedRun, type FinalizeOutcome, Handler, KeyLimits, type LeaseKey, MemoryRunStore, RateLimits, type RunRecord, type RunState, RunStore, type SignalOutcome, type UniqueWindow } from "@leasehold/core"
+import { describe, expect, it } from "@effect/vitest"
+import {
+  type ClaimedRun,
+  type FinalizeOutcome,
+  Handler,
+  KeyLimits,
+  type LeaseKey,
+  MemoryRunStore,
+  RateLimits,
+  type RunRecord,
+  type RunState,
+  RunStore,
+  type SignalOutcome,
+  type UniqueWindow
+} from "@leasehold/core"
 import { PgRunStore } from "@leasehold/sql"
 import { Clock, Context, Duration, Effect, Exit, Layer, Redacted, Result, Schedule, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
@@ -64,8 +77,20 @@ const pastEpoch = Date.UTC(2000, 0, 1)
 
 /** The typed failures of the stores, as plain data. */
 type StoreFailure =
-  | { readonly _tag: "FenceRejected"; readonly runId: string; readonly presentedFence: number; readonly storedFence: number; readonly operation: string }
-  | { readonly _tag: "LeaseNotHeld"; readonly runId: string; readonly fence: number; readonly state: string; readonly operation: string }
+  | {
+    readonly _tag: "FenceRejected"
+    readonly runId: string
+    readonly presentedFence: number
+    readonly storedFence: number
+    readonly operation: string
+  }
+  | {
+    readonly _tag: "LeaseNotHeld"
+    readonly runId: string
+    readonly fence: number
+    readonly state: string
+    readonly operation: string
+  }
   | { readonly _tag: "RunNotFound"; readonly runId: string }
   | { readonly _tag: "InvalidTransition"; readonly runId: string; readonly state: string; readonly operation: string }
   | { readonly _tag: "SignalTokenNotFound"; readonly token: string }
@@ -136,16 +161,37 @@ const memoryColumn: Record<TimeColumn, MemoryRunStore.TimeColumn> = {
 
 // --- running the stores and reading them back ----------------------------------------------------
 
-const known = new Set(["FenceRejected", "LeaseNotHeld", "RunNotFound", "InvalidTransition", "SignalTokenNotFound", "ScheduleNotFound"])
+const known = new Set([
+  "FenceRejected",
+  "LeaseNotHeld",
+  "RunNotFound",
+  "InvalidTransition",
+  "SignalTokenNotFound",
+  "ScheduleNotFound"
+])
 
 /** A typed store failure as plain data; anything else (StoreError, a defect) fails the test. */
 const asFailure = (error: any): StoreFailure => {
-  if (!known.has(error?._tag)) throw new Error(`unexpected store failure: ${error?._tag}: ${error?.message}`, { cause: error })
+  if (!known.has(error?._tag)) {
+    throw new Error(`unexpected store failure: ${error?._tag}: ${error?.message}`, { cause: error })
+  }
   switch (error._tag) {
     case "FenceRejected":
-      return { _tag: error._tag, runId: error.runId, presentedFence: error.presentedFence, storedFence: error.storedFence, operation: error.operation }
+      return {
+        _tag: error._tag,
+        runId: error.runId,
+        presentedFence: error.presentedFence,
+        storedFence: error.storedFence,
+        operation: error.operation
+      }
     case "LeaseNotHeld":
-      return { _tag: error._tag, runId: error.runId, fence: error.fence, state: error.state, operation: error.operation }
+      return {
+        _tag: error._tag,
+        runId: error.runId,
+        fence: error.fence,
+        state: error.state,
+        operation: error.operation
+      }
     case "InvalidTransition":
       return { _tag: error._tag, runId: error.runId, state: error.state, operation: error.operation }
     case "SignalTokenNotFound":
@@ -164,7 +210,8 @@ const outcome = async <A, E>(effect: Effect.Effect<A, E>): Promise<Outcome<A>> =
   toOutcome(await Effect.runPromise(Effect.result(effect)))
 
 /** The memory store answers synchronously. */
-const expectedOutcome = <A, E>(effect: Effect.Effect<A, E>): Outcome<A> => toOutcome(Effect.runSync(Effect.result(effect)))
+const expectedOutcome = <A, E>(effect: Effect.Effect<A, E>): Outcome<A> =>
+  toOutcome(Effect.runSync(Effect.result(effect)))
 const expected = <A, E>(effect: Effect.Effect<A, E>): A => Effect.runSync(effect)
 
 const must = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
@@ -220,7 +267,12 @@ class Model {
 
   /** The worker-side bookkeeping of a finished lease: nobody renews it any more. */
   forget(lease: LeaseKey): void {
-    for (const [owner, leases] of this.held) this.held.set(owner, leases.filter((l) => !(l.runId === lease.runId && l.fence === lease.fence)))
+    for (const [owner, leases] of this.held) {
+      this.held.set(
+        owner,
+        leases.filter((l) => !(l.runId === lease.runId && l.fence === lease.fence))
+      )
+    }
   }
 
   /** The memory store's now(). */
@@ -236,7 +288,8 @@ class Model {
   snapshot(): Array<RunSnapshot> {
     const runs = this.runList()
     const now = this.clock.currentTimeMillisUnsafe()
-    const when = (at: Date | null, past: string, future: string) => at === null ? null : at.getTime() <= now ? past : future
+    const when = (at: Date | null, past: string, future: string) =>
+      at === null ? null : at.getTime() <= now ? past : future
     return runs.map((run) => ({
       id: run.id,
       state: run.state,
@@ -385,7 +438,8 @@ const resolveLease = (m: Model, ref: LeaseRef): LeaseKey => {
   const old = () => pick(m.granted, ref.index) ?? unknown
   switch (ref.pool) {
     case "current":
-      return pick(runs.filter((r) => r.state === "running").map((r) => ({ runId: r.id, fence: r.fence })), ref.index) ?? old()
+      return pick(runs.filter((r) => r.state === "running").map((r) => ({ runId: r.id, fence: r.fence })), ref.index) ??
+        old()
     case "stale": {
       const fences = new Map(runs.map((r) => [r.id, r.fence]))
       return pick(m.granted.filter((l) => fences.get(l.runId)! > l.fence), ref.index) ?? old()
@@ -485,7 +539,9 @@ class Claim extends Step {
     super()
   }
   toString() {
-    return `claim(${owner(this.workers, this.worker)}, limit ${this.limit}, queues ${this.queues.join("+")}${this.dueOnly ? ", due only" : ""})`
+    return `claim(${owner(this.workers, this.worker)}, limit ${this.limit}, queues ${this.queues.join("+")}${
+      this.dueOnly ? ", due only" : ""
+    })`
   }
   async step(m: Model, real: Real) {
     const who = owner(this.workers, this.worker)
@@ -493,7 +549,15 @@ class Claim extends Step {
     // RETURNING has no order: compared as a set (sorted by id); which runs are in it is exact.
     const shape = (claimed: ReadonlyArray<ClaimedRun>) =>
       claimed
-        .map((r) => ({ id: r.id, via: r.via, attempt: r.attempt, maxAttempts: r.maxAttempts, fence: r.fence, checkpoint: r.checkpoint, signals: r.signals }))
+        .map((r) => ({
+          id: r.id,
+          via: r.via,
+          attempt: r.attempt,
+          maxAttempts: r.maxAttempts,
+          fence: r.fence,
+          checkpoint: r.checkpoint,
+          signals: r.signals
+        }))
         .sort((a, b) => Number(a.id) - Number(b.id))
     // An expired lease on its last attempt takes a place of the sweep's limit, and is failed, not returned.
     const now = m.now()
@@ -502,8 +566,11 @@ class Claim extends Step {
     // A run a sweep admits to its key's slot is admitted after the rated step: it starts at the next
     // claim (the admission announces its queue), not in this one. A keyed suspension whose deadline
     // passed joins its key's line in this sweep (claim.ts › timeOutGoverned), so it is one of them.
-    const timedOut = (r: RunRecord) => r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline.getTime() <= now
-    const admittedBySweep = before.filter((r) => r.waitingForKey || (r.concurrencyKey !== null && timedOut(r))).map((r) => r.id)
+    const timedOut = (r: RunRecord) =>
+      r.state === "suspended" && r.suspendDeadline !== null && r.suspendDeadline.getTime() <= now
+    const admittedBySweep = before.filter((r) => r.waitingForKey || (r.concurrencyKey !== null && timedOut(r))).map((
+      r
+    ) => r.id)
     const claimed = await must(real.store.claim(request))
     const expectation = shape(expected(m.store.claim(request)))
     const actual = shape(claimed)
@@ -533,7 +600,9 @@ class Claim extends Step {
       await sameRateWindows(m, real, claimed, this.toString())
       same(m, "rateLimits", await must(real.store.rateLimits), expected(m.store.rateLimits))
     }
-    if (!this.dueOnly && !expiredBefore && claimed.length < this.limit) await nothingStartableLeft(m, real, this.queues, admittedBySweep, this.toString())
+    if (!this.dueOnly && !expiredBefore && claimed.length < this.limit) {
+      await nothingStartableLeft(m, real, this.queues, admittedBySweep, this.toString())
+    }
     for (const run of expectation) {
       const lease = { runId: run.id, fence: run.fence }
       m.granted.push(lease)
@@ -545,8 +614,10 @@ class Claim extends Step {
 /** A rate limit's window of a run, in SQL: its limit's scope and name, and its key when per key. */
 const windowOf = (schema: string, r: string) => ({
   name: `(CASE ${r}.rate_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END)`,
-  limit: (l: string) => `(SELECT ${l} FROM "${schema}".rate_limits l WHERE l.scope = ${r}.rate_scope AND l.name = (CASE ${r}.rate_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END))`,
-  key: `(CASE WHEN (SELECT l.per_key FROM "${schema}".rate_limits l WHERE l.scope = ${r}.rate_scope AND l.name = (CASE ${r}.rate_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END)) THEN coalesce(${r}.concurrency_key, '') ELSE '' END)`
+  limit: (l: string) =>
+    `(SELECT ${l} FROM "${schema}".rate_limits l WHERE l.scope = ${r}.rate_scope AND l.name = (CASE ${r}.rate_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END))`,
+  key:
+    `(CASE WHEN (SELECT l.per_key FROM "${schema}".rate_limits l WHERE l.scope = ${r}.rate_scope AND l.name = (CASE ${r}.rate_scope WHEN 'kind' THEN ${r}.kind ELSE ${r}.queue END)) THEN coalesce(${r}.concurrency_key, '') ELSE '' END)`
 })
 
 /** The starts of a run's window within its limit's interval, by the database's clock. */
@@ -565,7 +636,9 @@ const sameRateWindows = async (m: Model, real: Real, claimed: ReadonlyArray<Clai
   const started = claimed.filter((r) => r.via === "due").map((r) => r.id)
   if (started.length === 0) return
   const over = await must(real.sql.unsafe<{ id: string; n: number; allowed: number }>(`
-    SELECT r.id::text AS id, ${startsInWindow(real.schema, "r")}::int AS n, ${windowOf(real.schema, "r").limit("l.per_interval")} AS allowed
+    SELECT r.id::text AS id, ${startsInWindow(real.schema, "r")}::int AS n, ${
+    windowOf(real.schema, "r").limit("l.per_interval")
+  } AS allowed
     FROM "${real.schema}".runs r
     WHERE r.id = ANY('{${started.join(",")}}'::bigint[]) AND r.rate_scope IS NOT NULL
       AND ${startsInWindow(real.schema, "r")} > ${windowOf(real.schema, "r").limit("l.per_interval")}`))
@@ -580,13 +653,23 @@ const sameRateWindows = async (m: Model, real: Real, claimed: ReadonlyArray<Clai
  * rated step ran before the admission, so a governed one among them starts at the next claim,
  * which the admission's notice asks for.
  */
-const nothingStartableLeft = async (m: Model, real: Real, queues: ReadonlyArray<string>, admittedNow: ReadonlyArray<string>, what: string) => {
+const nothingStartableLeft = async (
+  m: Model,
+  real: Real,
+  queues: ReadonlyArray<string>,
+  admittedNow: ReadonlyArray<string>,
+  what: string
+) => {
   const left = await must(real.sql.unsafe<{ id: string }>(`
     SELECT r.id::text AS id FROM "${real.schema}".runs_now v JOIN "${real.schema}".runs r ON r.id = v.id
     WHERE v.state = 'pending' AND v.run_at <= now() AND v.kind = ANY('{${kinds.join(",")}}'::text[])
-      AND v.queue = ANY('{${queues.join(",")}}'::text[]) AND v.queue <> ALL (ARRAY(SELECT p.queue FROM "${real.schema}".paused_queues p))
+      AND v.queue = ANY('{${
+    queues.join(",")
+  }}'::text[]) AND v.queue <> ALL (ARRAY(SELECT p.queue FROM "${real.schema}".paused_queues p))
       AND (v.key_scope IS NULL OR v.key_slot IS NOT NULL) AND r.id <> ALL ('{${admittedNow.join(",")}}'::bigint[])
-      AND (r.rate_scope IS NULL OR ${startsInWindow(real.schema, "r")} < ${windowOf(real.schema, "r").limit("l.per_interval")})`))
+      AND (r.rate_scope IS NULL OR ${startsInWindow(real.schema, "r")} < ${
+    windowOf(real.schema, "r").limit("l.per_interval")
+  })`))
   expect(left, `${what} took fewer runs than its limit but left these startable; ${m.log.join("\n")}`).toEqual([])
 }
 
@@ -595,10 +678,13 @@ class Heartbeat extends Step {
     super()
   }
   override check(m: Readonly<Model>) {
-    return m.heldBy(owner(this.workers, this.worker)).length > 0 || (this.intruder !== null && canName(m, this.intruder))
+    return m.heldBy(owner(this.workers, this.worker)).length > 0 ||
+      (this.intruder !== null && canName(m, this.intruder))
   }
   toString() {
-    return `heartbeat(${owner(this.workers, this.worker)}${this.intruder === null ? "" : ` + ${JSON.stringify(this.intruder)}`})`
+    return `heartbeat(${owner(this.workers, this.worker)}${
+      this.intruder === null ? "" : ` + ${JSON.stringify(this.intruder)}`
+    })`
   }
   async step(m: Model, real: Real) {
     const who = owner(this.workers, this.worker)
@@ -630,9 +716,15 @@ class Advance extends Step {
     const shifts: Array<{ runId: string; column: TimeColumn; stamp: number }> = []
     for (const run of targets) {
       const future = (at: Date | null) => at !== null && at.getTime() > now
-      if (run.state === "running" && future(run.leaseExpiresAt)) shifts.push({ runId: run.id, column: "lease_expires_at", stamp: m.nextPast() })
-      if (run.state === "suspended" && future(run.suspendDeadline)) shifts.push({ runId: run.id, column: "suspend_deadline", stamp: m.nextPast() })
-      if (run.state === "pending" && future(run.runAt)) shifts.push({ runId: run.id, column: "run_at", stamp: m.nextPast() })
+      if (run.state === "running" && future(run.leaseExpiresAt)) {
+        shifts.push({ runId: run.id, column: "lease_expires_at", stamp: m.nextPast() })
+      }
+      if (run.state === "suspended" && future(run.suspendDeadline)) {
+        shifts.push({ runId: run.id, column: "suspend_deadline", stamp: m.nextPast() })
+      }
+      if (run.state === "pending" && future(run.runAt)) {
+        shifts.push({ runId: run.id, column: "run_at", stamp: m.nextPast() })
+      }
     }
     for (const shift of shifts) {
       expected(m.memory.moveTime(shift.runId, memoryColumn[shift.column], new Date(pastEpoch + shift.stamp * 1000)))
@@ -665,7 +757,9 @@ class Backdate extends Step {
     const stamp = m.nextPast()
     expected(m.memory.moveTime(run.id, "runAt", new Date(pastEpoch + stamp * 1000)))
     await must(real.sql.unsafe(
-      `UPDATE "${real.schema}".runs SET run_at = timestamptz '2000-01-01 00:00:00+00' + ${stamp} * interval '1 second' WHERE id = ${Number(run.id)}`
+      `UPDATE "${real.schema}".runs SET run_at = timestamptz '2000-01-01 00:00:00+00' + ${stamp} * interval '1 second' WHERE id = ${
+        Number(run.id)
+      }`
     ))
     m.log.push(`backdate ${run.id}.run_at=past${stamp}`)
   }
@@ -687,7 +781,9 @@ class Complete extends Step {
     return this.refs.some((ref) => canName(m, ref))
   }
   toString() {
-    const next = this.next === null ? "" : `, next for ${owner(this.next.workers, this.next.worker)} on ${this.next.queues.join("+")}`
+    const next = this.next === null
+      ? ""
+      : `, next for ${owner(this.next.workers, this.next.worker)} on ${this.next.queues.join("+")}`
     return `completeBatch(${JSON.stringify(this.refs)}${this.keyed ? ", keyed" : ""}${next})`
   }
   async step(m: Model, real: Real) {
@@ -695,7 +791,9 @@ class Complete extends Step {
     const items: Array<LeaseKey & { result: string; keyed: boolean }> = []
     for (const ref of this.refs) {
       const lease = resolveLease(m, ref)
-      if (!items.some((i) => i.runId === lease.runId)) items.push({ ...lease, result: JSON.stringify({ by: show(lease) }), keyed: this.keyed })
+      if (!items.some((i) => i.runId === lease.runId)) {
+        items.push({ ...lease, result: JSON.stringify({ by: show(lease) }), keyed: this.keyed })
+      }
     }
     const who = this.next === null ? null : owner(this.next.workers, this.next.worker)
     const next = this.next === null ? undefined : { owner: who!, ttl, queues: this.next.queues, kinds }
@@ -703,7 +801,18 @@ class Complete extends Step {
     const shape = (outcomes: ReadonlyArray<FinalizeOutcome>) =>
       outcomes.map((o) =>
         o._tag === "Finalized" && o.next !== undefined
-          ? { ...o, next: { id: o.next.id, via: o.next.via, attempt: o.next.attempt, maxAttempts: o.next.maxAttempts, fence: o.next.fence, checkpoint: o.next.checkpoint, signals: o.next.signals } }
+          ? {
+            ...o,
+            next: {
+              id: o.next.id,
+              via: o.next.via,
+              attempt: o.next.attempt,
+              maxAttempts: o.next.maxAttempts,
+              fence: o.next.fence,
+              checkpoint: o.next.checkpoint,
+              signals: o.next.signals
+            }
+          }
           : o
       )
     const expectation = expected(m.store.completeBatch(items, next))
@@ -883,7 +992,12 @@ class Suspend extends Step {
     const request = { ...lease, signal: this.signal, token, timeout: this.withTimeout ? suspendTimeout : undefined }
     const expectation = expectedOutcome(m.store.suspend(request))
     const actual = await outcome(real.store.suspend(request))
-    same(m, `suspend(${show(lease)}, ${this.signal}, ${token}, ${this.withTimeout ? "1 hour" : "no timeout"})`, actual, expectation)
+    same(
+      m,
+      `suspend(${show(lease)}, ${this.signal}, ${token}, ${this.withTimeout ? "1 hour" : "no timeout"})`,
+      actual,
+      expectation
+    )
     if ("ok" in expectation) {
       m.forget(lease)
       m.tokens.push(token)
@@ -931,7 +1045,11 @@ class Cancel extends Step {
     return `cancel(${JSON.stringify(this.ref)})`
   }
   async step(m: Model, real: Real) {
-    const runId = resolveRun(m, this.ref, (state) => state === "pending" || state === "running" || state === "suspended")
+    const runId = resolveRun(
+      m,
+      this.ref,
+      (state) => state === "pending" || state === "running" || state === "suspended"
+    )
     const expectation = expectedOutcome(m.store.cancel(runId))
     same(m, `cancel(${runId})`, await outcome(real.store.cancel(runId)), expectation)
   }
@@ -966,14 +1084,26 @@ abstract class ScheduleStep extends Step {
 
 /** Registers one of two hourly schedules (a changed definition now and then), in both stores. */
 class RegisterSchedule extends ScheduleStep {
-  constructor(readonly name: string, readonly minute: number, readonly missed: "skip" | "once" | "all", readonly maxBackfill: number) {
+  constructor(
+    readonly name: string,
+    readonly minute: number,
+    readonly missed: "skip" | "once" | "all",
+    readonly maxBackfill: number
+  ) {
     super()
   }
   toString() {
     return `registerSchedule(${this.name}, ${this.minute} * * * *, ${this.missed}, cap ${this.maxBackfill})`
   }
   async step(m: Model, real: Real) {
-    const definition = [{ name: this.name, cron: `${this.minute} * * * *`, kind: "job", payload: { s: this.name }, missed: this.missed, maxBackfill: this.maxBackfill }]
+    const definition = [{
+      name: this.name,
+      cron: `${this.minute} * * * *`,
+      kind: "job",
+      payload: { s: this.name },
+      missed: this.missed,
+      maxBackfill: this.maxBackfill
+    }]
     const expectation = expected(m.store.registerSchedules(definition))
     same(m, this.toString(), await must(real.store.registerSchedules(definition)), expectation)
     await sameSchedules(m, real)
@@ -998,7 +1128,11 @@ class RewindSchedule extends ScheduleStep {
     const minute = Number(schedule.cron.split(" ")[0])
     const at = new Date(Math.floor(m.now() / HOUR) * HOUR - this.hours * HOUR + minute * 60_000)
     expected(m.memory.moveNextTick(this.name, at))
-    await must(real.sql.unsafe(`UPDATE "${real.schema}".schedules SET next_tick = '${at.toISOString()}' WHERE name = '${this.name}'`))
+    await must(
+      real.sql.unsafe(
+        `UPDATE "${real.schema}".schedules SET next_tick = '${at.toISOString()}' WHERE name = '${this.name}'`
+      )
+    )
     m.log.push(`rewind ${this.name} to ${at.toISOString()}`)
     await sameSchedules(m, real)
   }
@@ -1010,7 +1144,11 @@ class TickSchedules extends ScheduleStep {
     return "tickSchedules"
   }
   async step(m: Model, real: Real) {
-    const shape = (outcome: { fired: ReadonlyArray<{ schedule: string; tick: Date; runId: string; backfilled: boolean; created: boolean }> }) =>
+    const shape = (
+      outcome: {
+        fired: ReadonlyArray<{ schedule: string; tick: Date; runId: string; backfilled: boolean; created: boolean }>
+      }
+    ) =>
       outcome.fired.map((f) => ({ ...f, tick: f.tick.toISOString() })).sort((a, b) => Number(a.runId) - Number(b.runId))
     const expectation = shape(expected(m.store.tickSchedules))
     same(m, "tickSchedules", shape(await must(real.store.tickSchedules)), expectation)
@@ -1026,7 +1164,9 @@ class PauseSchedule extends ScheduleStep {
     return `${this.pause ? "pause" : "resume"}Schedule(${this.name})`
   }
   async step(m: Model, real: Real) {
-    const call = (store: RunStore["Service"]) => (this.pause ? store.pauseSchedule(this.name) : store.resumeSchedule(this.name))
+    const call = (
+      store: RunStore["Service"]
+    ) => (this.pause ? store.pauseSchedule(this.name) : store.resumeSchedule(this.name))
     same(m, this.toString(), await outcome(call(real.store)), expectedOutcome(call(m.store)))
     await sameSchedules(m, real)
   }
@@ -1034,8 +1174,19 @@ class PauseSchedule extends ScheduleStep {
 
 /** Every schedule agrees: definition, paused, next and last tick. */
 const sameSchedules = async (m: Model, real: Real) => {
-  const shape = (list: ReadonlyArray<{ name: string; cron: string; missed: string; paused: boolean; nextTick: Date; lastTick: Date | null }>) =>
-    list.map((s) => ({ name: s.name, cron: s.cron, missed: s.missed, paused: s.paused, nextTick: s.nextTick.toISOString(), lastTick: s.lastTick?.toISOString() ?? null }))
+  const shape = (
+    list: ReadonlyArray<
+      { name: string; cron: string; missed: string; paused: boolean; nextTick: Date; lastTick: Date | null }
+    >
+  ) =>
+    list.map((s) => ({
+      name: s.name,
+      cron: s.cron,
+      missed: s.missed,
+      paused: s.paused,
+      nextTick: s.nextTick.toISOString(),
+      lastTick: s.lastTick?.toISOString() ?? null
+    }))
   same(m, "schedules", shape(await must(real.store.schedules)), shape(expected(m.store.schedules)))
 }
 
@@ -1048,7 +1199,9 @@ class SetKeyLimit extends AnyTimeStep {
     super()
   }
   toString() {
-    return this.perKey === null ? `removeKeyLimit(${this.scope} ${this.name})` : `setKeyLimit(${this.scope} ${this.name}: ${this.perKey})`
+    return this.perKey === null
+      ? `removeKeyLimit(${this.scope} ${this.name})`
+      : `setKeyLimit(${this.scope} ${this.name}: ${this.perKey})`
   }
   async step(m: Model, real: Real) {
     const call = (store: RunStore["Service"]) =>
@@ -1066,17 +1219,33 @@ class SetKeyLimit extends AnyTimeStep {
  * per hour, an interval nothing leaves by itself within a sequence (`AgeRateStarts` moves starts out).
  */
 class SetRateLimit extends AnyTimeStep {
-  constructor(readonly scope: RateLimits.RateLimitScope, readonly name: string, readonly limit: number | null, readonly perKey: boolean) {
+  constructor(
+    readonly scope: RateLimits.RateLimitScope,
+    readonly name: string,
+    readonly limit: number | null,
+    readonly perKey: boolean
+  ) {
     super()
   }
   toString() {
-    return this.limit === null ? `removeRateLimit(${this.scope} ${this.name})` : `setRateLimit(${this.scope} ${this.name}: ${this.limit}/hour${this.perKey ? " per key" : ""})`
+    return this.limit === null
+      ? `removeRateLimit(${this.scope} ${this.name})`
+      : `setRateLimit(${this.scope} ${this.name}: ${this.limit}/hour${this.perKey ? " per key" : ""})`
   }
   async step(m: Model, real: Real) {
     const call = (store: RunStore["Service"]) =>
       this.limit === null
         ? store.removeRateLimit(this.scope, this.name)
-        : Effect.as(store.setRateLimits([{ scope: this.scope, name: this.name, limit: this.limit, interval: "1 hour", perKey: this.perKey }]), true)
+        : Effect.as(
+          store.setRateLimits([{
+            scope: this.scope,
+            name: this.name,
+            limit: this.limit,
+            interval: "1 hour",
+            perKey: this.perKey
+          }]),
+          true
+        )
     const expectation = expected(call(m.store))
     same(m, this.toString(), await must(call(real.store)), expectation)
     same(m, "rateLimits", await must(real.store.rateLimits), expected(m.store.rateLimits))
@@ -1127,7 +1296,9 @@ class PauseQueue extends AnyTimeStep {
     return `${this.pause ? "pause" : "resume"}Queue(${this.queue})`
   }
   async step(m: Model, real: Real) {
-    const call = (store: RunStore["Service"]) => (this.pause ? store.pauseQueue(this.queue) : store.resumeQueue(this.queue))
+    const call = (
+      store: RunStore["Service"]
+    ) => (this.pause ? store.pauseQueue(this.queue) : store.resumeQueue(this.queue))
     const expectation = expected(call(m.store))
     same(m, this.toString(), await must(call(real.store)), expectation)
     const names = (queues: ReadonlyArray<{ queue: string }>) => queues.map((q) => q.queue)
@@ -1146,7 +1317,10 @@ const commandsFor = (workers: number) =>
           fc.record({
             queue: fc.constantFrom("default", "default", "other"),
             priority: fc.integer({ min: 0, max: 2 }),
-            delayed: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
+            delayed: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, {
+              arbitrary: fc.constant(true),
+              weight: 1
+            }),
             maxAttempts: fc.integer({ min: 1, max: 3 }),
             key: fc.option(fc.constantFrom("k1", "k2", "k3"), { freq: 2 }),
             concurrencyKey: fc.option(fc.constantFrom("c1", "c2"), { freq: 2 }),
@@ -1154,7 +1328,12 @@ const commandsFor = (workers: number) =>
               fc.record({
                 key: fc.option(fc.constantFrom("u1", "u2"), { freq: 4 }),
                 states: fc.option(
-                  fc.constantFrom<ReadonlyArray<RunState>>(["pending"], ["pending", "running"], ["pending", "running", "suspended", "completed"]),
+                  fc.constantFrom<ReadonlyArray<RunState>>(["pending"], ["pending", "running"], [
+                    "pending",
+                    "running",
+                    "suspended",
+                    "completed"
+                  ]),
                   { freq: 2 }
                 ),
                 period: fc.boolean()
@@ -1179,7 +1358,9 @@ const commandsFor = (workers: number) =>
       },
       {
         weight: 2,
-        arbitrary: fc.tuple(fc.nat(8), fc.option(leaseRef, { freq: 3 })).map(([w, intruder]): Cmd => new Heartbeat(workers, w, intruder))
+        arbitrary: fc.tuple(fc.nat(8), fc.option(leaseRef, { freq: 3 })).map(([w, intruder]): Cmd =>
+          new Heartbeat(workers, w, intruder)
+        )
       },
       { weight: 4, arbitrary: fc.option(fc.nat(64), { freq: 3 }).map((target): Cmd => new Advance(target)) },
       { weight: 2, arbitrary: fc.nat(64).map((target): Cmd => new Backdate(target)) },
@@ -1195,32 +1376,38 @@ const commandsFor = (workers: number) =>
       },
       {
         weight: 2,
-        arbitrary: fc.tuple(leaseRef, fc.constantFrom<number | undefined>(undefined, 0, retryLater)).map(([ref, delay]): Cmd =>
-          new Fail(ref, delay)
-        )
+        arbitrary: fc.tuple(leaseRef, fc.constantFrom<number | undefined>(undefined, 0, retryLater)).map((
+          [ref, delay]
+        ): Cmd => new Fail(ref, delay))
       },
       { weight: 1, arbitrary: leaseRef.map((ref): Cmd => new Release(ref)) },
-      { weight: 1, arbitrary: fc.tuple(leaseRef, fc.constantFrom(0, retryLater)).map(([ref, delay]): Cmd => new Snooze(ref, delay)) },
+      {
+        weight: 1,
+        arbitrary: fc.tuple(leaseRef, fc.constantFrom(0, retryLater)).map(([ref, delay]): Cmd => new Snooze(ref, delay))
+      },
       { weight: 1, arbitrary: leaseRef.map((ref): Cmd => new FailByPolicy(ref)) },
       { weight: 1, arbitrary: leaseRef.map((ref): Cmd => new Transaction(ref)) },
       { weight: 1, arbitrary: leaseRef.map((ref): Cmd => new Checkpoint(ref)) },
       {
         weight: 2,
-        arbitrary: fc.tuple(leaseRef, fc.constantFrom("approval", "webhook"), fc.boolean()).map(([ref, signal, timeout]): Cmd =>
-          new Suspend(ref, signal, timeout)
-        )
+        arbitrary: fc.tuple(leaseRef, fc.constantFrom("approval", "webhook"), fc.boolean()).map((
+          [ref, signal, timeout]
+        ): Cmd => new Suspend(ref, signal, timeout))
       },
       {
         weight: 2,
-        arbitrary: fc.tuple(fc.constantFrom<ResumeBy>("id", "token", "token", "token", "oldToken", "unknown"), fc.nat(64)).map(([by, i]): Cmd =>
-          new Resume(by, i)
-        )
+        arbitrary: fc.tuple(
+          fc.constantFrom<ResumeBy>("id", "token", "token", "token", "oldToken", "unknown"),
+          fc.nat(64)
+        ).map(([by, i]): Cmd => new Resume(by, i))
       },
       { weight: 1, arbitrary: runRef.map((ref): Cmd => new Cancel(ref)) },
       { weight: 1, arbitrary: runRef.map((ref): Cmd => new Retry(ref)) },
       {
         weight: 1,
-        arbitrary: fc.tuple(fc.constantFrom("default", "other"), fc.boolean()).map(([queue, pause]): Cmd => new PauseQueue(queue, pause))
+        arbitrary: fc.tuple(fc.constantFrom("default", "other"), fc.boolean()).map(([queue, pause]): Cmd =>
+          new PauseQueue(queue, pause)
+        )
       },
       {
         weight: 1,
@@ -1231,26 +1418,50 @@ const commandsFor = (workers: number) =>
       },
       {
         weight: 1,
-        arbitrary: fc.tuple(fc.constantFrom("s1", "s2"), fc.constantFrom(0, 30), fc.constantFrom<"skip" | "once" | "all">("skip", "once", "all"), fc.integer({ min: 1, max: 3 }))
+        arbitrary: fc.tuple(
+          fc.constantFrom("s1", "s2"),
+          fc.constantFrom(0, 30),
+          fc.constantFrom<"skip" | "once" | "all">("skip", "once", "all"),
+          fc.integer({ min: 1, max: 3 })
+        )
           .map(([name, minute, missed, cap]): Cmd => new RegisterSchedule(name, minute, missed, cap))
       },
-      { weight: 1, arbitrary: fc.tuple(fc.constantFrom("s1", "s2"), fc.integer({ min: 0, max: 5 })).map(([name, hours]): Cmd => new RewindSchedule(name, hours)) },
+      {
+        weight: 1,
+        arbitrary: fc.tuple(fc.constantFrom("s1", "s2"), fc.integer({ min: 0, max: 5 })).map(([name, hours]): Cmd =>
+          new RewindSchedule(name, hours)
+        )
+      },
       { weight: 1, arbitrary: fc.constant<Cmd>(new TickSchedules()) },
       {
         weight: 1,
         arbitrary: fc.tuple(
-          fc.constantFrom<[RateLimits.RateLimitScope, string]>(["kind", "job"], ["queue", "default"], ["queue", "other"]),
+          fc.constantFrom<[RateLimits.RateLimitScope, string]>(["kind", "job"], ["queue", "default"], [
+            "queue",
+            "other"
+          ]),
           fc.option(fc.integer({ min: 1, max: 3 }), { freq: 4 }),
           fc.boolean()
         ).map(([[scope, name], limit, perKey]): Cmd => new SetRateLimit(scope, name, limit, perKey))
       },
       {
         weight: 1,
-        arbitrary: fc.option(fc.constantFrom<{ scope: RateLimits.RateLimitScope; name: string }>({ scope: "kind", name: "job" }, { scope: "queue", name: "default" }), { freq: 2 })
+        arbitrary: fc.option(
+          fc.constantFrom<{ scope: RateLimits.RateLimitScope; name: string }>({ scope: "kind", name: "job" }, {
+            scope: "queue",
+            name: "default"
+          }),
+          { freq: 2 }
+        )
           .map((limit): Cmd => new AgeRateStarts(limit))
       },
       { weight: 1, arbitrary: fc.constant<Cmd>(new EndUniquePeriods()) },
-      { weight: 1, arbitrary: fc.tuple(fc.constantFrom("s1", "s2", "s3"), fc.boolean()).map(([name, pause]): Cmd => new PauseSchedule(name, pause)) }
+      {
+        weight: 1,
+        arbitrary: fc.tuple(fc.constantFrom("s1", "s2", "s3"), fc.boolean()).map(([name, pause]): Cmd =>
+          new PauseSchedule(name, pause)
+        )
+      }
     )
   ], {
     maxCommands: 50,
@@ -1275,7 +1486,9 @@ const storeOnce = Effect.gen(function*() {
   const sql = Context.get(context, SqlClient.SqlClient)
   const client = Context.get(context, PgClient.PgClient)
   // The application's own table, written inside fenced transactions.
-  yield* sql.unsafe(`CREATE TABLE "${schema}".app_rows (id bigint GENERATED ALWAYS AS IDENTITY, run_id bigint, fence bigint)`)
+  yield* sql.unsafe(
+    `CREATE TABLE "${schema}".app_rows (id bigint GENERATED ALWAYS AS IDENTITY, run_id bigint, fence bigint)`
+  )
   return { schema, store: Context.get(context, RunStore), sql, client }
 })
 
@@ -1301,7 +1514,11 @@ const agreesWithTheModel = (storage: PgRunStore.Storage, runs: number) =>
     const fresh = async () => {
       if (scope !== undefined) await must(Scope.close(scope, Exit.void))
       scope = await must(Scope.make())
-      await must(once.sql.unsafe(`TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".key_holds, "${once.schema}".waiting, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds RESTART IDENTITY`))
+      await must(
+        once.sql.unsafe(
+          `TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".key_holds, "${once.schema}".waiting, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds RESTART IDENTITY`
+        )
+      )
       const store = await must(
         PgRunStore.make({ schema: once.schema, migrate: false, runtimeConnections: 1, storage }).pipe(
           Scope.provide(scope),
@@ -1323,10 +1540,16 @@ const agreesWithTheModel = (storage: PgRunStore.Storage, runs: number) =>
   })
 
 describe("run state machine: Postgres store vs MemoryRunStore", () => {
-  it.live("random command sequences agree on every result and on every run's state after each step", () =>
-    agreesWithTheModel("ledger", numRuns), modelTimeout)
+  it.live(
+    "random command sequences agree on every result and on every run's state after each step",
+    () => agreesWithTheModel("ledger", numRuns),
+    modelTimeout
+  )
 
   // The store's other layout, every run on its row: fewer sequences, the same commands.
-  it.live("random command sequences agree on every result and on every run's state after each step, every run on its row (storage rows)", () =>
-    agreesWithTheModel("rows", Math.ceil(numRuns / 3)), modelTimeout)
+  it.live(
+    "random command sequences agree on every result and on every run's state after each step, every run on its row (storage rows)",
+    () => agreesWithTheModel("rows", Math.ceil(numRuns / 3)),
+    modelTimeout
+  )
 })

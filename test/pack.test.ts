@@ -39,7 +39,10 @@ const childEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
     if (!key.toLowerCase().startsWith("npm_") && key !== "DATABASE_URL") env[key] = value
   }
   const inRepo = (dir: string) => path.resolve(dir).startsWith(repo)
-  env.PATH = [path.dirname(process.execPath), ...(process.env.PATH ?? "").split(path.delimiter).filter((d) => d !== "" && !inRepo(d))]
+  env.PATH = [
+    path.dirname(process.execPath),
+    ...(process.env.PATH ?? "").split(path.delimiter).filter((d) => d !== "" && !inRepo(d))
+  ]
     .join(path.delimiter)
   return { ...env, ...extra }
 }
@@ -50,7 +53,11 @@ const run = (
   options: { readonly cwd: string; readonly env?: Record<string, string>; readonly timeoutMs?: number }
 ): Promise<Result> =>
   new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: childEnv(options.env), stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: childEnv(options.env),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (chunk) => (stdout += chunk))
@@ -76,7 +83,9 @@ const assertExit0 = (what: string, result: Result) =>
   assert.strictEqual(
     result.code,
     0,
-    `${what} ${result.timedOutMs === undefined ? "failed" : `was killed after ${result.timedOutMs / 1000} s`}:\n${result.stdout.slice(-4000)}\n${result.stderr.slice(-4000)}`
+    `${what} ${result.timedOutMs === undefined ? "failed" : `was killed after ${result.timedOutMs / 1000} s`}:\n${
+      result.stdout.slice(-4000)
+    }\n${result.stderr.slice(-4000)}`
   )
 
 const readJson = (file: string) => JSON.parse(fs.readFileSync(file, "utf8"))
@@ -126,7 +135,9 @@ describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
     for (const pkg of packages) {
       const manifest = readJson(path.join(repo, "packages", pkg, "package.json"))
       for (const name of Object.keys(manifest.peerDependencies ?? {})) {
-        if (!name.startsWith("@leasehold/")) peers.set(name, readJson(path.join(repo, "node_modules", name, "package.json")).version)
+        if (!name.startsWith("@leasehold/")) {
+          peers.set(name, readJson(path.join(repo, "node_modules", name, "package.json")).version)
+        }
       }
     }
     const installed = await run(
@@ -158,13 +169,28 @@ describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
       assert.isDefined(files, `@leasehold/${pkg} was packed`)
       return files!
     }
-    const assertHas = (pkg: string, file: string) => assert.isTrue(packed(pkg).includes(file), `@leasehold/${pkg} packs ${file}`)
+    const assertHas = (pkg: string, file: string) =>
+      assert.isTrue(packed(pkg).includes(file), `@leasehold/${pkg} packs ${file}`)
     for (const pkg of packages) {
-      for (const file of ["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts", "dist/index.js.map", "src/index.ts"]) {
+      for (
+        const file of [
+          "package.json",
+          "README.md",
+          "LICENSE",
+          "dist/index.js",
+          "dist/index.d.ts",
+          "dist/index.js.map",
+          "src/index.ts"
+        ]
+      ) {
         assertHas(pkg, file)
       }
       // The licence travels with the package: MIT, the root LICENSE's own text.
-      assert.strictEqual(readJson(path.join(repo, "packages", pkg, "package.json")).license, "MIT", `@leasehold/${pkg}'s license`)
+      assert.strictEqual(
+        readJson(path.join(repo, "packages", pkg, "package.json")).license,
+        "MIT",
+        `@leasehold/${pkg}'s license`
+      )
       assert.strictEqual(
         fs.readFileSync(path.join(repo, "packages", pkg, "LICENSE"), "utf8"),
         fs.readFileSync(path.join(repo, "LICENSE"), "utf8"),
@@ -178,7 +204,10 @@ describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
     assertHas("core", "dist/internal/Lease.js") // the public modules import the internals
     // The store's statements sit under internal/, which its exports block, not beside its public modules.
     assertHas("sql", "dist/internal/statements/guarded.js")
-    assert.isFalse(packed("sql").some((f) => f.startsWith("dist/statements/")), "@leasehold/sql packs no dist/statements/")
+    assert.isFalse(
+      packed("sql").some((f) => f.startsWith("dist/statements/")),
+      "@leasehold/sql packs no dist/statements/"
+    )
     // The migrations are read from the installed package when a store is created.
     assertHas("sql", "migrations/0001_init.sql")
     assertHas("sql", "migrations/0018_batch_ledger.sql")
@@ -189,7 +218,10 @@ describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
   it("npx leasehold --help runs the installed bin", async () => {
     await ready()
     const bin = fs.realpathSync(path.join(project, "node_modules", ".bin", "leasehold"))
-    assert.strictEqual(bin, fs.realpathSync(path.join(project, "node_modules", "@leasehold", "cli", "bin", "leasehold.js")))
+    assert.strictEqual(
+      bin,
+      fs.realpathSync(path.join(project, "node_modules", "@leasehold", "cli", "bin", "leasehold.js"))
+    )
     // The README's command; npm_config_yes=false: never install from the registry, the project's bin must answer.
     const help = await run("npx", ["leasehold", "--help"], { cwd: project, env: { npm_config_yes: "false" } })
     assertExit0("npx leasehold --help", help)
@@ -217,7 +249,10 @@ describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
   it("tsc (NodeNext) resolves the program's types from the packed declarations", async () => {
     await ready()
     const tsc = path.join(repo, "node_modules", "typescript", "bin", "tsc")
-    const checked = await run(process.execPath, [tsc, "-p", "tsconfig.json", "--listFiles"], { cwd: project, timeoutMs: 120_000 })
+    const checked = await run(process.execPath, [tsc, "-p", "tsconfig.json", "--listFiles"], {
+      cwd: project,
+      timeoutMs: 120_000
+    })
     assertExit0("tsc --noEmit", checked)
     const listed = checked.stdout.split("\n").map((f) => path.resolve(f.trim()))
     const realProject = fs.realpathSync(project)
@@ -249,15 +284,27 @@ describe("packed packages in a fresh project", { timeout: 300_000 }, () => {
     )
     assertExit0("public imports", publicApi)
     assert.strictEqual(publicApi.stdout.trim(), "function function function")
-    const httpInternal = await run(process.execPath, ["--input-type=module", "-e", "await import('@leasehold/http/internal/Hmac')"], { cwd: project })
+    const httpInternal = await run(process.execPath, [
+      "--input-type=module",
+      "-e",
+      "await import('@leasehold/http/internal/Hmac')"
+    ], { cwd: project })
     assert.match(httpInternal.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
     // The store's statements are internals too.
-    const internalStatements = await run(process.execPath, ["--input-type=module", "-e", "await import('@leasehold/sql/internal/statements/guarded')"], { cwd: project })
+    const internalStatements = await run(process.execPath, [
+      "--input-type=module",
+      "-e",
+      "await import('@leasehold/sql/internal/statements/guarded')"
+    ], { cwd: project })
     assert.match(internalStatements.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
     // The test infrastructure is @leasehold/testing's, which is private: the cli exports none of it.
     const cliManifest = readJson(path.join(project, "node_modules", "@leasehold", "cli", "package.json"))
     assert.deepStrictEqual(Object.keys(cliManifest.exports), ["./package.json", "."])
-    const testInfrastructure = await run(process.execPath, ["--input-type=module", "-e", "await import('@leasehold/cli/demo/TcpProxy')"], { cwd: project })
+    const testInfrastructure = await run(process.execPath, [
+      "--input-type=module",
+      "-e",
+      "await import('@leasehold/cli/demo/TcpProxy')"
+    ], { cwd: project })
     assert.match(testInfrastructure.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
   })
 

@@ -4,12 +4,12 @@
  * holds a backlog: no statement of the runtime may scan `runs` sequentially. Read from the
  * server's own counters (pg_stat_user_tables), not from timings.
  */
+import { PgTypes } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits, type ListFilter, RunState, RunStore } from "@leasehold/core"
+import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient, Statement } from "effect/sql"
-import { PgTypes } from "@effect/sql-pg"
-import { Database, PgRunStore } from "@leasehold/sql"
 import { databaseUrl, freshSchema, layerStore } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
@@ -51,7 +51,10 @@ describe("runtime plans", () => {
       // Then a backlog arrives, and no ANALYZE follows (nothing replans).
       yield* store.enqueue(Array.from({ length: 20_000 }, (_, i) => ({ kind: "noop", payload: { i } })))
       yield* sql`SELECT pg_stat_force_next_flush()`
-      const before = yield* eventually("counters readable", Effect.map(scans(sql, schema), (s) => s.idx >= 0 ? s : undefined))
+      const before = yield* eventually(
+        "counters readable",
+        Effect.map(scans(sql, schema), (s) => s.idx >= 0 ? s : undefined)
+      )
 
       let claimed = 0
       for (let round = 0; round < 10; round++) {
@@ -62,7 +65,9 @@ describe("runtime plans", () => {
         const renewed = yield* store.renew("w", leases, Duration.seconds(30))
         assert.strictEqual(renewed.length, runs.length)
         // Both completion shapes: with results, and without any (no results array is sent).
-        const outcomes = yield* store.completeBatch(leases.map((l) => ({ ...l, result: round % 2 === 0 ? JSON.stringify({ ok: true }) : null })))
+        const outcomes = yield* store.completeBatch(
+          leases.map((l) => ({ ...l, result: round % 2 === 0 ? JSON.stringify({ ok: true }) : null }))
+        )
         assert.isTrue(outcomes.every((o) => o._tag === "Finalized"))
       }
       assert.strictEqual(claimed, 2_000)
@@ -71,7 +76,10 @@ describe("runtime plans", () => {
       // the index scans of those 30 statements show, so that an unchanged seq_scan means something.
       const after = yield* eventually(
         "the runtime's index scans counted",
-        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 30 ? s : undefined)),
+        Effect.andThen(
+          sql`SELECT pg_stat_clear_snapshot()`,
+          Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 30 ? s : undefined)
+        ),
         statsFlush
       )
       assert.strictEqual(after.seq - before.seq, 0, "a runtime statement scanned runs sequentially")
@@ -83,7 +91,9 @@ describe("runtime plans", () => {
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1), KeyLimits.perQueue("default", 2)])
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit: 100, ttl: Duration.seconds(30) }
       const keyed = (count: number, keys: number) =>
-        store.enqueue(Array.from({ length: count }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % keys}` })))
+        store.enqueue(
+          Array.from({ length: count }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % keys}` }))
+        )
       const round = (dueOnly: boolean) =>
         Effect.gen(function*() {
           const runs = yield* store.claim({ ...request, dueOnly })
@@ -98,10 +108,15 @@ describe("runtime plans", () => {
       for (let i = 0; i < 8; i++) yield* Effect.all([round(i % 2 === 1), round(i % 2 === 0)], { concurrency: 2 })
       // A keyed backlog: 1,000 keys, and one key with 2,000 runs ahead of everything else. They
       // wait outside the due index, so they hold back nothing behind them, however many they are.
-      yield* store.enqueue(Array.from({ length: 2_000 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "hot" })))
+      yield* store.enqueue(
+        Array.from({ length: 2_000 }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: "hot" }))
+      )
       yield* keyed(20_000, 1_000)
       yield* sql`SELECT pg_stat_force_next_flush()`
-      const before = yield* eventually("counters readable", Effect.map(scans(sql, schema), (s) => s.idx >= 0 ? s : undefined))
+      const before = yield* eventually(
+        "counters readable",
+        Effect.map(scans(sql, schema), (s) => s.idx >= 0 ? s : undefined)
+      )
 
       let claimed = 0
       for (let i = 0; i < 10; i++) {
@@ -114,7 +129,10 @@ describe("runtime plans", () => {
 
       const after = yield* eventually(
         "the claims' index scans counted",
-        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 10 ? s : undefined)),
+        Effect.andThen(
+          sql`SELECT pg_stat_clear_snapshot()`,
+          Effect.map(scans(sql, schema), (s) => s.idx >= before.idx + 10 ? s : undefined)
+        ),
         statsFlush
       )
       assert.strictEqual(after.seq - before.seq, 0, "a keyed statement scanned runs sequentially")
@@ -126,16 +144,27 @@ describe("runtime plans", () => {
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       // As many full keys as a sweep reads, each with a run waiting, sorted before "z".
       const keys = Array.from({ length: KeyLimits.scanPastLimit }, (_, i) => `a${String(i).padStart(5, "0")}`)
-      yield* store.enqueue(keys.flatMap((key) => [0, 1].map((n) => ({ kind: "noop", payload: { n }, concurrencyKey: key }))))
+      yield* store.enqueue(
+        keys.flatMap((key) => [0, 1].map((n) => ({ kind: "noop", payload: { n }, concurrencyKey: key })))
+      )
       // z has room, and a run that became due while it waited (no hand-off, no enqueue admits it).
       const [late] = yield* store.enqueue([{ kind: "noop", payload: {}, concurrencyKey: "z", delayMs: 60_000 }])
       yield* sql`UPDATE ${sql(schema)}.runs SET run_at = now() - interval '1 second' WHERE id = ${late!.id}::bigint`
       // Two separate claims, as a worker sends them (the store keeps the cursor between them).
-      const sweep = () => store.claim({ owner: "w", queues: ["default"], kinds: ["noop"], limit: 1, ttl: Duration.seconds(30) })
+      const sweep = () =>
+        store.claim({ owner: "w", queues: ["default"], kinds: ["noop"], limit: 1, ttl: Duration.seconds(30) })
       yield* sweep()
-      assert.deepInclude(yield* store.get(late!.id), { waitingForKey: true }, "the first sweep read the first 1,000 keys")
+      assert.deepInclude(
+        yield* store.get(late!.id),
+        { waitingForKey: true },
+        "the first sweep read the first 1,000 keys"
+      )
       yield* sweep()
-      assert.deepInclude(yield* store.get(late!.id), { waitingForKey: false, keySlot: 0 }, "the next sweep went on to z")
+      assert.deepInclude(
+        yield* store.get(late!.id),
+        { waitingForKey: false, keySlot: 0 },
+        "the next sweep went on to z"
+      )
     }))
 
   it.live("a keyed completion of 500 runs finds each freed slot by key, not by comparing every completed run with every slot (no join quadratic in the batch)", () =>
@@ -177,9 +206,21 @@ describe("runtime plans", () => {
         (text) => text.includes("ledger_next AS")
       )
       const nodes = flatten(plan)
-      assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE open_leases")?.["Actual Rows"], batch, "every run completed")
-      assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE ledger_next")?.["Actual Rows"], batch, "every key's slot went to its next run")
-      assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE ledger_batch")?.["Actual Rows"], 1, "the successors claimed in one batch")
+      assert.strictEqual(
+        nodes.find((n) => n["Subplan Name"] === "CTE open_leases")?.["Actual Rows"],
+        batch,
+        "every run completed"
+      )
+      assert.strictEqual(
+        nodes.find((n) => n["Subplan Name"] === "CTE ledger_next")?.["Actual Rows"],
+        batch,
+        "every key's slot went to its next run"
+      )
+      assert.strictEqual(
+        nodes.find((n) => n["Subplan Name"] === "CTE ledger_batch")?.["Actual Rows"],
+        1,
+        "the successors claimed in one batch"
+      )
       assert.isBelow(removedByJoins(nodes), batch, "a join compared the batch's runs pair by pair")
       // Joined back to the leases by a nested loop (both sides guessed at a row or two), the
       // successors were read again for each lease: 500 × 500 rows.
@@ -197,28 +238,63 @@ describe("runtime plans", () => {
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit, ttl: Duration.seconds(30) }
       for (const dueOnly of [false, true]) {
         // The claim itself (a sweep first admits and times out; those statements run as they are).
-        const plan = yield* genericPlan(sql, store.claim({ ...request, dueOnly }), (text) => text.includes("claimed AS"))
+        const plan = yield* genericPlan(
+          sql,
+          store.claim({ ...request, dueOnly }),
+          (text) => text.includes("claimed AS")
+        )
         const nodes = flatten(plan)
         const claimed = nodes.find((n) => n["Subplan Name"] === "CTE row_claimed")
-        assert.strictEqual(claimed?.["Actual Rows"], limit, `the ${dueOnly ? "due-only " : "sweep's "}claim took its limit`)
+        assert.strictEqual(
+          claimed?.["Actual Rows"],
+          limit,
+          `the ${dueOnly ? "due-only " : "sweep's "}claim took its limit`
+        )
         // Joined to the CTE that picked them by a nested loop, the picked runs were read again
         // for each of them: 1,000 × 1,000 rows, all but 1,000 removed by its join filter.
-        assert.isBelow(removedByJoins(nodes), limit, `the ${dueOnly ? "due-only " : "sweep's "}claim compared its runs pair by pair`)
+        assert.isBelow(
+          removedByJoins(nodes),
+          limit,
+          `the ${dueOnly ? "due-only " : "sweep's "}claim compared its runs pair by pair`
+        )
       }
       // 1,000 leases held: their renewal and their completion (as a worker's heartbeat and batch
       // send them) reach each run once too.
-      const held = (yield* store.claim({ ...request, ttl: Duration.millis(1) })).map((r) => ({ runId: r.id, fence: r.fence }))
+      const held = (yield* store.claim({ ...request, ttl: Duration.millis(1) })).map((r) => ({
+        runId: r.id,
+        fence: r.fence
+      }))
       assert.strictEqual(held.length, limit)
-      const renewal = flatten(yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), (text) => text.includes("renewed AS")))
-      assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE renewed")?.["Actual Rows"], limit, "the heartbeat renewed them all")
+      const renewal = flatten(
+        yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), (text) => text.includes("renewed AS"))
+      )
+      assert.strictEqual(
+        renewal.find((n) => n["Subplan Name"] === "CTE renewed")?.["Actual Rows"],
+        limit,
+        "the heartbeat renewed them all"
+      )
       assert.isBelow(removedByJoins(renewal), limit, "the renewal compared its leases pair by pair")
-      const completion = flatten(yield* genericPlan(sql, store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))), (text) => text.includes("done AS")))
-      assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE done")?.["Actual Rows"], limit, "the batch completed them all")
+      const completion = flatten(
+        yield* genericPlan(
+          sql,
+          store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))),
+          (text) => text.includes("done AS")
+        )
+      )
+      assert.strictEqual(
+        completion.find((n) => n["Subplan Name"] === "CTE done")?.["Actual Rows"],
+        limit,
+        "the batch completed them all"
+      )
       assert.isBelow(removedByJoins(completion), limit, "the completion compared its runs pair by pair")
       // Then the worker dies holding them: the next sweep reclaims them all.
       yield* Effect.sleep("50 millis")
       const reclaim = flatten(yield* genericPlan(sql, store.claim(request), (text) => text.includes("claimed AS")))
-      assert.strictEqual(reclaim.find((n) => n["Subplan Name"] === "CTE claimed_other")?.["Actual Rows"], limit, "the sweep reclaimed them all")
+      assert.strictEqual(
+        reclaim.find((n) => n["Subplan Name"] === "CTE claimed_other")?.["Actual Rows"],
+        limit,
+        "the sweep reclaimed them all"
+      )
       assert.isBelow(removedByJoins(reclaim), limit, "the sweep's reclaims were compared pair by pair")
     }))
 
@@ -230,22 +306,52 @@ describe("runtime plans", () => {
       yield* sql`ANALYZE ${sql(schema)}.runs`
       const request = { owner: "w", queues: ["default"], kinds: ["noop"], limit, ttl: Duration.seconds(30) }
       for (const dueOnly of [false, true]) {
-        const nodes = flatten(yield* genericPlan(sql, store.claim({ ...request, dueOnly }), (text) => text.includes("granted AS")))
-        assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE granted")?.["Actual Rows"], limit, `the ${dueOnly ? "due-only " : "sweep's "}claim took its limit`)
+        const nodes = flatten(
+          yield* genericPlan(sql, store.claim({ ...request, dueOnly }), (text) => text.includes("granted AS"))
+        )
+        assert.strictEqual(
+          nodes.find((n) => n["Subplan Name"] === "CTE granted")?.["Actual Rows"],
+          limit,
+          `the ${dueOnly ? "due-only " : "sweep's "}claim took its limit`
+        )
         assert.strictEqual(nodes.find((n) => n["Subplan Name"] === "CTE batch")?.["Actual Rows"], 1, "one claim batch")
-        assert.isBelow(removedByJoins(nodes), limit, `the ${dueOnly ? "due-only " : "sweep's "}claim compared its runs pair by pair`)
+        assert.isBelow(
+          removedByJoins(nodes),
+          limit,
+          `the ${dueOnly ? "due-only " : "sweep's "}claim compared its runs pair by pair`
+        )
       }
       const held = (yield* store.claim(request)).map((r) => ({ runId: r.id, fence: r.fence }))
       assert.strictEqual(held.length, limit)
       // The renewal names the batch and its held ids as one range: no node reads the runs one by one.
-      const renewal = flatten(yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), (text) => text.includes("renewed AS")))
+      const renewal = flatten(
+        yield* genericPlan(sql, store.renew("w", held, Duration.seconds(30)), (text) => text.includes("renewed AS"))
+      )
       assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE named")?.["Actual Rows"], 1, "one batch named")
-      assert.strictEqual(renewal.find((n) => n["Subplan Name"] === "CTE renewed")?.["Actual Rows"], 1, "one batch row renewed")
+      assert.strictEqual(
+        renewal.find((n) => n["Subplan Name"] === "CTE renewed")?.["Actual Rows"],
+        1,
+        "one batch row renewed"
+      )
       const widest = Math.max(...renewal.map((n) => (n["Actual Rows"] ?? 0) * (n["Actual Loops"] ?? 1)))
       assert.isBelow(widest, 10, "the renewal read the batch's runs one by one")
-      const completion = flatten(yield* genericPlan(sql, store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))), (text) => text.includes("done AS")))
-      assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE open_leases")?.["Actual Rows"], limit, "every run completed")
-      assert.strictEqual(completion.find((n) => n["Subplan Name"] === "CTE done")?.["Actual Rows"], 1, "one completion batch")
+      const completion = flatten(
+        yield* genericPlan(
+          sql,
+          store.completeBatch(held.map((l) => ({ ...l, result: null, keyed: false }))),
+          (text) => text.includes("done AS")
+        )
+      )
+      assert.strictEqual(
+        completion.find((n) => n["Subplan Name"] === "CTE open_leases")?.["Actual Rows"],
+        limit,
+        "every run completed"
+      )
+      assert.strictEqual(
+        completion.find((n) => n["Subplan Name"] === "CTE done")?.["Actual Rows"],
+        1,
+        "one completion batch"
+      )
       assert.isBelow(removedByJoins(completion), limit, "the completion compared its runs pair by pair")
     }))
 
@@ -260,7 +366,13 @@ describe("runtime plans", () => {
         (rows) => ({ upd: Number(rows[0]?.upd ?? 0), hot: Number(rows[0]?.hot ?? 0) })
       )
       yield* store.enqueue(Array.from({ length: 400 }, (_, i) => ({ kind: "noop", payload: { i } })))
-      const runs = yield* store.claim({ owner: "w", queues: ["default"], kinds: ["noop"], limit: 400, ttl: Duration.seconds(30) })
+      const runs = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["noop"],
+        limit: 400,
+        ttl: Duration.seconds(30)
+      })
       const leases = runs.map((r) => ({ runId: r.id, fence: r.fence }))
       // The claims' updates are counted first, so the difference below is the renewals' alone.
       const before = yield* eventually(
@@ -273,7 +385,10 @@ describe("runtime plans", () => {
       }
       const after = yield* eventually(
         "the renewals counted",
-        Effect.andThen(sql`SELECT pg_stat_clear_snapshot()`, Effect.map(updates, (u) => u.upd >= before.upd + 1_200 ? u : undefined)),
+        Effect.andThen(
+          sql`SELECT pg_stat_clear_snapshot()`,
+          Effect.map(updates, (u) => u.upd >= before.upd + 1_200 ? u : undefined)
+        ),
         statsFlush
       )
       assert.strictEqual(after.upd - before.upd, 1_200)
@@ -293,12 +408,24 @@ describe("list plans", () => {
       // Interleaved, so every state's runs are spread over the whole id range.
       const shares = [["done", 15], ["todo", 4], ["bad", 2], ["cancel", 1], ["wait", 1], ["busy", 1]] as const
       const pattern = shares.flatMap(([kind, n]) => Array.from({ length: n }, () => kind))
-      yield* store.enqueue(Array.from({ length: 24_000 }, (_, i) => ({ kind: pattern[i % pattern.length]!, payload: { i }, maxAttempts: 1 })))
+      yield* store.enqueue(
+        Array.from(
+          { length: 24_000 },
+          (_, i) => ({ kind: pattern[i % pattern.length]!, payload: { i }, maxAttempts: 1 })
+        )
+      )
       const claimAll = (kind: string, leaseTtl: Duration.Duration) =>
         Effect.gen(function*() {
           const claimed: Array<{ runId: string; fence: number }> = []
           while (true) {
-            const runs = yield* store.claim({ owner: "w", queues: ["default"], kinds: [kind], limit: 1_000, ttl: leaseTtl, dueOnly: true })
+            const runs = yield* store.claim({
+              owner: "w",
+              queues: ["default"],
+              kinds: [kind],
+              limit: 1_000,
+              ttl: leaseTtl,
+              dueOnly: true
+            })
             if (runs.length === 0) return claimed
             claimed.push(...runs.map((r) => ({ runId: r.id, fence: r.fence })))
           }
@@ -310,10 +437,16 @@ describe("list plans", () => {
       yield* store.claim({ owner: "w", queues: ["default"], kinds: ["bad"], limit: 10_000, ttl })
       yield* store.cancelMany({ kind: "cancel" })
       const waiting = yield* claimAll("wait", ttl)
-      yield* Effect.forEach(waiting, (l, i) => store.suspend({ ...l, signal: "approval", token: `t${i}`, timeout: undefined }), { concurrency: 2, discard: true })
+      yield* Effect.forEach(
+        waiting,
+        (l, i) => store.suspend({ ...l, signal: "approval", token: `t${i}`, timeout: undefined }),
+        { concurrency: 2, discard: true }
+      )
       yield* claimAll("busy", ttl)
       yield* sql`ANALYZE ${sql(schema)}.runs`
-      const counts = yield* sql<{ state: string; n: string }>`SELECT state, count(*)::text AS n FROM ${sql(schema)}.runs_now GROUP BY state`
+      const counts = yield* sql<{ state: string; n: string }>`SELECT state, count(*)::text AS n FROM ${
+        sql(schema)
+      }.runs_now GROUP BY state`
       assert.deepStrictEqual(
         Object.fromEntries(counts.map((c) => [c.state, Number(c.n)])),
         { completed: 15_000, pending: 4_000, failed: 2_000, cancelled: 1_000, suspended: 1_000, running: 1_000 }
@@ -326,21 +459,31 @@ describe("list plans", () => {
         { limit, before: deep },
         { limit, after: deep },
         { limit, kind: "todo", before: deep },
-        ...RunState.literals.flatMap((state) => [{ limit, state }, { limit, state, before: deep }, { limit, state, after: deep }]),
+        ...RunState.literals.flatMap((
+          state
+        ) => [{ limit, state }, { limit, state, before: deep }, { limit, state, after: deep }]),
         { limit: 200, state: "suspended" }
       ]
       for (const filter of filters) {
         const runs = yield* store.list(filter)
         const ids = runs.map((r) => BigInt(r.id))
-        assert.deepStrictEqual(ids, [...ids].sort((a, b) => a < b ? 1 : a > b ? -1 : 0), `newest first: ${JSON.stringify(filter)}`)
+        assert.deepStrictEqual(
+          ids,
+          [...ids].sort((a, b) => a < b ? 1 : a > b ? -1 : 0),
+          `newest first: ${JSON.stringify(filter)}`
+        )
         assert.strictEqual(runs.length, filter.limit, JSON.stringify(filter))
         for (const mode of ["force_custom_plan", "force_generic_plan"]) {
           const plan = flatten(yield* listPlan(sql, store.list(filter), mode))
-          const what = `${JSON.stringify(filter)} (${mode}): ${plan.map((n) => `${n["Node Type"]}${n["Index Name"] ? ` ${n["Index Name"]}` : ""}`).join(" > ")}`
+          const what = `${JSON.stringify(filter)} (${mode}): ${
+            plan.map((n) => `${n["Node Type"]}${n["Index Name"] ? ` ${n["Index Name"]}` : ""}`).join(" > ")
+          }`
           // A run's claim batch is found through the span index, which the planner may read as a
           // bitmap (one or two batches): only a bitmap read of the runs themselves is a scan.
           assert.deepStrictEqual(
-            plan.filter((n) => n["Node Type"] === "Seq Scan" || (n["Node Type"] === "Bitmap Heap Scan" && n["Relation Name"] === "runs"))
+            plan.filter((n) =>
+              n["Node Type"] === "Seq Scan" || (n["Node Type"] === "Bitmap Heap Scan" && n["Relation Name"] === "runs")
+            )
               .map((n) => n["Node Type"]),
             [],
             what
@@ -393,7 +536,8 @@ const literal = (value: unknown): string => {
   if (PgTypes.isParameter(value)) return literal(value.value)
   if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") return quoted(String(value))
   if (Array.isArray(value)) {
-    const element = (e: unknown) => e === null ? "NULL" : `"${String(e).replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`
+    const element = (e: unknown) =>
+      e === null ? "NULL" : `"${String(e).replaceAll("\\", "\\\\").replaceAll("\"", "\\\"")}"`
     return quoted(`{${value.map(element).join(",")}}`)
   }
   return quoted(String(value))
@@ -404,7 +548,9 @@ const freshStore = (prefix: string, options: PgRunStore.PgRunStoreOptions = {}) 
   const schema = freshSchema(prefix)
   const layer = Object.keys(options).length === 0
     ? layerStore(schema, 2)
-    : PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 })))
+    : PgRunStore.layer({ ...options, schema }).pipe(
+      Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 }))
+    )
   return Effect.map(Layer.build(layer), (context) => ({
     schema,
     sql: Context.get(context, SqlClient.SqlClient),
@@ -420,7 +566,12 @@ const keyedBacklog = (prefix: string, keys: number, perKey: number, options: PgR
   Effect.gen(function*() {
     const { schema, sql, store } = yield* freshStore(prefix, options)
     yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
-    yield* store.enqueue(Array.from({ length: keys * perKey }, (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % keys}` })))
+    yield* store.enqueue(
+      Array.from(
+        { length: keys * perKey },
+        (_, i) => ({ kind: "noop", payload: { i }, concurrencyKey: `k${i % keys}` })
+      )
+    )
     yield* sql`ANALYZE ${sql(schema)}.runs`
     return { sql, store }
   })
@@ -434,8 +585,11 @@ const removedByJoins = (nodes: ReadonlyArray<PlanNode>) =>
  * plan it (their settings: once, for any batch, a generic plan that knows nothing of the arrays'
  * lengths).
  */
-const genericPlan = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>, pick: (text: string) => boolean) =>
-  planOf(sql, effect, pick, PgRunStore.runtimeSettings)
+const genericPlan = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  effect: Effect.Effect<A, E, R>,
+  pick: (text: string) => boolean
+) => planOf(sql, effect, pick, PgRunStore.runtimeSettings)
 
 /**
  * The plan of the first statement `effect` sends that `pick` accepts (the ones before it run as

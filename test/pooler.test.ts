@@ -31,7 +31,9 @@ const twoWorkersThrough = (poolSize: number, prefix: string) =>
     const schema = freshSchema(prefix)
     const a = yield* pooledStore(pooler, schema)
     const b = yield* pooledStore(pooler, schema)
-    yield* a.sql.unsafe(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, n int NOT NULL)`)
+    yield* a.sql.unsafe(
+      `CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, n int NOT NULL)`
+    )
     return { pooler, schema, a, b }
   })
 
@@ -43,34 +45,50 @@ const ledgered = (schema: string) =>
       Run.transaction(Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const fence = yield* Fence
-        yield* sql`INSERT INTO ${sql(schema)}.ledger (run_id, fence, n) VALUES (${fence.runId}::bigint, ${fence.fence}, ${n})`
+        yield* sql`INSERT INTO ${
+          sql(schema)
+        }.ledger (run_id, fence, n) VALUES (${fence.runId}::bigint, ${fence.fence}, ${n})`
         return n
       }))
   })
 
 describe("through PgBouncer in transaction mode", () => {
-  it.live("a drain of 2,000 runs by two workers: each completes once, its ledger row in its fenced transaction", () =>
-    Effect.gen(function*() {
-      const { a, b, schema } = yield* twoWorkersThrough(4, "pool")
-      const total = 2_000
-      yield* a.store.enqueue(Array.from({ length: total }, (_, n) => ({ kind: "ledgered", payload: { n } })))
-      const options = { handlers: [ledgered(schema)], concurrency: 20, pollInterval: "50 millis", ttl: "10 seconds" } as const
-      yield* startWorker(a.store, a.sql, { ...options, owner: "a" })
-      yield* startWorker(b.store, b.sql, { ...options, owner: "b" })
-      const count = (query: string) => Effect.map(a.sql.unsafe<{ n: number }>(query), (rows) => rows[0]!.n)
-      yield* eventually(
-        "every run completed",
-        Effect.map(count(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state = 'completed'`), (n) => n === total),
-        "60 seconds"
-      )
-      assert.strictEqual(yield* count(`SELECT count(*)::int AS n FROM "${schema}".ledger`), total)
-      assert.strictEqual(yield* count(`SELECT count(DISTINCT run_id)::int AS n FROM "${schema}".ledger`), total)
-      // Each row was written under the fence its run completed with.
-      assert.strictEqual(
-        yield* count(`SELECT count(*)::int AS n FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE r.fence <> l.fence`),
-        0
-      )
-    }), 120_000)
+  it.live(
+    "a drain of 2,000 runs by two workers: each completes once, its ledger row in its fenced transaction",
+    () =>
+      Effect.gen(function*() {
+        const { a, b, schema } = yield* twoWorkersThrough(4, "pool")
+        const total = 2_000
+        yield* a.store.enqueue(Array.from({ length: total }, (_, n) => ({ kind: "ledgered", payload: { n } })))
+        const options = {
+          handlers: [ledgered(schema)],
+          concurrency: 20,
+          pollInterval: "50 millis",
+          ttl: "10 seconds"
+        } as const
+        yield* startWorker(a.store, a.sql, { ...options, owner: "a" })
+        yield* startWorker(b.store, b.sql, { ...options, owner: "b" })
+        const count = (query: string) => Effect.map(a.sql.unsafe<{ n: number }>(query), (rows) => rows[0]!.n)
+        yield* eventually(
+          "every run completed",
+          Effect.map(
+            count(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state = 'completed'`),
+            (n) => n === total
+          ),
+          "60 seconds"
+        )
+        assert.strictEqual(yield* count(`SELECT count(*)::int AS n FROM "${schema}".ledger`), total)
+        assert.strictEqual(yield* count(`SELECT count(DISTINCT run_id)::int AS n FROM "${schema}".ledger`), total)
+        // Each row was written under the fence its run completed with.
+        assert.strictEqual(
+          yield* count(
+            `SELECT count(*)::int AS n FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE r.fence <> l.fence`
+          ),
+          0
+        )
+      }),
+    120_000
+  )
 
   it.live("a superseded holder's writes through the pooler are refused by the fence, its transaction rolled back", () =>
     Effect.gen(function*() {
@@ -91,12 +109,21 @@ describe("through PgBouncer in transaction mode", () => {
         yield* Effect.flip(a.store.fail({ ...stale, error: "boom", retryDelayMs: undefined }))
       ]
       for (const error of rejected) assert.deepInclude(error as object, { presentedFence: 1, storedFence: 2 })
-      const transaction = yield* Effect.flip(ledgered(schema).handle({ n: 1 }).pipe(
-        Effect.provideService(Fence, { runId: run!.id, fence: 1, owner: "a" }),
-        Effect.provideService(RunStore, a.store),
-        Effect.provideService(SqlClient.SqlClient, a.sql),
-        Effect.provideService(CurrentRun, { kind: "ledgered", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} })
-      ))
+      const transaction = yield* Effect.flip(
+        ledgered(schema).handle({ n: 1 }).pipe(
+          Effect.provideService(Fence, { runId: run!.id, fence: 1, owner: "a" }),
+          Effect.provideService(RunStore, a.store),
+          Effect.provideService(SqlClient.SqlClient, a.sql),
+          Effect.provideService(CurrentRun, {
+            kind: "ledgered",
+            queue: "default",
+            attempt: 1,
+            maxAttempts: 5,
+            checkpoint: null,
+            signals: {}
+          })
+        )
+      )
       assert.instanceOf(transaction, FenceRejected)
       assert.deepInclude(transaction, { presentedFence: 1, storedFence: 2, operation: "transaction" })
       assert.strictEqual((yield* a.sql.unsafe(`SELECT 1 FROM "${schema}".ledger`)).length, 0)
@@ -112,9 +139,15 @@ describe("through PgBouncer in transaction mode", () => {
       const pooler = yield* PgBouncer.start(databaseUrl(), 2)
       const schema = freshSchema("poollisten")
       const listening = yield* pooledStore(pooler, schema, databaseUrl())
-      yield* listening.sql.unsafe(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, n int NOT NULL)`)
+      yield* listening.sql.unsafe(
+        `CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, n int NOT NULL)`
+      )
       const events: Array<WorkerEvents.WorkerEvent> = []
-      yield* startWorker(listening.store, listening.sql, { handlers: [ledgered(schema)], pollInterval: "1 hour", owner: "l" }, events)
+      yield* startWorker(listening.store, listening.sql, {
+        handlers: [ledgered(schema)],
+        pollInterval: "1 hour",
+        owner: "l"
+      }, events)
       yield* eventually("the worker listens", Effect.sync(() => events.some((e) => e._tag === "Listening")))
       const [run] = yield* listening.store.enqueue([{ kind: "ledgered", payload: { n: 7 } }])
       yield* eventually("the run completes", Effect.map(listening.store.get(run!.id), (r) => r.state === "completed"))
@@ -129,7 +162,13 @@ describe("through PgBouncer in transaction mode", () => {
         )
       )
       const claim = yield* Effect.flip(
-        Context.get(context, RunStore).claim({ owner: "o", queues: ["default"], kinds: ["x"], limit: 1, ttl: Duration.minutes(1) })
+        Context.get(context, RunStore).claim({
+          owner: "o",
+          queues: ["default"],
+          kinds: ["x"],
+          limit: 1,
+          ttl: Duration.minutes(1)
+        })
       )
       assert.deepInclude(claim, { _tag: "StoreError", operation: "claim", reason: "ConnectionError" })
       assert.include(JSON.stringify(claim), "08P01")

@@ -78,12 +78,21 @@ describe("npm test on a fresh machine's shape", () => {
       ].join("\n") + "\n",
       { mode: 0o755 }
     )
-    const result = spawnSync(process.execPath, [script], { env: childEnv({ LEASEHOLD_PREREQUISITES_PATH: bin, LEASEHOLD_PREREQUISITES_AS_ROOT: "1" }), encoding: "utf8" })
+    const result = spawnSync(process.execPath, [script], {
+      env: childEnv({ LEASEHOLD_PREREQUISITES_PATH: bin, LEASEHOLD_PREREQUISITES_AS_ROOT: "1" }),
+      encoding: "utf8"
+    })
     assert.strictEqual(result.status, 0, result.stderr)
     const lines = result.stdout.trim().split("\n")
-    assert.strictEqual(lines[0], "npm test: installing chromium faketime pgbouncer spin gcc with apt-get (running as root; they are missing) ...")
+    assert.strictEqual(
+      lines[0],
+      "npm test: installing chromium faketime pgbouncer spin gcc with apt-get (running as root; they are missing) ..."
+    )
     assert.match(lines[1]!, /^npm test: installed chromium faketime pgbouncer spin gcc in \d+ s$/)
-    assert.deepStrictEqual(fs.readFileSync(calls, "utf8").trim().split("\n"), ["update -qq", "install -y -qq chromium faketime pgbouncer spin gcc"])
+    assert.deepStrictEqual(fs.readFileSync(calls, "utf8").trim().split("\n"), [
+      "update -qq",
+      "install -y -qq chromium faketime pgbouncer spin gcc"
+    ])
     for (const name of hidden) assert.include(lines[2], `${name} (`, `the final line names where ${name} was found`)
     assert.include(lines[2], `chromium (${path.join(bin, "chromium")})`)
   })
@@ -91,8 +100,15 @@ describe("npm test on a fresh machine's shape", () => {
   it("apt-get failing: the one line, and what apt-get said", () => {
     // Taken as root whoever runs it: the apt-get is a stand-in.
     const bin = freshMachineBin()
-    fs.writeFileSync(path.join(bin, "apt-get"), "#!/bin/sh\necho 'E: Unable to locate package chromium' >&2\nexit 100\n", { mode: 0o755 })
-    const result = spawnSync(process.execPath, [script], { env: childEnv({ LEASEHOLD_PREREQUISITES_PATH: bin, LEASEHOLD_PREREQUISITES_AS_ROOT: "1" }), encoding: "utf8" })
+    fs.writeFileSync(
+      path.join(bin, "apt-get"),
+      "#!/bin/sh\necho 'E: Unable to locate package chromium' >&2\nexit 100\n",
+      { mode: 0o755 }
+    )
+    const result = spawnSync(process.execPath, [script], {
+      env: childEnv({ LEASEHOLD_PREREQUISITES_PATH: bin, LEASEHOLD_PREREQUISITES_AS_ROOT: "1" }),
+      encoding: "utf8"
+    })
     assert.strictEqual(result.status, 1)
     const [first, ...rest] = result.stderr.trim().split("\n")
     assert.strictEqual(first, `${expectedLine}; \`apt-get update -qq\` failed here:`)

@@ -33,17 +33,30 @@ describe("rate limits across worker processes", () => {
         const store = Context.get(context, RunStore)
         yield* store.setRateLimits([RateLimits.perKind("rated-step", limit, "1 second", { perKey: true })])
         yield* store.enqueue(tenants.flatMap((tenant) =>
-          Array.from({ length: perTenant }, (_, n) => ({ kind: "rated-step", payload: { tenant, n }, concurrencyKey: tenant }))
+          Array.from(
+            { length: perTenant },
+            (_, n) => ({ kind: "rated-step", payload: { tenant, n }, concurrencyKey: tenant })
+          )
         ))
         yield* store.enqueue(Array.from({ length: free }, (_, n) => ({ kind: "free-step", payload: { n } })))
-        const worker = () => background(["worker", "--tasks", tasks, "--concurrency", "20", "--ttl", "10 seconds", ...connection(schema)])
+        const worker = () =>
+          background(["worker", "--tasks", tasks, "--concurrency", "20", "--ttl", "10 seconds", ...connection(schema)])
         const workers = [yield* worker(), yield* worker(), yield* worker()]
         const completed = (kind: string) =>
           Effect.map(
-            sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.literal(`"${schema}".runs_now`)} WHERE state = 'completed' AND kind = ${kind}`,
+            sql<{ n: number }>`SELECT count(*)::int AS n FROM ${
+              sql.literal(`"${schema}".runs_now`)
+            } WHERE state = 'completed' AND kind = ${kind}`,
             (rows) => rows[0]!.n
           )
-        yield* eventually("every run completes", Effect.map(Effect.all([completed("rated-step"), completed("free-step")]), ([r, f]) => r === tenants.length * perTenant && f === free), "90 seconds")
+        yield* eventually(
+          "every run completes",
+          Effect.map(
+            Effect.all([completed("rated-step"), completed("free-step")]),
+            ([r, f]) => r === tenants.length * perTenant && f === free
+          ),
+          "90 seconds"
+        )
         for (const w of workers) w.child.kill("SIGTERM")
         yield* Effect.promise(() => Promise.all(workers.map((w) => w.exited)))
 
@@ -59,21 +72,35 @@ describe("rate limits across worker processes", () => {
           const busiest = Math.max(...times.map((t) => times.filter((u) => u >= t && u < t + 1000).length))
           assert.isAtMost(busiest, limit, `${tenant}: ${busiest} starts within one second`)
           assert.strictEqual(busiest, limit, `${tenant}: the limit was used, not just respected`)
-          assert.isAtLeast(times[times.length - 1]! - times[0]!, 5000, `${tenant}: 30 starts at 5 a second span at least 5 seconds`)
+          assert.isAtLeast(
+            times[times.length - 1]! - times[0]!,
+            5000,
+            `${tenant}: 30 starts at 5 a second span at least 5 seconds`
+          )
         }
         // The unlimited runs did not wait behind the held-back ones: most of them were done before
         // the last governed run started (they are claimed between the governed runs' windows).
         const [drained] = yield* sql<{ before: number; last_rated: Date }>`
           WITH last AS (
-            SELECT max(h.at) AS at FROM ${sql.literal(`"${schema}".run_history`)} h JOIN ${sql.literal(`"${schema}".runs`)} r ON r.id = h.run_id
+            SELECT max(h.at) AS at FROM ${sql.literal(`"${schema}".run_history`)} h JOIN ${
+          sql.literal(`"${schema}".runs`)
+        } r ON r.id = h.run_id
             WHERE h.kind = 'claimed' AND r.kind = 'rated-step'
           )
-          SELECT (SELECT count(*)::int FROM ${sql.literal(`"${schema}".runs_now`)} WHERE kind = 'free-step' AND finished_at < last.at) AS before,
+          SELECT (SELECT count(*)::int FROM ${
+          sql.literal(`"${schema}".runs_now`)
+        } WHERE kind = 'free-step' AND finished_at < last.at) AS before,
             last.at AS last_rated
           FROM last`
-        assert.isAtLeast(drained!.before, free / 2, `${drained!.before} of ${free} unlimited runs finished before the last governed start`)
+        assert.isAtLeast(
+          drained!.before,
+          free / 2,
+          `${drained!.before} of ${free} unlimited runs finished before the last governed start`
+        )
         // Nothing updated a row per start: the starts are appended, at most a window's worth kept.
-        const [kept] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.literal(`"${schema}".rate_starts`)}`
+        const [kept] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${
+          sql.literal(`"${schema}".rate_starts`)
+        }`
         assert.isAtMost(kept!.n, tenants.length * perTenant)
       }),
     150_000
@@ -91,14 +118,23 @@ describe("rate limits: the wake as a window opens", () => {
       const runs = yield* store.enqueue(Array.from({ length: 3 }, (_, n) => ({ kind: "job", payload: { n } })))
       const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
       // The poll would start the held-back runs an hour later: only the wake starts them sooner.
-      yield* Worker.run({ ttl: "30 seconds", heartbeat: "10 seconds", pollInterval: "1 hour", shutdownGrace: "1 second", concurrency: 5, handlers: [job] }).pipe(
+      yield* Worker.run({
+        ttl: "30 seconds",
+        heartbeat: "10 seconds",
+        pollInterval: "1 hour",
+        shutdownGrace: "1 second",
+        concurrency: 5,
+        handlers: [job]
+      }).pipe(
         Effect.provide(context),
         Effect.forkScoped
       )
       yield* eventually(
         "every run completes",
         Effect.map(
-          sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.literal(`"${schema}".runs_now`)} WHERE state = 'completed'`,
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM ${
+            sql.literal(`"${schema}".runs_now`)
+          } WHERE state = 'completed'`,
           (rows) => rows[0]!.n === runs.length
         ),
         "60 seconds"
@@ -108,7 +144,8 @@ describe("rate limits: the wake as a window opens", () => {
         SELECT h.at FROM ${sql.literal(`"${schema}".run_history`)} h WHERE h.kind = 'claimed' ORDER BY h.at`
       const times = starts.map((s) => s.at.getTime())
       assert.strictEqual(times.length, runs.length)
-      for (let i = 1; i < times.length; i++) assert.isAtLeast(times[i]! - times[i - 1]!, 1000, `start ${i} came a second after the one before`)
+      for (let i = 1; i < times.length; i++) {
+        assert.isAtLeast(times[i]! - times[i - 1]!, 1000, `start ${i} came a second after the one before`)
+      }
     }))
 })
-

@@ -11,8 +11,8 @@
  * the next freed slot; and the two cores this runs on are shared by both workers and the database.
  */
 import { RunStore } from "@leasehold/core"
-import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Database, PgRunStore } from "@leasehold/sql"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterEach, assert, describe, it } from "vitest"
@@ -39,7 +39,9 @@ const setup = async (): Promise<Env> => {
     PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 3 })))
   )
   const run = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
-  await run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createLedgerTable(`"${schema}".ledger`))))
+  await run(
+    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createLedgerTable(`"${schema}".ledger`)))
+  )
   return { schema, run, dispose: () => runtime.dispose() }
 }
 
@@ -48,7 +50,9 @@ const query = <Row extends object>(env: Env, text: string, params: ReadonlyArray
 
 /** The database's clock now, in epoch milliseconds. */
 const databaseNow = (env: Env) =>
-  query<{ ms: number }>(env, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms").then((rows) => Number(rows[0]!.ms))
+  query<{ ms: number }>(env, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms").then((rows) =>
+    Number(rows[0]!.ms)
+  )
 
 let cleanup: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -78,20 +82,34 @@ const startWorker = async (env: Env, owner: string) => {
 const scene = async () => {
   const env = await setup()
   cleanup.push(env.dispose)
-  const heldRuns = await env.run(Effect.flatMap(RunStore, (store) =>
-    store.enqueue(Array.from({ length: held }, () => ({ kind: "long-step", payload: {}, maxAttempts: 5 })))
-  ))
+  const heldRuns = await env.run(
+    Effect.flatMap(
+      RunStore,
+      (store) => store.enqueue(Array.from({ length: held }, () => ({ kind: "long-step", payload: {}, maxAttempts: 5 })))
+    )
+  )
   const ids = heldRuns.map((r) => r.id)
   const a = await startWorker(env, "worker-a")
-  for (const id of ids) await a.waitFor(`A claims ${id}`, (r) => r.type === "event" && r._tag === "Claimed" && r.runId === id && r.fence === 1)
+  for (const id of ids) {
+    await a.waitFor(
+      `A claims ${id}`,
+      (r) => r.type === "event" && r._tag === "Claimed" && r.runId === id && r.fence === 1
+    )
+  }
   await a.waitFor("A renews its leases", (r) => r.type === "event" && r._tag === "HeartbeatConfirmed")
   const b = await startWorker(env, "worker-b")
-  await env.run(Effect.flatMap(RunStore, (store) =>
-    store.enqueue(Array.from({ length: backlog }, () => ({ kind: "chaos-step", payload: { workMs: 200 } })))
-  ))
+  await env.run(
+    Effect.flatMap(
+      RunStore,
+      (store) =>
+        store.enqueue(Array.from({ length: backlog }, () => ({ kind: "chaos-step", payload: { workMs: 200 } })))
+    )
+  )
   // B is busy: its slots are full and slots keep freeing (runs complete).
-  await b.waitFor("B completes backlog runs", () =>
-    WorkerProcess.events(b, "Claimed").filter((e) => e.kind === "chaos-step").length >= 20)
+  await b.waitFor(
+    "B completes backlog runs",
+    () => WorkerProcess.events(b, "Claimed").filter((e) => e.kind === "chaos-step").length >= 20
+  )
   return { env, ids, a, b }
 }
 
@@ -117,12 +135,21 @@ const reclaims = async (env: Env, ids: ReadonlyArray<string>, timeoutMs: number)
 }
 
 /** Every run of `ids` reclaimed by B within the bound of `fromMs`, and running (or done) under fence 2. */
-const assertReclaimedWithinBound = async (env: Env, ids: ReadonlyArray<string>, fromMs: number, rows: ReadonlyArray<Reclaim>) => {
+const assertReclaimedWithinBound = async (
+  env: Env,
+  ids: ReadonlyArray<string>,
+  fromMs: number,
+  rows: ReadonlyArray<Reclaim>
+) => {
   const after = rows.map((r) => Math.round(r.at_ms - fromMs))
-  console.log(`reclaimed ${rows.length}/${ids.length} runs after (ms, database clock): ${after.join(", ")}; bound ${bound} ms`)
+  console.log(
+    `reclaimed ${rows.length}/${ids.length} runs after (ms, database clock): ${after.join(", ")}; bound ${bound} ms`
+  )
   assert.deepStrictEqual(rows.map((r) => r.run_id).sort(), [...ids].sort(), "every one of A's runs reclaimed")
   assert.deepStrictEqual([...new Set(rows.map((r) => r.owner))], ["worker-b"])
-  for (const ms of after) assert.isAtMost(ms, bound, `reclaimed within TTL ${ttlMs} + poll ${pollMs} + margin ${marginMs} ms`)
+  for (const ms of after) {
+    assert.isAtMost(ms, bound, `reclaimed within TTL ${ttlMs} + poll ${pollMs} + margin ${marginMs} ms`)
+  }
   const states = await query<{ id: string; state: string; fence: string; lease_owner: string | null }>(
     env,
     `SELECT id::text, state, fence::text, lease_owner FROM "${env.schema}".runs_now WHERE id = ANY($1::bigint[]) ORDER BY id`,
@@ -136,31 +163,39 @@ const assertReclaimedWithinBound = async (env: Env, ids: ReadonlyArray<string>, 
 }
 
 describe("reclaim bound across worker processes (TTL 3 s, poll 1 s, B at 10 slots with a 400-run backlog)", () => {
-  it("a worker killed with kill -9 holding 10 runs: every one runs under fence 2 on the busy worker within TTL + poll + 1 s of the kill", async () => {
-    const { a, env, ids } = await scene()
-    const killedAt = await databaseNow(env)
-    a.signal("SIGKILL")
-    await a.exited
-    const rows = await reclaims(env, ids, bound + 5_000)
-    await assertReclaimedWithinBound(env, ids, killedAt, rows)
-  }, 60_000)
+  it(
+    "a worker killed with kill -9 holding 10 runs: every one runs under fence 2 on the busy worker within TTL + poll + 1 s of the kill",
+    async () => {
+      const { a, env, ids } = await scene()
+      const killedAt = await databaseNow(env)
+      a.signal("SIGKILL")
+      await a.exited
+      const rows = await reclaims(env, ids, bound + 5_000)
+      await assertReclaimedWithinBound(env, ids, killedAt, rows)
+    },
+    60_000
+  )
 
-  it("a worker cut off from the database for 3× the TTL holding 10 runs: every one runs under fence 2 on the busy worker within TTL + poll + 1 s of the cut", async () => {
-    const { a, env, ids } = await scene()
-    const cutAt = await databaseNow(env)
-    a.proxy.partition()
-    const rows = await reclaims(env, ids, 3 * ttlMs)
-    // The partition lasts 3× the TTL whatever happened meanwhile.
-    const left = cutAt + 3 * ttlMs - (await databaseNow(env))
-    if (left > 0) await new Promise((resolve) => setTimeout(resolve, left))
-    await assertReclaimedWithinBound(env, ids, cutAt, rows)
-    // None of A's runs is still at fence 1 under an expired lease.
-    const stale = await query<{ id: string }>(
-      env,
-      `SELECT id::text FROM "${env.schema}".runs_now WHERE id = ANY($1::bigint[]) AND fence = 1`,
-      [ids]
-    )
-    assert.deepStrictEqual(stale, [])
-    a.proxy.heal()
-  }, 60_000)
+  it(
+    "a worker cut off from the database for 3× the TTL holding 10 runs: every one runs under fence 2 on the busy worker within TTL + poll + 1 s of the cut",
+    async () => {
+      const { a, env, ids } = await scene()
+      const cutAt = await databaseNow(env)
+      a.proxy.partition()
+      const rows = await reclaims(env, ids, 3 * ttlMs)
+      // The partition lasts 3× the TTL whatever happened meanwhile.
+      const left = cutAt + 3 * ttlMs - (await databaseNow(env))
+      if (left > 0) await new Promise((resolve) => setTimeout(resolve, left))
+      await assertReclaimedWithinBound(env, ids, cutAt, rows)
+      // None of A's runs is still at fence 1 under an expired lease.
+      const stale = await query<{ id: string }>(
+        env,
+        `SELECT id::text FROM "${env.schema}".runs_now WHERE id = ANY($1::bigint[]) AND fence = 1`,
+        [ids]
+      )
+      assert.deepStrictEqual(stale, [])
+      a.proxy.heal()
+    },
+    60_000
+  )
 })

@@ -10,7 +10,12 @@ import { SqlClient } from "effect/sql"
 import { readRun, twoStores } from "./support/stores.js"
 import { eventually, startWorker } from "./support/workers.js"
 
-const fast = { ttl: "2 seconds", heartbeat: "300 millis", pollInterval: "50 millis", shutdownGrace: "200 millis" } as const
+const fast = {
+  ttl: "2 seconds",
+  heartbeat: "300 millis",
+  pollInterval: "50 millis",
+  shutdownGrace: "200 millis"
+} as const
 
 describe("results that cannot be stored", () => {
   it.live("fail their own run at once; the other runs of the batch complete once each", () =>
@@ -22,7 +27,11 @@ describe("results that cannot be stored", () => {
         payload: Schema.Struct({ i: Schema.Number }),
         handle: ({ i }) => Effect.sync(() => (executions.set(i, (executions.get(i) ?? 0) + 1), { i }))
       })
-      const bigint = Handler.make({ kind: "bigint", payload: Schema.Unknown, handle: () => Effect.succeed({ big: 10n }) })
+      const bigint = Handler.make({
+        kind: "bigint",
+        payload: Schema.Unknown,
+        handle: () => Effect.succeed({ big: 10n })
+      })
       const cyclic = Handler.make({
         kind: "cyclic",
         payload: Schema.Unknown,
@@ -43,9 +52,16 @@ describe("results that cannot be stored", () => {
       for (let i = 200; i < 210; i++) ids.push(yield* enqueue(plain, { i }))
 
       yield* startWorker(stores.a, stores.sql, { ...fast, concurrency: 50, handlers: [plain, bigint, cyclic] })
-      yield* eventually("every run ended", Effect.map(stores.a.stats, (s) =>
-        s.byStateAndQueue.every((row) => row.state === "completed" || row.state === "failed") &&
-        s.byStateAndQueue.reduce((n, row) => n + row.count, 0) === 212), "30 seconds")
+      yield* eventually(
+        "every run ended",
+        Effect.map(
+          stores.a.stats,
+          (s) =>
+            s.byStateAndQueue.every((row) => row.state === "completed" || row.state === "failed") &&
+            s.byStateAndQueue.reduce((n, row) => n + row.count, 0) === 212
+        ),
+        "30 seconds"
+      )
 
       for (const id of ids) assert.deepInclude(yield* readRun(stores, id), { state: "completed", fence: 1, attempt: 1 })
       assert.strictEqual(executions.size, 210)
@@ -78,8 +94,13 @@ describe("results that cannot be stored", () => {
       const ok = yield* Client.enqueue(refund, { amount: 7 }).pipe(Effect.provideService(RunStore, stores.a))
       const bad = yield* Client.enqueue(wrong, null).pipe(Effect.provideService(RunStore, stores.a))
       yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [refund, wrong] })
-      yield* eventually("both ended", Effect.map(Effect.all([stores.a.get(ok.id), stores.a.get(bad.id)]), (runs) =>
-        runs.every((r) => r.state === "completed" || r.state === "failed")))
+      yield* eventually(
+        "both ended",
+        Effect.map(
+          Effect.all([stores.a.get(ok.id), stores.a.get(bad.id)]),
+          (runs) => runs.every((r) => r.state === "completed" || r.state === "failed")
+        )
+      )
       assert.deepInclude(yield* stores.a.get(ok.id), { state: "completed", result: { cents: "700" } })
       const failed = yield* stores.a.get(bad.id)
       assert.deepInclude(failed, { state: "failed", attempt: 1 })
@@ -118,19 +139,31 @@ describe("other values that cannot be stored", () => {
         stores.sql.unsafe<{ runs: number }>(`SELECT count(*)::int AS runs FROM "${stores.schema}".runs`),
         (rows) => rows[0]!.runs
       )
-      const enqueued = yield* Effect.flip(stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: { n: 1n } }]))
+      const enqueued = yield* Effect.flip(
+        stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: { n: 1n } }])
+      )
       assert.deepInclude(enqueued, { _tag: "UnstorableValue", what: "payload" })
       assert.strictEqual(yield* count, 0, "neither run of the batch was written")
       // Through the client, a payload its schema lets through but JSON cannot hold is InvalidPayload.
       const loose = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
-      const invalid = yield* Effect.flip(Client.enqueue(loose, { n: 1n }).pipe(Effect.provideService(RunStore, stores.a)))
+      const invalid = yield* Effect.flip(
+        Client.enqueue(loose, { n: 1n }).pipe(Effect.provideService(RunStore, stores.a))
+      )
       assert.deepInclude(invalid, { _tag: "InvalidPayload", kind: "job" })
       assert.strictEqual(yield* count, 0)
 
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
-      const [claimed] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+      const [claimed] = yield* stores.a.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["job"],
+        limit: 1,
+        ttl: Duration.minutes(1)
+      })
       yield* stores.a.checkpoint({ runId: run!.id, fence: claimed!.fence }, { step: 1 })
-      const checkpoint = yield* Effect.flip(stores.a.checkpoint({ runId: run!.id, fence: claimed!.fence }, { step: 2n }))
+      const checkpoint = yield* Effect.flip(
+        stores.a.checkpoint({ runId: run!.id, fence: claimed!.fence }, { step: 2n })
+      )
       assert.deepInclude(checkpoint, { _tag: "UnstorableValue", what: "checkpoint", runId: run!.id })
       assert.deepStrictEqual((yield* stores.a.get(run!.id)).checkpoint, { step: 1 })
     }))

@@ -15,7 +15,11 @@ const claim = (stores: Stores, who: "a" | "b", limit: number) =>
   stores[who].claim({ owner: `worker-${who}`, queues: ["default"], kinds: ["job"], limit, ttl })
 const count = (stores: Stores, table: "runs" | "run_events", runId: string) =>
   Effect.map(
-    stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${stores.schema}".${table} WHERE ${table === "runs" ? "id" : "run_id"} = ${Number(runId)}`),
+    stores.sql.unsafe<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${stores.schema}".${table} WHERE ${table === "runs" ? "id" : "run_id"} = ${
+        Number(runId)
+      }`
+    ),
     (rows) => rows[0]!.n
   )
 
@@ -23,7 +27,9 @@ describe("completed runs deleted", () => {
   it.live("a completion deletes the run and its history; a stale holder is rejected by the fence, then finds nothing to write", () =>
     Effect.gen(function*() {
       const stores = yield* twoStoresWith({ completedRuns: "delete" })
-      const [x, y, z] = yield* stores.a.enqueue([1, 2, 3].map((i) => ({ kind: "job", payload: { i }, maxAttempts: 10 })))
+      const [x, y, z] = yield* stores.a.enqueue(
+        [1, 2, 3].map((i) => ({ kind: "job", payload: { i }, maxAttempts: 10 }))
+      )
       assert.strictEqual((yield* claim(stores, "a", 3)).length, 3)
       // A loses x: its lease expires and b reclaims it under fence 2 (a history row for x).
       yield* expireLease(stores, x!.id)
@@ -31,7 +37,9 @@ describe("completed runs deleted", () => {
       assert.isAbove(yield* count(stores, "run_events", x!.id), 0)
 
       // A's batch: y and z are completed (and deleted); x is rejected by the fence, as in keep mode.
-      const outcomes = yield* stores.a.completeBatch([x!, y!, z!].map((r) => ({ runId: r.id, fence: 1, result: JSON.stringify({ by: "a" }) })))
+      const outcomes = yield* stores.a.completeBatch(
+        [x!, y!, z!].map((r) => ({ runId: r.id, fence: 1, result: JSON.stringify({ by: "a" }) }))
+      )
       assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Rejected", "Finalized", "Finalized"])
       assert.deepInclude(outcomes[0]!, { runId: x!.id, fence: 1, storedFence: 2, state: "running" })
       assert.strictEqual(yield* count(stores, "runs", y!.id), 0)
@@ -64,17 +72,29 @@ describe("completed runs deleted", () => {
       const [kept, lost] = yield* stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null }])
       assert.strictEqual((yield* claim(stores, "a", 2)).length, 2)
 
-      const value = yield* stores.a.completeInTransaction({ runId: kept!.id, fence: 1 }, Effect.as(write(kept!.id, "ok"), 7), (n) => Exit.succeed(String(n)))
+      const value = yield* stores.a.completeInTransaction(
+        { runId: kept!.id, fence: 1 },
+        Effect.as(write(kept!.id, "ok"), 7),
+        (n) => Exit.succeed(String(n))
+      )
       assert.strictEqual(value, 7)
       assert.strictEqual(yield* count(stores, "runs", kept!.id), 0)
 
       // The fence moved while a still held the run: its transaction rolls back, ledger row included.
       yield* expireLease(stores, lost!.id)
       assert.strictEqual((yield* claim(stores, "b", 1)).length, 1)
-      const rejected = yield* Effect.flip(stores.a.completeInTransaction({ runId: lost!.id, fence: 1 }, write(lost!.id, "stale"), () => Exit.succeed("null")))
+      const rejected = yield* Effect.flip(
+        stores.a.completeInTransaction(
+          { runId: lost!.id, fence: 1 },
+          write(lost!.id, "stale"),
+          () => Exit.succeed("null")
+        )
+      )
       assert.instanceOf(rejected, FenceRejected)
       assert.deepInclude(rejected as FenceRejected, { presentedFence: 1, storedFence: 2 })
-      const ledger = yield* stores.sql.unsafe<{ run_id: string; note: string }>(`SELECT run_id::text, note FROM "${stores.schema}".ledger`)
+      const ledger = yield* stores.sql.unsafe<{ run_id: string; note: string }>(
+        `SELECT run_id::text, note FROM "${stores.schema}".ledger`
+      )
       assert.deepStrictEqual(ledger.map((r) => [r.run_id, r.note]), [[kept!.id, "ok"]])
       assert.deepInclude(yield* readRun(stores, lost!.id), { state: "running", fence: 2 })
     }))
@@ -95,7 +115,11 @@ describe("completed runs deleted", () => {
       })
       const write = stores.sql.unsafe(`INSERT INTO "${stores.schema}".ledger VALUES (${Number(run!.id)}, 'stale')`)
       const rejected = yield* Effect.flip(
-        stores.a.completeInTransaction({ runId: run!.id, fence: 1 }, Effect.andThen(write, supersede), () => Exit.succeed("null"))
+        stores.a.completeInTransaction(
+          { runId: run!.id, fence: 1 },
+          Effect.andThen(write, supersede),
+          () => Exit.succeed("null")
+        )
       )
       assert.deepInclude(rejected, { _tag: "RunNotFound", runId: run!.id })
       const ledger = yield* stores.sql.unsafe(`SELECT * FROM "${stores.schema}".ledger`)
@@ -108,7 +132,12 @@ describe("completed runs deleted", () => {
       const stores = yield* twoStoresWith({ completedRuns: "delete" })
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null, maxAttempts: 1 }])
       assert.strictEqual((yield* claim(stores, "a", 1)).length, 1)
-      const outcome = yield* stores.a.fail({ runId: run!.id, fence: 1, error: { message: "boom" }, retryDelayMs: undefined })
+      const outcome = yield* stores.a.fail({
+        runId: run!.id,
+        fence: 1,
+        error: { message: "boom" },
+        retryDelayMs: undefined
+      })
       assert.strictEqual(outcome._tag, "Failed")
       assert.strictEqual((yield* readRun(stores, run!.id)).state, "failed")
       assert.isAbove(yield* count(stores, "run_events", run!.id), 0)
@@ -122,7 +151,9 @@ describe("completed runs deleted", () => {
         { kind: "job", payload: { n: 2 } }
       ])
       assert.strictEqual((yield* claim(stores, "a", 2)).length, 2)
-      const outcomes = yield* stores.a.completeBatch([keyed!, plain!].map((r) => ({ runId: r.id, fence: 1, result: JSON.stringify({ ok: true }) })))
+      const outcomes = yield* stores.a.completeBatch(
+        [keyed!, plain!].map((r) => ({ runId: r.id, fence: 1, result: JSON.stringify({ ok: true }) }))
+      )
       assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized"])
       assert.strictEqual(yield* count(stores, "runs", plain!.id), 0)
       const kept = yield* stores.a.get(keyed!.id)
@@ -150,8 +181,13 @@ describe("completed runs deleted", () => {
           { kind: "mail", payload: null, unique: { key: "waiting" } },
           { kind: "job", payload: null, unique: { key: "in-batch", states: ["pending", "running", "completed"] } }
         ])
-        assert.deepStrictEqual((yield* claim(stores, "a", 3)).map((r) => r.id).sort(), [done!.id, hourly!.id, inBatch!.id].sort())
-        const outcomes = yield* stores.a.completeBatch([done!, hourly!].map((r) => ({ runId: r.id, fence: 1, result: null })))
+        assert.deepStrictEqual(
+          (yield* claim(stores, "a", 3)).map((r) => r.id).sort(),
+          [done!.id, hourly!.id, inBatch!.id].sort()
+        )
+        const outcomes = yield* stores.a.completeBatch(
+          [done!, hourly!].map((r) => ({ runId: r.id, fence: 1, result: null }))
+        )
         assert.deepStrictEqual(outcomes.map((o) => o._tag), ["Finalized", "Finalized"])
         yield* stores.a.completeInTransaction({ runId: inBatch!.id, fence: 1 }, Effect.void, () => Exit.succeed("null"))
         // The runs are gone; so are the holds of windows with states. A period holds its key for its
@@ -163,16 +199,25 @@ describe("completed runs deleted", () => {
           { kind: "job", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } },
           { kind: "job", payload: null, unique: { key: "done" } }
         ])
-        assert.deepStrictEqual(again.slice(0, 2), [{ id: waiting!.id, created: false }, { id: hourly!.id, created: false }])
+        assert.deepStrictEqual(again.slice(0, 2), [{ id: waiting!.id, created: false }, {
+          id: hourly!.id,
+          created: false
+        }])
         assert.isTrue(again[2]!.created, "the deleted run's key is free again")
 
         // Once the period ended, the next completion that deletes a run deletes its hold too.
-        yield* stores.sql.unsafe(`UPDATE "${stores.schema}".unique_holds SET held_until = now() - interval '1 second' WHERE unique_key = 'key:hourly'`)
+        yield* stores.sql.unsafe(
+          `UPDATE "${stores.schema}".unique_holds SET held_until = now() - interval '1 second' WHERE unique_key = 'key:hourly'`
+        )
         const [next] = yield* claim(stores, "b", 1)
         assert.strictEqual(next!.id, again[2]!.id)
         yield* stores.b.completeBatch([{ runId: next!.id, fence: 1, result: null }])
         assert.deepStrictEqual(yield* holds(stores), [["key:waiting", waiting!.id]])
-        const [fresh] = yield* stores.b.enqueue([{ kind: "job", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+        const [fresh] = yield* stores.b.enqueue([{
+          kind: "job",
+          payload: null,
+          unique: { key: "hourly", periodMs: 3_600_000 }
+        }])
         assert.isTrue(fresh!.created, "a new run once the period ended")
       }))
 
@@ -186,14 +231,18 @@ describe("completed runs deleted", () => {
         const locked = yield* Deferred.make<void>()
         const release = yield* Deferred.make<void>()
         const holder = yield* Effect.forkChild(stores.sql.withTransaction(Effect.gen(function*() {
-          yield* stores.sql.unsafe(`SELECT 1 FROM "${stores.schema}".unique_holds WHERE unique_key = 'key:k' FOR UPDATE`)
+          yield* stores.sql.unsafe(
+            `SELECT 1 FROM "${stores.schema}".unique_holds WHERE unique_key = 'key:k' FOR UPDATE`
+          )
           yield* Deferred.succeed(locked, undefined)
           yield* Deferred.await(release)
           yield* stores.sql.unsafe(`DELETE FROM "${stores.schema}".runs WHERE id = ${Number(first!.id)}`)
           yield* stores.sql.unsafe(`DELETE FROM "${stores.schema}".unique_holds WHERE unique_key = 'key:k'`)
         })))
         yield* Deferred.await(locked)
-        const enqueuer = yield* Effect.forkChild(stores.b.enqueue([{ kind: "job", payload: null, unique: { key: "k" } }]))
+        const enqueuer = yield* Effect.forkChild(
+          stores.b.enqueue([{ kind: "job", payload: null, unique: { key: "k" } }])
+        )
         for (let i = 0; i < 200; i++) {
           const waiting = yield* stores.sql.unsafe<{ n: number }>(
             `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%enqueue_run%'`

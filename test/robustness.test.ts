@@ -4,8 +4,8 @@
  * and every run must still complete exactly once.
  */
 import { RunStore } from "@leasehold/core"
-import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Database, PgRunStore } from "@leasehold/sql"
+import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterEach, assert, describe, it } from "vitest"
@@ -27,13 +27,28 @@ const setup = async (runs: number) => {
   const db = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   const sql = (text: string) => db(Effect.flatMap(SqlClient.SqlClient, (client) => client.unsafe<any>(text)))
   await sql(WorkerProcess.createLedgerTable(`"${schema}".ledger`))
-  await db(Effect.flatMap(RunStore, (store) =>
-    store.enqueue(Array.from({ length: runs }, (_, i) => ({ kind: "chaos-step", payload: { workMs: 40 + (i % 4) * 30, checkpoint: i % 3 === 0 }, maxAttempts: 20 })))
-  ))
-  const open = async () => (await sql(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state <> 'completed'`))[0].n as number
+  await db(
+    Effect.flatMap(RunStore, (store) =>
+      store.enqueue(
+        Array.from(
+          { length: runs },
+          (_, i) => ({
+            kind: "chaos-step",
+            payload: { workMs: 40 + (i % 4) * 30, checkpoint: i % 3 === 0 },
+            maxAttempts: 20
+          })
+        )
+      ))
+  )
+  const open = async () =>
+    (await sql(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state <> 'completed'`))[0].n as number
   const verdict = async () => ({
-    notOnce: await sql(`SELECT r.id FROM "${schema}".runs r LEFT JOIN "${schema}".ledger l ON l.run_id = r.id GROUP BY r.id HAVING count(l.run_id) <> 1`),
-    staleEntries: await sql(`SELECT l.run_id FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE l.fence <> r.fence`)
+    notOnce: await sql(
+      `SELECT r.id FROM "${schema}".runs r LEFT JOIN "${schema}".ledger l ON l.run_id = r.id GROUP BY r.id HAVING count(l.run_id) <> 1`
+    ),
+    staleEntries: await sql(
+      `SELECT l.run_id FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE l.fence <> r.fence`
+    )
   })
   return { schema, sql, open, verdict }
 }
@@ -64,7 +79,9 @@ describe("robustness of a worker process", () => {
     await worker.waitFor("some progress", (r) => r.type === "write-result" && r.outcome === "committed")
     let terminated = 0
     for (let round = 0; round < 6; round++) {
-      const rows = await env.sql(`SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = '${owner}'`)
+      const rows = await env.sql(
+        `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = '${owner}'`
+      )
       terminated += rows.filter((r: any) => r.ok).length
       await sleep(300)
     }
@@ -79,7 +96,12 @@ describe("robustness of a worker process", () => {
 
   it("survives a pool far smaller than its concurrency (one connection for 16 runs at once)", async () => {
     const env = await setup(200)
-    const { hasExited, worker } = await startWorker(env.schema, `starved-${env.schema}`, { concurrency: 16, maxConnections: 1, ttl: "3 seconds", heartbeat: "500 millis" })
+    const { hasExited, worker } = await startWorker(env.schema, `starved-${env.schema}`, {
+      concurrency: 16,
+      maxConnections: 1,
+      ttl: "3 seconds",
+      heartbeat: "500 millis"
+    })
     await waitDone(env.open)
     assert.isFalse(hasExited())
     assert.deepStrictEqual(worker.reports.filter((r) => r.type === "crashed"), [])

@@ -78,10 +78,11 @@ describe("ScheduleTicker", () => {
   it.effect("a definition the store refuses fails the layer with InvalidConfig, and nothing is registered", () =>
     Effect.gen(function*() {
       const store = yield* MemoryRunStore.make
-      const built = yield* Layer.build(ScheduleTicker.layer({ schedules: [{ ...everySecond, cron: "every second" }] })).pipe(
-        Effect.provideService(RunStore, store),
-        Effect.exit
-      )
+      const built = yield* Layer.build(ScheduleTicker.layer({ schedules: [{ ...everySecond, cron: "every second" }] }))
+        .pipe(
+          Effect.provideService(RunStore, store),
+          Effect.exit
+        )
       assert.isTrue(Exit.isFailure(built))
       const error = Exit.isFailure(built) ? built.cause.reasons.find((r) => r._tag === "Fail")?.error : undefined
       assert.strictEqual((error as { _tag?: string })?._tag, "InvalidConfig")

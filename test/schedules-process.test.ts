@@ -8,7 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as WorkerProcess from "@leasehold/testing/WorkerProcess"
-import { Effect, Layer, Context } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { ChildProcess } from "node:child_process"
 import { background, connection, leasehold } from "./support/cli.js"
@@ -25,13 +25,29 @@ describe("schedule ticks across worker processes", () => {
         const sql = Context.get(context, SqlClient.SqlClient)
         const dbNow = Effect.map(sql<{ now: Date }>`SELECT clock_timestamp() AS now`, (rows) => new Date(rows[0]!.now))
         const set = yield* leasehold([
-          "schedules", "set", "every-second", "--cron", "* * * * * *", "--kind", "resize-image",
-          "--payload", '{"image":"a.png","width":10}', "--missed", "all", "--max-backfill", "100", ...connection(schema)
+          "schedules",
+          "set",
+          "every-second",
+          "--cron",
+          "* * * * * *",
+          "--kind",
+          "resize-image",
+          "--payload",
+          "{\"image\":\"a.png\",\"width\":10}",
+          "--missed",
+          "all",
+          "--max-backfill",
+          "100",
+          ...connection(schema)
         ])
         assert.strictEqual(set.code, 0, set.stderr)
         const worker = (skew?: string) =>
-          background(["worker", "--concurrency", "4", ...connection(schema)], skew === undefined ? {} : { env: WorkerProcess.skewedClock(skew) })
-        const stop = (w: { child: ChildProcess; exited: Promise<unknown> }) => Effect.promise(() => (w.child.kill("SIGKILL"), w.exited))
+          background(
+            ["worker", "--concurrency", "4", ...connection(schema)],
+            skew === undefined ? {} : { env: WorkerProcess.skewedClock(skew) }
+          )
+        const stop = (w: { child: ChildProcess; exited: Promise<unknown> }) =>
+          Effect.promise(() => (w.child.kill("SIGKILL"), w.exited))
 
         const ticks = Effect.map(
           sql.unsafe<{ at: string }>(`SELECT payload->'tick'->>'at' AS at FROM "${schema}".runs`),
@@ -91,9 +107,20 @@ describe("schedule ticks across worker processes", () => {
         const pauseTo = Math.floor(resumedAt.getTime() / 1000)
         const gaps: Array<number> = []
         for (let s = first; s <= last; s++) if (!fired.has(s)) gaps.push(s)
-        for (const gap of gaps) assert.isTrue(gap >= pauseFrom && gap <= pauseTo, `tick ${new Date(gap * 1000).toISOString()} has no run`)
-        for (const s of seconds) assert.isFalse(s > pauseFrom + 1 && s <= pauseTo - 1, `tick ${new Date(s * 1000).toISOString()} fired while paused`)
-        assert.isAtLeast(gaps.length, 2, `the pause left ticks unfired: ${JSON.stringify({ pausedAt, resumedAt, rows })}`)
+        for (const gap of gaps) {
+          assert.isTrue(gap >= pauseFrom && gap <= pauseTo, `tick ${new Date(gap * 1000).toISOString()} has no run`)
+        }
+        for (const s of seconds) {
+          assert.isFalse(
+            s > pauseFrom + 1 && s <= pauseTo - 1,
+            `tick ${new Date(s * 1000).toISOString()} fired while paused`
+          )
+        }
+        assert.isAtLeast(
+          gaps.length,
+          2,
+          `the pause left ticks unfired: ${JSON.stringify({ pausedAt, resumedAt, rows })}`
+        )
 
         // The outage: its ticks fired late, as backfilled runs; the ticks around it on time.
         const outage = rows.filter((r) => {
@@ -104,7 +131,10 @@ describe("schedule ticks across worker processes", () => {
         assert.isAtLeast(outage.length, 1, `ticks fell inside the outage: ${story}`)
         // Fired late, by the first worker back: backfilled (the last of them may be that worker's
         // current tick when it came back within the second the outage ended).
-        assert.isTrue(outage.slice(0, -1).every((r) => r.backfilled), story)
+        assert.isTrue(
+          outage.slice(0, -1).every((r) => r.backfilled),
+          story
+        )
         assert.isTrue(outage[0]!.backfilled, story)
         // Before the pause, from the first tick fired on time (the workers' start may have missed a few).
         const firstOnTime = rows.findIndex((r) => !r.backfilled)

@@ -19,7 +19,9 @@ const pgStore = Effect.gen(function*() {
   const sql = Context.get(context, SqlClient.SqlClient)
   // As if the tickers had been down: the next tick becomes the occurrence `minutes` whole minutes back.
   const rewind = (name: string, minutes: number) =>
-    sql.unsafe(`UPDATE "${schema}".schedules SET next_tick = date_trunc('minute', now()) - ${minutes} * interval '1 minute' WHERE name = '${name}'`)
+    sql.unsafe(
+      `UPDATE "${schema}".schedules SET next_tick = date_trunc('minute', now()) - ${minutes} * interval '1 minute' WHERE name = '${name}'`
+    )
   const runsOf = (name: string) =>
     sql.unsafe<{ id: string; key: string; tick: string; backfilled: boolean }>(
       `SELECT id::text AS id, idempotency_key AS key, payload->'tick'->>'at' AS tick, (payload->'tick'->>'backfilled')::boolean AS backfilled
@@ -32,7 +34,13 @@ describe("schedules on PostgreSQL", () => {
   it.live("every tick yields exactly one run across six concurrent tickers, and a tick replayed finds its run instead of adding one", () =>
     Effect.gen(function*() {
       const { rewind, runsOf, schema, sql, store } = yield* pgStore
-      yield* store.registerSchedules([{ name: "reports", cron: "* * * * *", kind: "job", payload: { report: "daily" }, missed: "all" }])
+      yield* store.registerSchedules([{
+        name: "reports",
+        cron: "* * * * *",
+        kind: "job",
+        payload: { report: "daily" },
+        missed: "all"
+      }])
       yield* rewind("reports", 3)
       const outcomes = yield* Effect.all(Array.from({ length: 6 }, () => store.tickSchedules), { concurrency: 6 })
       const all = outcomes.flatMap((o) => o.fired)
@@ -43,8 +51,13 @@ describe("schedules on PostgreSQL", () => {
       assert.deepStrictEqual(runs.map((r) => r.backfilled), [true, true, true, false])
       assert.deepStrictEqual(all.filter((f) => f.created).map((f) => f.runId).sort(), runs.map((r) => r.id).sort())
       for (const run of runs) assert.strictEqual(run.key, Schedules.tickKey("reports", new Date(run.tick)))
-      const [payload] = yield* sql.unsafe<{ payload: any }>(`SELECT payload FROM "${schema}".runs WHERE id = ${runs[3]!.id}`)
-      assert.deepStrictEqual(payload!.payload, { report: "daily", tick: { schedule: "reports", at: runs[3]!.tick, backfilled: false } })
+      const [payload] = yield* sql.unsafe<{ payload: any }>(
+        `SELECT payload FROM "${schema}".runs WHERE id = ${runs[3]!.id}`
+      )
+      assert.deepStrictEqual(payload!.payload, {
+        report: "daily",
+        tick: { schedule: "reports", at: runs[3]!.tick, backfilled: false }
+      })
 
       // Nothing is due now; the answer says when the next tick is, by the database's clock.
       const idle = yield* store.tickSchedules
@@ -78,12 +91,17 @@ describe("schedules on PostgreSQL", () => {
       const { schema, sql, store } = yield* pgStore
       // Keys out of order: jsonb hands them back sorted, and the same definition is still the same.
       const definition = { name: "sync", cron: "0 * * * *", kind: "job", payload: { v: 1, a: { z: 1, b: 2 } } }
-      const [a, b] = yield* Effect.all([store.registerSchedules([definition]), store.registerSchedules([definition])], { concurrency: 2 })
+      const [a, b] = yield* Effect.all([store.registerSchedules([definition]), store.registerSchedules([definition])], {
+        concurrency: 2
+      })
       assert.deepStrictEqual([a![0]!.outcome, b![0]!.outcome].sort(), ["created", "unchanged"])
       assert.deepStrictEqual((yield* store.registerSchedules([definition]))[0]!.outcome, "unchanged")
       const [before] = yield* store.schedules
       assert.strictEqual(before!.nextTick.getUTCMinutes(), 0)
-      assert.deepStrictEqual((yield* store.registerSchedules([{ ...definition, payload: { v: 2 } }]))[0]!.outcome, "updated")
+      assert.deepStrictEqual(
+        (yield* store.registerSchedules([{ ...definition, payload: { v: 2 } }]))[0]!.outcome,
+        "updated"
+      )
       const [payloadChanged] = yield* store.schedules
       assert.strictEqual(payloadChanged!.nextTick.getTime(), before!.nextTick.getTime())
       assert.deepStrictEqual(payloadChanged!.payload, { v: 2 })
@@ -133,8 +151,18 @@ describe("schedules on PostgreSQL", () => {
         handle: (payload) => Effect.sync(() => void seen.push(payload.tick.at))
       })
       const schedule = { name: "fast", cron: "* * * * * *", kind: "tick-job" }
-      yield* startWorker(store, sql, { handlers: [handler], schedules: [schedule], owner: "a", pollInterval: "200 millis" })
-      yield* startWorker(store, sql, { handlers: [handler], schedules: [schedule], owner: "b", pollInterval: "200 millis" })
+      yield* startWorker(store, sql, {
+        handlers: [handler],
+        schedules: [schedule],
+        owner: "a",
+        pollInterval: "200 millis"
+      })
+      yield* startWorker(store, sql, {
+        handlers: [handler],
+        schedules: [schedule],
+        owner: "b",
+        pollInterval: "200 millis"
+      })
       yield* eventually("four ticks handled", Effect.sync(() => seen.length >= 4), "15 seconds")
       const runs = yield* runsOf("fast")
       const ticks = runs.map((r) => r.tick)

@@ -6,12 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits } from "@leasehold/core"
-import { liveRuns } from "../packages/sql/dist/internal/statements/sample.js"
 import { StoreSchema } from "@leasehold/sql"
 import { Duration, Effect } from "effect"
+import { liveRuns } from "../packages/sql/dist/internal/statements/sample.js"
+import { setLeaseExpirySql } from "./support/db.js"
 import { request, startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
-import { setLeaseExpirySql } from "./support/db.js"
 
 const token = "admin-token-for-tests-0123456789"
 
@@ -51,7 +51,13 @@ describe("serve /metrics", () => {
       const held = yield* claim(stores, "b", 7)
       assert.strictEqual(held.length, 7)
       yield* sql.unsafe(setLeaseExpirySql(schema, held[1]!.id, "now() - interval '1 second'"))
-      yield* a.suspend({ runId: held[2]!.id, fence: held[2]!.fence, signal: "approval", token: "t-1", timeout: undefined })
+      yield* a.suspend({
+        runId: held[2]!.id,
+        fence: held[2]!.fence,
+        signal: "approval",
+        token: "t-1",
+        timeout: undefined
+      })
       yield* a.completeBatch(held.slice(3, 6).map((r) => ({ runId: r.id, fence: r.fence, result: null })))
       yield* a.fail({ runId: held[6]!.id, fence: held[6]!.fence, error: { message: "no" }, retryDelayMs: undefined })
       yield* a.pauseQueue("c")
@@ -73,7 +79,10 @@ describe("serve /metrics", () => {
       assert.isAtLeast(oldest, 90)
       assert.isBelow(oldest, 120)
       assert.strictEqual(got.get("leasehold_oldest_due_seconds"), oldest)
-      assert.isFalse([...got.keys()].some((k) => /state="(completed|failed|cancelled)"/.test(k)), "ended runs are not sampled")
+      assert.isFalse(
+        [...got.keys()].some((k) => /state="(completed|failed|cancelled)"/.test(k)),
+        "ended runs are not sampled"
+      )
 
       // And the database, read directly (the whole table, as a check may).
       const counts = yield* sql.unsafe<{ queue: string; state: string; n: number }>(
@@ -81,8 +90,12 @@ describe("serve /metrics", () => {
       )
       const runSeries = [...got.entries()].filter(([k]) => k.startsWith("leasehold_queue_runs{"))
       assert.strictEqual(runSeries.length, counts.length)
-      for (const row of counts) assert.strictEqual(got.get(`leasehold_queue_runs{queue="${row.queue}",state="${row.state}"}`), row.n)
-      const [live] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${runs}_now WHERE state = 'running' AND lease_expires_at > now()`)
+      for (const row of counts) {
+        assert.strictEqual(got.get(`leasehold_queue_runs{queue="${row.queue}",state="${row.state}"}`), row.n)
+      }
+      const [live] = yield* sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${runs}_now WHERE state = 'running' AND lease_expires_at > now()`
+      )
       assert.strictEqual(got.get("leasehold_live_leases"), live!.n)
     }))
 
@@ -103,7 +116,9 @@ describe("serve /metrics", () => {
       const rest = yield* claim(stores, "a", 1)
       yield* stores.a.completeBatch(rest.map((r) => ({ runId: r.id, fence: r.fence, result: null })))
       const after = yield* scrape
-      const sampled = [...after.entries()].filter(([name]) => /^leasehold_(queue_runs|queue_due_runs|queue_oldest_due_seconds)\{/.test(name))
+      const sampled = [...after.entries()].filter(([name]) =>
+        /^leasehold_(queue_runs|queue_due_runs|queue_oldest_due_seconds)\{/.test(name)
+      )
       assert.deepStrictEqual(sampled, [], "no series for a queue with no live run")
       assert.strictEqual(after.get("leasehold_oldest_due_seconds"), 0)
       assert.strictEqual(after.get("leasehold_live_leases"), 0)
@@ -125,7 +140,9 @@ describe("serve /metrics", () => {
       ))
       const lines = plan.map((r) => r["QUERY PLAN"]).join("\n")
       assert.notMatch(lines, /Seq Scan/, lines)
-      for (const index of ["ready_due", "runs_waiting_kind", "runs_waiting_queue", "runs_running", "claim_batches_open"]) {
+      for (
+        const index of ["ready_due", "runs_waiting_kind", "runs_waiting_queue", "runs_running", "claim_batches_open"]
+      ) {
         assert.include(lines, index, lines)
       }
       // Suspended runs: either partial index that holds them only (runs_listed, runs_signal_token).

@@ -13,9 +13,9 @@
  * the worker goes on working over the same proxy.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, Handler, type RunStore as RunStoreTag, RunStore } from "@leasehold/core"
-import * as TcpProxy from "@leasehold/testing/TcpProxy"
+import { Client, Handler, RunStore, type RunStore as RunStoreTag } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
+import * as TcpProxy from "@leasehold/testing/TcpProxy"
 import { Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { databaseUrl, freshSchema } from "./support/db.js"
@@ -75,8 +75,15 @@ const startProxiedWorker = (env: Setup, handlers: ReadonlyArray<Handler.Handler<
     return events
   })
 
-const find = <T extends Event["_tag"]>(events: ReadonlyArray<Event>, tag: T, from: number, where: (e: Extract<Event, { _tag: T }>) => boolean) =>
-  events.slice(from).find((e): e is Extract<Event, { _tag: T }> => e._tag === tag && where(e as Extract<Event, { _tag: T }>))
+const find = <T extends Event["_tag"]>(
+  events: ReadonlyArray<Event>,
+  tag: T,
+  from: number,
+  where: (e: Extract<Event, { _tag: T }>) => boolean
+) =>
+  events.slice(from).find((e): e is Extract<Event, { _tag: T }> =>
+    e._tag === tag && where(e as Extract<Event, { _tag: T }>)
+  )
 
 const enqueue = <P>(store: Store, handler: Handler.Handler<P>, payload: P) =>
   Effect.map(Client.enqueue(handler, payload).pipe(Effect.provideService(RunStore, store)), (r) => r.id)
@@ -86,7 +93,10 @@ const claimedBy = (events: ReadonlyArray<Event>, runId: string) =>
 
 /** The lease was renewed at least once over the proxy: the path works before it is cut. */
 const renewedOnce = (events: ReadonlyArray<Event>, runId: string) =>
-  eventually("a renewal confirmed", Effect.sync(() => find(events, "HeartbeatConfirmed", 0, (e) => e.renewed.some((l) => l.runId === runId))))
+  eventually(
+    "a renewal confirmed",
+    Effect.sync(() => find(events, "HeartbeatConfirmed", 0, (e) => e.renewed.some((l) => l.runId === runId)))
+  )
 
 /** Another owner, outside the partition, takes the run once its lease has expired: fence 2. */
 const reclaimOutside = (env: Setup, kind: string, runId: string) =>
@@ -127,7 +137,11 @@ const afterHeal = (env: Setup, events: Array<Event>, ok: Handler.Handler<null>, 
     assert.deepStrictEqual(record.result, "outside")
     const history = yield* env.direct.history(runId)
     const underFence1 = history.filter((e) => e.fence === 1).map((e) => e.kind)
-    assert.deepStrictEqual(underFence1.filter((k) => k !== "claimed" && k !== "stale_write_rejected"), [], "nothing written under fence 1")
+    assert.deepStrictEqual(
+      underFence1.filter((k) => k !== "claimed" && k !== "stale_write_rejected"),
+      [],
+      "nothing written under fence 1"
+    )
   })
 
 const ok = Handler.make({ kind: "ok", payload: Schema.Null, handle: () => Effect.succeed({ ok: true }) })

@@ -29,7 +29,12 @@ const ttl = Duration.seconds(2)
 /** A few TTLs: the bound (one TTL), the lease's expiry, the next sweep, under this machine's load. */
 const RECLAIM_WITHIN = "12 seconds"
 
-const fast = { ttl: TTL, pollInterval: "100 millis", finalizeTimeout: "500 millis", shutdownGrace: "200 millis" } as const
+const fast = {
+  ttl: TTL,
+  pollInterval: "100 millis",
+  finalizeTimeout: "500 millis",
+  shutdownGrace: "200 millis"
+} as const
 
 type Through = "direct" | "PgBouncer"
 
@@ -44,7 +49,12 @@ const storeAt = (url: string, schema: string, storage: PgRunStore.Storage, throu
   Effect.gen(function*() {
     const context = yield* Layer.build(
       PgRunStore.layer({ schema, storage, ...(through === "PgBouncer" ? { pooler: {} } : {}) }).pipe(
-        Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: 4, ...(through === "PgBouncer" ? { pooler: "transaction" } : {}) }))
+        Layer.provideMerge(
+          Database.layerFromUrl(url, {
+            maxConnections: 4,
+            ...(through === "PgBouncer" ? { pooler: "transaction" } : {})
+          })
+        )
       )
     )
     return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
@@ -67,7 +77,9 @@ const setup = (through: Through, storage: PgRunStore.Storage) =>
     const [version] = yield* outside.sql<{ v: string }>`SELECT current_setting('server_version') AS v`
     yield* Effect.logInfo(`PostgreSQL ${version!.v}`)
     const silent = yield* storeAt(at(server, proxy.port), schema, storage, through)
-    yield* outside.sql.unsafe(`CREATE TABLE "${schema}".app (run_id bigint NOT NULL, fence bigint NOT NULL, note text NOT NULL)`)
+    yield* outside.sql.unsafe(
+      `CREATE TABLE "${schema}".app (run_id bigint NOT NULL, fence bigint NOT NULL, note text NOT NULL)`
+    )
     return { schema, proxy, outside, silent }
   })
 type Setup = Effect.Success<ReturnType<typeof setup>>
@@ -111,7 +123,10 @@ const completedOnceOutside = (env: Setup, runIds: ReadonlyArray<string>) =>
       const record = yield* env.outside.store.get(runId)
       assert.deepStrictEqual([record.state, record.fence, record.result], ["completed", 2, "outside"], `run ${runId}`)
     }
-    assert.deepStrictEqual(yield* appRows(env), [...runIds].sort((a, b) => Number(a) - Number(b)).map((id) => [id, 2, "outside"]))
+    assert.deepStrictEqual(
+      yield* appRows(env),
+      [...runIds].sort((a, b) => Number(a) - Number(b)).map((id) => [id, 2, "outside"])
+    )
   })
 
 /** Polls until every run is completed; the time it took from `from`, in milliseconds. */
@@ -140,7 +155,10 @@ const partition = (env: Setup, cut?: TcpProxy.Cut) =>
   })
 
 const enqueueJobs = (env: Setup, n: number) =>
-  Effect.map(env.outside.store.enqueue(Array.from({ length: n }, () => ({ kind: "job", payload: null }))), (runs) => runs.map((r) => r.id))
+  Effect.map(
+    env.outside.store.enqueue(Array.from({ length: n }, () => ({ kind: "job", payload: null }))),
+    (runs) => runs.map((r) => r.id)
+  )
 
 const claimSilently = (env: Setup, n: number) =>
   env.silent.store.claim({ owner: "silent", queues: ["default"], kinds: ["job"], limit: n, ttl })
@@ -148,7 +166,9 @@ const claimSilently = (env: Setup, n: number) =>
 /** The open claim batches and their sizes: the runs a claim put in the ledger. */
 const openBatches = (env: Setup) =>
   Effect.map(
-    env.outside.sql.unsafe<{ n: number }>(`SELECT cardinality(ids) AS n FROM "${env.schema}".claim_batches WHERE settled_at IS NULL`),
+    env.outside.sql.unsafe<{ n: number }>(
+      `SELECT cardinality(ids) AS n FROM "${env.schema}".claim_batches WHERE settled_at IS NULL`
+    ),
     (rows) => rows.map((r) => r.n)
   )
 
@@ -220,7 +240,9 @@ const scenarios = (through: Through) => {
         const took = yield* reclaimedAndCompleted(env, runIds, from)
         assert.isTrue(env.proxy.isPartitioned(), "reclaimed while the holder is still silent")
         yield* completedOnceOutside(env, runIds)
-        yield* Effect.logInfo(`silent holder (worker, ledger, ${through}): reclaimed and completed ${took} ms after the partition`)
+        yield* Effect.logInfo(
+          `silent holder (worker, ledger, ${through}): reclaimed and completed ${took} ms after the partition`
+        )
 
         // The socket comes back: what the silent worker sent or still sends lands nowhere.
         env.proxy.heal()
@@ -249,7 +271,9 @@ const scenarios = (through: Through) => {
         const took = yield* reclaimedAndCompleted(env, runIds, from)
         assert.isTrue(env.proxy.isPartitioned())
         yield* completedOnceOutside(env, runIds)
-        yield* Effect.logInfo(`silent holder (store call, ledger, ${through}): reclaimed and completed ${took} ms after the partition`)
+        yield* Effect.logInfo(
+          `silent holder (store call, ledger, ${through}): reclaimed and completed ${took} ms after the partition`
+        )
 
         env.proxy.heal()
         yield* Deferred.succeed(go, undefined)
@@ -276,7 +300,9 @@ const scenarios = (through: Through) => {
         const took = yield* reclaimedAndCompleted(env, runIds, from)
         assert.isTrue(env.proxy.isPartitioned())
         yield* completedOnceOutside(env, runIds)
-        yield* Effect.logInfo(`silent holder (store call, row, ${through}): reclaimed and completed ${took} ms after the partition`)
+        yield* Effect.logInfo(
+          `silent holder (store call, row, ${through}): reclaimed and completed ${took} ms after the partition`
+        )
 
         env.proxy.heal()
         yield* endedTransaction(fiber, "ConnectionError")
@@ -288,21 +314,31 @@ const scenarios = (through: Through) => {
         const env = yield* setup(through, "ledger")
         const [runId] = yield* enqueueJobs(env, 1)
         // A lease far longer than the idle bound: only the bound ends the transaction.
-        const [run] = yield* env.silent.store.claim({ owner: "silent", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+        const [run] = yield* env.silent.store.claim({
+          owner: "silent",
+          queues: ["default"],
+          kinds: ["job"],
+          limit: 1,
+          ttl: Duration.minutes(1)
+        })
         const lease = { runId: run!.id, fence: run!.fence }
         const idle = Effect.gen(function*() {
           yield* writeApp(env.schema, run!.id, run!.fence, "idle")
           yield* Effect.sleep(Duration.sum(ttl, Duration.seconds(1)))
           return "idle"
         }).pipe(Effect.provideService(SqlClient.SqlClient, env.silent.sql))
-        const fiber = yield* Effect.forkScoped(env.silent.store.completeInTransaction(lease, idle, (v) => Exit.succeed(JSON.stringify(v)), ttl))
+        const fiber = yield* Effect.forkScoped(
+          env.silent.store.completeInTransaction(lease, idle, (v) => Exit.succeed(JSON.stringify(v)), ttl)
+        )
         yield* endedTransaction(fiber, "TransactionIdleTimeout")
         assert.deepStrictEqual(yield* appRows(env), [])
         assert.deepInclude(yield* env.outside.store.get(runId!), { state: "running", fence: 1 })
         // Its holder still holds the run, and completes it in a transaction that does not sit idle.
         const done = yield* env.silent.store.completeInTransaction(
           lease,
-          Effect.as(writeApp(env.schema, run!.id, run!.fence, "prompt"), "prompt").pipe(Effect.provideService(SqlClient.SqlClient, env.silent.sql)),
+          Effect.as(writeApp(env.schema, run!.id, run!.fence, "prompt"), "prompt").pipe(
+            Effect.provideService(SqlClient.SqlClient, env.silent.sql)
+          ),
           (v) => Exit.succeed(JSON.stringify(v)),
           ttl
         )

@@ -5,11 +5,11 @@
  * by its notification, and a payload its handler's schema refuses failing its run alone.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, Handler, InvalidConfig, type EnqueueRequest, RunStore } from "@leasehold/core"
+import { Client, type EnqueueRequest, Handler, InvalidConfig, RunStore } from "@leasehold/core"
 import { Effect, Exit, Schema } from "effect"
 import { execFileSync } from "node:child_process"
 import { databaseUrl } from "./support/db.js"
-import { twoStores, type Stores } from "./support/stores.js"
+import { type Stores, twoStores } from "./support/stores.js"
 import { eventually, startWorker } from "./support/workers.js"
 
 /**
@@ -80,7 +80,15 @@ describe("enqueue from SQL", () => {
       const id = out.trim()
       assert.match(id, /^[0-9]+$/)
       const run = yield* stores.a.get(id)
-      assert.deepInclude(run, { kind: "send-email", queue: "mail", priority: 5, state: "pending", attempt: 0, fence: 0, maxAttempts: 5 })
+      assert.deepInclude(run, {
+        kind: "send-email",
+        queue: "mail",
+        priority: 5,
+        state: "pending",
+        attempt: 0,
+        fence: 0,
+        maxAttempts: 5
+      })
       assert.deepStrictEqual(run.payload, { to: "ana@example.com" })
       assert.deepInclude(yield* recorded(stores, id), { state: "ledger", ready: true, ledger: true })
     }))
@@ -90,19 +98,35 @@ describe("enqueue from SQL", () => {
       const stores = yield* twoStores
       yield* stores.a.setKeyLimits([{ scope: "kind", name: "limited", perKey: 1 }])
       const s = `"${stores.schema}"`
-      const viaSql = (args: string) => Effect.map(stores.sql.unsafe<{ id: string; created: boolean }>(`SELECT id::text, created FROM ${s}.enqueue_run(${args})`), (r) => r[0]!)
+      const viaSql = (args: string) =>
+        Effect.map(
+          stores.sql.unsafe<{ id: string; created: boolean }>(
+            `SELECT id::text, created FROM ${s}.enqueue_run(${args})`
+          ),
+          (r) => r[0]!
+        )
       const pairs: Array<[EnqueueRequest, string]> = [
         [{ kind: "plain", payload: { n: 1 } }, `'plain', '{"n": 1}'`],
         [{ kind: "plain", payload: undefined }, `'plain', NULL`],
         [
-          { kind: "opts", payload: [1, "two"], queue: "q2", priority: -7, maxAttempts: 3, traceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" },
+          {
+            kind: "opts",
+            payload: [1, "two"],
+            queue: "q2",
+            priority: -7,
+            maxAttempts: 3,
+            traceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+          },
           `'opts', '[1, "two"]', queue => 'q2', priority => -7, max_attempts => 3, trace_parent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'`
         ],
         [{ kind: "later", payload: {}, delayMs: 60_000 }, `'later', '{}', run_at => now() + interval '60 seconds'`],
         [{ kind: "idem", payload: {}, idempotencyKey: "ts-1" }, `'idem', '{}', idempotency_key => 'sql-1'`],
         [{ kind: "unlimited", payload: {}, concurrencyKey: "ts" }, `'unlimited', '{}', concurrency_key => 'sql'`],
         // A unique run is recorded in its row, not the ledger (migration 0022).
-        [{ kind: "once", payload: {}, unique: { key: "ts", periodMs: 60_000 } }, `'once', '{}', unique_key => 'sql', unique_for => '1 minute'`],
+        [
+          { kind: "once", payload: {}, unique: { key: "ts", periodMs: 60_000 } },
+          `'once', '{}', unique_key => 'sql', unique_for => '1 minute'`
+        ],
         // Under a limit of 1: the first of a key is admitted (holds slot 0), the second waits. In
         // the ledger (migration 0025): the slot a key_holds row, the wait a waiting row.
         [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`],
@@ -128,7 +152,16 @@ describe("enqueue from SQL", () => {
       // Each key's runs in id order, on both paths: the first admitted (ready, holding slot 0 where
       // its path keeps slots: key_holds for a ledger run, its row's key_slot for a row run), the
       // second waiting (out of the ready set; in the ledger, in its key's line).
-      const keyed = yield* stores.sql.unsafe<{ key: string; states: Array<string>; rowSlots: Array<number | null>; ledgerSlots: Array<number | null>; ready: Array<boolean>; waiting: Array<boolean> }>(
+      const keyed = yield* stores.sql.unsafe<
+        {
+          key: string
+          states: Array<string>
+          rowSlots: Array<number | null>
+          ledgerSlots: Array<number | null>
+          ready: Array<boolean>
+          waiting: Array<boolean>
+        }
+      >(
         `SELECT r.concurrency_key AS key, array_agg(r.state ORDER BY r.id) AS states,
            array_agg(r.key_slot ORDER BY r.id) AS "rowSlots",
            array_agg((SELECT h.slot FROM ${s}.key_holds h WHERE h.scope = 'kind' AND h.name = r.kind AND h.key = r.concurrency_key
@@ -160,12 +193,16 @@ describe("enqueue from SQL", () => {
 
       // A key names one run, whichever path enqueued it first.
       const first = yield* viaSql(`'idem', '{}', idempotency_key => 'ts-1'`)
-      const tsFirst = yield* stores.a.get((yield* enqueueTs(stores, { kind: "idem", payload: {}, idempotencyKey: "sql-1" })).id)
+      const tsFirst = yield* stores.a.get(
+        (yield* enqueueTs(stores, { kind: "idem", payload: {}, idempotencyKey: "sql-1" })).id
+      )
       assert.isFalse(first.created)
       assert.strictEqual(tsFirst.idempotencyKey, "sql-1")
       const again = yield* enqueueTs(stores, { kind: "idem", payload: { other: true }, idempotencyKey: "sql-1" })
       assert.deepStrictEqual(again, { id: tsFirst.id, created: false })
-      const runsOfKeys = yield* stores.sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.runs WHERE kind = 'idem'`)
+      const runsOfKeys = yield* stores.sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${s}.runs WHERE kind = 'idem'`
+      )
       assert.strictEqual(runsOfKeys[0]!.n, 2)
     }))
 
@@ -183,19 +220,54 @@ describe("enqueue from SQL", () => {
         [undefined, `'k', '{}', queue => NULL`, "queue", "queue"],
         [{ kind: "k", payload: {}, maxAttempts: 0 }, `'k', '{}', max_attempts => 0`, "max_attempts", "maxAttempts"],
         [{ kind: "k", payload: {}, maxAttempts: -3 }, `'k', '{}', max_attempts => -3`, "max_attempts", "maxAttempts"],
-        [{ kind: "k", payload: {}, priority: -(2 ** 31) }, `'k', '{}', priority => -2147483648`, "priority", "priority"],
-        [{ kind: "k", payload: {}, delayMs: 101 * 365.25 * 24 * 3600 * 1000 }, `'k', '{}', run_at => now() + interval '101 years'`, "run_at", "delay"],
+        [
+          { kind: "k", payload: {}, priority: -(2 ** 31) },
+          `'k', '{}', priority => -2147483648`,
+          "priority",
+          "priority"
+        ],
+        [
+          { kind: "k", payload: {}, delayMs: 101 * 365.25 * 24 * 3600 * 1000 },
+          `'k', '{}', run_at => now() + interval '101 years'`,
+          "run_at",
+          "delay"
+        ],
         [undefined, `'k', '{}', run_at => 'infinity'`, "run_at", "delay"],
-        [{ kind: "k", payload: {}, idempotencyKey: "" }, `'k', '{}', idempotency_key => ''`, "idempotency_key", "idempotencyKey"],
-        [{ kind: "k", payload: {}, idempotencyKey: "i".repeat(1025) }, `'k', '{}', idempotency_key => '${"i".repeat(1025)}'`, "idempotency_key", "idempotencyKey"],
-        [{ kind: "k", payload: {}, concurrencyKey: "" }, `'k', '{}', concurrency_key => ''`, "concurrency_key", "concurrencyKey"],
+        [
+          { kind: "k", payload: {}, idempotencyKey: "" },
+          `'k', '{}', idempotency_key => ''`,
+          "idempotency_key",
+          "idempotencyKey"
+        ],
+        [
+          { kind: "k", payload: {}, idempotencyKey: "i".repeat(1025) },
+          `'k', '{}', idempotency_key => '${"i".repeat(1025)}'`,
+          "idempotency_key",
+          "idempotencyKey"
+        ],
+        [
+          { kind: "k", payload: {}, concurrencyKey: "" },
+          `'k', '{}', concurrency_key => ''`,
+          "concurrency_key",
+          "concurrencyKey"
+        ],
         // Uniqueness windows (migration 0022): the same refusals, worded for SQL's types.
         [undefined, `'k', '{}', unique_for => '0 seconds'`, "unique_for", "unique.periodMs"],
         [undefined, `'k', '{}', unique_for => '-1 hour'`, "unique_for", "unique.periodMs"],
         [undefined, `'k', '{}', unique_states => '{}'`, "unique_states", "unique.states"],
-        [{ kind: "k", payload: {}, unique: { states: ["pending", "done" as never] } }, `'k', '{}', unique_states => '{pending,done}'`, "unique_states", "unique.states"],
+        [
+          { kind: "k", payload: {}, unique: { states: ["pending", "done" as never] } },
+          `'k', '{}', unique_states => '{pending,done}'`,
+          "unique_states",
+          "unique.states"
+        ],
         [{ kind: "k", payload: {}, unique: { key: "" } }, `'k', '{}', unique_key => ''`, "unique_key", "unique.key"],
-        [{ kind: "k", payload: {}, idempotencyKey: "i", unique: { key: "u" } }, `'k', '{}', idempotency_key => 'i', unique_key => 'u'`, "unique", "unique"]
+        [
+          { kind: "k", payload: {}, idempotencyKey: "i", unique: { key: "u" } },
+          `'k', '{}', idempotency_key => 'i', unique_key => 'u'`,
+          "unique",
+          "unique"
+        ]
       ]
       const before = yield* written(stores)
       for (const [request, args, sqlOption, tsOption] of cases) {
@@ -207,7 +279,9 @@ describe("enqueue from SQL", () => {
           assert.instanceOf(ts, InvalidConfig)
           assert.strictEqual((ts as InvalidConfig).option, tsOption)
           // The names' checks are one rule: the same words after the option.
-          if (tsOption !== "delay" && tsOption !== "unique") assert.strictEqual(refused.message!.split(": ").slice(1).join(": "), (ts as InvalidConfig).issue, args)
+          if (tsOption !== "delay" && tsOption !== "unique") {
+            assert.strictEqual(refused.message!.split(": ").slice(1).join(": "), (ts as InvalidConfig).issue, args)
+          }
         }
       }
       // A payload that is not JSON is refused by the cast, before the function runs.
@@ -228,7 +302,9 @@ describe("enqueue from SQL", () => {
           PERFORM ${s}.enqueue('ship', jsonb_build_object('order', NEW.id, 'total', NEW.total), queue => 'shipping');
           RETURN NEW;
         END $$`)
-      yield* sql.unsafe(`CREATE TRIGGER ship_order AFTER INSERT ON ${s}.orders FOR EACH ROW EXECUTE FUNCTION ${s}.ship_order()`)
+      yield* sql.unsafe(
+        `CREATE TRIGGER ship_order AFTER INSERT ON ${s}.orders FOR EACH ROW EXECUTE FUNCTION ${s}.ship_order()`
+      )
 
       // The application's transaction fails after its insert: the order and its run go together.
       const rolledBack = yield* Effect.exit(sql.withTransaction(Effect.gen(function*() {
@@ -253,13 +329,23 @@ describe("enqueue from SQL", () => {
   it.live("a worker polling once a minute picks a SQL-enqueued run up on its notification", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      const echo = Handler.make({ kind: "echo", payload: Schema.Struct({ n: Schema.Number }), handle: ({ n }) => Effect.succeed({ n }) })
+      const echo = Handler.make({
+        kind: "echo",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: ({ n }) => Effect.succeed({ n })
+      })
       yield* startWorker(stores.a, stores.sql, { handlers: [echo], pollInterval: "1 minute", ttl: "5 seconds" })
       // The worker's first claim found nothing: from now on it waits a minute, or for a notification.
       yield* Effect.sleep("1 second")
-      const rows = yield* stores.sql.unsafe<{ id: string }>(`SELECT "${stores.schema}".enqueue('echo', '{"n": 7}')::text AS id`)
+      const rows = yield* stores.sql.unsafe<{ id: string }>(
+        `SELECT "${stores.schema}".enqueue('echo', '{"n": 7}')::text AS id`
+      )
       const id = rows[0]!.id
-      const done = yield* eventually("completed", Effect.map(stores.a.get(id), (r) => r.state === "completed" ? r : undefined), "15 seconds")
+      const done = yield* eventually(
+        "completed",
+        Effect.map(stores.a.get(id), (r) => r.state === "completed" ? r : undefined),
+        "15 seconds"
+      )
       assert.deepStrictEqual(done.result, { n: 7 })
     }))
 
@@ -267,23 +353,38 @@ describe("enqueue from SQL", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const s = `"${stores.schema}"`
-      const echo = Handler.make({ kind: "echo", payload: Schema.Struct({ n: Schema.Number }), handle: ({ n }) => Effect.succeed({ n }) })
+      const echo = Handler.make({
+        kind: "echo",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: ({ n }) => Effect.succeed({ n })
+      })
       // The bad run first in claim order (a higher priority), then a good one behind it.
-      const bad = (yield* stores.sql.unsafe<{ id: string }>(`SELECT ${s}.enqueue('echo', '{"n": "seven"}', priority => 1)::text AS id`))[0]!.id
-      const good = (yield* stores.sql.unsafe<{ id: string }>(`SELECT ${s}.enqueue('echo', '{"n": 8}')::text AS id`))[0]!.id
+      const bad = (yield* stores.sql.unsafe<{ id: string }>(
+        `SELECT ${s}.enqueue('echo', '{"n": "seven"}', priority => 1)::text AS id`
+      ))[0]!.id
+      const good =
+        (yield* stores.sql.unsafe<{ id: string }>(`SELECT ${s}.enqueue('echo', '{"n": 8}')::text AS id`))[0]!.id
       yield* startWorker(stores.a, stores.sql, { handlers: [echo], pollInterval: "50 millis", ttl: "5 seconds" })
-      const failed = yield* eventually("bad run failed", Effect.map(stores.a.get(bad), (r) => r.state === "failed" ? r : undefined))
+      const failed = yield* eventually(
+        "bad run failed",
+        Effect.map(stores.a.get(bad), (r) => r.state === "failed" ? r : undefined)
+      )
       assert.strictEqual(failed.attempt, 1, "a permanent failure: not retried")
       const error = failed.error as { tag: string; message: string; permanent: boolean }
       assert.strictEqual(error.tag, "InvalidPayload")
       assert.isTrue(error.permanent)
       assert.include(error.message, `invalid payload for kind "echo"`)
       assert.include(error.message, "n")
-      const completed = yield* eventually("good run completed", Effect.map(stores.a.get(good), (r) => r.state === "completed" ? r : undefined))
+      const completed = yield* eventually(
+        "good run completed",
+        Effect.map(stores.a.get(good), (r) => r.state === "completed" ? r : undefined)
+      )
       assert.deepStrictEqual(completed.result, { n: 8 })
       // The TypeScript client refuses such a payload before writing: only SQL can enqueue it.
       const registry = yield* Handler.registry([echo])
-      const refused = yield* Effect.flip(Client.enqueueUnknown(registry, "echo", { n: "seven" }).pipe(Effect.provideService(RunStore, stores.a)))
+      const refused = yield* Effect.flip(
+        Client.enqueueUnknown(registry, "echo", { n: "seven" }).pipe(Effect.provideService(RunStore, stores.a))
+      )
       assert.strictEqual(refused._tag, "InvalidPayload")
     }))
 })

@@ -8,13 +8,20 @@ import { SqlClient } from "effect/sql"
 import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
 import { type Event, eventually, startWorker } from "./support/workers.js"
 
-const fast = { ttl: "1 second", heartbeat: "150 millis", pollInterval: "50 millis", shutdownGrace: "200 millis" } as const
+const fast = {
+  ttl: "1 second",
+  heartbeat: "150 millis",
+  pollInterval: "50 millis",
+  shutdownGrace: "200 millis"
+} as const
 
 const ledgerTable = (stores: Stores) =>
   stores.sql.unsafe(`CREATE TABLE "${stores.schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL, note text)`)
 const ledger = (stores: Stores) =>
   Effect.map(
-    stores.sql.unsafe<{ run_id: string; fence: string }>(`SELECT run_id::text, fence::text FROM "${stores.schema}".ledger ORDER BY fence`),
+    stores.sql.unsafe<{ run_id: string; fence: string }>(
+      `SELECT run_id::text, fence::text FROM "${stores.schema}".ledger ORDER BY fence`
+    ),
     (rows) => rows.map((r) => [r.run_id, Number(r.fence)])
   )
 /** The application's write, through the same SqlClient, under the handler's fence. */
@@ -28,7 +35,14 @@ const writeLedger = (schema: string, note: string) =>
 const asHolder = (runId: string, fence: number) => (effect: Effect.Effect<any, any, any>) =>
   effect.pipe(
     Effect.provideService(Fence, { runId, fence, owner: "test" }),
-    Effect.provideService(CurrentRun, { kind: "job", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} })
+    Effect.provideService(CurrentRun, {
+      kind: "job",
+      queue: "default",
+      attempt: 1,
+      maxAttempts: 5,
+      checkpoint: null,
+      signals: {}
+    })
   )
 
 describe("fenced transaction", () => {
@@ -77,7 +91,13 @@ describe("fenced transaction", () => {
       // another connection.
       const takeover = Effect.gen(function*() {
         yield* expireLease(stores, run!.id)
-        return yield* stores.b.claim({ owner: "b", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+        return yield* stores.b.claim({
+          owner: "b",
+          queues: ["default"],
+          kinds: ["job"],
+          limit: 1,
+          ttl: Duration.minutes(1)
+        })
       })
       const body = Effect.gen(function*() {
         yield* writeLedger(stores.schema, "from a")
@@ -146,11 +166,20 @@ describe("graceful shutdown", () => {
   it.live("stops claiming, lets short runs finish, releases the rest without charging an attempt", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      const quick = Handler.make({ kind: "quick", payload: Schema.Unknown, handle: () => Effect.as(Effect.sleep("100 millis"), "done") })
+      const quick = Handler.make({
+        kind: "quick",
+        payload: Schema.Unknown,
+        handle: () => Effect.as(Effect.sleep("100 millis"), "done")
+      })
       const slow = Handler.make({ kind: "slow", payload: Schema.Unknown, handle: () => Effect.never })
       const events: Array<Event> = []
       const worker = yield* Effect.scoped(Effect.gen(function*() {
-        yield* startWorker(stores.a, stores.sql, { ...fast, shutdownGrace: "500 millis", handlers: [quick, slow] }, events)
+        yield* startWorker(
+          stores.a,
+          stores.sql,
+          { ...fast, shutdownGrace: "500 millis", handlers: [quick, slow] },
+          events
+        )
         const [q, s] = yield* stores.a.enqueue([{ kind: "quick", payload: null }, { kind: "slow", payload: null }])
         yield* eventually("both claimed", Effect.sync(() => events.filter((e) => e._tag === "Claimed").length === 2))
         return { q: q!.id, s: s!.id }
@@ -178,14 +207,21 @@ describe("graceful shutdown", () => {
       const gated: RunStore["Service"] = {
         ...stores.a,
         completeBatch: (items) =>
-          Effect.andThen(Deferred.succeed(writing, undefined), Effect.andThen(Deferred.await(gate), stores.a.completeBatch(items)))
+          Effect.andThen(
+            Deferred.succeed(writing, undefined),
+            Effect.andThen(Deferred.await(gate), stores.a.completeBatch(items))
+          )
       }
       const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.succeed("done") })
       const events: Array<Event> = []
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
-      const worker = yield* Effect.forkDetach(Effect.scoped(startWorker(gated, stores.sql, { ...fast, handlers: [job] }, events).pipe(
-        Effect.andThen(Effect.never)
-      )))
+      const worker = yield* Effect.forkDetach(
+        Effect.scoped(
+          startWorker(gated, stores.sql, { ...fast, handlers: [job] }, events).pipe(
+            Effect.andThen(Effect.never)
+          )
+        )
+      )
       yield* Deferred.await(writing)
       // Shutdown begins while the write is under way; the write then goes through.
       const stopping = yield* Effect.forkDetach(Fiber.interrupt(worker))
@@ -221,10 +257,13 @@ describe("graceful shutdown", () => {
         Effect.provideService(WorkerEvents.WorkerEvents, sink),
         Effect.forkScoped
       )
-      yield* eventually("both completed", Effect.map(
-        Effect.all([readRun(stores, first!.id), readRun(stores, second!.id)]),
-        ([a, b]) => a.state === "completed" && b.state === "completed"
-      ))
+      yield* eventually(
+        "both completed",
+        Effect.map(
+          Effect.all([readRun(stores, first!.id), readRun(stores, second!.id)]),
+          ([a, b]) => a.state === "completed" && b.state === "completed"
+        )
+      )
       assert.includeMembers(settledRuns, [first!.id, second!.id])
     }))
 })

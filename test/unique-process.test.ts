@@ -34,7 +34,9 @@ const psqlEnqueuer = (schema: string, order: ReadonlyArray<number>) =>
       const script = order.map((k) =>
         `SELECT 'k${k}', id, created FROM "${schema}".enqueue_run('job', '{}', unique_key => 'k${k}');`
       ).join("\n")
-      const child = spawn("psql", [databaseUrl(), "-v", "ON_ERROR_STOP=1", "-At", "-F", "|", "-q"], { stdio: ["pipe", "pipe", "pipe"] })
+      const child = spawn("psql", [databaseUrl(), "-v", "ON_ERROR_STOP=1", "-At", "-F", "|", "-q"], {
+        stdio: ["pipe", "pipe", "pipe"]
+      })
       let out = ""
       let err = ""
       child.stdout.on("data", (c) => (out += c))
@@ -42,17 +44,22 @@ const psqlEnqueuer = (schema: string, order: ReadonlyArray<number>) =>
       child.on("error", reject)
       child.on("exit", (code) => {
         if (code !== 0) return reject(new Error(`psql exited ${code}: ${err}`))
-        resolve(out.trim().split("\n").map((line) => {
-          const [key, id, created] = line.split("|")
-          return { key: key!, id: id!, created: created === "t" }
-        }))
+        resolve(
+          out.trim().split("\n").map((line) => {
+            const [key, id, created] = line.split("|")
+            return { key: key!, id: id!, created: created === "t" }
+          })
+        )
       })
       child.stdin.end(script)
     })
   )
 
 /** Every enqueuer's answers for each key agree on one run, exactly one of them created it; the runs by key. */
-const onePerKey = (answers: ReadonlyArray<{ key: string; id: string; created: boolean }>, count = keys): Map<string, string> => {
+const onePerKey = (
+  answers: ReadonlyArray<{ key: string; id: string; created: boolean }>,
+  count = keys
+): Map<string, string> => {
   const byKey = new Map<string, Array<{ id: string; created: boolean }>>()
   for (const a of answers) byKey.set(a.key, [...(byKey.get(a.key) ?? []), a])
   assert.strictEqual(byKey.size, count)
@@ -70,7 +77,9 @@ const racedKeys = 40
 
 const jobRuns = (stores: Stores) =>
   Effect.map(
-    stores.sql.unsafe<{ n: number; distinct_ids: number }>(`SELECT count(*)::int AS n, count(DISTINCT id)::int AS distinct_ids FROM "${stores.schema}".runs WHERE kind = 'job'`),
+    stores.sql.unsafe<{ n: number; distinct_ids: number }>(
+      `SELECT count(*)::int AS n, count(DISTINCT id)::int AS distinct_ids FROM "${stores.schema}".runs WHERE kind = 'job'`
+    ),
     (rows) => rows[0]!.n
   )
 
@@ -83,9 +92,12 @@ describe("uniqueness windows under concurrent enqueuers", () => {
       // Every process takes the keys in one order, so they meet on each key at about the same moment.
       const race = (round: number) =>
         Effect.map(
-          Effect.all(Array.from({ length: processes }, () => psqlEnqueuer(stores.schema, shuffled(keys, seed + round))), {
-            concurrency: "unbounded"
-          }),
+          Effect.all(
+            Array.from({ length: processes }, () => psqlEnqueuer(stores.schema, shuffled(keys, seed + round))),
+            {
+              concurrency: "unbounded"
+            }
+          ),
           (answers) => onePerKey(answers.flat())
         )
       const first = yield* race(0)
@@ -111,7 +123,8 @@ describe("uniqueness windows under concurrent enqueuers", () => {
       const width = 8
       for (let round = 0; round < rounds; round++) {
         const keys = Array.from({ length: width }, (_, i) => `r${round}-k${i}`)
-        const batch = (order: ReadonlyArray<string>) => order.map((key) => ({ kind: "job", payload: { key }, unique: { key } }))
+        const batch = (order: ReadonlyArray<string>) =>
+          order.map((key) => ({ kind: "job", payload: { key }, unique: { key } }))
         // Each batch takes every key; without one order of holds, each waits for a key the other took first.
         const [forward, backward] = yield* Effect.all([
           Effect.result(stores.a.enqueue(batch(keys))),
@@ -119,7 +132,9 @@ describe("uniqueness windows under concurrent enqueuers", () => {
         ], { concurrency: "unbounded" })
         // The reason of a failure, if any: a deadlock is a StoreError whose reason is DeadlockError.
         if (Result.isFailure(forward)) return assert.fail(`round ${round}, forward batch: ${String(forward.failure)}`)
-        if (Result.isFailure(backward)) return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        if (Result.isFailure(backward)) {
+          return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        }
         const answers = [
           ...forward.success.map((e, i) => ({ key: keys[i]!, id: e.id, created: e.created })),
           ...backward.success.map((e, i) => ({ key: keys[width - 1 - i]!, id: e.id, created: e.created }))
@@ -147,7 +162,9 @@ describe("uniqueness windows under concurrent enqueuers", () => {
         ], { concurrency: "unbounded" })
         // A deadlock is a StoreError whose reason is DeadlockError.
         if (Result.isFailure(forward)) return assert.fail(`round ${round}, forward batch: ${String(forward.failure)}`)
-        if (Result.isFailure(backward)) return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        if (Result.isFailure(backward)) {
+          return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        }
         const [fKeyed, fUnique] = forward.success
         const [bUnique, bKeyed] = backward.success
         assert.strictEqual(fKeyed!.id, bKeyed!.id, `round ${round}: one run for the idempotency key`)
@@ -158,12 +175,20 @@ describe("uniqueness windows under concurrent enqueuers", () => {
         // these, and a deadlock the server breaks sends the batch it aborted again.
         const idem = (key: string) => ({ kind: "job", payload: { round }, idempotencyKey: `${key}${round}` })
         const [left, right] = yield* Effect.all([
-          Effect.result(stores.a.enqueue([{ kind: "job", payload: { round }, unique: { key: `l${round}` } }, idem("x"), idem("y")])),
-          Effect.result(stores.b.enqueue([{ kind: "job", payload: { round }, unique: { key: `r${round}` } }, idem("y"), idem("x")]))
+          Effect.result(
+            stores.a.enqueue([{ kind: "job", payload: { round }, unique: { key: `l${round}` } }, idem("x"), idem("y")])
+          ),
+          Effect.result(
+            stores.b.enqueue([{ kind: "job", payload: { round }, unique: { key: `r${round}` } }, idem("y"), idem("x")])
+          )
         ], { concurrency: "unbounded" })
         if (Result.isFailure(left)) return assert.fail(`round ${round}, left batch: ${String(left.failure)}`)
         if (Result.isFailure(right)) return assert.fail(`round ${round}, right batch: ${String(right.failure)}`)
-        assert.deepStrictEqual([left.success[1]!.id, left.success[2]!.id], [right.success[2]!.id, right.success[1]!.id], `round ${round}: one run per idempotency key`)
+        assert.deepStrictEqual(
+          [left.success[1]!.id, left.success[2]!.id],
+          [right.success[2]!.id, right.success[1]!.id],
+          `round ${round}: one run per idempotency key`
+        )
       }
       assert.strictEqual(yield* jobRuns(stores), rounds * 6, "six runs per round in the database")
     }))

@@ -26,21 +26,52 @@ describe("upgrading a store with runs in flight", () => {
       assert.deepStrictEqual(old.map(([, name]) => name).at(-1), "trace_context")
 
       // What an old worker left: four runs claimed under fence 1 (one abandoned), one suspended, a backlog.
-      yield* sql.unsafe(`INSERT INTO "${schema}".runs (kind, payload) SELECT 'job', jsonb_build_object('i', g) FROM generate_series(1, 8) g`)
-      yield* sql.unsafe(`UPDATE "${schema}".runs SET state = 'running', fence = 1, attempt = 1, lease_owner = 'old-worker',
+      yield* sql.unsafe(
+        `INSERT INTO "${schema}".runs (kind, payload) SELECT 'job', jsonb_build_object('i', g) FROM generate_series(1, 8) g`
+      )
+      yield* sql.unsafe(
+        `UPDATE "${schema}".runs SET state = 'running', fence = 1, attempt = 1, lease_owner = 'old-worker',
         lease_expires_at = now() + interval '30 seconds', claimed_by = 'old-worker', claimed_at = now(), claimed_fence = 1,
-        claimed_attempt = 1 WHERE id <= 4`)
+        claimed_attempt = 1 WHERE id <= 4`
+      )
       yield* sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = 4`)
-      yield* sql.unsafe(`UPDATE "${schema}".runs SET state = 'suspended', fence = 1, claimed_by = 'old-worker', claimed_at = now(),
-        claimed_fence = 1, claimed_attempt = 1, signal_name = 'approval', signal_token = 'tok-upgrade' WHERE id = 5`)
+      yield* sql.unsafe(
+        `UPDATE "${schema}".runs SET state = 'suspended', fence = 1, claimed_by = 'old-worker', claimed_at = now(),
+        claimed_fence = 1, claimed_attempt = 1, signal_name = 'approval', signal_token = 'tok-upgrade' WHERE id = 5`
+      )
 
       // The new store, built without migrating: the old holder renews through it while the upgrade runs.
-      const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
+      const context = yield* Layer.build(
+        PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client)))
+      )
       const store = Context.get(context, RunStore)
       const held = [1, 2, 3].map((id) => ({ runId: String(id), fence: 1 }))
-      const renewing = yield* Effect.forkScoped(Effect.forever(Effect.andThen(store.renew("old-worker", held, ttl), Effect.sleep("5 millis"))))
+      const renewing = yield* Effect.forkScoped(
+        Effect.forever(Effect.andThen(store.renew("old-worker", held, ttl), Effect.sleep("5 millis")))
+      )
       const applied = yield* Migrations.run(s).pipe(Effect.provideContext(client))
-      assert.deepStrictEqual(applied.map(([, name]) => name), ["hot_lease_renewal", "paused_queues", "schedules", "key_concurrency", "workflows", "fence_epoch", "key_admission", "key_hot_path", "key_limit_peaks", "runs_listed", "workflow_awaits", "batch_ledger", "worker_registry", "activity_window", "enqueue_function", "unique_windows", "rate_limits", "unique_hold_order_and_retention", "keyed_ledger", "ledger_settlement"])
+      assert.deepStrictEqual(applied.map(([, name]) => name), [
+        "hot_lease_renewal",
+        "paused_queues",
+        "schedules",
+        "key_concurrency",
+        "workflows",
+        "fence_epoch",
+        "key_admission",
+        "key_hot_path",
+        "key_limit_peaks",
+        "runs_listed",
+        "workflow_awaits",
+        "batch_ledger",
+        "worker_registry",
+        "activity_window",
+        "enqueue_function",
+        "unique_windows",
+        "rate_limits",
+        "unique_hold_order_and_retention",
+        "keyed_ledger",
+        "ledger_settlement"
+      ])
       yield* Effect.sleep("50 millis")
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")
       yield* Fiber.interrupt(renewing)
@@ -54,19 +85,35 @@ describe("upgrading a store with runs in flight", () => {
       assert.deepStrictEqual(swept.map((r) => [r.id, r.via, r.fence]), [["4", "expired", 2], ["6", "due", 1]])
       // The suspended run resumes by its token and is claimed under fence 2.
       assert.strictEqual(yield* store.resumeByToken("tok-upgrade", { approved: true }), "5")
-      const rest = yield* store.claim({ owner: "new-worker", queues: ["default"], kinds: ["job"], limit: 5, ttl, dueOnly: true })
+      const rest = yield* store.claim({
+        owner: "new-worker",
+        queues: ["default"],
+        kinds: ["job"],
+        limit: 5,
+        ttl,
+        dueOnly: true
+      })
       assert.deepStrictEqual(rest.map((r) => [r.id, r.fence]).sort(), [["5", 2], ["7", 1], ["8", 1]])
-      assert.deepStrictEqual(rest.find((r) => r.id === "5")!.signals, { approval: { _tag: "Signalled", payload: { approved: true } } })
+      assert.deepStrictEqual(rest.find((r) => r.id === "5")!.signals, {
+        approval: { _tag: "Signalled", payload: { approved: true } }
+      })
       // A stale write under the old fence is refused by the fence, as before the upgrade.
-      assert.deepInclude(yield* Effect.flip(store.release({ runId: "4", fence: 1 })), { _tag: "FenceRejected", storedFence: 2 })
+      assert.deepInclude(yield* Effect.flip(store.release({ runId: "4", fence: 1 })), {
+        _tag: "FenceRejected",
+        storedFence: 2
+      })
       // The features of the new schema work on the upgraded store.
       assert.isTrue(yield* store.pauseQueue("default"))
-      assert.deepStrictEqual(yield* store.claim({ owner: "new-worker", queues: ["default"], kinds: ["job"], limit: 5, ttl }), [])
+      assert.deepStrictEqual(
+        yield* store.claim({ owner: "new-worker", queues: ["default"], kinds: ["job"], limit: 5, ttl }),
+        []
+      )
       assert.isTrue(yield* store.resumeQueue("default"))
       yield* store.registerSchedules([{ name: "nightly", cron: "0 3 * * *", kind: "job" }])
       assert.strictEqual((yield* store.schedules).length, 1)
       // History: run 1 was claimed by the old worker and completed; run 4 shows the reclaim and the refused write.
-      const history = (id: string) => Effect.map(store.history(id), (events) => events.map((e) => `${e.kind}@${e.fence}`))
+      const history = (id: string) =>
+        Effect.map(store.history(id), (events) => events.map((e) => `${e.kind}@${e.fence}`))
       assert.deepStrictEqual(yield* history("1"), ["claimed@1", "completed@1"])
       assert.deepStrictEqual(yield* history("4"), ["claimed@1", "reclaimed@2", "stale_write_rejected@1"])
     }))
@@ -78,7 +125,9 @@ describe("upgrading a store with runs in flight", () => {
       const sql = Context.get(client, SqlClient.SqlClient)
       const s = StoreSchema.make(schema)
       yield* Migrations.run(s, { upTo: "0025_keyed_ledger" }).pipe(Effect.provideContext(client))
-      const context = yield* Layer.build(PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client))))
+      const context = yield* Layer.build(
+        PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client)))
+      )
       const store = Context.get(context, RunStore)
       const claimOf = (owner: string) => ({ owner, queues: ["default"], kinds: ["job"], limit: 3, ttl })
       // Two claim batches of three runs, as the earlier release's races left them: the first has
@@ -88,23 +137,32 @@ describe("upgrading a store with runs in flight", () => {
       const stranded = yield* store.claim(claimOf("w-a"))
       yield* store.enqueue([4, 5, 6].map((i) => ({ kind: "job", payload: { i } })))
       const ended = yield* store.claim(claimOf("w-a"))
-      const batchOf = (runId: string) => `(SELECT batch FROM "${schema}".claim_batches WHERE ${Number(runId)} = ANY (ids))`
+      const batchOf = (runId: string) =>
+        `(SELECT batch FROM "${schema}".claim_batches WHERE ${Number(runId)} = ANY (ids))`
       const completion = (runs: ReadonlyArray<{ id: string }>) =>
         `INSERT INTO "${schema}".completion_batches (claim_batch, ids, fences) VALUES (${batchOf(runs[0]!.id)},
           ARRAY[${runs.map((r) => Number(r.id)).join(",")}]::bigint[], ARRAY[${runs.map(() => 1).join(",")}]::bigint[])`
       yield* sql.unsafe(completion(stranded.slice(0, 2)))
       yield* sql.unsafe(completion(stranded.slice(0, 2)))
-      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET settled_at = now() WHERE batch = ${batchOf(stranded[0]!.id)}`)
+      yield* sql.unsafe(
+        `UPDATE "${schema}".claim_batches SET settled_at = now() WHERE batch = ${batchOf(stranded[0]!.id)}`
+      )
       yield* sql.unsafe(completion(ended))
       const applied = yield* Migrations.run(s).pipe(Effect.provideContext(client))
       assert.deepStrictEqual(applied.map(([, name]) => name), ["ledger_settlement"])
       const settled = (runId: string) =>
-        Effect.map(sql.unsafe<{ settled: boolean }>(`SELECT settled_at IS NOT NULL AS settled FROM "${schema}".claim_batches WHERE batch = ${batchOf(runId)}`),
-          (rows) => rows[0]!.settled)
+        Effect.map(
+          sql.unsafe<{ settled: boolean }>(
+            `SELECT settled_at IS NOT NULL AS settled FROM "${schema}".claim_batches WHERE batch = ${batchOf(runId)}`
+          ),
+          (rows) => rows[0]!.settled
+        )
       assert.isFalse(yield* settled(stranded[2]!.id), "the batch with an open run is unsettled")
       assert.isTrue(yield* settled(ended[0]!.id), "the batch whose runs all ended is settled")
       // The open run's lease runs out: another worker's sweep reclaims it under fence 2.
-      yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second' WHERE settled_at IS NULL`)
+      yield* sql.unsafe(
+        `UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second' WHERE settled_at IS NULL`
+      )
       const swept = yield* store.claim(claimOf("w-b"))
       assert.deepStrictEqual(swept.map((r) => [r.id, r.fence, r.via]), [[stranded[2]!.id, 2, "expired"]])
     }).pipe(Effect.scoped))

@@ -6,8 +6,7 @@
  * real-clock versions against PostgreSQL are in `worker.test.ts`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { type LeaseKey, MemoryRunStore, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
-import { Handler } from "@leasehold/core"
+import { Handler, type LeaseKey, MemoryRunStore, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { spyOnRenewals } from "./support/workers.js"
@@ -74,7 +73,12 @@ const blocking = Effect.gen(function*() {
 
 const jobs = (count: number) => Array.from({ length: count }, (_, n) => ({ kind: "job", payload: { n } }))
 
-const timing = { ttl: "30 seconds", heartbeat: "10 seconds", pollInterval: "1 second", shutdownGrace: "1 second" } as const
+const timing = {
+  ttl: "30 seconds",
+  heartbeat: "10 seconds",
+  pollInterval: "1 second",
+  shutdownGrace: "1 second"
+} as const
 
 describe("heartbeat", () => {
   it.effect("one renewal per interval carries every lease, and keeps them held in the store past their first TTL", () =>
@@ -118,7 +122,11 @@ describe("heartbeat", () => {
       assert.deepInclude(of(events, "RunSettled")[0], { runId: run!.id, outcome: "released" })
       // Released with its attempt refunded, and (announced) claimed again at once under fence 2.
       yield* settle
-      assert.deepStrictEqual((yield* store.history(run!.id)).map((e) => `${e.kind}@${e.fence}`), ["claimed@1", "released@1", "claimed@2"])
+      assert.deepStrictEqual((yield* store.history(run!.id)).map((e) => `${e.kind}@${e.fence}`), [
+        "claimed@1",
+        "released@1",
+        "claimed@2"
+      ])
       assert.deepInclude(yield* store.get(run!.id), { state: "running", fence: 2, attempt: 1 })
       yield* stop
     }))
@@ -140,10 +148,16 @@ describe("heartbeat", () => {
       yield* TestClock.adjust("10 seconds")
       assert.deepStrictEqual(interrupted, ["0"])
       const confirmed = of(events, "HeartbeatConfirmed")
-      assert.deepStrictEqual(confirmed.map((c) => [c.renewed.map((l) => l.runId), c.lost.map((l) => l.runId)]), [[[second!.id], [first!.id]]])
+      assert.deepStrictEqual(confirmed.map((c) => [c.renewed.map((l) => l.runId), c.lost.map((l) => l.runId)]), [[[
+        second!.id
+      ], [first!.id]]])
       assert.deepInclude(of(events, "LeaseLost")[0], { runId: first!.id, fence: 1, reason: "superseded" })
       assert.deepInclude(of(events, "RunSettled")[0], { runId: first!.id, outcome: "abandoned" })
-      assert.deepInclude(yield* store.get(first!.id), { state: "running", fence: 1 }, "no release under a superseded lease")
+      assert.deepInclude(
+        yield* store.get(first!.id),
+        { state: "running", fence: 1 },
+        "no release under a superseded lease"
+      )
       assert.deepInclude(yield* store.get(second!.id), { state: "running", fence: 1 })
       yield* stop
     }))
@@ -192,14 +206,21 @@ describe("heartbeat", () => {
       // The heartbeat fiber stalls before its second renewal (here: its event sink never returns),
       // so no renewal is sent, fails or times out: only the watchdog can notice.
       let sentEvents = 0
-      const { events, stop } = yield* startWorker(spy, { ...timing, handlers: [handler] }, (event) =>
-        event._tag === "HeartbeatSent" && ++sentEvents === 2 ? Effect.never : Effect.void)
+      const { events, stop } = yield* startWorker(
+        spy,
+        { ...timing, handlers: [handler] },
+        (event) => event._tag === "HeartbeatSent" && ++sentEvents === 2 ? Effect.never : Effect.void
+      )
       yield* TestClock.adjust("39999 millis")
       assert.strictEqual(renewals.length, 1, "one renewal, at 10 s (local deadline 40 s)")
       assert.isEmpty(interrupted)
       yield* TestClock.adjust("1 millis")
       assert.deepStrictEqual(interrupted, ["0"])
-      assert.deepStrictEqual(of(events, "LeaseLost").map((l) => [l.runId, l.fence, l.reason]), [[run!.id, 1, "deadline"]])
+      assert.deepStrictEqual(of(events, "LeaseLost").map((l) => [l.runId, l.fence, l.reason]), [[
+        run!.id,
+        1,
+        "deadline"
+      ]])
       assert.isEmpty(of(events, "HeartbeatFailed"))
       assert.deepInclude(of(events, "RunSettled")[0], { runId: run!.id, outcome: "released" })
       yield* stop
@@ -222,7 +243,9 @@ const positionedWorker = (concurrency: number) =>
     yield* settle
     const behind = (count: number) =>
       Effect.gen(function*() {
-        const runs = yield* store.enqueue(Array.from({ length: count }, (_, n) => ({ kind: "job", payload: { n }, delayMs: 3_600_000 })))
+        const runs = yield* store.enqueue(
+          Array.from({ length: count }, (_, n) => ({ kind: "job", payload: { n }, delayMs: 3_600_000 }))
+        )
         const at = new Date((yield* now) - 10_000)
         for (const run of runs) yield* controlled.moveTime(run.id, "runAt", at)
         return runs
@@ -281,7 +304,13 @@ describe("claims", () => {
       }
       // A run whose holder vanished: claimed under a 300 ms lease nobody renews.
       const [abandoned] = yield* store.enqueue(jobs(1))
-      yield* store.claim({ owner: "vanished", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.millis(300) })
+      yield* store.claim({
+        owner: "vanished",
+        queues: ["default"],
+        kinds: ["job"],
+        limit: 1,
+        ttl: Duration.millis(300)
+      })
       const quick = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
       const { events, stop } = yield* startWorker(recording, { ...timing, concurrency: 4, handlers: [quick] })
       // Busy: a new run every 100 ms, each announced by a notification, for 5 seconds.
@@ -314,7 +343,8 @@ describe("claims", () => {
         ...store,
         claim: (request) =>
           Effect.andThen(
-            Effect.flatMap(now, (at) => Effect.sync(() => void claims.push({ at, dueOnly: request.dueOnly === true, limit: request.limit }))),
+            Effect.flatMap(now, (at) =>
+              Effect.sync(() => void claims.push({ at, dueOnly: request.dueOnly === true, limit: request.limit }))),
             store.claim(request)
           )
       }
@@ -322,7 +352,13 @@ describe("claims", () => {
       const work = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.sleep("100 millis") })
       // Six runs whose holder vanished: leases of 500 ms nobody renews.
       const abandoned = yield* store.enqueue(jobs(6))
-      yield* store.claim({ owner: "vanished", queues: ["default"], kinds: ["job"], limit: 6, ttl: Duration.millis(500) })
+      yield* store.claim({
+        owner: "vanished",
+        queues: ["default"],
+        kinds: ["job"],
+        limit: 6,
+        ttl: Duration.millis(500)
+      })
       // A backlog much larger than the worker's slots, and more arriving.
       yield* store.enqueue(jobs(100))
       const { events, stop } = yield* startWorker(recording, { ...timing, concurrency: 2, handlers: [work] })
@@ -331,13 +367,20 @@ describe("claims", () => {
       for (let i = 0; i < 26; i++) yield* TestClock.adjust("50 millis")
       yield* settle
       const reclaims = of(events, "Claimed").filter((c) => c.via === "expired")
-      assert.deepStrictEqual(reclaims.map((c) => c.runId).sort(), abandoned.map((r) => r.id).sort(), "every abandoned run reclaimed")
+      assert.deepStrictEqual(
+        reclaims.map((c) => c.runId).sort(),
+        abandoned.map((r) => r.id).sort(),
+        "every abandoned run reclaimed"
+      )
       assert.deepStrictEqual(reclaims.map((c) => c.fence), [2, 2, 2, 2, 2, 2])
       // No due run was claimed from the first sweep that met an expired lease until the last reclaim.
       const claimedRuns = of(events, "Claimed")
       const first = claimedRuns.findIndex((c) => c.via === "expired")
       const last = claimedRuns.findLastIndex((c) => c.via === "expired")
-      assert.deepStrictEqual(claimedRuns.slice(first, last + 1).filter((c) => c.via !== "expired").map((c) => c.runId), [])
+      assert.deepStrictEqual(
+        claimedRuns.slice(first, last + 1).filter((c) => c.via !== "expired").map((c) => c.runId),
+        []
+      )
       // Each claim from 1000 ms on swept, one or two freed slots each, until one took a due run.
       const since = claims.findIndex((c) => c.at >= 1000)
       const lastSweep = claims.findLastIndex((c) => !c.dueOnly)
@@ -376,7 +419,10 @@ describe("claims", () => {
       yield* TestClock.adjust("25 seconds")
       assert.deepStrictEqual(of(events, "Claimed").map((c) => c.runId), [first!.id])
       assert.deepInclude(yield* store.get(first!.id), { state: "running", fence: 1 })
-      assert.isAtLeast(of(events, "HeartbeatConfirmed").filter((h) => h.renewed.some((l) => l.runId === first!.id)).length, 8)
+      assert.isAtLeast(
+        of(events, "HeartbeatConfirmed").filter((h) => h.renewed.some((l) => l.runId === first!.id)).length,
+        8
+      )
       assert.isEmpty(of(events, "LeaseLost"))
       yield* Deferred.succeed(gate, undefined)
       yield* settle
@@ -407,15 +453,27 @@ describe("shutdown", () => {
       const { events, stop } = yield* startWorker(store, { ...timing, concurrency: 2, handlers: [slow] })
       assert.deepStrictEqual(started, [0, 1])
       const stoppedAt: Array<number> = []
-      const stopping = yield* Effect.forkDetach(Effect.andThen(stop, Effect.andThen(now, (t) => Effect.sync(() => void stoppedAt.push(t)))))
+      const stopping = yield* Effect.forkDetach(
+        Effect.andThen(stop, Effect.andThen(now, (t) => Effect.sync(() => void stoppedAt.push(t))))
+      )
       const begunAt = yield* now
       yield* Fiber.await(stopping)
       assert.deepStrictEqual(cleaned, [0, 1], "each handler's finalizer ran to its end")
       assert.isAtLeast(stoppedAt[0]! - begunAt, 6000, "the grace, then the finalizers' five seconds")
-      assert.deepStrictEqual(of(events, "LeaseLost").map((l) => [l.runId, l.reason]).sort(), [[a!.id, "shutdown"], [b!.id, "shutdown"]].sort())
-      assert.deepStrictEqual(of(events, "RunSettled").map((s) => [s.runId, s.outcome]).sort(), [[a!.id, "released"], [b!.id, "released"]].sort())
+      assert.deepStrictEqual(
+        of(events, "LeaseLost").map((l) => [l.runId, l.reason]).sort(),
+        [[a!.id, "shutdown"], [b!.id, "shutdown"]].sort()
+      )
+      assert.deepStrictEqual(
+        of(events, "RunSettled").map((s) => [s.runId, s.outcome]).sort(),
+        [[a!.id, "released"], [b!.id, "released"]].sort()
+      )
       for (const run of [a!, b!]) {
-        assert.deepInclude(yield* store.get(run.id), { state: "pending", leaseOwner: null, fence: 1, attempt: 0 }, "released before the worker stopped")
+        assert.deepInclude(
+          yield* store.get(run.id),
+          { state: "pending", leaseOwner: null, fence: 1, attempt: 0 },
+          "released before the worker stopped"
+        )
       }
     }))
 
@@ -423,10 +481,17 @@ describe("shutdown", () => {
     Effect.gen(function*() {
       const store = yield* MemoryRunStore.make
       const ran: Array<number> = []
-      const quick = Handler.make({ kind: "job", payload: Schema.Struct({ n: Schema.Number }), handle: ({ n }) => Effect.sync(() => void ran.push(n)) })
+      const quick = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: ({ n }) => Effect.sync(() => void ran.push(n))
+      })
       const runs = yield* store.enqueue(jobs(4))
       // No WorkerEvents provided: the default, silent sink.
-      const fiber = yield* Worker.run({ ...timing, concurrency: 1, handlers: [quick] }).pipe(Effect.provideService(RunStore, store), Effect.forkDetach)
+      const fiber = yield* Worker.run({ ...timing, concurrency: 1, handlers: [quick] }).pipe(
+        Effect.provideService(RunStore, store),
+        Effect.forkDetach
+      )
       for (let i = 0; i < 20 && ran.length < 4; i++) {
         yield* settle
         yield* TestClock.adjust("100 millis")
@@ -442,7 +507,11 @@ describe("shutdown", () => {
     Effect.gen(function*() {
       const store = yield* MemoryRunStore.make
       const ran: Array<number> = []
-      const quick = Handler.make({ kind: "job", payload: Schema.Struct({ n: Schema.Number }), handle: ({ n }) => Effect.sync(() => void ran.push(n)) })
+      const quick = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: ({ n }) => Effect.sync(() => void ran.push(n))
+      })
       const runs = yield* store.enqueue(jobs(6))
       const throwing = (event: Event) =>
         event._tag === "Claimed" || event._tag === "ClaimBatch" ? Effect.die(new Error("the sink threw")) : Effect.void
@@ -478,7 +547,10 @@ describe("shutdown", () => {
       }
       const exit = fiber.pollUnsafe()
       assert.isDefined(exit, "the worker still runs after its claim loop died")
-      assert.isTrue(Exit.isFailure(exit!) && Cause.squash(exit.cause) === defect, "the worker ends with the claim's defect")
+      assert.isTrue(
+        Exit.isFailure(exit!) && Cause.squash(exit.cause) === defect,
+        "the worker ends with the claim's defect"
+      )
       assert.strictEqual(claims, 3)
       // Its run was let go on the way out, as at shutdown: another worker takes it at once.
       assert.deepInclude(yield* store.get(held!.id), { state: "pending", leaseOwner: null, fence: 1 })
@@ -492,14 +564,18 @@ describe("rate limits", () => {
       const { handler, started } = yield* blocking
       const [first, second, third] = yield* store.enqueue(jobs(3))
       const startedAt = new Map<string, number>()
-      const { events, stop } = yield* startWorker(store, {
-        ...timing,
-        // A poll an hour apart: only the window's wake can start the runs it held back in time.
-        pollInterval: "1 hour",
-        concurrency: 5,
-        handlers: [handler],
-        rateLimits: [RateLimits.perKind("job", 1, "10 seconds")]
-      }, (event) => event._tag === "Claimed" ? Effect.map(now, (at) => void startedAt.set(event.runId, at)) : Effect.void)
+      const { events, stop } = yield* startWorker(
+        store,
+        {
+          ...timing,
+          // A poll an hour apart: only the window's wake can start the runs it held back in time.
+          pollInterval: "1 hour",
+          concurrency: 5,
+          handlers: [handler],
+          rateLimits: [RateLimits.perKind("job", 1, "10 seconds")]
+        },
+        (event) => event._tag === "Claimed" ? Effect.map(now, (at) => void startedAt.set(event.runId, at)) : Effect.void
+      )
       const begin = yield* now
       assert.deepStrictEqual(started, ["0"], "one start in the window")
       yield* TestClock.adjust("9 seconds")

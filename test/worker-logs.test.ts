@@ -55,9 +55,23 @@ describe("worker logs", () => {
       const failures = lines.filter((l) => l.text.startsWith(`run ${run!.id} `))
       assert.strictEqual(failures.length, 2, JSON.stringify(lines))
       assert.strictEqual(failures[0]!.level, "Warn")
-      assert.match(failures[0]!.text, new RegExp(`^run ${run!.id} \\(charge\\) attempt 1/2 failed: Declined: \\{"reason":"no funds for o-7"\\}; retry in \\d+ms$`))
+      assert.match(
+        failures[0]!.text,
+        new RegExp(
+          `^run ${
+            run!.id
+          } \\(charge\\) attempt 1/2 failed: Declined: \\{"reason":"no funds for o-7"\\}; retry in \\d+ms$`
+        )
+      )
       assert.strictEqual(failures[1]!.level, "Error")
-      assert.match(failures[1]!.text, new RegExp(`^run ${run!.id} \\(charge\\) attempt 2/2 failed: Declined: \\{"reason":"no funds for o-7"\\}; the run has failed$`))
+      assert.match(
+        failures[1]!.text,
+        new RegExp(
+          `^run ${
+            run!.id
+          } \\(charge\\) attempt 2/2 failed: Declined: \\{"reason":"no funds for o-7"\\}; the run has failed$`
+        )
+      )
       assert.deepStrictEqual(lines.at(-1), { level: "Info", text: "leasehold worker logger-test stopped" })
     }))
 
@@ -65,7 +79,15 @@ describe("worker logs", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const args = ["--tasks", failingTasks, ...connection(stores.schema)]
-      const enqueued = yield* leasehold(["enqueue", "charge", "--payload", `{"order":"o-1"}`, "--max-attempts", "2", ...args])
+      const enqueued = yield* leasehold([
+        "enqueue",
+        "charge",
+        "--payload",
+        `{"order":"o-1"}`,
+        "--max-attempts",
+        "2",
+        ...args
+      ])
       assert.strictEqual(enqueued.code, 0, enqueued.stderr)
       const id = /enqueued run (\d+)/.exec(enqueued.stdout)![1]!
       const text = yield* background(["worker", ...args])
@@ -76,14 +98,30 @@ describe("worker logs", () => {
       const out = (yield* Effect.promise(() => text.exited)).stdout
       assert.notMatch(out, /ClaimBatch \{"count":0/, "no line per empty poll")
       assert.match(out, /^INFO leasehold worker \S+ started: queues default, concurrency 10$/m)
-      assert.match(out, new RegExp(`^WARN run ${id} \\(charge\\) attempt 1/2 failed: CardDeclined: card declined: insufficient funds for o-1; retry in .+$`, "m"))
-      assert.match(out, new RegExp(`^ERROR run ${id} \\(charge\\) attempt 2/2 failed: CardDeclined: card declined: insufficient funds for o-1; the run has failed$`, "m"))
+      assert.match(
+        out,
+        new RegExp(
+          `^WARN run ${id} \\(charge\\) attempt 1/2 failed: CardDeclined: card declined: insufficient funds for o-1; retry in .+$`,
+          "m"
+        )
+      )
+      assert.match(
+        out,
+        new RegExp(
+          `^ERROR run ${id} \\(charge\\) attempt 2/2 failed: CardDeclined: card declined: insufficient funds for o-1; the run has failed$`,
+          "m"
+        )
+      )
       assert.match(out, /^INFO leasehold worker \S+ stopped\n$/m)
 
       const json = yield* background(["worker", "--json", ...args])
       let seen = ""
       json.child.stdout!.on("data", (chunk) => void (seen += String(chunk)))
-      yield* eventually("a claim after the start line", Effect.sync(() => seen.includes(`"_tag":"ClaimBatch"`)), "20 seconds")
+      yield* eventually(
+        "a claim after the start line",
+        Effect.sync(() => seen.includes(`"_tag":"ClaimBatch"`)),
+        "20 seconds"
+      )
       json.child.kill("SIGTERM")
       const lines = (yield* Effect.promise(() => json.exited)).stdout.trim().split("\n")
       const parsed = lines.map((l) => JSON.parse(l) as { _tag: string; level?: string; message?: string })
@@ -96,7 +134,13 @@ describe("worker logs", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const args = connection(stores.schema)
-      const enqueued = yield* leasehold(["enqueue", "approve-refund", "--payload", `{"order":"A-1","amount":5}`, ...args])
+      const enqueued = yield* leasehold([
+        "enqueue",
+        "approve-refund",
+        "--payload",
+        `{"order":"A-1","amount":5}`,
+        ...args
+      ])
       const id = /enqueued run (\d+)/.exec(enqueued.stdout)![1]!
       const worker = yield* background(["worker", "--json", ...args])
       yield* eventually("suspended", Effect.map(readRun(stores, id), (r) => r.state === "suspended"), "20 seconds")
@@ -132,12 +176,15 @@ describe("worker logs", () => {
       }
       const forever = Handler.make({ kind: "forever", payload: Schema.Unknown, handle: () => Effect.never })
       const [run] = yield* store.enqueue([{ kind: "forever", payload: null }])
-      const fiber = yield* Worker.run({ handlers: [forever], owner: "w", ttl: "3 seconds", heartbeat: "1 second" }).pipe(
-        Effect.provideService(RunStore, store),
-        Effect.provideService(WorkerEvents.WorkerEvents, { emit: (event) => Effect.sync(() => void events.push(event)) }),
-        Effect.provideService(Clock.Clock, stoppable),
-        Effect.forkDetach
-      )
+      const fiber = yield* Worker.run({ handlers: [forever], owner: "w", ttl: "3 seconds", heartbeat: "1 second" })
+        .pipe(
+          Effect.provideService(RunStore, store),
+          Effect.provideService(WorkerEvents.WorkerEvents, {
+            emit: (event) => Effect.sync(() => void events.push(event))
+          }),
+          Effect.provideService(Clock.Clock, stoppable),
+          Effect.forkDetach
+        )
       for (let i = 0; i < 50; i++) yield* Effect.yieldNow
       assert.isTrue(events.some((e) => e._tag === "Claimed" && e.runId === run!.id))
       // 10 seconds pass unseen; then the heartbeat's timer, due first, fires.
@@ -148,7 +195,10 @@ describe("worker logs", () => {
       const after = events.slice(stoppedAt)
       const lost = after.filter((e) => e._tag === "LeaseLost")
       assert.deepStrictEqual(lost.map((e) => [e.runId, e.reason]), [[run!.id, "deadline"]])
-      assert.deepStrictEqual(after.filter((e) => e._tag === "HeartbeatSent" || e._tag === "HeartbeatFailed").map((e) => e._tag), [])
+      assert.deepStrictEqual(
+        after.filter((e) => e._tag === "HeartbeatSent" || e._tag === "HeartbeatFailed").map((e) => e._tag),
+        []
+      )
       yield* Fiber.interrupt(fiber).pipe(Effect.forkDetach)
     }))
 
@@ -158,24 +208,41 @@ describe("worker logs", () => {
       yield* stores.sql.unsafe(WorkerProcess.createLedgerTable(`"${stores.schema}".ledger`))
       const [run] = yield* stores.a.enqueue([{ kind: "long-step", payload: {} }])
       const worker = yield* Effect.acquireRelease(
-        Effect.promise(() => WorkerProcess.start({ owner: "stopped", databaseUrl: databaseUrl(), schema: stores.schema, ttl: "1 second", heartbeat: "300 millis" })),
+        Effect.promise(() =>
+          WorkerProcess.start({
+            owner: "stopped",
+            databaseUrl: databaseUrl(),
+            schema: stores.schema,
+            ttl: "1 second",
+            heartbeat: "300 millis"
+          })
+        ),
         (w) => Effect.promise(() => w.kill())
       )
       yield* Effect.promise(() => worker.waitFor("claimed", (r) => r._tag === "Claimed" && r.runId === run!.id, 20_000))
-      yield* Effect.promise(() => worker.waitFor("a renewal confirmed", (r) => r._tag === "HeartbeatConfirmed" && r.renewed.length > 0))
+      yield* Effect.promise(() =>
+        worker.waitFor("a renewal confirmed", (r) => r._tag === "HeartbeatConfirmed" && r.renewed.length > 0)
+      )
       worker.signal("SIGSTOP")
       yield* Effect.sleep("2500 millis")
       const before = worker.reports.length
       worker.signal("SIGCONT")
-      const lost = yield* Effect.promise(() => worker.waitFor("the lease lost", (r) => r._tag === "LeaseLost" && r.runId === run!.id))
+      const lost = yield* Effect.promise(() =>
+        worker.waitFor("the lease lost", (r) => r._tag === "LeaseLost" && r.runId === run!.id)
+      )
       assert.strictEqual(lost.reason, "deadline")
       // Give the heartbeat a round after waking.
       yield* Effect.sleep("700 millis")
       const after = worker.reports.slice(before)
-      assert.deepStrictEqual(after.filter((r) => r._tag === "HeartbeatFailed"), [], "no renewal failed (none bounded at 1 ms)")
+      assert.deepStrictEqual(
+        after.filter((r) => r._tag === "HeartbeatFailed"),
+        [],
+        "no renewal failed (none bounded at 1 ms)"
+      )
       assert.isFalse(
         after.some((r) =>
-          r._tag === "HeartbeatSent" && r.leases.some((l: { runId: string; fence: number }) => l.runId === run!.id && l.fence === lost.fence)
+          r._tag === "HeartbeatSent" &&
+          r.leases.some((l: { runId: string; fence: number }) => l.runId === run!.id && l.fence === lost.fence)
         ),
         "no renewal sent for a lease past its deadline"
       )

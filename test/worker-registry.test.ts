@@ -27,7 +27,10 @@ describe("worker registry (PostgreSQL)", () => {
         }),
         Effect.never
       )))
-      const idle = yield* eventually("the idle worker is announced", Effect.map(stores.b.workers, (ws) => ws.find((w) => w.owner === "registry-worker")))
+      const idle = yield* eventually(
+        "the idle worker is announced",
+        Effect.map(stores.b.workers, (ws) => ws.find((w) => w.owner === "registry-worker"))
+      )
       assert.deepInclude(idle, { pid: process.pid, version: WorkerRegistry.version, concurrency: 3, runsHeld: 0 })
       assert.deepStrictEqual(idle.queues, ["default", "mail"])
       assert.deepStrictEqual(idle.kinds, ["held"])
@@ -71,9 +74,13 @@ describe("worker registry (PostgreSQL)", () => {
       }))
       assert.deepStrictEqual(counts, [{ upd: "20", hot: "20" }], "every refresh was HOT")
 
-      yield* stores.sql.unsafe(`UPDATE "${stores.schema}".workers SET expires_at = now() - interval '11 minutes' WHERE owner = 'hot'`)
+      yield* stores.sql.unsafe(
+        `UPDATE "${stores.schema}".workers SET expires_at = now() - interval '11 minutes' WHERE owner = 'hot'`
+      )
       yield* announce("other", 0)
-      const rows = yield* stores.sql.unsafe<{ owner: string }>(`SELECT owner FROM "${stores.schema}".workers ORDER BY owner`)
+      const rows = yield* stores.sql.unsafe<{ owner: string }>(
+        `SELECT owner FROM "${stores.schema}".workers ORDER BY owner`
+      )
       assert.deepStrictEqual(rows.map((r) => r.owner), ["other"], "the row dead for over 10 minutes was deleted")
     }))
 })

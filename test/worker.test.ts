@@ -4,14 +4,30 @@
  * cancellation interrupts, and a skewed worker clock changes nothing.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, CurrentRun, Fence, FenceRejected, Handler, KeyLimits, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import {
+  Client,
+  CurrentRun,
+  Fence,
+  FenceRejected,
+  Handler,
+  KeyLimits,
+  Run,
+  RunStore,
+  Worker,
+  WorkerEvents
+} from "@leasehold/core"
 import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Ref, Schedule, Schema, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { freshSchema, layerStore } from "./support/db.js"
 import { expireLease, readRun, twoStores } from "./support/stores.js"
 import { type Event, eventually, spyOnRenewals, startWorker } from "./support/workers.js"
 
-const fast = { ttl: "1 second", heartbeat: "150 millis", pollInterval: "50 millis", shutdownGrace: "200 millis" } as const
+const fast = {
+  ttl: "1 second",
+  heartbeat: "150 millis",
+  pollInterval: "50 millis",
+  shutdownGrace: "200 millis"
+} as const
 
 const approval = Handler.make({
   kind: "approval",
@@ -51,16 +67,26 @@ describe("suspend and resume", () => {
       for (const leases of window) assert.notInclude(leases.map((l) => l.runId), id)
       assert.isTrue(window.every((leases) => leases.length === 1))
 
-      const resumedId = yield* Client.resumeByToken("approve-42", { approved: true, by: "ana" }).pipe(Effect.provideService(RunStore, stores.a))
+      const resumedId = yield* Client.resumeByToken("approve-42", { approved: true, by: "ana" }).pipe(
+        Effect.provideService(RunStore, stores.a)
+      )
       assert.strictEqual(resumedId, id)
       yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
       const record = yield* stores.a.get(id)
       assert.strictEqual(record.fence, 2)
-      assert.deepStrictEqual(record.result, { amount: 42, outcome: { _tag: "Signalled", payload: { approved: true, by: "ana" } } })
-      const claims = events.filter((e): e is Extract<Event, { _tag: "Claimed" }> => e._tag === "Claimed" && e.runId === id)
+      assert.deepStrictEqual(record.result, {
+        amount: 42,
+        outcome: { _tag: "Signalled", payload: { approved: true, by: "ana" } }
+      })
+      const claims = events.filter((e): e is Extract<Event, { _tag: "Claimed" }> =>
+        e._tag === "Claimed" && e.runId === id
+      )
       assert.deepStrictEqual(claims.map((c) => c.fence), [1, 2])
       const history = (yield* stores.a.history(id)).map((e) => [e.kind, e.fence])
-      assert.deepStrictEqual(history, [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], ["completed", 2]])
+      assert.deepStrictEqual(history, [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], [
+        "completed",
+        2
+      ]])
       yield* Deferred.succeed(release, undefined)
     }))
 
@@ -78,7 +104,12 @@ describe("suspend and resume", () => {
       const record = yield* stores.a.get(id)
       assert.deepStrictEqual(record.result, { _tag: "TimedOut" })
       assert.strictEqual(record.fence, 2)
-      assert.deepStrictEqual((yield* stores.a.history(id)).map((e) => e.kind), ["claimed", "suspended", "signal_timed_out", "completed"])
+      assert.deepStrictEqual((yield* stores.a.history(id)).map((e) => e.kind), [
+        "claimed",
+        "suspended",
+        "signal_timed_out",
+        "completed"
+      ])
     }))
 
   it.live("a signal delivered before the handler awaits it is returned at once: no suspension, one claim", () =>
@@ -105,7 +136,11 @@ describe("suspend and resume", () => {
       yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"))
       const record = yield* stores.a.get(id)
       assert.deepInclude(record, { fence: 1, result: { _tag: "Signalled", payload: { approved: true } } })
-      assert.deepStrictEqual((yield* stores.a.history(id)).map((e) => e.kind), ["claimed", "signal_recorded", "completed"])
+      assert.deepStrictEqual((yield* stores.a.history(id)).map((e) => e.kind), [
+        "claimed",
+        "signal_recorded",
+        "completed"
+      ])
     }))
 
   it.live("resuming a run that is not suspended, or an unknown one, fails with the reason and writes nothing", () =>
@@ -129,11 +164,29 @@ describe("signal tokens", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const [first, second] = yield* stores.a.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null }])
-      const claimed = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["job"], limit: 2, ttl: Duration.minutes(1) })
+      const claimed = yield* stores.a.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["job"],
+        limit: 2,
+        ttl: Duration.minutes(1)
+      })
       const fenceOf = (id: string) => claimed.find((c) => c.id === id)!.fence
-      yield* stores.a.suspend({ runId: first!.id, fence: fenceOf(first!.id), signal: "approval", token: "shared", timeout: undefined })
+      yield* stores.a.suspend({
+        runId: first!.id,
+        fence: fenceOf(first!.id),
+        signal: "approval",
+        token: "shared",
+        timeout: undefined
+      })
       const error = yield* Effect.flip(
-        stores.a.suspend({ runId: second!.id, fence: fenceOf(second!.id), signal: "approval", token: "shared", timeout: undefined })
+        stores.a.suspend({
+          runId: second!.id,
+          fence: fenceOf(second!.id),
+          signal: "approval",
+          token: "shared",
+          timeout: undefined
+        })
       )
       assert.deepInclude(error, { _tag: "SignalTokenInUse", runId: second!.id, token: "shared" })
       const row = yield* readRun(stores, second!.id)
@@ -167,7 +220,12 @@ describe("heartbeat", () => {
             }))
           })
       })
-      const events = yield* startWorker(store, sql, { ...fast, ttl: "1 second", heartbeat: "200 millis", handlers: [holder] })
+      const events = yield* startWorker(store, sql, {
+        ...fast,
+        ttl: "1 second",
+        heartbeat: "200 millis",
+        handlers: [holder]
+      })
       const { id } = yield* Client.enqueue(holder, null).pipe(Effect.provideService(RunStore, store))
       yield* Deferred.await(held)
       const heldSince = events.length
@@ -214,7 +272,10 @@ describe("heartbeat", () => {
       const { id } = yield* Client.enqueue(ticker, null).pipe(Effect.provideService(RunStore, stores.a))
       yield* eventually("ticking", Effect.map(Ref.get(ticksOfFence1), (n) => n > 5))
       failRenewals()
-      const lost = yield* eventually("lease lost", Effect.sync(() => events.find((e) => e._tag === "LeaseLost" && e.runId === id)))
+      const lost = yield* eventually(
+        "lease lost",
+        Effect.sync(() => events.find((e) => e._tag === "LeaseLost" && e.runId === id))
+      )
       assert.deepInclude(lost, { reason: "renewal-failed", fence: 1 })
       yield* eventually("released", Effect.sync(() => events.some((e) => e._tag === "RunSettled" && e.runId === id)))
       const after = yield* Ref.get(ticksOfFence1)
@@ -238,11 +299,20 @@ describe("heartbeat", () => {
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
       yield* Deferred.await(started)
       // The holder keeps renewing (every 150 ms): expire and reclaim until the reclaim wins the race.
-      const taken = yield* eventually("reclaimed by the thief", Effect.gen(function*() {
-        yield* expireLease(stores, run!.id)
-        const [claimed] = yield* stores.b.claim({ owner: "thief", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
-        return claimed
-      }))
+      const taken = yield* eventually(
+        "reclaimed by the thief",
+        Effect.gen(function*() {
+          yield* expireLease(stores, run!.id)
+          const [claimed] = yield* stores.b.claim({
+            owner: "thief",
+            queues: ["default"],
+            kinds: ["job"],
+            limit: 1,
+            ttl: Duration.minutes(1)
+          })
+          return claimed
+        })
+      )
       assert.strictEqual(taken.fence, 2)
       const lost = yield* eventually("superseded", Effect.sync(() => events.find((e) => e._tag === "LeaseLost")))
       assert.deepInclude(lost, { reason: "superseded", runId: run!.id, fence: 1 })
@@ -262,7 +332,11 @@ describe("retries, failure and cancellation", () => {
         maxAttempts: 3,
         handle: () => Effect.flatMap(CurrentRun, (run) => Effect.fail(new Error(`attempt ${run.attempt} broke`)))
       })
-      yield* startWorker(stores.a, stores.sql, { ...fast, handlers: [flaky], retry: { base: "100 millis", max: "5 seconds" } })
+      yield* startWorker(stores.a, stores.sql, {
+        ...fast,
+        handlers: [flaky],
+        retry: { base: "100 millis", max: "5 seconds" }
+      })
       const { id } = yield* Client.enqueue(flaky, null).pipe(Effect.provideService(RunStore, stores.a))
       yield* eventually("failed", Effect.map(readRun(stores, id), (r) => r.state === "failed"))
       const record = yield* stores.a.get(id)
@@ -270,7 +344,14 @@ describe("retries, failure and cancellation", () => {
       assert.strictEqual(record.fence, 3)
       assert.match(String((record.error as any).message), /attempt 3 broke/)
       const history = yield* stores.a.history(id)
-      assert.deepStrictEqual(history.map((e) => e.kind), ["claimed", "retry_scheduled", "claimed", "retry_scheduled", "claimed", "failed"])
+      assert.deepStrictEqual(history.map((e) => e.kind), [
+        "claimed",
+        "retry_scheduled",
+        "claimed",
+        "retry_scheduled",
+        "claimed",
+        "failed"
+      ])
       // Exponential: the second wait is longer than the first (jitter is ±20%, the factor is 2).
       const claims = history.filter((e) => e.kind === "claimed").map((e) => e.at.getTime())
       const fails = history.filter((e) => e.kind !== "claimed").map((e) => e.at.getTime())
@@ -291,14 +372,27 @@ describe("retries, failure and cancellation", () => {
         retry: Schedule.spaced("300 millis").pipe(Schedule.upTo({ times: 2 })),
         handle: () => Effect.flatMap(CurrentRun, (run) => Effect.fail(new Error(`attempt ${run.attempt} broke`)))
       })
-      yield* startWorker(stores.a, stores.sql, { ...fast, ttl: "20 seconds", heartbeat: "3 seconds", handlers: [flaky], retry: { base: "1 minute", max: "1 hour" } })
+      yield* startWorker(stores.a, stores.sql, {
+        ...fast,
+        ttl: "20 seconds",
+        heartbeat: "3 seconds",
+        handlers: [flaky],
+        retry: { base: "1 minute", max: "1 hour" }
+      })
       const { id } = yield* Client.enqueue(flaky, null).pipe(Effect.provideService(RunStore, stores.a))
       yield* eventually("failed", Effect.map(readRun(stores, id), (r) => r.state === "failed"))
       const record = yield* stores.a.get(id)
       assert.deepInclude(record, { attempt: 3, maxAttempts: 5 })
       assert.match(String((record.error as any).message), /attempt 3 broke/)
       const history = yield* stores.a.history(id)
-      assert.deepStrictEqual(history.map((e) => e.kind), ["claimed", "retry_scheduled", "claimed", "retry_scheduled", "claimed", "failed"])
+      assert.deepStrictEqual(history.map((e) => e.kind), [
+        "claimed",
+        "retry_scheduled",
+        "claimed",
+        "retry_scheduled",
+        "claimed",
+        "failed"
+      ])
       // Each retry was due 300 ms after its failure, by the database's clock (run_at = now() + delay).
       for (const event of history.filter((e) => e.kind === "retry_scheduled")) {
         const runAt = new Date((event.detail as { runAt: string }).runAt).getTime()
@@ -326,14 +420,24 @@ describe("retries, failure and cancellation", () => {
           })
       })
       // A lease long enough that a loaded machine's slow claim does not lose it: this is about snoozing.
-      const events = yield* startWorker(stores.a, stores.sql, { ...fast, ttl: "20 seconds", heartbeat: "3 seconds", handlers: [patient] })
+      const events = yield* startWorker(stores.a, stores.sql, {
+        ...fast,
+        ttl: "20 seconds",
+        heartbeat: "3 seconds",
+        handlers: [patient]
+      })
       const { id } = yield* Client.enqueue(patient, null).pipe(Effect.provideService(RunStore, stores.a))
       yield* eventually("completed", Effect.map(readRun(stores, id), (r) => r.state === "completed"), "30 seconds")
       const record = yield* stores.a.get(id)
       const history = yield* stores.a.history(id)
       // maxAttempts 1, yet the run ran twice: the snoozed attempt did not count.
       assert.deepInclude(record, { attempt: 1, fence: 2, result: { attempt: 1, checkpoint: { waited: 1 } } })
-      assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), ["claimed@1", "snoozed@1", "claimed@2", "completed@2"])
+      assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), [
+        "claimed@1",
+        "snoozed@1",
+        "claimed@2",
+        "completed@2"
+      ])
       const snoozed = history[1]!
       const runAt = new Date((snoozed.detail as { runAt: string }).runAt).getTime()
       assert.approximately(runAt - snoozed.at.getTime(), 400, 5)
@@ -366,7 +470,12 @@ describe("retries, failure and cancellation", () => {
             Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
           )
       })
-      const events = yield* startWorker(stores.a, stores.sql, { ...fast, ttl: "30 seconds", heartbeat: "10 seconds", handlers: [longJob] })
+      const events = yield* startWorker(stores.a, stores.sql, {
+        ...fast,
+        ttl: "30 seconds",
+        heartbeat: "10 seconds",
+        handlers: [longJob]
+      })
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
       yield* Deferred.await(started)
       // Notifications are a fast path: a cancel sent before the worker listens waits for a heartbeat.
@@ -410,7 +519,13 @@ describe("clocks", () => {
     Effect.gen(function*() {
       const stores = yield* twoStores
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
-      const [held] = yield* stores.a.claim({ owner: "holder", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.minutes(1) })
+      const [held] = yield* stores.a.claim({
+        owner: "holder",
+        queues: ["default"],
+        kinds: ["job"],
+        limit: 1,
+        ttl: Duration.minutes(1)
+      })
       const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
       const clock = yield* skewed(10 * 60_000)
       const events = yield* startWorker(stores.b, stores.sql, { ...fast, handlers: [job] }).pipe(
@@ -460,7 +575,11 @@ describe("clocks", () => {
       const rejected = yield* Ref.get(outcome)
       assert.instanceOf(rejected, FenceRejected)
       assert.deepInclude(rejected, { presentedFence: 1, storedFence: 2, operation: "checkpoint" })
-      assert.deepInclude(events.find((e) => e._tag === "WriteRejected"), { operation: "complete", presentedFence: 1, storedFence: 2 })
+      assert.deepInclude(events.find((e) => e._tag === "WriteRejected"), {
+        operation: "complete",
+        presentedFence: 1,
+        storedFence: 2
+      })
       const row = yield* readRun(stores, run!.id)
       assert.strictEqual(row.state, "running")
       assert.strictEqual(row.lease_owner, "other")
@@ -478,7 +597,11 @@ describe("wake-ups and capacity", () => {
       yield* eventually("listening", Effect.sync(() => events.some((e) => e._tag === "Listening")))
       yield* Effect.sleep("200 millis")
       const [run] = yield* stores.b.enqueue([{ kind: "job", payload: null }])
-      yield* eventually("claimed", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)), "10 seconds")
+      yield* eventually(
+        "claimed",
+        Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)),
+        "10 seconds"
+      )
     }))
 
   it.live("a run enqueued after the worker's first claim but before its LISTEN is up is claimed when it listens, not at its next poll", () =>
@@ -500,7 +623,11 @@ describe("wake-ups and capacity", () => {
       yield* Effect.sleep("200 millis")
       assert.isFalse(events.some((e) => e._tag === "Claimed"), "claimed before the worker listened")
       yield* Deferred.succeed(listenGate, undefined)
-      yield* eventually("claimed", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)), "10 seconds")
+      yield* eventually(
+        "claimed",
+        Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === run!.id)),
+        "10 seconds"
+      )
     }))
 
   it.live("claims woken by notifications look at due runs only, and expired leases are still swept every poll interval", () =>
@@ -523,18 +650,29 @@ describe("wake-ups and capacity", () => {
       }
       // A run whose holder vanished: claimed under a short lease that nobody renews.
       const [abandoned] = yield* stores.b.enqueue([{ kind: "job", payload: null }])
-      yield* stores.b.claim({ owner: "vanished", queues: ["default"], kinds: ["job"], limit: 1, ttl: Duration.millis(300) })
+      yield* stores.b.claim({
+        owner: "vanished",
+        queues: ["default"],
+        kinds: ["job"],
+        limit: 1,
+        ttl: Duration.millis(300)
+      })
       const job = Handler.make({ kind: "job", payload: Schema.Unknown, handle: () => Effect.void })
       const events = yield* startWorker(recording, stores.sql, { ...fast, pollInterval: "400 millis", handlers: [job] })
       // Keep the worker busy with notifications: a new run every 25 ms.
-      yield* Effect.forkScoped(Effect.forever(Effect.andThen(stores.b.enqueue([{ kind: "job", payload: null }]), Effect.sleep("25 millis"))))
+      yield* Effect.forkScoped(
+        Effect.forever(Effect.andThen(stores.b.enqueue([{ kind: "job", payload: null }]), Effect.sleep("25 millis")))
+      )
 
       yield* eventually(
         "the abandoned run reclaimed under fence 2",
         Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === abandoned!.id && e.fence === 2)),
         "10 seconds"
       )
-      yield* eventually("a second of busy claiming", Effect.sync(() => claims.length > 0 && performance.now() - claims[0]!.at > 1_000))
+      yield* eventually(
+        "a second of busy claiming",
+        Effect.sync(() => claims.length > 0 && performance.now() - claims[0]!.at > 1_000)
+      )
       const snapshot = [...claims]
       const sweeps = snapshot.filter((c) => !c.dueOnly)
       assert.isAbove(snapshot.length - sweeps.length, sweeps.length, "most claims are due-only")
@@ -559,13 +697,18 @@ describe("wake-ups and capacity", () => {
         handle: ({ fail }) => fail ? Effect.fail(new Error("no")) : Effect.void
       })
       const keyed = (fail: boolean) => ({ kind: "job", payload: { fail }, concurrencyKey: "K", maxAttempts: 1 })
-      const ran = (events: ReadonlyArray<Event>, id: string) => events.some((e) => e._tag === "Claimed" && e.runId === id)
+      const ran = (events: ReadonlyArray<Event>, id: string) =>
+        events.some((e) => e._tag === "Claimed" && e.runId === id)
 
       // Notifications off (as through a pooler without a listen URL), a one-minute poll.
       const deaf: RunStore["Service"] = { ...stores.a, notifications: Stream.empty }
       const [first, second] = yield* stores.b.enqueue([keyed(true), keyed(false)])
       const events = yield* startWorker(deaf, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [job] })
-      yield* eventually("the key's next run claimed, long before the next poll", Effect.sync(() => ran(events, second!.id)), "10 seconds")
+      yield* eventually(
+        "the key's next run claimed, long before the next poll",
+        Effect.sync(() => ran(events, second!.id)),
+        "10 seconds"
+      )
       assert.isTrue(ran(events, first!.id))
 
       // Listening: the keyed run's end sends no claim (the hand-off claims or announces the next).
@@ -580,17 +723,32 @@ describe("wake-ups and capacity", () => {
       const claims: Array<boolean> = []
       const counting: RunStore["Service"] = {
         ...stores.a,
-        claim: (request) => Effect.andThen(Effect.sync(() => void claims.push(request.dueOnly === true)), stores.a.claim(request))
+        claim: (request) =>
+          Effect.andThen(Effect.sync(() => void claims.push(request.dueOnly === true)), stores.a.claim(request))
       }
-      const [third, fourth] = yield* stores.b.enqueue([0, 1].map((i) => ({ kind: "mail", payload: { i }, concurrencyKey: "L" })))
-      const listening = yield* startWorker(counting, stores.sql, { ...fast, pollInterval: "1 minute", handlers: [mail] })
+      const [third, fourth] = yield* stores.b.enqueue(
+        [0, 1].map((i) => ({ kind: "mail", payload: { i }, concurrencyKey: "L" }))
+      )
+      const listening = yield* startWorker(counting, stores.sql, {
+        ...fast,
+        pollInterval: "1 minute",
+        handlers: [mail]
+      })
       yield* eventually("listening", Effect.sync(() => listening.some((e) => e._tag === "Listening")))
       // The first sweep, and the claim the worker makes once it listens (for runs announced before).
       yield* eventually("the claim on listening", Effect.sync(() => claims.length === 2))
       yield* Deferred.succeed(listens, undefined)
-      yield* eventually("both runs of L ran", Effect.sync(() => ran(listening, third!.id) && ran(listening, fourth!.id)), "10 seconds")
+      yield* eventually(
+        "both runs of L ran",
+        Effect.sync(() => ran(listening, third!.id) && ran(listening, fourth!.id)),
+        "10 seconds"
+      )
       yield* Effect.sleep("300 millis")
-      assert.deepStrictEqual(claims, [false, true], "no claim after listening: L's second run came with its first's completion")
+      assert.deepStrictEqual(
+        claims,
+        [false, true],
+        "no claim after listening: L's second run came with its first's completion"
+      )
     }))
 
   it.live("a keyed completion claims its key's next run for its worker; one that answers after shutdown began gives it back", () =>
@@ -602,7 +760,11 @@ describe("wake-ups and capacity", () => {
       // Claims are recorded; a completion statement waits while a gate is set.
       const store: RunStore["Service"] = {
         ...stores.a,
-        claim: (request) => Effect.tap(stores.a.claim(request), (runs) => Effect.sync(() => void claimedByClaims.push(...runs.map((r) => r.id)))),
+        claim: (request) =>
+          Effect.tap(
+            stores.a.claim(request),
+            (runs) => Effect.sync(() => void claimedByClaims.push(...runs.map((r) => r.id)))
+          ),
         completeBatch: (items, next) =>
           Effect.andThen(
             Effect.flatMap(Ref.get(gate), (g) => g === undefined ? Effect.void : Deferred.await(g)),
@@ -614,10 +776,16 @@ describe("wake-ups and capacity", () => {
       const worker = yield* Worker.run({ ...fast, concurrency: 4, handlers: [job] }).pipe(
         Effect.provideService(RunStore, store),
         Effect.provideService(SqlClient.SqlClient, stores.sql),
-        Effect.provideService(WorkerEvents.WorkerEvents, { emit: (event) => Effect.sync(() => void events.push(event)) }),
+        Effect.provideService(WorkerEvents.WorkerEvents, {
+          emit: (event) => Effect.sync(() => void events.push(event))
+        }),
         Effect.forkScoped
       )
-      const [a, b] = yield* stores.a.enqueue([{ kind: "job", payload: 1, concurrencyKey: "K" }, { kind: "job", payload: 2, concurrencyKey: "K" }])
+      const [a, b] = yield* stores.a.enqueue([{ kind: "job", payload: 1, concurrencyKey: "K" }, {
+        kind: "job",
+        payload: 2,
+        concurrencyKey: "K"
+      }])
       yield* eventually("both completed", Effect.map(readRun(stores, b!.id), (r) => r.state === "completed"))
       assert.include(claimedByClaims, a!.id)
       assert.notInclude(claimedByClaims, b!.id, "b was claimed by a's completion, not by a claim")
@@ -626,8 +794,17 @@ describe("wake-ups and capacity", () => {
       // c's completion waits at the gate while the worker shuts down; d, claimed by it, is given back.
       const held = yield* Deferred.make<void>()
       yield* Ref.set(gate, held)
-      const [c, d] = yield* stores.a.enqueue([{ kind: "job", payload: 3, concurrencyKey: "K" }, { kind: "job", payload: 4, concurrencyKey: "K" }])
-      yield* eventually("c ran and its completion waits", Effect.sync(() => events.some((e) => e._tag === "RunSettled" && e.runId === c!.id) || claimedByClaims.includes(c!.id)))
+      const [c, d] = yield* stores.a.enqueue([{ kind: "job", payload: 3, concurrencyKey: "K" }, {
+        kind: "job",
+        payload: 4,
+        concurrencyKey: "K"
+      }])
+      yield* eventually(
+        "c ran and its completion waits",
+        Effect.sync(() =>
+          events.some((e) => e._tag === "RunSettled" && e.runId === c!.id) || claimedByClaims.includes(c!.id)
+        )
+      )
       yield* Effect.sleep("100 millis")
       const stopping = yield* Effect.forkScoped(Fiber.interrupt(worker))
       yield* Effect.sleep("300 millis")
@@ -635,7 +812,11 @@ describe("wake-ups and capacity", () => {
       yield* Fiber.join(stopping)
       assert.strictEqual((yield* readRun(stores, c!.id)).state, "completed")
       const dRun = yield* readRun(stores, d!.id)
-      assert.deepInclude(dRun, { state: "pending", lease_owner: null }, "d was claimed by c's completion during the shutdown and given back")
+      assert.deepInclude(
+        dRun,
+        { state: "pending", lease_owner: null },
+        "d was claimed by c's completion during the shutdown and given back"
+      )
       assert.strictEqual(dRun.fence, 1)
     }))
 
@@ -664,9 +845,11 @@ describe("wake-ups and capacity", () => {
       assert.deepInclude(yield* readRun(stores, first!.id), { state: "running", fence: 1 })
       assert.isUndefined(events.find((e) => e._tag === "LeaseLost"))
       yield* Deferred.succeed(flushGate, undefined)
-      yield* eventually("second claimed after the ack", Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === second!.id)))
+      yield* eventually(
+        "second claimed after the ack",
+        Effect.sync(() => events.some((e) => e._tag === "Claimed" && e.runId === second!.id))
+      )
       yield* eventually("both completed", Effect.map(readRun(stores, second!.id), (r) => r.state === "completed"))
       assert.strictEqual((yield* readRun(stores, first!.id)).state, "completed")
     }))
 })
-

@@ -14,11 +14,11 @@ import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableDeferred, Workflow } from "effect/workflow"
-import { callbacksOptions, postJson, request } from "./support/http.js"
-import { databaseUrl, freshSchema } from "./support/db.js"
-import { eventually } from "./support/workers.js"
 import { execFileSync } from "node:child_process"
 import { chromium } from "playwright-core"
+import { databaseUrl, freshSchema } from "./support/db.js"
+import { callbacksOptions, postJson, request } from "./support/http.js"
+import { eventually } from "./support/workers.js"
 
 const Decision = Schema.Struct({ approved: Schema.Boolean, note: Schema.String })
 const ApprovePayout = DurableDeferred.make("person/approve-payout", { success: Decision })
@@ -47,7 +47,11 @@ const SettlementLayer = Settlement.toLayer(Effect.fnUntraced(function*() {
 }))
 
 // A refund whose person's decision has a number: the console's form is built from this schema.
-const RefundDecision = Schema.Struct({ approved: Schema.Boolean, amount: Schema.Number, note: Schema.optional(Schema.String) })
+const RefundDecision = Schema.Struct({
+  approved: Schema.Boolean,
+  amount: Schema.Number,
+  note: Schema.optional(Schema.String)
+})
 const ApproveRefund = DurableDeferred.make("person/approve-refund", { success: RefundDecision })
 const Refund = Workflow.make("Refund", {
   payload: { order: Schema.String },
@@ -83,7 +87,13 @@ const setUp = Effect.gen(function*() {
       Layer.provideMerge(Database.layerFromUrl(databaseUrl(), { maxConnections: 6 }))
     )
   )
-  yield* LeaseholdWorkflows.worker({ owner: "w", ttl: "2 seconds", heartbeat: "300 millis", pollInterval: "50 millis", shutdownGrace: "300 millis" })
+  yield* LeaseholdWorkflows.worker({
+    owner: "w",
+    ttl: "2 seconds",
+    heartbeat: "300 millis",
+    pollInterval: "50 millis",
+    shutdownGrace: "300 millis"
+  })
     .pipe(Effect.provideContext(context), Effect.forkScoped)
   const journal = Context.get(context, WorkflowJournal.WorkflowJournal)
   const server = yield* Layer.build(
@@ -94,7 +104,8 @@ const setUp = Effect.gen(function*() {
       workflows: {
         awaiting: journal.awaiting,
         journal: journal.journal,
-        decide: (execution, deferred, value) => journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value)),
+        decide: (execution, deferred, value) =>
+          journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value)),
         deferreds: [ApproveRefund]
       }
     }).pipe(Layer.provide(Layer.mergeAll(
@@ -109,16 +120,25 @@ const setUp = Effect.gen(function*() {
 })
 
 const suspendedRun = (sql: SqlClient.SqlClient, schema: string, key: string) =>
-  eventually("the workflow's run suspends", Effect.map(
-    sql.unsafe<{ id: string; state: string }>(`SELECT id::text AS id, state FROM "${schema}".runs WHERE idempotency_key = $1`, [key]),
-    (rows) => rows[0]?.state === "suspended" ? rows[0].id : undefined
-  ), "20 seconds")
+  eventually(
+    "the workflow's run suspends",
+    Effect.map(
+      sql.unsafe<{ id: string; state: string }>(
+        `SELECT id::text AS id, state FROM "${schema}".runs WHERE idempotency_key = $1`,
+        [key]
+      ),
+      (rows) => rows[0]?.state === "suspended" ? rows[0].id : undefined
+    ),
+    "20 seconds"
+  )
 
 describe("workflow approvals", () => {
   it.live("a workflow awaiting a person/ deferred is an approval: its page names the deferred, and Approve completes it (the workflow finishes with the decision)", () =>
     Effect.gen(function*() {
       const { context, origin, schema, sql } = yield* setUp
-      const executionId = yield* Payout.execute({ order: "P-1" }, { discard: true }).pipe(Effect.provideContext(context))
+      const executionId = yield* Payout.execute({ order: "P-1" }, { discard: true }).pipe(
+        Effect.provideContext(context)
+      )
       const key = LeaseholdWorkflows.executionKey("Payout", executionId)
       const id = yield* suspendedRun(sql, schema, key)
 
@@ -128,11 +148,16 @@ describe("workflow approvals", () => {
         awaiting: [{ name: "person/approve-payout", forPerson: true, wakeAt: null }]
       })
       const inbox = yield* request(`${origin}/api/runs?state=suspended`, { headers: bearer })
-      assert.deepStrictEqual(inbox.body.runs.find((r: { id: string }) => r.id === id).workflow.awaiting.map((a: { name: string }) => a.name), [
-        "person/approve-payout"
-      ])
+      assert.deepStrictEqual(
+        inbox.body.runs.find((r: { id: string }) => r.id === id).workflow.awaiting.map((a: { name: string }) => a.name),
+        [
+          "person/approve-payout"
+        ]
+      )
 
-      const approved = yield* postJson(`${origin}/api/runs/${id}/resume`, { payload: { approved: true, note: "looks right" } }, bearer)
+      const approved = yield* postJson(`${origin}/api/runs/${id}/resume`, {
+        payload: { approved: true, note: "looks right" }
+      }, bearer)
       assert.strictEqual(approved.status, 200, JSON.stringify(approved.body))
       assert.deepStrictEqual(approved.body, { id, deferred: "person/approve-payout" })
       const result = yield* Payout.execute({ order: "P-1" }).pipe(Effect.provideContext(context))
@@ -142,11 +167,17 @@ describe("workflow approvals", () => {
   it.live("a workflow awaiting a deferred that is not for a person is named on its page and refused as an approval (409, nothing written)", () =>
     Effect.gen(function*() {
       const { context, origin, schema, sql } = yield* setUp
-      const executionId = yield* Settlement.execute({ order: "S-1" }, { discard: true }).pipe(Effect.provideContext(context))
+      const executionId = yield* Settlement.execute({ order: "S-1" }, { discard: true }).pipe(
+        Effect.provideContext(context)
+      )
       const key = LeaseholdWorkflows.executionKey("Settlement", executionId)
       const id = yield* suspendedRun(sql, schema, key)
       const page = yield* request(`${origin}/api/runs/${id}`, { headers: bearer })
-      assert.deepStrictEqual(page.body.run.workflow.awaiting, [{ name: "bank-settled", forPerson: false, wakeAt: null }])
+      assert.deepStrictEqual(page.body.run.workflow.awaiting, [{
+        name: "bank-settled",
+        forPerson: false,
+        wakeAt: null
+      }])
       const deferreds = () => sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".workflow_deferreds`)
       const refused = yield* postJson(`${origin}/api/runs/${id}/resume`, { payload: { approved: true } }, bearer)
       assert.strictEqual(refused.status, 409)
@@ -160,12 +191,17 @@ describe("workflow approvals", () => {
     Effect.gen(function*() {
       const { context, origin, schema, sql } = yield* setUp
       const payout = yield* Payout.execute({ order: "P-2" }, { discard: true }).pipe(Effect.provideContext(context))
-      const settlement = yield* Settlement.execute({ order: "S-2" }, { discard: true }).pipe(Effect.provideContext(context))
+      const settlement = yield* Settlement.execute({ order: "S-2" }, { discard: true }).pipe(
+        Effect.provideContext(context)
+      )
       const payoutRun = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Payout", payout))
       const settlementRun = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Settlement", settlement))
-      const executablePath = process.env.CHROMIUM_PATH || execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
+      const executablePath = process.env.CHROMIUM_PATH ||
+        execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
       const browser = yield* Effect.acquireRelease(
-        Effect.promise(() => chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })),
+        Effect.promise(() =>
+          chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })
+        ),
         (b) => Effect.promise(() => b.close())
       )
       yield* Effect.promise(async () => {
@@ -174,25 +210,38 @@ describe("workflow approvals", () => {
         await page.goto(`${origin}/#/runs/${payoutRun}`)
         const journal = page.locator("section[aria-labelledby=journal] tbody tr")
         await journal.first().waitFor({ timeout: 10_000 })
-        const entries = await journal.evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll("td")].slice(1).map((td) => td.textContent?.trim())))
+        const entries = await journal.evaluateAll((rows) =>
+          rows.map((r) => [...r.querySelectorAll("td")].slice(1).map((td) => td.textContent?.trim()))
+        )
         assert.deepStrictEqual(entries, [
           ["activity", "quote", "1", "1", "succeeded", "42"],
           ["deferred", "person/approve-payout", "", "", "awaited", ""]
         ])
         if (process.env.UPDATE_SCREENSHOTS === "1") {
-          await page.screenshot({ path: new URL("../docs/console-workflow.png", import.meta.url).pathname, fullPage: true })
+          await page.screenshot({
+            path: new URL("../docs/console-workflow.png", import.meta.url).pathname,
+            fullPage: true
+          })
         }
         await page.goto(`${origin}/#/approvals`)
         const card = page.locator(`article.approval[data-run-id="${payoutRun}"]`)
         await card.waitFor({ timeout: 10_000 })
         assert.include(await card.textContent(), `deferred "person/approve-payout" (for a person)`)
-        assert.strictEqual(await page.locator(`article.approval[data-run-id="${settlementRun}"]`).count(), 0, "not an approval")
+        assert.strictEqual(
+          await page.locator(`article.approval[data-run-id="${settlementRun}"]`).count(),
+          0,
+          "not an approval"
+        )
         await card.getByLabel("Note (optional)").fill("paid")
         await card.getByRole("button", { name: "Approve" }).click()
         await card.getByText("Approved: the run is resuming.").waitFor({ timeout: 10_000 })
         await page.goto(`${origin}/#/runs/${settlementRun}`)
         await page.getByText(`deferred "bank-settled"`).waitFor({ timeout: 10_000 })
-        assert.strictEqual(await page.getByRole("button", { name: "Approve" }).count(), 0, "no decision offered on its page")
+        assert.strictEqual(
+          await page.getByRole("button", { name: "Approve" }).count(),
+          0,
+          "no decision offered on its page"
+        )
       })
       const result = yield* Payout.execute({ order: "P-2" }).pipe(Effect.provideContext(context))
       assert.deepStrictEqual(result, { order: "P-2", approved: true, note: "paid" })
@@ -201,16 +250,24 @@ describe("workflow approvals", () => {
   it.live("a decision that does not decode with the deferred's schema is refused (400, nothing written); the schema is the run's signalSchema", () =>
     Effect.gen(function*() {
       const { context, origin, schema, sql } = yield* setUp
-      const executionId = yield* Refund.execute({ order: "R-1" }, { discard: true }).pipe(Effect.provideContext(context))
+      const executionId = yield* Refund.execute({ order: "R-1" }, { discard: true }).pipe(
+        Effect.provideContext(context)
+      )
       const id = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Refund", executionId))
       const page = yield* request(`${origin}/api/runs/${id}`, { headers: bearer })
       const properties = page.body.run.signalSchema.schema.properties
       assert.deepStrictEqual(Object.keys(properties), ["approved", "amount", "note"])
-      const refused = yield* postJson(`${origin}/api/runs/${id}/resume`, { payload: { approved: true, amount: "12" } }, bearer)
+      const refused = yield* postJson(
+        `${origin}/api/runs/${id}/resume`,
+        { payload: { approved: true, amount: "12" } },
+        bearer
+      )
       assert.strictEqual(refused.status, 400, JSON.stringify(refused.body))
       assert.strictEqual(refused.body.error, "invalid-payload")
       assert.include(refused.body.message, "amount")
-      const deferreds = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".workflow_deferreds`)
+      const deferreds = yield* sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".workflow_deferreds`
+      )
       assert.strictEqual(deferreds[0]!.n, 0, "no deferred completed")
       // A workflow without the schema given keeps the default form's { approved, note }.
       const payout = yield* Payout.execute({ order: "P-3" }, { discard: true }).pipe(Effect.provideContext(context))
@@ -222,11 +279,16 @@ describe("workflow approvals", () => {
   it.live("in the console (chromium): a workflow's approval form is built from its deferred's schema; a non-number amount is refused in the page, a number reaches the workflow as a number", () =>
     Effect.gen(function*() {
       const { context, origin, schema, sql } = yield* setUp
-      const executionId = yield* Refund.execute({ order: "R-2" }, { discard: true }).pipe(Effect.provideContext(context))
+      const executionId = yield* Refund.execute({ order: "R-2" }, { discard: true }).pipe(
+        Effect.provideContext(context)
+      )
       const runId = yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Refund", executionId))
-      const executablePath = process.env.CHROMIUM_PATH || execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
+      const executablePath = process.env.CHROMIUM_PATH ||
+        execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
       const browser = yield* Effect.acquireRelease(
-        Effect.promise(() => chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })),
+        Effect.promise(() =>
+          chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })
+        ),
         (b) => Effect.promise(() => b.close())
       )
       const posted: Array<string> = []
@@ -261,28 +323,39 @@ describe("workflow approvals", () => {
   it.live("a workflow's run page lists its child workflows, each linked to its own run page (API and chromium)", () =>
     Effect.gen(function*() {
       const { context, origin, schema, sql } = yield* setUp
-      const batch = yield* RefundBatch.execute({ orders: ["C-1", "C-2"] }, { discard: true }).pipe(Effect.provideContext(context))
+      const batch = yield* RefundBatch.execute({ orders: ["C-1", "C-2"] }, { discard: true }).pipe(
+        Effect.provideContext(context)
+      )
       const batchKey = LeaseholdWorkflows.executionKey("RefundBatch", batch)
-      const childRuns = yield* eventually("both children suspend", Effect.map(
-        sql.unsafe<{ id: string; key: string }>(
-          `SELECT id::text AS id, idempotency_key AS key FROM "${schema}".runs WHERE kind = 'workflow/Refund' AND state = 'suspended' ORDER BY id`
+      const childRuns = yield* eventually(
+        "both children suspend",
+        Effect.map(
+          sql.unsafe<{ id: string; key: string }>(
+            `SELECT id::text AS id, idempotency_key AS key FROM "${schema}".runs WHERE kind = 'workflow/Refund' AND state = 'suspended' ORDER BY id`
+          ),
+          (rows) => rows.length === 2 ? rows : undefined
         ),
-        (rows) => rows.length === 2 ? rows : undefined
-      ), "20 seconds")
+        "20 seconds"
+      )
       const batchRun = yield* suspendedRun(sql, schema, batchKey)
       // Another workflow's child is not this one's.
       const other = yield* Refund.execute({ order: "C-9" }, { discard: true }).pipe(Effect.provideContext(context))
       yield* suspendedRun(sql, schema, LeaseholdWorkflows.executionKey("Refund", other))
       const page = yield* request(`${origin}/api/runs/${batchRun}`, { headers: bearer })
       assert.deepStrictEqual(
-        page.body.children.map((c: { id: string; kind: string; state: string; execution: string }) => [c.id, c.kind, c.state, c.execution]),
+        page.body.children.map((
+          c: { id: string; kind: string; state: string; execution: string }
+        ) => [c.id, c.kind, c.state, c.execution]),
         childRuns.map((c) => [c.id, "workflow/Refund", "suspended", c.key])
       )
       const childPage = yield* request(`${origin}/api/runs/${childRuns[0]!.id}`, { headers: bearer })
       assert.deepStrictEqual(childPage.body.children, [], "a child without children of its own")
-      const executablePath = process.env.CHROMIUM_PATH || execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
+      const executablePath = process.env.CHROMIUM_PATH ||
+        execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim()
       const browser = yield* Effect.acquireRelease(
-        Effect.promise(() => chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })),
+        Effect.promise(() =>
+          chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })
+        ),
         (b) => Effect.promise(() => b.close())
       )
       yield* Effect.promise(async () => {
@@ -290,7 +363,9 @@ describe("workflow approvals", () => {
         await page.goto(`${origin}/#/runs/${batchRun}`)
         const rows = page.locator("section[aria-labelledby=children] tbody tr")
         await rows.first().waitFor({ timeout: 10_000 })
-        const shown = await rows.evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("td")].slice(0, 4).map((td) => td.textContent?.trim())))
+        const shown = await rows.evaluateAll((trs) =>
+          trs.map((tr) => [...tr.querySelectorAll("td")].slice(0, 4).map((td) => td.textContent?.trim()))
+        )
         assert.deepStrictEqual(shown.map((r) => r.slice(1)), childRuns.map((c) => ["Refund", c.key, "suspended"]))
         // Its link opens the child's page, by keyboard.
         const link = rows.first().getByRole("link")
@@ -298,7 +373,9 @@ describe("workflow approvals", () => {
         await page.keyboard.press("Enter")
         await page.waitForURL(`**/#/runs/${childRuns[0]!.id}`)
         await page.locator("h1", { hasText: "Run" }).waitFor()
-        await page.locator("section[aria-labelledby=children]").getByText("No child workflow.").waitFor({ timeout: 10_000 })
+        await page.locator("section[aria-labelledby=children]").getByText("No child workflow.").waitFor({
+          timeout: 10_000
+        })
       })
     }))
 })

@@ -7,15 +7,15 @@
  * engine of its own (a fresh schema) and a `Notes` list its workflows write to.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Database, PgRunStore } from "@leasehold/sql"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
 import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Result, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableClock, DurableDeferred, Workflow } from "effect/workflow"
 import { WorkflowInstance } from "effect/workflow/WorkflowEngine"
-import { Database, PgRunStore } from "@leasehold/sql"
 import { databaseUrl, freshSchema } from "./support/db.js"
-import { EngineSchema, leaseholdEngine } from "./support/workflowEngine.js"
 import { eventually as eventuallyLive } from "./support/workers.js"
+import { EngineSchema, leaseholdEngine } from "./support/workflowEngine.js"
 
 /** What the workflows did, in order. */
 class Notes extends Context.Service<Notes, Array<string>>()("test/Notes") {}
@@ -36,7 +36,10 @@ const onEngine = <ROut, E>(workflows: Layer.Layer<ROut, E, any>) =>
   )
 
 const eventually = <A, R>(what: string, check: Effect.Effect<A | undefined | false, any, R>, timeout?: string) =>
-  Effect.flatMap(Effect.context<R>(), (context) => eventuallyLive(what, Effect.provideContext(check, context), timeout as any))
+  Effect.flatMap(
+    Effect.context<R>(),
+    (context) => eventuallyLive(what, Effect.provideContext(check, context), timeout as any)
+  )
 
 const runOf = (workflow: Workflow.Any, executionId: string) =>
   Effect.gen(function*() {
@@ -49,7 +52,11 @@ const runOf = (workflow: Workflow.Any, executionId: string) =>
   })
 
 const untilState = (workflow: Workflow.Any, executionId: string, state: string, timeout?: string) =>
-  eventually(`${workflow._tag} ${state}`, Effect.map(runOf(workflow, executionId), (run) => run?.state === state && run), timeout)
+  eventually(
+    `${workflow._tag} ${state}`,
+    Effect.map(runOf(workflow, executionId), (run) => run?.state === state && run),
+    timeout
+  )
 
 /** The activities the journal recorded for an execution, with the fence of each. */
 const recorded = (workflow: Workflow.Any, executionId: string) =>
@@ -67,7 +74,11 @@ const tokenOf = (deferred: DurableDeferred.DurableDeferred<any, any>, workflow: 
 
 // --- Racing activities: the fastest carrier wins, the others are stopped and never recorded.
 
-const Quote = Workflow.make("Quote", { payload: { parcel: Schema.String }, success: Schema.String, idempotencyKey: ({ parcel }) => parcel })
+const Quote = Workflow.make("Quote", {
+  payload: { parcel: Schema.String },
+  success: Schema.String,
+  idempotencyKey: ({ parcel }) => parcel
+})
 
 const carrier = (name: string, millis: number) =>
   Activity.make({
@@ -86,13 +97,20 @@ const QuoteLayer = Quote.toLayer(() =>
 
 // --- Durable clocks raced inside activities: the run suspends until the earlier deadline.
 
-const Relay = Workflow.make("Relay", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: ({ id }) => id })
+const Relay = Workflow.make("Relay", {
+  payload: { id: Schema.String },
+  success: Schema.String,
+  idempotencyKey: ({ id }) => id
+})
 
 const leg = (name: string, millis: number) =>
   Activity.make({
     name,
     success: Schema.String,
-    execute: DurableClock.sleep({ name, duration: millis, inMemoryThreshold: 0 }).pipe(Effect.andThen(note(`arrived:${name}`)), Effect.as(name))
+    execute: DurableClock.sleep({ name, duration: millis, inMemoryThreshold: 0 }).pipe(
+      Effect.andThen(note(`arrived:${name}`)),
+      Effect.as(name)
+    )
   })
 
 const RelayLayer = Relay.toLayer(() => Activity.raceAll("first leg", [leg("by road", 60_000), leg("by rail", 800)]))
@@ -102,7 +120,11 @@ const RelayLayer = Relay.toLayer(() => Activity.raceAll("first leg", [leg("by ro
 const ManagerSays = DurableDeferred.make("manager says", { success: Schema.String })
 const DirectorSays = DurableDeferred.make("director says", { success: Schema.String })
 
-const Escalation = Workflow.make("Escalation", { payload: { ticket: Schema.String }, success: Schema.String, idempotencyKey: ({ ticket }) => ticket })
+const Escalation = Workflow.make("Escalation", {
+  payload: { ticket: Schema.String },
+  success: Schema.String,
+  idempotencyKey: ({ ticket }) => ticket
+})
 
 const EscalationLayer = Escalation.toLayer(() =>
   DurableDeferred.raceAll({
@@ -119,8 +141,16 @@ const EscalationLayer = Escalation.toLayer(() =>
 // --- Nested workflows: a move waits for its boxes to be packed by a child workflow.
 
 const Sealed = DurableDeferred.make("sealed", { success: Schema.String })
-const Pack = Workflow.make("Pack", { payload: { box: Schema.String }, success: Schema.String, idempotencyKey: ({ box }) => box })
-const Move = Workflow.make("Move", { payload: { box: Schema.String }, success: Schema.String, idempotencyKey: ({ box }) => box })
+const Pack = Workflow.make("Pack", {
+  payload: { box: Schema.String },
+  success: Schema.String,
+  idempotencyKey: ({ box }) => box
+})
+const Move = Workflow.make("Move", {
+  payload: { box: Schema.String },
+  success: Schema.String,
+  idempotencyKey: ({ box }) => box
+})
 
 const PackLayer = Pack.toLayer(Effect.fnUntraced(function*({ box }) {
   const by = yield* DurableDeferred.await(Sealed)
@@ -137,14 +167,20 @@ const MoveLayer = Move.toLayer(Effect.fnUntraced(function*({ box }) {
 
 class Feed extends Context.Service<Feed, { online: boolean; attempts: number }>()("test/Feed") {}
 
-const Import = Workflow.make("Import", { payload: { feed: Schema.String }, success: Schema.Number, idempotencyKey: ({ feed }) => feed })
+const Import = Workflow.make("Import", {
+  payload: { feed: Schema.String },
+  success: Schema.Number,
+  idempotencyKey: ({ feed }) => feed
+})
   .annotate(Workflow.SuspendOnFailure, true)
 
 const ImportLayer = Import.toLayer(Effect.fnUntraced(function*() {
   const feed = yield* Feed
   const instance = yield* WorkflowInstance
   yield* Effect.addFinalizer(() =>
-    instance.suspended ? note(`import suspended: ${instance.failed ? Cause.pretty(instance.cause!) : "no failure"}`) : Effect.void
+    instance.suspended
+      ? note(`import suspended: ${instance.failed ? Cause.pretty(instance.cause!) : "no failure"}`)
+      : Effect.void
   )
   return yield* Activity.make({
     name: "fetch feed",
@@ -158,7 +194,11 @@ const ImportLayer = Import.toLayer(Effect.fnUntraced(function*() {
 
 // --- catchCause around an activity that dies: the fallback runs, both results are recorded.
 
-const Lookup = Workflow.make("Lookup", { payload: { key: Schema.String }, success: Schema.String, idempotencyKey: ({ key }) => key })
+const Lookup = Workflow.make("Lookup", {
+  payload: { key: Schema.String },
+  success: Schema.String,
+  idempotencyKey: ({ key }) => key
+})
 
 const LookupLayer = Lookup.toLayer(() =>
   Activity.make({ name: "primary", success: Schema.String, execute: Effect.die("primary down") }).pipe(
@@ -166,7 +206,10 @@ const LookupLayer = Lookup.toLayer(() =>
       Activity.make({
         name: "fallback",
         success: Schema.String,
-        execute: Effect.as(note(`fallback after ${Cause.hasDies(cause) ? "a defect" : "something else"}`), "from replica")
+        execute: Effect.as(
+          note(`fallback after ${Cause.hasDies(cause) ? "a defect" : "something else"}`),
+          "from replica"
+        )
       })
     )
   )
@@ -199,7 +242,11 @@ const Holiday = Workflow.make("Holiday", {
 })
 
 const booking = (what: string) =>
-  Activity.make({ name: `book ${what}`, success: Schema.String, execute: Effect.as(note(`booked ${what}`), `${what}-1`) }).pipe(
+  Activity.make({
+    name: `book ${what}`,
+    success: Schema.String,
+    execute: Effect.as(note(`booked ${what}`), `${what}-1`)
+  }).pipe(
     Holiday.withCompensation((reference) => note(`cancelled ${reference}`))
   )
 
@@ -215,11 +262,23 @@ const HolidayLayer = Holiday.toLayer(Effect.fnUntraced(function*({ card }) {
 
 // --- Executing an id twice: one run, one activity, one result.
 
-const Invoice = Workflow.make("Invoice", { payload: { number: Schema.Number }, success: Schema.String, idempotencyKey: ({ number }) => String(number) })
-class Receipt extends Workflow.make("Receipt", { payload: { number: Schema.Number }, success: Schema.Number, idempotencyKey: ({ number }) => String(number) }) {}
+const Invoice = Workflow.make("Invoice", {
+  payload: { number: Schema.Number },
+  success: Schema.String,
+  idempotencyKey: ({ number }) => String(number)
+})
+class Receipt extends Workflow.make("Receipt", {
+  payload: { number: Schema.Number },
+  success: Schema.Number,
+  idempotencyKey: ({ number }) => String(number)
+}) {}
 
 const InvoiceLayer = Invoice.toLayer(({ number }) =>
-  Activity.make({ name: "issue", success: Schema.String, execute: Effect.as(note(`issued ${number}`), `INV-${number}`) })
+  Activity.make({
+    name: "issue",
+    success: Schema.String,
+    execute: Effect.as(note(`issued ${number}`), `INV-${number}`)
+  })
 )
 const ReceiptLayer = Receipt.toLayer(({ number }) => Effect.succeed(number * 2))
 
@@ -253,7 +312,9 @@ const StandoffLayer = Standoff.toLayer(Effect.fnUntraced(function*({ shape }) {
       return yield* race([DurableDeferred.await(Verdict), deliberate("deliberate")])
     case "clock":
       return yield* race([
-        DurableClock.sleep({ name: "deadline", duration: "1500 millis", inMemoryThreshold: 0 }).pipe(Effect.as("deadline")),
+        DurableClock.sleep({ name: "deadline", duration: "1500 millis", inMemoryThreshold: 0 }).pipe(
+          Effect.as("deadline")
+        ),
         deliberate("deliberate")
       ])
     case "into":
@@ -264,7 +325,11 @@ const StandoffLayer = Standoff.toLayer(Effect.fnUntraced(function*({ shape }) {
     case "prepared":
       return yield* race([
         Effect.gen(function*() {
-          const brief = yield* Activity.make({ name: "prepare", success: Schema.String, execute: Effect.as(note("prepared"), "brief") })
+          const brief = yield* Activity.make({
+            name: "prepare",
+            success: Schema.String,
+            execute: Effect.as(note("prepared"), "brief")
+          })
           const verdict = yield* DurableDeferred.await(Verdict)
           return `${brief}:${verdict}`
         }),
@@ -284,7 +349,11 @@ const StandoffLayer = Standoff.toLayer(Effect.fnUntraced(function*({ shape }) {
       return yield* race([
         Effect.map(DurableDeferred.await(SelfMade), (made) => `waited for ${made}`),
         DurableDeferred.into(
-          Activity.make({ name: "make", success: Schema.String, execute: Effect.as(Effect.sleep("300 millis"), "a part") }),
+          Activity.make({
+            name: "make",
+            success: Schema.String,
+            execute: Effect.as(Effect.sleep("300 millis"), "a part")
+          }),
           SelfMade
         ).pipe(Effect.andThen(Effect.never))
       ])
@@ -294,9 +363,15 @@ const StandoffLayer = Standoff.toLayer(Effect.fnUntraced(function*({ shape }) {
         Activity.make({
           name: "clocked",
           success: Schema.String,
-          execute: DurableClock.sleep({ name: "inner", duration: "500 millis", inMemoryThreshold: 0 }).pipe(Effect.as("clocked"))
+          execute: DurableClock.sleep({ name: "inner", duration: "500 millis", inMemoryThreshold: 0 }).pipe(
+            Effect.as("clocked")
+          )
         }),
-        Activity.make({ name: "steady", success: Schema.String, execute: Effect.as(Effect.sleep("2500 millis"), "steady") })
+        Activity.make({
+          name: "steady",
+          success: Schema.String,
+          execute: Effect.as(Effect.sleep("2500 millis"), "steady")
+        })
       ])
   }
 }))
@@ -305,20 +380,29 @@ const StandoffLayer = Standoff.toLayer(Effect.fnUntraced(function*({ shape }) {
 
 const FirstStamp = DurableDeferred.make("first stamp")
 const SecondStamp = DurableDeferred.make("second stamp")
-const Passport = Workflow.make("Passport", { payload: { holder: Schema.String }, idempotencyKey: ({ holder }) => holder })
+const Passport = Workflow.make("Passport", {
+  payload: { holder: Schema.String },
+  idempotencyKey: ({ holder }) => holder
+})
 
 const PassportLayer = Passport.toLayer(Effect.fnUntraced(function*() {
   const replay = (yield* notes).filter((line) => line.startsWith("replay")).length + 1
   yield* note(`replay ${replay}`)
   yield* Workflow.addFinalizer((exit) => note(`closed ${replay} (${Exit.isSuccess(exit) ? "success" : "failure"})`))
-  yield* Activity.make({ name: "apply", execute: note("applied") }).pipe(Passport.withCompensation(() => note("withdrawn")))
+  yield* Activity.make({ name: "apply", execute: note("applied") }).pipe(
+    Passport.withCompensation(() => note("withdrawn"))
+  )
   yield* DurableDeferred.await(FirstStamp)
   yield* DurableDeferred.await(SecondStamp)
 }))
 
 // --- Issue 30: an engine shut down mid-run releases the run to the next holder; no compensation runs.
 
-const Voyage = Workflow.make("Voyage", { payload: { ship: Schema.String }, success: Schema.String, idempotencyKey: ({ ship }) => ship })
+const Voyage = Workflow.make("Voyage", {
+  payload: { ship: Schema.String },
+  success: Schema.String,
+  idempotencyKey: ({ ship }) => ship
+})
 
 const VoyageLayer = Voyage.toLayer(Effect.fnUntraced(function*() {
   yield* Activity.make({ name: "berth", success: Schema.String, execute: Effect.as(note("berthed"), "berth-9") }).pipe(
@@ -365,9 +449,15 @@ describe("the workflow engine against effect/workflow", () => {
       yield* untilState(Escalation, executionId, "suspended")
       const polled = yield* Escalation.poll(executionId)
       assert.isTrue(Option.isSome(polled) && polled.value._tag === "Suspended")
-      yield* DurableDeferred.succeed(DirectorSays, { token: tokenOf(DirectorSays, Escalation, executionId), value: "approved" })
+      yield* DurableDeferred.succeed(DirectorSays, {
+        token: tokenOf(DirectorSays, Escalation, executionId),
+        value: "approved"
+      })
       assert.strictEqual(yield* Escalation.execute({ ticket: "t-1" }), "director: approved")
-      yield* DurableDeferred.succeed(ManagerSays, { token: tokenOf(ManagerSays, Escalation, executionId), value: "refused" })
+      yield* DurableDeferred.succeed(ManagerSays, {
+        token: tokenOf(ManagerSays, Escalation, executionId),
+        value: "refused"
+      })
       yield* Escalation.resume(executionId)
       yield* Effect.sleep("300 millis")
       assert.strictEqual(yield* Escalation.execute({ ticket: "t-1" }), "director: approved")
@@ -448,7 +538,10 @@ describe("the workflow engine against effect/workflow", () => {
       const run = (yield* runOf(Holiday, executionId))!
       assert.deepInclude(run, { state: "completed", fence: 2 })
       // The bookings replayed from the journal: booked once each, under fence 1.
-      assert.deepStrictEqual((yield* recorded(Holiday, executionId)).map((r) => [r.activity, r.fence]), [["book flight", 1], ["book hotel", 1]])
+      assert.deepStrictEqual((yield* recorded(Holiday, executionId)).map((r) => [r.activity, r.fence]), [[
+        "book flight",
+        1
+      ], ["book hotel", 1]])
     }).pipe(Effect.provide(onEngine(HolidayLayer))))
 
   it.live("resume of a workflow whose deferred is not done replays it and it suspends again, nothing re-run", () =>
@@ -456,7 +549,10 @@ describe("the workflow engine against effect/workflow", () => {
       const executionId = yield* Holiday.execute({ trip: "lima", card: "ok" }, { discard: true })
       yield* untilState(Holiday, executionId, "suspended")
       yield* Holiday.resume(executionId)
-      yield* eventually("replayed under fence 2 and suspended again", Effect.map(runOf(Holiday, executionId), (run) => run?.state === "suspended" && run.fence === 2))
+      yield* eventually(
+        "replayed under fence 2 and suspended again",
+        Effect.map(runOf(Holiday, executionId), (run) => run?.state === "suspended" && run.fence === 2)
+      )
       assert.deepStrictEqual(yield* notes, ["booked flight", "booked hotel"])
       yield* DurableDeferred.done(Confirmed, { token: tokenOf(Confirmed, Holiday, executionId), exit: Exit.void })
       yield* Holiday.execute({ trip: "lima", card: "ok" })
@@ -465,7 +561,9 @@ describe("the workflow engine against effect/workflow", () => {
 
   it.live("executing an id twice, even at once, is one run and one activity; discard returns the id; a class workflow runs too", () =>
     Effect.gen(function*() {
-      const [a, b] = yield* Effect.all([Invoice.execute({ number: 5 }), Invoice.execute({ number: 5 })], { concurrency: 2 })
+      const [a, b] = yield* Effect.all([Invoice.execute({ number: 5 }), Invoice.execute({ number: 5 })], {
+        concurrency: 2
+      })
       assert.strictEqual(a, "INV-5")
       assert.strictEqual(b, "INV-5")
       assert.deepStrictEqual(yield* notes, ["issued 5"])
@@ -473,7 +571,9 @@ describe("the workflow engine against effect/workflow", () => {
       assert.strictEqual(yield* Invoice.execute({ number: 5 }, { discard: true }), executionId)
       const sql = yield* SqlClient.SqlClient
       const schema = yield* EngineSchema
-      const [count] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(schema)}.runs WHERE kind = 'workflow/Invoice'`
+      const [count] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${
+        sql(schema)
+      }.runs WHERE kind = 'workflow/Invoice'`
       assert.strictEqual(count!.n, 1)
       const polled = yield* Invoice.poll(executionId)
       assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.isSuccess(polled.value.exit))
@@ -526,7 +626,9 @@ describe("the workflow engine against effect/workflow", () => {
       yield* heldThroughout(executionId)
       const sql = yield* SqlClient.SqlClient
       const schema = yield* EngineSchema
-      const rows = yield* sql<{ exit: unknown }>`SELECT exit FROM ${sql(schema)}.workflow_deferreds WHERE name = ${Aux.name}`
+      const rows = yield* sql<{ exit: unknown }>`SELECT exit FROM ${
+        sql(schema)
+      }.workflow_deferreds WHERE name = ${Aux.name}`
       assert.include(JSON.stringify(rows[0]!.exit), "upheld")
     }).pipe(Effect.provide(onEngine(StandoffLayer))))
 
@@ -537,7 +639,10 @@ describe("the workflow engine against effect/workflow", () => {
       assert.strictEqual(yield* Standoff.execute({ shape: "prepared" }), "brief:heard")
       yield* heldThroughout(executionId)
       assert.deepStrictEqual(yield* notes, ["replay:prepared", "prepared", "replay:prepared"])
-      assert.deepStrictEqual((yield* recorded(Standoff, executionId)).map((r) => [r.activity, r.fence]), [["prepare", 1]])
+      assert.deepStrictEqual((yield* recorded(Standoff, executionId)).map((r) => [r.activity, r.fence]), [[
+        "prepare",
+        1
+      ]])
     }).pipe(Effect.provide(onEngine(StandoffLayer))))
 
   it.live("a branch waiting on two deferreds in turn beside a branch that never ends is woken once per completion", () =>
@@ -547,7 +652,10 @@ describe("the workflow engine against effect/workflow", () => {
       yield* eventually("woken by the first", Effect.map(notes, (lines) => lines.length === 2))
       yield* Effect.sleep("300 millis")
       assert.strictEqual((yield* runOf(Standoff, executionId))!.state, "running")
-      yield* DurableDeferred.succeed(SecondVerdict, { token: tokenOf(SecondVerdict, Standoff, executionId), value: "two" })
+      yield* DurableDeferred.succeed(SecondVerdict, {
+        token: tokenOf(SecondVerdict, Standoff, executionId),
+        value: "two"
+      })
       assert.strictEqual(yield* Standoff.execute({ shape: "two waits" }), "one+two")
       yield* heldThroughout(executionId)
       assert.deepStrictEqual(yield* notes, ["replay:two waits", "replay:two waits", "replay:two waits"])
@@ -573,7 +681,10 @@ describe("the workflow engine against effect/workflow", () => {
       const executionId = yield* Passport.execute({ holder: "kim" }, { discard: true })
       yield* untilState(Passport, executionId, "suspended")
       yield* DurableDeferred.done(FirstStamp, { token: tokenOf(FirstStamp, Passport, executionId), exit: Exit.void })
-      yield* eventually("suspended again on the second stamp", Effect.map(runOf(Passport, executionId), (run) => run?.state === "suspended" && run.fence === 2))
+      yield* eventually(
+        "suspended again on the second stamp",
+        Effect.map(runOf(Passport, executionId), (run) => run?.state === "suspended" && run.fence === 2)
+      )
       // Nothing closed while the execution goes on.
       assert.deepStrictEqual(yield* notes, ["replay 1", "applied", "replay 2"])
       yield* DurableDeferred.done(SecondStamp, { token: tokenOf(SecondStamp, Passport, executionId), exit: Exit.void })
@@ -593,10 +704,15 @@ describe("the workflow engine against effect/workflow", () => {
       const schema = freshSchema("wfstop")
       const lines: Array<string> = []
       const engineOn = () =>
-        VoyageLayer.pipe(Layer.provideMerge(Layer.succeed(Notes, lines)), Layer.provideMerge(leaseholdEngine({ schema })))
+        VoyageLayer.pipe(
+          Layer.provideMerge(Layer.succeed(Notes, lines)),
+          Layer.provideMerge(leaseholdEngine({ schema }))
+        )
       const first = yield* Scope.make()
       const context = yield* Layer.buildWithScope(engineOn(), first)
-      const executionId = yield* Voyage.execute({ ship: "argo" }, { discard: true }).pipe(Effect.provideContext(context))
+      const executionId = yield* Voyage.execute({ ship: "argo" }, { discard: true }).pipe(
+        Effect.provideContext(context)
+      )
       yield* eventuallyLive("sailing", Effect.sync(() => lines.includes("sailing under fence 1")))
       yield* Scope.close(first, Exit.void)
       assert.deepStrictEqual(lines, ["berthed", "sailing under fence 1"])
@@ -607,7 +723,9 @@ describe("the workflow engine against effect/workflow", () => {
       assert.deepStrictEqual(lines, ["berthed", "sailing under fence 1", "sailing under fence 2", "voyage closed"])
       const sql = yield* SqlClient.SqlClient
       const [run] = yield* sql<{ state: string; fence: string }>`
-        SELECT state, fence::text AS fence FROM ${sql(schema)}.runs WHERE idempotency_key = ${LeaseholdWorkflows.executionKey(Voyage._tag, executionId)}`
+        SELECT state, fence::text AS fence FROM ${sql(schema)}.runs WHERE idempotency_key = ${
+        LeaseholdWorkflows.executionKey(Voyage._tag, executionId)
+      }`
       assert.deepStrictEqual(run, { state: "completed", fence: "2" })
     }).pipe(Effect.provide(leaseholdEngine())))
   it.live("a client-only engine executes, signals and resumes without ever claiming a run; a serving engine runs it", () =>
@@ -630,14 +748,23 @@ describe("the workflow engine against effect/workflow", () => {
       const sql = yield* SqlClient.SqlClient
       const key = LeaseholdWorkflows.executionKey(Holiday._tag, executionId)
       const [run] = yield* sql<{ id: string; state: string; fence: string; lease_owner: string | null }>`
-        SELECT id::text AS id, state, fence::text AS fence, lease_owner FROM ${sql(schema)}.runs WHERE idempotency_key = ${key}`
+        SELECT id::text AS id, state, fence::text AS fence, lease_owner FROM ${
+        sql(schema)
+      }.runs WHERE idempotency_key = ${key}`
       assert.deepStrictEqual(run, { id: run!.id, state: "pending", fence: "0", lease_owner: null })
-      const claims = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(schema)}.run_history WHERE run_id = ${run!.id}::bigint AND kind = 'claimed'`
+      const claims = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${
+        sql(schema)
+      }.run_history WHERE run_id = ${run!.id}::bigint AND kind = 'claimed'`
       assert.strictEqual(claims[0]!.n, 0)
       assert.deepStrictEqual(lines, [])
 
       yield* Holiday.execute({ trip: "kyiv", card: "ok" }).pipe(
-        Effect.provide(HolidayLayer.pipe(Layer.provideMerge(Layer.succeed(Notes, lines)), Layer.provideMerge(leaseholdEngine({ schema }))))
+        Effect.provide(
+          HolidayLayer.pipe(
+            Layer.provideMerge(Layer.succeed(Notes, lines)),
+            Layer.provideMerge(leaseholdEngine({ schema }))
+          )
+        )
       )
       assert.deepStrictEqual(lines, ["booked flight", "booked hotel", "paid"])
     }).pipe(Effect.provide(Database.layerFromUrl(databaseUrl(), { maxConnections: 2 }))))

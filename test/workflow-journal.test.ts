@@ -16,11 +16,15 @@ import { databaseUrl, freshSchema } from "./support/db.js"
 interface Target {
   readonly name: string
   /** A store and its journal, and a way to make a run's lease expire now. */
-  readonly make: Effect.Effect<{
-    readonly store: RunStore["Service"]
-    readonly journal: WorkflowJournal.WorkflowJournal["Service"]
-    readonly expire: (runId: string) => Effect.Effect<void>
-  }, unknown, Scope.Scope>
+  readonly make: Effect.Effect<
+    {
+      readonly store: RunStore["Service"]
+      readonly journal: WorkflowJournal.WorkflowJournal["Service"]
+      readonly expire: (runId: string) => Effect.Effect<void>
+    },
+    unknown,
+    Scope.Scope
+  >
 }
 
 const postgres: Target = {
@@ -35,7 +39,11 @@ const postgres: Target = {
       store: Context.get(context, RunStore),
       journal: Context.get(context, WorkflowJournal.WorkflowJournal),
       expire: (runId) =>
-        Effect.orDie(sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`))
+        Effect.orDie(
+          sql.unsafe(
+            `UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`
+          )
+        )
     }
   })
 }
@@ -50,10 +58,13 @@ const memory: Target = {
 }
 
 const claimOne = (store: RunStore["Service"], owner: string) =>
-  Effect.map(store.claim({ owner, queues: ["default"], kinds: ["wf"], limit: 1, ttl: Duration.seconds(30) }), (runs) => {
-    assert.strictEqual(runs.length, 1)
-    return { runId: runs[0]!.id, fence: runs[0]!.fence }
-  })
+  Effect.map(
+    store.claim({ owner, queues: ["default"], kinds: ["wf"], limit: 1, ttl: Duration.seconds(30) }),
+    (runs) => {
+      assert.strictEqual(runs.length, 1)
+      return { runId: runs[0]!.id, fence: runs[0]!.fence }
+    }
+  )
 
 for (const target of [postgres, memory]) {
   describe(`WorkflowJournal on ${target.name}`, () => {
@@ -77,9 +88,15 @@ for (const target of [postgres, memory]) {
         assert(Option.isNone(yield* journal.activityResult("exec/1", "other", 1)))
         assert.deepStrictEqual(yield* journal.activityResult("exec/1", "step", 1), Option.some({ v: 1 }))
         // An activity's start reads its result and a pending interrupt together.
-        assert.deepStrictEqual(yield* journal.activityStart("exec/1", "step", 1), { stored: Option.some({ v: 1 }), interruptPending: false })
+        assert.deepStrictEqual(yield* journal.activityStart("exec/1", "step", 1), {
+          stored: Option.some({ v: 1 }),
+          interruptPending: false
+        })
         yield* journal.deferredDone("exec/1", WorkflowJournal.interruptSignalName, { _tag: "Success", value: null })
-        assert.deepStrictEqual(yield* journal.activityStart("exec/1", "next", 1), { stored: Option.none(), interruptPending: true })
+        assert.deepStrictEqual(yield* journal.activityStart("exec/1", "next", 1), {
+          stored: Option.none(),
+          interruptPending: true
+        })
       }))
 
     it.live("a deferred's first outcome stands and wakes the execution: a running holder's next suspension returns, a suspended run is resumed", () =>
@@ -93,7 +110,10 @@ for (const target of [postgres, memory]) {
         assert(Option.isNone(yield* journal.deferredResult("exec/2", "d")))
         assert.isTrue(yield* journal.deferredDone("exec/2", "d", { _tag: "Success", value: "first" }))
         assert.isFalse(yield* journal.deferredDone("exec/2", "d", { _tag: "Success", value: "second" }))
-        assert.deepStrictEqual(yield* journal.deferredResult("exec/2", "d"), Option.some({ exit: { _tag: "Success", value: "first" } }))
+        assert.deepStrictEqual(
+          yield* journal.deferredResult("exec/2", "d"),
+          Option.some({ exit: { _tag: "Success", value: "first" } })
+        )
         // Woken while running: the suspension returns at once, until the holder takes the wake.
         assert.strictEqual((yield* suspendOnWake("t1"))._tag, "AlreadySignalled")
         yield* journal.consumeWake(lease)
@@ -141,7 +161,11 @@ describe("LeaseholdWorkflows on MemoryRunStore.layer (no database)", () => {
   let stepRuns = 0
   const ApprovalLayer = Approval.toLayer(() =>
     Effect.gen(function*() {
-      const step = yield* Activity.make({ name: "step", success: Schema.Number, execute: Effect.sync(() => ++stepRuns) })
+      const step = yield* Activity.make({
+        name: "step",
+        success: Schema.Number,
+        execute: Effect.sync(() => ++stepRuns)
+      })
       const answer = yield* DurableDeferred.await(Gate)
       return `${answer} after step ${step}`
     })
@@ -170,7 +194,9 @@ describe("LeaseholdWorkflows on MemoryRunStore.layer (no database)", () => {
       assert(Option.isSome(run) && run.value.state === "completed")
       assert.strictEqual((yield* store.get(run.value.runId)).fence, 2)
     }).pipe(Effect.provide(ApprovalLayer.pipe(
-      Layer.provideMerge(LeaseholdWorkflows.layerServe({ ttl: "2 seconds", pollInterval: "50 millis", shutdownGrace: "100 millis" })),
+      Layer.provideMerge(
+        LeaseholdWorkflows.layerServe({ ttl: "2 seconds", pollInterval: "50 millis", shutdownGrace: "100 millis" })
+      ),
       Layer.provideMerge(MemoryRunStore.layer)
     ))))
 
@@ -179,7 +205,9 @@ describe("LeaseholdWorkflows on MemoryRunStore.layer (no database)", () => {
     success: Schema.Number,
     idempotencyKey: ({ n }) => String(n)
   })
-  const DoubleLayer = Double.toLayer(({ n }) => Activity.make({ name: "double", success: Schema.Number, execute: Effect.succeed(n * 2) }))
+  const DoubleLayer = Double.toLayer(({ n }) =>
+    Activity.make({ name: "double", success: Schema.Number, execute: Effect.succeed(n * 2) })
+  )
   const serve = { ttl: "2 seconds", pollInterval: "50 millis", shutdownGrace: "0 millis" } as const
 
   it.effect("under TestClock, execute returns the result its own worker stored without the clock moving: the settlement wakes it", () =>
@@ -200,14 +228,19 @@ describe("LeaseholdWorkflows on MemoryRunStore.layer (no database)", () => {
       const Stuck = Workflow.make("memory/Stuck", { payload: { id: Schema.String }, idempotencyKey: ({ id }) => id })
       const scope = yield* Scope.make()
       const context = yield* Scope.provide(
-        Layer.build(Stuck.toLayer(() => Effect.never).pipe(
-          Layer.provideMerge(LeaseholdWorkflows.layerServe(serve)),
-          Layer.provideMerge(MemoryRunStore.layer)
-        )),
+        Layer.build(
+          Stuck.toLayer(() => Effect.never).pipe(
+            Layer.provideMerge(LeaseholdWorkflows.layerServe(serve)),
+            Layer.provideMerge(MemoryRunStore.layer)
+          )
+        ),
         scope
       )
       const store = Context.get(context, RunStore)
-      const fiber = yield* Stuck.execute({ id: "one" }).pipe(Effect.provideContext(context), Effect.forkChild({ startImmediately: true }))
+      const fiber = yield* Stuck.execute({ id: "one" }).pipe(
+        Effect.provideContext(context),
+        Effect.forkChild({ startImmediately: true })
+      )
       while ((yield* store.list({ limit: 1, state: "running" })).length === 0) yield* Effect.sleep(5)
       yield* Scope.close(scope, Exit.void)
       const exit = yield* Fiber.await(fiber).pipe(Effect.timeout("5 seconds"))

@@ -18,9 +18,21 @@ const serve = (stores: Stores) => Effect.map(startServer(stores, { token }), (se
 const suspendedAs = (stores: Stores, kind: string, key: string, signal: (fence: number) => string) =>
   Effect.gen(function*() {
     const [enqueued] = yield* stores.a.enqueue([{ kind, payload: {}, idempotencyKey: key }])
-    const [held] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: [kind], limit: 1, ttl: Duration.minutes(1) })
+    const [held] = yield* stores.a.claim({
+      owner: "w",
+      queues: ["default"],
+      kinds: [kind],
+      limit: 1,
+      ttl: Duration.minutes(1)
+    })
     assert.strictEqual(held?.id, enqueued!.id)
-    yield* stores.a.suspend({ runId: held!.id, fence: held!.fence, signal: signal(held!.fence), token: `tok-${key}`, timeout: undefined })
+    yield* stores.a.suspend({
+      runId: held!.id,
+      fence: held!.fence,
+      signal: signal(held!.fence),
+      token: `tok-${key}`,
+      timeout: undefined
+    })
     return held!.id
   })
 
@@ -32,7 +44,11 @@ describe("a workflow's run in the operator tools", () => {
       const approval = yield* suspendedAs(stores, "approve-refund", "refund-1", () => "approval")
       const origin = yield* serve(stores)
       const before = yield* snapshot(stores)
-      const refused = yield* postJson(`${origin}/api/runs/${workflowRun}/resume`, { payload: { approved: true } }, bearer)
+      const refused = yield* postJson(
+        `${origin}/api/runs/${workflowRun}/resume`,
+        { payload: { approved: true } },
+        bearer
+      )
       assert.strictEqual(refused.status, 409)
       assert.strictEqual(refused.body.error, "workflow-run")
       assert.match(refused.body.message, /waiting on its journal/)
@@ -54,7 +70,9 @@ describe("a workflow's run in the operator tools", () => {
       yield* stores.sql.unsafe(`INSERT INTO ${s}.workflow_awaits (execution, name, first_awaited_at) VALUES
         ('workflow/Ship/e-2', 'cool-off', now() - interval '3 seconds'), ('workflow/Ship/e-2', 'passed', now() - interval '2 seconds'),
         ('workflow/Ship/e-2', 'person/sign-off', now() - interval '1 second'), ('workflow/Ship/e-2', 'label-printed', now())`)
-      yield* stores.sql.unsafe(`INSERT INTO ${s}.workflow_deferreds (execution, name, exit) VALUES ('workflow/Ship/e-2', 'label-printed', '{}')`)
+      yield* stores.sql.unsafe(
+        `INSERT INTO ${s}.workflow_deferreds (execution, name, exit) VALUES ('workflow/Ship/e-2', 'label-printed', '{}')`
+      )
       const shown = yield* leasehold(["runs", "show", id, ...connection(stores.schema)])
       assert.strictEqual(shown.code, 0, shown.stderr)
       assert.match(
@@ -64,9 +82,12 @@ describe("a workflow's run in the operator tools", () => {
       assert.notMatch(shown.stdout, /^state.*wake\//m, "the state line names what it waits on, not its wake signal")
       const json = JSON.parse((yield* leasehold(["runs", "show", id, "--json", ...connection(stores.schema)])).stdout)
       assert.strictEqual(json.workflow.execution, "workflow/Ship/e-2")
-      assert.deepStrictEqual(json.workflow.awaiting.map((a: { name: string; forPerson: boolean }) => [a.name, a.forPerson]), [
-        ["cool-off", false],
-        ["person/sign-off", true]
-      ])
+      assert.deepStrictEqual(
+        json.workflow.awaiting.map((a: { name: string; forPerson: boolean }) => [a.name, a.forPerson]),
+        [
+          ["cool-off", false],
+          ["person/sign-off", true]
+        ]
+      )
     }))
 })

@@ -12,8 +12,8 @@ import { PersistedQueue } from "effect/persistence"
 import { SqlClient } from "effect/sql"
 import { DurableQueue, Workflow } from "effect/workflow"
 import { databaseUrl, freshSchema } from "./support/db.js"
-import { leaseholdEngine } from "./support/workflowEngine.js"
 import { eventually } from "./support/workers.js"
+import { leaseholdEngine } from "./support/workflowEngine.js"
 
 const Appraisal = DurableQueue.make({
   name: "appraisal",
@@ -42,7 +42,9 @@ const queueStore = LeaseholdQueueStore.layer({ ttl: "3 seconds", pollInterval: "
 
 const elements = (sql: SqlClient.SqlClient, schema: string) =>
   sql<{ state: string; fence: string; attempt: number }>`
-    SELECT state, fence::text AS fence, attempt FROM ${sql(schema)}.runs WHERE kind = ${LeaseholdQueueStore.kindOf("DurableQueue/appraisal")}`
+    SELECT state, fence::text AS fence, attempt FROM ${sql(schema)}.runs WHERE kind = ${
+    LeaseholdQueueStore.kindOf("DurableQueue/appraisal")
+  }`
 
 describe("DurableQueue on Leasehold", () => {
   it.live("an element offered by a workflow survives a restart before any worker takes it, and is processed once after", () =>
@@ -53,12 +55,20 @@ describe("DurableQueue on Leasehold", () => {
       const first = yield* Scope.make()
       const app = AuctionLayer.pipe(Layer.provideMerge(queueStore), Layer.provideMerge(leaseholdEngine({ schema })))
       const context = yield* Layer.buildWithScope(app, first)
-      const executionId = yield* Auction.execute({ lot: "vase", estimate: 100 }, { discard: true }).pipe(Effect.provideContext(context))
-      yield* eventually("the element is stored", Effect.map(elements(sql, schema), (rows) => rows.length === 1 && rows[0]!.state === "pending"))
+      const executionId = yield* Auction.execute({ lot: "vase", estimate: 100 }, { discard: true }).pipe(
+        Effect.provideContext(context)
+      )
+      yield* eventually(
+        "the element is stored",
+        Effect.map(elements(sql, schema), (rows) => rows.length === 1 && rows[0]!.state === "pending")
+      )
       yield* Scope.close(first, Exit.void)
 
       // Then a restart with an appraiser: the element is taken, and the workflow completes with it.
-      const restarted = Layer.mergeAll(AuctionLayer, appraiser).pipe(Layer.provideMerge(queueStore), Layer.provideMerge(leaseholdEngine({ schema })))
+      const restarted = Layer.mergeAll(AuctionLayer, appraiser).pipe(
+        Layer.provideMerge(queueStore),
+        Layer.provideMerge(leaseholdEngine({ schema }))
+      )
       const price = yield* Auction.execute({ lot: "vase", estimate: 100 }).pipe(Effect.provide(restarted))
       assert.strictEqual(price, 110)
       assert.strictEqual(executionId, yield* Auction.executionId({ lot: "vase", estimate: 100 }))
@@ -70,7 +80,14 @@ describe("DurableQueue on Leasehold", () => {
     Effect.gen(function*() {
       const error = yield* Auction.execute({ lot: "fake", estimate: 5 }).pipe(Effect.flip)
       assert.strictEqual(error, "not genuine")
-    }).pipe(Effect.provide(Layer.mergeAll(AuctionLayer, appraiser).pipe(Layer.provideMerge(queueStore), Layer.provideMerge(leaseholdEngine())))))
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(AuctionLayer, appraiser).pipe(
+          Layer.provideMerge(queueStore),
+          Layer.provideMerge(leaseholdEngine())
+        )
+      )
+    ))
 
   it.live("a take superseded after its lease expired settles nothing; the element is completed by the taker that holds it", () =>
     Effect.gen(function*() {
@@ -90,18 +107,28 @@ describe("DurableQueue on Leasehold", () => {
         const taken = yield* store.take(take).pipe(Scope.provide(a))
         assert.deepStrictEqual(taken, { id: "entry-1", attempts: 1, element: { amount: 7 } })
         // A's lease runs out (its process stalled); B takes the element under the next fence.
-        yield* sql`UPDATE ${sql(schema)}.runs SET lease_expires_at = now() - interval '1 second' WHERE kind = ${LeaseholdQueueStore.kindOf("ledger")}`
+        yield* sql`UPDATE ${sql(schema)}.runs SET lease_expires_at = now() - interval '1 second' WHERE kind = ${
+          LeaseholdQueueStore.kindOf("ledger")
+        }`
         const b = yield* Scope.make()
         const again = yield* store.take(take).pipe(Scope.provide(b))
         assert.deepStrictEqual(again, { id: "entry-1", attempts: 2, element: { amount: 7 } })
-        const state = () => Effect.map(sql<{ state: string; fence: string }>`SELECT state, fence::text AS fence FROM ${sql(schema)}.runs WHERE kind = ${LeaseholdQueueStore.kindOf("ledger")}`, (rows) => rows)
+        const state = () =>
+          Effect.map(
+            sql<{ state: string; fence: string }>`SELECT state, fence::text AS fence FROM ${
+              sql(schema)
+            }.runs WHERE kind = ${LeaseholdQueueStore.kindOf("ledger")}`,
+            (rows) => rows
+          )
         // A finishes late: its completion is refused by the fence.
         yield* Scope.close(a, Exit.void)
         assert.deepStrictEqual(yield* state(), [{ state: "running", fence: "2" }])
         yield* Scope.close(b, Exit.void)
         assert.deepStrictEqual(yield* state(), [{ state: "completed", fence: "2" }])
         const runs = yield* RunStore
-        const [row] = yield* sql<{ id: string }>`SELECT id::text AS id FROM ${sql(schema)}.runs WHERE kind = ${LeaseholdQueueStore.kindOf("ledger")}`
+        const [row] = yield* sql<{ id: string }>`SELECT id::text AS id FROM ${sql(schema)}.runs WHERE kind = ${
+          LeaseholdQueueStore.kindOf("ledger")
+        }`
         const history = (yield* runs.history(row!.id)).map((e) => [e.kind, e.fence])
         assert.deepInclude(history, ["completed", 2])
       }).pipe(Effect.provide(layer))

@@ -14,13 +14,13 @@ import {
   appLayer,
   Approved,
   Booking,
+  createLedger,
   EarlyBird,
   Gate,
-  NapThenApproval,
-  RacingBooking,
-  createLedger,
   ledger,
   Nap,
+  NapThenApproval,
+  RacingBooking,
   Refund,
   Shipment,
   Trip
@@ -28,7 +28,12 @@ import {
 import { databaseUrl, freshSchema, setLeaseExpirySql } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
-const fast = { ttl: "2 seconds", heartbeat: "300 millis", pollInterval: "50 millis", shutdownGrace: "300 millis" } as const
+const fast = {
+  ttl: "2 seconds",
+  heartbeat: "300 millis",
+  pollInterval: "50 millis",
+  shutdownGrace: "300 millis"
+} as const
 
 const setUp = (prefix: string, engine: LeaseholdWorkflows.LeaseholdWorkflowsOptions = {}) =>
   Effect.gen(function*() {
@@ -66,12 +71,20 @@ const supersededWhileBooking = (
     const kind = LeaseholdWorkflows.kindOf(workflow._tag)
     const executionId = yield* (workflow as typeof Booking).executionId({ id })
     yield* (workflow as typeof Booking).execute({ id }, { discard: true }).pipe(Effect.provideContext(context))
-    const claim = (owner: string) => store.claim({ owner, queues: ["default"], kinds: [kind], limit: 1, ttl: "1 minute" as any })
+    const claim = (owner: string) =>
+      store.claim({ owner, queues: ["default"], kinds: [kind], limit: 1, ttl: "1 minute" as any })
     const [first] = yield* claim("a")
     const handler = Context.get(context, LeaseholdWorkflows.WorkflowHandlers).handlers().find((h) => h.kind === kind)!
     const holderA = yield* handler.handle({ executionId, payload: { id } }).pipe(
       Effect.provideService(Fence, { runId: first!.id, fence: 1, owner: "a" }),
-      Effect.provideService(CurrentRun, { kind, queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }),
+      Effect.provideService(CurrentRun, {
+        kind,
+        queue: "default",
+        attempt: 1,
+        maxAttempts: 5,
+        checkpoint: null,
+        signals: {}
+      }),
       Effect.provideContext(context),
       Effect.flip,
       Effect.forkScoped
@@ -97,7 +110,9 @@ describe("workflows on Leasehold", () => {
         [executionId, "charge", 1],
         [executionId, "ship", 1]
       ])
-      const runs = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE kind = 'workflow/Shipment'`)
+      const runs = yield* sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".runs WHERE kind = 'workflow/Shipment'`
+      )
       assert.strictEqual(runs[0]!.n, 1)
       const polled = yield* Shipment.poll(executionId).pipe(Effect.provideContext(context))
       assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.isSuccess(polled.value.exit))
@@ -111,27 +126,43 @@ describe("workflows on Leasehold", () => {
       yield* startWorker(context, yield* Effect.scope, "w1")
       const payload = { order: "R-1", cents: 4200 }
       const executionId = yield* Refund.executionId(payload)
-      assert.strictEqual(yield* Refund.execute(payload, { discard: true }).pipe(Effect.provideContext(context)), executionId)
+      assert.strictEqual(
+        yield* Refund.execute(payload, { discard: true }).pipe(Effect.provideContext(context)),
+        executionId
+      )
 
-      const suspended = yield* eventually("the refund suspends", Effect.map(runOf(sql, schema, Refund, executionId), (run) => run?.state === "suspended" && run))
+      const suspended = yield* eventually(
+        "the refund suspends",
+        Effect.map(runOf(sql, schema, Refund, executionId), (run) => run?.state === "suspended" && run)
+      )
       // No lease and no heartbeat while it waits.
       assert.deepInclude(suspended, { fence: 1, lease_owner: null })
       assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["propose", 1]])
 
       const token = DurableDeferred.tokenFromExecutionId(Approved, { workflow: Refund, executionId })
-      yield* DurableDeferred.done(Approved, { token, exit: Exit.succeed({ by: "sam@example.com" }) }).pipe(Effect.provideContext(context))
+      yield* DurableDeferred.done(Approved, { token, exit: Exit.succeed({ by: "sam@example.com" }) }).pipe(
+        Effect.provideContext(context)
+      )
       // A second, different decision is not taken: the first stands.
-      yield* DurableDeferred.done(Approved, { token, exit: Exit.succeed({ by: "mallory@example.com" }) }).pipe(Effect.provideContext(context))
+      yield* DurableDeferred.done(Approved, { token, exit: Exit.succeed({ by: "mallory@example.com" }) }).pipe(
+        Effect.provideContext(context)
+      )
 
       const result = yield* Refund.execute(payload).pipe(Effect.provideContext(context))
       assert.deepStrictEqual(result, { order: "R-1", approvedBy: "sam@example.com" })
       const run = (yield* runOf(sql, schema, Refund, executionId))!
       assert.deepInclude(run, { state: "completed", fence: 2 })
       // The proposal was replayed from its recorded result, not run again.
-      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["propose", 1], ["pay by sam@example.com", 2]])
+      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["propose", 1], [
+        "pay by sam@example.com",
+        2
+      ]])
       const store = Context.get(context, RunStore)
       const history = (yield* store.history(run.id)).map((e) => [e.kind, e.fence])
-      assert.deepStrictEqual(history, [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], ["completed", 2]])
+      assert.deepStrictEqual(history, [["claimed", 1], ["suspended", 1], ["resumed", 1], ["claimed", 2], [
+        "completed",
+        2
+      ]])
     }))
 
   it.live("a durable sleep suspends the run and survives a worker restart; it wakes by the database's clock", () =>
@@ -142,7 +173,10 @@ describe("workflows on Leasehold", () => {
       const payload = { id: "nap-1", millis: 1500 }
       const executionId = yield* Nap.executionId(payload)
       yield* Nap.execute(payload, { discard: true }).pipe(Effect.provideContext(context))
-      const suspended = yield* eventually("the nap suspends", Effect.map(runOf(sql, schema, Nap, executionId), (run) => run?.state === "suspended" && run))
+      const suspended = yield* eventually(
+        "the nap suspends",
+        Effect.map(runOf(sql, schema, Nap, executionId), (run) => run?.state === "suspended" && run)
+      )
       assert.deepInclude(suspended, { fence: 1, lease_owner: null })
       assert.isNotNull(suspended.suspend_deadline)
       yield* Scope.close(first, Exit.void)
@@ -175,8 +209,14 @@ describe("workflows on Leasehold", () => {
       const { context, schema, sql } = yield* setUp("wfnapread", { wakePollInterval: "1 millis" })
       yield* startWorker(context, yield* Effect.scope, "w1")
       const naps = Array.from({ length: 5 }, (_, i) => ({ id: `nap-read-${i}`, millis: 300 }))
-      const executions = yield* Effect.forEach(naps, (payload) =>
-        Effect.andThen(Nap.execute(payload, { discard: true }).pipe(Effect.provideContext(context)), Nap.executionId(payload)))
+      const executions = yield* Effect.forEach(
+        naps,
+        (payload) =>
+          Effect.andThen(
+            Nap.execute(payload, { discard: true }).pipe(Effect.provideContext(context)),
+            Nap.executionId(payload)
+          )
+      )
       for (const executionId of executions) {
         const done = yield* eventually(
           `nap ${executionId} completes`,
@@ -196,11 +236,20 @@ describe("workflows on Leasehold", () => {
       yield* startWorker(context, yield* Effect.scope, "w1")
       const executionId = yield* Trip.executionId({ id: "trip-1" })
       yield* Trip.execute({ id: "trip-1" }, { discard: true }).pipe(Effect.provideContext(context))
-      yield* eventually("the trip suspends", Effect.map(runOf(sql, schema, Trip, executionId), (run) => run?.state === "suspended"))
+      yield* eventually(
+        "the trip suspends",
+        Effect.map(runOf(sql, schema, Trip, executionId), (run) => run?.state === "suspended")
+      )
       yield* Trip.interrupt(executionId).pipe(Effect.provideContext(context))
-      const done = yield* eventually("the trip ends", Effect.map(runOf(sql, schema, Trip, executionId), (run) => run?.state === "completed" && run))
+      const done = yield* eventually(
+        "the trip ends",
+        Effect.map(runOf(sql, schema, Trip, executionId), (run) => run?.state === "completed" && run)
+      )
       assert.strictEqual(done.fence, 2)
-      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["book", 1], ["cancel booking-1", 2]])
+      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["book", 1], [
+        "cancel booking-1",
+        2
+      ]])
       const polled = yield* Trip.poll(executionId).pipe(Effect.provideContext(context))
       assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.hasInterrupts(polled.value.exit))
       // Interrupting a finished execution changes nothing.
@@ -214,7 +263,10 @@ describe("workflows on Leasehold", () => {
       yield* startWorker(context, yield* Effect.scope, "w1")
       const executionId = yield* Trip.executionId({ id: "trip-2" })
       yield* Trip.execute({ id: "trip-2" }, { discard: true }).pipe(Effect.provideContext(context))
-      yield* eventually("the trip suspends", Effect.map(runOf(sql, schema, Trip, executionId), (run) => run?.state === "suspended"))
+      yield* eventually(
+        "the trip suspends",
+        Effect.map(runOf(sql, schema, Trip, executionId), (run) => run?.state === "suspended")
+      )
       const engine = Context.get(context, WorkflowEngine)
       yield* engine.interruptUnsafe(Trip, executionId)
       const run = (yield* runOf(sql, schema, Trip, executionId))!
@@ -234,7 +286,10 @@ describe("workflows on Leasehold", () => {
       yield* NapThenApproval.execute({ id: "n-1" }, { discard: true }).pipe(Effect.provideContext(context))
       const waiting = yield* eventually(
         "suspended on the approval, after the clock",
-        Effect.map(runOf(sql, schema, NapThenApproval, executionId), (run) => run?.state === "suspended" && run.fence === 2 && run),
+        Effect.map(
+          runOf(sql, schema, NapThenApproval, executionId),
+          (run) => run?.state === "suspended" && run.fence === 2 && run
+        ),
         "10 seconds"
       )
       // Waiting on the deferred alone: no deadline.
@@ -257,7 +312,9 @@ describe("workflows on Leasehold", () => {
       const history = (yield* store.history(run.id)).map((e) => [e.kind, e.fence])
       assert.deepStrictEqual(history, [["claimed", 1], ["completed", 1]])
       // The wake the replay consumed is gone from the run's signals.
-      const [signals] = yield* sql.unsafe<{ signals: Record<string, unknown> }>(`SELECT signals FROM "${schema}".runs WHERE id = ${Number(run.id)}`)
+      const [signals] = yield* sql.unsafe<{ signals: Record<string, unknown> }>(
+        `SELECT signals FROM "${schema}".runs WHERE id = ${Number(run.id)}`
+      )
       assert.deepStrictEqual(Object.keys(signals!.signals), [])
     }))
 
@@ -290,7 +347,10 @@ describe("workflows on Leasehold", () => {
         payload: { executionId: "bad-1", payload: { order: 42 } },
         idempotencyKey: LeaseholdWorkflows.executionKey("Shipment", "bad-1")
       }])
-      const done = yield* eventually("the run ends", Effect.map(store.get(run!.id), (r) => r.state === "completed" && r))
+      const done = yield* eventually(
+        "the run ends",
+        Effect.map(store.get(run!.id), (r) => r.state === "completed" && r)
+      )
       assert.strictEqual(done.attempt, 1)
       const polled = yield* Shipment.poll("bad-1").pipe(Effect.provideContext(context))
       assert.isTrue(Option.isSome(polled) && polled.value._tag === "Complete" && Exit.isFailure(polled.value.exit))
@@ -312,11 +372,20 @@ describe("workflows on Leasehold", () => {
       const [second] = yield* claim("b")
       assert.strictEqual(second!.fence, 2)
 
-      const handler = Context.get(context, LeaseholdWorkflows.WorkflowHandlers).handlers().find((h) => h.kind === "workflow/Shipment")!
+      const handler = Context.get(context, LeaseholdWorkflows.WorkflowHandlers).handlers().find((h) =>
+        h.kind === "workflow/Shipment"
+      )!
       const asHolder = (fence: number, owner: string) => (effect: Effect.Effect<any, any, any>) =>
         effect.pipe(
           Effect.provideService(Fence, { runId: first!.id, fence, owner }),
-          Effect.provideService(CurrentRun, { kind: "workflow/Shipment", queue: "default", attempt: 1, maxAttempts: 5, checkpoint: null, signals: {} }),
+          Effect.provideService(CurrentRun, {
+            kind: "workflow/Shipment",
+            queue: "default",
+            attempt: 1,
+            maxAttempts: 5,
+            checkpoint: null,
+            signals: {}
+          }),
           Effect.provideContext(context)
         )
       const input = { executionId, payload: { order: "S-1" } }
@@ -329,8 +398,14 @@ describe("workflows on Leasehold", () => {
 
       // The current holder runs every step, once, under its own fence.
       yield* handler.handle(input).pipe(asHolder(2, "b"))
-      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["reserve", 2], ["charge", 2], ["ship", 2]])
-      const fences = yield* sql.unsafe<{ fence: string }>(`SELECT DISTINCT fence::text AS fence FROM "${schema}".workflow_activities`)
+      assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [
+        ["reserve", 2],
+        ["charge", 2],
+        ["ship", 2]
+      ])
+      const fences = yield* sql.unsafe<{ fence: string }>(
+        `SELECT DISTINCT fence::text AS fence FROM "${schema}".workflow_activities`
+      )
       assert.deepStrictEqual(fences.map((f) => Number(f.fence)), [2])
     }))
 })

@@ -43,9 +43,19 @@ const fill = (store: RunStore["Service"], count: number, label: string) =>
       })))
       let left = n
       while (left > 0) {
-        const claimed = yield* store.claim({ owner: `bench-${label}`, queues, kinds, limit: 1_000, ttl: Duration.minutes(5) })
-        if (claimed.length === 0) return yield* Effect.die(new Error(`${label}: ${left} runs enqueued but not claimable`))
-        yield* store.completeBatch(claimed.map((c) => ({ runId: c.id, fence: c.fence, result: JSON.stringify({ ok: c.id }), keyed: false })))
+        const claimed = yield* store.claim({
+          owner: `bench-${label}`,
+          queues,
+          kinds,
+          limit: 1_000,
+          ttl: Duration.minutes(5)
+        })
+        if (claimed.length === 0) {
+          return yield* Effect.die(new Error(`${label}: ${left} runs enqueued but not claimable`))
+        }
+        yield* store.completeBatch(
+          claimed.map((c) => ({ runId: c.id, fence: c.fence, result: JSON.stringify({ ok: c.id }), keyed: false }))
+        )
         left -= claimed.length
       }
       if ((done / chunk) % 20 === 0) log(`${label}: ${done + n} of ${count}`)
@@ -62,10 +72,23 @@ const failSome = (store: RunStore["Service"], count: number) =>
     })))
     let left = count
     while (left > 0) {
-      const claimed = yield* store.claim({ owner: "bench-fail", queues, kinds: ["charge"], limit: 500, ttl: Duration.minutes(5) })
+      const claimed = yield* store.claim({
+        owner: "bench-fail",
+        queues,
+        kinds: ["charge"],
+        limit: 500,
+        ttl: Duration.minutes(5)
+      })
       if (claimed.length === 0) return yield* Effect.die(new Error(`${left} runs to fail but not claimable`))
       for (const c of claimed) {
-        yield* Effect.ignore(store.fail({ runId: c.id, fence: c.fence, error: { message: `card declined for ${c.id}` }, retryDelayMs: undefined }))
+        yield* Effect.ignore(
+          store.fail({
+            runId: c.id,
+            fence: c.fence,
+            error: { message: `card declined for ${c.id}` },
+            retryDelayMs: undefined
+          })
+        )
       }
       left -= claimed.length
     }
@@ -75,13 +98,20 @@ const failSome = (store: RunStore["Service"], count: number) =>
 const spread = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const s = `"${schema}"`
-  const [range] = yield* sql.unsafe<{ lo: string; hi: string }>(`SELECT min(id)::text AS lo, max(id)::text AS hi FROM ${s}.runs`)
+  const [range] = yield* sql.unsafe<{ lo: string; hi: string }>(
+    `SELECT min(id)::text AS lo, max(id)::text AS hi FROM ${s}.runs`
+  )
   const span = `(${hours} * interval '1 hour')`
-  const back = (id: string) => `${span} * (${range!.hi}::float8 - ${id}) / greatest(1, ${range!.hi}::float8 - ${range!.lo})`
+  const back = (id: string) =>
+    `${span} * (${range!.hi}::float8 - ${id}) / greatest(1, ${range!.hi}::float8 - ${range!.lo})`
   yield* sql.unsafe(`UPDATE ${s}.runs SET
     run_at = run_at - ${back("id")}, created_at = created_at - ${back("id")}, updated_at = updated_at - ${back("id")},
     claimed_at = claimed_at - ${back("id")}, finished_at = finished_at - ${back("id")}`)
-  yield* sql.unsafe(`UPDATE ${s}.claim_batches SET claimed_at = claimed_at - ${back("ids[1]")}, expires_at = expires_at - ${back("ids[1]")}`)
+  yield* sql.unsafe(
+    `UPDATE ${s}.claim_batches SET claimed_at = claimed_at - ${back("ids[1]")}, expires_at = expires_at - ${
+      back("ids[1]")
+    }`
+  )
   yield* sql.unsafe(`UPDATE ${s}.completion_batches SET at = at - ${back("ids[1]")}`)
   yield* sql.unsafe(`VACUUM ANALYZE ${s}.runs`)
   yield* sql.unsafe(`VACUUM ANALYZE ${s}.claim_batches`)
@@ -100,7 +130,9 @@ const explain = <A, E>(name: string, read: Effect.Effect<A, E>) =>
       return Effect.succeed(statement)
     }))
     const wallMs = performance.now() - started
-    process.stdout.write(`\n## ${name}\n\nthe store's read, end to end: ${wallMs.toFixed(1)} ms (${captured.length} statements)\n`)
+    process.stdout.write(
+      `\n## ${name}\n\nthe store's read, end to end: ${wallMs.toFixed(1)} ms (${captured.length} statements)\n`
+    )
     // In one transaction, as the store sends a read with its SET LOCAL settings.
     yield* sql.withTransaction(Effect.gen(function*() {
       for (const [text, params] of captured) {
@@ -109,9 +141,14 @@ const explain = <A, E>(name: string, read: Effect.Effect<A, E>) =>
           process.stdout.write(`\n${text.trim()}\n`)
           continue
         }
-        const plan = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, params as Array<never>)
+        const plan = yield* sql.unsafe<{ "QUERY PLAN": string }>(
+          `EXPLAIN (ANALYZE, BUFFERS) ${text}`,
+          params as Array<never>
+        )
         const lines = plan.map((r) => r["QUERY PLAN"])
-        process.stdout.write(`\n${text.replace(/\s+/g, " ").slice(0, 240)}…\n${lines.map((l) => `    ${l}`).join("\n")}\n`)
+        process.stdout.write(
+          `\n${text.replace(/\s+/g, " ").slice(0, 240)}…\n${lines.map((l) => `    ${l}`).join("\n")}\n`
+        )
       }
     }))
   })
@@ -157,9 +194,15 @@ const main = Effect.gen(function*() {
     ["list: error text, any state", list({ errorText: "declined for 1" })],
     ["list: kind and queue", list({ kind: "task-3", queue: "billing" })],
     ["list: payload field", list({ payload: [{ path: ["customer"], value: "C-42" }] })],
-    ["list: two payload fields", list({ payload: [{ path: ["customer"], value: "C-42" }, { path: ["order"], value: "O-rows-42" }] })],
+    [
+      "list: two payload fields",
+      list({ payload: [{ path: ["customer"], value: "C-42" }, { path: ["order"], value: "O-rows-42" }] })
+    ],
     ["list: run id", list({ ids: [deep] })],
-    ["list: created in an hour's range", list({ createdFrom: new Date(Date.now() - 3 * 3600_000), createdTo: new Date(Date.now() - 2 * 3600_000) })]
+    [
+      "list: created in an hour's range",
+      list({ createdFrom: new Date(Date.now() - 3 * 3600_000), createdTo: new Date(Date.now() - 2 * 3600_000) })
+    ]
   ]
   for (const [name, read] of reads) yield* explain(name, read)
   if (!keep) yield* sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`)

@@ -16,15 +16,15 @@ import { drain } from "./measures/drain.js"
 import { fence } from "./measures/fence.js"
 import { heartbeat, type HeartbeatParams } from "./measures/heartbeat.js"
 import { latency } from "./measures/latency.js"
-import { reclaim, type ReclaimParams } from "./measures/reclaim.js"
 import { pinned, type PinnedResult } from "./measures/pinned.js"
-import { pinnedChart } from "./timeseries.js"
+import { reclaim, type ReclaimParams } from "./measures/reclaim.js"
 import { steady, type SteadyResult } from "./measures/steady.js"
 import * as Pg from "./pg.js"
 import { log } from "./progress.js"
 import { render, renderOptions } from "./report.js"
 import { type Raw, summarize } from "./summary.js"
 import { renderSvg } from "./svg.js"
+import { pinnedChart } from "./timeseries.js"
 import { variantById, variants as allVariants } from "./variants.js"
 
 const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence", "steady", "pinned"] as const
@@ -79,9 +79,13 @@ const parse = () => {
     return n
   }
   const measures = values.measures === undefined ? [...DEFAULT_MEASURES] : values.measures.split(",")
-  for (const m of measures) if (!(MEASURES as ReadonlyArray<string>).includes(m)) throw new Error(`unknown measure ${m}`)
+  for (const m of measures) {
+    if (!(MEASURES as ReadonlyArray<string>).includes(m)) throw new Error(`unknown measure ${m}`)
+  }
   const only = values.only?.split(",")
-  const variants = only === undefined ? allVariants.filter((v) => v.optIn !== true) : allVariants.filter((v) => only.includes(v.id))
+  const variants = only === undefined
+    ? allVariants.filter((v) => v.optIn !== true)
+    : allVariants.filter((v) => only.includes(v.id))
   if (only !== undefined && variants.length !== only.length) throw new Error(`unknown variant in --only ${values.only}`)
   return {
     profile: quick ? "quick" : "full",
@@ -149,7 +153,14 @@ const rerender = (file: string) => {
   const text = render(summary, variants, result.params)
   process.stdout.write(`${text}\n`)
   fs.writeFileSync(file, `${JSON.stringify({ ...result, summary, table: text }, null, 2)}\n`)
-  const subtitle = chartSubtitle(result.params.runs, result.params.workers, result.params.repeats, result.server.version, result.machine.cpus, result.finishedAt)
+  const subtitle = chartSubtitle(
+    result.params.runs,
+    result.params.workers,
+    result.params.repeats,
+    result.server.version,
+    result.machine.cpus,
+    result.finishedAt
+  )
   fs.writeFileSync(path.join(path.dirname(file), "latest.svg"), `${renderSvg(summary, variants, subtitle)}\n`)
   if ((result.raw.pinned ?? []).length > 0) {
     // Files from before the parameters were recorded: the full profile's shape.
@@ -191,14 +202,32 @@ const main = async () => {
     }
     const version = await Pg.serverVersion(serverUrl)
     const settings = await Pg.serverSettings(serverUrl)
-    log(`server: ${version}${embedded ? " (embedded)" : ""}; pg_stat_statements: ${statements ? "yes" : "not preloaded (statements n/a)"}`)
-    log(`profile ${args.profile}: ${args.runs.toLocaleString("en-US")} runs, ${args.repeats} repeat(s), ${args.workers} worker processes, ` +
-      `${args.samples} pickup samples, ${args.leases.toLocaleString("en-US")} heartbeat leases, load ${loadBefore.map((l) => l.toFixed(2)).join(" ")}`)
+    log(
+      `server: ${version}${embedded ? " (embedded)" : ""}; pg_stat_statements: ${
+        statements ? "yes" : "not preloaded (statements n/a)"
+      }`
+    )
+    log(
+      `profile ${args.profile}: ${
+        args.runs.toLocaleString("en-US")
+      } runs, ${args.repeats} repeat(s), ${args.workers} worker processes, ` +
+        `${args.samples} pickup samples, ${args.leases.toLocaleString("en-US")} heartbeat leases, load ${
+          loadBefore.map((l) => l.toFixed(2)).join(" ")
+        }`
+    )
     log(renderOptions(args.variants))
 
     const steadyResults: Array<SteadyResult> = []
     const pinnedResults: Array<PinnedResult> = []
-    const raw: Raw = { drain: [], latency: [], heartbeat: [], reclaim: [], fence: [], steady: steadyResults, pinned: pinnedResults }
+    const raw: Raw = {
+      drain: [],
+      latency: [],
+      heartbeat: [],
+      reclaim: [],
+      fence: [],
+      steady: steadyResults,
+      pinned: pinnedResults
+    }
     const hbParams: HeartbeatParams = args.profile === "quick"
       ? { leases: args.leases, ttl: "3 seconds", heartbeat: "1500 millis", intervalMs: 1_500, ttlMs: 3_000, rounds: 3 }
       : { leases: args.leases, ttl: "6 seconds", heartbeat: "2 seconds", intervalMs: 2_000, ttlMs: 6_000, rounds: 5 }
@@ -214,14 +243,22 @@ const main = async () => {
         for (const v of args.variants) raw.drain.push(await drain(ctx, v, repeat, args.runs))
       }
       if (has("steady")) {
-        log(`${tag} steady state: ${args.steady.rate} runs/s for ${args.steady.windowMs / 1000} s after ${args.steady.warmupMs / 1000} s`)
+        log(
+          `${tag} steady state: ${args.steady.rate} runs/s for ${args.steady.windowMs / 1000} s after ${
+            args.steady.warmupMs / 1000
+          } s`
+        )
         for (const v of args.variants) {
           if (STEADY_SYSTEMS.includes(v.id)) steadyResults.push(await steady(ctx, v, repeat, args.steady))
         }
       }
       if (has("pinned") && repeat === 1) {
         const p = args.pinned
-        log(`${tag} pinned MVCC horizon: ${p.rate} runs/s, ${p.readers} REPEATABLE READ readers held ${p.holdMs / 1000} s, ${p.staggerMs / 1000} s apart, over ${p.windowMs / 1000} s (and the same without readers)`)
+        log(
+          `${tag} pinned MVCC horizon: ${p.rate} runs/s, ${p.readers} REPEATABLE READ readers held ${
+            p.holdMs / 1000
+          } s, ${p.staggerMs / 1000} s apart, over ${p.windowMs / 1000} s (and the same without readers)`
+        )
         for (const v of args.variants) {
           if (PINNED_SYSTEMS.includes(v.id)) pinnedResults.push(await pinned(ctx, v, repeat, p))
         }
@@ -288,11 +325,21 @@ const main = async () => {
     }
     fs.mkdirSync(args.outDir, { recursive: true })
     fs.writeFileSync(path.join(args.outDir, "latest.json"), `${JSON.stringify(result, null, 2)}\n`)
-    const subtitle = chartSubtitle(args.runs, args.workers, args.repeats, version, os.availableParallelism(), finishedAt.toISOString())
+    const subtitle = chartSubtitle(
+      args.runs,
+      args.workers,
+      args.repeats,
+      version,
+      os.availableParallelism(),
+      finishedAt.toISOString()
+    )
     fs.writeFileSync(path.join(args.outDir, "latest.svg"), `${renderSvg(summary, args.variants, subtitle)}\n`)
     if (pinnedResults.length > 0) {
       const labels = Object.fromEntries(args.variants.map((v) => [v.id, v.label]))
-      fs.writeFileSync(path.join(args.outDir, "pinned.svg"), pinnedChart(pinnedResults, labels, pinnedSubtitle(args.pinned, subtitle)))
+      fs.writeFileSync(
+        path.join(args.outDir, "pinned.svg"),
+        pinnedChart(pinnedResults, labels, pinnedSubtitle(args.pinned, subtitle))
+      )
     }
     log(`wrote ${path.join(args.outDir, "latest.json")} and latest.svg (${result.durationSeconds.toFixed(0)} s)`)
   } finally {

@@ -24,8 +24,11 @@ export const withClient = async <A>(url: string, f: (client: pg.Client) => Promi
   }
 }
 
-export const query = async <R extends pg.QueryResultRow = any>(url: string, text: string, values: Array<unknown> = []) =>
-  withClient(url, async (client) => (await client.query<R>(text, values)).rows)
+export const query = async <R extends pg.QueryResultRow = any>(
+  url: string,
+  text: string,
+  values: Array<unknown> = []
+) => withClient(url, async (client) => (await client.query<R>(text, values)).rows)
 
 let counter = 0
 
@@ -105,7 +108,10 @@ export const counters = async (serverUrl: string, database: string, statements: 
   })
 
 export const walBytesBetween = async (serverUrl: string, from: string, to: string): Promise<number> => {
-  const [row] = await query<{ d: string }>(serverUrl, `SELECT pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::text AS d`, [from, to])
+  const [row] = await query<{ d: string }>(serverUrl, `SELECT pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::text AS d`, [
+    from,
+    to
+  ])
   return Number(row!.d)
 }
 

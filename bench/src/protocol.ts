@@ -32,7 +32,13 @@ export type ChildMessage =
   | { readonly t: "progress"; readonly executed: number; readonly claimed: number }
   | { readonly t: "started"; readonly i: number; readonly at: number }
   | { readonly t: "claimedAll"; readonly n: number; readonly at: number }
-  | { readonly t: "renew"; readonly sentAt: number; readonly ms: number; readonly leases: number; readonly renewed: number }
+  | {
+    readonly t: "renew"
+    readonly sentAt: number
+    readonly ms: number
+    readonly leases: number
+    readonly renewed: number
+  }
   | { readonly t: "heartbeatSent"; readonly leases: number; readonly at: number }
   | { readonly t: "anomaly"; readonly event: string }
   | { readonly t: "done"; readonly executed: ReadonlyArray<number>; readonly profile: ProcessProfile }

@@ -23,7 +23,11 @@ const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n")
 }
 
-export const render = (summary: Summary, variants: ReadonlyArray<Variant>, params: { runs: number; workers: number; repeats: number }): string => {
+export const render = (
+  summary: Summary,
+  variants: ReadonlyArray<Variant>,
+  params: { runs: number; workers: number; repeats: number }
+): string => {
   const out: Array<string> = []
   out.push(
     `Medians over ${params.repeats} repeat(s), min–max in the second column; ratio = Leasehold / system (from the medians).`
@@ -46,32 +50,47 @@ export const render = (summary: Summary, variants: ReadonlyArray<Variant>, param
   }
   if (summary.timeProfile.length > 0) {
     out.push("")
-    out.push("Where the drain's time goes: CPU per completed run (µs, medians); budget = drain wall time × cores / runs")
-    out.push(table(["system", "worker processes", "server backends", "sum", "budget", "busy"], summary.timeProfile.map((p) => {
-      const worker = p.workerCpuUs?.median ?? null
-      const server = p.serverCpuUs?.median ?? null
-      const sum = worker === null || server === null ? null : worker + server
-      return [
-        variants.find((v) => v.id === p.variant)?.label ?? p.variant,
-        fmt(worker),
-        fmt(server),
-        fmt(sum),
-        fmt(p.budgetUs.median),
-        sum === null ? "n/a" : `${Math.round((100 * sum) / p.budgetUs.median)}%`
-      ]
-    })))
+    out.push(
+      "Where the drain's time goes: CPU per completed run (µs, medians); budget = drain wall time × cores / runs"
+    )
+    out.push(
+      table(
+        ["system", "worker processes", "server backends", "sum", "budget", "busy"],
+        summary.timeProfile.map((p) => {
+          const worker = p.workerCpuUs?.median ?? null
+          const server = p.serverCpuUs?.median ?? null
+          const sum = worker === null || server === null ? null : worker + server
+          return [
+            variants.find((v) => v.id === p.variant)?.label ?? p.variant,
+            fmt(worker),
+            fmt(server),
+            fmt(sum),
+            fmt(p.budgetUs.median),
+            sum === null ? "n/a" : `${Math.round((100 * sum) / p.budgetUs.median)}%`
+          ]
+        })
+      )
+    )
     for (const p of summary.timeProfile) {
       if (p.store === null) continue
       const calls = Object.entries(p.store).map(([op, e]) =>
         `${op} ${e.calls.toLocaleString("en-US")} calls × ${fmt(e.itemsPerCall)} runs, ${fmt(e.msPerCall)} ms each`
       )
-      out.push(`${variants.find((v) => v.id === p.variant)?.label ?? p.variant} store calls (all processes, all repeats): ${calls.join("; ")}`)
+      out.push(
+        `${variants.find((v) => v.id === p.variant)?.label ?? p.variant} store calls (all processes, all repeats): ${
+          calls.join("; ")
+        }`
+      )
     }
   }
   if (summary.heartbeat !== null) {
     const h = summary.heartbeat
     out.push("")
-    out.push(`Heartbeat (Leasehold): one worker holding ${h.leases.toLocaleString("en-US")} leases, interval ${h.intervalMs} ms, TTL ${h.ttlMs} ms`)
+    out.push(
+      `Heartbeat (Leasehold): one worker holding ${
+        h.leases.toLocaleString("en-US")
+      } leases, interval ${h.intervalMs} ms, TTL ${h.ttlMs} ms`
+    )
     out.push(table(["measure", "median", "min–max"], [
       ["renew statements per heartbeat round", ...fmtSpread(h.statementsPerRound)],
       ["renew statements per interval of wall time", ...fmtSpread(h.statementsPerInterval)],
@@ -84,9 +103,16 @@ export const render = (summary: Summary, variants: ReadonlyArray<Variant>, param
   if (summary.reclaim !== null) {
     const r = summary.reclaim
     out.push("")
-    out.push(`Reclaim after kill -9: ${r.leases.toLocaleString("en-US")} leases, TTL ${r.ttlMs / 1000} s, reclaiming worker polls every ${r.pollIntervalMs / 1000} s`)
+    out.push(
+      `Reclaim after kill -9: ${r.leases.toLocaleString("en-US")} leases, TTL ${
+        r.ttlMs / 1000
+      } s, reclaiming worker polls every ${r.pollIntervalMs / 1000} s`
+    )
     out.push(table(["measure", "median", "min–max"], [
-      [`Leasehold: kill → all reclaimed (s; TTL ${r.ttlMs / 1000} s)`, ...fmtSpread(spreadScale(r.reclaimMs, 1 / 1000))],
+      [
+        `Leasehold: kill → all reclaimed (s; TTL ${r.ttlMs / 1000} s)`,
+        ...fmtSpread(spreadScale(r.reclaimMs, 1 / 1000))
+      ],
       ["Leasehold: lease left at the kill (s)", ...fmtSpread(spreadScale(r.leaseLeftMs, 1 / 1000))],
       ["Leasehold: expiry → reclaimed (s)", ...fmtSpread(spreadScale(r.afterExpiryMs, 1 / 1000))]
     ]))
@@ -95,7 +121,9 @@ export const render = (summary: Summary, variants: ReadonlyArray<Variant>, param
   if (summary.fence !== null) {
     const f = summary.fence
     out.push("")
-    out.push(`Fence overhead (Leasehold): batched completion of ${f.batchSize} runs, with and without the fence predicate`)
+    out.push(
+      `Fence overhead (Leasehold): batched completion of ${f.batchSize} runs, with and without the fence predicate`
+    )
     out.push(table(["statement", "median", "min–max"], [
       ["completeBatch, id + fence + running (ms)", ...fmtSpread(f.fencedMs)],
       ["bench variant, id + running (ms)", ...fmtSpread(f.unfencedMs)],
@@ -108,7 +136,9 @@ export const render = (summary: Summary, variants: ReadonlyArray<Variant>, param
   out.push(table(["check", "passed"], Object.entries(summary.checks).map(([k, v]) => [k, v ? "yes" : "NO"])))
   out.push("")
   out.push("Targets")
-  out.push(table(["target", "met", "measured"], summary.targets.map((t) => [t.name, t.met ? "yes" : "NO", t.detail]), 99))
+  out.push(
+    table(["target", "met", "measured"], summary.targets.map((t) => [t.name, t.met ? "yes" : "NO", t.detail]), 99)
+  )
   return out.join("\n")
 }
 

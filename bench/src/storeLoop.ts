@@ -20,11 +20,11 @@
 import type { ClaimedRun, RunStore } from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Duration, Effect } from "effect"
+import { layoutsMain } from "./layouts/main.js"
 import * as Pg from "./pg.js"
 import { spread } from "./stats.js"
 import { KEYS, KIND, openStore, SCHEMA } from "./systems/leasehold.js"
 import { variants } from "./variants.js"
-import { layoutsMain } from "./layouts/main.js"
 
 const layoutsMode = process.argv[2] === "layouts"
 
@@ -32,7 +32,9 @@ const count = (position: number, name: string, fallback: number, least = 1): num
   const given = process.argv[position]
   const value = given === undefined ? fallback : Number(given)
   if (!Number.isInteger(value) || value < least) {
-    console.error(`storeLoop: ${name} must be a whole number of at least ${least.toLocaleString("en-US")} (got ${given})`)
+    console.error(
+      `storeLoop: ${name} must be a whole number of at least ${least.toLocaleString("en-US")} (got ${given})`
+    )
     process.exit(2)
   }
   return value
@@ -78,7 +80,13 @@ const loop = async (serverUrl: string, keyed: boolean): Promise<Reading> => {
 }
 
 /** The loop itself, on a store holding the drain's runs. */
-const measure = async (serverUrl: string, database: string, url: string, store: RunStore["Service"], keyed: boolean): Promise<Reading> => {
+const measure = async (
+  serverUrl: string,
+  database: string,
+  url: string,
+  store: RunStore["Service"],
+  keyed: boolean
+): Promise<Reading> => {
   // Steady conditions for every repeat: statistics taken once the runs are in, and no
   // autovacuum starting (or its CPU counted) partway through a loop.
   await Pg.query(url, `ANALYZE "${SCHEMA}".runs`)
@@ -115,10 +123,14 @@ const measure = async (serverUrl: string, database: string, url: string, store: 
   }
   await Promise.all(Array.from({ length: chains }, (_, c) => chain(first.filter((_, i) => i % chains === c))))
   // A lost successor or a completion that did not go through would end a chain early.
-  if (done < measured) throw new Error(`the loop completed ${done} runs of ${measured}: a completion or a successor went missing`)
+  if (done < measured) {
+    throw new Error(`the loop completed ${done} runs of ${measured}: a completion or a successor went missing`)
+  }
   const wallMs = performance.now() - startedAt
   const cpuMs = Pg.cpuBetween(cpuBefore, await Pg.backendCpu(serverUrl, database, true))
-  if (cpuMs === null) throw new Error("cannot read the server processes' CPU from /proc: run the server on this machine")
+  if (cpuMs === null) {
+    throw new Error("cannot read the server processes' CPU from /proc: run the server on this machine")
+  }
   return { serverUs: (cpuMs * 1000) / done, wallUs: (wallMs * 1000) / done }
 }
 
@@ -127,18 +139,28 @@ const main = async () => {
   const embedded = process.env.DATABASE_URL ? undefined : await EmbeddedPostgres.startUnscoped()
   const serverUrl = process.env.DATABASE_URL || embedded!.url
   try {
-    console.log(`${await Pg.serverVersion(serverUrl)}; ${runs.toLocaleString("en-US")} runs, batches of ${batch}, ${chains} chain(s), ${repeats} repeat(s), keyed and unkeyed alternately`)
+    console.log(
+      `${await Pg.serverVersion(serverUrl)}; ${
+        runs.toLocaleString("en-US")
+      } runs, batches of ${batch}, ${chains} chain(s), ${repeats} repeat(s), keyed and unkeyed alternately`
+    )
     const readings: Record<"keyed" | "unkeyed", Array<Reading>> = { keyed: [], unkeyed: [] }
     for (let i = 1; i <= repeats; i++) {
       for (const keyed of [false, true]) {
         const reading = await loop(serverUrl, keyed)
         readings[keyed ? "keyed" : "unkeyed"].push(reading)
-        console.log(`  [${i}/${repeats}] ${keyed ? "keyed  " : "unkeyed"}: server ${reading.serverUs.toFixed(1)} µs/run, wall ${reading.wallUs.toFixed(1)} µs/run`)
+        console.log(
+          `  [${i}/${repeats}] ${keyed ? "keyed  " : "unkeyed"}: server ${reading.serverUs.toFixed(1)} µs/run, wall ${
+            reading.wallUs.toFixed(1)
+          } µs/run`
+        )
       }
     }
     const summary = (label: "keyed" | "unkeyed") => {
       const server = spread(readings[label].map((r) => r.serverUs))
-      return `${label}: server ${server.median.toFixed(1)} µs/run (${server.min.toFixed(1)}–${server.max.toFixed(1)}), wall ${spread(readings[label].map((r) => r.wallUs)).median.toFixed(1)} µs/run`
+      return `${label}: server ${server.median.toFixed(1)} µs/run (${server.min.toFixed(1)}–${
+        server.max.toFixed(1)
+      }), wall ${spread(readings[label].map((r) => r.wallUs)).median.toFixed(1)} µs/run`
     }
     console.log(`medians: ${summary("unkeyed")}; ${summary("keyed")}`)
   } finally {

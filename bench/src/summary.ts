@@ -2,10 +2,10 @@
 import type { DrainResult } from "./measures/drain.js"
 import type { FenceResult } from "./measures/fence.js"
 import type { HeartbeatResult } from "./measures/heartbeat.js"
-import type { PinnedResult } from "./measures/pinned.js"
-import type { SteadyResult } from "./measures/steady.js"
 import type { LatencyResult } from "./measures/latency.js"
+import type { PinnedResult } from "./measures/pinned.js"
 import type { ReclaimResult } from "./measures/reclaim.js"
+import type { SteadyResult } from "./measures/steady.js"
 import { type Spread, spread } from "./stats.js"
 import type { Variant } from "./variants.js"
 
@@ -49,7 +49,9 @@ export interface TimeProfile {
   /** Wall time × cores per run: the whole machine's budget for one run at the measured rate. */
   readonly budgetUs: Spread
   /** Leasehold: per store call (summed over processes and repeats). */
-  readonly store: Record<string, { readonly calls: number; readonly itemsPerCall: number; readonly msPerCall: number }> | null
+  readonly store:
+    | Record<string, { readonly calls: number; readonly itemsPerCall: number; readonly msPerCall: number }>
+    | null
 }
 
 export interface Summary {
@@ -100,7 +102,8 @@ export const PEER_RECLAIM_WINDOWS = [
   },
   {
     system: "pg-boss",
-    window: "~15 min: an active job is expired after expireInSeconds (default 900 s), found by the supervisor's maintenance"
+    window:
+      "~15 min: an active job is expired after expireInSeconds (default 900 s), found by the supervisor's maintenance"
   }
 ]
 
@@ -118,7 +121,9 @@ const byVariant = <R extends { readonly variant: string }>(
 const ratios = (values: Record<string, Spread | null>): Record<string, number | null> => {
   const lh = values["leasehold"]
   return Object.fromEntries(
-    Object.entries(values).map(([id, s]) => [id, lh == null || s == null || s.median === 0 ? null : lh.median / s.median])
+    Object.entries(values).map((
+      [id, s]
+    ) => [id, lh == null || s == null || s.median === 0 ? null : lh.median / s.median])
   )
 }
 
@@ -129,7 +134,11 @@ const cappedNote = (variants: ReadonlyArray<Variant>, raw: Raw): string | undefi
     const rows = capped.filter((d) => d.variant === v.id)
     if (rows.length === 0) return []
     const done = rows.map((d) => d.completed)
-    return [`${v.label} completed ${Math.min(...done).toLocaleString("en-US")}–${Math.max(...done).toLocaleString("en-US")} of ${rows[0]!.runs.toLocaleString("en-US")}`]
+    return [
+      `${v.label} completed ${Math.min(...done).toLocaleString("en-US")}–${
+        Math.max(...done).toLocaleString("en-US")
+      } of ${rows[0]!.runs.toLocaleString("en-US")}`
+    ]
   })
   const cap = Math.round(Math.max(...capped.map((d) => d.drainMs)) / 1000)
   return `capped at ${cap} s (rate over what was completed): ${parts.join("; ")}`
@@ -146,32 +155,122 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
     short?: string
   ): ComparedMeasure => ({ id, title, unit, better, byVariant: values, ratio: ratios(values), note, short })
   const all: Array<ComparedMeasure> = [
-    measure("throughput", "Throughput", "runs/s", "higher", byVariant(variants, raw.drain, (r) => r.throughput),
-      cappedNote(variants, raw)),
+    measure(
+      "throughput",
+      "Throughput",
+      "runs/s",
+      "higher",
+      byVariant(variants, raw.drain, (r) => r.throughput),
+      cappedNote(variants, raw)
+    ),
     measure("pickupP50", "Pickup latency p50", "ms", "lower", byVariant(variants, raw.latency, (r) => r.p50)),
     measure("pickupP99", "Pickup latency p99", "ms", "lower", byVariant(variants, raw.latency, (r) => r.p99)),
-    measure("steadyRate", "Steady state: runs picked up per second at a fixed producer rate", "runs/s", "higher",
-      byVariant(variants, raw.steady ?? [], (r) => r.pickupRate), undefined, "Steady pickup rate"),
-    measure("steadyP50", "Steady state: pickup latency p50", "ms", "lower", byVariant(variants, raw.steady ?? [], (r) => r.p50)),
-    measure("steadyP99", "Steady state: pickup latency p99", "ms", "lower", byVariant(variants, raw.steady ?? [], (r) => r.p99)),
-    measure("pinnedShare", "Pinned MVCC horizon: pickup rate as a share of the clean run", "%", "higher",
-      byVariant(variants, raw.pinned ?? [], (r) => r.share * 100), undefined, "Pinned horizon share of clean"),
-    measure("pinnedP99", "Pinned MVCC horizon: pickup latency p99", "ms", "lower", byVariant(variants, raw.pinned ?? [], (r) => r.pinned.p99)),
-    measure("pinnedP99Clean", "Pinned MVCC horizon: pickup latency p99 of the clean run", "ms", "lower",
-      byVariant(variants, raw.pinned ?? [], (r) => r.clean.p99)),
-    measure("pinnedDeadTuples", "Pinned MVCC horizon: dead tuples at the end", "tuples", "lower",
-      byVariant(variants, raw.pinned ?? [], (r) => r.pinnedSeries.at(-1)?.deadTuples ?? null)),
-    measure("pinnedBytes", "Pinned MVCC horizon: tables and indexes at the end", "bytes", "lower",
-      byVariant(variants, raw.pinned ?? [], (r) => r.pinnedSeries.at(-1)?.totalBytes ?? null)),
-    measure("statementsPerRun", "SQL statements per run", "statements", "lower", byVariant(variants, raw.drain, (r) => r.cost.statementsPerRun),
-      statements ? undefined : "n/a: pg_stat_statements is not preloaded on this server (commits per run below count transactions)"),
-    measure("commitsPerRun", "Commits per run", "commits", "lower", byVariant(variants, raw.drain, (r) => r.cost.commitsPerRun)),
-    measure("walBytesPerRun", "WAL per run", "bytes", "lower", byVariant(variants, raw.drain, (r) => r.cost.walBytesPerRun)),
-    measure("rowsWrittenPerRun", "Rows inserted + updated + deleted per run", "rows", "lower",
-      byVariant(variants, raw.drain, (r) => r.cost.rowsInsertedPerRun + r.cost.rowsUpdatedPerRun + r.cost.rowsDeletedPerRun),
-      undefined, "Rows written per run"),
-    measure("deadTuplesPerRun", "Dead tuples after the drain, per run", "tuples", "lower", byVariant(variants, raw.drain, (r) => r.cost.deadTuplesPerRun),
-      undefined, "Dead tuples after the drain per run")
+    measure(
+      "steadyRate",
+      "Steady state: runs picked up per second at a fixed producer rate",
+      "runs/s",
+      "higher",
+      byVariant(variants, raw.steady ?? [], (r) => r.pickupRate),
+      undefined,
+      "Steady pickup rate"
+    ),
+    measure(
+      "steadyP50",
+      "Steady state: pickup latency p50",
+      "ms",
+      "lower",
+      byVariant(variants, raw.steady ?? [], (r) => r.p50)
+    ),
+    measure(
+      "steadyP99",
+      "Steady state: pickup latency p99",
+      "ms",
+      "lower",
+      byVariant(variants, raw.steady ?? [], (r) => r.p99)
+    ),
+    measure(
+      "pinnedShare",
+      "Pinned MVCC horizon: pickup rate as a share of the clean run",
+      "%",
+      "higher",
+      byVariant(variants, raw.pinned ?? [], (r) => r.share * 100),
+      undefined,
+      "Pinned horizon share of clean"
+    ),
+    measure(
+      "pinnedP99",
+      "Pinned MVCC horizon: pickup latency p99",
+      "ms",
+      "lower",
+      byVariant(variants, raw.pinned ?? [], (r) => r.pinned.p99)
+    ),
+    measure(
+      "pinnedP99Clean",
+      "Pinned MVCC horizon: pickup latency p99 of the clean run",
+      "ms",
+      "lower",
+      byVariant(variants, raw.pinned ?? [], (r) => r.clean.p99)
+    ),
+    measure(
+      "pinnedDeadTuples",
+      "Pinned MVCC horizon: dead tuples at the end",
+      "tuples",
+      "lower",
+      byVariant(variants, raw.pinned ?? [], (r) => r.pinnedSeries.at(-1)?.deadTuples ?? null)
+    ),
+    measure(
+      "pinnedBytes",
+      "Pinned MVCC horizon: tables and indexes at the end",
+      "bytes",
+      "lower",
+      byVariant(variants, raw.pinned ?? [], (r) => r.pinnedSeries.at(-1)?.totalBytes ?? null)
+    ),
+    measure(
+      "statementsPerRun",
+      "SQL statements per run",
+      "statements",
+      "lower",
+      byVariant(variants, raw.drain, (r) => r.cost.statementsPerRun),
+      statements
+        ? undefined
+        : "n/a: pg_stat_statements is not preloaded on this server (commits per run below count transactions)"
+    ),
+    measure(
+      "commitsPerRun",
+      "Commits per run",
+      "commits",
+      "lower",
+      byVariant(variants, raw.drain, (r) => r.cost.commitsPerRun)
+    ),
+    measure(
+      "walBytesPerRun",
+      "WAL per run",
+      "bytes",
+      "lower",
+      byVariant(variants, raw.drain, (r) => r.cost.walBytesPerRun)
+    ),
+    measure(
+      "rowsWrittenPerRun",
+      "Rows inserted + updated + deleted per run",
+      "rows",
+      "lower",
+      byVariant(
+        variants,
+        raw.drain,
+        (r) => r.cost.rowsInsertedPerRun + r.cost.rowsUpdatedPerRun + r.cost.rowsDeletedPerRun
+      ),
+      undefined,
+      "Rows written per run"
+    ),
+    measure(
+      "deadTuplesPerRun",
+      "Dead tuples after the drain, per run",
+      "tuples",
+      "lower",
+      byVariant(variants, raw.drain, (r) => r.cost.deadTuplesPerRun),
+      undefined,
+      "Dead tuples after the drain per run"
+    )
   ]
   // A measure that did not run is left out; statements stay (as n/a) whenever the drain ran.
   const drained = raw.drain.length > 0
@@ -182,7 +281,8 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
   const timeProfile: Array<TimeProfile> = variants.flatMap((v) => {
     const rows = raw.drain.filter((d) => d.variant === v.id)
     if (rows.length === 0) return []
-    const orNull = (values: Array<number | null>) => values.some((x) => x === null) ? null : spread(values as Array<number>)
+    const orNull = (values: Array<number | null>) =>
+      values.some((x) => x === null) ? null : spread(values as Array<number>)
     const store: Record<string, { calls: number; items: number; ms: number }> = {}
     for (const row of rows) {
       for (const [op, e] of Object.entries(row.profile.store ?? {})) {
@@ -197,10 +297,12 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
       workerCpuUs: orNull(rows.map((r) => r.profile.workerCpuUsPerRun)),
       serverCpuUs: orNull(rows.map((r) => r.profile.serverCpuUsPerRun)),
       budgetUs: spread(rows.map((r) => r.profile.budgetUsPerRun)),
-      store: Object.keys(store).length === 0 ? null : Object.fromEntries(Object.entries(store).map(([op, e]) => [
-        op,
-        { calls: e.calls, itemsPerCall: e.items / Math.max(1, e.calls), msPerCall: e.ms / Math.max(1, e.calls) }
-      ]))
+      store: Object.keys(store).length === 0 ? null : Object.fromEntries(
+        Object.entries(store).map(([op, e]) => [
+          op,
+          { calls: e.calls, itemsPerCall: e.items / Math.max(1, e.calls), msPerCall: e.ms / Math.max(1, e.calls) }
+        ])
+      )
     }]
   })
 
@@ -236,7 +338,9 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
   }
   const checks = {
     exactlyOnce: raw.drain.every((d) => d.exactlyOnce.ok),
-    heartbeatOneStatementPerRound: hb.every((h) => h.statementsPerRound === 1 && h.leasesPerStatement === h.leases && h.renewedMin === h.leases),
+    heartbeatOneStatementPerRound: hb.every((h) =>
+      h.statementsPerRound === 1 && h.leasesPerStatement === h.leases && h.renewedMin === h.leases
+    ),
     reclaimVerified: rc.every((r) => r.verified),
     fenceAllCompleted: fc.every((f) => f.allCompleted)
   }
@@ -273,19 +377,29 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
     if (on == null || off == null) continue
     const cost = 1 - on.median / off.median
     targets.push({
-      name: limit === undefined ? `throughput cost of ${what} (reported)` : `${what} cost ≤ ${limit * 100}% of throughput`,
+      name: limit === undefined
+        ? `throughput cost of ${what} (reported)`
+        : `${what} cost ≤ ${limit * 100}% of throughput`,
       met: limit === undefined ? true : cost <= limit,
-      detail: `${(cost * 100).toFixed(1)}% (${Math.round(on.median).toLocaleString("en-US")} vs ${Math.round(off.median).toLocaleString("en-US")} runs/s)`
+      detail: `${(cost * 100).toFixed(1)}% (${Math.round(on.median).toLocaleString("en-US")} vs ${
+        Math.round(off.median).toLocaleString("en-US")
+      } runs/s)`
     })
   }
   // Lower is better: Leasehold's median against the best peer's.
   const noWorseThanBestPeer = (id: string, name: string) => {
     const byVariant = find(id)
     const own = byVariant["leasehold"]
-    const peers = Object.entries(byVariant).filter(([v, s]) => !v.startsWith("leasehold") && s != null) as Array<[string, Spread]>
+    const peers = Object.entries(byVariant).filter(([v, s]) => !v.startsWith("leasehold") && s != null) as Array<
+      [string, Spread]
+    >
     if (own == null || peers.length === 0) return
     const [bestId, best] = peers.reduce((a, b) => (b[1].median < a[1].median ? b : a))
-    targets.push({ name, met: own.median <= best.median, detail: `${own.median.toFixed(2)} ms vs ${best.median.toFixed(2)} ms (${bestId})` })
+    targets.push({
+      name,
+      met: own.median <= best.median,
+      detail: `${own.median.toFixed(2)} ms vs ${best.median.toFixed(2)} ms (${bestId})`
+    })
   }
   noWorseThanBestPeer("pickupP50", "pickup p50 no worse than the best peer")
   // Issue 15's targets: WAL, steady-state pickup, the pinned horizon, renewal (below).
@@ -302,11 +416,17 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
   if (pinnedRuns.length > 0) {
     const share = Math.min(...pinnedRuns.map((r) => r.share))
     const ratio = Math.max(...pinnedRuns.map((r) => r.pinned.p99 / r.clean.p99))
-    targets.push({ name: "pinned horizon: completion rate ≥ 95% of clean", met: share >= 0.95, detail: `${(share * 100).toFixed(1)}%` })
+    targets.push({
+      name: "pinned horizon: completion rate ≥ 95% of clean",
+      met: share >= 0.95,
+      detail: `${(share * 100).toFixed(1)}%`
+    })
     targets.push({
       name: "pinned horizon: pickup p99 ≤ 2× clean",
       met: ratio <= 2,
-      detail: `${ratio.toFixed(1)}× (${pinnedRuns.map((r) => `${r.pinned.p99.toFixed(1)} vs ${r.clean.p99.toFixed(1)} ms`).join(", ")})`
+      detail: `${ratio.toFixed(1)}× (${
+        pinnedRuns.map((r) => `${r.pinned.p99.toFixed(1)} vs ${r.clean.p99.toFixed(1)} ms`).join(", ")
+      })`
     })
   }
   if (heartbeat !== null && heartbeat.leases >= 10_000) {
@@ -320,12 +440,16 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
     targets.push({
       name: "heartbeat: one statement per worker per interval",
       met: checks.heartbeatOneStatementPerRound,
-      detail: `${heartbeat.statementsPerRound.median.toFixed(2)} renew statements per round, ${heartbeat.leasesPerStatement.median} leases each`
+      detail: `${
+        heartbeat.statementsPerRound.median.toFixed(2)
+      } renew statements per round, ${heartbeat.leasesPerStatement.median} leases each`
     })
     targets.push({
       name: `renewal of ${heartbeat.leases.toLocaleString("en-US")} leases well under the interval (< 10%)`,
       met: heartbeat.renewMaxMs.max < heartbeat.intervalMs / 10,
-      detail: `median ${heartbeat.renewMs.median.toFixed(1)} ms, worst ${heartbeat.renewMaxMs.max.toFixed(1)} ms, interval ${heartbeat.intervalMs} ms`
+      detail: `median ${heartbeat.renewMs.median.toFixed(1)} ms, worst ${
+        heartbeat.renewMaxMs.max.toFixed(1)
+      } ms, interval ${heartbeat.intervalMs} ms`
     })
   }
   if (reclaim !== null) {

@@ -49,7 +49,11 @@ const drawPanel = (p: Panel, x: number, y: number): string => {
     const top = y + TITLE_H + k * ROW_H
     const bx = x + LABEL_W
     parts.push(`<text x="${bx - 8}" y="${top + 14}" class="label" text-anchor="end">${esc(b.label)}</text>`)
-    parts.push(`<rect x="${bx}" y="${top + 3}" width="${Math.max(1, scale(b.value.median)).toFixed(1)}" height="14" fill="${b.color}"/>`)
+    parts.push(
+      `<rect x="${bx}" y="${top + 3}" width="${
+        Math.max(1, scale(b.value.median)).toFixed(1)
+      }" height="14" fill="${b.color}"/>`
+    )
     if (b.value.values.length > 1) {
       const x1 = bx + scale(b.value.min)
       const x2 = bx + scale(b.value.max)
@@ -69,7 +73,11 @@ const drawPanel = (p: Panel, x: number, y: number): string => {
     // Labels of neighbouring reference lines go left and right of their line so they never overlap.
     const anchor = (p.refs ?? []).length > 1 ? (k % 2 === 0 ? "end" : "start") : "middle"
     const dx = anchor === "end" ? -3 : anchor === "start" ? 3 : 0
-    parts.push(`<text x="${(rx + dx).toFixed(1)}" y="${y2 + 12}" class="reflabel" text-anchor="${anchor}">${esc(ref.label)}</text>`)
+    parts.push(
+      `<text x="${(rx + dx).toFixed(1)}" y="${y2 + 12}" class="reflabel" text-anchor="${anchor}">${
+        esc(ref.label)
+      }</text>`
+    )
   })
   return parts.join("\n")
 }
@@ -132,8 +140,8 @@ export const renderSvg = (summary: Summary, variants: ReadonlyArray<Variant>, su
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif">`,
     `<style>.title{font-size:13px;font-weight:600;fill:#111}.label{font-size:12px;fill:#333}.value{font-size:11px;fill:#111}` +
-      `.whisker{stroke:#111;stroke-width:1.2}.ref{stroke:#dc2626;stroke-width:1;stroke-dasharray:4 3}.reflabel{font-size:10px;fill:#dc2626}` +
-      `.h1{font-size:16px;font-weight:700;fill:#111}.sub{font-size:11px;fill:#555}</style>`,
+    `.whisker{stroke:#111;stroke-width:1.2}.ref{stroke:#dc2626;stroke-width:1;stroke-dasharray:4 3}.reflabel{font-size:10px;fill:#dc2626}` +
+    `.h1{font-size:16px;font-weight:700;fill:#111}.sub{font-size:11px;fill:#555}</style>`,
     `<rect width="100%" height="100%" fill="#fff"/>`,
     `<text x="16" y="24" class="h1">Leasehold vs graphile-worker vs pg-boss</text>`,
     `<text x="16" y="42" class="sub">${esc(subtitle)}</text>`,

@@ -66,7 +66,11 @@ const pgbossTuned: PgBossOptions = {
 const pgbossDefault: PgBossOptions = { constructor: {}, queue: {}, work: {} }
 
 // pg-boss polls every 2 s by default; NOTIFY needs both the instance listener and a notify queue.
-const pgbossDefaultWithNotify: PgBossOptions = { constructor: { useListenNotify: true }, queue: { notify: true }, work: {} }
+const pgbossDefaultWithNotify: PgBossOptions = {
+  constructor: { useListenNotify: true },
+  queue: { notify: true },
+  work: {}
+}
 
 export const variants: ReadonlyArray<Variant<any>> = [
   {
@@ -75,7 +79,8 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: leasehold,
     mode: "tuned",
     options: leaseholdOptions,
-    source: "Worker.run options (2,000 runs in flight, completions flushed 500 per statement); leases, heartbeats, fences and run history always on"
+    source:
+      "Worker.run options (2,000 runs in flight, completions flushed 500 per statement); leases, heartbeats, fences and run history always on"
   } satisfies Variant<LeaseholdOptions>,
   {
     id: "leasehold-delete",
@@ -83,7 +88,8 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: leaseholdDeleting,
     mode: "tuned",
     options: leaseholdOptions,
-    source: "the same Worker.run options on a store built with completedRuns: \"delete\" (a completion deletes the run and its history in its guarded statement, as graphile-worker deletes finished jobs); leases, heartbeats and fences on"
+    source:
+      "the same Worker.run options on a store built with completedRuns: \"delete\" (a completion deletes the run and its history in its guarded statement, as graphile-worker deletes finished jobs); leases, heartbeats and fences on"
   } satisfies Variant<LeaseholdOptions>,
   {
     id: "leasehold-rows",
@@ -91,7 +97,8 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: leaseholdRows,
     mode: "tuned",
     options: leaseholdOptions,
-    source: "the same Worker.run options on a store built with storage: \"rows\" (the layout before the batch ledger: each claim and completion writes the run's row), history kept",
+    source:
+      "the same Worker.run options on a store built with storage: \"rows\" (the layout before the batch ledger: each claim and completion writes the run's row), history kept",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {
@@ -100,7 +107,8 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: leaseholdKeyed,
     mode: "tuned",
     options: leaseholdOptions,
-    source: "the Leasehold options; run i carries concurrency key k(i mod 1000) and the kind declares at most 1 running run per key (issue 13's keyed drain)",
+    source:
+      "the Leasehold options; run i carries concurrency key k(i mod 1000) and the kind declares at most 1 running run per key (issue 13's keyed drain)",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {
@@ -109,7 +117,8 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: leaseholdRated,
     mode: "tuned",
     options: leaseholdOptions,
-    source: "the Leasehold options; the kind declares a rate limit of 1,000,000 starts a second (issue 33): its runs take the row path and the rated claim, and the limit is never reached",
+    source:
+      "the Leasehold options; the kind declares a rate limit of 1,000,000 starts a second (issue 33): its runs take the row path and the rated claim, and the limit is never reached",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {
@@ -118,7 +127,8 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: leasehold,
     mode: "tuned",
     options: { ...leaseholdOptions, metrics: true },
-    source: "the Leasehold options with metrics: true (recorded into Effect's registry, as a Prometheus scrape or OTLP export reads them)",
+    source:
+      "the Leasehold options with metrics: true (recorded into Effect's registry, as a Prometheus scrape or OTLP export reads them)",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {
@@ -127,7 +137,8 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: leasehold,
     mode: "tuned",
     options: { ...leaseholdOptions, traces: true },
-    source: "the Leasehold options with traces: true (a consumer span per attempt and spans per statement, made by Effect's tracer; not exported)",
+    source:
+      "the Leasehold options with traces: true (a consumer span per attempt and spans per statement, made by Effect's tracer; not exported)",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {
@@ -161,7 +172,8 @@ export const variants: ReadonlyArray<Variant<any>> = [
     system: pgboss,
     mode: "tuned",
     options: pgbossTuned,
-    source: "work() batch fetch: 4 local workers × 500 jobs (2,000 in flight), burst while batches come back full, LISTEN/NOTIFY queue"
+    source:
+      "work() batch fetch: 4 local workers × 500 jobs (2,000 in flight), burst while batches come back full, LISTEN/NOTIFY queue"
   } satisfies Variant<PgBossOptions>,
   {
     id: "pgboss-default",

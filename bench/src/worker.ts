@@ -33,7 +33,9 @@ const main = async () => {
         const sentAt = monotonicMs()
         return store.renew(owner, leases, ttl).pipe(
           Effect.tap((renewed) =>
-            Effect.sync(() => send({ t: "renew", sentAt, ms: monotonicMs() - sentAt, leases: leases.length, renewed: renewed.length }))
+            Effect.sync(() =>
+              send({ t: "renew", sentAt, ms: monotonicMs() - sentAt, leases: leases.length, renewed: renewed.length })
+            )
           )
         )
       })
@@ -56,7 +58,11 @@ const main = async () => {
     })
   const profileStore = (store: RunStore["Service"]): RunStore["Service"] => ({
     ...store,
-    claim: (request) => Effect.tap(timed("claim", 0, store.claim(request)), (runs) => Effect.sync(() => void (storeProfile["claim"]!.items += runs.length))),
+    claim: (request) =>
+      Effect.tap(
+        timed("claim", 0, store.claim(request)),
+        (runs) => Effect.sync(() => void (storeProfile["claim"]!.items += runs.length))
+      ),
     completeBatch: (items, next) => timed("completeBatch", items.length, store.completeBatch(items, next)),
     renew: (owner, leases, ttl) => timed("renew", leases.length, store.renew(owner, leases, ttl))
   })
@@ -102,7 +108,11 @@ const main = async () => {
       })
     } else if (message.t === "stop") {
       const cpu = process.cpuUsage(cpuAtGo)
-      const profile = { cpuMs: (cpu.user + cpu.system) / 1000, wallMs: performance.now() - wallAtGo, store: storeProfile }
+      const profile = {
+        cpuMs: (cpu.user + cpu.system) / 1000,
+        wallMs: performance.now() - wallAtGo,
+        store: storeProfile
+      }
       void (async () => {
         try {
           await handle.stop()

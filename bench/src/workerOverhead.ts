@@ -23,7 +23,21 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
         const runs: Array<ClaimedRun> = []
         while (runs.length < request.limit && next < total) {
           const id = String(++next)
-          runs.push({ id, queue: "default", kind: "noop", payload: { i: next }, attempt: 1, maxAttempts: 5, fence: 1, checkpoint: null, signals: {}, concurrencyKey: null, via: "due", waitMs: 0, traceParent: null })
+          runs.push({
+            id,
+            queue: "default",
+            kind: "noop",
+            payload: { i: next },
+            attempt: 1,
+            maxAttempts: 5,
+            fence: 1,
+            checkpoint: null,
+            signals: {},
+            concurrencyKey: null,
+            via: "due",
+            waitMs: 0,
+            traceParent: null
+          })
         }
         return runs
       }),
@@ -113,7 +127,11 @@ const main = Effect.gen(function*() {
   yield* Fiber.interrupt(fiber)
   const cpuUs = cpu.user + cpu.system
   const telemetry = [...flags].map((f) => f.slice(2)).join(" and ") || "no telemetry"
-  console.log(`${executed} runs in ${wallMs.toFixed(0)} ms: ${(cpuUs / executed).toFixed(2)} µs CPU per run, ${(executed / (wallMs / 1000)).toFixed(0)} runs/s (one process, no database, ${telemetry})`)
+  console.log(
+    `${executed} runs in ${wallMs.toFixed(0)} ms: ${(cpuUs / executed).toFixed(2)} µs CPU per run, ${
+      (executed / (wallMs / 1000)).toFixed(0)
+    } runs/s (one process, no database, ${telemetry})`
+  )
 }).pipe(Effect.timeout(Duration.minutes(5)))
 
 Effect.runPromise(main).catch((error) => {

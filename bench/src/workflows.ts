@@ -30,7 +30,11 @@ const StepsLayer = Steps.toLayer(() => Effect.all([step("a"), step("b"), step("c
 const Gate = DurableDeferred.make("gate")
 const Waits = Workflow.make("BenchWaits", { payload: { i: Schema.Number }, idempotencyKey: ({ i }) => String(i) })
 const WaitsLayer = Waits.toLayer(() => Effect.andThen(step("a"), DurableDeferred.await(Gate)))
-const plain = Handler.make({ kind: "bench-plain", payload: Schema.Struct({ i: Schema.Number }), handle: () => Effect.all([Effect.void, Effect.void, Effect.void]) })
+const plain = Handler.make({
+  kind: "bench-plain",
+  payload: Schema.Struct({ i: Schema.Number }),
+  handle: () => Effect.all([Effect.void, Effect.void, Effect.void])
+})
 
 const layerFor = (schema: string) =>
   Layer.mergeAll(StepsLayer, WaitsLayer).pipe(
@@ -42,7 +46,10 @@ const layerFor = (schema: string) =>
 const countIn = (schema: string, kind: string, state: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.map(
-      sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE kind = $1 AND state = $2`, [kind, state]),
+      sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs WHERE kind = $1 AND state = $2`, [
+        kind,
+        state
+      ]),
       (rows) => rows[0]!.n
     ))
 const until = (schema: string, kind: string, state: string) =>
@@ -64,13 +71,21 @@ const measure = (
       Effect.gen(function*() {
         const startMs = yield* timed(start.pipe(Effect.provideContext(context)))
         const drainMs = yield* timed(Effect.gen(function*() {
-          yield* LeaseholdWorkflows.worker({ ...worker, handlers: [plain] }).pipe(Effect.provideContext(context), Effect.forkScoped)
+          yield* LeaseholdWorkflows.worker({ ...worker, handlers: [plain] }).pipe(
+            Effect.provideContext(context),
+            Effect.forkScoped
+          )
           yield* drain(schema).pipe(Effect.provideContext(context))
         }))
         return [startMs, drainMs] as const
       })))
-    const rate = (ms: number) => Math.round(total / (ms / 1000))
-    console.log(`${name.padEnd(9)} ${total}: started in ${(startMs / 1000).toFixed(2)} s (${rate(startMs)}/s), drained in ${(drainMs / 1000).toFixed(2)} s (${rate(drainMs)}/s)`)
+    const rate = (ms: number) =>
+      Math.round(total / (ms / 1000))
+    console.log(
+      `${name.padEnd(9)} ${total}: started in ${(startMs / 1000).toFixed(2)} s (${rate(startMs)}/s), drained in ${
+        (drainMs / 1000).toFixed(2)
+      } s (${rate(drainMs)}/s)`
+    )
     yield* Effect.scoped(Effect.flatMap(Layer.build(Database.layerFromUrl(url, { maxConnections: 1 })), (context) =>
       Context.get(context, SqlClient.SqlClient).unsafe(`DROP SCHEMA "${schema}" CASCADE`)))
   })

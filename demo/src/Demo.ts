@@ -79,17 +79,24 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
       kind: "process-order",
       payload: { workMs: 150 + (i % 5) * 100 }
     }))))
-    const approvals = await db(store.enqueue(Array.from({ length: refunds }, () => ({ kind: "approve-refund", payload: {} }))))
+    const approvals = await db(
+      store.enqueue(Array.from({ length: refunds }, () => ({ kind: "approve-refund", payload: {} })))
+    )
     const total = 1 + jobs.length + approvals.length
     const longId = long!.id
-    say(`enqueued ${total} runs: 1 long reconciliation (run ${longId}), ${jobs.length} orders, ${refunds} refunds that wait for approval`)
+    say(
+      `enqueued ${total} runs: 1 long reconciliation (run ${longId}), ${jobs.length} orders, ${refunds} refunds that wait for approval`
+    )
 
     const settings = { databaseUrl: url, schema, ledger, concurrency: 4 }
     const a = await WorkerProcess.start({ ...settings, owner: "worker-a" })
     workers.push(a)
     narrate(a, longId, say)
     await a.waitFor("worker-a to start", (r) => r.type === "started")
-    await a.waitFor("worker-a to claim the reconciliation", (r) => r.type === "event" && r._tag === "Claimed" && r.runId === longId)
+    await a.waitFor(
+      "worker-a to claim the reconciliation",
+      (r) => r.type === "event" && r._tag === "Claimed" && r.runId === longId
+    )
     const b = await WorkerProcess.start({ ...settings, owner: "worker-b" })
     workers.push(b)
     narrate(b, longId, say)
@@ -104,19 +111,36 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
       }
     })()
 
-    await a.waitFor("worker-a to work on the reconciliation", (r) => r.type === "work" && r.runId === longId && r.n >= 5)
+    await a.waitFor(
+      "worker-a to work on the reconciliation",
+      (r) => r.type === "work" && r.runId === longId && r.n >= 5
+    )
     say("")
     say("✂  worker-a is cut off from PostgreSQL mid-run (sockets stay open: it hears only silence)")
     a.proxy.partition()
-    await a.waitFor("worker-a to stop the run locally", (r) => r.type === "event" && r._tag === "LeaseLost" && r.runId === longId, 10_000)
-    const reclaim = await b.waitFor("worker-b to reclaim", (r) => r.type === "event" && r._tag === "Claimed" && r.runId === longId, 15_000)
+    await a.waitFor(
+      "worker-a to stop the run locally",
+      (r) => r.type === "event" && r._tag === "LeaseLost" && r.runId === longId,
+      10_000
+    )
+    const reclaim = await b.waitFor(
+      "worker-b to reclaim",
+      (r) => r.type === "event" && r._tag === "Claimed" && r.runId === longId,
+      15_000
+    )
     say("")
     say("⚡ worker-a reconnects, still believing in fence 1 for a moment")
     a.proxy.heal()
     a.send({ cmd: "stale-write", runId: longId, fence: 1 })
-    const stale = await a.waitFor("worker-a's stale write", (r) => r.type === "write-result" && r.runId === longId && r.fence === 1, 15_000)
+    const stale = await a.waitFor(
+      "worker-a's stale write",
+      (r) => r.type === "write-result" && r.runId === longId && r.fence === 1,
+      15_000
+    )
     if (stale.outcome !== "rejected" || stale.error?.tag !== "FenceRejected") {
-      throw new DemoFailed({ message: `worker-a's stale write was not rejected by the fence: ${JSON.stringify(stale)}` })
+      throw new DemoFailed({
+        message: `worker-a's stale write was not rejected by the fence: ${JSON.stringify(stale)}`
+      })
     }
 
     // The refunds: suspended, holding no worker, until a person approves them.
@@ -125,7 +149,9 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
       const waiting = rows.filter((r) => r.kind === "approve-refund" && r.state === "suspended")
       return waiting.length === refunds ? waiting : undefined
     })
-    if (suspended.some((r) => r.lease_owner !== null)) throw new DemoFailed({ message: "a suspended run still has a lease owner" })
+    if (suspended.some((r) => r.lease_owner !== null)) {
+      throw new DemoFailed({ message: "a suspended run still has a lease owner" })
+    }
     say("")
     say(`⏸  ${refunds} refunds are suspended for approval: no lease owner, no heartbeat, no worker slot`)
     await sleep(1_500)
@@ -146,18 +172,25 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
     // The summary checks itself against the database.
     const verdict = await db(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const runs = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state = 'completed'`)
+      const runs = yield* sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state = 'completed'`
+      )
       const entries = yield* sql.unsafe<{ run_id: string; n: number; fence: string; final_fence: string }>(
         `SELECT l.run_id::text, count(*)::int AS n, max(l.fence)::text AS fence, max(r.fence)::text AS final_fence
          FROM ${ledger} l JOIN "${schema}".runs_now r ON r.id = l.run_id GROUP BY l.run_id`
       )
-      const rejected = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".run_events WHERE kind = 'stale_write_rejected'`)
+      const rejected = yield* sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".run_events WHERE kind = 'stale_write_rejected'`
+      )
       return { completed: runs[0]!.n, entries, rejected: rejected[0]!.n }
     }))
     const once = verdict.entries.filter((e) => e.n === 1 && e.fence === e.final_fence).length
     const checks = [
       { ok: verdict.completed === total, text: `${verdict.completed}/${total} runs completed` },
-      { ok: verdict.entries.length === total && once === total, text: `ledger: ${once} runs with exactly one entry, written under their final fence (of ${total})` },
+      {
+        ok: verdict.entries.length === total && once === total,
+        text: `ledger: ${once} runs with exactly one entry, written under their final fence (of ${total})`
+      },
       { ok: verdict.rejected >= 1, text: `${verdict.rejected} stale writes rejected by the fence` },
       { ok: reclaim.fence >= 2, text: `run ${longId} reclaimed under fence ${reclaim.fence}` }
     ]
@@ -176,22 +209,33 @@ const narrate = (worker: WorkerProcess.WorkerProcess, longId: string, say: (line
   worker.onReport((r) => {
     if (r.type === "event" && r.runId === longId) {
       if (r._tag === "Claimed") say(`${r.owner} claims run ${longId} under fence ${r.fence}`)
-      if (r._tag === "LeaseLost") say(`${r.owner}: lease of run ${longId} (fence ${r.fence}) lost (${r.reason}) → its RunScope is interrupted, the work stops`)
+      if (r._tag === "LeaseLost") {
+        say(
+          `${r.owner}: lease of run ${longId} (fence ${r.fence}) lost (${r.reason}) → its RunScope is interrupted, the work stops`
+        )
+      }
       if (r._tag === "WriteRejected") {
-        say(`${r.owner}: its ${r.operation} of run ${longId} under fence ${r.presentedFence} arrives → rejected: FenceRejected (stored fence ${r.storedFence})`)
+        say(
+          `${r.owner}: its ${r.operation} of run ${longId} under fence ${r.presentedFence} arrives → rejected: FenceRejected (stored fence ${r.storedFence})`
+        )
       }
     }
     if (r.type === "write-result" && r.runId === longId) {
-      say(r.outcome === "committed"
-        ? `${r.owner} writes run ${longId}'s ledger row and completes it in one fenced transaction (fence ${r.fence})`
-        : `${r.owner} tries to write run ${longId}'s ledger row under fence ${r.fence} → ${r.error.tag} (presented ${r.error.presentedFence}, stored ${r.error.storedFence}); nothing written`)
+      say(
+        r.outcome === "committed"
+          ? `${r.owner} writes run ${longId}'s ledger row and completes it in one fenced transaction (fence ${r.fence})`
+          : `${r.owner} tries to write run ${longId}'s ledger row under fence ${r.fence} → ${r.error.tag} (presented ${r.error.presentedFence}, stored ${r.error.storedFence}); nothing written`
+      )
     }
   })
 
 const runRows = (db: Stage["db"], schema: string) =>
-  db(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql.unsafe<RunRow & { fence: any }>(`SELECT id::text, kind, state, fence, lease_owner FROM "${schema}".runs_now ORDER BY id`)
-  )).then((rows) => rows.map((r) => ({ ...r, fence: Number(r.fence) })))
+  db(
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.unsafe<RunRow & { fence: any }>(
+        `SELECT id::text, kind, state, fence, lease_owner FROM "${schema}".runs_now ORDER BY id`
+      ))
+  ).then((rows) => rows.map((r) => ({ ...r, fence: Number(r.fence) })))
 
 const statusBlock = async (db: Stage["db"], schema: string, total: number, longId: string) => {
   const rows = await runRows(db, schema)
@@ -200,10 +244,14 @@ const statusBlock = async (db: Stage["db"], schema: string, total: number, longI
   const shown = rows.filter((r) => r.id === longId || r.kind === "approve-refund")
   return [
     "",
-    `${LiveView.bar(count("completed"), total)}  running ${count("running")} · suspended ${count("suspended")} · pending ${count("pending")}`,
+    `${LiveView.bar(count("completed"), total)}  running ${count("running")} · suspended ${
+      count("suspended")
+    } · pending ${count("pending")}`,
     `leases held: worker-a ${held("worker-a")}, worker-b ${held("worker-b")}`,
     "run  kind              state      owner     fence",
-    ...shown.map((r) => `${r.id.padEnd(4)} ${r.kind.padEnd(17)} ${r.state.padEnd(10)} ${(r.lease_owner ?? "-").padEnd(9)} ${r.fence}`)
+    ...shown.map((r) =>
+      `${r.id.padEnd(4)} ${r.kind.padEnd(17)} ${r.state.padEnd(10)} ${(r.lease_owner ?? "-").padEnd(9)} ${r.fence}`
+    )
   ]
 }
 

@@ -37,7 +37,7 @@ export const make = (out: NodeJS.WriteStream = process.stdout): LiveView => {
       draw()
     },
     finish: () => {
-      if (!tty) for (const line of block) out.write(line + "\n")
+      if (!tty) { for (const line of block) out.write(line + "\n") }
       block = []
       drawn = 0
     }

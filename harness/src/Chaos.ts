@@ -72,11 +72,13 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
   let pg = await EmbeddedPostgres.startUnscoped({ dataDir, persistent: true, settings: { max_connections: "200" } })
   const port = pg.port
   const runtime = ManagedRuntime.make(
-    PgRunStore.layer({ schema }).pipe(Layer.provideMerge(Database.layerFromUrl(pg.url, { maxConnections: 4, applicationName: "chaos-driver" })))
+    PgRunStore.layer({ schema }).pipe(
+      Layer.provideMerge(Database.layerFromUrl(pg.url, { maxConnections: 4, applicationName: "chaos-driver" }))
+    )
   )
   // The driver's own statements retry through database restarts.
   const dbRetrying = async <A>(effect: Effect.Effect<A, any, RunStore | SqlClient.SqlClient>): Promise<A> => {
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0;; attempt++) {
       try {
         return await runtime.runPromise(effect)
       } catch (error) {
@@ -88,16 +90,16 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
 
   const slots: Array<Slot> = []
   try {
-    await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql.unsafe(WorkerProcess.createLedgerTable(ledger))
-    ))
+    await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createLedgerTable(ledger))))
 
     // The mix of runs, from the seed.
     const { requests } = plan
     for (let i = 0; i < requests.length; i += 500) {
       await dbRetrying(Effect.flatMap(RunStore, (store) => store.enqueue(requests.slice(i, i + 500))))
     }
-    log(`seed ${options.seed}: ${options.runs} runs enqueued; ${options.workers} workers (the last with its clock at ${options.skew}); nemesis for ${options.faultSeconds} s`)
+    log(
+      `seed ${options.seed}: ${options.runs} runs enqueued; ${options.workers} workers (the last with its clock at ${options.skew}); nemesis for ${options.faultSeconds} s`
+    )
 
     const spawnSlot = async (slot: Slot) => {
       slot.generation++
@@ -116,7 +118,9 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
       worker.onReport((r) => void reports.push(r))
       slot.current = worker
       void worker.exited.then(({ code, signal }) => {
-        if (!slot.expectingExit && slot.current === worker) unexpectedExits.push(`${worker.owner} exited (code ${code}, signal ${signal})`)
+        if (!slot.expectingExit && slot.current === worker) {
+          unexpectedExits.push(`${worker.owner} exited (code ${code}, signal ${signal})`)
+        }
       })
       await worker.waitFor("start", (r) => r.type === "started", 15_000)
     }
@@ -137,11 +141,17 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
     const driver = (async () => {
       while (driving) {
         try {
-          const waiting = await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-            sql.unsafe<{ id: string }>(`SELECT id::text FROM "${schema}".runs WHERE state = 'suspended' LIMIT 200`)
-          ))
+          const waiting = await runtime.runPromise(
+            Effect.flatMap(
+              SqlClient.SqlClient,
+              (sql) =>
+                sql.unsafe<{ id: string }>(`SELECT id::text FROM "${schema}".runs WHERE state = 'suspended' LIMIT 200`)
+            )
+          )
           for (const { id } of waiting) {
-            await runtime.runPromise(Effect.flatMap(RunStore, (store) => store.resumeById(id, { approvedBy: "driver" })).pipe(Effect.ignore))
+            await runtime.runPromise(
+              Effect.flatMap(RunStore, (store) => store.resumeById(id, { approvedBy: "driver" })).pipe(Effect.ignore)
+            )
           }
         } catch {
           // The database may be restarting; try again shortly.
@@ -183,7 +193,12 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
         log(`nemesis: restart PostgreSQL (down ${ms} ms)`)
         await pg.stop()
         await sleep(ms)
-        pg = await EmbeddedPostgres.startUnscoped({ dataDir, persistent: true, port, settings: { max_connections: "200" } })
+        pg = await EmbeddedPostgres.startUnscoped({
+          dataDir,
+          persistent: true,
+          port,
+          settings: { max_connections: "200" }
+        })
         restarts.push(Date.now())
       }
     }
@@ -194,16 +209,22 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
     }
 
     // A canary batch after the last fault proves every kind of fault left the workers claiming.
-    await dbRetrying(Effect.flatMap(RunStore, (store) =>
-      store.enqueue(Array.from({ length: 30 }, () => ({ kind: "chaos-step", payload: { workMs: 50 }, maxAttempts: 10 })))
-    ))
+    await dbRetrying(
+      Effect.flatMap(RunStore, (store) =>
+        store.enqueue(
+          Array.from({ length: 30 }, () => ({ kind: "chaos-step", payload: { workMs: 50 }, maxAttempts: 10 }))
+        ))
+    )
     // Quiesce: wait while the backlog keeps shrinking; a backlog that stops moving for 60 s is stuck.
     let open = Infinity
     let lastProgress = Date.now()
     while (Date.now() - lastProgress < 60_000) {
-      const rows = await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state IN ('pending', 'running', 'suspended')`)
-      ))
+      const rows = await dbRetrying(
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql.unsafe<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state IN ('pending', 'running', 'suspended')`
+          ))
+      )
       if (rows[0]!.n < open) lastProgress = Date.now()
       open = rows[0]!.n
       if (open === 0) break
@@ -218,12 +239,17 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
       sql.withTransaction(Effect.andThen(
         sql.unsafe(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`),
         Effect.all({
-          runs: sql.unsafe<{ id: string; state: string; fence: string; kind: string }>(`SELECT id::text, state, fence::text, kind FROM "${schema}".runs_now`),
-          events: sql.unsafe<{ run_id: string; kind: string; fence: string }>(`SELECT run_id::text, kind, fence::text FROM "${schema}".run_history ORDER BY at, seq NULLS LAST`),
-          ledger: sql.unsafe<{ run_id: string; fence: string; owner: string }>(`SELECT run_id::text, fence::text, owner FROM ${ledger}`)
+          runs: sql.unsafe<{ id: string; state: string; fence: string; kind: string }>(
+            `SELECT id::text, state, fence::text, kind FROM "${schema}".runs_now`
+          ),
+          events: sql.unsafe<{ run_id: string; kind: string; fence: string }>(
+            `SELECT run_id::text, kind, fence::text FROM "${schema}".run_history ORDER BY at, seq NULLS LAST`
+          ),
+          ledger: sql.unsafe<{ run_id: string; fence: string; owner: string }>(
+            `SELECT run_id::text, fence::text, owner FROM ${ledger}`
+          )
         })
-      ))
-    ))
+      ))))
 
     const checks = Checker.check({
       runs: history.runs.map((r) => ({ id: r.id, state: r.state, fence: Number(r.fence), kind: r.kind })),
@@ -232,7 +258,9 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
       ledger: history.ledger.map((l) => ({ runId: l.run_id, fence: Number(l.fence), owner: l.owner })),
       reports,
       unexpectedExits,
-      claimsAfterRestarts: restarts.map((at) => reports.filter((r) => r.type === "event" && r._tag === "Claimed" && r.receivedAt > at).length)
+      claimsAfterRestarts: restarts.map((at) =>
+        reports.filter((r) => r.type === "event" && r._tag === "Claimed" && r.receivedAt > at).length
+      )
     })
     const states: Record<string, number> = {}
     for (const r of history.runs) states[r.state] = (states[r.state] ?? 0) + 1

@@ -14,8 +14,12 @@ export interface Check {
 }
 
 export interface History {
-  readonly runs: ReadonlyArray<{ readonly id: string; readonly state: string; readonly fence: number; readonly kind: string }>
-  readonly events: ReadonlyArray<{ readonly runId: string; readonly kind: string; readonly fence: number; readonly id: number }>
+  readonly runs: ReadonlyArray<
+    { readonly id: string; readonly state: string; readonly fence: number; readonly kind: string }
+  >
+  readonly events: ReadonlyArray<
+    { readonly runId: string; readonly kind: string; readonly fence: number; readonly id: number }
+  >
   readonly ledger: ReadonlyArray<{ readonly runId: string; readonly fence: number; readonly owner: string }>
   /** Every report of every worker process, all generations. */
   readonly reports: ReadonlyArray<Report>
@@ -30,7 +34,11 @@ const sample = (items: ReadonlyArray<unknown>) => items.slice(0, 5).map((i) => J
 export const check = (history: History): ReadonlyArray<Check> => {
   const checks: Array<Check> = []
   const add = (name: string, bad: ReadonlyArray<unknown>, okDetail: string) =>
-    checks.push({ name, ok: bad.length === 0, detail: bad.length === 0 ? okDetail : `${bad.length} violations, e.g. ${sample(bad)}` })
+    checks.push({
+      name,
+      ok: bad.length === 0,
+      detail: bad.length === 0 ? okDetail : `${bad.length} violations, e.g. ${sample(bad)}`
+    })
 
   // 1. Everything ended: nothing pending, running (leased forever) or suspended (the driver resumes all).
   const stuck = history.runs.filter((r) => !["completed", "failed", "cancelled"].includes(r.state))
@@ -40,10 +48,17 @@ export const check = (history: History): ReadonlyArray<Check> => {
   const entries = new Map<string, Array<{ fence: number; owner: string }>>()
   for (const row of history.ledger) entries.set(row.runId, [...(entries.get(row.runId) ?? []), row])
   const completed = history.runs.filter((r) => r.state === "completed")
-  const notOnce = completed.filter((r) => (entries.get(r.id)?.length ?? 0) !== 1).map((r) => ({ run: r.id, entries: entries.get(r.id) ?? [] }))
+  const notOnce = completed.filter((r) => (entries.get(r.id)?.length ?? 0) !== 1).map((r) => ({
+    run: r.id,
+    entries: entries.get(r.id) ?? []
+  }))
   add("exactly one ledger entry per completed run", notOnce, `${completed.length} completed runs, one entry each`)
   const endedWithout = history.runs.filter((r) => r.state !== "completed" && (entries.get(r.id)?.length ?? 0) > 0)
-  add("no ledger entry for failed or cancelled runs", endedWithout, `${history.runs.length - completed.length} runs ended without completing, none in the ledger`)
+  add(
+    "no ledger entry for failed or cancelled runs",
+    endedWithout,
+    `${history.runs.length - completed.length} runs ended without completing, none in the ledger`
+  )
 
   // 3. No write committed under fence f once fence f+1 was granted: a run's ledger entry (written in
   //    the transaction that completed it) carries its final fence, and no claim ever went higher.
@@ -61,17 +76,31 @@ export const check = (history: History): ReadonlyArray<Check> => {
   const staleCommits = history.ledger.filter((row) =>
     row.fence !== finalFence.get(row.runId) || (claimsByRun.get(row.runId) ?? []).some((f) => f > row.fence)
   )
-  add("no write committed under a superseded fence", staleCommits, `${history.ledger.length} ledger entries, each under its run's last granted fence`)
-  const committedReports = history.reports.filter((r) => r.type === "write-result" && r.op === "ledger" && r.outcome === "committed")
+  add(
+    "no write committed under a superseded fence",
+    staleCommits,
+    `${history.ledger.length} ledger entries, each under its run's last granted fence`
+  )
+  const committedReports = history.reports.filter((r) =>
+    r.type === "write-result" && r.op === "ledger" && r.outcome === "committed"
+  )
   const reportedStale = committedReports.filter((r) => r.fence !== finalFence.get(r.runId))
-  add("no worker saw a commit under a superseded fence", reportedStale, `${committedReports.length} commits reported by workers`)
+  add(
+    "no worker saw a commit under a superseded fence",
+    reportedStale,
+    `${committedReports.length} commits reported by workers`
+  )
 
   // 4. Per run, every fence sequence strictly increases: in the database's history, and across
   //    what all workers were granted (two claims never share a fence).
   const notIncreasing = [...claimsByRun]
     .filter(([, fences]) => fences.some((f, i) => i > 0 && f <= fences[i - 1]!))
     .map(([runId]) => [runId, claimEvents.get(runId)])
-  add("each run's claim fences strictly increase (database history)", notIncreasing, `${claimsByRun.size} runs' claim histories`)
+  add(
+    "each run's claim fences strictly increase (database history)",
+    notIncreasing,
+    `${claimsByRun.size} runs' claim histories`
+  )
   const granted = new Map<string, Array<string>>()
   for (const r of history.reports) {
     if (r.type === "event" && r._tag === "Claimed") {
@@ -84,8 +113,18 @@ export const check = (history: History): ReadonlyArray<Check> => {
 
   // 5. Workers ride out faults: no crash, and claiming resumes after each database restart.
   const crashes = history.reports.filter((r) => r.type === "crashed")
-  add("no worker process crashed", [...crashes, ...history.unexpectedExits], "every exit was one the nemesis or the shutdown caused")
-  const silentAfterRestart = history.claimsAfterRestarts.map((n, i) => ({ restart: i + 1, claims: n })).filter((r) => r.claims === 0)
-  add("workers resumed claiming after every database restart", silentAfterRestart, `${history.claimsAfterRestarts.length} restarts, claims after each`)
+  add(
+    "no worker process crashed",
+    [...crashes, ...history.unexpectedExits],
+    "every exit was one the nemesis or the shutdown caused"
+  )
+  const silentAfterRestart = history.claimsAfterRestarts.map((n, i) => ({ restart: i + 1, claims: n })).filter((r) =>
+    r.claims === 0
+  )
+  add(
+    "workers resumed claiming after every database restart",
+    silentAfterRestart,
+    `${history.claimsAfterRestarts.length} restarts, claims after each`
+  )
   return checks
 }

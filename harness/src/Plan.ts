@@ -67,7 +67,11 @@ const request: Effect.Effect<Request> = Effect.gen(function*() {
     case "doomed":
       return { kind: "chaos-step", payload: { workMs: 20, failAttempts: 99 }, maxAttempts: 2 }
     case "flaky":
-      return { kind: "chaos-step", payload: { workMs, failAttempts: yield* Random.nextIntBetween(1, 2) }, maxAttempts: 10 }
+      return {
+        kind: "chaos-step",
+        payload: { workMs, failAttempts: yield* Random.nextIntBetween(1, 2) },
+        maxAttempts: 10
+      }
     default:
       return { kind: "chaos-step", payload: { workMs, checkpoint: shape === "checkpoint" }, maxAttempts: 10 }
   }

@@ -31,7 +31,9 @@ const number = (name: string, value: string | undefined, fallback: number) => {
   return n
 }
 
-const faultSeconds = values.minutes !== undefined ? number("minutes", values.minutes, 1) * 60 : number("seconds", values.seconds, 40)
+const faultSeconds = values.minutes !== undefined
+  ? number("minutes", values.minutes, 1) * 60
+  : number("seconds", values.seconds, 40)
 const result = await Chaos.run({
   seed: number("seed", values.seed, Effect.runSync(Plan.freshSeed)),
   // About as much work as the workers get through while the nemesis acts.

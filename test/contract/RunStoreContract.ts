@@ -7,7 +7,15 @@
  * its `now()` (PG: the stored times move back; memory: `TestClock.adjust`).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { KeyLimits, type LeaseKey, RateLimits, type ListFilter, type RunStore, type StoreNotification, UnstorableValue } from "@leasehold/core"
+import {
+  KeyLimits,
+  type LeaseKey,
+  type ListFilter,
+  RateLimits,
+  type RunStore,
+  type StoreNotification,
+  UnstorableValue
+} from "@leasehold/core"
 import { Duration, Effect, Exit, Fiber, type Scope, Stream } from "effect"
 
 /** A store under test and how time passes for it. */
@@ -36,7 +44,11 @@ export interface ContractTarget {
 type Store = RunStore["Service"]
 
 const ttl = Duration.minutes(1)
-const claimFrom = (store: Store, owner: string, options: { limit?: number; queues?: Array<string>; kinds?: Array<string>; dueOnly?: boolean } = {}) =>
+const claimFrom = (
+  store: Store,
+  owner: string,
+  options: { limit?: number; queues?: Array<string>; kinds?: Array<string>; dueOnly?: boolean } = {}
+) =>
   store.claim({
     owner,
     queues: options.queues ?? ["default"],
@@ -92,7 +104,15 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.isTrue(enqueued!.created)
           const [claimed, ...rest] = yield* claimFrom(store, "w1")
           assert.isEmpty(rest)
-          assert.deepInclude(claimed, { id: enqueued!.id, kind: "job", queue: "default", fence: 1, attempt: 1, maxAttempts: 3, checkpoint: null })
+          assert.deepInclude(claimed, {
+            id: enqueued!.id,
+            kind: "job",
+            queue: "default",
+            fence: 1,
+            attempt: 1,
+            maxAttempts: 3,
+            checkpoint: null
+          })
           assert.deepStrictEqual(claimed!.payload, { n: 1, tags: ["a"] })
           const record = yield* store.get(enqueued!.id)
           assert.deepInclude(record, { state: "running", leaseOwner: "w1", fence: 1, attempt: 1 })
@@ -112,14 +132,21 @@ export const runStoreContract = (target: ContractTarget): void => {
           ])).map((r) => r.id)
           yield* passTime("1 second")
           const [later] = yield* enqueueJobs(store, 1)
-          const [delayed] = (yield* store.enqueue([{ kind: "job", payload: null, priority: 9, delayMs: 60_000 }])).map((r) => r.id)
+          const [delayed] = (yield* store.enqueue([{ kind: "job", payload: null, priority: 9, delayMs: 60_000 }])).map((
+            r
+          ) => r.id)
           const first = yield* claimFrom(store, "w", { limit: 2 })
           assert.deepStrictEqual(first.map((c) => c.id).sort(), [high!, low!].sort())
           const second = yield* claimFrom(store, "w", { limit: 5 })
           assert.deepStrictEqual(second.map((c) => c.id), [later!], "the delayed run, other queues and kinds stay")
           yield* passTime("61 seconds")
           // Due only: the first claims' leases have expired by now, and are not what this asks for.
-          const third = yield* claimFrom(store, "w", { queues: ["default", "other"], kinds: ["job", "mail"], limit: 5, dueOnly: true })
+          const third = yield* claimFrom(store, "w", {
+            queues: ["default", "other"],
+            kinds: ["job", "mail"],
+            limit: 5,
+            dueOnly: true
+          })
           assert.deepStrictEqual(third.map((c) => c.id).sort(), [delayed!, otherQueue!, otherKind!].sort())
         }))
 
@@ -183,26 +210,58 @@ export const runStoreContract = (target: ContractTarget): void => {
 
       test("a window of states holds only while its run is in them; a window of a period holds in every state until it passes", ({ passTime, store }) =>
         Effect.gen(function*() {
-          const [pending] = yield* store.enqueue([{ kind: "job", payload: null, unique: { key: "p", states: ["pending"] } }])
+          const [pending] = yield* store.enqueue([{
+            kind: "job",
+            payload: null,
+            unique: { key: "p", states: ["pending"] }
+          }])
           const [claimed] = yield* claimFrom(store, "w1", { limit: 1 })
           assert.strictEqual(claimed!.id, pending!.id)
-          const [whileRunning] = yield* store.enqueue([{ kind: "job", payload: null, unique: { key: "p", states: ["pending"] } }])
+          const [whileRunning] = yield* store.enqueue([{
+            kind: "job",
+            payload: null,
+            unique: { key: "p", states: ["pending"] }
+          }])
           assert.isTrue(whileRunning!.created, "the running run no longer holds a window of pending")
 
-          const [first] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          const [first] = yield* store.enqueue([{
+            kind: "mail",
+            payload: null,
+            unique: { key: "hourly", periodMs: 3_600_000 }
+          }])
           yield* store.cancel(first!.id)
-          const [cancelled] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          const [cancelled] = yield* store.enqueue([{
+            kind: "mail",
+            payload: null,
+            unique: { key: "hourly", periodMs: 3_600_000 }
+          }])
           assert.deepStrictEqual(cancelled, { id: first!.id, created: false }, "a period holds in any state")
           yield* passTime("59 minutes")
-          const [within] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          const [within] = yield* store.enqueue([{
+            kind: "mail",
+            payload: null,
+            unique: { key: "hourly", periodMs: 3_600_000 }
+          }])
           assert.isFalse(within!.created)
           yield* passTime("2 minutes")
-          const [next] = yield* store.enqueue([{ kind: "mail", payload: null, unique: { key: "hourly", periodMs: 3_600_000 } }])
+          const [next] = yield* store.enqueue([{
+            kind: "mail",
+            payload: null,
+            unique: { key: "hourly", periodMs: 3_600_000 }
+          }])
           assert.isTrue(next!.created)
           // A period and states: held while both hold.
-          const [both] = yield* store.enqueue([{ kind: "sms", payload: null, unique: { key: "b", periodMs: 3_600_000, states: ["pending"] } }])
+          const [both] = yield* store.enqueue([{
+            kind: "sms",
+            payload: null,
+            unique: { key: "b", periodMs: 3_600_000, states: ["pending"] }
+          }])
           yield* store.cancel(both!.id)
-          const [afterCancel] = yield* store.enqueue([{ kind: "sms", payload: null, unique: { key: "b", periodMs: 3_600_000 } }])
+          const [afterCancel] = yield* store.enqueue([{
+            kind: "sms",
+            payload: null,
+            unique: { key: "b", periodMs: 3_600_000 }
+          }])
           assert.isTrue(afterCancel!.created, "the cancelled run left its window's states")
         }))
 
@@ -224,7 +283,9 @@ export const runStoreContract = (target: ContractTarget): void => {
             ]))
             assert.deepInclude(refused, { _tag: "InvalidConfig", option }, JSON.stringify(unique))
           }
-          const combined = yield* Effect.flip(store.enqueue([{ kind: "job", payload: null, idempotencyKey: "i", unique: { key: "u" } }]))
+          const combined = yield* Effect.flip(
+            store.enqueue([{ kind: "job", payload: null, idempotencyKey: "i", unique: { key: "u" } }])
+          )
           assert.deepInclude(combined, { _tag: "InvalidConfig", option: "unique" })
           assert.isEmpty(yield* store.list({ limit: 10 }))
         }))
@@ -281,8 +342,14 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(renewed, [{ runId: a!, fence: 1 }])
           assert.isEmpty(yield* store.renew("thief", [{ runId: a!, fence: 1 }, { runId: b!, fence: 1 }], ttl))
           // A lease listed twice is held twice; an id written with leading zeros answers as the store prints it.
-          assert.deepStrictEqual(yield* store.renew("w1", [{ runId: a!, fence: 1 }, { runId: a!, fence: 1 }], ttl), [{ runId: a!, fence: 1 }, { runId: a!, fence: 1 }])
-          assert.deepStrictEqual(yield* store.renew("w1", [{ runId: `00${a!}`, fence: 1 }], ttl), [{ runId: a!, fence: 1 }])
+          assert.deepStrictEqual(yield* store.renew("w1", [{ runId: a!, fence: 1 }, { runId: a!, fence: 1 }], ttl), [{
+            runId: a!,
+            fence: 1
+          }, { runId: a!, fence: 1 }])
+          assert.deepStrictEqual(yield* store.renew("w1", [{ runId: `00${a!}`, fence: 1 }], ttl), [{
+            runId: a!,
+            fence: 1
+          }])
           yield* passTime("40 seconds")
           assert.deepStrictEqual(yield* store.renew("w1", [{ runId: a!, fence: 1 }], ttl), [{ runId: a!, fence: 1 }])
           yield* passTime("40 seconds") // past a's first expiry, inside its renewed one; b was never renewed
@@ -322,9 +389,18 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* passTime("61 seconds")
           const [current] = yield* claimFrom(store, "w2")
           assert.strictEqual(current!.fence, 2)
-          const expect = (operation: string) => ({ _tag: "FenceRejected" as const, runId: stale.runId, presentedFence: 1, storedFence: 2, operation })
+          const expect = (operation: string) => ({
+            _tag: "FenceRejected" as const,
+            runId: stale.runId,
+            presentedFence: 1,
+            storedFence: 2,
+            operation
+          })
           assert.deepInclude(yield* Effect.flip(store.checkpoint(stale, { late: true })), expect("checkpoint"))
-          assert.deepInclude(yield* Effect.flip(store.fail({ ...stale, error: { m: "x" }, retryDelayMs: 0 })), expect("fail"))
+          assert.deepInclude(
+            yield* Effect.flip(store.fail({ ...stale, error: { m: "x" }, retryDelayMs: 0 })),
+            expect("fail")
+          )
           assert.deepInclude(yield* Effect.flip(store.release(stale)), expect("release"))
           assert.deepInclude(
             yield* Effect.flip(store.suspend({ ...stale, signal: "s", token: "t-stale", timeout: undefined })),
@@ -332,7 +408,14 @@ export const runStoreContract = (target: ContractTarget): void => {
           )
           assert.deepInclude(yield* Effect.flip(store.snooze({ ...stale, delayMs: 5_000 })), expect("snooze"))
           const record = yield* store.get(stale.runId)
-          assert.deepInclude(record, { state: "running", leaseOwner: "w2", fence: 2, attempt: 2, checkpoint: null, error: null })
+          assert.deepInclude(record, {
+            state: "running",
+            leaseOwner: "w2",
+            fence: 2,
+            attempt: 2,
+            checkpoint: null,
+            error: null
+          })
           const history = yield* store.history(stale.runId)
           const rejections = history.filter((e) => e.kind === "stale_write_rejected")
           assert.deepStrictEqual(rejections.map((e) => [e.fence, (e.detail as { operation: string }).operation]), [
@@ -350,8 +433,16 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lease = yield* heldRun(store)
           yield* store.release(lease)
           const notHeld = yield* Effect.flip(store.checkpoint(lease, { late: true }))
-          assert.deepInclude(notHeld, { _tag: "LeaseNotHeld", runId: lease.runId, fence: 1, state: "pending", operation: "checkpoint" })
-          const missing = yield* Effect.flip(store.fail({ runId: "999999", fence: 1, error: null, retryDelayMs: undefined }))
+          assert.deepInclude(notHeld, {
+            _tag: "LeaseNotHeld",
+            runId: lease.runId,
+            fence: 1,
+            state: "pending",
+            operation: "checkpoint"
+          })
+          const missing = yield* Effect.flip(
+            store.fail({ runId: "999999", fence: 1, error: null, retryDelayMs: undefined })
+          )
           assert.deepInclude(missing, { _tag: "RunNotFound", runId: "999999" })
           assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "released@1"])
           assert.strictEqual((yield* store.stats).fenceRejections, 0)
@@ -376,9 +467,18 @@ export const runStoreContract = (target: ContractTarget): void => {
             { _tag: "Rejected", runId: "999999", fence: 3, storedFence: 3, state: "missing" }
           ])
           if (deleted) yield* assertDeleted(store, fresh!)
-          else assert.deepInclude(yield* store.get(fresh!), { state: "completed", result: { ok: 1 }, leaseOwner: null, leaseExpiresAt: null })
+          else {assert.deepInclude(yield* store.get(fresh!), {
+              state: "completed",
+              result: { ok: 1 },
+              leaseOwner: null,
+              leaseExpiresAt: null
+            })}
           assert.deepInclude(yield* store.get(stale.runId), { state: "running", result: null, fence: 2 })
-          assert.deepStrictEqual(yield* kinds(store, stale.runId), ["claimed@1", "reclaimed@2", "stale_write_rejected@1"])
+          assert.deepStrictEqual(yield* kinds(store, stale.runId), [
+            "claimed@1",
+            "reclaimed@2",
+            "stale_write_rejected@1"
+          ])
         }))
 
       test("a completion sent again under the fence it completed with is acknowledged, not rejected nor recorded", ({ store }) =>
@@ -400,23 +500,43 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(lease.runId), { state: "completed", result: "first", fence: 1 })
           assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "completed@1"])
           // Any other guarded write after the completion is still refused.
-          assert.deepInclude(yield* Effect.flip(store.release(lease)), { _tag: "LeaseNotHeld", state: "completed", operation: "release" })
+          assert.deepInclude(yield* Effect.flip(store.release(lease)), {
+            _tag: "LeaseNotHeld",
+            state: "completed",
+            operation: "release"
+          })
         }))
 
       test("fail schedules a retry after its delay while attempts remain, then fails the run", ({ passTime, store }) =>
         Effect.gen(function*() {
           const first = yield* heldRun(store, "w1", { maxAttempts: 2 })
-          assert.deepStrictEqual(yield* store.fail({ ...first, error: { m: "one" }, retryDelayMs: 30_000 }), { _tag: "RetryScheduled", delayMs: 30_000 })
-          assert.deepInclude(yield* store.get(first.runId), { state: "pending", error: { m: "one" }, leaseOwner: null, finishedAt: null })
+          assert.deepStrictEqual(yield* store.fail({ ...first, error: { m: "one" }, retryDelayMs: 30_000 }), {
+            _tag: "RetryScheduled",
+            delayMs: 30_000
+          })
+          assert.deepInclude(yield* store.get(first.runId), {
+            state: "pending",
+            error: { m: "one" },
+            leaseOwner: null,
+            finishedAt: null
+          })
           assert.isEmpty(yield* claimFrom(store, "w1"), "not due before its delay")
           yield* passTime("31 seconds")
           const [second] = yield* claimFrom(store, "w1")
           assert.deepInclude(second, { id: first.runId, fence: 2, attempt: 2 })
-          assert.deepStrictEqual(yield* store.fail({ runId: first.runId, fence: 2, error: { m: "two" }, retryDelayMs: 0 }), { _tag: "Failed" })
+          assert.deepStrictEqual(
+            yield* store.fail({ runId: first.runId, fence: 2, error: { m: "two" }, retryDelayMs: 0 }),
+            { _tag: "Failed" }
+          )
           const record = yield* store.get(first.runId)
           assert.deepInclude(record, { state: "failed", attempt: 2, error: { m: "two" } })
           assert.isNotNull(record.finishedAt)
-          assert.deepStrictEqual(yield* kinds(store, first.runId), ["claimed@1", "retry_scheduled@1", "claimed@2", "failed@2"])
+          assert.deepStrictEqual(yield* kinds(store, first.runId), [
+            "claimed@1",
+            "retry_scheduled@1",
+            "claimed@2",
+            "failed@2"
+          ])
         }))
 
       test("release gives the run back at once and refunds its attempt", ({ store }) =>
@@ -424,7 +544,12 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lease = yield* heldRun(store)
           yield* store.checkpoint(lease, { step: 3 })
           yield* store.release(lease)
-          assert.deepInclude(yield* store.get(lease.runId), { state: "pending", attempt: 0, leaseOwner: null, fence: 1 })
+          assert.deepInclude(yield* store.get(lease.runId), {
+            state: "pending",
+            attempt: 0,
+            leaseOwner: null,
+            fence: 1
+          })
           const [again] = yield* claimFrom(store, "w2")
           assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1, checkpoint: { step: 3 } })
         }))
@@ -437,7 +562,14 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.checkpoint(lease, { step: 1 })
           yield* store.snooze({ ...lease, delayMs: 30_000 })
           const record = yield* store.get(lease.runId)
-          assert.deepInclude(record, { state: "pending", attempt: 0, leaseOwner: null, leaseExpiresAt: null, fence: 1, error: null })
+          assert.deepInclude(record, {
+            state: "pending",
+            attempt: 0,
+            leaseOwner: null,
+            leaseExpiresAt: null,
+            fence: 1,
+            error: null
+          })
           assert.isNull(record.finishedAt)
           assert.isEmpty(yield* claimFrom(store, "w2"), "not due before its delay")
           // The holder's lease is gone: its next write is refused, as after a release.
@@ -454,7 +586,13 @@ export const runStoreContract = (target: ContractTarget): void => {
           const [third] = yield* claimFrom(store, "w1")
           assert.deepInclude(third, { id: lease.runId, fence: 3, attempt: 1 })
           const history = yield* store.history(lease.runId)
-          assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), ["claimed@1", "snoozed@1", "claimed@2", "snoozed@2", "claimed@3"])
+          assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), [
+            "claimed@1",
+            "snoozed@1",
+            "claimed@2",
+            "snoozed@2",
+            "claimed@3"
+          ])
           assert.isString((history[1]!.detail as { runAt: unknown }).runAt)
           assert.strictEqual((yield* store.stats).fenceRejections, 0)
         }))
@@ -501,7 +639,12 @@ export const runStoreContract = (target: ContractTarget): void => {
           const [again] = yield* claimFrom(store, "w1")
           assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1 })
           assert.deepStrictEqual(again!.signals, { approval: { _tag: "Signalled", payload: { approved: true } } })
-          assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "suspended@1", "resumed@1", "claimed@2"])
+          assert.deepStrictEqual(yield* kinds(store, lease.runId), [
+            "claimed@1",
+            "suspended@1",
+            "resumed@1",
+            "claimed@2"
+          ])
         }))
 
       test("resume by token finds the waiting run; the token is gone afterwards, and the wrong targets fail with their reasons", ({ store }) =>
@@ -509,13 +652,29 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lease = yield* heldRun(store)
           yield* store.suspend({ ...lease, signal: "webhook", token: "tok-2", timeout: undefined })
           const [pendingId] = yield* enqueueJobs(store, 1)
-          assert.deepInclude(yield* Effect.flip(store.resumeById(pendingId!, {})), { _tag: "InvalidTransition", runId: pendingId!, state: "pending", operation: "resume" })
-          assert.deepInclude(yield* Effect.flip(store.resumeById("999999", {})), { _tag: "RunNotFound", runId: "999999" })
-          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-unknown", {})), { _tag: "SignalTokenNotFound", token: "tok-unknown" })
+          assert.deepInclude(yield* Effect.flip(store.resumeById(pendingId!, {})), {
+            _tag: "InvalidTransition",
+            runId: pendingId!,
+            state: "pending",
+            operation: "resume"
+          })
+          assert.deepInclude(yield* Effect.flip(store.resumeById("999999", {})), {
+            _tag: "RunNotFound",
+            runId: "999999"
+          })
+          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-unknown", {})), {
+            _tag: "SignalTokenNotFound",
+            token: "tok-unknown"
+          })
           assert.strictEqual(yield* store.resumeByToken("tok-2", { by: "hook" }), lease.runId)
           assert.deepInclude(yield* store.get(lease.runId), { state: "pending", signalToken: null, signalName: null })
-          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-2", {})), { _tag: "SignalTokenNotFound", token: "tok-2" })
-          assert.deepStrictEqual((yield* store.get(lease.runId)).signals, { webhook: { _tag: "Signalled", payload: { by: "hook" } } })
+          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-2", {})), {
+            _tag: "SignalTokenNotFound",
+            token: "tok-2"
+          })
+          assert.deepStrictEqual((yield* store.get(lease.runId)).signals, {
+            webhook: { _tag: "Signalled", payload: { by: "hook" } }
+          })
         }))
 
       test("a second run suspending with a token a waiting run holds gets SignalTokenInUse and keeps its lease", ({ store }) =>
@@ -523,7 +682,9 @@ export const runStoreContract = (target: ContractTarget): void => {
           const [a, b] = yield* enqueueJobs(store, 2)
           yield* claimFrom(store, "w1")
           yield* store.suspend({ runId: a!, fence: 1, signal: "s", token: "shared", timeout: undefined })
-          const error = yield* Effect.flip(store.suspend({ runId: b!, fence: 1, signal: "s", token: "shared", timeout: undefined }))
+          const error = yield* Effect.flip(
+            store.suspend({ runId: b!, fence: 1, signal: "s", token: "shared", timeout: undefined })
+          )
           assert.deepInclude(error, { _tag: "SignalTokenInUse", runId: b!, token: "shared" })
           assert.deepInclude(yield* store.get(b!), { state: "running", leaseOwner: "w1", signalToken: null })
           assert.deepStrictEqual(yield* kinds(store, b!), ["claimed@1"])
@@ -549,7 +710,10 @@ export const runStoreContract = (target: ContractTarget): void => {
       test("a delivery resumes a run suspended on that signal; the same outcome again is a Duplicate, another a Conflict, and neither writes", ({ store }) =>
         Effect.gen(function*() {
           const lease = yield* heldRun(store)
-          assert.deepStrictEqual(yield* store.suspend({ ...lease, signal: "approval", token: "tok-d1", timeout: undefined }), { _tag: "Suspended" })
+          assert.deepStrictEqual(
+            yield* store.suspend({ ...lease, signal: "approval", token: "tok-d1", timeout: undefined }),
+            { _tag: "Suspended" }
+          )
           const delivery = { runId: lease.runId, signal: "approval", payload: { approved: true, note: "ok" } }
           assert.deepStrictEqual(yield* store.deliverSignal(delivery), { _tag: "Resumed", runId: lease.runId })
           const after = yield* store.get(lease.runId)
@@ -562,21 +726,40 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(yield* store.get(lease.runId), after, "nothing written by the refused deliveries")
           const [again] = yield* claimFrom(store, "w2")
           assert.deepInclude(again, { id: lease.runId, fence: 2 })
-          assert.deepStrictEqual(again!.signals, { approval: { _tag: "Signalled", payload: { approved: true, note: "ok" } } })
+          assert.deepStrictEqual(again!.signals, {
+            approval: { _tag: "Signalled", payload: { approved: true, note: "ok" } }
+          })
         }))
 
       test("a delivery before the run suspends is kept: the suspension returns it at once and writes nothing", ({ store }) =>
         Effect.gen(function*() {
           const lease = yield* heldRun(store)
-          const recorded = yield* store.deliverSignal({ runId: lease.runId, signal: "approval", payload: { approved: true } })
+          const recorded = yield* store.deliverSignal({
+            runId: lease.runId,
+            signal: "approval",
+            payload: { approved: true }
+          })
           assert.deepStrictEqual(recorded, { _tag: "Recorded", runId: lease.runId })
           const suspended = yield* store.suspend({ ...lease, signal: "approval", token: "tok-d2", timeout: undefined })
-          assert.deepStrictEqual(suspended, { _tag: "AlreadySignalled", outcome: { _tag: "Signalled", payload: { approved: true } } })
-          assert.deepInclude(yield* store.get(lease.runId), { state: "running", fence: 1, leaseOwner: "w1", signalToken: null })
+          assert.deepStrictEqual(suspended, {
+            _tag: "AlreadySignalled",
+            outcome: { _tag: "Signalled", payload: { approved: true } }
+          })
+          assert.deepInclude(yield* store.get(lease.runId), {
+            state: "running",
+            fence: 1,
+            leaseOwner: "w1",
+            signalToken: null
+          })
           // Another signal still suspends.
-          assert.deepStrictEqual(yield* store.suspend({ ...lease, signal: "other", token: "tok-d3", timeout: undefined }), { _tag: "Suspended" })
+          assert.deepStrictEqual(
+            yield* store.suspend({ ...lease, signal: "other", token: "tok-d3", timeout: undefined }),
+            { _tag: "Suspended" }
+          )
           // A stale holder's suspension is still rejected by the fence, delivered outcome or not.
-          const error = yield* Effect.flip(store.suspend({ runId: lease.runId, fence: 0, signal: "approval", token: "tok-d4", timeout: undefined }))
+          const error = yield* Effect.flip(
+            store.suspend({ runId: lease.runId, fence: 0, signal: "approval", token: "tok-d4", timeout: undefined })
+          )
           assert.deepInclude(error, { _tag: "FenceRejected", presentedFence: 0, storedFence: 1 })
         }))
 
@@ -593,23 +776,41 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.completeBatch([{ runId: lease.runId, fence: 2, result: null }])
           if (deleted) {
             // The finished run was deleted by its completion: it is not known any more.
-            assert.deepInclude(yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "late", payload: {} })), { _tag: "RunNotFound" })
+            assert.deepInclude(
+              yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "late", payload: {} })),
+              { _tag: "RunNotFound" }
+            )
           } else {
             assert.deepStrictEqual(
               yield* store.deliverSignal({ runId: lease.runId, signal: "late", payload: {} }),
               { _tag: "Gone", runId: lease.runId, reason: "finished" }
             )
           }
-          assert.deepInclude(yield* Effect.flip(store.deliverSignal({ runId: "999999", signal: "approval", payload: {} })), { _tag: "RunNotFound" })
+          assert.deepInclude(
+            yield* Effect.flip(store.deliverSignal({ runId: "999999", signal: "approval", payload: {} })),
+            { _tag: "RunNotFound" }
+          )
 
           const other = yield* heldRun(store, "w3")
-          const first = yield* store.deliverSignal({ runId: other.runId, signal: "hook", payload: { n: 1 }, deliveryId: "msg_1" })
+          const first = yield* store.deliverSignal({
+            runId: other.runId,
+            signal: "hook",
+            payload: { n: 1 },
+            deliveryId: "msg_1"
+          })
           assert.strictEqual(first._tag, "Recorded")
           const before = yield* store.get(other.runId)
-          const replay = yield* store.deliverSignal({ runId: other.runId, signal: "hook2", payload: { n: 2 }, deliveryId: "msg_1" })
+          const replay = yield* store.deliverSignal({
+            runId: other.runId,
+            signal: "hook2",
+            payload: { n: 2 },
+            deliveryId: "msg_1"
+          })
           assert.deepStrictEqual(replay, { _tag: "Replayed", runId: other.runId })
           assert.deepStrictEqual(yield* store.get(other.runId), before)
-          const unstorable = yield* Effect.flip(store.deliverSignal({ runId: other.runId, signal: "x", payload: { n: 1n } }))
+          const unstorable = yield* Effect.flip(
+            store.deliverSignal({ runId: other.runId, signal: "x", payload: { n: 1n } })
+          )
           assert.deepInclude(unstorable, { _tag: "UnstorableValue" })
         }))
 
@@ -622,7 +823,9 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual(second.getTime(), first.getTime())
           const other = yield* store.callbackExpiry(lease, "other", Duration.hours(2))
           assert.isAbove(other.getTime(), first.getTime())
-          const stale = yield* Effect.flip(store.callbackExpiry({ runId: lease.runId, fence: 0 }, "approval", Duration.hours(1)))
+          const stale = yield* Effect.flip(
+            store.callbackExpiry({ runId: lease.runId, fence: 0 }, "approval", Duration.hours(1))
+          )
           assert.deepInclude(stale, { _tag: "FenceRejected", presentedFence: 0, storedFence: 1 })
         }))
     })
@@ -633,14 +836,31 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lease = yield* heldRun(store)
           yield* store.cancel(lease.runId)
           assert.deepInclude(yield* store.get(lease.runId), { state: "cancelled", fence: 2, leaseOwner: null })
-          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, {})), { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 })
+          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, {})), {
+            _tag: "FenceRejected",
+            presentedFence: 1,
+            storedFence: 2
+          })
           assert.deepStrictEqual(yield* store.completeBatch([{ ...lease, result: null }]), [
             { _tag: "Rejected", runId: lease.runId, fence: 1, storedFence: 2, state: "cancelled" }
           ])
-          assert.deepInclude(yield* Effect.flip(store.cancel(lease.runId)), { _tag: "InvalidTransition", state: "cancelled", operation: "cancel" })
+          assert.deepInclude(yield* Effect.flip(store.cancel(lease.runId)), {
+            _tag: "InvalidTransition",
+            state: "cancelled",
+            operation: "cancel"
+          })
           yield* store.retry(lease.runId)
-          assert.deepInclude(yield* store.get(lease.runId), { state: "pending", fence: 3, attempt: 0, finishedAt: null })
-          assert.deepInclude(yield* Effect.flip(store.retry(lease.runId)), { _tag: "InvalidTransition", state: "pending", operation: "retry" })
+          assert.deepInclude(yield* store.get(lease.runId), {
+            state: "pending",
+            fence: 3,
+            attempt: 0,
+            finishedAt: null
+          })
+          assert.deepInclude(yield* Effect.flip(store.retry(lease.runId)), {
+            _tag: "InvalidTransition",
+            state: "pending",
+            operation: "retry"
+          })
           const [again] = yield* claimFrom(store, "w2")
           assert.deepInclude(again, { id: lease.runId, fence: 4, attempt: 1 })
           assert.deepInclude(yield* Effect.flip(store.cancel("999999")), { _tag: "RunNotFound", runId: "999999" })
@@ -651,7 +871,12 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lease = yield* heldRun(store)
           yield* store.suspend({ ...lease, signal: "s", token: "tok-c", timeout: undefined })
           yield* store.cancel(lease.runId)
-          assert.deepInclude(yield* store.get(lease.runId), { state: "cancelled", fence: 2, signalToken: null, signalName: null })
+          assert.deepInclude(yield* store.get(lease.runId), {
+            state: "cancelled",
+            fence: 2,
+            signalToken: null,
+            signalName: null
+          })
           assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-c", {})), { _tag: "SignalTokenNotFound" })
         }))
     })
@@ -662,10 +887,19 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lease = yield* heldRun(store)
           let ran = 0
           const work = Effect.sync(() => ++ran)
-          const failed = yield* Effect.flip(store.completeInTransaction(lease, Effect.andThen(work, Effect.fail("app error" as const)), (n) => Exit.succeed(String(n))))
+          const failed = yield* Effect.flip(
+            store.completeInTransaction(
+              lease,
+              Effect.andThen(work, Effect.fail("app error" as const)),
+              (n) => Exit.succeed(String(n))
+            )
+          )
           assert.strictEqual(failed, "app error")
           assert.deepInclude(yield* store.get(lease.runId), { state: "running", fence: 1 })
-          assert.strictEqual(yield* store.completeInTransaction(lease, work, (n) => Exit.succeed(JSON.stringify({ n }))), 2)
+          assert.strictEqual(
+            yield* store.completeInTransaction(lease, work, (n) => Exit.succeed(JSON.stringify({ n }))),
+            2
+          )
           if (deleted) yield* assertDeleted(store, lease.runId)
           else assert.deepInclude(yield* store.get(lease.runId), { state: "completed", result: { n: 2 } })
 
@@ -673,9 +907,18 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* passTime("61 seconds")
           yield* claimFrom(store, "w2")
           const rejected = yield* Effect.flip(store.completeInTransaction(stale, work, () => Exit.succeed("null")))
-          assert.deepInclude(rejected, { _tag: "FenceRejected", presentedFence: 1, storedFence: 2, operation: "transaction" })
+          assert.deepInclude(rejected, {
+            _tag: "FenceRejected",
+            presentedFence: 1,
+            storedFence: 2,
+            operation: "transaction"
+          })
           assert.strictEqual(ran, 2, "a stale holder's effect does not run")
-          assert.deepStrictEqual(yield* kinds(store, stale.runId), ["claimed@1", "reclaimed@2", "stale_write_rejected@1"])
+          assert.deepStrictEqual(yield* kinds(store, stale.runId), [
+            "claimed@1",
+            "reclaimed@2",
+            "stale_write_rejected@1"
+          ])
         }))
     })
 
@@ -691,22 +934,28 @@ export const runStoreContract = (target: ContractTarget): void => {
             [{ kind: "job", idempotencyKey: "" }, "idempotencyKey"]
           ] as const
           for (const [request, option] of cases) {
-            const error = yield* Effect.flip(store.enqueue([{ kind: "job", payload: { ok: true } }, { payload: null, ...request }]))
+            const error = yield* Effect.flip(
+              store.enqueue([{ kind: "job", payload: { ok: true } }, { payload: null, ...request }])
+            )
             assert.deepInclude(error, { _tag: "InvalidConfig", option })
           }
           assert.isEmpty(yield* store.list({ limit: 10, offset: 0 }))
         }))
 
-
       test("an unstorable payload, checkpoint, resume payload or transaction result fails with UnstorableValue and writes nothing", ({ store }) =>
         Effect.gen(function*() {
-          const enqueue = yield* Effect.flip(store.enqueue([{ kind: "job", payload: { ok: true } }, { kind: "job", payload: { n: 10n } }]))
+          const enqueue = yield* Effect.flip(
+            store.enqueue([{ kind: "job", payload: { ok: true } }, { kind: "job", payload: { n: 10n } }])
+          )
           assert.deepInclude(enqueue, { _tag: "UnstorableValue", what: "payload" })
           assert.isEmpty(yield* store.list({ limit: 10, offset: 0 }))
 
           const lease = yield* heldRun(store)
           yield* store.checkpoint(lease, { step: 1 })
-          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, cyclic())), { _tag: "UnstorableValue", what: "checkpoint" })
+          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, cyclic())), {
+            _tag: "UnstorableValue",
+            what: "checkpoint"
+          })
           assert.deepStrictEqual((yield* store.get(lease.runId)).checkpoint, { step: 1 })
 
           // The caller's encoder refuses the result (as a handler's result schema would).
@@ -719,8 +968,14 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(lease.runId), { state: "running", result: null })
 
           yield* store.suspend({ ...lease, signal: "s", token: "tok-u", timeout: undefined })
-          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-u", { big: 1n })), { _tag: "UnstorableValue", what: "resume payload" })
-          assert.deepInclude(yield* Effect.flip(store.resumeById(lease.runId, cyclic())), { _tag: "UnstorableValue", what: "resume payload" })
+          assert.deepInclude(yield* Effect.flip(store.resumeByToken("tok-u", { big: 1n })), {
+            _tag: "UnstorableValue",
+            what: "resume payload"
+          })
+          assert.deepInclude(yield* Effect.flip(store.resumeById(lease.runId, cyclic())), {
+            _tag: "UnstorableValue",
+            what: "resume payload"
+          })
           assert.deepInclude(yield* store.get(lease.runId), { state: "suspended", signalToken: "tok-u" })
           assert.deepStrictEqual(yield* kinds(store, lease.runId), ["claimed@1", "suspended@1"])
         }))
@@ -741,12 +996,19 @@ export const runStoreContract = (target: ContractTarget): void => {
             [{ kind: "job", concurrencyKey: "é".repeat(513) }, "concurrencyKey", "1026 bytes long"]
           ] as const
           for (const [request, option, issue] of options) {
-            const error = yield* Effect.flip(store.enqueue([{ kind: "job", payload: { ok: true } }, { payload: null, ...request }]))
+            const error = yield* Effect.flip(
+              store.enqueue([{ kind: "job", payload: { ok: true } }, { payload: null, ...request }])
+            )
             assert.deepInclude(error, { _tag: "InvalidConfig", option }, option)
             assert.include((error as { issue: string }).issue, issue, option)
           }
           // At the limits exactly: stored.
-          yield* store.enqueue([{ kind: "j".repeat(255), payload: null, queue: "é".repeat(127), idempotencyKey: "k".repeat(1024) }])
+          yield* store.enqueue([{
+            kind: "j".repeat(255),
+            payload: null,
+            queue: "é".repeat(127),
+            idempotencyKey: "k".repeat(1024)
+          }])
           assert.strictEqual((yield* store.list({ limit: 10, offset: 0 })).length, 1)
 
           const payloads = [
@@ -770,12 +1032,21 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.isEmpty(yield* store.pausedQueues)
 
           const lease = yield* heldRun(store)
-          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, { s: "\u0000" })), { _tag: "UnstorableValue", what: "checkpoint" })
-          const signal = yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "s\u0000", payload: null, deliveryId: undefined }))
+          assert.deepInclude(yield* Effect.flip(store.checkpoint(lease, { s: "\u0000" })), {
+            _tag: "UnstorableValue",
+            what: "checkpoint"
+          })
+          const signal = yield* Effect.flip(
+            store.deliverSignal({ runId: lease.runId, signal: "s\u0000", payload: null, deliveryId: undefined })
+          )
           assert.deepInclude(signal, { _tag: "UnstorableValue", what: "signal name" })
-          const body = yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "s", payload: { a: "\u0000" }, deliveryId: undefined }))
+          const body = yield* Effect.flip(
+            store.deliverSignal({ runId: lease.runId, signal: "s", payload: { a: "\u0000" }, deliveryId: undefined })
+          )
           assert.deepInclude(body, { _tag: "UnstorableValue", what: "signal payload" })
-          const deliveryId = yield* Effect.flip(store.deliverSignal({ runId: lease.runId, signal: "s", payload: null, deliveryId: "d".repeat(1025) }))
+          const deliveryId = yield* Effect.flip(
+            store.deliverSignal({ runId: lease.runId, signal: "s", payload: null, deliveryId: "d".repeat(1025) })
+          )
           assert.deepInclude(deliveryId, { _tag: "UnstorableValue", what: "webhook-id" })
           // A token no run could hold names no run.
           assert.deepInclude(yield* Effect.flip(store.resumeByToken("t\u0000", null)), { _tag: "SignalTokenNotFound" })
@@ -808,7 +1079,9 @@ export const runStoreContract = (target: ContractTarget): void => {
           // other queue is claimed, by a sweeping claim and a due-only one alike.
           yield* passTime("61 seconds")
           const [again] = yield* enqueueJobs(store, 1)
-          assert.deepStrictEqual((yield* claimFrom(store, "w2", { queues: ["default", "other"] })).map((c) => c.id), [other!])
+          assert.deepStrictEqual((yield* claimFrom(store, "w2", { queues: ["default", "other"] })).map((c) => c.id), [
+            other!
+          ])
           assert.isEmpty(yield* claimFrom(store, "w2", { queues: ["default", "other"], dueOnly: true }))
           assert.deepInclude(yield* store.get(expiring.runId), { state: "running", fence: 1 })
           assert.deepInclude(yield* store.get(suspended.runId), { state: "suspended", fence: 1 })
@@ -839,7 +1112,9 @@ export const runStoreContract = (target: ContractTarget): void => {
         Effect.gen(function*() {
           yield* store.pauseQueue("q3")
           const seen: Array<StoreNotification> = []
-          const listener = yield* Effect.forkScoped(Stream.runForEach(store.notifications, (note) => Effect.sync(() => void seen.push(note))))
+          const listener = yield* Effect.forkScoped(
+            Stream.runForEach(store.notifications, (note) => Effect.sync(() => void seen.push(note)))
+          )
           for (let i = 0; i < 100 && !seen.some((n) => n._tag === "Subscribed"); i++) yield* settle
           // Subscribed: what is sent from now on arrives.
           yield* store.resumeQueue("q3")
@@ -851,16 +1126,25 @@ export const runStoreContract = (target: ContractTarget): void => {
 
     describe("rate limits", () => {
       const runsOf = (store: Store, kind: string, keys: ReadonlyArray<string | undefined>) =>
-        Effect.map(store.enqueue(keys.map((key, i) => ({ kind, payload: { i }, concurrencyKey: key }))), (runs) => runs.map((r) => r.id))
-      const sorted = (claimed: ReadonlyArray<{ readonly id: string }>) => claimed.map((c) => c.id).sort((a, b) => Number(a) - Number(b))
-      const claimBoth = (store: Store) => Effect.map(claimFrom(store, "w1", { kinds: ["job", "mail"], limit: 10 }), sorted)
+        Effect.map(
+          store.enqueue(keys.map((key, i) => ({ kind, payload: { i }, concurrencyKey: key }))),
+          (runs) => runs.map((r) => r.id)
+        )
+      const sorted = (claimed: ReadonlyArray<{ readonly id: string }>) =>
+        claimed.map((c) => c.id).sort((a, b) => Number(a) - Number(b))
+      const claimBoth = (store: Store) =>
+        Effect.map(claimFrom(store, "w1", { kinds: ["job", "mail"], limit: 10 }), sorted)
 
       test("at most N starts per interval, by the store's clock; the runs held back block no others, and the window slides", ({ passTime, store }) =>
         Effect.gen(function*() {
           yield* store.setRateLimits([RateLimits.perKind("job", 2, "10 seconds")])
           const jobs = yield* runsOf(store, "job", [undefined, undefined, undefined, undefined, undefined])
           const mails = yield* runsOf(store, "mail", [undefined, undefined])
-          assert.deepStrictEqual(yield* claimBoth(store), [jobs[0]!, jobs[1]!, ...mails], "two jobs, and the mails behind them")
+          assert.deepStrictEqual(
+            yield* claimBoth(store),
+            [jobs[0]!, jobs[1]!, ...mails],
+            "two jobs, and the mails behind them"
+          )
           assert.isEmpty(yield* claimBoth(store), "the window is full")
           assert.isEmpty(yield* claimFrom(store, "w2", { kinds: ["job"], dueOnly: true }))
           assert.deepStrictEqual(yield* store.rateLimits, [
@@ -906,7 +1190,10 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.setRateLimits([RateLimits.perQueue("default", 1, "1 hour")])
           const [run] = yield* runsOf(store, "job", [undefined])
           assert.isEmpty(yield* claimFrom(store, "w1", { queues: ["other"] }), "no limit governs queue other")
-          assert.deepStrictEqual(sorted(yield* claimFrom(store, "w1", { queues: ["default", "other"], dueOnly: true })), [run!])
+          assert.deepStrictEqual(
+            sorted(yield* claimFrom(store, "w1", { queues: ["default", "other"], dueOnly: true })),
+            [run!]
+          )
         }))
 
       test("a limit declared over runs already enqueued governs them; removed, they start freely", ({ store }) =>
@@ -930,7 +1217,9 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lease = (i: number) => ({ runId: jobs[i]!, fence: running.find((r) => r.id === jobs[i])!.fence })
           yield* store.release(lease(0))
           yield* store.snooze({ ...lease(1), delayMs: 0 })
-          assert.deepInclude(yield* store.fail({ ...lease(2), error: { m: "again" }, retryDelayMs: 0 }), { _tag: "RetryScheduled" })
+          assert.deepInclude(yield* store.fail({ ...lease(2), error: { m: "again" }, retryDelayMs: 0 }), {
+            _tag: "RetryScheduled"
+          })
           assert.deepInclude((yield* store.rateLimits)[0], { startedInWindow: 0, due: 3 })
           assert.strictEqual((yield* claimBoth(store)).length, 1, "one start in the hour")
           assert.isEmpty(yield* claimBoth(store), "the window is full")
@@ -963,7 +1252,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
           yield* store.setRateLimits([RateLimits.perKind("job", 1, "1 minute")])
           const [k1, k2, m1] = yield* runsOf(store, "job", ["K", "K", "M"])
-          assert.deepStrictEqual(yield* claimBoth(store), [k1!], "one start in the window; M's run is admitted but waits for room")
+          assert.deepStrictEqual(
+            yield* claimBoth(store),
+            [k1!],
+            "one start in the window; M's run is admitted but waits for room"
+          )
           // k1's completion hands K's slot to k2 but does not start it: only the rated claim does.
           const [done] = yield* store.completeBatch([{ runId: k1!, fence: 1, result: null }], {
             owner: "w1",
@@ -974,7 +1267,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.isUndefined((done as { next?: unknown }).next)
           assert.isEmpty(yield* claimBoth(store))
           yield* passTime("61 seconds")
-          assert.deepStrictEqual(yield* claimBoth(store), [k2!], "K's run first: one window for the kind, K and M alike")
+          assert.deepStrictEqual(
+            yield* claimBoth(store),
+            [k2!],
+            "K's run first: one window for the kind, K and M alike"
+          )
           yield* store.completeBatch([{ runId: k2!, fence: 1, result: null }])
           yield* passTime("61 seconds")
           assert.deepStrictEqual(yield* claimBoth(store), [m1!])
@@ -994,7 +1291,9 @@ export const runStoreContract = (target: ContractTarget): void => {
             [{ scope: "tenant" as never, name: "x", limit: 1, interval: "1 second" }, "scope"]
           ]
           for (const [limit, option] of bad) {
-            const error = yield* Effect.flip(store.setRateLimits([RateLimits.perQueue("default", 5, "1 second"), limit]))
+            const error = yield* Effect.flip(
+              store.setRateLimits([RateLimits.perQueue("default", 5, "1 second"), limit])
+            )
             assert.deepInclude(error, { _tag: "InvalidConfig", option }, JSON.stringify(limit))
           }
           assert.deepStrictEqual(yield* store.rateLimits, [], "not even the valid limit beside the bad one")
@@ -1004,29 +1303,59 @@ export const runStoreContract = (target: ContractTarget): void => {
     })
 
     describe("per-key concurrency", () => {
-      const keyed = (store: Store, keys: ReadonlyArray<string | undefined>, extra: { queue?: string; kind?: string } = {}) =>
+      const keyed = (
+        store: Store,
+        keys: ReadonlyArray<string | undefined>,
+        extra: { queue?: string; kind?: string } = {}
+      ) =>
         Effect.map(
-          store.enqueue(keys.map((key, i) => ({ kind: extra.kind ?? "job", payload: { i }, queue: extra.queue, concurrencyKey: key }))),
+          store.enqueue(
+            keys.map((key, i) => ({
+              kind: extra.kind ?? "job",
+              payload: { i },
+              queue: extra.queue,
+              concurrencyKey: key
+            }))
+          ),
           (runs) => runs.map((r) => r.id)
         )
       const ids = (claimed: ReadonlyArray<{ readonly id: string }>) => claimed.map((c) => c.id)
-      const sortedIds = (claimed: ReadonlyArray<{ readonly id: string }>) => ids(claimed).sort((a, b) => Number(a) - Number(b))
+      const sortedIds = (claimed: ReadonlyArray<{ readonly id: string }>) =>
+        ids(claimed).sort((a, b) => Number(a) - Number(b))
 
       test("a key at its limit is passed over, not waited on: the runs behind it are claimed, and it gets its turn when its run completes", ({ store }) =>
         Effect.gen(function*() {
           yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
           const [a1, a2, b1, free, a3] = yield* keyed(store, ["A", "A", "B", undefined, "A"])
           const first = yield* claimFrom(store, "w1", { limit: 10 })
-          assert.deepStrictEqual(ids(first), [a1!, b1!, free!], "one run of A, the first; B and the unkeyed run behind it")
+          assert.deepStrictEqual(
+            ids(first),
+            [a1!, b1!, free!],
+            "one run of A, the first; B and the unkeyed run behind it"
+          )
           assert.isEmpty(yield* claimFrom(store, "w2", { limit: 10 }), "A is full; nothing else is due")
           assert.isEmpty(yield* claimFrom(store, "w2", { limit: 10, dueOnly: true }))
           assert.deepInclude(yield* store.get(a2!), { state: "pending", concurrencyKey: "A" })
-          assert.deepStrictEqual(yield* store.keyLimits, [{ scope: "kind", name: "job", perKey: 1, keysRunning: 2, keyedDue: 2 }])
+          assert.deepStrictEqual(yield* store.keyLimits, [{
+            scope: "kind",
+            name: "job",
+            perKey: 1,
+            keysRunning: 2,
+            keyedDue: 2
+          }])
 
           yield* store.completeBatch([{ runId: a1!, fence: 1, result: null }])
-          assert.deepStrictEqual(ids(yield* claimFrom(store, "w2", { limit: 10, dueOnly: true })), [a2!], "the next of A, alone")
+          assert.deepStrictEqual(
+            ids(yield* claimFrom(store, "w2", { limit: 10, dueOnly: true })),
+            [a2!],
+            "the next of A, alone"
+          )
           yield* store.fail({ runId: a2!, fence: 1, error: "boom", retryDelayMs: undefined })
-          assert.deepStrictEqual(ids(yield* claimFrom(store, "w2", { limit: 10 })), [a3!], "a failed run frees its slot")
+          assert.deepStrictEqual(
+            ids(yield* claimFrom(store, "w2", { limit: 10 })),
+            [a3!],
+            "a failed run frees its slot"
+          )
         }))
 
       test("a limit above 1 admits that many runs of a key in one claim, the first ones; a kind's limit governs its runs, its queue's the others", ({ store }) =>
@@ -1034,7 +1363,8 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.setKeyLimits([KeyLimits.perQueue("q", 3), KeyLimits.perKind("mail", 1)])
           const jobs = yield* keyed(store, ["K", "K", "K", "K"], { queue: "q" })
           const mails = yield* keyed(store, ["K", "K"], { queue: "q", kind: "mail" })
-          const claimAll = () => Effect.map(claimFrom(store, "w1", { queues: ["q"], kinds: ["job", "mail"], limit: 10 }), sortedIds)
+          const claimAll = () =>
+            Effect.map(claimFrom(store, "w1", { queues: ["q"], kinds: ["job", "mail"], limit: 10 }), sortedIds)
           // The queue's limit governs the jobs: the first three of K; mail's own limit its first mail.
           const first = yield* claimAll()
           assert.deepStrictEqual(first, [jobs[0]!, jobs[1]!, jobs[2]!, mails[0]!])
@@ -1050,14 +1380,25 @@ export const runStoreContract = (target: ContractTarget): void => {
           const [k1, k2, k3] = yield* keyed(store, ["K", "K", "K"])
           const [first] = yield* claimFrom(store, "w1", { limit: 1 })
           assert.strictEqual(first!.id, k1!)
-          yield* store.suspend({ runId: k1!, fence: 1, signal: "approve", token: "tok-k1", timeout: Duration.seconds(30) })
+          yield* store.suspend({
+            runId: k1!,
+            fence: 1,
+            signal: "approve",
+            token: "tok-k1",
+            timeout: Duration.seconds(30)
+          })
           // Suspended: the key's slot is free for the next run.
           assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { limit: 10 })), [k2!])
           // k1's deadline passes while k2 runs: the sweep does not take it, but puts it back in K's
           // line, its signal timed out.
           yield* passTime("31 seconds")
           assert.isEmpty(yield* claimFrom(store, "w1", { limit: 10 }))
-          assert.deepInclude(yield* store.get(k1!), { state: "pending", waitingForKey: true, keySlot: null, signals: { approve: { _tag: "TimedOut" } } })
+          assert.deepInclude(yield* store.get(k1!), {
+            state: "pending",
+            waitingForKey: true,
+            keySlot: null,
+            signals: { approve: { _tag: "TimedOut" } }
+          })
           // k2's lease expires: its reclaim keeps K's slot, and k1 and k3 still wait.
           yield* passTime("61 seconds")
           const reclaimed = yield* claimFrom(store, "w2", { limit: 10 })
@@ -1065,7 +1406,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.completeBatch([{ runId: k2!, fence: 2, result: null }])
           const next = yield* claimFrom(store, "w2", { limit: 10 })
           // k1 was enqueued first: its place in K's line is ahead of k3's.
-          assert.deepStrictEqual(next.map((c) => [c.id, c.via]), [[k1!, "due"]], "the timed-out run first, then k3 waits")
+          assert.deepStrictEqual(
+            next.map((c) => [c.id, c.via]),
+            [[k1!, "due"]],
+            "the timed-out run first, then k3 waits"
+          )
           assert.deepInclude(next[0]!.signals, { approve: { _tag: "TimedOut" } })
           assert.deepInclude(yield* store.get(k3!), { state: "pending", waitingForKey: true })
         }))
@@ -1082,7 +1427,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.completeBatch([{ runId: bySlot.get(0)!, fence: 1, result: null }])
           yield* store.setKeyLimits([KeyLimits.perKind("job", 2)])
           const [late] = yield* keyed(store, ["K"])
-          assert.deepInclude(yield* store.get(late!), { waitingForKey: true, keySlot: null }, "two runs hold slots: no room under 2")
+          assert.deepInclude(
+            yield* store.get(late!),
+            { waitingForKey: true, keySlot: null },
+            "two runs hold slots: no room under 2"
+          )
           assert.isEmpty(yield* claimFrom(store, "w1", { limit: 10 }))
           // One of the two ends: one holds a slot now, so there is room for one more.
           yield* store.completeBatch([{ runId: bySlot.get(1)!, fence: 1, result: null }])
@@ -1098,11 +1447,19 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(yield* store.get(a!), { keySlot: 0 })
           assert.deepInclude(yield* store.get(b!), { waitingForKey: true })
           assert.isTrue(yield* store.pauseQueue("q1"))
-          assert.deepInclude(yield* store.get(a!), { keySlot: null, waitingForKey: true }, "the paused run gave its slot back")
+          assert.deepInclude(
+            yield* store.get(a!),
+            { keySlot: null, waitingForKey: true },
+            "the paused run gave its slot back"
+          )
           assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { queues: ["q1", "q2"], limit: 10 })), [b!])
           assert.isTrue(yield* store.resumeQueue("q1"))
           yield* store.completeBatch([{ runId: b!, fence: 1, result: null }])
-          assert.deepStrictEqual(ids(yield* claimFrom(store, "w1", { queues: ["q1", "q2"], limit: 10 })), [a!], "resumed, it is next")
+          assert.deepStrictEqual(
+            ids(yield* claimFrom(store, "w1", { queues: ["q1", "q2"], limit: 10 })),
+            [a!],
+            "resumed, it is next"
+          )
         }))
 
       test("a key no limit covers is not limited; a limit counts the runs that start under it; replaced or removed, from the next claim", ({ store }) =>
@@ -1137,7 +1494,9 @@ export const runStoreContract = (target: ContractTarget): void => {
             assert.deepInclude(error, { _tag: "InvalidConfig", option })
           }
           assert.isEmpty(yield* store.keyLimits, "the valid limit beside each bad one was not written either")
-          const error = yield* Effect.flip(store.enqueue([{ kind: "job", payload: 1 }, { kind: "job", payload: 2, concurrencyKey: "" }]))
+          const error = yield* Effect.flip(
+            store.enqueue([{ kind: "job", payload: 1 }, { kind: "job", payload: 2, concurrencyKey: "" }])
+          )
           assert.deepInclude(error, { _tag: "InvalidConfig", option: "concurrencyKey" })
           assert.isEmpty(yield* store.list({ limit: 10, offset: 0 }), "no run of the batch was enqueued")
         }))
@@ -1172,7 +1531,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* passTime("20 seconds")
           yield* store.announceWorker(announcement("w-a", 2))
           yield* passTime("20 seconds")
-          assert.deepStrictEqual((yield* store.workers).map((w) => w.owner), ["w-a"], "w-b missed its ttl; w-a announced since")
+          assert.deepStrictEqual(
+            (yield* store.workers).map((w) => w.owner),
+            ["w-a"],
+            "w-b missed its ttl; w-a announced since"
+          )
           // Dead, not retired: listed as gone, with when it was last seen, until the registry forgets it.
           const gone = yield* store.goneWorkers
           assert.deepStrictEqual(gone.map((w) => [w.owner, w.runsHeld]), [["w-b", 0]], "w-b is gone")
@@ -1180,7 +1543,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.isTrue(yield* store.retireWorker("w-a"))
           assert.isFalse(yield* store.retireWorker("w-a"))
           assert.deepStrictEqual(yield* store.workers, [])
-          assert.deepStrictEqual((yield* store.goneWorkers).map((w) => w.owner), ["w-b"], "a retired worker is not gone: it stopped")
+          assert.deepStrictEqual(
+            (yield* store.goneWorkers).map((w) => w.owner),
+            ["w-b"],
+            "a retired worker is not gone: it stopped"
+          )
           yield* passTime("11 minutes")
           assert.deepStrictEqual(yield* store.goneWorkers, [], "forgotten 10 minutes past its expiry")
         }))
@@ -1188,18 +1555,32 @@ export const runStoreContract = (target: ContractTarget): void => {
       test("runs are found by id, concurrency key, error text (any case, wildcards literal) and creation time; a bulk retry by ids takes only those", ({ store }) =>
         Effect.gen(function*() {
           const ids = yield* enqueueJobs(store, 3, { maxAttempts: 1 })
-          const [keyed] = yield* store.enqueue([{ kind: "job", payload: {}, queue: "keyed", concurrencyKey: "tenant-7" }])
+          const [keyed] = yield* store.enqueue([{
+            kind: "job",
+            payload: {},
+            queue: "keyed",
+            concurrencyKey: "tenant-7"
+          }])
           const claimed = yield* claimFrom(store, "w1", { limit: 3 })
           for (const [i, run] of claimed.entries()) {
-            yield* store.fail({ runId: run.id, fence: run.fence, error: { message: i === 0 ? "Timeout talking to 100%_sure" : "refused" }, retryDelayMs: undefined })
+            yield* store.fail({
+              runId: run.id,
+              fence: run.fence,
+              error: { message: i === 0 ? "Timeout talking to 100%_sure" : "refused" },
+              retryDelayMs: undefined
+            })
           }
-          const find = (filter: Omit<ListFilter, "limit">) => Effect.map(store.list({ limit: 50, ...filter }), (runs) => runs.map((r) => r.id))
+          const find = (filter: Omit<ListFilter, "limit">) =>
+            Effect.map(store.list({ limit: 50, ...filter }), (runs) => runs.map((r) => r.id))
           assert.deepStrictEqual(yield* find({ ids: [ids[1]!, "not-an-id", "999999"] }), [ids[1]])
           assert.deepStrictEqual(yield* find({ concurrencyKey: "tenant-7" }), [keyed!.id])
           assert.deepStrictEqual(yield* find({ errorText: "TIMEOUT" }), [claimed[0]!.id])
           assert.deepStrictEqual(yield* find({ errorText: "100%_sure" }), [claimed[0]!.id])
           assert.deepStrictEqual(yield* find({ errorText: "100_" }), [], "% and _ are matched as themselves")
-          assert.deepStrictEqual(yield* find({ state: "failed", errorText: "refused" }), [claimed[2]!.id, claimed[1]!.id])
+          assert.deepStrictEqual(yield* find({ state: "failed", errorText: "refused" }), [
+            claimed[2]!.id,
+            claimed[1]!.id
+          ])
           const created = (yield* store.get(ids[0]!)).createdAt
           assert.deepStrictEqual(yield* find({ createdTo: created }), [])
           assert.strictEqual((yield* find({ createdFrom: created })).length, 4)
@@ -1217,7 +1598,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* enqueueJobs(store, 1, { queue: "other" })
           const [a, b] = yield* claimFrom(store, "w1", { limit: 2 })
           const [c] = yield* claimFrom(store, "w1", { queues: ["other"] })
-          yield* store.completeBatch([{ runId: a!.id, fence: a!.fence, result: null }, { runId: c!.id, fence: c!.fence, result: null }])
+          yield* store.completeBatch([{ runId: a!.id, fence: a!.fence, result: null }, {
+            runId: c!.id,
+            fence: c!.fence,
+            result: null
+          }])
           yield* store.fail({ runId: b!.id, fence: b!.fence, error: { message: "no" }, retryDelayMs: undefined })
           const activity = yield* store.activity({ minutes: 60 })
           const byQueue = new Map<string, { completed: number; failed: number }>()
@@ -1231,7 +1616,9 @@ export const runStoreContract = (target: ContractTarget): void => {
           // Deleted completed runs are not there to count: only the failure is.
           assert.deepStrictEqual(
             Object.fromEntries(byQueue),
-            deleted ? { default: { completed: 0, failed: 1 } } : { default: { completed: 1, failed: 1 }, other: { completed: 1, failed: 0 } }
+            deleted
+              ? { default: { completed: 0, failed: 1 } }
+              : { default: { completed: 1, failed: 1 }, other: { completed: 1, failed: 0 } }
           )
           assert.isFalse(activity.truncated)
           // Deleted: the one failure is all there is to take, so a cap of one truncates nothing.
@@ -1255,7 +1642,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* enqueueKey("solo", 1)
           yield* claimFrom(store, "w1", { limit: 10 })
           const usage = yield* store.keyUsage("kind", "job", 10)
-          assert.deepStrictEqual(usage.map((u) => [u.key, u.held, u.waiting]), [["old", 1, 2], ["new", 1, 1], ["solo", 1, 0]])
+          assert.deepStrictEqual(usage.map((u) => [u.key, u.held, u.waiting]), [["old", 1, 2], ["new", 1, 1], [
+            "solo",
+            1,
+            0
+          ]])
           assert.isAtLeast(usage[0]!.oldestWaitingSeconds!, 10)
           // The runs waiting for their key's slot are due runs in stats too (the kind scope's index).
           assert.deepStrictEqual((yield* store.stats).dueByQueue.map((q) => [q.queue, q.due]), [["default", 3]])
@@ -1268,7 +1659,14 @@ export const runStoreContract = (target: ContractTarget): void => {
     describe("reads and notifications", () => {
       test("stats count runs by queue and state, live leases, the oldest due run's wait, rejections and reclaims", ({ passTime, store }) =>
         Effect.gen(function*() {
-          assert.deepStrictEqual(yield* store.stats, { byStateAndQueue: [], liveLeases: 0, oldestPendingSeconds: null, dueByQueue: [], fenceRejections: 0, reclaims: 0 })
+          assert.deepStrictEqual(yield* store.stats, {
+            byStateAndQueue: [],
+            liveLeases: 0,
+            oldestPendingSeconds: null,
+            dueByQueue: [],
+            fenceRejections: 0,
+            reclaims: 0
+          })
           yield* enqueueJobs(store, 2)
           yield* enqueueJobs(store, 1, { queue: "other" })
           yield* claimFrom(store, "w1", { limit: 1 })
@@ -1296,28 +1694,43 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual(claimed.length, 4)
           // Two complete together (one completion batch), one fails (moved to its row), one still runs.
           yield* store.completeBatch(claimed.slice(0, 2).map((c) => ({ runId: c.id, fence: c.fence, result: null })))
-          yield* store.fail({ runId: claimed[2]!.id, fence: claimed[2]!.fence, error: { message: "no" }, retryDelayMs: undefined })
+          yield* store.fail({
+            runId: claimed[2]!.id,
+            fence: claimed[2]!.fence,
+            error: { message: "no" },
+            retryDelayMs: undefined
+          })
           const [other] = yield* claimFrom(store, "w2", { queues: ["other"] })
           yield* store.completeBatch([{ runId: other!.id, fence: other!.fence, result: null }])
           // Deleted completed runs are not counted: they are gone.
-          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, deleted ? [
-            { queue: "default", state: "failed", count: 1 },
-            { queue: "default", state: "running", count: 1 }
-          ] : [
-            { queue: "default", state: "completed", count: 2 },
-            { queue: "default", state: "failed", count: 1 },
-            { queue: "default", state: "running", count: 1 },
-            { queue: "other", state: "completed", count: 1 }
-          ])
+          assert.deepStrictEqual(
+            (yield* store.stats).byStateAndQueue,
+            deleted ?
+              [
+                { queue: "default", state: "failed", count: 1 },
+                { queue: "default", state: "running", count: 1 }
+              ] :
+              [
+                { queue: "default", state: "completed", count: 2 },
+                { queue: "default", state: "failed", count: 1 },
+                { queue: "default", state: "running", count: 1 },
+                { queue: "other", state: "completed", count: 1 }
+              ]
+          )
           // The one still running completes: its batch is settled, and it is counted completed.
           yield* store.completeBatch([{ runId: claimed[3]!.id, fence: claimed[3]!.fence, result: null }])
-          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, deleted ? [
-            { queue: "default", state: "failed", count: 1 }
-          ] : [
-            { queue: "default", state: "completed", count: 3 },
-            { queue: "default", state: "failed", count: 1 },
-            { queue: "other", state: "completed", count: 1 }
-          ])
+          assert.deepStrictEqual(
+            (yield* store.stats).byStateAndQueue,
+            deleted ?
+              [
+                { queue: "default", state: "failed", count: 1 }
+              ] :
+              [
+                { queue: "default", state: "completed", count: 3 },
+                { queue: "default", state: "failed", count: 1 },
+                { queue: "other", state: "completed", count: 1 }
+              ]
+          )
         }))
 
       test("sample counts the runs that have not ended by queue and state, due runs a claim may take with the oldest one's wait, and live leases; ended runs are not counted", ({ passTime, store }) =>
@@ -1330,7 +1743,13 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* store.enqueue([{ kind: "job", payload: {}, delayMs: 3_600_000 }])
           const held = yield* claimFrom(store, "w1", { limit: 1 })
           const [suspended] = yield* claimFrom(store, "w1", { limit: 1, queues: ["other"] })
-          yield* store.suspend({ runId: suspended!.id, fence: suspended!.fence, signal: "s", token: "tok-sample", timeout: undefined })
+          yield* store.suspend({
+            runId: suspended!.id,
+            fence: suspended!.fence,
+            signal: "s",
+            token: "tok-sample",
+            timeout: undefined
+          })
           yield* passTime("5 seconds")
           const sample = yield* store.sample
           assert.deepStrictEqual(sample.byStateAndQueue, [
@@ -1354,9 +1773,16 @@ export const runStoreContract = (target: ContractTarget): void => {
           yield* claimFrom(store, "w1", { limit: 1 })
           const all = yield* store.list({ limit: 10, offset: 0 })
           assert.deepStrictEqual(all.map((r) => r.id), [mail!, ...ids].sort((a, b) => Number(b) - Number(a)))
-          assert.deepStrictEqual((yield* store.list({ state: "running", limit: 10, offset: 0 })).map((r) => r.id), [ids[0]!])
-          assert.deepStrictEqual((yield* store.list({ queue: "other", limit: 10, offset: 0 })).map((r) => r.id), [mail!])
-          assert.deepStrictEqual((yield* store.list({ kind: "job", state: "pending", limit: 1, offset: 1 })).map((r) => r.id), [ids[1]!])
+          assert.deepStrictEqual((yield* store.list({ state: "running", limit: 10, offset: 0 })).map((r) => r.id), [
+            ids[0]!
+          ])
+          assert.deepStrictEqual((yield* store.list({ queue: "other", limit: 10, offset: 0 })).map((r) => r.id), [
+            mail!
+          ])
+          assert.deepStrictEqual(
+            (yield* store.list({ kind: "job", state: "pending", limit: 1, offset: 1 })).map((r) => r.id),
+            [ids[1]!]
+          )
           assert.deepInclude(yield* Effect.flip(store.get("999999")), { _tag: "RunNotFound" })
           assert.deepInclude(yield* Effect.flip(store.history("999999")), { _tag: "RunNotFound" })
         }))
@@ -1364,7 +1790,11 @@ export const runStoreContract = (target: ContractTarget): void => {
       test("list pages newest first by the run's number (40 down to 1, not as text), by keyset cursors before and after an id", ({ store }) =>
         Effect.gen(function*() {
           const ids = yield* enqueueJobs(store, 40)
-          assert.deepStrictEqual(ids, Array.from({ length: 40 }, (_, i) => String(i + 1)), "a fresh store numbers its runs from 1")
+          assert.deepStrictEqual(
+            ids,
+            Array.from({ length: 40 }, (_, i) => String(i + 1)),
+            "a fresh store numbers its runs from 1"
+          )
           const newestFirst = Array.from({ length: 40 }, (_, i) => String(40 - i))
           const page = (filter: Omit<ListFilter, "limit"> & { limit?: number }) =>
             Effect.map(store.list({ limit: 40, ...filter }), (runs) => runs.map((r) => r.id))
@@ -1413,7 +1843,11 @@ export const runStoreContract = (target: ContractTarget): void => {
           const mine = yield* heldRun(store, "w-b")
           const theirs = yield* heldRun(store, "w-a")
           const leases = yield* store.leases
-          assert.deepStrictEqual(leases.map((l) => [l.owner, l.runId, l.fence]), [["w-a", theirs.runId, 1], ["w-b", mine.runId, 1]])
+          assert.deepStrictEqual(leases.map((l) => [l.owner, l.runId, l.fence]), [["w-a", theirs.runId, 1], [
+            "w-b",
+            mine.runId,
+            1
+          ]])
           assert.isTrue(leases.every((l) => l.expiresInMs > 50_000 && l.expiresInMs <= 60_000))
           yield* passTime("61 seconds")
           assert.deepStrictEqual(yield* store.leases, [], "expired leases are not held")
@@ -1441,7 +1875,9 @@ export const runStoreContract = (target: ContractTarget): void => {
       test("notifications announce new runs by queue and cancelled runs by id", ({ settle, store }) =>
         Effect.gen(function*() {
           const seen: Array<StoreNotification> = []
-          const listener = yield* Effect.forkScoped(Stream.runForEach(store.notifications, (note) => Effect.sync(() => void seen.push(note))))
+          const listener = yield* Effect.forkScoped(
+            Stream.runForEach(store.notifications, (note) => Effect.sync(() => void seen.push(note)))
+          )
           // Subscribing takes a moment (a LISTEN): enqueue until the first announcement arrives.
           let tries = 0
           while (!seen.some((n) => n._tag === "RunsAvailable" && n.queue === "q1") && tries++ < 100) {

@@ -65,8 +65,11 @@ export const background = (args: ReadonlyArray<string>, options: CliOptions = {}
       const child = start(args, options)
       return { child, exited: completion(child) }
     }),
-    ({ child }) => Effect.sync(() => void (child.exitCode === null && child.signalCode === null && child.kill("SIGKILL")))
+    ({ child }) =>
+      Effect.sync(() => void (child.exitCode === null && child.signalCode === null && child.kill("SIGKILL")))
   ) satisfies Effect.Effect<unknown, never, Scope.Scope>
 
 /** `--database-url <test server> --schema <schema>`. */
-export const connection = (schema: string): ReadonlyArray<string> => ["--database-url", databaseUrl(), "--schema", schema]
+export const connection = (
+  schema: string
+): ReadonlyArray<string> => ["--database-url", databaseUrl(), "--schema", schema]

@@ -11,7 +11,8 @@ export const repo = fileURLToPath(new URL("../..", import.meta.url))
 
 export const read = (file: string): string => fs.readFileSync(path.join(repo, file), "utf8")
 
-export const exists = (file: string): boolean => fs.existsSync(path.join(repo, file)) && fs.statSync(path.join(repo, file)).isFile()
+export const exists = (file: string): boolean =>
+  fs.existsSync(path.join(repo, file)) && fs.statSync(path.join(repo, file)).isFile()
 
 /** Every file under `dir` (repo-relative) whose name passes `keep`, repo-relative, sorted. */
 export const filesUnder = (dir: string, keep: (name: string) => boolean): Array<string> => {
@@ -85,12 +86,21 @@ export const parseInvariants = (markdown: string): Array<Invariant> => {
   const lines = markdown.split("\n")
   const sections: Array<Invariant> = []
   let current:
-    | { id: string; title: string; line: number; statement: Array<string>; enforcedBy: Array<Reference>; provedBy: Array<Reference> }
+    | {
+      id: string
+      title: string
+      line: number
+      statement: Array<string>
+      enforcedBy: Array<Reference>
+      provedBy: Array<Reference>
+    }
     | undefined
   let list: "statement" | "enforcedBy" | "provedBy" = "statement"
   let item: { text: string; line: number } | undefined
   const endItem = () => {
-    if (current !== undefined && item !== undefined && list !== "statement") current[list].push(parseReference(item.text, item.line))
+    if (current !== undefined && item !== undefined && list !== "statement") {
+      current[list].push(parseReference(item.text, item.line))
+    }
     item = undefined
   }
   const endSection = () => {
@@ -152,7 +162,9 @@ export const testTitles = (source: string): Array<string> => {
   const call = /\b(?:describe|it|test)(?:\.\w+(?:\([^)]*\))?)*\(\s*(["'`])((?:\\.|(?!\1)[\s\S])*?)\1/g
   for (const m of source.matchAll(call)) titles.push(m[2]!.replace(/\\(.)/g, "$1"))
   // `layer(SomeLayer)("suite", (it) => ...)`: a suite sharing one layer.
-  for (const m of source.matchAll(/\blayer\([^()]*(?:\([^()]*\)[^()]*)*\)\(\s*(["'`])((?:\\.|(?!\1)[\s\S])*?)\1/g)) titles.push(m[2]!)
+  for (const m of source.matchAll(/\blayer\([^()]*(?:\([^()]*\)[^()]*)*\)\(\s*(["'`])((?:\\.|(?!\1)[\s\S])*?)\1/g)) {
+    titles.push(m[2]!)
+  }
   return titles
 }
 
@@ -229,23 +241,34 @@ export const readerDocs = (): Array<string> => [
  * Every shell block those documents show, by its first line: run as written by
  * test/doc-commands.test.ts, or why not. A block not listed here fails test/docs.test.ts.
  */
-export const shellBlocks: ReadonlyArray<{ readonly file: string; readonly firstLine: string; readonly run: true } | {
-  readonly file: string
-  readonly firstLine: string
-  readonly notRun: string
-}> = [
+export const shellBlocks: ReadonlyArray<
+  { readonly file: string; readonly firstLine: string; readonly run: true } | {
+    readonly file: string
+    readonly firstLine: string
+    readonly notRun: string
+  }
+> = [
   {
     file: "README.md",
     firstLine: "npm install   # the packages, and Node 24 as a dev dependency (the machine's own Node may be older)",
     notRun:
       "`npm install` ran before the tests could; `npm test` is the suite itself; `npm start` is run as written by test/doc-commands.test.ts › \"the README's npm start runs the demo from a folder of the clone\""
   },
-  { file: "docs/guides/cli.md", firstLine: "npx leasehold migrate                                     # create or upgrade the store's schema", run: true },
-  { file: "docs/guides/http.md", firstLine: "# With DATABASE_URL set: the worker, the ingress and these commands share one server.", run: true },
+  {
+    file: "docs/guides/cli.md",
+    firstLine: "npx leasehold migrate                                     # create or upgrade the store's schema",
+    run: true
+  },
+  {
+    file: "docs/guides/http.md",
+    firstLine: "# With DATABASE_URL set: the worker, the ingress and these commands share one server.",
+    run: true
+  },
   { file: "docs/guides/enqueue-from-sql.md", firstLine: "npx leasehold migrate", run: true },
   {
     file: "docs/guides/packages.md",
-    firstLine: "npm run build && npm pack -w packages/core -w packages/embedded -w packages/sql -w packages/http -w packages/workflow -w packages/cli",
+    firstLine:
+      "npm run build && npm pack -w packages/core -w packages/embedded -w packages/sql -w packages/http -w packages/workflow -w packages/cli",
     notRun: "test/pack.test.ts packs the same workspaces"
   },
   {
@@ -255,12 +278,14 @@ export const shellBlocks: ReadonlyArray<{ readonly file: string; readonly firstL
   },
   {
     file: "docs/CONTRIBUTING.md",
-    firstLine: "npm test                # everything: provisions, builds, runs all four projects",
+    firstLine:
+      "npm test                # everything: provisions, checks the format and lint, builds, runs all four projects",
     notRun: "the suite itself"
   },
   {
     file: "docs/CONTRIBUTING.md",
-    firstLine: "npm run bench            # Leasehold, graphile-worker and pg-boss against the same PostgreSQL (full profile)",
+    firstLine:
+      "npm run bench            # Leasehold, graphile-worker and pg-boss against the same PostgreSQL (full profile)",
     notRun: "the full profile takes about 15 minutes; test/bench-smoke.test.ts runs the quick one"
   }
 ]
@@ -274,7 +299,9 @@ export const shellBlocksInDocs = (): Array<CodeBlock> =>
  * line of the block is only `// …` (text left out there).
  */
 export const isExcerpt = (block: string, source: string): boolean => {
-  const pieces = block.split(/^[ \t]*\/\/ …[ \t]*$\n?/m).map((p) => p.replace(/\n+$/, "")).filter((p) => p.trim() !== "")
+  const pieces = block.split(/^[ \t]*\/\/ …[ \t]*$\n?/m).map((p) => p.replace(/\n+$/, "")).filter((p) =>
+    p.trim() !== ""
+  )
   let from = 0
   for (const piece of pieces) {
     const at = source.indexOf(piece, from)

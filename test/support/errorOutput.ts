@@ -27,7 +27,11 @@ const oneLine = (prototype: object, text: (self: any) => string) => {
   // Read by vitest when it reports the failure. Its cause is in the message already: the
   // read-only `cause` keeps vitest from adding the chain back.
   target.toJSON = function(this: Error) {
-    const json = { name: this.name, message: text(this), stack: `${text(this)}\n${(this.stack ?? "").split("\n").slice(1).join("\n")}` }
+    const json = {
+      name: this.name,
+      message: text(this),
+      stack: `${text(this)}\n${(this.stack ?? "").split("\n").slice(1).join("\n")}`
+    }
     return Object.defineProperty(json, "cause", { value: undefined, enumerable: false, writable: false })
   }
 }

@@ -66,14 +66,23 @@ export const at = (origin: string, callbackUrl: string): string => {
 }
 
 /** Each part as `<UTF-8 byte length>:<part>`, concatenated: the specification's v2 signed text. */
-const lengthPrefixed = (parts: ReadonlyArray<string>) => parts.map((p) => `${new TextEncoder().encode(p).length}:${p}`).join("")
+const lengthPrefixed = (parts: ReadonlyArray<string>) =>
+  parts.map((p) => `${new TextEncoder().encode(p).length}:${p}`).join("")
 
 /** `sig` for the parts, as the specification says (base64url HMAC-SHA256 of the length-prefixed v2 text). */
 export const signature = (secret: string, runId: string, signal: string, exp: string | number) =>
-  createHmac("sha256", secret).update(lengthPrefixed(["leasehold/callback/v2", runId, signal, String(exp)])).digest("base64url")
+  createHmac("sha256", secret).update(lengthPrefixed(["leasehold/callback/v2", runId, signal, String(exp)])).digest(
+    "base64url"
+  )
 
 /** `sig` of a deferred callback URL (v2, its own domain tag). */
-export const deferredSignature = (secret: string, workflow: string, executionId: string, deferred: string, exp: string | number) =>
+export const deferredSignature = (
+  secret: string,
+  workflow: string,
+  executionId: string,
+  deferred: string,
+  exp: string | number
+) =>
   createHmac("sha256", secret)
     .update(lengthPrefixed(["leasehold/deferred-callback/v2", workflow, executionId, deferred, String(exp)]))
     .digest("base64url")
@@ -83,8 +92,13 @@ export const legacySignature = (secret: string, runId: string, signal: string, e
   createHmac("sha256", secret).update(`v1.${runId}.${signal}.${exp}`).digest("base64url")
 
 /** A v1 deferred URL's `sig`: its run part was `workflow:<name>:<execution>`. */
-export const legacyDeferredSignature = (secret: string, workflow: string, executionId: string, deferred: string, exp: string | number) =>
-  legacySignature(secret, `workflow:${workflow}:${executionId}`, deferred, exp)
+export const legacyDeferredSignature = (
+  secret: string,
+  workflow: string,
+  executionId: string,
+  deferred: string,
+  exp: string | number
+) => legacySignature(secret, `workflow:${workflow}:${executionId}`, deferred, exp)
 
 export const callbackUrl = (origin: string, secret: string, runId: string, signal: string, exp: number) =>
   `${origin}/callbacks/${runId}/${signal}?exp=${exp}&sig=${signature(secret, runId, signal, exp)}`

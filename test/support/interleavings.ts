@@ -80,14 +80,17 @@ const committingAsAStep = (session: Session): SqlClient.SqlClient =>
   new Proxy(session.sql, {
     get(target, property, receiver) {
       if (property !== "withTransaction") return Reflect.get(target, property, receiver)
-      return <A, E, R>(effect: Effect.Effect<A, E, R>) => target.withTransaction(Effect.tap(effect, () => pause(session)))
+      return <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        target.withTransaction(Effect.tap(effect, () => pause(session)))
     }
   })
 
 /** The sessions' backends waiting for a lock now. */
 const waiting = (monitor: SqlClient.SqlClient, sessions: ReadonlyArray<Session>) =>
   Effect.map(
-    monitor<{ pid: number }>`SELECT DISTINCT pid FROM pg_locks WHERE NOT granted AND pid = ANY(${sessions.map((s) => s.pid)}::int[])`,
+    monitor<{ pid: number }>`SELECT DISTINCT pid FROM pg_locks WHERE NOT granted AND pid = ANY(${
+      sessions.map((s) => s.pid)
+    }::int[])`,
     (rows) => new Set(rows.map((r) => r.pid))
   )
 
@@ -131,7 +134,10 @@ export const runSchedule = <Ctx>(
       Effect.forkIn(
         // Its start is a step too: what the operation does before its first statement (read the
         // worker's claim references, say) happens in the schedule's order.
-        Effect.andThen(op.startsAtOnce === true ? Effect.void : pause(used[i]!), Effect.suspend(() => op.run(committingAsAStep(used[i]!), ctx))).pipe(
+        Effect.andThen(
+          op.startsAtOnce === true ? Effect.void : pause(used[i]!),
+          Effect.suspend(() => op.run(committingAsAStep(used[i]!), ctx))
+        ).pipe(
           Effect.provideService(Statement.CurrentTransformer, gate(used[i]!)),
           Effect.exit,
           Effect.tap((exit) => Effect.sync(() => used[i]!.status = { _tag: "Done", exit }))
@@ -164,7 +170,8 @@ export const runSchedule = <Ctx>(
       blocked += yield* settle(monitor, used).pipe(
         Effect.timeoutOrElse({
           duration: "30 seconds",
-          orElse: () => Effect.die(new Error(`no session settled within 30 s: ${used.map((s) => s.status._tag).join(", ")}`))
+          orElse: () =>
+            Effect.die(new Error(`no session settled within 30 s: ${used.map((s) => s.status._tag).join(", ")}`))
         })
       )
     }
@@ -199,7 +206,14 @@ export const everySchedule = <Ctx>(options: {
       let run = yield* runSchedule(options.monitor, options.sessions, options.operations, ctx, prefix)
       while (run.diverged && ++attempt < 5) {
         yield* options.check(ctx, run.outcome).pipe(
-          Effect.catchCause((cause) => Effect.fail(new ScheduleFailed({ schedule: describe(options.operations, run.outcome.taken), error: Cause.squash(cause) })))
+          Effect.catchCause((cause) =>
+            Effect.fail(
+              new ScheduleFailed({
+                schedule: describe(options.operations, run.outcome.taken),
+                error: Cause.squash(cause)
+              })
+            )
+          )
         )
         ctx = yield* options.setup
         run = yield* runSchedule(options.monitor, options.sessions, options.operations, ctx, prefix)
@@ -210,7 +224,11 @@ export const everySchedule = <Ctx>(options: {
       if (outcome.blocked > 0) blockedRuns++
       // An assertion throws (a defect): it is told with the schedule that broke it.
       yield* options.check(ctx, outcome).pipe(
-        Effect.catchCause((cause) => Effect.fail(new ScheduleFailed({ schedule: describe(options.operations, outcome.taken), error: Cause.squash(cause) })))
+        Effect.catchCause((cause) =>
+          Effect.fail(
+            new ScheduleFailed({ schedule: describe(options.operations, outcome.taken), error: Cause.squash(cause) })
+          )
+        )
       )
       // The alternatives at each step past the replayed prefix, each a schedule of its own.
       for (let depth = choices.length - 1; depth >= prefix.length; depth--) {
@@ -229,6 +247,10 @@ export const describe = <Ctx>(operations: ReadonlyArray<Operation<Ctx>>, taken: 
 /** An invariant that did not hold after a schedule, with the schedule that broke it. */
 export class ScheduleFailed extends Error {
   constructor(readonly detail: { readonly schedule: string; readonly error: unknown }) {
-    super(`after the schedule [${detail.schedule}]: ${detail.error instanceof Error ? detail.error.message : String(detail.error)}`)
+    super(
+      `after the schedule [${detail.schedule}]: ${
+        detail.error instanceof Error ? detail.error.message : String(detail.error)
+      }`
+    )
   }
 }

@@ -38,7 +38,9 @@ export interface Pooler {
 export const start = (databaseUrl: string, poolSize = 4) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
-      if (binary === undefined) throw new Error("PgBouncer is not installed: `apt-get install -y pgbouncer` (npm test installs it)")
+      if (binary === undefined) {
+        throw new Error("PgBouncer is not installed: `apt-get install -y pgbouncer` (npm test installs it)")
+      }
       const target = new URL(databaseUrl)
       const user = decodeURIComponent(target.username || "postgres")
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-pgbouncer-"))
@@ -72,7 +74,10 @@ export const start = (databaseUrl: string, poolSize = 4) =>
       )
       const asRoot = process.getuid?.() === 0
       if (asRoot) execFileSync("chown", ["-R", "postgres", dir])
-      const child: ChildProcess = spawn(binary, [...(asRoot ? ["-u", "postgres"] : []), path.join(dir, "pgbouncer.ini")], {
+      const child: ChildProcess = spawn(binary, [
+        ...(asRoot ? ["-u", "postgres"] : []),
+        path.join(dir, "pgbouncer.ini")
+      ], {
         stdio: ["ignore", "ignore", "pipe"]
       })
       let stderr = ""
@@ -80,7 +85,9 @@ export const start = (databaseUrl: string, poolSize = 4) =>
       const deadline = Date.now() + 10_000
       while (!(await reachable(port))) {
         if (child.exitCode !== null || Date.now() > deadline) {
-          const log = fs.existsSync(path.join(dir, "pgbouncer.log")) ? fs.readFileSync(path.join(dir, "pgbouncer.log"), "utf8") : ""
+          const log = fs.existsSync(path.join(dir, "pgbouncer.log"))
+            ? fs.readFileSync(path.join(dir, "pgbouncer.log"), "utf8")
+            : ""
           child.kill("SIGKILL")
           throw new Error(`PgBouncer did not start: ${stderr}\n${log}`)
         }

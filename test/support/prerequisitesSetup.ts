@@ -7,7 +7,9 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 
 interface Prerequisites {
-  readonly provision: (log?: (line: string) => void) => ReadonlyArray<{ readonly name: string; readonly found: string | undefined }>
+  readonly provision: (
+    log?: (line: string) => void
+  ) => ReadonlyArray<{ readonly name: string; readonly found: string | undefined }>
   readonly PrerequisitesMissing: new(message: string) => Error
 }
 

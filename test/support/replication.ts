@@ -15,7 +15,10 @@ import { freePort } from "./ports.js"
 const binDir = (() => {
   const root = "/usr/lib/postgresql"
   if (!fs.existsSync(root)) return undefined
-  const versions = fs.readdirSync(root).filter((v) => fs.existsSync(path.join(root, v, "bin", "pg_basebackup"))).sort((a, b) => Number(b) - Number(a))
+  const versions = fs.readdirSync(root).filter((v) => fs.existsSync(path.join(root, v, "bin", "pg_basebackup"))).sort((
+    a,
+    b
+  ) => Number(b) - Number(a))
   return versions.length === 0 ? undefined : path.join(root, versions[0]!, "bin")
 })()
 
@@ -25,14 +28,17 @@ export const available = binDir !== undefined
 const serverUser = (() => {
   if (process.getuid?.() !== 0) return undefined
   try {
-    return { uid: Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" })), gid: Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" })) }
+    return {
+      uid: Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" })),
+      gid: Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }))
+    }
   } catch {
     return undefined
   }
 })()
 
 const run = (command: string, args: ReadonlyArray<string>) =>
-  execFileSync(path.join(binDir!, command), args, { encoding: "utf8", stdio: "pipe", ...(serverUser ?? {}) })
+  execFileSync(path.join(binDir!, command), args, { encoding: "utf8", stdio: "pipe", ...serverUser })
 
 export interface ReplicatedPair {
   readonly primaryPort: number
@@ -52,7 +58,11 @@ export interface ReplicatedPair {
 export const start = (options: { readonly sync: boolean }) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
-      if (binDir === undefined) throw new Error("Debian's PostgreSQL binaries are not installed: `apt-get install -y postgresql` (npm test installs them)")
+      if (binDir === undefined) {
+        throw new Error(
+          "Debian's PostgreSQL binaries are not installed: `apt-get install -y postgresql` (npm test installs them)"
+        )
+      }
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-replication-"))
       if (serverUser !== undefined) fs.chownSync(dir, serverUser.uid, serverUser.gid)
       const primary = path.join(dir, "primary")
@@ -77,7 +87,20 @@ export const start = (options: { readonly sync: boolean }) =>
       run("pg_ctl", ["-D", primary, "-l", path.join(dir, "primary.log"), "-w", "start"])
       // The standby streams through a proxy the test can cut, as a network failure would.
       const replication = await TcpProxy.start({ host: "127.0.0.1", port: primaryPort })
-      run("pg_basebackup", ["-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", standby, "-X", "stream", "-c", "fast"])
+      run("pg_basebackup", [
+        "-h",
+        "127.0.0.1",
+        "-p",
+        String(primaryPort),
+        "-U",
+        "postgres",
+        "-D",
+        standby,
+        "-X",
+        "stream",
+        "-c",
+        "fast"
+      ])
       fs.writeFileSync(path.join(standby, "standby.signal"), "")
       fs.appendFileSync(
         path.join(standby, "postgresql.conf"),
@@ -89,10 +112,24 @@ export const start = (options: { readonly sync: boolean }) =>
       )
       run("pg_ctl", ["-D", standby, "-l", path.join(dir, "standby.log"), "-w", "start"])
       const psql = (port: number, query: string) =>
-        execFileSync(path.join(binDir, "psql"), ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-Atc", query], { encoding: "utf8" }).trim()
+        execFileSync(path.join(binDir, "psql"), [
+          "-h",
+          "127.0.0.1",
+          "-p",
+          String(port),
+          "-U",
+          "postgres",
+          "-Atc",
+          query
+        ], { encoding: "utf8" }).trim()
       const deadline = Date.now() + 30_000
       const wanted = options.sync ? "streaming sync" : "streaming async"
-      while (psql(primaryPort, "SELECT state || ' ' || sync_state FROM pg_stat_replication WHERE application_name = 'standby1'") !== wanted) {
+      while (
+        psql(
+          primaryPort,
+          "SELECT state || ' ' || sync_state FROM pg_stat_replication WHERE application_name = 'standby1'"
+        ) !== wanted
+      ) {
         if (Date.now() > deadline) throw new Error(`the standby did not reach "${wanted}"`)
         await new Promise((resolve) => setTimeout(resolve, 100))
       }

@@ -101,7 +101,7 @@ const viewsQuery = `
   ORDER BY c.relname`
 
 const literal = (text: string) => `'${text.replaceAll("'", "''")}'`
-const ident = (name: string) => (/^[a-z_][a-z0-9_]*$/.test(name) ? name : `"${name.replaceAll('"', '""')}"`)
+const ident = (name: string) => (/^[a-z_][a-z0-9_]*$/.test(name) ? name : `"${name.replaceAll("\"", "\"\"")}"`)
 
 const section = (title: string, blocks: ReadonlyArray<string>) =>
   blocks.length === 0 ? "" : `\n-- ${"=".repeat(70)}\n-- ${title}\n-- ${"=".repeat(70)}\n\n${blocks.join("\n\n")}\n`
@@ -147,42 +147,57 @@ export const dump = (schema: string, channel: string) =>
     const tables = catalog.tables.map((t) => {
       const lines = [
         ...catalog.columns.filter((c) => c.rel === t.oid).map(column),
-        ...catalog.constraints.filter((c) => c.rel === t.oid).map((c) => `  CONSTRAINT ${ident(String(c.name))} ${c.def}`)
+        ...catalog.constraints.filter((c) => c.rel === t.oid).map((c) =>
+          `  CONSTRAINT ${ident(String(c.name))} ${c.def}`
+        )
       ]
       const unlogged = t.persistence === "u" ? "UNLOGGED " : ""
       const options = t.options === "" ? "" : ` WITH (${t.options})`
       const comments = [
-        ...(t.comment === "" ? [] : [`COMMENT ON TABLE ${qualified(String(t.name))} IS ${literal(String(t.comment))};`]),
+        ...(t.comment === ""
+          ? []
+          : [`COMMENT ON TABLE ${qualified(String(t.name))} IS ${literal(String(t.comment))};`]),
         ...catalog.columns.filter((c) => c.rel === t.oid && c.comment !== "").map((c) =>
           `COMMENT ON COLUMN ${qualified(String(t.name))}.${ident(String(c.name))} IS ${literal(String(c.comment))};`
         )
       ]
-      return [`CREATE ${unlogged}TABLE ${qualified(String(t.name))} (\n${lines.join(",\n")}\n)${options};`, ...comments].join("\n")
+      return [`CREATE ${unlogged}TABLE ${qualified(String(t.name))} (\n${lines.join(",\n")}\n)${options};`, ...comments]
+        .join("\n")
     })
 
     const sequences = catalog.sequences.map((s) =>
       [
-        `CREATE SEQUENCE ${qualified(String(s.name))} AS ${s.type} INCREMENT BY ${s.increment} MINVALUE ${s.min} MAXVALUE ${s.max}`,
+        `CREATE SEQUENCE ${
+          qualified(String(s.name))
+        } AS ${s.type} INCREMENT BY ${s.increment} MINVALUE ${s.min} MAXVALUE ${s.max}`,
         `  START WITH ${s.start} CACHE ${s.cache}${s.cycle === true ? " CYCLE" : " NO CYCLE"}`,
         s.owner === "" ? "" : `  OWNED BY ${schema}.${s.owner}`
       ].filter((line) => line !== "").join("\n") + ";"
     )
 
     const functions = catalog.functions.map((f) =>
-      [statement(String(f.def)), ...(f.comment === "" ? [] : [`COMMENT ON FUNCTION ${f.signature} IS ${literal(String(f.comment))};`])]
+      [
+        statement(String(f.def)),
+        ...(f.comment === "" ? [] : [`COMMENT ON FUNCTION ${f.signature} IS ${literal(String(f.comment))};`])
+      ]
         .join("\n")
     )
 
     const views = catalog.views.map((v) =>
       [
-        `CREATE ${v.kind === "m" ? "MATERIALIZED " : ""}VIEW ${qualified(String(v.name))} AS\n${statement(String(v.def))}`,
+        `CREATE ${v.kind === "m" ? "MATERIALIZED " : ""}VIEW ${qualified(String(v.name))} AS\n${
+          statement(String(v.def))
+        }`,
         ...(v.comment === "" ? [] : [`COMMENT ON VIEW ${qualified(String(v.name))} IS ${literal(String(v.comment))};`])
       ].join("\n")
     )
 
     const text = header +
       section("Tables: columns, defaults and constraints", tables) +
-      section("Indexes (other than those of primary key, unique and exclusion constraints)", catalog.indexes.map((i) => statement(String(i.def)))) +
+      section(
+        "Indexes (other than those of primary key, unique and exclusion constraints)",
+        catalog.indexes.map((i) => statement(String(i.def)))
+      ) +
       section("Sequences", sequences) +
       section("Functions", functions) +
       section("Triggers", catalog.triggers.map((t) => statement(String(t.def)))) +
@@ -198,7 +213,7 @@ export const dump = (schema: string, channel: string) =>
 export const normalize = (text: string, schema: string, channel: string): string =>
   text
     .replaceAll(channel, "{{channel}}")
-    .replace(new RegExp(`"?\\b${schema}\\b"?`, "g"), '"{{schema}}"')
+    .replace(new RegExp(`"?\\b${schema}\\b"?`, "g"), "\"{{schema}}\"")
     .split("\n").map((line) => line.trimEnd()).join("\n")
     .replace(/\n*$/, "\n")
 

@@ -25,7 +25,11 @@ export default class SkipsReporter implements Reporter {
     )
     if (skipped.length === 0) return
     const ci = process.env.CI === "true" || process.env.CI === "1"
-    console.log(`\n${skipped.length} test${skipped.length === 1 ? "" : "s"} skipped${ci ? " (CI=true: a skip fails the run)" : ""}:`)
+    console.log(
+      `\n${skipped.length} test${skipped.length === 1 ? "" : "s"} skipped${
+        ci ? " (CI=true: a skip fails the run)" : ""
+      }:`
+    )
     for (const line of skipped) console.log(line)
     if (ci) process.exitCode = 1
   }

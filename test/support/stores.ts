@@ -15,10 +15,17 @@ export interface Stores {
   readonly sql: SqlClient.SqlClient
 }
 
-const storeOn = (schema: string, options: PgRunStore.PgRunStoreOptions, url = databaseUrl(), client: Database.DatabaseOptions = {}) =>
+const storeOn = (
+  schema: string,
+  options: PgRunStore.PgRunStoreOptions,
+  url = databaseUrl(),
+  client: Database.DatabaseOptions = {}
+) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
-      PgRunStore.layer({ ...options, schema }).pipe(Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: 4, ...client })))
+      PgRunStore.layer({ ...options, schema }).pipe(
+        Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: 4, ...client }))
+      )
     )
     return { store: Context.get(context, RunStore), sql: Context.get(context, SqlClient.SqlClient) }
   })
@@ -50,9 +57,12 @@ export const expireLease = (stores: Stores, runId: string) =>
 
 export const readRun = (stores: Stores, runId: string) =>
   Effect.map(
-    stores.sql.unsafe<{ state: string; fence: bigint; lease_owner: string | null; lease_expires_at: Date | null; attempt: number }>(
-      `SELECT state, fence, lease_owner, lease_expires_at, attempt FROM "${stores.schema}".runs_now WHERE id = ${Number(runId)}`
+    stores.sql.unsafe<
+      { state: string; fence: bigint; lease_owner: string | null; lease_expires_at: Date | null; attempt: number }
+    >(
+      `SELECT state, fence, lease_owner, lease_expires_at, attempt FROM "${stores.schema}".runs_now WHERE id = ${
+        Number(runId)
+      }`
     ),
     (rows) => ({ ...rows[0]!, fence: Number(rows[0]!.fence) })
   )
-

@@ -1,6 +1,5 @@
 /** Runs workers inside a test's scope and records what they do. */
-import { RunStore, Worker, type WorkerEvents } from "@leasehold/core"
-import { WorkerEvents as Events } from "@leasehold/core"
+import { RunStore, Worker, type WorkerEvents, WorkerEvents as Events } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import { SqlClient as SqlClientService } from "effect/sql"
@@ -55,7 +54,9 @@ export const eventually = <A>(
       const value = yield* Effect.orDie(check)
       if (value !== undefined && value !== false) return value as A
       if (Date.now() > deadline) {
-        const seen = detail === undefined ? "" : `\n${yield* Effect.orElseSucceed(detail, () => "(the detail could not be read)")}`
+        const seen = detail === undefined
+          ? ""
+          : `\n${yield* Effect.orElseSucceed(detail, () => "(the detail could not be read)")}`
         return yield* Effect.die(new Error(`timed out waiting for: ${what}${seen}`))
       }
       yield* Effect.sleep("20 millis")

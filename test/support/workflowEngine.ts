@@ -10,13 +10,20 @@ import { LeaseholdWorkflows } from "@leasehold/workflow"
 import { Context, Effect, Layer } from "effect"
 import { databaseUrl, freshSchema } from "./db.js"
 
-export const serve = { ttl: "2 seconds", heartbeat: "300 millis", pollInterval: "50 millis", shutdownGrace: "300 millis" } as const
+export const serve = {
+  ttl: "2 seconds",
+  heartbeat: "300 millis",
+  pollInterval: "50 millis",
+  shutdownGrace: "300 millis"
+} as const
 
 /** The schema of the store a test's engine runs on. */
 export class EngineSchema extends Context.Service<EngineSchema, string>()("test/EngineSchema") {}
 
 /** Built anew (a new schema, unless one is given) each time a test provides it. */
-export const leaseholdEngine = (options: { readonly url?: string; readonly prefix?: string; readonly schema?: string } = {}) =>
+export const leaseholdEngine = (
+  options: { readonly url?: string; readonly prefix?: string; readonly schema?: string } = {}
+) =>
   Layer.unwrap(Effect.sync(() => {
     const schema = options.schema ?? freshSchema(options.prefix ?? "wfe")
     return LeaseholdWorkflows.layer({ serve }).pipe(

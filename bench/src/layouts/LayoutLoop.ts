@@ -140,7 +140,8 @@ export class Meter {
    * a layout's run) and every page they first touch was written since its redo point.
    */
   async checkpoint(): Promise<void> {
-    const count = async () => Number((await this.control.query<{ n: string }>(`SELECT ${this.checkpointSql}::text AS n`)).rows[0]!.n)
+    const count = async () =>
+      Number((await this.control.query<{ n: string }>(`SELECT ${this.checkpointSql}::text AS n`)).rows[0]!.n)
     const before = await count()
     await this.control.query("CHECKPOINT")
     // The checkpointer publishes its count a moment later: wait for it, so that this checkpoint is
@@ -172,9 +173,13 @@ const tables = async (url: string, schema: string) => {
 
 /** Statistics taken and autovacuum off on every table of the schema: steady plans, no vacuum mid-phase. */
 const settle = async (url: string, schema: string) => {
-  const rows = await Pg.query<{ t: string }>(url, `SELECT format('%I.%I', schemaname, tablename) AS t FROM pg_tables WHERE schemaname = $1`, [
-    schema
-  ])
+  const rows = await Pg.query<{ t: string }>(
+    url,
+    `SELECT format('%I.%I', schemaname, tablename) AS t FROM pg_tables WHERE schemaname = $1`,
+    [
+      schema
+    ]
+  )
   for (const { t } of rows) {
     await Pg.query(url, `ALTER TABLE ${t} SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`)
     await Pg.query(url, `ANALYZE ${t}`)
@@ -193,7 +198,12 @@ const claimAll = async (session: LayoutSession, count: number, batch: number) =>
 }
 
 /** One layout through every phase, on a database of its own (dropped afterwards). */
-export const runLayout = async (serverUrl: string, meter: Meter, layout: Layout, sizes: LoopSizes): Promise<LayoutReading> => {
+export const runLayout = async (
+  serverUrl: string,
+  meter: Meter,
+  layout: Layout,
+  sizes: LoopSizes
+): Promise<LayoutReading> => {
   const database = await Pg.createDatabase(serverUrl, `layout_${layout.id}`)
   const url = Pg.databaseUrl(serverUrl, database)
   try {
@@ -245,7 +255,9 @@ export const runLayout = async (serverUrl: string, meter: Meter, layout: Layout,
     const [reclaimed, reclaim] = await measure(() => session.reclaim(sizes.batch), (r) => r.length)
     const expected = new Set(expiring.map((h) => h.id))
     if (reclaimed.length !== expiring.length || reclaimed.some((r) => !expected.has(r.id))) {
-      throw new Error(`${layout.id}: the reclaim took ${reclaimed.length} runs, not the ${expiring.length} expired ones`)
+      throw new Error(
+        `${layout.id}: the reclaim took ${reclaimed.length} runs, not the ${expiring.length} expired ones`
+      )
     }
     for (const r of reclaimed) {
       const before = expiring.find((h) => h.id === r.id)!
@@ -258,7 +270,9 @@ export const runLayout = async (serverUrl: string, meter: Meter, layout: Layout,
     await session.enqueueKeyed(0, sizes.keyedRuns, sizes.keys)
     await settle(url, layout.schema)
     const first = await session.claim(sizes.keys, true)
-    if (first.length !== sizes.keys) throw new Error(`${layout.id}: the first keyed claim took ${first.length} runs, not one per key`)
+    if (first.length !== sizes.keys) {
+      throw new Error(`${layout.id}: the first keyed claim took ${first.length} runs, not one per key`)
+    }
     const measured = sizes.keyedRuns - sizes.keys
     let keyed = zero
     let inFlight: Array<Held> = [...first]

@@ -6,10 +6,10 @@
  * queues (one per key): a queue runs one job at a time, its `_private_job_queues` row locked by
  * the claim and unlocked by the completion; the successor is taken by the next claim.
  */
+import { Logger, runMigrations, type TaskList, type WorkerUtils } from "graphile-worker"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
-import { Logger, runMigrations, type TaskList, type WorkerUtils } from "graphile-worker"
 import pg from "pg"
 import { type Held, KEYED_KIND, KIND, type Layout, type LayoutSession } from "./Layout.js"
 
@@ -61,21 +61,34 @@ const session = async (url: string): Promise<LayoutSession> => {
   // phase is ended by the database's drop.
   pgPool.on("error", () => undefined)
   pgPool.on("connect", (client) => client.on("error", () => undefined))
-  const [compiled, release] = await getUtilsAndReleasersFromOptions({ pgPool, schema: SCHEMA, logger: quiet, taskList: unkeyedTasks })
+  const [compiled, release] = await getUtilsAndReleasersFromOptions({
+    pgPool,
+    schema: SCHEMA,
+    logger: quiet,
+    taskList: unkeyedTasks
+  })
   // Internal signatures: the options graphile-worker's own runner passes them.
   const options = compiled
   const withPgClient = compiled.withPgClient
   const claim = async (limit: number, keyed = false) =>
-    ((await batchGetJobs(options, withPgClient, keyed ? keyedTasks : unkeyedTasks, POOL_ID, null, limit)) as Array<JobRow>).map(toHeld)
-  const complete = (held: ReadonlyArray<Held>) => batchCompleteJobs(options, withPgClient, POOL_ID, held.map((h) => h.row))
-  const add = async (from: number, count: number, spec: (i: number) => { identifier: string; payload: unknown; queueName?: string }) => {
+    ((await batchGetJobs(options, withPgClient, keyed ? keyedTasks : unkeyedTasks, POOL_ID, null, limit)) as Array<
+      JobRow
+    >).map(toHeld)
+  const complete = (held: ReadonlyArray<Held>) =>
+    batchCompleteJobs(options, withPgClient, POOL_ID, held.map((h) => h.row))
+  const add = async (
+    from: number,
+    count: number,
+    spec: (i: number) => { identifier: string; payload: unknown; queueName?: string }
+  ) => {
     for (let at = from; at < from + count; at += 5_000) {
       await compiled.addJobs(Array.from({ length: Math.min(5_000, from + count - at) }, (_, j) => spec(at + j)))
     }
   }
   return {
     enqueue: (from, count) => add(from, count, (i) => ({ identifier: KIND, payload: { i } })),
-    enqueueKeyed: (from, count, keys) => add(from, count, (i) => ({ identifier: KEYED_KIND, payload: { i }, queueName: `k${i % keys}` })),
+    enqueueKeyed: (from, count, keys) =>
+      add(from, count, (i) => ({ identifier: KEYED_KIND, payload: { i }, queueName: `k${i % keys}` })),
     claim,
     complete: async (held) => {
       await complete(held)

@@ -140,7 +140,9 @@ const claimSql = (lock: ClaimLock) => `
     DELETE FROM "${S}".ready r
     WHERE r.ctid = ANY (ARRAY(
       SELECT ctid FROM "${S}".ready
-      WHERE queue = 'default' AND kind = $1::text AND run_at <= now()${lock === "advisory" ? " AND pg_try_advisory_xact_lock(id)" : ""}
+      WHERE queue = 'default' AND kind = $1::text AND run_at <= now()${
+  lock === "advisory" ? " AND pg_try_advisory_xact_lock(id)" : ""
+}
       ORDER BY priority DESC, run_at, id LIMIT $2${lock === "row" ? " FOR UPDATE SKIP LOCKED" : ""}))
     RETURNING r.id, r.fence, r.attempt, r.priority, r.run_at
   ), granted AS MATERIALIZED (
@@ -354,7 +356,13 @@ const session = async (url: string, lock: ClaimLock): Promise<LayoutSession> => 
   // Named statements: prepared once per connection, as the store's are.
   const q = <R extends pg.QueryResultRow>(name: string, text: string, values: Array<unknown>) =>
     client.query<R>({ name, text, values })
-  const insertRuns = async (from: number, count: number, kind: string, key: (i: number) => string | null, into: "ready" | "waiting") => {
+  const insertRuns = async (
+    from: number,
+    count: number,
+    kind: string,
+    key: (i: number) => string | null,
+    into: "ready" | "waiting"
+  ) => {
     for (let at = from; at < from + count; at += 5_000) {
       const n = Math.min(5_000, from + count - at)
       const payloads = Array.from({ length: n }, (_, j) => JSON.stringify({ i: at + j }))
@@ -366,7 +374,11 @@ const session = async (url: string, lock: ClaimLock): Promise<LayoutSession> => 
           SELECT $1::text, p, k FROM unnest($2::jsonb[], $3::text[]) WITH ORDINALITY AS t(p, k, ord) ORDER BY ord
           RETURNING id, queue, kind, priority, run_at, concurrency_key
         )
-        INSERT INTO "${S}".${into === "ready" ? "ready (id, queue, kind, priority, run_at)" : "waiting (id, queue, kind, key, priority, run_at)"}
+        INSERT INTO "${S}".${
+          into === "ready"
+            ? "ready (id, queue, kind, priority, run_at)"
+            : "waiting (id, queue, kind, key, priority, run_at)"
+        }
         SELECT id, queue, kind, ${into === "ready" ? "" : "concurrency_key, "}priority, run_at FROM inserted`,
         [kind, payloads, keys]
       )
@@ -381,7 +393,8 @@ const session = async (url: string, lock: ClaimLock): Promise<LayoutSession> => 
       await insertRuns(from, count, KEYED_KIND, (i) => `k${i % keys}`, "waiting")
       // Admission (as today's admit.ts does in the enqueue's transaction): each key with a free
       // slot gets its first waiting run, which becomes ready.
-      await client.query(`
+      await client.query(
+        `
         WITH first AS MATERIALIZED (
           SELECT DISTINCT ON (w.key) w.ctid AS wctid, w.* FROM "${S}".waiting w
           WHERE w.kind = $1::text AND NOT EXISTS (SELECT 1 FROM "${S}".key_holds h WHERE h.kind = w.kind AND h.key = w.key COLLATE "C")
@@ -392,7 +405,9 @@ const session = async (url: string, lock: ClaimLock): Promise<LayoutSession> => 
           INSERT INTO "${S}".key_holds (kind, key, slot, run_id) SELECT kind, key, 0, id FROM first
         )
         INSERT INTO "${S}".ready (id, queue, kind, priority, run_at, fence, attempt)
-        SELECT id, queue, kind, priority, run_at, fence, attempt FROM first`, [KEYED_KIND])
+        SELECT id, queue, kind, priority, run_at, fence, attempt FROM first`,
+        [KEYED_KIND]
+      )
     },
     claim,
     complete: async (held) => {
@@ -438,9 +453,12 @@ const session = async (url: string, lock: ClaimLock): Promise<LayoutSession> => 
       return held.length - lost.rows[0]!.lost
     },
     expire: async (held) => {
-      await client.query(`UPDATE "${S}".claim_batches SET expires_at = now() - interval '1 second' WHERE batch = ANY ($1::bigint[])`, [
-        [...new Set(held.map((h) => h.batch))]
-      ])
+      await client.query(
+        `UPDATE "${S}".claim_batches SET expires_at = now() - interval '1 second' WHERE batch = ANY ($1::bigint[])`,
+        [
+          [...new Set(held.map((h) => h.batch))]
+        ]
+      )
     },
     reclaim: async (limit) => {
       // A batch is reclaimed whole: `limit` runs is read as that many batches at most.

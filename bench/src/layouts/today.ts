@@ -26,7 +26,11 @@ const build = async (url: string, schema: string, completedRuns: PgRunStore.Comp
   }
 }
 
-const session = async (url: string, schema: string, completedRuns: PgRunStore.CompletedRuns): Promise<LayoutSession> => {
+const session = async (
+  url: string,
+  schema: string,
+  completedRuns: PgRunStore.CompletedRuns
+): Promise<LayoutSession> => {
   const { store, sql, close } = await build(url, schema, completedRuns, false)
   const claim = (limit: number, keyed = false, dueOnly = true) =>
     run(store.claim({ owner: OWNER, queues: ["default"], kinds: [keyed ? KEYED_KIND : KIND], limit, ttl, dueOnly }))
@@ -38,7 +42,11 @@ const session = async (url: string, schema: string, completedRuns: PgRunStore.Co
   const enqueueRange = async (from: number, count: number, key: (i: number) => string | undefined, kind: string) => {
     for (let at = from; at < from + count; at += 5_000) {
       const n = Math.min(5_000, from + count - at)
-      await run(store.enqueue(Array.from({ length: n }, (_, j) => ({ kind, payload: { i: at + j }, concurrencyKey: key(at + j) }))))
+      await run(
+        store.enqueue(
+          Array.from({ length: n }, (_, j) => ({ kind, payload: { i: at + j }, concurrencyKey: key(at + j) }))
+        )
+      )
     }
   }
   return {
@@ -49,7 +57,9 @@ const session = async (url: string, schema: string, completedRuns: PgRunStore.Co
     },
     claim: async (limit, keyed) => (await claim(limit, keyed)).map(toHeld),
     complete: async (held) => {
-      const outcomes = await run(store.completeBatch(held.map((h) => ({ runId: h.id, fence: h.fence, result: null, keyed: false }))))
+      const outcomes = await run(
+        store.completeBatch(held.map((h) => ({ runId: h.id, fence: h.fence, result: null, keyed: false })))
+      )
       const rejected = outcomes.filter((o) => o._tag !== "Finalized")
       if (rejected.length > 0) throw new Error(`today: ${rejected.length} completions rejected`)
     },
@@ -65,11 +75,17 @@ const session = async (url: string, schema: string, completedRuns: PgRunStore.Co
       }
       return next
     },
-    renew: async (held) => (await run(store.renew(OWNER, held.map((h) => ({ runId: h.id, fence: h.fence })), ttl))).length,
+    renew: async (held) =>
+      (await run(store.renew(OWNER, held.map((h) => ({ runId: h.id, fence: h.fence })), ttl))).length,
     expire: async (held) => {
-      await run(sql.unsafe(`UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ANY($1::bigint[])`, [
-        held.map((h) => h.id)
-      ]))
+      await run(
+        sql.unsafe(
+          `UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ANY($1::bigint[])`,
+          [
+            held.map((h) => h.id)
+          ]
+        )
+      )
     },
     // The sweep: a full claim (expired leases first), as a worker sends at least once per poll interval.
     reclaim: async (limit) => (await claim(limit, false, false)).map(toHeld),
@@ -77,7 +93,12 @@ const session = async (url: string, schema: string, completedRuns: PgRunStore.Co
   }
 }
 
-const todayLayout = (id: string, schema: string, completedRuns: PgRunStore.CompletedRuns, description: string): Layout => ({
+const todayLayout = (
+  id: string,
+  schema: string,
+  completedRuns: PgRunStore.CompletedRuns,
+  description: string
+): Layout => ({
   id,
   description,
   schema,
@@ -88,7 +109,12 @@ const todayLayout = (id: string, schema: string, completedRuns: PgRunStore.Compl
   open: (url) => session(url, schema, completedRuns)
 })
 
-export const today = todayLayout("runs", "lay_runs", "keep", "(a) today's runs table, completed runs kept (the store's own statements)")
+export const today = todayLayout(
+  "runs",
+  "lay_runs",
+  "keep",
+  "(a) today's runs table, completed runs kept (the store's own statements)"
+)
 export const todayDelete = todayLayout(
   "runs-delete",
   "lay_runs_delete",

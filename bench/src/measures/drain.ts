@@ -6,10 +6,10 @@
  */
 import pg from "pg"
 import { spawnWorker, type WorkerProcess } from "../children.js"
-import type { StoreProfile } from "../protocol.js"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
+import type { StoreProfile } from "../protocol.js"
 import { monotonicMs, sleep } from "../stats.js"
 import type { Variant } from "../variants.js"
 
@@ -69,7 +69,12 @@ const CHUNK = 5_000
 
 const fmtUs = (us: number | null) => (us === null ? "n/a" : `${Math.round(us)} µs`)
 
-export const drain = async (ctx: BenchContext, variant: Variant, repeat: number, runs: number): Promise<DrainResult> => {
+export const drain = async (
+  ctx: BenchContext,
+  variant: Variant,
+  repeat: number,
+  runs: number
+): Promise<DrainResult> => {
   const { system } = variant
   const database = await Pg.createDatabase(ctx.serverUrl, `${variant.id}_drain`)
   const url = Pg.databaseUrl(ctx.serverUrl, database)
@@ -81,7 +86,11 @@ export const drain = async (ctx: BenchContext, variant: Variant, repeat: number,
     for (let from = 0; from < runs; from += CHUNK) {
       const indices = Array.from({ length: Math.min(CHUNK, runs - from) }, (_, k) => from + k)
       await session.enqueueMany(indices)
-      status(`  ${variant.label}: enqueued ${(from + indices.length).toLocaleString("en-US")} / ${runs.toLocaleString("en-US")}`)
+      status(
+        `  ${variant.label}: enqueued ${(from + indices.length).toLocaleString("en-US")} / ${
+          runs.toLocaleString("en-US")
+        }`
+      )
     }
     const enqueueMs = monotonicMs() - enqueueStart
     await session.close()
@@ -91,7 +100,10 @@ export const drain = async (ctx: BenchContext, variant: Variant, repeat: number,
     // BENCH_AUTO_EXPLAIN=<ms>: the server logs the plan of every statement of the drain slower than that.
     if (process.env.BENCH_AUTO_EXPLAIN) {
       await Pg.query(ctx.serverUrl, `ALTER DATABASE "${database}" SET session_preload_libraries = 'auto_explain'`)
-      await Pg.query(ctx.serverUrl, `ALTER DATABASE "${database}" SET auto_explain.log_min_duration = ${Number(process.env.BENCH_AUTO_EXPLAIN)}`)
+      await Pg.query(
+        ctx.serverUrl,
+        `ALTER DATABASE "${database}" SET auto_explain.log_min_duration = ${Number(process.env.BENCH_AUTO_EXPLAIN)}`
+      )
       await Pg.query(ctx.serverUrl, `ALTER DATABASE "${database}" SET auto_explain.log_analyze = on`)
       await Pg.query(ctx.serverUrl, `ALTER DATABASE "${database}" SET auto_explain.log_buffers = on`)
     }
@@ -123,7 +135,11 @@ export const drain = async (ctx: BenchContext, variant: Variant, repeat: number,
       if (now - lastShown > 500) {
         lastShown = now
         const done = executed()
-        status(`  ${variant.label}: ${done.toLocaleString("en-US")} / ${runs.toLocaleString("en-US")} executed, ${Math.round(done / ((now - t0) / 1000)).toLocaleString("en-US")}/s`)
+        status(
+          `  ${variant.label}: ${done.toLocaleString("en-US")} / ${runs.toLocaleString("en-US")} executed, ${
+            Math.round(done / ((now - t0) / 1000)).toLocaleString("en-US")
+          }/s`
+        )
       }
       if (executed() >= runs) {
         // Every handler has run: poll the database until the last completion has committed.
@@ -224,10 +240,16 @@ export const drain = async (ctx: BenchContext, variant: Variant, repeat: number,
     }
     log(
       `  ${variant.label}: ${Math.round(result.throughput).toLocaleString("en-US")} runs/s` +
-        (capped ? ` (capped at ${ctx.capSeconds} s: ${completed.toLocaleString("en-US")} of ${runs.toLocaleString("en-US")})` : "") +
+        (capped
+          ? ` (capped at ${ctx.capSeconds} s: ${completed.toLocaleString("en-US")} of ${runs.toLocaleString("en-US")})`
+          : "") +
         `, exactly once: ${ok ? "yes" : "NO"}, ${result.cost.commitsPerRun.toFixed(2)} commits/run, ` +
-        `${Math.round(result.cost.walBytesPerRun)} WAL B/run, CPU/run: workers ${fmtUs(result.profile.workerCpuUsPerRun)}, ` +
-        `server ${fmtUs(result.profile.serverCpuUsPerRun)}, enqueue ${Math.round(runs / (enqueueMs / 1000)).toLocaleString("en-US")}/s`
+        `${Math.round(result.cost.walBytesPerRun)} WAL B/run, CPU/run: workers ${
+          fmtUs(result.profile.workerCpuUsPerRun)
+        }, ` +
+        `server ${fmtUs(result.profile.serverCpuUsPerRun)}, enqueue ${
+          Math.round(runs / (enqueueMs / 1000)).toLocaleString("en-US")
+        }/s`
     )
     return result
   } finally {

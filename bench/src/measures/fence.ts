@@ -5,12 +5,12 @@
  * are timed from the call to the mapped result (one round trip each).
  */
 import { StoreSchema } from "@leasehold/sql"
-import { completeBatch } from "../../../packages/sql/dist/internal/statements/guarded.js"
 import { Duration, Effect } from "effect"
+import { completeBatch } from "../../../packages/sql/dist/internal/statements/guarded.js"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
-import { monotonicMs, median } from "../stats.js"
+import { median, monotonicMs } from "../stats.js"
 import { KIND, openStore, SCHEMA } from "../systems/leasehold.js"
 import { completeBatchWithoutFence } from "./unfencedComplete.js"
 
@@ -31,7 +31,12 @@ export interface FenceResult {
   readonly allCompleted: boolean
 }
 
-export const fence = async (ctx: BenchContext, repeat: number, batches: number, batchSize: number): Promise<FenceResult> => {
+export const fence = async (
+  ctx: BenchContext,
+  repeat: number,
+  batches: number,
+  batchSize: number
+): Promise<FenceResult> => {
   const database = await Pg.createDatabase(ctx.serverUrl, "leasehold_fence")
   const url = Pg.databaseUrl(ctx.serverUrl, database)
   // The row statement's fence predicate is what this measures: the runs are recorded in their rows.
@@ -42,7 +47,15 @@ export const fence = async (ctx: BenchContext, repeat: number, batches: number, 
     const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
     const claimBatch = async () => {
       await run(store.enqueue(Array.from({ length: batchSize }, (_, k) => ({ kind: KIND, payload: { i: k } }))))
-      const claimed = await run(store.claim({ owner: "bench-fence", queues: ["default"], kinds: [KIND], limit: batchSize, ttl: Duration.minutes(1) }))
+      const claimed = await run(
+        store.claim({
+          owner: "bench-fence",
+          queues: ["default"],
+          kinds: [KIND],
+          limit: batchSize,
+          ttl: Duration.minutes(1)
+        })
+      )
       return claimed.map((c) => ({ runId: c.id, fence: c.fence, result: null }))
     }
     const fenced: Array<number> = []
@@ -88,7 +101,9 @@ export const fence = async (ctx: BenchContext, repeat: number, batches: number, 
       allCompleted
     }
     log(
-      `  fence: completion of ${batchSize} runs ${fencedMs.toFixed(2)} ms with the fence, ${unfencedMs.toFixed(2)} ms without ` +
+      `  fence: completion of ${batchSize} runs ${fencedMs.toFixed(2)} ms with the fence, ${
+        unfencedMs.toFixed(2)
+      } ms without ` +
         `(${(result.overhead * 100).toFixed(1)}%, paired difference ${result.pairedDiffMs.toFixed(2)} ms)`
     )
     return result

@@ -8,7 +8,7 @@ import { spawnWorker, type WorkerProcess } from "../children.js"
 import type { BenchContext } from "../context.js"
 import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
-import { monotonicMs, median, quantile } from "../stats.js"
+import { median, monotonicMs, quantile } from "../stats.js"
 import { leasehold, type LeaseholdOptions } from "../systems/leasehold.js"
 
 export interface HeartbeatResult {
@@ -45,7 +45,11 @@ export interface HeartbeatParams {
   readonly rounds: number
 }
 
-export const heartbeat = async (ctx: BenchContext, repeat: number, params: HeartbeatParams): Promise<HeartbeatResult> => {
+export const heartbeat = async (
+  ctx: BenchContext,
+  repeat: number,
+  params: HeartbeatParams
+): Promise<HeartbeatResult> => {
   const database = await Pg.createDatabase(ctx.serverUrl, "leasehold_heartbeat")
   const url = Pg.databaseUrl(ctx.serverUrl, database)
   let worker: WorkerProcess | undefined
@@ -57,7 +61,9 @@ export const heartbeat = async (ctx: BenchContext, repeat: number, params: Heart
     await session.close()
     await Pg.query(url, "ANALYZE")
     // BENCH_LOG_STATEMENTS=1: the server logs every statement run in this database (to see what commits).
-    if (process.env.BENCH_LOG_STATEMENTS) await Pg.query(ctx.serverUrl, `ALTER DATABASE "${database}" SET log_statement = 'all'`)
+    if (process.env.BENCH_LOG_STATEMENTS) {
+      await Pg.query(ctx.serverUrl, `ALTER DATABASE "${database}" SET log_statement = 'all'`)
+    }
     const options: LeaseholdOptions = {
       concurrency: params.leases,
       maxCompletionBatch: 500,
@@ -67,7 +73,14 @@ export const heartbeat = async (ctx: BenchContext, repeat: number, params: Heart
       shutdownGrace: "0 millis",
       maxConnections: 10
     }
-    worker = spawnWorker({ variant: "leasehold", url, role: "hold", options, claimTarget: params.leases, observeRenewals: true })
+    worker = spawnWorker({
+      variant: "leasehold",
+      url,
+      role: "hold",
+      options,
+      claimTarget: params.leases,
+      observeRenewals: true
+    })
     const w = worker
     await w.ready
     const renewals: Array<{ at: number; ms: number; leases: number; renewed: number; commitsBefore?: number }> = []
@@ -85,7 +98,11 @@ export const heartbeat = async (ctx: BenchContext, repeat: number, params: Heart
         else if (m.t === "heartbeatSent") sent++
         else if (m.t === "renew") {
           renewals.push({ at: m.sentAt, ms: m.ms, leases: m.leases, renewed: m.renewed })
-          status(`  heartbeat: ${renewals.length} / ${needed} renewals of ${m.leases.toLocaleString("en-US")} leases, last ${m.ms.toFixed(1)} ms`)
+          status(
+            `  heartbeat: ${renewals.length} / ${needed} renewals of ${m.leases.toLocaleString("en-US")} leases, last ${
+              m.ms.toFixed(1)
+            } ms`
+          )
           if (windowStart.renewals > 0 && renewals.length >= windowStart.renewals + params.rounds) {
             clearTimeout(timer)
             resolve()
@@ -135,8 +152,12 @@ export const heartbeat = async (ctx: BenchContext, repeat: number, params: Heart
       claimAllMs: claimedAt === undefined ? Number.NaN : claimedAt - t0
     }
     log(
-      `  heartbeat: ${params.leases.toLocaleString("en-US")} leases, ${result.statementsPerRound.toFixed(2)} renew statement(s) per round, ` +
-        `${result.statementsPerInterval.toFixed(2)} per ${params.heartbeat}, ${result.dbCommitsPerRound.toFixed(2)} commits per round, ` +
+      `  heartbeat: ${params.leases.toLocaleString("en-US")} leases, ${
+        result.statementsPerRound.toFixed(2)
+      } renew statement(s) per round, ` +
+        `${result.statementsPerInterval.toFixed(2)} per ${params.heartbeat}, ${
+          result.dbCommitsPerRound.toFixed(2)
+        } commits per round, ` +
         `renewal ${result.renewMs.median.toFixed(1)} ms (max ${result.renewMs.max.toFixed(1)})`
     )
     return result

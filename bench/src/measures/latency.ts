@@ -44,7 +44,9 @@ export const latencyFleet = async (
   }
   try {
     const session = await variant.system.enqueueSession(url, options)
-    for (let w = 0; w < ctx.workers; w++) workers.push(spawnWorker({ variant: variant.id, url, role: "latency", options }))
+    for (let w = 0; w < ctx.workers; w++) {
+      workers.push(spawnWorker({ variant: variant.id, url, role: "latency", options }))
+    }
     await Promise.all(workers.map((w) => w.ready))
     for (const w of workers) {
       w.onMessage((m) => {
@@ -61,9 +63,19 @@ export const latencyFleet = async (
 const WARMUP = 10
 const SAMPLE_TIMEOUT_MS = 10_000
 
-export const latency = async (ctx: BenchContext, variant: Variant, repeat: number, samples: number): Promise<LatencyResult> => {
+export const latency = async (
+  ctx: BenchContext,
+  variant: Variant,
+  repeat: number,
+  samples: number
+): Promise<LatencyResult> => {
   const waiting = new Map<number, (at: number) => void>()
-  const { close, session, workers } = await latencyFleet(ctx, variant, `${variant.id}_latency`, (i, at) => waiting.get(i)?.(at))
+  const { close, session, workers } = await latencyFleet(
+    ctx,
+    variant,
+    `${variant.id}_latency`,
+    (i, at) => waiting.get(i)?.(at)
+  )
   try {
     for (const w of workers) w.go()
     // Let every worker reach its idle, listening state.
@@ -101,7 +113,11 @@ export const latency = async (ctx: BenchContext, variant: Variant, repeat: numbe
       max: Math.max(...values),
       timeouts
     }
-    log(`  ${variant.label}: pickup p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms (${values.length} samples${timeouts > 0 ? `, ${timeouts} timed out` : ""})`)
+    log(
+      `  ${variant.label}: pickup p50 ${result.p50.toFixed(2)} ms, p99 ${
+        result.p99.toFixed(2)
+      } ms (${values.length} samples${timeouts > 0 ? `, ${timeouts} timed out` : ""})`
+    )
     return result
   } finally {
     await close()

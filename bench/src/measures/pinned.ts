@@ -50,7 +50,9 @@ const sampler = (schemas: ReadonlyArray<string>, series: Array<PinnedSample>): B
          FROM pg_stat_user_tables WHERE schemaname = ANY($1)`,
         [schemas]
       ).catch(() => [])) as Array<{ dead: number; bytes: number }>
-      if (row !== undefined) series.push({ t: (monotonicMs() - began) / 1000, deadTuples: row.dead, totalBytes: row.bytes })
+      if (row !== undefined) {
+        series.push({ t: (monotonicMs() - began) / 1000, deadTuples: row.dead, totalBytes: row.bytes })
+      }
       await sleep(1_000)
     }
   })()
@@ -89,17 +91,30 @@ const both = (...parts: ReadonlyArray<Beside>): Beside => (url, began) => {
   return { stop: async () => void (await Promise.all(started.map((s) => s.stop()))) }
 }
 
-export const pinned = async (ctx: BenchContext, variant: Variant, repeat: number, params: PinnedParams): Promise<PinnedResult> => {
+export const pinned = async (
+  ctx: BenchContext,
+  variant: Variant,
+  repeat: number,
+  params: PinnedParams
+): Promise<PinnedResult> => {
   const schemas = variant.system.schemas
   const cleanSeries: Array<PinnedSample> = []
   const clean = await steady(ctx, variant, repeat, params, sampler(schemas, cleanSeries))
   const pinnedSeries: Array<PinnedSample> = []
-  const underReaders = await steady(ctx, variant, repeat, params, both(sampler(schemas, pinnedSeries), readers(params, schemas)))
+  const underReaders = await steady(
+    ctx,
+    variant,
+    repeat,
+    params,
+    both(sampler(schemas, pinnedSeries), readers(params, schemas))
+  )
   const share = underReaders.pickupRate / Math.max(1, clean.pickupRate)
   const last = (series: ReadonlyArray<PinnedSample>) => series.at(-1)
   log(
     `  ${variant.label}: pinned horizon → ${(share * 100).toFixed(1)}% of the clean pickup rate, ` +
-      `p99 ${underReaders.p99.toFixed(2)} ms (clean ${clean.p99.toFixed(2)}), dead tuples ${last(pinnedSeries)?.deadTuples ?? "?"} ` +
+      `p99 ${underReaders.p99.toFixed(2)} ms (clean ${clean.p99.toFixed(2)}), dead tuples ${
+        last(pinnedSeries)?.deadTuples ?? "?"
+      } ` +
       `(clean ${last(cleanSeries)?.deadTuples ?? "?"})`
   )
   return { variant: variant.id, repeat, clean, pinned: underReaders, share, cleanSeries, pinnedSeries }

@@ -99,7 +99,9 @@ export const reclaim = async (ctx: BenchContext, repeat: number, params: Reclaim
     }
     log(
       `  reclaim: ${params.leases} leases reclaimed ${(reclaimMs / 1000).toFixed(2)} s after kill -9 ` +
-        `(TTL ${params.ttlMs / 1000} s, lease left ${(leaseLeftMs / 1000).toFixed(2)} s, verified: ${result.verified ? "yes" : "NO"})`
+        `(TTL ${params.ttlMs / 1000} s, lease left ${(leaseLeftMs / 1000).toFixed(2)} s, verified: ${
+          result.verified ? "yes" : "NO"
+        })`
     )
     return result
   } finally {

@@ -77,7 +77,9 @@ export const steady = async (
         await session.enqueueMany(batch)
       }
       tick++
-      if (tick % 100 === 0) status(`  ${variant.label}: steady ${params.rate}/s, ${next} enqueued, ${startedAt.size} picked up`)
+      if (tick % 100 === 0) {
+        status(`  ${variant.label}: steady ${params.rate}/s, ${next} enqueued, ${startedAt.size} picked up`)
+      }
     }
     await sleep(1_000)
     await alongside?.stop()
@@ -101,7 +103,9 @@ export const steady = async (
     }
     log(
       `  ${variant.label}: steady ${params.rate}/s → picked up ${result.pickupRate.toFixed(0)}/s, ` +
-        `pickup p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms${result.late > 0 ? `, ${result.late} not picked up` : ""}`
+        `pickup p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms${
+          result.late > 0 ? `, ${result.late} not picked up` : ""
+        }`
     )
     return result
   } finally {

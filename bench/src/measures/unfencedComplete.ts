@@ -20,7 +20,9 @@ export const completeBatchWithoutFence = (
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<{ runId: string; ok: boolean }>
     const ids = items.map((i) => i.runId)
-    const results = items.some((i) => i.result !== undefined && i.result !== null) ? items.map((i) => json(i.result) ?? "null") : null
+    const results = items.some((i) => i.result !== undefined && i.result !== null)
+      ? items.map((i) => json(i.result) ?? "null")
+      : null
     const missed = yield* sql<{ ord: number }>`
       WITH input AS MATERIALIZED (
         SELECT t.*, 'running'::text AS held FROM unnest(

@@ -34,7 +34,11 @@ const enqueueSession = async (url: string): Promise<EnqueueSession> => {
 }
 
 const startWorker = async (url: string, options: GraphileOptions, hooks: WorkerHooks): Promise<WorkerHandle> => {
-  const pgPool = new pg.Pool({ connectionString: url, max: options.run.maxPoolSize ?? 10, application_name: "bench-graphile" })
+  const pgPool = new pg.Pool({
+    connectionString: url,
+    max: options.run.maxPoolSize ?? 10,
+    application_name: "bench-graphile"
+  })
   // graphile-worker asks for both handlers (https://err.red/wpeh): idle-client errors and per-client errors.
   const onError = (error: Error) => process.stderr.write(`[graphile-worker pool] ${error.message}\n`)
   pgPool.on("error", onError)

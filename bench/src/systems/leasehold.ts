@@ -42,8 +42,15 @@ export const openStore = async (
   }
 ) => {
   const scope = Effect.runSync(Scope.make())
-  const layer = PgRunStore.layer({ schema: SCHEMA, migrate: options.migrate, completedRuns: options.completedRuns, storage: options.storage }).pipe(
-    Layer.provideMerge(Database.layerFromUrl(url, { maxConnections: options.maxConnections, applicationName: "bench-leasehold" }))
+  const layer = PgRunStore.layer({
+    schema: SCHEMA,
+    migrate: options.migrate,
+    completedRuns: options.completedRuns,
+    storage: options.storage
+  }).pipe(
+    Layer.provideMerge(
+      Database.layerFromUrl(url, { maxConnections: options.maxConnections, applicationName: "bench-leasehold" })
+    )
   )
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
   return {
@@ -65,24 +72,39 @@ const keyLimits = [KeyLimits.perKind(KIND, 1)]
 const rateLimits = [RateLimits.perKind(KIND, 1_000_000, "1 second")]
 
 /** Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none; governed by `rated` limits, if any. */
-const enqueueSessionWith = (keys: number | undefined, storage: PgRunStore.Storage = "ledger", rated?: ReadonlyArray<RateLimits.RateLimit>) => async (url: string): Promise<EnqueueSession> => {
-  const { store, close } = await openStore(url, { maxConnections: 2, migrate: true, storage })
-  if (rated !== undefined) await run(store.setRateLimits(rated))
-  // The limit is declared before the runs, as an application declares it: each run is admitted
-  // or left waiting as it is enqueued (the workers declare the same limit again, which changes nothing).
-  if (keys !== undefined) await run(store.setKeyLimits(keyLimits))
-  const request = (i: number) => ({ kind: KIND, payload: { i }, concurrencyKey: keys === undefined ? undefined : `k${i % keys}` })
-  return {
-    enqueueMany: (indices) => run(store.enqueue(indices.map(request))).then(() => undefined),
-    enqueueOne: (i) => run(store.enqueue([request(i)])).then(() => undefined),
-    close
+const enqueueSessionWith =
+  (keys: number | undefined, storage: PgRunStore.Storage = "ledger", rated?: ReadonlyArray<RateLimits.RateLimit>) =>
+  async (url: string): Promise<EnqueueSession> => {
+    const { store, close } = await openStore(url, { maxConnections: 2, migrate: true, storage })
+    if (rated !== undefined) await run(store.setRateLimits(rated))
+    // The limit is declared before the runs, as an application declares it: each run is admitted
+    // or left waiting as it is enqueued (the workers declare the same limit again, which changes nothing).
+    if (keys !== undefined) await run(store.setKeyLimits(keyLimits))
+    const request = (i: number) => ({
+      kind: KIND,
+      payload: { i },
+      concurrencyKey: keys === undefined ? undefined : `k${i % keys}`
+    })
+    return {
+      enqueueMany: (indices) => run(store.enqueue(indices.map(request))).then(() => undefined),
+      enqueueOne: (i) => run(store.enqueue([request(i)])).then(() => undefined),
+      close
+    }
   }
-}
 const enqueueSession = enqueueSessionWith(undefined)
 
-const startWorker = (completedRuns: PgRunStore.CompletedRuns, keyLimits?: ReadonlyArray<KeyLimits.KeyLimit>, storage?: PgRunStore.Storage) =>
+const startWorker = (
+  completedRuns: PgRunStore.CompletedRuns,
+  keyLimits?: ReadonlyArray<KeyLimits.KeyLimit>,
+  storage?: PgRunStore.Storage
+) =>
 async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<WorkerHandle> => {
-  const opened = await openStore(url, { maxConnections: options.maxConnections, migrate: false, completedRuns, ...(storage === undefined ? {} : { storage }) })
+  const opened = await openStore(url, {
+    maxConnections: options.maxConnections,
+    migrate: false,
+    completedRuns,
+    ...(storage === undefined ? {} : { storage })
+  })
   const store = hooks.wrapStore === undefined ? opened.store : hooks.wrapStore(opened.store)
   const handler = Handler.make({
     kind: KIND,
@@ -137,7 +159,8 @@ const remainingSql = `SELECT ((SELECT count(*) FROM ${SCHEMA}.ready)
     FROM ${SCHEMA}.claim_batches c WHERE c.settled_at IS NULL))::int AS n`
 
 /** Runs completed: in their rows, and in the ledger's completion batches. */
-const completedSql = () => `SELECT ((SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed')
+const completedSql = () =>
+  `SELECT ((SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed')
   + (SELECT coalesce(sum(cardinality(ids)), 0) FROM ${SCHEMA}.completion_batches))::int AS n`
 
 const keeping: System<LeaseholdOptions> = {

@@ -20,7 +20,13 @@ const report = (error: Error) => process.stderr.write(`[pg-boss error] ${error.m
 
 const enqueueSession = async (url: string, options: PgBossOptions): Promise<EnqueueSession> => {
   // The enqueueing instance only migrates and inserts: no maintenance, no cron.
-  const boss = new PgBoss({ connectionString: url, supervise: false, schedule: false, max: 2, application_name: "bench-pgboss-client" })
+  const boss = new PgBoss({
+    connectionString: url,
+    supervise: false,
+    schedule: false,
+    max: 2,
+    application_name: "bench-pgboss-client"
+  })
   boss.on("error", report)
   await boss.start()
   await boss.createQueue(QUEUE, options.queue)

@@ -49,7 +49,9 @@ const describe = (args: ReadonlyArray<string>, index: number): string => {
   const inline = /^(--[^=]+)=/.exec(arg)
   if (inline !== null) return `the value of ${inline[1]}`
   const previous = index > 0 ? args[index - 1]! : undefined
-  if (previous !== undefined && /^--[^=]+$/.test(previous) && !switches.has(previous.slice(2))) return `the value of ${previous}`
+  if (previous !== undefined && /^--[^=]+$/.test(previous) && !switches.has(previous.slice(2))) {
+    return `the value of ${previous}`
+  }
   return `argument ${index + 1}`
 }
 

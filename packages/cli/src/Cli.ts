@@ -6,18 +6,31 @@
 import { Command } from "effect/cli"
 import { cancel, resume, retry } from "./commands/admin.js"
 import { enqueue } from "./commands/enqueue.js"
+import { limits } from "./commands/limits.js"
 import { migrate } from "./commands/migrate.js"
 import { queues } from "./commands/queues.js"
 import { runs } from "./commands/runs.js"
 import { schedules } from "./commands/schedules.js"
-import { limits } from "./commands/limits.js"
 import { serve } from "./commands/serve.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
 
 export const leasehold = Command.make("leasehold").pipe(
   Command.withDescription("Durable runs with leases and fencing on PostgreSQL"),
-  Command.withSubcommands([migrate, enqueue, runs, queues, limits, schedules, resume, cancel, retry, stats, worker, serve])
+  Command.withSubcommands([
+    migrate,
+    enqueue,
+    runs,
+    queues,
+    limits,
+    schedules,
+    resume,
+    cancel,
+    retry,
+    stats,
+    worker,
+    serve
+  ])
 )
 
 export const run = Command.run(leasehold, { version: "0.1.0" })

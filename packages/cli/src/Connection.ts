@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import type { RunStore } from "@leasehold/core"
 import type { PgClient } from "@effect/sql-pg"
+import type { RunStore } from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Effect, Layer, Option, Schema, type Scope } from "effect"
@@ -45,19 +45,25 @@ export interface StoreOptions {
 export const embeddedDataDir = path.resolve(process.env.LEASEHOLD_DATA_DIR ?? ".leasehold/pgdata")
 
 /** The URL to use, starting the embedded server in the current scope when none is configured. */
-export const resolveUrl = (flags: ConnectionFlags): Effect.Effect<string, EmbeddedPostgres.EmbeddedPostgresError, Scope.Scope> =>
+export const resolveUrl = (
+  flags: ConnectionFlags
+): Effect.Effect<string, EmbeddedPostgres.EmbeddedPostgresError, Scope.Scope> =>
   // With a fallback given, MissingUrl cannot happen.
   Effect.catchTag(
-    Database.resolveUrl({ url: Option.getOrUndefined(flags.databaseUrl), fallback: EmbeddedPostgres.url({ dataDir: embeddedDataDir }) }),
+    Database.resolveUrl({
+      url: Option.getOrUndefined(flags.databaseUrl),
+      fallback: EmbeddedPostgres.url({ dataDir: embeddedDataDir })
+    }),
     "MissingUrl",
     (e) => Effect.die(e)
   )
 
 /** PgClient + RunStore for the connection flags. */
 export const layerStore = (flags: ConnectionFlags, url: string, options: StoreOptions = {}) =>
-  PgRunStore.layer({ schema: flags.schema, migrate: options.migrate ?? true, completedRuns: options.completedRuns }).pipe(
-    Layer.provideMerge(Database.layerFromUrl(url))
-  )
+  PgRunStore.layer({ schema: flags.schema, migrate: options.migrate ?? true, completedRuns: options.completedRuns })
+    .pipe(
+      Layer.provideMerge(Database.layerFromUrl(url))
+    )
 
 /** Fails with `StoreMissing` unless the schema holds the store's tables. */
 export const requireStore = (schema: string) =>
@@ -83,7 +89,11 @@ export const withStore = <A, E, R>(
   flags: ConnectionFlags,
   effect: Effect.Effect<A, E, R>,
   options: StoreOptions = {}
-): Effect.Effect<A, E | ConnectionError, Exclude<R, RunStore | PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>> => {
+): Effect.Effect<
+  A,
+  E | ConnectionError,
+  Exclude<R, RunStore | PgClient.PgClient | SqlClient.SqlClient | Scope.Scope>
+> => {
   const checked = options.migrate === false ? Effect.andThen(requireStore(flags.schema), effect) : effect
   return withConnection(flags, (url) => layerStore(flags, url, options), checked) as any
 }

@@ -4,10 +4,10 @@
  *
  * @since 0.1.0
  */
+import { isValueRefused } from "@leasehold/core"
 import { Cause, Predicate } from "effect"
 import { CliError } from "effect/cli"
 import { SqlError } from "effect/sql"
-import { isValueRefused } from "@leasehold/core"
 import { UsageError } from "./Flags.js"
 
 // One line, whitespace collapsed: a schema issue spans several indented lines.
@@ -45,7 +45,8 @@ const explainSql = (error: SqlError.SqlError): string => {
 const sqlErrorOf = (error: unknown): SqlError.SqlError | undefined =>
   SqlError.isSqlError(error)
     ? error
-    : Predicate.isTagged(error, "StoreError") && Predicate.hasProperty(error, "cause") && SqlError.isSqlError(error.cause)
+    : Predicate.isTagged(error, "StoreError") && Predicate.hasProperty(error, "cause") &&
+        SqlError.isSqlError(error.cause)
     ? error.cause
     : undefined
 
@@ -58,7 +59,12 @@ export const describeFailure = (cause: Cause.Cause<unknown>): { code: number; me
   }
   if (isValueRefused(error)) {
     const sql = sqlErrorOf(error)
-    return { code: 2, message: `the database refused a value: ${sql === undefined ? messageOf(error) : explainSql(sql).replace(/^database error: /, "")}` }
+    return {
+      code: 2,
+      message: `the database refused a value: ${
+        sql === undefined ? messageOf(error) : explainSql(sql).replace(/^database error: /, "")
+      }`
+    }
   }
   if (isUsageError(error)) return { code: 2, message: messageOf(error) }
   const sql = sqlErrorOf(error)

@@ -37,7 +37,9 @@ const utf8 = new TextDecoder("utf-8", { fatal: true })
 
 const parsePayload = (text: string): unknown => {
   const bytes = Buffer.byteLength(text, "utf8")
-  if (bytes > maxPayloadBytes) throw new Error(`at most ${maxPayloadBytes} bytes of JSON (the HTTP API's limit), not ${bytes}`)
+  if (bytes > maxPayloadBytes) {
+    throw new Error(`at most ${maxPayloadBytes} bytes of JSON (the HTTP API's limit), not ${bytes}`)
+  }
   return JSON.parse(text) as unknown
 }
 
@@ -47,7 +49,9 @@ const readPayloadFile = (file: string): unknown => {
   if (!fs.existsSync(absolute)) throw new Error(`File does not exist: ${absolute}`)
   const size = fs.statSync(absolute).size
   // Checked before reading: a huge file is refused without loading it.
-  if (size > maxPayloadBytes) throw new Error(`at most ${maxPayloadBytes} bytes of JSON (the HTTP API's limit), not ${size}`)
+  if (size > maxPayloadBytes) {
+    throw new Error(`at most ${maxPayloadBytes} bytes of JSON (the HTTP API's limit), not ${size}`)
+  }
   let text: string
   try {
     text = utf8.decode(fs.readFileSync(absolute))
@@ -57,14 +61,17 @@ const readPayloadFile = (file: string): unknown => {
   try {
     return JSON.parse(text) as unknown
   } catch (error) {
-    throw new Error(`Failed to parse '.json' file content: ${error}`)
+    throw new Error(`Failed to parse '.json' file content: ${error}`, { cause: error })
   }
 }
 
 /** A JSON document given inline or in a file; parsed while the command line is parsed. */
 export const payloadFlags = {
   payload: Flag.String("payload").pipe(
-    Flag.mapTryCatch(parsePayload, (e) => e instanceof SyntaxError ? `valid JSON (${e.message})` : (e as Error).message),
+    Flag.mapTryCatch(
+      parsePayload,
+      (e) => e instanceof SyntaxError ? `valid JSON (${e.message})` : (e as Error).message
+    ),
     Flag.optional,
     Flag.withDescription("JSON payload, e.g. '{\"order\":\"A-1\"}'")
   ),

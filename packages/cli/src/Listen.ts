@@ -21,7 +21,9 @@ const reason = (code: unknown, port: number): string =>
 
 /** Turns the `ServeError` of a server that failed to bind into `ListenFailed`. */
 export const explain = (flag: string, host: string, port: number) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, { readonly _tag: "ServeError" }> | ListenFailed, R> =>
+<A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, Exclude<E, { readonly _tag: "ServeError" }> | ListenFailed, R> =>
   Effect.catchIf(
     effect,
     (error): error is Extract<E, { readonly _tag: "ServeError" }> => Predicate.isTagged(error, "ServeError"),

@@ -25,7 +25,8 @@ export const load = (modulePath: string): Effect.Effect<ReadonlyArray<Handler.Ha
       if (!Array.isArray(handlers) || handlers.length === 0) throw new Error("it exports no `handlers` array")
       return handlers as ReadonlyArray<Handler.Handler>
     },
-    catch: (e) => new UsageError({ message: `cannot load tasks module ${modulePath}: ${firstLine((e as Error).message)}` })
+    catch: (e) =>
+      new UsageError({ message: `cannot load tasks module ${modulePath}: ${firstLine((e as Error).message)}` })
   })
 
 /** The handlers of `--tasks`, or the sample tasks when the flag is absent. */

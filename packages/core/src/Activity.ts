@@ -91,7 +91,8 @@ const percentiles = (values: Array<number>): Percentiles | null => {
  *
  * @category math
  */
-export const windowStart = (now: number, minutes: number): number => Math.floor(now / minuteMs) * minuteMs - (minutes - 1) * minuteMs
+export const windowStart = (now: number, minutes: number): number =>
+  Math.floor(now / minuteMs) * minuteMs - (minutes - 1) * minuteMs
 
 /**
  * The activity of finished runs: the ones in the window, latest finished first up to `maxRuns`,
@@ -104,7 +105,10 @@ export const summarize = (runs: Iterable<FinishedRun>, now: number, request: Act
   const inWindow = [...runs].filter((r) => r.finishedAt >= since).sort((a, b) => b.finishedAt - a.finishedAt)
   const maxRuns = request.maxRuns ?? defaultMaxRuns
   const taken = inWindow.slice(0, maxRuns)
-  const groups = new Map<string, { queue: string; minute: number; completed: number; failed: number; wait: Array<number>; run: Array<number> }>()
+  const groups = new Map<
+    string,
+    { queue: string; minute: number; completed: number; failed: number; wait: Array<number>; run: Array<number> }
+  >()
   for (const r of taken) {
     const minute = Math.floor(r.finishedAt / minuteMs) * minuteMs
     const key = `${minute}\u0000${r.queue}`
@@ -152,10 +156,14 @@ export interface KeyUsage {
  */
 export const check = (request: ActivityRequest): Exit.Exit<ActivityRequest, InvalidConfig> => {
   if (!(Number.isInteger(request.minutes) && request.minutes >= 1 && request.minutes <= 1440)) {
-    return Exit.fail(new InvalidConfig({ option: "minutes", issue: `${request.minutes} is not a whole number from 1 to 1440` }))
+    return Exit.fail(
+      new InvalidConfig({ option: "minutes", issue: `${request.minutes} is not a whole number from 1 to 1440` })
+    )
   }
   if (request.maxRuns !== undefined && !(Number.isInteger(request.maxRuns) && request.maxRuns >= 1)) {
-    return Exit.fail(new InvalidConfig({ option: "maxRuns", issue: `${request.maxRuns} is not a whole number of at least 1` }))
+    return Exit.fail(
+      new InvalidConfig({ option: "maxRuns", issue: `${request.maxRuns} is not a whole number of at least 1` })
+    )
   }
   return Exit.succeed(request)
 }

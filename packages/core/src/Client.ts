@@ -41,18 +41,33 @@ export const enqueue = Effect.fn("Client.enqueue")(function*<P>(
     ).pipe(
       Effect.tap((enqueued) =>
         metered && enqueued.created
-          ? Metric.update(Metric.withAttributes(WorkerMetrics.metrics.enqueued, { queue: options?.queue ?? "default", kind: handler.kind }), 1)
+          ? Metric.update(
+            Metric.withAttributes(WorkerMetrics.metrics.enqueued, {
+              queue: options?.queue ?? "default",
+              kind: handler.kind
+            }),
+            1
+          )
           : Effect.void
       )
     )
   if (!(yield* Telemetry.TraceRuns)) return yield* write(undefined)
   // A producer span whose trace context travels with the run to its consumer spans.
-  return yield* Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
-    write(Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined)).pipe(
-    Effect.tap((enqueued) => Effect.annotateCurrentSpan({ "leasehold.run_id": enqueued.id, "leasehold.created": enqueued.created })),
+  return yield* Effect.flatMap(
+    Effect.option(Effect.currentSpan),
+    (span) => write(Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined)
+  ).pipe(
+    Effect.tap((enqueued) =>
+      Effect.annotateCurrentSpan({ "leasehold.run_id": enqueued.id, "leasehold.created": enqueued.created })
+    ),
     Effect.withSpan(`leasehold.enqueue ${handler.kind}`, {
       kind: "producer",
-      attributes: { "messaging.system": "leasehold", "messaging.operation": "publish", "leasehold.kind": handler.kind, "leasehold.queue": options?.queue ?? "default" }
+      attributes: {
+        "messaging.system": "leasehold",
+        "messaging.operation": "publish",
+        "leasehold.kind": handler.kind,
+        "leasehold.queue": options?.queue ?? "default"
+      }
     })
   )
 })

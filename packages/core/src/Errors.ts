@@ -142,7 +142,9 @@ export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
     const cause = this.cause as { readonly message?: unknown } | null | undefined
     const detail = typeof cause === "object" && cause !== null && typeof cause.message === "string"
       ? cause.message
-      : typeof cause === "object" && cause !== null ? Object.prototype.toString.call(cause) : String(cause)
+      : typeof cause === "object" && cause !== null
+      ? Object.prototype.toString.call(cause)
+      : String(cause)
     return `${this.operation}: ${this.reason}: ${detail}`
   }
 }

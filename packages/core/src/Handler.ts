@@ -67,7 +67,9 @@ export const registry = (handlers: ReadonlyArray<Handler>): Effect.Effect<Regist
   const byKind = new Map<string, Handler>()
   for (const handler of handlers) {
     if (byKind.has(handler.kind)) {
-      return Effect.fail(new InvalidConfig({ option: "handlers", issue: `two handlers share the kind "${handler.kind}"` }))
+      return Effect.fail(
+        new InvalidConfig({ option: "handlers", issue: `two handlers share the kind "${handler.kind}"` })
+      )
     }
     byKind.set(handler.kind, handler)
   }
@@ -80,7 +82,8 @@ export const lookup = (registry: Registry, kind: string): Effect.Effect<Handler,
   return handler === undefined ? Effect.fail(new UnknownKind({ kind, known: registry.kinds })) : Effect.succeed(handler)
 }
 
-const issueOf = (error: unknown): string => (error instanceof Error ? error.message : String(error)).split("\n").join(" ")
+const issueOf = (error: unknown): string =>
+  (error instanceof Error ? error.message : String(error)).split("\n").join(" ")
 
 /** Validates a payload as it arrives (from a caller, a CLI flag or the database). @category validation */
 export const decodePayload = (handler: Handler, input: unknown): Effect.Effect<unknown, InvalidPayload> =>
@@ -96,7 +99,8 @@ export const decodePayload = (handler: Handler, input: unknown): Effect.Effect<u
  */
 export const payloadDecoder = (handler: Handler): (input: unknown) => Exit.Exit<unknown, InvalidPayload> => {
   const decode = Schema.decodeUnknownExit(handler.payload as Schema.Codec<unknown, unknown>)
-  return (input) => Exit.mapError(decode(input), (error) => new InvalidPayload({ kind: handler.kind, issue: issueOf(error) }))
+  return (input) =>
+    Exit.mapError(decode(input), (error) => new InvalidPayload({ kind: handler.kind, issue: issueOf(error) }))
 }
 
 /** Validates a typed payload and turns it into the JSON the store keeps. @category validation */
@@ -128,8 +132,9 @@ export const encoderFor = <A>(
 }
 
 /** The encoder of a handler's results (its `result` schema, if any). @category validation */
-export const resultEncoder = (handler: Handler): (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue> =>
-  encoderFor(handler.result)
+export const resultEncoder = (
+  handler: Handler
+): (runId: string, value: unknown) => Exit.Exit<string, UnstorableValue> => encoderFor(handler.result)
 
 /**
  * Checks a signal's outcome payload against the schema the handler declares for that signal
@@ -137,11 +142,17 @@ export const resultEncoder = (handler: Handler): (runId: string, value: unknown)
  *
  * @category validation
  */
-export const decodeSignal = (handler: Handler, signal: string, input: unknown): Effect.Effect<unknown, InvalidPayload> => {
+export const decodeSignal = (
+  handler: Handler,
+  signal: string,
+  input: unknown
+): Effect.Effect<unknown, InvalidPayload> => {
   const schema = handler.signals?.[signal]
   if (schema === undefined) return Effect.succeed(input)
   return Schema.decodeUnknownEffect(schema)(input).pipe(
-    Effect.mapError((error) => new InvalidPayload({ kind: `${handler.kind} (signal ${signal})`, issue: issueOf(error) }))
+    Effect.mapError((error) =>
+      new InvalidPayload({ kind: `${handler.kind} (signal ${signal})`, issue: issueOf(error) })
+    )
   ) as Effect.Effect<unknown, InvalidPayload>
 }
 

@@ -49,7 +49,8 @@ const refusedAt = (value: unknown, path: string): { path: string; text: string }
  * @category encoding
  */
 export const encode = (value: unknown, what: string, runId?: string): Exit.Exit<string, UnstorableValue> => {
-  const unstorable = (issue: string) => Exit.fail(new UnstorableValue({ what, ...(runId === undefined ? {} : { runId }), issue }))
+  const unstorable = (issue: string) =>
+    Exit.fail(new UnstorableValue({ what, ...(runId === undefined ? {} : { runId }), issue }))
   let text: string
   try {
     text = JSON.stringify(value) ?? "null"
@@ -75,5 +76,7 @@ export const encode = (value: unknown, what: string, runId?: string): Exit.Exit<
  */
 export const encodeDiagnostic = (value: unknown): string => {
   const text = JSON.stringify(value) ?? "null"
-  return text.includes("\\u") && refusedEscape.test(text) ? text.replace(refusedEscapes, (match) => `${match.slice(0, -6)}\\ufffd`) : text
+  return text.includes("\\u") && refusedEscape.test(text)
+    ? text.replace(refusedEscapes, (match) => `${match.slice(0, -6)}\\ufffd`)
+    : text
 }

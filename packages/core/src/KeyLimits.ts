@@ -47,7 +47,9 @@ export const perKind = (kind: string, perKey: number): KeyLimit => ({ scope: "ki
  */
 export const check = (limit: KeyLimit): Exit.Exit<KeyLimit, InvalidConfig> => {
   const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
-  if (limit.scope !== "queue" && limit.scope !== "kind") return invalid("scope", `"${String(limit.scope)}" is not queue or kind`)
+  if (limit.scope !== "queue" && limit.scope !== "kind") {
+    return invalid("scope", `"${String(limit.scope)}" is not queue or kind`)
+  }
   const nameIssue = Limits.textIssue(limit.name, limit.scope === "kind" ? Limits.maxKindBytes : Limits.maxQueueBytes)
   if (nameIssue !== undefined) return invalid(limit.scope, nameIssue)
   if (!(Number.isInteger(limit.perKey) && limit.perKey >= 1 && limit.perKey < 2 ** 31)) {

@@ -68,4 +68,6 @@ export const checkText = (option: string, value: unknown, maxBytes: number): Exi
 export const checkDelay = (option: string, ms: number): Exit.Exit<void, InvalidConfig> =>
   typeof ms === "number" && Number.isFinite(ms) && ms >= 0 && ms <= maxDelayMs
     ? Exit.void
-    : Exit.fail(new InvalidConfig({ option, issue: `${ms} ms is not a finite delay from 0 to ${maxDelayMs} ms (100 years)` }))
+    : Exit.fail(
+      new InvalidConfig({ option, issue: `${ms} ms is not a finite delay from 0 to ${maxDelayMs} ms (100 years)` })
+    )

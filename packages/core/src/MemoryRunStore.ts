@@ -20,6 +20,7 @@
  * @since 0.1.0
  */
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
+import * as Activity from "./Activity.js"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import * as Admin from "./internal/memory/Admin.js"
 import * as Admit from "./internal/memory/Admit.js"
@@ -36,13 +37,11 @@ import * as Renew from "./internal/memory/Renew.js"
 import * as Sample from "./internal/memory/Sample.js"
 import * as MemorySchedules from "./internal/memory/Schedules.js"
 import * as Signals from "./internal/memory/Signals.js"
-import * as RateWakes from "./RateWakes.js"
 import { canonicalId, type Outcome, State, type TimeColumn } from "./internal/memory/State.js"
-import * as Activity from "./Activity.js"
 import * as Json from "./Json.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as RateLimits from "./RateLimits.js"
-import * as Schedules from "./Schedules.js"
+import * as RateWakes from "./RateWakes.js"
 import {
   checkEnqueueRequest,
   checkQueueName,
@@ -52,6 +51,7 @@ import {
   type LeaseKey
 } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
+import * as Schedules from "./Schedules.js"
 import { interruptSignalName, WorkflowJournal } from "./WorkflowJournal.js"
 
 /** A time column of a run, as `moveTime` may set it. @category testing */
@@ -71,7 +71,10 @@ export interface Controlled {
   /** Sets a schedule's next tick, as a test against Postgres updates `schedules.next_tick`. */
   readonly moveNextTick: (name: string, at: Date) => Effect.Effect<void>
   /** Moves the recorded starts of one rate limit (or of all) to `at`, as a test against Postgres updates `rate_starts.started_at`. */
-  readonly moveRateStarts: (at: Date, limit?: { readonly scope: RateLimits.RateLimitScope; readonly name: string }) => Effect.Effect<void>
+  readonly moveRateStarts: (
+    at: Date,
+    limit?: { readonly scope: RateLimits.RateLimitScope; readonly name: string }
+  ) => Effect.Effect<void>
   /** Moves the end of every unique window with a period to `at`, as a test against Postgres updates `unique_holds.held_until`. */
   readonly moveUniqueHoldEnds: (at: Date) => Effect.Effect<void>
 }
@@ -83,7 +86,9 @@ const fromOutcome = <A, E>(outcome: Outcome<A, E>): Effect.Effect<A, E> =>
  * Checks each request's options and encodes its payload, in order, as the Postgres store does
  * before its statement: the first invalid option or unstorable payload fails the whole call.
  */
-const payloadsOf = (requests: ReadonlyArray<EnqueueRequest>): Exit.Exit<Array<string>, InvalidConfig | UnstorableValue> => {
+const payloadsOf = (
+  requests: ReadonlyArray<EnqueueRequest>
+): Exit.Exit<Array<string>, InvalidConfig | UnstorableValue> => {
   const texts: Array<string> = []
   for (const request of requests) {
     const checked = checkEnqueueRequest(request)
@@ -149,7 +154,11 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     }),
     claim: (request) =>
       Effect.flatMap(
-        apply((now) => ({ claimed: Claim.claim(state, request, Duration.toMillis(request.ttl), now), wake: state.rateWake, now })),
+        apply((now) => ({
+          claimed: Claim.claim(state, request, Duration.toMillis(request.ttl), now),
+          wake: state.rateWake,
+          now
+        })),
         ({ claimed, now, wake }) => Effect.as(wake === undefined ? Effect.void : rateWakes.schedule(wake, now), claimed)
       ),
     renew: (owner, leases, ttl) => apply((now) => Renew.renew(state, owner, leases, Duration.toMillis(ttl), now)),
@@ -157,7 +166,11 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       items.every((item) => item.result === null || isJsonText(item.result))
         ? apply((now) => Guarded.completeBatch(state, items, now, next))
         : Effect.fail(
-          new StoreError({ operation: "complete", reason: "InvalidJson", cause: new Error("a result is not JSON text") })
+          new StoreError({
+            operation: "complete",
+            reason: "InvalidJson",
+            cause: new Error("a result is not JSON text")
+          })
         ),
     fail: Effect.fn("MemoryRunStore.fail")(function*(request) {
       const error = yield* Effect.orDie(Effect.try(() => Json.encodeDiagnostic(request.error)))
@@ -191,7 +204,9 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
         // decides. Nothing of the store changes unless the effect, the encoding and the guarded
         // completion all succeed (the effect's own side effects are the caller's).
         yield* applyOutcome((now) =>
-          Guarded.holder(state, lease) === undefined ? { ok: false, error: Guarded.diagnose(state, lease, "transaction", now) } : { ok: true, value: undefined }
+          Guarded.holder(state, lease) === undefined
+            ? { ok: false, error: Guarded.diagnose(state, lease, "transaction", now) }
+            : { ok: true, value: undefined }
         )
         const value = yield* effect
         const encoded = encodeResult(value)
@@ -250,12 +265,16 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     workers: apply((now) => workers.list(now)),
     goneWorkers: apply((now) => workers.gone(now)),
     activity: (request) =>
-      Effect.andThen(Activity.check(request), apply((now) => Operators.activity(state.runs.values(), state.events, now, request))),
+      Effect.andThen(
+        Activity.check(request),
+        apply((now) => Operators.activity(state.runs.values(), state.events, now, request))
+      ),
     keyUsage: (scope, name, top) => apply((now) => Operators.keyUsage(state.runs.values(), scope, name, top, now)),
     // Subscribed before `Subscribed` is emitted: what is published from then on arrives.
     notifications: Stream.unwrap(Effect.map(
       PubSub.subscribe(pubsub),
-      (subscription) => Stream.concat(Stream.succeed<StoreNotification>({ _tag: "Subscribed" }), Stream.fromSubscription(subscription))
+      (subscription) =>
+        Stream.concat(Stream.succeed<StoreNotification>({ _tag: "Subscribed" }), Stream.fromSubscription(subscription))
     ))
   })
 
@@ -263,21 +282,27 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
   const journal = WorkflowJournal.of({
     sqlClient: undefined,
     execution: (execution) => apply(() => Option.fromNullishOr(kept.execution(execution))),
-    activityResult: (execution, activity, attempt) => apply(() => Option.fromNullishOr(kept.activityResult(execution, activity, attempt))),
+    activityResult: (execution, activity, attempt) =>
+      apply(() => Option.fromNullishOr(kept.activityResult(execution, activity, attempt))),
     activityStart: (execution, activity, attempt) =>
       apply(() => ({
         stored: Option.fromNullishOr(kept.activityResult(execution, activity, attempt)),
         interruptPending: kept.isDone(execution, interruptSignalName)
       })),
     recordActivity: (lease, execution, activity, attempt, exit) =>
-      applyOutcome((now) => kept.recordActivity(lease, execution, activity, attempt, JSON.stringify(exit ?? null), now)),
-    deferredResult: (execution, name) => apply((now) => Option.fromNullishOr(kept.deferredResult(execution, name, now))),
+      applyOutcome((now) =>
+        kept.recordActivity(lease, execution, activity, attempt, JSON.stringify(exit ?? null), now)
+      ),
+    deferredResult: (execution, name) =>
+      apply((now) => Option.fromNullishOr(kept.deferredResult(execution, name, now))),
     // No transaction to share: an activity's own writes are its own (see `completeInTransaction`).
     transaction: (effect) => effect,
-    deferredDone: (execution, name, exit) => apply((now) => kept.deferredDone(execution, name, JSON.stringify(exit ?? null), now)),
+    deferredDone: (execution, name, exit) =>
+      apply((now) => kept.deferredDone(execution, name, JSON.stringify(exit ?? null), now)),
     wake: (execution, reason) => apply((now) => kept.wake(execution, reason, now)),
     consumeWake: (lease) => applyOutcome((now) => kept.consumeWake(lease, now)),
-    scheduleClock: (execution, deferred, durationMs) => apply((now) => kept.scheduleClock(execution, deferred, durationMs, now)),
+    scheduleClock: (execution, deferred, durationMs) =>
+      apply((now) => kept.scheduleClock(execution, deferred, durationMs, now)),
     now: apply((now) => String(Math.round(now * 1000))),
     nextClock: (execution, since) => apply((now) => Option.fromNullishOr(kept.nextClock(execution, since, now))),
     doneAmong: (execution, names) => apply((now) => kept.doneAmong(execution, names, now)),

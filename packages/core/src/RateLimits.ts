@@ -45,7 +45,12 @@ export interface CheckedRateLimit {
 }
 
 /** At most `limit` runs of `queue` started per `interval`. @category constructors */
-export const perQueue = (queue: string, limit: number, interval: Duration.Input, options?: { readonly perKey?: boolean }): RateLimit => ({
+export const perQueue = (
+  queue: string,
+  limit: number,
+  interval: Duration.Input,
+  options?: { readonly perKey?: boolean }
+): RateLimit => ({
   scope: "queue",
   name: queue,
   limit,
@@ -54,7 +59,12 @@ export const perQueue = (queue: string, limit: number, interval: Duration.Input,
 })
 
 /** At most `limit` runs of `kind` started per `interval`. @category constructors */
-export const perKind = (kind: string, limit: number, interval: Duration.Input, options?: { readonly perKey?: boolean }): RateLimit => ({
+export const perKind = (
+  kind: string,
+  limit: number,
+  interval: Duration.Input,
+  options?: { readonly perKey?: boolean }
+): RateLimit => ({
   scope: "kind",
   name: kind,
   limit,
@@ -73,21 +83,33 @@ export const maxIntervalMs = 24 * 3600 * 1000
  */
 export const check = (limit: RateLimit): Exit.Exit<CheckedRateLimit, InvalidConfig> => {
   const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
-  if (limit.scope !== "queue" && limit.scope !== "kind") return invalid("scope", `"${String(limit.scope)}" is not queue or kind`)
+  if (limit.scope !== "queue" && limit.scope !== "kind") {
+    return invalid("scope", `"${String(limit.scope)}" is not queue or kind`)
+  }
   const nameIssue = Limits.textIssue(limit.name, limit.scope === "kind" ? Limits.maxKindBytes : Limits.maxQueueBytes)
   if (nameIssue !== undefined) return invalid(limit.scope, nameIssue)
   if (!(Number.isInteger(limit.limit) && limit.limit >= 1 && limit.limit < 2 ** 31)) {
     return invalid("limit", `${limit.limit} is not a whole number of at least 1`)
   }
-  const parsed = typeof limit.interval === "string" || typeof limit.interval === "number" || typeof limit.interval === "object"
-    ? Duration.fromInput(limit.interval)
-    : Option.none()
+  const parsed =
+    typeof limit.interval === "string" || typeof limit.interval === "number" || typeof limit.interval === "object"
+      ? Duration.fromInput(limit.interval)
+      : Option.none()
   const ms = Option.isSome(parsed) && Duration.isFinite(parsed.value) ? Duration.toMillis(parsed.value) : Number.NaN
   if (!(ms > 0 && ms <= maxIntervalMs)) {
-    return invalid("interval", `${JSON.stringify(limit.interval)} is not an interval above 0 and at most a day (for example "1 second")`)
+    return invalid(
+      "interval",
+      `${JSON.stringify(limit.interval)} is not an interval above 0 and at most a day (for example "1 second")`
+    )
   }
   if (limit.perKey !== undefined && typeof limit.perKey !== "boolean") return invalid("perKey", "must be true or false")
-  return Exit.succeed({ scope: limit.scope, name: limit.name, limit: limit.limit, intervalMs: ms, perKey: limit.perKey === true })
+  return Exit.succeed({
+    scope: limit.scope,
+    name: limit.name,
+    limit: limit.limit,
+    intervalMs: ms,
+    perKey: limit.perKey === true
+  })
 }
 
 /**

@@ -43,7 +43,7 @@ export const soonest = (wakes: ReadonlyArray<Wake>): Wake | undefined => {
   let first: { at: number; queues: Set<string> } | undefined
   for (const wake of wakes) {
     if (first === undefined || wake.at < first.at) first = { at: wake.at, queues: new Set(wake.queues) }
-    else if (wake.at === first.at) for (const queue of wake.queues) first.queues.add(queue)
+    else if (wake.at === first.at) { for (const queue of wake.queues) first.queues.add(queue) }
   }
   return first === undefined ? undefined : { at: first.at, queues: [...first.queues] }
 }

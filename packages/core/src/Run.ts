@@ -8,10 +8,10 @@ import type { Schema } from "effect"
 import { Duration, Effect } from "effect"
 import { CurrentRun } from "./CurrentRun.js"
 import type { InvalidConfig, SignalTokenInUse, StoreError, UnstorableValue } from "./Errors.js"
-import * as Options from "./internal/Options.js"
-import * as Settlement from "./internal/Settlement.js"
 import { Fence, leaseKey } from "./Fence.js"
 import * as Handler from "./Handler.js"
+import * as Options from "./internal/Options.js"
+import * as Settlement from "./internal/Settlement.js"
 import * as Limits from "./Limits.js"
 import type { SignalOutcome } from "./RunRecord.js"
 import { RunStore, type StaleWrite } from "./RunStore.js"
@@ -53,7 +53,12 @@ export const transaction = <A, E, R>(
     const store = yield* RunStore
     const run = yield* CurrentRun
     const encode = Handler.encoderFor(options?.result)
-    const value = yield* store.completeInTransaction(leaseKey(fence), effect, (a) => encode(fence.runId, a), Settlement.leaseTtl(run))
+    const value = yield* store.completeInTransaction(
+      leaseKey(fence),
+      effect,
+      (a) => encode(fence.runId, a),
+      Settlement.leaseTtl(run)
+    )
     Settlement.report(run, "completed")
     return value
   }).pipe(Effect.withSpan("Run.transaction"))
@@ -78,7 +83,11 @@ export interface AwaitSignalOptions {
 export const awaitSignal = (
   signal: string,
   options?: AwaitSignalOptions
-): Effect.Effect<SignalOutcome, StaleWrite | SignalTokenInUse | InvalidConfig | StoreError, Fence | RunStore | CurrentRun> =>
+): Effect.Effect<
+  SignalOutcome,
+  StaleWrite | SignalTokenInUse | InvalidConfig | StoreError,
+  Fence | RunStore | CurrentRun
+> =>
   Effect.gen(function*() {
     const run = yield* CurrentRun
     const seen = run.signals[signal]
@@ -122,7 +131,12 @@ export const snooze = (
     // The write and its report as one step: a renewal that finds the run already let go (it may
     // answer while the snooze is in flight) interrupts the handler only once the snooze is
     // recorded as this run's settlement, so the lease is not then released a second time.
-    yield* Effect.uninterruptible(Effect.tap(store.snooze({ ...leaseKey(fence), delayMs }), () => Effect.sync(() => Settlement.report(run, "snoozed"))))
+    yield* Effect.uninterruptible(
+      Effect.tap(
+        store.snooze({ ...leaseKey(fence), delayMs }),
+        () => Effect.sync(() => Settlement.report(run, "snoozed"))
+      )
+    )
     // As after a suspension: the run is no longer this handler's, so it stops here, in a way no
     // handler code can swallow by catching errors.
     return yield* Effect.interrupt

@@ -187,10 +187,15 @@ const checkUnique = (request: EnqueueRequest, window: UniqueWindow): Exit.Exit<v
     if (Exit.isFailure(key)) return key
   }
   if (window.states !== undefined) {
-    if (!Array.isArray(window.states) || window.states.length === 0) return invalid("unique.states", "must be a non-empty list of run states")
+    if (!Array.isArray(window.states) || window.states.length === 0) {
+      return invalid("unique.states", "must be a non-empty list of run states")
+    }
     const unknown = window.states.filter((s) => !(RunState.literals as ReadonlyArray<unknown>).includes(s))
     if (unknown.length > 0) {
-      return invalid("unique.states", `${unknown.map((s) => JSON.stringify(s)).join(", ")} is not a run state (${RunState.literals.join(", ")})`)
+      return invalid(
+        "unique.states",
+        `${unknown.map((s) => JSON.stringify(s)).join(", ")} is not a run state (${RunState.literals.join(", ")})`
+      )
     }
   }
   if (window.periodMs !== undefined) {
@@ -248,14 +253,19 @@ export const checkSignalDelivery = (
   request: { readonly runId: string; readonly signal: string; readonly deliveryId?: string | undefined }
 ): Exit.Exit<void, UnstorableValue> => {
   const signal = Limits.textIssue(request.signal, Limits.maxSignalBytes)
-  if (signal !== undefined) return Exit.fail(new UnstorableValue({ what: "signal name", runId: request.runId, issue: signal }))
-  const id = request.deliveryId === undefined ? undefined : Limits.textIssue(request.deliveryId, Limits.maxDeliveryIdBytes)
+  if (signal !== undefined) {
+    return Exit.fail(new UnstorableValue({ what: "signal name", runId: request.runId, issue: signal }))
+  }
+  const id = request.deliveryId === undefined
+    ? undefined
+    : Limits.textIssue(request.deliveryId, Limits.maxDeliveryIdBytes)
   if (id !== undefined) return Exit.fail(new UnstorableValue({ what: "webhook-id", runId: request.runId, issue: id }))
   return Exit.void
 }
 
 /** Whether a signal token could be held by a run at all (`Limits`); one that cannot names no run. @category validation */
-export const isStorableToken = (token: string): boolean => Limits.textIssue(token, Limits.maxSignalTokenBytes) === undefined
+export const isStorableToken = (token: string): boolean =>
+  Limits.textIssue(token, Limits.maxSignalTokenBytes) === undefined
 
 /**
  * Checks a queue name given to pause or resume, as enqueue does (`Limits`).
@@ -307,7 +317,13 @@ export type FinalizeOutcome =
      */
     readonly next?: ClaimedRun | undefined
   }
-  | { readonly _tag: "Rejected"; readonly runId: string; readonly fence: number; readonly storedFence: number; readonly state: RunState | "missing" }
+  | {
+    readonly _tag: "Rejected"
+    readonly runId: string
+    readonly fence: number
+    readonly storedFence: number
+    readonly state: RunState | "missing"
+  }
 
 /**
  * What delivering a signal (a callback) to a run did. Only `Resumed` and `Recorded` wrote

@@ -8,6 +8,7 @@
  */
 import type { Duration, Effect, Exit, Stream } from "effect"
 import { Context } from "effect"
+import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
 import type {
   FenceRejected,
   InvalidConfig,
@@ -20,6 +21,8 @@ import type {
   StoreError,
   UnstorableValue
 } from "./Errors.js"
+import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
+import type { RateLimit, RateLimitInfo, RateLimitScope } from "./RateLimits.js"
 import type {
   ClaimedRun,
   Enqueued,
@@ -36,10 +39,7 @@ import type {
   WorkerAnnouncement,
   WorkerInfo
 } from "./RunRecord.js"
-import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
-import type { RateLimit, RateLimitInfo, RateLimitScope } from "./RateLimits.js"
 import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
-import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
 
 /** A guarded write failed because the writer no longer holds the run. @category models */
 export type StaleWrite = FenceRejected | LeaseNotHeld | RunNotFound
@@ -181,7 +181,9 @@ export interface Stats {
   readonly liveLeases: number
   readonly oldestPendingSeconds: number | null
   /** Due runs (pending, `run_at` passed) by queue, with how long the oldest has waited. */
-  readonly dueByQueue: ReadonlyArray<{ readonly queue: string; readonly due: number; readonly oldestDueSeconds: number }>
+  readonly dueByQueue: ReadonlyArray<
+    { readonly queue: string; readonly due: number; readonly oldestDueSeconds: number }
+  >
   readonly fenceRejections: number
   readonly reclaims: number
 }
@@ -197,7 +199,9 @@ export interface LiveSample {
   /** Pending (waiting for a key included), running and suspended runs, by queue. */
   readonly byStateAndQueue: ReadonlyArray<{ readonly queue: string; readonly state: LiveState; readonly count: number }>
   /** Due runs a claim may take now (not waiting for a key), by queue, with how long the oldest has waited. */
-  readonly dueByQueue: ReadonlyArray<{ readonly queue: string; readonly due: number; readonly oldestDueSeconds: number }>
+  readonly dueByQueue: ReadonlyArray<
+    { readonly queue: string; readonly due: number; readonly oldestDueSeconds: number }
+  >
   /** Leases held now, by the store's clock. */
   readonly liveLeases: number
 }
@@ -256,23 +260,34 @@ export class RunStore extends Context.Service<RunStore, {
    * `release` does. Guarded by id + fence + running.
    */
   readonly snooze: (request: SnoozeRequest) => Effect.Effect<void, StaleWrite | StoreError>
-  readonly checkpoint: (lease: LeaseKey, value: unknown) => Effect.Effect<void, StaleWrite | UnstorableValue | StoreError>
+  readonly checkpoint: (
+    lease: LeaseKey,
+    value: unknown
+  ) => Effect.Effect<void, StaleWrite | UnstorableValue | StoreError>
   /**
    * Suspends the run and releases its lease outright; or, when the signal's outcome was delivered
    * while the run was still running (`deliverSignal` → `Recorded`), writes nothing and returns it.
    */
-  readonly suspend: (request: SuspendRequest) => Effect.Effect<SuspendOutcome, StaleWrite | SignalTokenInUse | StoreError>
+  readonly suspend: (
+    request: SuspendRequest
+  ) => Effect.Effect<SuspendOutcome, StaleWrite | SignalTokenInUse | StoreError>
   /**
    * Delivers a signal's outcome to a run (a callback, a webhook): resumes it when it is suspended
    * on that signal, keeps it for the run's `awaitSignal` when it has not suspended yet. The first
    * outcome stands; anything else writes nothing and says why (see `SignalDelivery`).
    */
-  readonly deliverSignal: (request: DeliverSignalRequest) => Effect.Effect<SignalDelivery, RunNotFound | UnstorableValue | StoreError>
+  readonly deliverSignal: (
+    request: DeliverSignalRequest
+  ) => Effect.Effect<SignalDelivery, RunNotFound | UnstorableValue | StoreError>
   /**
    * The expiry of the callback for `signal` of the held run, fixed the first time it is asked for
    * (first write wins, under the fence): the same run and signal always yield the same callback.
    */
-  readonly callbackExpiry: (lease: LeaseKey, signal: string, expiresIn: Duration.Duration) => Effect.Effect<Date, StaleWrite | StoreError>
+  readonly callbackExpiry: (
+    lease: LeaseKey,
+    signal: string,
+    expiresIn: Duration.Duration
+  ) => Effect.Effect<Date, StaleWrite | StoreError>
   /**
    * Runs `effect` and completes the run with its result in one transaction. If the fence is stale
    * the transaction rolls back, the caller's writes included; so does a result `encodeResult`
@@ -393,7 +408,11 @@ export class RunStore extends Context.Service<RunStore, {
    * The keys of a key limit's scope that hold slots or have runs waiting for one, those waiting
    * longest first, at most `top` of them.
    */
-  readonly keyUsage: (scope: KeyLimitScope, name: string, top: number) => Effect.Effect<ReadonlyArray<KeyUsage>, StoreError>
+  readonly keyUsage: (
+    scope: KeyLimitScope,
+    name: string,
+    top: number
+  ) => Effect.Effect<ReadonlyArray<KeyUsage>, StoreError>
   /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */
   readonly notifications: Stream.Stream<StoreNotification, StoreError>
 }>()("@leasehold/core/RunStore") {}

@@ -10,7 +10,7 @@
  */
 import { Cause, Duration, Effect, Exit, Layer, Queue, Schedule, Stream } from "effect"
 import * as os from "node:os"
-import { type InvalidConfig } from "./Errors.js"
+import type { InvalidConfig } from "./Errors.js"
 import * as RunSpans from "./internal/RunSpans.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 import type * as Schedules from "./Schedules.js"
@@ -60,7 +60,9 @@ export const register = (
   schedules: ReadonlyArray<Schedules.ScheduleDefinition> | undefined
 ): Effect.Effect<void, InvalidConfig> =>
   schedules === undefined || schedules.length === 0 ? Effect.void : store.registerSchedules(schedules).pipe(
-    Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "register schedules", error: String(error) })),
+    Effect.tapError((error) =>
+      events.emit({ _tag: "StoreError", owner, operation: "register schedules", error: String(error) })
+    ),
     Effect.retry({ schedule: storeErrors, while: (error) => error._tag === "StoreError" }),
     Effect.catchTag("StoreError", Effect.die),
     Effect.asVoid
@@ -94,10 +96,14 @@ export const make = (
     // comes a second later: schedules keep ticking as long as the ticker runs.
     const tickRound = tickStatement.pipe(
       Effect.catchCause((cause) =>
-        Effect.as(events.emit({ _tag: "StoreError", owner, operation: "tick schedules", error: String(Cause.squash(cause)) }), {
-          fired: [],
-          nextInMs: 1_000
-        }))
+        Effect.as(
+          events.emit({ _tag: "StoreError", owner, operation: "tick schedules", error: String(Cause.squash(cause)) }),
+          {
+            fired: [],
+            nextInMs: 1_000
+          }
+        )
+      )
     )
     // Sleeps until the next tick by the store's clock, at most a minute in case a wake-up was missed.
     const loop = Effect.forever(Effect.gen(function*() {

@@ -146,9 +146,13 @@ export const check = (definition: ScheduleDefinition): Exit.Exit<CheckedSchedule
   if (!isPlainObject(payload)) return invalid("payload", "must be a JSON object")
   if ("tick" in payload) return invalid("payload", "its \"tick\" field is reserved for the tick's own description")
   const encoded = Json.encode(payload, "schedule payload")
-  if (Exit.isFailure(encoded)) return invalid("payload", `cannot be stored as JSON: ${(Cause.squash(encoded.cause) as UnstorableValue).issue}`)
+  if (Exit.isFailure(encoded)) {
+    return invalid("payload", `cannot be stored as JSON: ${(Cause.squash(encoded.cause) as UnstorableValue).issue}`)
+  }
   const missed = definition.missed ?? "skip"
-  if (missed !== "skip" && missed !== "once" && missed !== "all") return invalid("missed", `${JSON.stringify(missed)} is not skip, once or all`)
+  if (missed !== "skip" && missed !== "once" && missed !== "all") {
+    return invalid("missed", `${JSON.stringify(missed)} is not skip, once or all`)
+  }
   const maxBackfill = definition.maxBackfill ?? 10
   if (!(Number.isInteger(maxBackfill) && maxBackfill >= 1 && maxBackfill < 2 ** 31)) {
     return invalid("maxBackfill", `${maxBackfill} is not a whole number of at least 1`)
@@ -156,8 +160,15 @@ export const check = (definition: ScheduleDefinition): Exit.Exit<CheckedSchedule
   // Whole milliseconds, as the store keeps them.
   const window = definition.backfillWindow === undefined
     ? DEFAULT_WINDOW_MS
-    : Math.round(Option.match(Duration.fromInput(definition.backfillWindow), { onNone: () => Number.NaN, onSome: Duration.toMillis }))
-  if (!(Number.isSafeInteger(window) && window >= 0)) return invalid("backfillWindow", "must be a finite duration of at least 0")
+    : Math.round(
+      Option.match(Duration.fromInput(definition.backfillWindow), {
+        onNone: () => Number.NaN,
+        onSome: Duration.toMillis
+      })
+    )
+  if (!(Number.isSafeInteger(window) && window >= 0)) {
+    return invalid("backfillWindow", "must be a finite duration of at least 0")
+  }
   return Exit.succeed({
     name: definition.name,
     cron: definition.cron,
@@ -183,10 +194,15 @@ const cronOf = (schedule: Pick<CheckedSchedule, "cron" | "timeZone">): Cron.Cron
   Cron.parseUnsafe(schedule.cron, schedule.timeZone)
 
 /** The first tick strictly after `after`. @category ticks */
-export const nextTickAfter = (schedule: Pick<CheckedSchedule, "cron" | "timeZone">, after: Date): Date => Cron.next(cronOf(schedule), after)
+export const nextTickAfter = (schedule: Pick<CheckedSchedule, "cron" | "timeZone">, after: Date): Date =>
+  Cron.next(cronOf(schedule), after)
 
 /** The next `count` ticks strictly after `after`. @category ticks */
-export const upcoming = (schedule: Pick<CheckedSchedule, "cron" | "timeZone">, after: Date, count: number): Array<Date> => {
+export const upcoming = (
+  schedule: Pick<CheckedSchedule, "cron" | "timeZone">,
+  after: Date,
+  count: number
+): Array<Date> => {
   const ticks: Array<Date> = []
   if (count <= 0) return ticks
   const sequence = Cron.sequence(cronOf(schedule), after)
@@ -234,7 +250,10 @@ export const tickKey = (schedule: string, tick: Date): string => `schedule:${sch
 export const tickRequest = (schedule: CheckedSchedule, tick: Date, backfilled: boolean) => ({
   kind: schedule.kind,
   queue: schedule.queue,
-  payload: { ...schedule.payload, tick: { schedule: schedule.name, at: tick.toISOString(), backfilled } satisfies TickInfo },
+  payload: {
+    ...schedule.payload,
+    tick: { schedule: schedule.name, at: tick.toISOString(), backfilled } satisfies TickInfo
+  },
   idempotencyKey: tickKey(schedule.name, tick)
 })
 

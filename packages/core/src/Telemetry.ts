@@ -12,7 +12,9 @@ import { Context, Layer, Option, type Tracer } from "effect"
 import { Headers, HttpTraceContext } from "effect/http"
 
 /** Whether runs are traced. @category references */
-export const TraceRuns = Context.Reference<boolean>("@leasehold/core/Telemetry/TraceRuns", { defaultValue: () => false })
+export const TraceRuns = Context.Reference<boolean>("@leasehold/core/Telemetry/TraceRuns", {
+  defaultValue: () => false
+})
 
 /**
  * Whether metrics are recorded: workers (`WorkerMetrics`, unless `Worker.run({ metrics })` says
@@ -20,11 +22,18 @@ export const TraceRuns = Context.Reference<boolean>("@leasehold/core/Telemetry/T
  *
  * @category references
  */
-export const RecordMetrics = Context.Reference<boolean>("@leasehold/core/Telemetry/RecordMetrics", { defaultValue: () => false })
+export const RecordMetrics = Context.Reference<boolean>("@leasehold/core/Telemetry/RecordMetrics", {
+  defaultValue: () => false
+})
 
 /** Turns run tracing and metrics on (or off) for what the layer provides to. @category layers */
-export const layer = (options: { readonly traces?: boolean | undefined; readonly metrics?: boolean | undefined } = {}): Layer.Layer<never> =>
-  Layer.mergeAll(Layer.succeed(TraceRuns, options.traces ?? true), Layer.succeed(RecordMetrics, options.metrics ?? true))
+export const layer = (
+  options: { readonly traces?: boolean | undefined; readonly metrics?: boolean | undefined } = {}
+): Layer.Layer<never> =>
+  Layer.mergeAll(
+    Layer.succeed(TraceRuns, options.traces ?? true),
+    Layer.succeed(RecordMetrics, options.metrics ?? true)
+  )
 
 /** The W3C `traceparent` of a span. @category encoding */
 export const traceParentOf = (span: Tracer.Span): string | undefined => HttpTraceContext.toHeaders(span)["traceparent"]

@@ -12,24 +12,24 @@ import * as Backoff from "./internal/Backoff.js"
 
 /** Retry delays of failed attempts (see `WorkerOptions.retry`). @category models */
 export type RetryPolicy = Backoff.RetryPolicy
-import * as CompletionBatcher from "./internal/CompletionBatcher.js"
 import { CurrentRun } from "./CurrentRun.js"
 import { InvalidConfig } from "./Errors.js"
 import { Fence } from "./Fence.js"
 import * as Handler from "./Handler.js"
-import * as Telemetry from "./Telemetry.js"
+import * as CompletionBatcher from "./internal/CompletionBatcher.js"
 import * as Heartbeat from "./internal/Heartbeat.js"
 import type { InFlight, LeaseEntry } from "./internal/InFlight.js"
 import * as Lease from "./internal/Lease.js"
 import * as Options from "./internal/Options.js"
 import * as RunSpans from "./internal/RunSpans.js"
 import * as Settlement from "./internal/Settlement.js"
-import type { ClaimedRun } from "./RunRecord.js"
-import { RunStore, type StoreNotification } from "./RunStore.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as RateLimits from "./RateLimits.js"
-import * as ScheduleTicker from "./ScheduleTicker.js"
+import type { ClaimedRun } from "./RunRecord.js"
+import { RunStore, type StoreNotification } from "./RunStore.js"
 import type * as Schedules from "./Schedules.js"
+import * as ScheduleTicker from "./ScheduleTicker.js"
+import * as Telemetry from "./Telemetry.js"
 import * as WorkerEvents from "./WorkerEvents.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
 import * as WorkerRegistry from "./WorkerRegistry.js"
@@ -186,7 +186,14 @@ export const run = <R>(
     const clock = yield* Effect.clockWith(Effect.succeed)
     const registry = yield* Handler.registry(options.handlers)
     const compiled = new Map(
-      options.handlers.map((h) => [h.kind, { handle: h.handle, decode: Handler.payloadDecoder(h), encodeResult: Handler.resultEncoder(h), retry: h.retry }])
+      options.handlers.map((
+        h
+      ) => [h.kind, {
+        handle: h.handle,
+        decode: Handler.payloadDecoder(h),
+        encodeResult: Handler.resultEncoder(h),
+        retry: h.retry
+      }])
     )
     const inFlight: InFlight = new Set()
     // Open while no lease is in flight: shutdown waits on it instead of polling.
@@ -228,7 +235,9 @@ export const run = <R>(
             claimed,
             (run) =>
               claimingNext
-                ? listened ? Effect.andThen(Effect.sync(() => start(run, sentAt)), Effect.exit(claimedEvent(run))) : Effect.sync(() => start(run, sentAt))
+                ? listened
+                  ? Effect.andThen(Effect.sync(() => start(run, sentAt)), Effect.exit(claimedEvent(run)))
+                  : Effect.sync(() => start(run, sentAt))
                 : Effect.exit(store.release({ runId: run.id, fence: run.fence })),
             { discard: true }
           )
@@ -236,9 +245,18 @@ export const run = <R>(
       completionWriters
     )
     const reporting = Effect.provideService(WorkerEvents.WorkerEvents, events)
-    yield* Effect.forkScoped(reporting(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat })))
+    yield* Effect.forkScoped(
+      reporting(Heartbeat.loop(store, inFlight, { owner, ttl: config.ttl, interval: config.heartbeat }))
+    )
     // Operators see this worker, idle or not, until it has drained (forked before the drain's finalizer).
-    yield* Effect.forkScoped(WorkerRegistry.announce(store, { ...config, kinds: registry.kinds, interval: config.heartbeat, runsHeld: () => inFlight.size }))
+    yield* Effect.forkScoped(
+      WorkerRegistry.announce(store, {
+        ...config,
+        kinds: registry.kinds,
+        interval: config.heartbeat,
+        runsHeld: () => inFlight.size
+      })
+    )
     // One deadline watchdog for every lease of this worker (not a fiber and a timer per run).
     const watchdog: Heartbeat.WatchdogState = { nextCheckAt: Number.POSITIVE_INFINITY }
     const watchdogWake = yield* Queue.sliding<void>(1)
@@ -277,7 +295,11 @@ export const run = <R>(
     }
     yield* Effect.addFinalizer(() => reporting(drain(owner, inFlight, idle, config.shutdownGrace)))
     // Runs before the drain (finalizers run in reverse): completions written while it drains claim nothing.
-    yield* Effect.addFinalizer(() => Effect.sync(() => { claimingNext = false }))
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        claimingNext = false
+      })
+    )
 
     // The per-run path is written without generators and allocates little: the worker's own cost
     // per run bounds its throughput (ADR 0018).
@@ -285,15 +307,22 @@ export const run = <R>(
     const sampled = RunSpans.sampler(config.traceSampleRate)
     const execute = traced
       // A run not sampled traces nothing, its statements included: they are sampled with their run.
-      ? (entry: LeaseEntry) => sampled(entry.run.id) ? RunSpans.consumer(entry, owner, attempt(entry)) : Effect.withTracerEnabled(attempt(entry), false)
+      ? (entry: LeaseEntry) =>
+        sampled(entry.run.id)
+          ? RunSpans.consumer(entry, owner, attempt(entry))
+          : Effect.withTracerEnabled(attempt(entry), false)
       : attempt
 
     const runHandler = (entry: LeaseEntry, scope: Scope.Scope): Effect.Effect<unknown, unknown> => {
       const run = entry.run
       const handler = compiled.get(run.kind)
-      if (handler === undefined) return Effect.fail(new Lease.PermanentFailure({ reason: `no handler for kind ${run.kind}` }))
+      if (handler === undefined) {
+        return Effect.fail(new Lease.PermanentFailure({ reason: `no handler for kind ${run.kind}` }))
+      }
       const decoded = handler.decode(run.payload)
-      if (Exit.isFailure(decoded)) return Effect.mapError(decoded, (error) => new Lease.PermanentFailure({ reason: error }))
+      if (Exit.isFailure(decoded)) {
+        return Effect.mapError(decoded, (error) => new Lease.PermanentFailure({ reason: error }))
+      }
       const fence: Fence["Service"] = { runId: run.id, fence: run.fence, owner }
       const current: CurrentRun["Service"] = new Settlement.WorkerRun(run, entry, config.ttl)
       // The RunScope fiber already carries the worker's context (the handlers' services): the run's
@@ -301,7 +330,11 @@ export const run = <R>(
       return Effect.updateContext(
         handler.handle(decoded.value) as Effect.Effect<unknown, unknown>,
         (context: Context.Context<never>) =>
-          Context.add(Context.add(Context.add(context, Scope.Scope, scope), Fence, fence), CurrentRun, current) as Context.Context<never>
+          Context.add(
+            Context.add(Context.add(context, Scope.Scope, scope), Fence, fence),
+            CurrentRun,
+            current
+          ) as Context.Context<never>
       )
     }
 
@@ -340,7 +373,9 @@ export const run = <R>(
         via: run.via,
         waitMs: run.waitMs
       })
-    const claimErrors = Schedule.exponential("100 millis").pipe(Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))))
+    const claimErrors = Schedule.exponential("100 millis").pipe(
+      Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5))))
+    )
     const pollMs = Duration.toMillis(config.pollInterval)
     let lastSweepAt = Number.NEGATIVE_INFINITY
     // Whether the last sweep may have left expired leases or passed deadlines behind: it took
@@ -380,12 +415,16 @@ export const run = <R>(
       // Every claimed run is started before anything is reported, and a sink that throws is
       // survived: it strands no run and does not end the claim loop (whose end ends the worker).
       for (const run of claimed) start(run, sentAt)
-      yield* Effect.exit(events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep }))
-      if (listened) for (const run of claimed) yield* Effect.exit(claimedEvent(run))
+      yield* Effect.exit(
+        events.emit({ _tag: "ClaimBatch", owner, count: claimed.length, durationMs: answeredAt - sentAt, sweep })
+      )
+      if (listened) { for (const run of claimed) yield* Effect.exit(claimedEvent(run)) }
       atCapacity = claimed.length === free
       return atCapacity
     }).pipe(
-      Effect.tapError((error) => Effect.exit(events.emit({ _tag: "StoreError", owner, operation: "claim", error: String(error) }))),
+      Effect.tapError((error) =>
+        Effect.exit(events.emit({ _tag: "StoreError", owner, operation: "claim", error: String(error) }))
+      ),
       Effect.retry(claimErrors)
     )
     const claimLoop = Effect.forever(Effect.gen(function*() {
@@ -395,7 +434,11 @@ export const run = <R>(
         // last one, however recent the last due-only claim was. At capacity there is nothing to
         // claim a sweep for; a freed slot wakes the loop.
         const now = yield* Heartbeat.monotonicMillis
-        const untilSweep = atCapacity ? pollMs : sweepAgain ? 0 : Math.min(pollMs, Math.max(0, lastSweepAt + pollMs - now))
+        const untilSweep = atCapacity
+          ? pollMs
+          : sweepAgain
+          ? 0
+          : Math.min(pollMs, Math.max(0, lastSweepAt + pollMs - now))
         yield* Effect.timeoutOption(Queue.take(wake), Duration.millis(untilSweep))
       }
     }))
@@ -404,7 +447,9 @@ export const run = <R>(
     // under an older limit by this worker.
     if (options.keyLimits !== undefined && options.keyLimits.length > 0) {
       yield* store.setKeyLimits(options.keyLimits).pipe(
-        Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "set key limits", error: String(error) })),
+        Effect.tapError((error) =>
+          events.emit({ _tag: "StoreError", owner, operation: "set key limits", error: String(error) })
+        ),
         Effect.retry({ schedule: claimErrors, while: (error) => error._tag === "StoreError" }),
         Effect.catchTag("StoreError", Effect.die)
       )
@@ -412,7 +457,9 @@ export const run = <R>(
 
     if (options.rateLimits !== undefined && options.rateLimits.length > 0) {
       yield* store.setRateLimits(options.rateLimits).pipe(
-        Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "set rate limits", error: String(error) })),
+        Effect.tapError((error) =>
+          events.emit({ _tag: "StoreError", owner, operation: "set rate limits", error: String(error) })
+        ),
         Effect.retry({ schedule: claimErrors, while: (error) => error._tag === "StoreError" }),
         Effect.catchTag("StoreError", Effect.die)
       )
@@ -439,7 +486,9 @@ export const run = <R>(
     }
     const listenLoop = store.notifications.pipe(
       Stream.runForEach(onNotification),
-      Effect.ensuring(Effect.sync(() => { listening = false })),
+      Effect.ensuring(Effect.sync(() => {
+        listening = false
+      })),
       Effect.tapError((error) => events.emit({ _tag: "StoreError", owner, operation: "listen", error: String(error) })),
       // Notifications only speed things up: polling still works while listening is down.
       Effect.retry(claimErrors),

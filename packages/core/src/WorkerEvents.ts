@@ -25,9 +25,21 @@ export type WorkerEvent =
     readonly waitMs: number
   }
   /** One claim statement: how many runs it took and how long it took. */
-  | { readonly _tag: "ClaimBatch"; readonly owner: string; readonly count: number; readonly durationMs: number; readonly sweep: boolean }
+  | {
+    readonly _tag: "ClaimBatch"
+    readonly owner: string
+    readonly count: number
+    readonly durationMs: number
+    readonly sweep: boolean
+  }
   /** One batched completion statement, answered (`ok`) or failed. */
-  | { readonly _tag: "CompletionFlush"; readonly owner: string; readonly count: number; readonly durationMs: number; readonly ok: boolean }
+  | {
+    readonly _tag: "CompletionFlush"
+    readonly owner: string
+    readonly count: number
+    readonly durationMs: number
+    readonly ok: boolean
+  }
   | { readonly _tag: "HeartbeatSent"; readonly owner: string; readonly leases: ReadonlyArray<LeaseKey> }
   | {
     readonly _tag: "HeartbeatConfirmed"
@@ -36,9 +48,27 @@ export type WorkerEvent =
     readonly lost: ReadonlyArray<LeaseKey>
     readonly durationMs: number
   }
-  | { readonly _tag: "HeartbeatFailed"; readonly owner: string; readonly leases: ReadonlyArray<LeaseKey>; readonly error: string }
-  | { readonly _tag: "LeaseLost"; readonly owner: string; readonly runId: string; readonly fence: number; readonly reason: LeaseLossReason }
-  | { readonly _tag: "WriteRejected"; readonly owner: string; readonly runId: string; readonly operation: string; readonly presentedFence: number; readonly storedFence: number }
+  | {
+    readonly _tag: "HeartbeatFailed"
+    readonly owner: string
+    readonly leases: ReadonlyArray<LeaseKey>
+    readonly error: string
+  }
+  | {
+    readonly _tag: "LeaseLost"
+    readonly owner: string
+    readonly runId: string
+    readonly fence: number
+    readonly reason: LeaseLossReason
+  }
+  | {
+    readonly _tag: "WriteRejected"
+    readonly owner: string
+    readonly runId: string
+    readonly operation: string
+    readonly presentedFence: number
+    readonly storedFence: number
+  }
   | {
     readonly _tag: "RunSettled"
     readonly owner: string
@@ -77,4 +107,5 @@ export const WorkerEvents = Context.Reference<Sink>(
 )
 
 /** @category accessors */
-export const emit = (event: WorkerEvent): Effect.Effect<void> => Effect.flatMap(WorkerEvents, (sink) => sink.emit(event))
+export const emit = (event: WorkerEvent): Effect.Effect<void> =>
+  Effect.flatMap(WorkerEvents, (sink) => sink.emit(event))

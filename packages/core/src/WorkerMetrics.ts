@@ -17,29 +17,85 @@ const inSeconds = { unit: "seconds" } as const
 
 /** Metric names and what each counts, for dashboards. @category metrics */
 export const metrics = {
-  claimed: Metric.counter("leasehold_runs_claimed_total", { description: "Runs claimed, by queue, kind and via (due, expired, timed-out)", incremental: true }),
-  settled: Metric.counter("leasehold_runs_settled_total", {
-    description: "Runs settled by a worker, by queue, kind and outcome (completed, failed, retry-scheduled, released, snoozed, suspended, abandoned)",
+  claimed: Metric.counter("leasehold_runs_claimed_total", {
+    description: "Runs claimed, by queue, kind and via (due, expired, timed-out)",
     incremental: true
   }),
-  duration: Metric.histogram("leasehold_run_duration_seconds", { description: "From claim to settlement, by queue and kind", boundaries: seconds, attributes: inSeconds }),
-  wait: Metric.histogram("leasehold_run_wait_seconds", { description: "From due to claim, by queue and kind", boundaries: seconds, attributes: inSeconds }),
+  settled: Metric.counter("leasehold_runs_settled_total", {
+    description:
+      "Runs settled by a worker, by queue, kind and outcome (completed, failed, retry-scheduled, released, snoozed, suspended, abandoned)",
+    incremental: true
+  }),
+  duration: Metric.histogram("leasehold_run_duration_seconds", {
+    description: "From claim to settlement, by queue and kind",
+    boundaries: seconds,
+    attributes: inSeconds
+  }),
+  wait: Metric.histogram("leasehold_run_wait_seconds", {
+    description: "From due to claim, by queue and kind",
+    boundaries: seconds,
+    attributes: inSeconds
+  }),
   inFlight: Metric.gauge("leasehold_runs_in_flight", { description: "Runs held by this worker" }),
-  leasesLost: Metric.counter("leasehold_leases_lost_total", { description: "Leases a worker stopped, by reason", incremental: true }),
-  fenceRejections: Metric.counter("leasehold_fence_rejections_total", { description: "Writes rejected by the fence, by operation", incremental: true }),
-  renewalDuration: Metric.histogram("leasehold_renewal_duration_seconds", { description: "One renewal statement", boundaries: seconds, attributes: inSeconds }),
-  renewalLeases: Metric.histogram("leasehold_renewal_leases", { description: "Leases carried by one renewal statement", boundaries: sizes }),
-  claimDuration: Metric.histogram("leasehold_claim_duration_seconds", { description: "One claim statement", boundaries: seconds, attributes: inSeconds }),
-  claimBatch: Metric.histogram("leasehold_claim_batch_size", { description: "Runs taken by one claim statement", boundaries: sizes }),
-  completionDuration: Metric.histogram("leasehold_completion_duration_seconds", { description: "One batched completion statement", boundaries: seconds, attributes: inSeconds }),
-  completionBatch: Metric.histogram("leasehold_completion_batch_size", { description: "Runs completed by one statement", boundaries: sizes }),
-  storeErrors: Metric.counter("leasehold_store_errors_total", { description: "Store calls that failed, by operation", incremental: true }),
+  leasesLost: Metric.counter("leasehold_leases_lost_total", {
+    description: "Leases a worker stopped, by reason",
+    incremental: true
+  }),
+  fenceRejections: Metric.counter("leasehold_fence_rejections_total", {
+    description: "Writes rejected by the fence, by operation",
+    incremental: true
+  }),
+  renewalDuration: Metric.histogram("leasehold_renewal_duration_seconds", {
+    description: "One renewal statement",
+    boundaries: seconds,
+    attributes: inSeconds
+  }),
+  renewalLeases: Metric.histogram("leasehold_renewal_leases", {
+    description: "Leases carried by one renewal statement",
+    boundaries: sizes
+  }),
+  claimDuration: Metric.histogram("leasehold_claim_duration_seconds", {
+    description: "One claim statement",
+    boundaries: seconds,
+    attributes: inSeconds
+  }),
+  claimBatch: Metric.histogram("leasehold_claim_batch_size", {
+    description: "Runs taken by one claim statement",
+    boundaries: sizes
+  }),
+  completionDuration: Metric.histogram("leasehold_completion_duration_seconds", {
+    description: "One batched completion statement",
+    boundaries: seconds,
+    attributes: inSeconds
+  }),
+  completionBatch: Metric.histogram("leasehold_completion_batch_size", {
+    description: "Runs completed by one statement",
+    boundaries: sizes
+  }),
+  storeErrors: Metric.counter("leasehold_store_errors_total", {
+    description: "Store calls that failed, by operation",
+    incremental: true
+  }),
   queueRuns: Metric.gauge("leasehold_queue_runs", { description: "Runs by queue and state (sampled)" }),
-  oldestDue: Metric.gauge("leasehold_oldest_due_seconds", { description: "How long the oldest due run has waited (sampled)", attributes: inSeconds }),
-  queueDue: Metric.gauge("leasehold_queue_due_runs", { description: "Due runs waiting for a claim, by queue (sampled)" }),
-  queueOldestDue: Metric.gauge("leasehold_queue_oldest_due_seconds", { description: "How long each queue's oldest due run has waited (sampled)", attributes: inSeconds }),
-  enqueued: Metric.counter("leasehold_runs_enqueued_total", { description: "Runs enqueued through Client, by queue and kind", incremental: true }),
-  cancelled: Metric.counter("leasehold_runs_cancelled_total", { description: "Runs cancelled through Client", incremental: true })
+  oldestDue: Metric.gauge("leasehold_oldest_due_seconds", {
+    description: "How long the oldest due run has waited (sampled)",
+    attributes: inSeconds
+  }),
+  queueDue: Metric.gauge("leasehold_queue_due_runs", {
+    description: "Due runs waiting for a claim, by queue (sampled)"
+  }),
+  queueOldestDue: Metric.gauge("leasehold_queue_oldest_due_seconds", {
+    description: "How long each queue's oldest due run has waited (sampled)",
+    attributes: inSeconds
+  }),
+  enqueued: Metric.counter("leasehold_runs_enqueued_total", {
+    description: "Runs enqueued through Client, by queue and kind",
+    incremental: true
+  }),
+  cancelled: Metric.counter("leasehold_runs_cancelled_total", {
+    description: "Runs cancelled through Client",
+    incremental: true
+  })
 } as const
 
 // Each series keeps its own state and is registered in the metric registry with a `get` hook
@@ -49,7 +105,11 @@ interface Series {
   readonly add: (value: number) => void
 }
 
-const counterSeries = (metric: Metric.Metric<number, unknown>, context: Context.Context<never>, scope: Array<Metric.Registration>): Series => {
+const counterSeries = (
+  metric: Metric.Metric<number, unknown>,
+  context: Context.Context<never>,
+  scope: Array<Metric.Registration>
+): Series => {
   let count = 0
   scope.push(Metric.registerUnsafe(metric as Metric.Counter<number>, context, {
     get: () => ({ count, incremental: true }),
@@ -133,8 +193,13 @@ const seriesTable = (context: Context.Context<never>, scope: Array<Metric.Regist
     if (level.series === undefined) {
       const tagged = names.length === 0
         ? metric
-        : Metric.withAttributes(metric, Object.fromEntries(names.map((name, i) => [name, values[i]!]))) as Metric.Metric<number, unknown>
-      level.series = boundaries === undefined ? counterSeries(tagged, context, scope) : histogramSeries(tagged, boundaries, context, scope)
+        : Metric.withAttributes(
+          metric,
+          Object.fromEntries(names.map((name, i) => [name, values[i]!]))
+        ) as Metric.Metric<number, unknown>
+      level.series = boundaries === undefined
+        ? counterSeries(tagged, context, scope)
+        : histogramSeries(tagged, boundaries, context, scope)
     }
     return level.series
   }
@@ -162,7 +227,10 @@ const recorder = (context: Context.Context<never>, scope: Array<Metric.Registrat
         return observe(metrics.wait, seconds, seconds1000(event.waitMs), ["queue", "kind"], [event.queue, event.kind])
       case "RunSettled":
         count(metrics.settled, ["queue", "kind", "outcome"], [event.queue, event.kind, event.outcome])
-        return observe(metrics.duration, seconds, seconds1000(event.durationMs), ["queue", "kind"], [event.queue, event.kind])
+        return observe(metrics.duration, seconds, seconds1000(event.durationMs), ["queue", "kind"], [
+          event.queue,
+          event.kind
+        ])
       case "LeaseLost":
         return count(metrics.leasesLost, ["reason"], [event.reason])
       case "WriteRejected":
@@ -216,7 +284,10 @@ type Sample = Map<string, { readonly metric: Metric.Metric<number, unknown>; rea
 const sampleOf = (stats: Stats): Sample => {
   const sample: Sample = new Map()
   const put = (metric: Metric.Metric<number, unknown>, attributes: Record<string, string>, value: number) =>
-    sample.set(`${metric.id}\u0000${JSON.stringify(attributes)}`, { metric: Metric.withAttributes(metric, attributes), value })
+    sample.set(`${metric.id}\u0000${JSON.stringify(attributes)}`, {
+      metric: Metric.withAttributes(metric, attributes),
+      value
+    })
   for (const row of stats.byStateAndQueue) put(metrics.queueRuns, { queue: row.queue, state: row.state }, row.count)
   put(metrics.oldestDue, {}, stats.oldestPendingSeconds ?? 0)
   for (const row of stats.dueByQueue) {
@@ -240,7 +311,11 @@ export const sampler = (store: RunStore["Service"], interval: Duration.Input = "
     let previous: Sample = new Map()
     const record = (sample: Sample) =>
       Effect.andThen(
-        Effect.forEach([...previous].filter(([key]) => !sample.has(key)), ([, { metric }]) => Metric.update(metric, 0), { discard: true }),
+        Effect.forEach(
+          [...previous].filter(([key]) => !sample.has(key)),
+          ([, { metric }]) => Metric.update(metric, 0),
+          { discard: true }
+        ),
         Effect.forEach(sample.values(), ({ metric, value }) => Metric.update(metric, value), { discard: true })
       ).pipe(Effect.andThen(Effect.sync(() => void (previous = sample))))
     return Effect.forever(

@@ -19,7 +19,8 @@ import type { RunStore } from "./RunStore.js"
 export type { WorkerAnnouncement, WorkerInfo } from "./RunRecord.js"
 
 /** The version of this package, as a worker announces it. @category constants */
-export const version: string = (createRequire(import.meta.url)("../package.json") as { readonly version: string }).version
+export const version: string =
+  (createRequire(import.meta.url)("../package.json") as { readonly version: string }).version
 
 /** @category models */
 export interface AnnounceOptions {

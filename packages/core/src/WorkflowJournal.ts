@@ -31,8 +31,21 @@ export interface Awaited {
 
 /** One line of an execution's journal, as operators are shown it. @category models */
 export type JournalEntry =
-  | { readonly type: "activity"; readonly name: string; readonly attempt: number; readonly fence: number; readonly exit: unknown; readonly at: Date }
-  | { readonly type: "deferred"; readonly name: string; readonly exit: unknown; readonly done: boolean; readonly at: Date }
+  | {
+    readonly type: "activity"
+    readonly name: string
+    readonly attempt: number
+    readonly fence: number
+    readonly exit: unknown
+    readonly at: Date
+  }
+  | {
+    readonly type: "deferred"
+    readonly name: string
+    readonly exit: unknown
+    readonly done: boolean
+    readonly at: Date
+  }
   | { readonly type: "clock"; readonly name: string; readonly wakeAt: Date; readonly fired: boolean }
 
 /** What a wake did: resumed a suspended run, left a signal for a running one, or nothing. @category models */
@@ -53,7 +66,11 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
   readonly sqlClient: SqlClient.SqlClient | undefined
   /** The run of an execution (by its key), if it was ever started. */
   readonly execution: (execution: string) => Effect.Effect<Option.Option<ExecutionRun>, StoreError>
-  readonly activityResult: (execution: string, activity: string, attempt: number) => Effect.Effect<Option.Option<unknown>, StoreError>
+  readonly activityResult: (
+    execution: string,
+    activity: string,
+    attempt: number
+  ) => Effect.Effect<Option.Option<unknown>, StoreError>
   /**
    * What an activity's start needs, in one read: its recorded result, and whether an interrupt of
    * the execution is pending (its deferred `interruptSignalName` done).
@@ -92,7 +109,9 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
   /** Wakes an execution: resumes its run if suspended, or makes its holder's next suspension return. */
   readonly wake: (execution: string, reason: string) => Effect.Effect<Wake, StoreError>
   /** Takes the wake left for this holder (see `wake`). */
-  readonly consumeWake: (lease: LeaseKey) => Effect.Effect<void, FenceRejected | LeaseNotHeld | RunNotFound | StoreError>
+  readonly consumeWake: (
+    lease: LeaseKey
+  ) => Effect.Effect<void, FenceRejected | LeaseNotHeld | RunNotFound | StoreError>
   readonly scheduleClock: (execution: string, deferred: string, durationMs: number) => Effect.Effect<void, StoreError>
   /** The store's clock now, in microseconds since the epoch (for `nextClock`). */
   readonly now: Effect.Effect<string, StoreError>
@@ -102,7 +121,10 @@ export class WorkflowJournal extends Context.Service<WorkflowJournal, {
    */
   readonly nextClock: (execution: string, since: string) => Effect.Effect<Option.Option<number>, StoreError>
   /** Which of `names` are done: deferreds with an outcome, and durable clocks past their deadline. */
-  readonly doneAmong: (execution: string, names: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, StoreError>
+  readonly doneAmong: (
+    execution: string,
+    names: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<string>, StoreError>
   /**
    * What these executions wait on: the deferreds their replays found not done (recorded by
    * `deferredResult`), durable clocks with their deadlines, oldest first.

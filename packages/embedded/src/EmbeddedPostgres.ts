@@ -55,7 +55,8 @@ const freePort = (): Promise<number> =>
   })
 
 const password = "leasehold"
-const remedy = "set DATABASE_URL to use another PostgreSQL, or clone the project into a folder the `postgres` OS user can reach"
+const remedy =
+  "set DATABASE_URL to use another PostgreSQL, or clone the project into a folder the `postgres` OS user can reach"
 
 interface Binaries {
   readonly initdb: string
@@ -82,7 +83,8 @@ interface ServerUser {
   readonly gid: number
 }
 
-const idOf = (flag: "-u" | "-g") => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim())
+const idOf = (flag: "-u" | "-g") =>
+  Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim())
 
 /** PostgreSQL refuses to run as root: then it runs as the `postgres` OS user, created if missing. */
 const serverUser = (): ServerUser | undefined => {
@@ -95,21 +97,31 @@ const serverUser = (): ServerUser | undefined => {
       execFileSync("useradd", ["-g", "postgres", "postgres"], { stdio: "ignore" })
       return { uid: idOf("-u"), gid: idOf("-g") }
     } catch {
-      throw new Error("running as root, and no `postgres` OS user to run the server as could be created (create it, or set DATABASE_URL)")
+      throw new Error(
+        "running as root, and no `postgres` OS user to run the server as could be created (create it, or set DATABASE_URL)"
+      )
     }
   }
 }
 
 /** Asks the OS itself (`test` run as that user), so modes, owners, groups and ACLs all count. */
 const canAccess = (user: ServerUser, checks: ReadonlyArray<readonly ["-x" | "-r", string]>): boolean =>
-  spawnSync("/bin/sh", ["-c", checks.map(([flag], i) => `test ${flag} "$${i + 1}"`).join(" && "), "sh", ...checks.map((c) => c[1])], {
+  spawnSync("/bin/sh", [
+    "-c",
+    checks.map(([flag], i) => `test ${flag} "$${i + 1}"`).join(" && "),
+    "sh",
+    ...checks.map((c) => c[1])
+  ], {
     uid: user.uid,
     gid: user.gid,
     stdio: "ignore"
   }).status === 0
 
 const binariesReachable = (user: ServerUser, bins: Pick<Binaries, "initdb" | "postgres">) =>
-  canAccess(user, [["-x", bins.initdb], ["-x", bins.postgres], ["-r", path.join(path.dirname(bins.postgres), "..", "share", "postgresql", "postgres.bki")]])
+  canAccess(user, [["-x", bins.initdb], ["-x", bins.postgres], [
+    "-r",
+    path.join(path.dirname(bins.postgres), "..", "share", "postgresql", "postgres.bki")
+  ]])
 
 /**
  * A root-owned folder the server's user can reach. Nobody else may write in it: the server runs
@@ -129,7 +141,9 @@ const sharedRoot = (user: ServerUser): string => {
     fs.chmodSync(root, 0o755)
     if (canAccess(user, [["-x", root]])) return root
   }
-  throw new Error(`the \`postgres\` OS user cannot reach the embedded binaries or data, and no shared folder for them could be made in /var/tmp or ${os.tmpdir()}: ${remedy}`)
+  throw new Error(
+    `the \`postgres\` OS user cannot reach the embedded binaries or data, and no shared folder for them could be made in /var/tmp or ${os.tmpdir()}: ${remedy}`
+  )
 }
 
 /** Makes a copy readable (and its folders and programs executable) by everyone. */
@@ -197,7 +211,11 @@ const spawnServerProcess = (file: string, args: ReadonlyArray<string>, user: Ser
   })
 
 const spawnFailure = (file: string, user: ServerUser | undefined, cause: NodeJS.ErrnoException) =>
-  new Error(`cannot run ${file}${user === undefined ? "" : " as the `postgres` OS user"} (${cause.code ?? cause.message}): ${user === undefined ? "reinstall it (npm install), or set DATABASE_URL" : remedy}`)
+  new Error(
+    `cannot run ${file}${user === undefined ? "" : " as the `postgres` OS user"} (${cause.code ?? cause.message}): ${
+      user === undefined ? "reinstall it (npm install), or set DATABASE_URL" : remedy
+    }`
+  )
 
 const initdb = (bins: Binaries, dataDir: string, pwfile: string, user: ServerUser | undefined, logs: Logs) =>
   new Promise<void>((resolve, reject) => {
@@ -215,7 +233,10 @@ const initdb = (bins: Binaries, dataDir: string, pwfile: string, user: ServerUse
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => record(logs, chunk))
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => record(logs, chunk))
     child.once("error", (cause) => reject(spawnFailure(bins.initdb, user, cause)))
-    child.once("close", (code, signal) => code === 0 ? resolve() : reject(new Error(`initdb exited with ${code ?? signal}`)))
+    child.once(
+      "close",
+      (code, signal) => code === 0 ? resolve() : reject(new Error(`initdb exited with ${code ?? signal}`))
+    )
   })
 
 /** Starts the server; resolves once it accepts connections. */
@@ -274,7 +295,9 @@ export const startUnscoped = async (options: EmbeddedOptions = {}): Promise<Runn
         const requested = dataDir
         const key = crypto.createHash("sha256").update(requested).digest("hex").slice(0, 12)
         dataDir = path.join(shared(user), `data-${path.basename(requested)}-${key}`)
-        process.stderr.write(`embedded PostgreSQL: the \`postgres\` OS user cannot reach ${requested}, so the data is kept in ${dataDir}\n`)
+        process.stderr.write(
+          `embedded PostgreSQL: the \`postgres\` OS user cannot reach ${requested}, so the data is kept in ${dataDir}\n`
+        )
       }
     }
     if (!fs.existsSync(path.join(dataDir, "PG_VERSION"))) {
@@ -288,7 +311,13 @@ export const startUnscoped = async (options: EmbeddedOptions = {}): Promise<Runn
       // A server that was killed leaves its pid file behind; a live one would still hold the port.
       fs.rmSync(path.join(dataDir, "postmaster.pid"), { force: true })
     }
-    const args = ["-D", dataDir, "-p", String(port), ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])]
+    const args = [
+      "-D",
+      dataDir,
+      "-p",
+      String(port),
+      ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])
+    ]
     const child = await launch(bins, args, user, logs)
     running.add(child)
     guardExit()
@@ -312,7 +341,12 @@ export const startUnscoped = async (options: EmbeddedOptions = {}): Promise<Runn
   } catch (cause) {
     if (created !== undefined) fs.rmSync(created, { recursive: true, force: true })
     const output = logs.slice(-5).join("").trim()
-    throw new Error(`embedded PostgreSQL failed to start in ${dataDir}: ${String((cause as Error)?.message ?? cause)}${output === "" ? "" : `\n${output}`}`)
+    throw new Error(
+      `embedded PostgreSQL failed to start in ${dataDir}: ${String((cause as Error)?.message ?? cause)}${
+        output === "" ? "" : `\n${output}`
+      }`,
+      { cause }
+    )
   } finally {
     if (pwfile !== undefined) fs.rmSync(pwfile, { force: true })
   }

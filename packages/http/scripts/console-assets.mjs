@@ -23,5 +23,9 @@ copyFileSync(join(preactRoot, "LICENSE"), join(target, "vendor", "LICENSE-preact
 const hooks = readFileSync(join(preactRoot, "hooks", "dist", "hooks.mjs"), "utf8")
 const bare = /from\s*"preact"/g
 const found = hooks.match(bare)?.length ?? 0
-if (found !== 1) throw new Error(`console-assets: expected one import of "preact" in preact/hooks, found ${found}: check the preact version`)
+if (found !== 1) {
+  throw new Error(
+    `console-assets: expected one import of "preact" in preact/hooks, found ${found}: check the preact version`
+  )
+}
 writeFileSync(join(target, "vendor", "hooks.js"), hooks.replace(bare, `from"./preact.js"`))

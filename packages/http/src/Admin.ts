@@ -15,10 +15,10 @@ import {
   Handler,
   InvalidConfig,
   type InvalidPayload,
+  type InvalidTransition,
   isForPerson,
   isWorkflowRun,
   Limits,
-  type InvalidTransition,
   type LiveLease,
   type PayloadFieldFilter,
   RateLimits,
@@ -32,8 +32,8 @@ import {
   type SignalTokenNotFound,
   type StoreError,
   type StoreNotification,
-  type UnknownKind,
   type UniqueWindow,
+  type UnknownKind,
   type UnstorableValue
 } from "@leasehold/core"
 import { ByteSize, Duration, Effect, Redacted, Schema, Stream } from "effect"
@@ -44,13 +44,13 @@ import { randomBytes } from "node:crypto"
 import { Handlers } from "./Handlers.js"
 import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
-import * as Queues from "./internal/Queues.js"
-import * as RunSearch from "./internal/RunSearch.js"
-import * as SignedUrls from "./internal/SignedUrls.js"
-import { encodeDecision, personDeferred, withSignalSchema } from "./internal/SignalSchemas.js"
-import * as StoreGauges from "./internal/StoreGauges.js"
 import { constantTimeEqualText } from "./internal/Hmac.js"
 import { isJsonContentType, json, problem, secure, securityHeaders, storeFailureResponse } from "./internal/Http.js"
+import * as Queues from "./internal/Queues.js"
+import * as RunSearch from "./internal/RunSearch.js"
+import { encodeDecision, personDeferred, withSignalSchema } from "./internal/SignalSchemas.js"
+import * as SignedUrls from "./internal/SignedUrls.js"
+import * as StoreGauges from "./internal/StoreGauges.js"
 
 /** @category models */
 export interface AdminOptions {
@@ -93,7 +93,10 @@ export interface AdminOptions {
 export interface WorkflowDecisions {
   readonly awaiting: (
     executions: ReadonlyArray<string>
-  ) => Effect.Effect<ReadonlyArray<{ readonly execution: string; readonly name: string; readonly wakeAt: Date | null }>, StoreError>
+  ) => Effect.Effect<
+    ReadonlyArray<{ readonly execution: string; readonly name: string; readonly wakeAt: Date | null }>,
+    StoreError
+  >
   /** Completes the deferred with `value` as its success; false when it was done already. */
   readonly decide: (execution: string, deferred: string, value: unknown) => Effect.Effect<boolean, StoreError>
   /** The execution's journal (`WorkflowJournal.journal`), shown on its run's page. */
@@ -198,7 +201,11 @@ const jsonContentType: Effect.Effect<void, BadRequest, HttpServerRequest.HttpSer
     isJsonContentType(request.headers["content-type"])
       ? Effect.void
       : Effect.fail(
-        badRequest("unsupported-media-type", "the body must be JSON: content-type application/json (or application/<x>+json), UTF-8", 415)
+        badRequest(
+          "unsupported-media-type",
+          "the body must be JSON: content-type application/json (or application/<x>+json), UTF-8",
+          415
+        )
       )
 )
 
@@ -317,7 +324,10 @@ export const layer = (options: AdminOptions) =>
     const limit = options.maxBodySize ?? 1024 * 1024
     const maxEventStreams = options.maxEventStreams ?? defaultMaxEventStreams
     if (!Number.isInteger(maxEventStreams) || maxEventStreams < 1) {
-      return yield* new InvalidConfig({ option: "maxEventStreams", issue: `${maxEventStreams} is not a whole number of at least 1` })
+      return yield* new InvalidConfig({
+        option: "maxEventStreams",
+        issue: `${maxEventStreams} is not a whole number of at least 1`
+      })
     }
     // One LISTEN connection for every event stream of this server, opened by the first of them.
     const hub = yield* EventHub.make(maxEventStreams)
@@ -352,12 +362,21 @@ export const layer = (options: AdminOptions) =>
         const views = new Map<string, Array<{ name: string; forPerson: boolean; wakeAt: Date | null }>>()
         if (executions.length === 0 || options.workflows === undefined) return views
         for (const a of yield* options.workflows.awaiting(executions)) {
-          views.set(a.execution, [...(views.get(a.execution) ?? []), { name: a.name, forPerson: isForPerson(a.name) && a.wakeAt === null, wakeAt: a.wakeAt }])
+          views.set(a.execution, [...(views.get(a.execution) ?? []), {
+            name: a.name,
+            forPerson: isForPerson(a.name) && a.wakeAt === null,
+            wakeAt: a.wakeAt
+          }])
         }
         return views
       })
-    const withWorkflow = (run: RunRecord, views: Map<string, ReadonlyArray<{ readonly name: string; readonly forPerson: boolean }>>) =>
-      isWorkflowRun(run) ? { ...run, workflow: { execution: run.idempotencyKey, awaiting: views.get(run.idempotencyKey!) ?? [] } } : run
+    const withWorkflow = (
+      run: RunRecord,
+      views: Map<string, ReadonlyArray<{ readonly name: string; readonly forPerson: boolean }>>
+    ) =>
+      isWorkflowRun(run)
+        ? { ...run, workflow: { execution: run.idempotencyKey, awaiting: views.get(run.idempotencyKey!) ?? [] } }
+        : run
 
     /** A run with its history read into attempts, suspensions and refused writes, its journal and children. */
     const runDetail = (id: string) =>
@@ -372,8 +391,19 @@ export const layer = (options: AdminOptions) =>
         // A workflow's children: the runs whose payload names its execution as their parent
         // (what a child wakes when it ends), enqueued after it, so read forward from its id.
         const children = isWorkflowRun(run)
-          ? (yield* store.list({ payload: [{ path: ["parent"], value: run.idempotencyKey! }], after: run.id, limit: maxChildrenShown }))
-            .map((child) => ({ id: child.id, kind: child.kind, state: child.state, execution: child.idempotencyKey, createdAt: child.createdAt, finishedAt: child.finishedAt }))
+          ? (yield* store.list({
+            payload: [{ path: ["parent"], value: run.idempotencyKey! }],
+            after: run.id,
+            limit: maxChildrenShown
+          }))
+            .map((child) => ({
+              id: child.id,
+              kind: child.kind,
+              state: child.state,
+              execution: child.idempotencyKey,
+              createdAt: child.createdAt,
+              finishedAt: child.finishedAt
+            }))
             .reverse()
           : null
         const registry = yield* Handlers
@@ -388,335 +418,497 @@ export const layer = (options: AdminOptions) =>
       })
 
     yield* router.addAll([
-      HttpRouter.route("GET", "/api/session", guard(false, (access) =>
-        Effect.succeed(json(200, { csrfToken, readOnly, auth: access, traceUrl: options.traceUrl ?? null })))),
+      HttpRouter.route(
+        "GET",
+        "/api/session",
+        guard(
+          false,
+          (access) =>
+            Effect.succeed(json(200, { csrfToken, readOnly, auth: access, traceUrl: options.traceUrl ?? null }))
+        )
+      ),
 
-      HttpRouter.route("GET", "/api/runs", guard(false, () =>
-        Effect.gen(function*() {
-          const query = yield* HttpServerRequest.ParsedSearchParams
-          const stateText = single(query.state)
-          if (stateText !== undefined && !isRunState(stateText)) {
-            const states = RunState.literals.join(", ")
-            return yield* Effect.fail(badRequest("invalid-request", `state must be one of ${states}`))
-          }
-          const state = stateText
-          const kind = single(query.kind)
-          const queue = single(query.queue)
-          for (const [name, value, max] of [["kind", kind, Limits.maxKindBytes], ["queue", queue, Limits.maxQueueBytes]] as const) {
-            const issue = value === undefined ? undefined : Limits.textIssue(value, max)
-            if (issue !== undefined) return yield* Effect.fail(badRequest("invalid-request", `${name} ${issue}`))
-          }
-          const pageSize = yield* wholeNumber("limit", single(query.limit), 50, 1, 500)
-          const offset = yield* wholeNumber("offset", single(query.offset), 0, 0, 1_000_000)
-          // Keyset cursors: the runs older (`before`) or newer (`after`) than a run id.
-          const before = single(query.before)
-          const after = single(query.after)
-          for (const [name, cursor] of [["before", before], ["after", after]] as const) {
-            if (cursor !== undefined && !/^[0-9]{1,18}$/.test(cursor)) {
-              return yield* Effect.fail(badRequest("invalid-request", `${name} must be a run id (digits)`))
+      HttpRouter.route(
+        "GET",
+        "/api/runs",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const query = yield* HttpServerRequest.ParsedSearchParams
+            const stateText = single(query.state)
+            if (stateText !== undefined && !isRunState(stateText)) {
+              const states = RunState.literals.join(", ")
+              return yield* Effect.fail(badRequest("invalid-request", `state must be one of ${states}`))
             }
-          }
-          const payload: Array<PayloadFieldFilter> = []
-          for (const [key, value] of Object.entries(query)) {
-            if (!key.startsWith("payload.")) continue
-            const path = key.slice("payload.".length).split(".")
-            if (path.some((part) => part === "")) {
-              return yield* Effect.fail(badRequest("invalid-request", `${key} is not payload.<field>`))
+            const state = stateText
+            const kind = single(query.kind)
+            const queue = single(query.queue)
+            for (
+              const [name, value, max] of [["kind", kind, Limits.maxKindBytes], [
+                "queue",
+                queue,
+                Limits.maxQueueBytes
+              ]] as const
+            ) {
+              const issue = value === undefined ? undefined : Limits.textIssue(value, max)
+              if (issue !== undefined) return yield* Effect.fail(badRequest("invalid-request", `${name} ${issue}`))
             }
-            for (const v of typeof value === "string" ? [value] : value) payload.push({ path, value: v })
-          }
-          const search = yield* Effect.mapError(RunSearch.fromQuery(query), (issue) => badRequest("invalid-request", issue))
-          const store = yield* RunStore
-          const runs = yield* store.list({ state, kind, queue, payload, limit: pageSize, offset, before, after, ...search })
-          const views = yield* workflowViews(runs)
-          // `next`: the cursor of the older page (the last id of a full page).
-          const next = runs.length === pageSize ? runs.at(-1)!.id : null
-          const registry = yield* Handlers
-          return json(200, SignedUrls.mask({
-            runs: runs.map((run) => withSignalSchema(registry, deferredSchemas, withWorkflow(run, views))),
-            limit: pageSize,
-            offset,
-            before: before ?? null,
-            after: after ?? null,
-            next
-          }).value)
-        }))),
+            const pageSize = yield* wholeNumber("limit", single(query.limit), 50, 1, 500)
+            const offset = yield* wholeNumber("offset", single(query.offset), 0, 0, 1_000_000)
+            // Keyset cursors: the runs older (`before`) or newer (`after`) than a run id.
+            const before = single(query.before)
+            const after = single(query.after)
+            for (const [name, cursor] of [["before", before], ["after", after]] as const) {
+              if (cursor !== undefined && !/^[0-9]{1,18}$/.test(cursor)) {
+                return yield* Effect.fail(badRequest("invalid-request", `${name} must be a run id (digits)`))
+              }
+            }
+            const payload: Array<PayloadFieldFilter> = []
+            for (const [key, value] of Object.entries(query)) {
+              if (!key.startsWith("payload.")) continue
+              const path = key.slice("payload.".length).split(".")
+              if (path.some((part) => part === "")) {
+                return yield* Effect.fail(badRequest("invalid-request", `${key} is not payload.<field>`))
+              }
+              for (const v of typeof value === "string" ? [value] : value) payload.push({ path, value: v })
+            }
+            const search = yield* Effect.mapError(
+              RunSearch.fromQuery(query),
+              (issue) => badRequest("invalid-request", issue)
+            )
+            const store = yield* RunStore
+            const runs = yield* store.list({
+              state,
+              kind,
+              queue,
+              payload,
+              limit: pageSize,
+              offset,
+              before,
+              after,
+              ...search
+            })
+            const views = yield* workflowViews(runs)
+            // `next`: the cursor of the older page (the last id of a full page).
+            const next = runs.length === pageSize ? runs.at(-1)!.id : null
+            const registry = yield* Handlers
+            return json(
+              200,
+              SignedUrls.mask({
+                runs: runs.map((run) => withSignalSchema(registry, deferredSchemas, withWorkflow(run, views))),
+                limit: pageSize,
+                offset,
+                before: before ?? null,
+                after: after ?? null,
+                next
+              }).value
+            )
+          }))
+      ),
 
-      HttpRouter.route("POST", "/api/runs", guard(true, () =>
-        Effect.gen(function*() {
-          const { kind, payload, unique, ...options } = yield* body(EnqueueBody, limit)
-          const registry = yield* Handlers
-          const enqueued = yield* Client.enqueueUnknown(registry, kind, payload ?? {}, {
-            ...options,
-            ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
-          })
-          return json(enqueued.created ? 201 : 200, enqueued)
-        }))),
+      HttpRouter.route(
+        "POST",
+        "/api/runs",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const { kind, payload, unique, ...options } = yield* body(EnqueueBody, limit)
+            const registry = yield* Handlers
+            const enqueued = yield* Client.enqueueUnknown(registry, kind, payload ?? {}, {
+              ...options,
+              ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
+            })
+            return json(enqueued.created ? 201 : 200, enqueued)
+          }))
+      ),
 
       // Signatures masked: a read must not hand out what resumes a run (SignedUrls).
-      HttpRouter.route("GET", "/api/runs/:id", guard(false, () =>
-        Effect.gen(function*() {
-          const { urls, value } = SignedUrls.mask(yield* runDetail(yield* param("id")))
-          return json(200, { ...(value as object), signedUrls: urls.map((u) => u.masked) })
-        }))),
+      HttpRouter.route(
+        "GET",
+        "/api/runs/:id",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const { urls, value } = SignedUrls.mask(yield* runDetail(yield* param("id")))
+            return json(200, { ...(value as object), signedUrls: urls.map((u) => u.masked) })
+          }))
+      ),
 
       // The run's signed URLs whole, each beside its masked form: a write, so read-only servers
       // refuse it and a browser sends the CSRF header (the console's "Copy" on a run page).
-      HttpRouter.route("POST", "/api/runs/:id/signed-urls", guard(true, () =>
-        Effect.gen(function*() {
-          const { urls } = SignedUrls.mask(yield* runDetail(yield* param("id")))
-          return json(200, { urls })
-        }))),
+      HttpRouter.route(
+        "POST",
+        "/api/runs/:id/signed-urls",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const { urls } = SignedUrls.mask(yield* runDetail(yield* param("id")))
+            return json(200, { urls })
+          }))
+      ),
 
-      HttpRouter.route("POST", "/api/runs/:id/cancel", guard(true, () =>
-        Effect.gen(function*() {
-          const id = yield* param("id")
-          yield* Client.cancel(id)
-          return ok(id)
-        }))),
+      HttpRouter.route(
+        "POST",
+        "/api/runs/:id/cancel",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const id = yield* param("id")
+            yield* Client.cancel(id)
+            return ok(id)
+          }))
+      ),
 
-      HttpRouter.route("POST", "/api/runs/:id/retry", guard(true, () =>
-        Effect.gen(function*() {
-          const id = yield* param("id")
-          yield* Client.retry(id)
-          return ok(id)
-        }))),
+      HttpRouter.route(
+        "POST",
+        "/api/runs/:id/retry",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const id = yield* param("id")
+            yield* Client.retry(id)
+            return ok(id)
+          }))
+      ),
 
-      HttpRouter.route("POST", "/api/runs/:id/resume", guard(true, () =>
-        Effect.gen(function*() {
-          const id = yield* param("id")
-          const { payload } = yield* body(ResumeBody, limit)
-          // A workflow waits on its journal: resuming its run would only replay it and suspend
-          // again, with the deferred it waits on still not done.
-          const target = yield* Effect.flatMap(RunStore, (store) => store.get(id))
-          if (target.state === "suspended" && isWorkflowRun(target)) {
-            // Approve completes the one deferred meant for a person it waits on (isForPerson).
-            const awaited = (yield* workflowViews([target])).get(target.idempotencyKey!) ?? []
-            const forPerson = awaited.filter((a) => a.forPerson)
-            const deferred = personDeferred({ ...target, workflow: { awaiting: awaited } })
-            if (deferred !== undefined && options.workflows !== undefined) {
-              // Only what decodes with the deferred's schema is recorded, in its encoded form.
-              const value = yield* encodeDecision(deferredSchemas, target, deferred, payload ?? null)
-              const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, value)
-              if (!done) return yield* Effect.fail(badRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409))
-              return json(200, { id, deferred })
+      HttpRouter.route(
+        "POST",
+        "/api/runs/:id/resume",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const id = yield* param("id")
+            const { payload } = yield* body(ResumeBody, limit)
+            // A workflow waits on its journal: resuming its run would only replay it and suspend
+            // again, with the deferred it waits on still not done.
+            const target = yield* Effect.flatMap(RunStore, (store) => store.get(id))
+            if (target.state === "suspended" && isWorkflowRun(target)) {
+              // Approve completes the one deferred meant for a person it waits on (isForPerson).
+              const awaited = (yield* workflowViews([target])).get(target.idempotencyKey!) ?? []
+              const forPerson = awaited.filter((a) => a.forPerson)
+              const deferred = personDeferred({ ...target, workflow: { awaiting: awaited } })
+              if (deferred !== undefined && options.workflows !== undefined) {
+                // Only what decodes with the deferred's schema is recorded, in its encoded form.
+                const value = yield* encodeDecision(deferredSchemas, target, deferred, payload ?? null)
+                const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, value)
+                if (!done) {
+                  return yield* Effect.fail(
+                    badRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409)
+                  )
+                }
+                return json(200, { id, deferred })
+              }
+              return yield* Effect.fail(badRequest(
+                "workflow-run",
+                forPerson.length > 1
+                  ? `run ${id} is a workflow waiting on several deferreds meant for a person (${
+                    forPerson.map((a) => a.name).join(", ")
+                  }): complete the one you mean (DurableDeferred.done)`
+                  : `run ${id} is a workflow waiting on its journal (a deferred or a durable clock), not on a person: ` +
+                    "complete the deferred it waits on (DurableDeferred.done, or its callback URL); resuming the run would only replay it",
+                409
+              ))
             }
-            return yield* Effect.fail(badRequest(
-              "workflow-run",
-              forPerson.length > 1
-                ? `run ${id} is a workflow waiting on several deferreds meant for a person (${forPerson.map((a) => a.name).join(", ")}): complete the one you mean (DurableDeferred.done)`
-                : `run ${id} is a workflow waiting on its journal (a deferred or a durable clock), not on a person: ` +
-                  "complete the deferred it waits on (DurableDeferred.done, or its callback URL); resuming the run would only replay it",
-              409
-            ))
-          }
-          // A handler that declares the signal's schema gets only what decodes with it (400 otherwise).
-          const handler = (yield* Handlers).get(target.kind)
-          if (target.state === "suspended" && target.signalName !== null && handler !== undefined) {
-            yield* Handler.decodeSignal(handler, target.signalName, payload ?? null)
-          }
-          return ok(yield* Client.resume(id, payload ?? null))
-        }))),
+            // A handler that declares the signal's schema gets only what decodes with it (400 otherwise).
+            const handler = (yield* Handlers).get(target.kind)
+            if (target.state === "suspended" && target.signalName !== null && handler !== undefined) {
+              yield* Handler.decodeSignal(handler, target.signalName, payload ?? null)
+            }
+            return ok(yield* Client.resume(id, payload ?? null))
+          }))
+      ),
 
-      HttpRouter.route("POST", "/api/tokens/:token/resume", guard(true, () =>
-        Effect.gen(function*() {
-          const signalToken = yield* param("token")
-          const { payload } = yield* body(ResumeBody, limit)
-          return ok(yield* Client.resumeByToken(signalToken, payload ?? null))
-        }))),
+      HttpRouter.route(
+        "POST",
+        "/api/tokens/:token/resume",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const signalToken = yield* param("token")
+            const { payload } = yield* body(ResumeBody, limit)
+            return ok(yield* Client.resumeByToken(signalToken, payload ?? null))
+          }))
+      ),
 
       ...(["cancel", "retry"] as const).map((action) =>
-        HttpRouter.route("POST", `/api/runs/bulk/${action}`, guard(true, () =>
-          Effect.gen(function*() {
-            const requested = yield* body(BulkBody, limit)
-            const { ids, kind, queue, state } = requested
-            const payload = Object.entries(requested.payload ?? {}).map(([field, value]) => ({ path: field.split("."), value }))
-            if (state === undefined && kind === undefined && queue === undefined && payload.length === 0 && ids === undefined) {
-              return yield* Effect.fail(
-                badRequest("invalid-request", `bulk ${action} needs ids, or a state, kind, queue or payload filter`)
-              )
-            }
-            const badId = ids?.find((id) => !/^[0-9]{1,18}$/.test(id))
-            if (badId !== undefined) return yield* Effect.fail(badRequest("invalid-request", `ids: ${JSON.stringify(badId)} is not a run id (digits)`))
-            const store = yield* RunStore
-            const filter = { state, kind, queue, payload, ids }
-            const affected = yield* (action === "cancel" ? store.cancelMany(filter) : store.retryMany(filter))
-            return json(200, { affected })
-          })))
-      ),
-
-      HttpRouter.route("GET", "/api/queues/paused", guard(false, () =>
-        Effect.gen(function*() {
-          const store = yield* RunStore
-          return json(200, { paused: yield* store.pausedQueues })
-        }))),
-
-      ...(["pause", "resume"] as const).map((action) =>
-        HttpRouter.route("POST", `/api/queues/:queue/${action}`, guard(true, () =>
-          Effect.gen(function*() {
-            const queue = yield* param("queue")
-            const changed = yield* (action === "pause" ? Client.pauseQueue(queue) : Client.resumeQueue(queue))
-            return json(200, { queue, paused: action === "pause", changed })
-          })))
-      ),
-
-      HttpRouter.route("GET", "/api/schedules", guard(false, () =>
-        Effect.gen(function*() {
-          const store = yield* RunStore
-          const schedules = yield* Effect.forEach(yield* store.schedules, (s) =>
+        HttpRouter.route(
+          "POST",
+          `/api/runs/bulk/${action}`,
+          guard(true, () =>
             Effect.gen(function*() {
-              // The last tick's run, by its idempotency key (one index lookup per schedule).
-              const [lastRun] = s.lastTick === null
-                ? []
-                : yield* store.list({ idempotencyKey: Schedules.tickKey(s.name, s.lastTick), limit: 1 })
-              return {
-                ...s,
-                nextTicks: s.paused ? [] : [s.nextTick, ...Schedules.upcoming(s, s.nextTick, 2)],
-                lastRun: lastRun === undefined ? null : { id: lastRun.id, state: lastRun.state, finishedAt: lastRun.finishedAt }
+              const requested = yield* body(BulkBody, limit)
+              const { ids, kind, queue, state } = requested
+              const payload = Object.entries(requested.payload ?? {}).map(([field, value]) => ({
+                path: field.split("."),
+                value
+              }))
+              if (
+                state === undefined && kind === undefined && queue === undefined && payload.length === 0 &&
+                ids === undefined
+              ) {
+                return yield* Effect.fail(
+                  badRequest("invalid-request", `bulk ${action} needs ids, or a state, kind, queue or payload filter`)
+                )
               }
+              const badId = ids?.find((id) => !/^[0-9]{1,18}$/.test(id))
+              if (badId !== undefined) {
+                return yield* Effect.fail(
+                  badRequest("invalid-request", `ids: ${JSON.stringify(badId)} is not a run id (digits)`)
+                )
+              }
+              const store = yield* RunStore
+              const filter = { state, kind, queue, payload, ids }
+              const affected = yield* (action === "cancel" ? store.cancelMany(filter) : store.retryMany(filter))
+              return json(200, { affected })
             }))
-          return json(200, SignedUrls.mask({ schedules }).value)
-        }))),
+        )
+      ),
 
-      HttpRouter.route("PUT", "/api/schedules/:name", guard(true, () =>
-        Effect.gen(function*() {
-          const name = yield* param("name")
-          const { backfillWindowMs, ...definition } = yield* body(ScheduleBody, limit)
-          const store = yield* RunStore
-          const [registered] = yield* store.registerSchedules([{
-            ...definition,
-            name,
-            backfillWindow: backfillWindowMs === undefined ? undefined : Duration.millis(backfillWindowMs)
-          }])
-          return json(registered!.outcome === "created" ? 201 : 200, registered)
-        }))),
+      HttpRouter.route(
+        "GET",
+        "/api/queues/paused",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const store = yield* RunStore
+            return json(200, { paused: yield* store.pausedQueues })
+          }))
+      ),
 
       ...(["pause", "resume"] as const).map((action) =>
-        HttpRouter.route("POST", `/api/schedules/:name/${action}`, guard(true, () =>
+        HttpRouter.route(
+          "POST",
+          `/api/queues/:queue/${action}`,
+          guard(true, () =>
+            Effect.gen(function*() {
+              const queue = yield* param("queue")
+              const changed = yield* (action === "pause" ? Client.pauseQueue(queue) : Client.resumeQueue(queue))
+              return json(200, { queue, paused: action === "pause", changed })
+            }))
+        )
+      ),
+
+      HttpRouter.route(
+        "GET",
+        "/api/schedules",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const store = yield* RunStore
+            const schedules = yield* Effect.forEach(yield* store.schedules, (s) =>
+              Effect.gen(function*() {
+                // The last tick's run, by its idempotency key (one index lookup per schedule).
+                const [lastRun] = s.lastTick === null
+                  ? []
+                  : yield* store.list({ idempotencyKey: Schedules.tickKey(s.name, s.lastTick), limit: 1 })
+                return {
+                  ...s,
+                  nextTicks: s.paused ? [] : [s.nextTick, ...Schedules.upcoming(s, s.nextTick, 2)],
+                  lastRun: lastRun === undefined
+                    ? null
+                    : { id: lastRun.id, state: lastRun.state, finishedAt: lastRun.finishedAt }
+                }
+              }))
+            return json(200, SignedUrls.mask({ schedules }).value)
+          }))
+      ),
+
+      HttpRouter.route(
+        "PUT",
+        "/api/schedules/:name",
+        guard(true, () =>
           Effect.gen(function*() {
             const name = yield* param("name")
+            const { backfillWindowMs, ...definition } = yield* body(ScheduleBody, limit)
             const store = yield* RunStore
-            const changed = yield* (action === "pause" ? store.pauseSchedule(name) : store.resumeSchedule(name))
-            return json(200, { name, paused: action === "pause", changed })
-          })))
+            const [registered] = yield* store.registerSchedules([{
+              ...definition,
+              name,
+              backfillWindow: backfillWindowMs === undefined ? undefined : Duration.millis(backfillWindowMs)
+            }])
+            return json(registered!.outcome === "created" ? 201 : 200, registered)
+          }))
       ),
 
-      HttpRouter.route("GET", "/api/stats", guard(false, () =>
-        Effect.gen(function*() {
-          const store = yield* RunStore
-          return json(200, yield* store.stats)
-        }))),
+      ...(["pause", "resume"] as const).map((action) =>
+        HttpRouter.route(
+          "POST",
+          `/api/schedules/:name/${action}`,
+          guard(true, () =>
+            Effect.gen(function*() {
+              const name = yield* param("name")
+              const store = yield* RunStore
+              const changed = yield* (action === "pause" ? store.pauseSchedule(name) : store.resumeSchedule(name))
+              return json(200, { name, paused: action === "pause", changed })
+            }))
+        )
+      ),
+
+      HttpRouter.route(
+        "GET",
+        "/api/stats",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const store = yield* RunStore
+            return json(200, yield* store.stats)
+          }))
+      ),
 
       // Prometheus's text format, behind the same access rules as the API: the store's live runs
       // and paused queues sampled at each scrape (from indexes only), then this process's own
       // metric registry.
-      HttpRouter.route("GET", "/metrics", guard(false, () =>
-        Effect.gen(function*() {
-          const store = yield* RunStore
-          const [sample, paused] = yield* Effect.all([store.sample, store.pausedQueues])
-          const own = StoreGauges.withoutSampled(yield* PrometheusMetrics.format())
-          return HttpServerResponse.text(StoreGauges.format(sample, paused) + own, {
-            status: 200,
-            contentType: "text/plain; version=0.0.4; charset=utf-8"
-          })
-        }))),
+      HttpRouter.route(
+        "GET",
+        "/metrics",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const store = yield* RunStore
+            const [sample, paused] = yield* Effect.all([store.sample, store.pausedQueues])
+            const own = StoreGauges.withoutSampled(yield* PrometheusMetrics.format())
+            return HttpServerResponse.text(StoreGauges.format(sample, paused) + own, {
+              status: 200,
+              contentType: "text/plain; version=0.0.4; charset=utf-8"
+            })
+          }))
+      ),
 
       // Every worker process the registry lists (idle ones too), each with the leases it holds;
       // then the dead ones it still remembers (`gone: true`: killed, never retired), so a worker
       // killed with SIGKILL does not vanish without a trace; then owners of live leases that no
       // registry row names (a claim made by hand, a worker of an older version), `registered: false`.
-      HttpRouter.route("GET", "/api/workers", guard(false, () =>
-        Effect.gen(function*() {
-          const store = yield* RunStore
-          const [leases, alive, gone] = yield* Effect.all([store.leases, store.workers, store.goneWorkers])
-          const registered = [...alive.map((w) => ({ ...w, gone: false })), ...gone.map((w) => ({ ...w, gone: true }))]
-          const byOwner = new Map<string, Array<LiveLease>>()
-          for (const lease of leases) byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease])
-          const known = new Set(registered.map((w) => w.owner))
-          return json(200, {
-            workers: [
-              ...registered.map((w) => ({ ...w, registered: true, leases: byOwner.get(w.owner) ?? [] })),
-              ...[...byOwner].filter(([owner]) => !known.has(owner)).map(([owner, held]) => ({ owner, registered: false, leases: held }))
+      HttpRouter.route(
+        "GET",
+        "/api/workers",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const store = yield* RunStore
+            const [leases, alive, gone] = yield* Effect.all([store.leases, store.workers, store.goneWorkers])
+            const registered = [
+              ...alive.map((w) => ({ ...w, gone: false })),
+              ...gone.map((w) => ({ ...w, gone: true }))
             ]
-          })
-        }))),
+            const byOwner = new Map<string, Array<LiveLease>>()
+            for (const lease of leases) byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease])
+            const known = new Set(registered.map((w) => w.owner))
+            return json(200, {
+              workers: [
+                ...registered.map((w) => ({ ...w, registered: true, leases: byOwner.get(w.owner) ?? [] })),
+                ...[...byOwner].filter(([owner]) => !known.has(owner)).map(([owner, held]) => ({
+                  owner,
+                  registered: false,
+                  leases: held
+                }))
+              ]
+            })
+          }))
+      ),
 
       // Per queue: runs by state, the oldest due run's wait, whether it is paused, and the
       // completions and failures of the last minutes (RunStore.activity).
-      HttpRouter.route("GET", "/api/queues", guard(false, () =>
-        Effect.gen(function*() {
-          const store = yield* RunStore
-          const [stats, paused, registered, activity] = yield* Effect.all([
-            store.stats,
-            store.pausedQueues,
-            store.workers,
-            store.activity({ minutes: 5 })
-          ])
-          return json(200, { queues: Queues.overview(stats, paused, registered, activity) })
-        }))),
+      HttpRouter.route(
+        "GET",
+        "/api/queues",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const store = yield* RunStore
+            const [stats, paused, registered, activity] = yield* Effect.all([
+              store.stats,
+              store.pausedQueues,
+              store.workers,
+              store.activity({ minutes: 5 })
+            ])
+            return json(200, { queues: Queues.overview(stats, paused, registered, activity) })
+          }))
+      ),
 
-      HttpRouter.route("GET", "/api/activity", guard(false, () =>
-        Effect.gen(function*() {
-          const query = yield* HttpServerRequest.ParsedSearchParams
-          const minutes = yield* wholeNumber("minutes", single(query.minutes), 60, 1, 1440)
-          const store = yield* RunStore
-          return json(200, yield* store.activity({ minutes }))
-        }))),
+      HttpRouter.route(
+        "GET",
+        "/api/activity",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const query = yield* HttpServerRequest.ParsedSearchParams
+            const minutes = yield* wholeNumber("minutes", single(query.minutes), 60, 1, 1440)
+            const store = yield* RunStore
+            return json(200, yield* store.activity({ minutes }))
+          }))
+      ),
 
       // Declared key limits, each with the keys waiting longest (RunStore.keyUsage).
-      HttpRouter.route("GET", "/api/limits", guard(false, () =>
-        Effect.gen(function*() {
-          const query = yield* HttpServerRequest.ParsedSearchParams
-          const top = yield* wholeNumber("top", single(query.top), 10, 1, 100)
-          const store = yield* RunStore
-          const limits = yield* Effect.forEach(yield* store.keyLimits, (limit) =>
-            Effect.map(store.keyUsage(limit.scope, limit.name, top), (keys) => ({ ...limit, keys })))
-          return json(200, { limits, rateLimits: yield* store.rateLimits })
-        }))),
+      HttpRouter.route(
+        "GET",
+        "/api/limits",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const query = yield* HttpServerRequest.ParsedSearchParams
+            const top = yield* wholeNumber("top", single(query.top), 10, 1, 100)
+            const store = yield* RunStore
+            const limits = yield* Effect.forEach(
+              yield* store.keyLimits,
+              (limit) => Effect.map(store.keyUsage(limit.scope, limit.name, top), (keys) => ({ ...limit, keys }))
+            )
+            return json(200, { limits, rateLimits: yield* store.rateLimits })
+          }))
+      ),
 
       // Rate limits (RateLimits): declared or replaced by PUT, removed by DELETE; a bad limit is a
       // 400 naming the option, and nothing is written.
-      HttpRouter.route("PUT", "/api/rate-limits/:scope/:name", guard(true, () =>
-        Effect.gen(function*() {
-          const scope = yield* param("scope")
-          const name = yield* param("name")
-          const { intervalMs, limit: perInterval, perKey } = yield* body(RateLimitBody, limit)
-          const checked = yield* RateLimits.check({ scope: scope as RateLimits.RateLimitScope, name, limit: perInterval, interval: intervalMs, perKey })
-          const store = yield* RunStore
-          yield* store.setRateLimits([{ ...checked, interval: checked.intervalMs }])
-          return json(200, checked)
-        }))),
-
-      HttpRouter.route("DELETE", "/api/rate-limits/:scope/:name", guard(true, () =>
-        Effect.gen(function*() {
-          const scope = yield* param("scope")
-          const name = yield* param("name")
-          if (scope !== "queue" && scope !== "kind") return yield* Effect.fail(new InvalidConfig({ option: "scope", issue: `"${scope}" is not queue or kind` }))
-          const store = yield* RunStore
-          const removed = yield* store.removeRateLimit(scope, name)
-          return json(200, { scope, name, removed })
-        }))),
-
-      HttpRouter.route("GET", "/api/events", guard(false, () =>
-        Effect.gen(function*() {
-          const store = yield* RunStore
-          const notifications = hub.subscribe(store)
-          if (notifications === undefined) {
-            return problem(503, "too-many-streams", `this server holds ${maxEventStreams} event streams already; try again later`, {
-              "retry-after": "10"
+      HttpRouter.route(
+        "PUT",
+        "/api/rate-limits/:scope/:name",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const scope = yield* param("scope")
+            const name = yield* param("name")
+            const { intervalMs, limit: perInterval, perKey } = yield* body(RateLimitBody, limit)
+            const checked = yield* RateLimits.check({
+              scope: scope as RateLimits.RateLimitScope,
+              name,
+              limit: perInterval,
+              interval: intervalMs,
+              perKey
             })
-          }
-          const events = notifications.pipe(
-            Stream.map((note) => sseEvent(eventName[note._tag], JSON.stringify(note))),
-            // An event now and then keeps proxies from closing a quiet stream.
-            Stream.merge(Stream.map(Stream.drop(Stream.tick("15 seconds"), 1), () => sseEvent("ping", ""))),
-            Stream.encodeText
-          )
-          return HttpServerResponse.stream(events, {
-            contentType: "text/event-stream",
-            headers: { ...securityHeaders, "cache-control": "no-store", "x-accel-buffering": "no" }
-          })
-        })))
+            const store = yield* RunStore
+            yield* store.setRateLimits([{ ...checked, interval: checked.intervalMs }])
+            return json(200, checked)
+          }))
+      ),
+
+      HttpRouter.route(
+        "DELETE",
+        "/api/rate-limits/:scope/:name",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const scope = yield* param("scope")
+            const name = yield* param("name")
+            if (scope !== "queue" && scope !== "kind") {
+              return yield* Effect.fail(
+                new InvalidConfig({ option: "scope", issue: `"${scope}" is not queue or kind` })
+              )
+            }
+            const store = yield* RunStore
+            const removed = yield* store.removeRateLimit(scope, name)
+            return json(200, { scope, name, removed })
+          }))
+      ),
+
+      HttpRouter.route(
+        "GET",
+        "/api/events",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const store = yield* RunStore
+            const notifications = hub.subscribe(store)
+            if (notifications === undefined) {
+              return problem(
+                503,
+                "too-many-streams",
+                `this server holds ${maxEventStreams} event streams already; try again later`,
+                {
+                  "retry-after": "10"
+                }
+              )
+            }
+            const events = notifications.pipe(
+              Stream.map((note) => sseEvent(eventName[note._tag], JSON.stringify(note))),
+              // An event now and then keeps proxies from closing a quiet stream.
+              Stream.merge(Stream.map(Stream.drop(Stream.tick("15 seconds"), 1), () => sseEvent("ping", ""))),
+              Stream.encodeText
+            )
+            return HttpServerResponse.stream(events, {
+              contentType: "text/event-stream",
+              headers: { ...securityHeaders, "cache-control": "no-store", "x-accel-buffering": "no" }
+            })
+          }))
+      )
     ])
   }))
-

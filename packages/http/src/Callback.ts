@@ -25,16 +25,27 @@ export const url = Effect.fn("Callback.url")(function*(signal: string, options: 
   const fence = yield* Fence
   const store = yield* RunStore
   const callbacks = yield* Callbacks
-  const expiresIn = Option.filter(Duration.fromInput(options.expiresIn), (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0)
+  const expiresIn = Option.filter(
+    Duration.fromInput(options.expiresIn),
+    (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0
+  )
   if (Option.isNone(expiresIn)) {
-    return yield* new InvalidConfig({ option: "expiresIn", issue: `${JSON.stringify(options.expiresIn)} is not a positive duration` })
+    return yield* new InvalidConfig({
+      option: "expiresIn",
+      issue: `${JSON.stringify(options.expiresIn)} is not a positive duration`
+    })
   }
   if (Duration.toMillis(expiresIn.value) > Limits.maxDelayMs) {
-    return yield* new InvalidConfig({ option: "expiresIn", issue: `is longer than ${Limits.maxDelayMs} ms (100 years)` })
+    return yield* new InvalidConfig({
+      option: "expiresIn",
+      issue: `is longer than ${Limits.maxDelayMs} ms (100 years)`
+    })
   }
   yield* Limits.checkText("signal", signal, Limits.maxSignalBytes)
   const expiry = yield* store.callbackExpiry(leaseKey(fence), signal, expiresIn.value)
   const exp = String(Math.floor(expiry.getTime() / 1000))
   const sig = callbacks.sign(fence.runId, signal, exp)
-  return `${callbacks.baseUrl}/callbacks/${encodeURIComponent(fence.runId)}/${encodeURIComponent(signal)}?exp=${exp}&sig=${sig}`
+  return `${callbacks.baseUrl}/callbacks/${encodeURIComponent(fence.runId)}/${
+    encodeURIComponent(signal)
+  }?exp=${exp}&sig=${sig}`
 })

@@ -24,7 +24,17 @@ import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Callbacks } from "./Callbacks.js"
 import { Handlers } from "./Handlers.js"
 import { parseExp } from "./internal/CallbackSignature.js"
-import { bodyFailureResponse, json, notJson, parseJson, postOnly, problem, readBody, secure, storeFailureResponse } from "./internal/Http.js"
+import {
+  bodyFailureResponse,
+  json,
+  notJson,
+  parseJson,
+  postOnly,
+  problem,
+  readBody,
+  secure,
+  storeFailureResponse
+} from "./internal/Http.js"
 
 /** @category models */
 export interface CallbackRoutesOptions {
@@ -114,7 +124,11 @@ const deliver = (options: CallbackRoutesOptions) =>
       case "Replayed":
         return problem(409, "replayed", "this webhook-id was delivered before")
       case "Gone":
-        return problem(410, delivery.reason, delivery.reason === "timed-out" ? "the signal timed out" : "the run has finished")
+        return problem(
+          410,
+          delivery.reason,
+          delivery.reason === "timed-out" ? "the signal timed out" : "the run has finished"
+        )
     }
   }).pipe(
     Effect.catchTags({
@@ -136,4 +150,3 @@ const deliver = (options: CallbackRoutesOptions) =>
  */
 export const layer = (options: CallbackRoutesOptions = {}) =>
   postOnly(path, deliver(options), "callbacks", options.prefix)
-

@@ -91,19 +91,28 @@ export const make = Effect.fnUntraced(function*(options: CallbacksOptions) {
     return yield* new InvalidConfig({ option: "LEASEHOLD_CALLBACK_SECRETS", issue: "no secret is set" })
   }
   if (secrets.some((secret) => secret.length < 32)) {
-    return yield* new InvalidConfig({ option: "LEASEHOLD_CALLBACK_SECRETS", issue: "every secret needs at least 32 characters" })
+    return yield* new InvalidConfig({
+      option: "LEASEHOLD_CALLBACK_SECRETS",
+      issue: "every secret needs at least 32 characters"
+    })
   }
   const keys: Array<Uint8Array> = []
   for (const [index, secret] of split(options.webhookSecrets, /[,\s]+/).entries()) {
     const key = WebhookSignature.parseSecret(secret)
     if (key === undefined) {
-      return yield* new InvalidConfig({ option: "LEASEHOLD_WEBHOOK_SECRETS", issue: `secret ${index + 1} is not whsec_<base64>` })
+      return yield* new InvalidConfig({
+        option: "LEASEHOLD_WEBHOOK_SECRETS",
+        issue: `secret ${index + 1} is not whsec_<base64>`
+      })
     }
     keys.push(key)
   }
   const baseUrl = options.baseUrl.replace(/\/+$/, "")
   if (!/^https?:\/\/[^/]/.test(baseUrl) || !URL.canParse(baseUrl)) {
-    return yield* new InvalidConfig({ option: "baseUrl", issue: `${JSON.stringify(options.baseUrl)} is not an http(s) URL` })
+    return yield* new InvalidConfig({
+      option: "baseUrl",
+      issue: `${JSON.stringify(options.baseUrl)} is not an http(s) URL`
+    })
   }
   const tolerance = Option.getOrUndefined(Duration.fromInput(options.webhookTolerance ?? "5 minutes"))
   if (tolerance === undefined || !Duration.isFinite(tolerance)) {
@@ -127,12 +136,18 @@ export const make = Effect.fnUntraced(function*(options: CallbacksOptions) {
     webhooksConfigured: keys.length > 0,
     webhookSignatureRequired,
     verifyWebhook: (delivery) =>
-      WebhookSignature.verify({ ...delivery, keys, nowSeconds: Math.floor(delivery.nowMillis / 1000), toleranceSeconds })
+      WebhookSignature.verify({
+        ...delivery,
+        keys,
+        nowSeconds: Math.floor(delivery.nowMillis / 1000),
+        toleranceSeconds
+      })
   })
 })
 
 /** @category layers */
-export const layer = (options: CallbacksOptions): Layer.Layer<Callbacks, InvalidConfig> => Layer.effect(Callbacks, make(options))
+export const layer = (options: CallbacksOptions): Layer.Layer<Callbacks, InvalidConfig> =>
+  Layer.effect(Callbacks, make(options))
 
 /**
  * The environment's configuration: `LEASEHOLD_CALLBACK_SECRETS` (required),
@@ -142,7 +157,9 @@ export const layer = (options: CallbacksOptions): Layer.Layer<Callbacks, Invalid
  *
  * @category layers
  */
-export const layerConfig = (defaults: { readonly baseUrl?: string | undefined } = {}): Layer.Layer<Callbacks, InvalidConfig> =>
+export const layerConfig = (
+  defaults: { readonly baseUrl?: string | undefined } = {}
+): Layer.Layer<Callbacks, InvalidConfig> =>
   Layer.effect(
     Callbacks,
     Effect.gen(function*() {
@@ -154,8 +171,9 @@ export const layerConfig = (defaults: { readonly baseUrl?: string | undefined } 
         required("LEASEHOLD_REQUIRE_WEBHOOK_SIGNATURE")
       )
       const baseUrlConfig = Config.String("LEASEHOLD_CALLBACK_BASE_URL")
-      const baseUrl = yield* (defaults.baseUrl === undefined ? baseUrlConfig : Config.withDefault(baseUrlConfig, defaults.baseUrl))
-        .pipe(required("LEASEHOLD_CALLBACK_BASE_URL"))
+      const baseUrl =
+        yield* (defaults.baseUrl === undefined ? baseUrlConfig : Config.withDefault(baseUrlConfig, defaults.baseUrl))
+          .pipe(required("LEASEHOLD_CALLBACK_BASE_URL"))
       return yield* make({
         baseUrl,
         secrets,

@@ -31,7 +31,11 @@ export interface ConsoleOptions {
  */
 export const layer = (options: ConsoleOptions = {}) =>
   HttpRouter.use(Effect.fnUntraced(function*(router) {
-    const files = yield* HttpStaticServer.make({ root: options.root ?? defaultRoot, index: "index.html", cacheControl: "no-cache" })
+    const files = yield* HttpStaticServer.make({
+      root: options.root ?? defaultRoot,
+      index: "index.html",
+      cacheControl: "no-cache"
+    })
     const token = options.token === undefined ? undefined : Redacted.value(options.token)
     yield* router.add(
       "GET",

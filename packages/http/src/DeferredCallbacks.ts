@@ -47,12 +47,21 @@ export interface UrlOptions {
 export const url = Effect.fn("DeferredCallbacks.url")(function*(deferred: DurableDeferred.Any, options: UrlOptions) {
   const instance = yield* WorkflowInstance
   const callbacks = yield* Callbacks
-  const expiresIn = Option.filter(Duration.fromInput(options.expiresIn), (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0)
+  const expiresIn = Option.filter(
+    Duration.fromInput(options.expiresIn),
+    (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0
+  )
   if (Option.isNone(expiresIn)) {
-    return yield* new InvalidConfig({ option: "expiresIn", issue: `${JSON.stringify(options.expiresIn)} is not a positive duration` })
+    return yield* new InvalidConfig({
+      option: "expiresIn",
+      issue: `${JSON.stringify(options.expiresIn)} is not a positive duration`
+    })
   }
   if (Duration.toMillis(expiresIn.value) > Limits.maxDelayMs) {
-    return yield* new InvalidConfig({ option: "expiresIn", issue: `is longer than ${Limits.maxDelayMs} ms (100 years)` })
+    return yield* new InvalidConfig({
+      option: "expiresIn",
+      issue: `is longer than ${Limits.maxDelayMs} ms (100 years)`
+    })
   }
   const now = yield* Clock.currentTimeMillis
   const exp = String(Math.ceil((now + Duration.toMillis(expiresIn.value)) / 1000))
@@ -93,11 +102,19 @@ const complete = (options: DeferredCallbackRoutesOptions) =>
     const expSeconds = parseExp(exp)
     if (expSeconds === undefined) return problem(403, "exp-invalid", "exp must be unix seconds, 1 to 12 digits")
     if (!callbacks.verifyDeferred({ workflow, executionId, deferred: name }, exp, sig)) {
-      return problem(403, "signature-invalid", "the signature does not match this workflow, execution, deferred and expiry")
+      return problem(
+        403,
+        "signature-invalid",
+        "the signature does not match this workflow, execution, deferred and expiry"
+      )
     }
-    if (expSeconds * 1000 <= (yield* Clock.currentTimeMillis)) return problem(410, "expired", "this callback URL has expired")
+    if (expSeconds * 1000 <= (yield* Clock.currentTimeMillis)) {
+      return problem(410, "expired", "this callback URL has expired")
+    }
     const deferred = options.deferreds.find((d) => d.name === name)
-    if (deferred === undefined) return problem(404, "deferred-not-served", "this server does not complete that deferred")
+    if (deferred === undefined) {
+      return problem(404, "deferred-not-served", "this server does not complete that deferred")
+    }
     const contentType = notJson(request.headers["content-type"])
     if (contentType !== undefined) return contentType
 
@@ -105,20 +122,28 @@ const complete = (options: DeferredCallbackRoutesOptions) =>
     if (body._tag === "Failure") return bodyFailureResponse(body.failure, limit)
     const parsed = parseJson(body.success)
     if (parsed === undefined) return problem(400, "invalid-json", "the body is not JSON")
-    const schema = Schema.toCodecJson((deferred as DurableDeferred.DurableDeferred<Schema.Top, Schema.Top>).successSchema)
-    const value = yield* Effect.result(Schema.decodeUnknownEffect(schema)(parsed.value) as Effect.Effect<unknown, Schema.SchemaError>)
+    const schema = Schema.toCodecJson(
+      (deferred as DurableDeferred.DurableDeferred<Schema.Top, Schema.Top>).successSchema
+    )
+    const value = yield* Effect.result(
+      Schema.decodeUnknownEffect(schema)(parsed.value) as Effect.Effect<unknown, Schema.SchemaError>
+    )
     if (value._tag === "Failure") return problem(400, "invalid-payload", value.failure.message.split("\n").join(" "))
     // Checked here, not by the journal's statement: a value jsonb refuses is the sender's fault.
     const storable = Json.encode(parsed.value, "deferred value")
-    if (Exit.isFailure(storable)) return problem(400, "unstorable", (Cause.squash(storable.cause) as UnstorableValue).message)
+    if (Exit.isFailure(storable)) {
+      return problem(400, "unstorable", (Cause.squash(storable.cause) as UnstorableValue).message)
+    }
 
     // The engine's store failing is a defect of `deferredDone`: nothing is known, the sender retries.
-    const done = yield* Effect.exit(engine.deferredDone(deferred as DurableDeferred.DurableDeferred<Schema.Top, Schema.Top>, {
-      workflowName: workflow,
-      executionId,
-      deferredName: name,
-      exit: Exit.succeed(value.success)
-    }) as Effect.Effect<void>)
+    const done = yield* Effect.exit(
+      engine.deferredDone(deferred as DurableDeferred.DurableDeferred<Schema.Top, Schema.Top>, {
+        workflowName: workflow,
+        executionId,
+        deferredName: name,
+        exit: Exit.succeed(value.success)
+      }) as Effect.Effect<void>
+    )
     if (Exit.isFailure(done)) {
       yield* Effect.logWarning("deferred callback failed", Cause.pretty(done.cause).split("\n")[0])
       return problem(503, "store-unavailable", "try again")

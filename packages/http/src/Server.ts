@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { type Duration, Effect, Layer, type Redacted } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { createServer } from "node:http"
 import * as Admin from "./Admin.js"
 import * as CallbackRoutes from "./CallbackRoutes.js"
@@ -52,15 +52,24 @@ const wellFormedPath = (url: string): boolean => {
  *
  * @category layers
  */
-export const layerRequestChecks = HttpRouter.middleware((effect) =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    request.url.length > maxUrlLength
-      ? Effect.succeed(secure(problem(414, "uri-too-long", `the URL is longer than ${maxUrlLength} characters`)))
-      : wellFormedPath(request.url)
-      ? effect
-      : Effect.succeed(
-        secure(problem(400, "malformed-path", "the path is not valid percent-encoded UTF-8 (a stray %, or bytes that are not UTF-8)"))
-      )), { global: true })
+export const layerRequestChecks = HttpRouter.middleware(
+  (effect) =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      request.url.length > maxUrlLength
+        ? Effect.succeed(secure(problem(414, "uri-too-long", `the URL is longer than ${maxUrlLength} characters`)))
+        : wellFormedPath(request.url)
+        ? effect
+        : Effect.succeed(
+          secure(
+            problem(
+              400,
+              "malformed-path",
+              "the path is not valid percent-encoded UTF-8 (a stray %, or bytes that are not UTF-8)"
+            )
+          )
+        )),
+  { global: true }
+)
 
 /** @category models */
 export interface RoutesOptions {

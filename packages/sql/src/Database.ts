@@ -40,7 +40,9 @@ export interface DatabaseOptions<E = never> {
  *
  * @category constructors
  */
-export const resolveUrl = <E = never>(options: DatabaseOptions<E> = {}): Effect.Effect<string, E | MissingUrl, Scope.Scope> =>
+export const resolveUrl = <E = never>(
+  options: DatabaseOptions<E> = {}
+): Effect.Effect<string, E | MissingUrl, Scope.Scope> =>
   Effect.gen(function*() {
     if (options.url !== undefined && options.url !== "") return options.url
     // A string setting cannot be malformed: only "missing" can happen, and Config.option covers it.
@@ -62,7 +64,9 @@ export const layer = <E = never>(options: DatabaseOptions<E> = {}) =>
  *
  * @category constructors
  */
-export const addressOf = (url: string): { readonly host?: string; readonly port?: number; readonly database?: string } => {
+export const addressOf = (
+  url: string
+): { readonly host?: string; readonly port?: number; readonly database?: string } => {
   let parsed: URL
   try {
     parsed = new URL(url)
@@ -78,7 +82,11 @@ export const addressOf = (url: string): { readonly host?: string; readonly port?
     }
   }
   const hostname = parsed.hostname
-  let host = hostname === "" ? undefined : hostname.startsWith("[") && hostname.endsWith("]") ? hostname.slice(1, -1) : decode(hostname)
+  let host = hostname === ""
+    ? undefined
+    : hostname.startsWith("[") && hostname.endsWith("]")
+    ? hostname.slice(1, -1)
+    : decode(hostname)
   let port = parsed.port === "" ? undefined : Number(parsed.port)
   let database = decode(parsed.pathname.replace(/^\//, ""))
   if (database === "") database = undefined

@@ -7,9 +7,9 @@
  *
  * @since 0.1.0
  */
-import { readdirSync, readFileSync } from "node:fs"
 import { Effect } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
+import { readdirSync, readFileSync } from "node:fs"
 import * as SqlScript from "./internal/SqlScript.js"
 import type { StoreSchema } from "./StoreSchema.js"
 
@@ -38,7 +38,6 @@ export const files = (): ReadonlyArray<{ readonly name: string; readonly text: s
 export const render = (text: string, store: StoreSchema): Array<string> =>
   SqlScript.statements(text.replaceAll("{{schema}}", store.schema).replaceAll("{{channel}}", store.channel))
 
-
 const statements = (list: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -63,6 +62,8 @@ export const run = Effect.fn("Migrations.run")(function*(store: StoreSchema, opt
   const wanted = files().filter(({ name }) => options.upTo === undefined || name <= options.upTo)
   return yield* migrateWith({
     table: `${store.schema}.leasehold_migrations`,
-    loader: Migrator.fromRecord(Object.fromEntries(wanted.map(({ name, text }) => [name, statements(render(text, store))])))
+    loader: Migrator.fromRecord(
+      Object.fromEntries(wanted.map(({ name, text }) => [name, statements(render(text, store))]))
+    )
   })
 })

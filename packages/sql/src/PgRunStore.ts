@@ -4,26 +4,36 @@
  *
  * @since 0.1.0
  */
-import { Activity, type ClaimRequest, ClaimPosition, InvalidConfig, type LeaseKey, RateWakes, RunStore, type StoreError, type StoreNotification } from "@leasehold/core"
 import { PgClient, PgConnection } from "@effect/sql-pg"
+import {
+  Activity,
+  ClaimPosition,
+  type ClaimRequest,
+  InvalidConfig,
+  type LeaseKey,
+  RateWakes,
+  RunStore,
+  type StoreError,
+  type StoreNotification
+} from "@leasehold/core"
 import { Clock, Context, type Duration, Effect, Layer, PubSub, Redacted, Stream } from "effect"
-import type { SqlError } from "effect/sql"
 import * as Reactivity from "effect/reactivity/Reactivity"
-import * as Migrations from "./Migrations.js"
+import type { SqlError } from "effect/sql"
 import * as admin from "./internal/statements/admin.js"
 import * as claimStatement from "./internal/statements/claim.js"
 import * as enqueueStatement from "./internal/statements/enqueue.js"
 import * as guarded from "./internal/statements/guarded.js"
 import * as keys from "./internal/statements/keys.js"
-import * as rate from "./internal/statements/rate.js"
-import * as operators from "./internal/statements/operators.js"
 import * as ledger from "./internal/statements/ledger.js"
+import * as operators from "./internal/statements/operators.js"
 import * as queues from "./internal/statements/queues.js"
+import * as rate from "./internal/statements/rate.js"
 import * as read from "./internal/statements/read.js"
 import * as renewHeld from "./internal/statements/renewHeld.js"
 import * as sampleStatement from "./internal/statements/sample.js"
 import * as schedules from "./internal/statements/schedules.js"
 import * as signals from "./internal/statements/signals.js"
+import * as Migrations from "./Migrations.js"
 import * as StoreErrors from "./StoreErrors.js"
 import * as StoreSchema from "./StoreSchema.js"
 import * as WorkflowJournal from "./WorkflowJournal.js"
@@ -106,18 +116,30 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   const s = yield* Effect.fromResult(StoreSchema.validate(options.schema))
   const completedRuns = options.completedRuns ?? "keep"
   if (completedRuns !== "keep" && completedRuns !== "delete") {
-    return yield* new InvalidConfig({ option: "completedRuns", issue: `${JSON.stringify(completedRuns)} is not "keep" or "delete"` })
+    return yield* new InvalidConfig({
+      option: "completedRuns",
+      issue: `${JSON.stringify(completedRuns)} is not "keep" or "delete"`
+    })
   }
   const storage = options.storage ?? (completedRuns === "delete" ? "rows" : "ledger")
   if (storage !== "ledger" && storage !== "rows") {
-    return yield* new InvalidConfig({ option: "storage", issue: `${JSON.stringify(storage)} is not "ledger" or "rows"` })
+    return yield* new InvalidConfig({
+      option: "storage",
+      issue: `${JSON.stringify(storage)} is not "ledger" or "rows"`
+    })
   }
   if (storage === "ledger" && completedRuns === "delete") {
-    return yield* new InvalidConfig({ option: "completedRuns", issue: `"delete" needs storage "rows": the ledger keeps its history by batch` })
+    return yield* new InvalidConfig({
+      option: "completedRuns",
+      issue: `"delete" needs storage "rows": the ledger keeps its history by batch`
+    })
   }
   const runtimeConnections = options.runtimeConnections ?? 4
   if (!Number.isInteger(runtimeConnections) || runtimeConnections < 1) {
-    return yield* new InvalidConfig({ option: "runtimeConnections", issue: `${runtimeConnections} is not a whole number of at least 1` })
+    return yield* new InvalidConfig({
+      option: "runtimeConnections",
+      issue: `${runtimeConnections} is not a whole number of at least 1`
+    })
   }
   if (options.migrate ?? true) yield* Migrations.run(s)
 
@@ -152,19 +174,19 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   const notifications: Stream.Stream<StoreNotification, StoreError> = listenConfig === undefined
     ? Stream.never
     : Stream.unwrap(
-    Effect.gen(function*() {
-      const connection = yield* PgConnection.make(listenConfig)
-      const source = yield* connection.listen(s.channel)
-      // LISTEN has been acknowledged: what is sent from now on arrives.
-      return Stream.concat(
-        Stream.succeed<StoreNotification>({ _tag: "Subscribed" }),
-        Stream.fromQueue(source).pipe(
-          Stream.map((note) => parseNotification(note.payload)),
-          Stream.filter((note): note is StoreNotification => note !== undefined)
+      Effect.gen(function*() {
+        const connection = yield* PgConnection.make(listenConfig)
+        const source = yield* connection.listen(s.channel)
+        // LISTEN has been acknowledged: what is sent from now on arrives.
+        return Stream.concat(
+          Stream.succeed<StoreNotification>({ _tag: "Subscribed" }),
+          Stream.fromQueue(source).pipe(
+            Stream.map((note) => parseNotification(note.payload)),
+            Stream.filter((note): note is StoreNotification => note !== undefined)
+          )
         )
-      )
-    })
-  ).pipe(Stream.mapError((error) => StoreErrors.fromSql("listen", error as SqlError.SqlError)))
+      })
+    ).pipe(Stream.mapError((error) => StoreErrors.fromSql("listen", error as SqlError.SqlError)))
 
   const refail = StoreErrors.refail
   // Where this store's due-only claims stand in each queue: in this process's memory, never in a
@@ -182,11 +204,22 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
   const clock = yield* Clock.Clock
   const wakes = yield* PubSub.unbounded<StoreNotification>()
   const scope = yield* Effect.scope
-  const rateWakes = RateWakes.make(clock, (queue) => PubSub.publish(wakes, { _tag: "RunsAvailable", queue }), (wake) => Effect.forkIn(wake, scope))
+  const rateWakes = RateWakes.make(
+    clock,
+    (queue) => PubSub.publish(wakes, { _tag: "RunsAvailable", queue }),
+    (wake) => Effect.forkIn(wake, scope)
+  )
   const claimRated = (request: ClaimRequest) => {
     const wake: rate.RatedWake = { next: undefined }
     return Effect.tap(
-      rate.withRated(runtime, s, request, ratedSeen, wake, (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger")),
+      rate.withRated(
+        runtime,
+        s,
+        request,
+        ratedSeen,
+        wake,
+        (rest) => claimStatement.claim(runtime, s, positions, rest, keyCursors, refs, storage === "ledger")
+      ),
       () => {
         if (wake.next === undefined) return Effect.void
         const now = clock.currentTimeMillisUnsafe()
@@ -195,19 +228,26 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     )
   }
   return RunStore.of({
-    enqueue: (requests) => enqueueStatement.enqueue(sql, s, requests, storage).pipe(refail("enqueue"), Effect.withSpan("PgRunStore.enqueue")),
+    enqueue: (requests) =>
+      enqueueStatement.enqueue(sql, s, requests, storage).pipe(
+        refail("enqueue"),
+        Effect.withSpan("PgRunStore.enqueue")
+      ),
     // Runs a rate limit governs are started first (rate.ts), then the routine claim takes the rest.
     claim: (request) => refail("claim")(claimRated(request)),
     renew: (owner, leases, ttl) => refail("renew")(renew(owner, leases, ttl)),
-    completeBatch: (items, next) => refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
+    completeBatch: (items, next) =>
+      refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request, refs)),
     release: (lease) => refail("release")(guarded.release(sql, s, lease, refs)),
     snooze: (request) => refail("snooze")(guarded.snooze(sql, s, request, refs)),
     checkpoint: (lease, value) => refail("checkpoint")(guarded.checkpoint(sql, s, lease, value, refs)),
     suspend: (request) => refail("suspend")(guarded.suspend(sql, s, request, refs)),
     deliverSignal: (request) => refail("deliver signal")(signals.deliverSignal(sql, s, request)),
-    callbackExpiry: (lease, signal, expiresIn) => refail("callback")(signals.callbackExpiry(sql, s, lease, signal, expiresIn)),
-    completeInTransaction: (lease, effect, encode, ttl) => guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns, refs, ttl),
+    callbackExpiry: (lease, signal, expiresIn) =>
+      refail("callback")(signals.callbackExpiry(sql, s, lease, signal, expiresIn)),
+    completeInTransaction: (lease, effect, encode, ttl) =>
+      guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns, refs, ttl),
     resumeById: (runId, payload) => refail("resume")(admin.resumeById(sql, s, runId, payload)),
     resumeByToken: (token, payload) => refail("resume")(admin.resumeByToken(sql, s, token, payload)),
     cancel: (runId) => refail("cancel")(admin.cancel(sql, s, runId)),
@@ -226,8 +266,12 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     setKeyLimits: (limits) => refail("set key limits")(keys.set(sql, s, limits)),
     removeKeyLimit: (scope, name) => refail("remove key limit")(keys.remove(sql, s, scope, name)),
     keyLimits: refail("key limits")(keys.list(sql, s)),
-    setRateLimits: (limits) => refail("set rate limits")(Effect.ensuring(rate.set(sql, s, limits), Effect.sync(() => ratedSeen.forget()))),
-    removeRateLimit: (scope, name) => refail("remove rate limit")(Effect.ensuring(rate.remove(sql, s, scope, name), Effect.sync(() => ratedSeen.forget()))),
+    setRateLimits: (limits) =>
+      refail("set rate limits")(Effect.ensuring(rate.set(sql, s, limits), Effect.sync(() => ratedSeen.forget()))),
+    removeRateLimit: (scope, name) =>
+      refail("remove rate limit")(
+        Effect.ensuring(rate.remove(sql, s, scope, name), Effect.sync(() => ratedSeen.forget()))
+      ),
     rateLimits: refail("rate limits")(rate.list(sql, s)),
     registerSchedules: (definitions) => refail("register schedules")(schedules.register(sql, s, definitions)),
     tickSchedules: refail("tick schedules")(schedules.tick(sql, s)),
@@ -238,7 +282,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     retireWorker: (owner) => refail("retire worker")(operators.retireWorker(sql, s, owner)),
     workers: refail("workers")(operators.workers(sql, s)),
     goneWorkers: refail("gone workers")(operators.workers(sql, s, "gone")),
-    activity: (request) => Effect.andThen(Activity.check(request), refail("activity")(operators.activity(sql, s, request))),
+    activity: (request) =>
+      Effect.andThen(Activity.check(request), refail("activity")(operators.activity(sql, s, request))),
     keyUsage: (scope, name, top) => refail("key usage")(operators.keyUsage(sql, s, scope, name, top)),
     notifications: Stream.merge(notifications, Stream.fromPubSub(wakes))
   })
@@ -255,5 +300,7 @@ export const layer = (options: PgRunStoreOptions = {}) =>
     const store = yield* make(options)
     const sql = yield* PgClient.PgClient
     const s = yield* Effect.fromResult(StoreSchema.validate(options.schema))
-    return Context.make(RunStore, store).pipe(Context.add(WorkflowJournal.WorkflowJournal, WorkflowJournal.makeWith(sql, s)))
+    return Context.make(RunStore, store).pipe(
+      Context.add(WorkflowJournal.WorkflowJournal, WorkflowJournal.makeWith(sql, s))
+    )
   }))

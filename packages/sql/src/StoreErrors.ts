@@ -17,7 +17,16 @@ import { SqlError } from "effect/sql"
  *
  * @category errors
  */
-export const valueRefusedCodes: ReadonlySet<string> = new Set(["22021", "22P05", "22P02", "22003", "22008", "22015", "22001", "54000"])
+export const valueRefusedCodes: ReadonlySet<string> = new Set([
+  "22021",
+  "22P05",
+  "22P02",
+  "22003",
+  "22008",
+  "22015",
+  "22001",
+  "54000"
+])
 
 /**
  * The SQLSTATE with which PostgreSQL ends a session whose transaction sat idle longer than
@@ -56,16 +65,20 @@ export class MalformedRow extends Schema.TaggedError<MalformedRow>()("MalformedR
 
 type DriverError = SqlError.SqlError | MalformedRow
 
-const isDriverError = (error: unknown): error is DriverError => SqlError.isSqlError(error) || error instanceof MalformedRow
+const isDriverError = (error: unknown): error is DriverError =>
+  SqlError.isSqlError(error) || error instanceof MalformedRow
 
 /** Maps the `SqlError`s (and malformed rows) of `effect` to `StoreError`; every other failure passes through. @category errors */
-export const refail = (operation: string) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, DriverError> | StoreError, R> =>
-  Effect.catchIf(
-    effect,
-    isDriverError as (e: E) => e is Extract<E, DriverError>,
-    (error: DriverError) =>
-      Effect.fail(
-        error instanceof MalformedRow ? new StoreError({ operation, reason: "MalformedRow", cause: error }) : fromSql(operation, error)
-      )
-  ) as Effect.Effect<A, Exclude<E, DriverError> | StoreError, R>
+export const refail =
+  (operation: string) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, DriverError> | StoreError, R> =>
+    Effect.catchIf(
+      effect,
+      isDriverError as (e: E) => e is Extract<E, DriverError>,
+      (error: DriverError) =>
+        Effect.fail(
+          error instanceof MalformedRow
+            ? new StoreError({ operation, reason: "MalformedRow", cause: error })
+            : fromSql(operation, error)
+        )
+    ) as Effect.Effect<A, Exclude<E, DriverError> | StoreError, R>

@@ -64,7 +64,10 @@ export const validate = (schema: string = "leasehold"): Result.Result<StoreSchem
   validName.test(schema)
     ? Result.succeed(derive(schema))
     : Result.fail(
-      new InvalidConfig({ option: "schema", issue: `"${schema}" is not a plain name: use lower-case letters, digits and _ (at most 41 characters)` })
+      new InvalidConfig({
+        option: "schema",
+        issue: `"${schema}" is not a plain name: use lower-case letters, digits and _ (at most 41 characters)`
+      })
     )
 
 /** `validate`, throwing on an invalid name: for names fixed in code. @category constructors */

@@ -6,13 +6,13 @@
  *
  * @since 0.1.0
  */
-import { type StoreError, WorkflowJournal as Journal } from "@leasehold/core"
 import { PgClient } from "@effect/sql-pg"
+import { type StoreError, WorkflowJournal as Journal } from "@leasehold/core"
 import { Effect, Layer } from "effect"
 import type { SqlClient } from "effect/sql"
+import * as statements from "./internal/statements/workflow.js"
 import * as StoreErrors from "./StoreErrors.js"
 import * as StoreSchema from "./StoreSchema.js"
-import * as statements from "./internal/statements/workflow.js"
 
 /** The service, re-exported from `@leasehold/core`. @category services */
 export const WorkflowJournal = Journal.WorkflowJournal
@@ -51,7 +51,8 @@ export const makeWith = (sql: SqlClient.SqlClient, s: StoreSchema.StoreSchema): 
     deferredResult: (execution, name) => refail("deferred result")(statements.deferredResult(sql, s, execution, name)),
     transaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
       refail("activity transaction")(sql.withTransaction(effect)),
-    deferredDone: (execution, name, exit) => refail("deferred done")(statements.deferredDone(sql, s, execution, name, exit)),
+    deferredDone: (execution, name, exit) =>
+      refail("deferred done")(statements.deferredDone(sql, s, execution, name, exit)),
     wake: (execution, reason) => refail("wake")(statements.wake(sql, s, execution, reason)),
     consumeWake: (lease) => refail("wake")(statements.consumeWake(sql, s, lease)),
     scheduleClock: (execution, deferred, durationMs) =>

@@ -47,7 +47,12 @@ const report = (event: Record<string, unknown>) =>
 
 const errorReport = (error: any) =>
   error?._tag === "FenceRejected"
-    ? { tag: error._tag, presentedFence: error.presentedFence, storedFence: error.storedFence, operation: error.operation }
+    ? {
+      tag: error._tag,
+      presentedFence: error.presentedFence,
+      storedFence: error.storedFence,
+      operation: error.operation
+    }
     : { tag: error?._tag ?? "Error", message: String(error?.message ?? error) }
 
 /** The side effect: a ledger row written in the same fenced transaction that completes the run. */
@@ -62,7 +67,14 @@ const writeLedger = Effect.gen(function*() {
   if (result._tag === "Success") {
     yield* report({ type: "write-result", op: "ledger", runId: fence.runId, fence: fence.fence, outcome: "committed" })
   } else {
-    yield* report({ type: "write-result", op: "ledger", runId: fence.runId, fence: fence.fence, outcome: "rejected", error: errorReport(result.failure) })
+    yield* report({
+      type: "write-result",
+      op: "ledger",
+      runId: fence.runId,
+      fence: fence.fence,
+      outcome: "rejected",
+      error: errorReport(result.failure)
+    })
     return yield* Effect.fail(result.failure)
   }
 })
@@ -87,7 +99,16 @@ const chaosStep = Handler.make({
       yield* Effect.sleep(workMs / 2)
       if (checkpoint === true) {
         yield* Run.checkpoint({ half: true, fence: fence.fence }).pipe(
-          Effect.tapError((error) => report({ type: "write-result", op: "checkpoint", runId: fence.runId, fence: fence.fence, outcome: "rejected", error: errorReport(error) }))
+          Effect.tapError((error) =>
+            report({
+              type: "write-result",
+              op: "checkpoint",
+              runId: fence.runId,
+              fence: fence.fence,
+              outcome: "rejected",
+              error: errorReport(error)
+            })
+          )
         )
       }
       yield* Effect.sleep(workMs / 2)
@@ -103,44 +124,53 @@ const stepKinds = ["long-step", "process-order", "reconcile-ledger"]
 const approvalKinds = ["approval", "approve-refund"]
 
 /** Works (a tick every 100 ms, reported) for `workMs` or until told to finish, then writes its ledger row. */
-const step = (kind: string) => Handler.make({
-  kind,
-  payload: Schema.Struct({ workMs: Schema.optional(Schema.Number) }),
-  handle: ({ workMs }) =>
-    Effect.gen(function*() {
-      const fence = yield* Fence
-      const finish = yield* Deferred.make<void>()
-      finishers.set(fence.runId, finish)
-      let n = 0
-      const tick = Effect.forever(Effect.andThen(
-        Effect.suspend(() => report({ type: "work", runId: fence.runId, fence: fence.fence, n: ++n })),
-        Effect.sleep("100 millis")
-      ))
-      const done = workMs === undefined ? Deferred.await(finish) : Effect.raceFirst(Deferred.await(finish), Effect.sleep(workMs))
-      yield* Effect.raceFirst(tick, done)
-      yield* writeLedger
-    }).pipe(
-      Effect.onInterrupt(() =>
-        Effect.flatMap(Fence, (fence) => report({ type: "handler-interrupted", runId: fence.runId, fence: fence.fence }))
+const step = (kind: string) =>
+  Handler.make({
+    kind,
+    payload: Schema.Struct({ workMs: Schema.optional(Schema.Number) }),
+    handle: ({ workMs }) =>
+      Effect.gen(function*() {
+        const fence = yield* Fence
+        const finish = yield* Deferred.make<void>()
+        finishers.set(fence.runId, finish)
+        let n = 0
+        const tick = Effect.forever(Effect.andThen(
+          Effect.suspend(() => report({ type: "work", runId: fence.runId, fence: fence.fence, n: ++n })),
+          Effect.sleep("100 millis")
+        ))
+        const done = workMs === undefined
+          ? Deferred.await(finish)
+          : Effect.raceFirst(Deferred.await(finish), Effect.sleep(workMs))
+        yield* Effect.raceFirst(tick, done)
+        yield* writeLedger
+      }).pipe(
+        Effect.onInterrupt(() =>
+          Effect.flatMap(Fence, (fence) =>
+            report({ type: "handler-interrupted", runId: fence.runId, fence: fence.fence }))
+        )
       )
-    )
-})
+  })
 
 /** Waits for a person's approval, then writes its ledger row. */
-const approval = (kind: string) => Handler.make({
-  kind,
-  payload: Schema.Unknown,
-  handle: () =>
-    Effect.gen(function*() {
-      const fence = yield* Fence
-      yield* report({ type: "work", runId: fence.runId, fence: fence.fence, n: 0 })
-      const outcome = yield* Run.awaitSignal("approval")
-      yield* report({ type: "signal", runId: fence.runId, fence: fence.fence, outcome })
-      yield* writeLedger
-    })
-})
+const approval = (kind: string) =>
+  Handler.make({
+    kind,
+    payload: Schema.Unknown,
+    handle: () =>
+      Effect.gen(function*() {
+        const fence = yield* Fence
+        yield* report({ type: "work", runId: fence.runId, fence: fence.fence, n: 0 })
+        const outcome = yield* Run.awaitSignal("approval")
+        yield* report({ type: "signal", runId: fence.runId, fence: fence.fence, outcome })
+        yield* writeLedger
+      })
+  })
 
-type Command = { readonly cmd: "finish"; readonly runId: string } | { readonly cmd: "stale-write"; readonly runId: string; readonly fence: number }
+type Command = { readonly cmd: "finish"; readonly runId: string } | {
+  readonly cmd: "stale-write"
+  readonly runId: string
+  readonly fence: number
+}
 
 const main = Effect.gen(function*() {
   const context = yield* Effect.context<RunStore | SqlClient.SqlClient>()
@@ -182,15 +212,19 @@ const main = Effect.gen(function*() {
 })
 
 const layer = PgRunStore.layer({ schema: config.schema, migrate: false }).pipe(
-  Layer.provideMerge(Database.layerFromUrl(config.url, { maxConnections: config.maxConnections ?? 4, applicationName: owner }))
+  Layer.provideMerge(
+    Database.layerFromUrl(config.url, { maxConnections: config.maxConnections ?? 4, applicationName: owner })
+  )
 )
 
-const fiber = Effect.runFork(Effect.scoped(main).pipe(
-  Effect.provide(layer),
-  // Traces and metrics exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
-  Effect.provide(Otlp.layer),
-  Effect.catchCause((cause) => report({ type: "crashed", cause: String(cause) }))
-))
+const fiber = Effect.runFork(
+  Effect.scoped(main).pipe(
+    Effect.provide(layer),
+    // Traces and metrics exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    Effect.provide(Otlp.layer),
+    Effect.catchCause((cause) => report({ type: "crashed", cause: String(cause) }))
+  )
+)
 // SIGTERM/SIGINT interrupt the worker, which shuts down gracefully; then the process exits.
 fiber.addObserver(() => process.exit(0))
 const stop = () => fiber.interruptUnsafe()

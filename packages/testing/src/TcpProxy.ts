@@ -46,7 +46,7 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
       if (upstream === undefined || upstream.connecting) return
       // Bytes for a server that has closed its end go nowhere, as they would on the wire.
       const sent = pipe.toUpstream.splice(0)
-      if (!pipe.upstreamEnded) for (const chunk of sent) upstream.write(chunk)
+      if (!pipe.upstreamEnded) { for (const chunk of sent) upstream.write(chunk) }
       if (pipe.clientEnded) upstream.end()
       if (cut === "answers") return
       for (const chunk of pipe.toClient.splice(0)) pipe.client.write(chunk)
@@ -85,7 +85,14 @@ export const start = (initial: { host: string; port: number }): Promise<TcpProxy
 
     const server = net.createServer((client) => {
       client.setNoDelay(true)
-      const pipe: Pipe = { client, upstream: undefined, toUpstream: [], toClient: [], clientEnded: false, upstreamEnded: false }
+      const pipe: Pipe = {
+        client,
+        upstream: undefined,
+        toUpstream: [],
+        toClient: [],
+        clientEnded: false,
+        upstreamEnded: false
+      }
       pipes.add(pipe)
       client.on("data", (chunk) => {
         pipe.toUpstream.push(chunk)

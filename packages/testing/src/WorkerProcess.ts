@@ -108,7 +108,12 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
     maxConnections: settings.maxConnections ?? 4,
     retryBase: settings.retryBase ?? "50 millis"
   }
-  const env = { ...process.env, ...settings.env, LEASEHOLD_WORKER_CONFIG: JSON.stringify(config), NODE_NO_WARNINGS: "1" }
+  const env = {
+    ...process.env,
+    ...settings.env,
+    LEASEHOLD_WORKER_CONFIG: JSON.stringify(config),
+    NODE_NO_WARNINGS: "1"
+  }
   const child: ChildProcess = spawn(process.execPath, [script], {
     env: settings.skew === undefined ? env : { ...env, ...skewedClock(settings.skew) },
     stdio: ["pipe", "pipe", "pipe"]

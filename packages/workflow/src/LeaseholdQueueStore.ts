@@ -34,7 +34,8 @@ export interface LeaseholdQueueStoreOptions {
 
 // The factory's signal that an element can never be processed (its payload does not decode).
 const isDeadLetter = (u: unknown) => Predicate.isTagged(u, "~effect/persistence/PersistedQueue/DeadLetter")
-const deadLettered = (cause: Cause.Cause<unknown>) => cause.reasons.some((reason) => Cause.isFailReason(reason) && isDeadLetter(reason.error))
+const deadLettered = (cause: Cause.Cause<unknown>) =>
+  cause.reasons.some((reason) => Cause.isFailReason(reason) && isDeadLetter(reason.error))
 
 const storeError = (operation: string) => (cause: unknown) =>
   new PersistedQueue.PersistedQueueError({ message: `leasehold queue store: ${operation} failed`, cause })
@@ -85,7 +86,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdQueueStoreOpti
           )
           // Settled under the fence of this take; a stale taker's settlement is refused and ignored.
           yield* Effect.addFinalizer((exit) => {
-            if (Exit.isSuccess(exit)) return Effect.ignore(store.completeBatch([{ ...lease, result: null, keyed: false }]))
+            if (Exit.isSuccess(exit)) {
+              return Effect.ignore(store.completeBatch([{ ...lease, result: null, keyed: false }]))
+            }
             const cause = exit.cause
             if (Cause.hasInterruptsOnly(cause)) return Effect.ignore(store.release(lease))
             const exhausted = deadLettered(cause) || run.attempt >= maxAttempts
@@ -112,4 +115,3 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdQueueStoreOpti
  */
 export const layer = (options: LeaseholdQueueStoreOptions = {}) =>
   PersistedQueue.layer.pipe(Layer.provideMerge(Layer.effect(PersistedQueue.PersistedQueueStore, make(options))))
-

@@ -17,8 +17,8 @@ import {
   FenceRejected,
   Handler,
   InvalidPayload,
-  LeaseNotHeld,
   leaseKey,
+  LeaseNotHeld,
   Run,
   RunNotFound,
   RunStore,
@@ -43,7 +43,8 @@ const registrationBurst = 8
 export const kindOf = (workflowName: string): string => `workflow/${workflowName}`
 
 /** The key naming an execution: its run's idempotency key, and its journal's key. @category naming */
-export const executionKey = (workflowName: string, executionId: string): string => `workflow/${workflowName}/${executionId}`
+export const executionKey = (workflowName: string, executionId: string): string =>
+  `workflow/${workflowName}/${executionId}`
 
 /** The deferred an `interrupt` completes (the name Effect's cluster engine uses). @category naming */
 export const InterruptSignal = DurableDeferred.make("Workflow/InterruptSignal")
@@ -111,7 +112,11 @@ type ExecutionPayload = typeof ExecutionPayload.Type
 
 // Exits whose values are already encoded (activities, deferreds) as JSON.
 const EncodedExit = Schema.toCodecJson(
-  Schema.Exit(Schema.Union([Schema.Undefined, Schema.Any]), Schema.Union([Schema.Undefined, Schema.Any]), Schema.Defect())
+  Schema.Exit(
+    Schema.Union([Schema.Undefined, Schema.Any]),
+    Schema.Union([Schema.Undefined, Schema.Any]),
+    Schema.Defect()
+  )
 )
 const encodeExit = Schema.encodeSync(EncodedExit) as (exit: Exit.Exit<unknown, unknown>) => unknown
 const decodeExit = Schema.decodeUnknownSync(EncodedExit) as (json: unknown) => Exit.Exit<unknown, unknown>
@@ -128,7 +133,9 @@ const codecsOf = (workflow: Workflow.Any): Codecs => {
     const { errorSchema, payloadSchema, successSchema } = workflow as Workflow.AnyWithProps
     codecs = {
       payload: Schema.toCodecJson(payloadSchema) as unknown as Schema.Codec<unknown, unknown>,
-      result: Schema.toCodecJson(Workflow.Result({ success: successSchema, error: errorSchema })) as unknown as Schema.Codec<
+      result: Schema.toCodecJson(
+        Workflow.Result({ success: successSchema, error: errorSchema })
+      ) as unknown as Schema.Codec<
         Workflow.Result<unknown, unknown>,
         unknown
       >
@@ -203,12 +210,17 @@ const abandonWith = (fault: RunFault): Effect.Effect<never> =>
 const orFault = <A, R>(effect: Effect.Effect<A, RunFault, R>): Effect.Effect<A, never, R> =>
   Effect.catch(effect, abandonWith)
 /** Ends an engine operation of a replay already abandoned by a fault, before it does anything. */
-const unlessAbandoned: Effect.Effect<void> = Effect.flatMap(Effect.serviceOption(Replay), (replay) =>
-  Option.isSome(replay) && replay.value.fault !== undefined ? abandonWith(replay.value.fault) : Effect.void)
+const unlessAbandoned: Effect.Effect<void> = Effect.flatMap(
+  Effect.serviceOption(Replay),
+  (replay) => Option.isSome(replay) && replay.value.fault !== undefined ? abandonWith(replay.value.fault) : Effect.void
+)
 
 type Registered = {
   readonly workflow: Workflow.Any
-  readonly execute: (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
+  readonly execute: (
+    payload: object,
+    executionId: string
+  ) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
 }
 
 /**
@@ -241,7 +253,12 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       switch (state) {
         case "completed":
           return Option.some(
-            yield* Effect.orDie(Schema.decodeUnknownEffect(codecsOf(workflow).result)(result) as Effect.Effect<Workflow.Result<unknown, unknown>, Schema.SchemaError>)
+            yield* Effect.orDie(
+              Schema.decodeUnknownEffect(codecsOf(workflow).result)(result) as Effect.Effect<
+                Workflow.Result<unknown, unknown>,
+                Schema.SchemaError
+              >
+            )
           )
         case "failed":
           return Option.some(new Workflow.Complete({ exit: Exit.die(error) }) as Workflow.Result<unknown, unknown>)
@@ -306,7 +323,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         const ready = notYetReady ?? Latch.makeUnsafe()
         notYetReady = ready
         serving = ready
-        const start = Effect.andThen(Effect.repeat(Effect.yieldNow, { times: registrationBurst }), serveWith(options.serve, ready))
+        const start = Effect.andThen(
+          Effect.repeat(Effect.yieldNow, { times: registrationBurst }),
+          serveWith(options.serve, ready)
+        )
         yield* FiberHandle.run(served, start.pipe(Effect.provideContext(context)))
         // The first worker's start (its connections, its first plans) is paid here, as the layers
         // build, rather than by the first execution; later restarts are warm and are not waited for.
@@ -319,7 +339,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     execute: Effect.fnUntraced(function*(workflow, request) {
       const key = executionKey(workflow._tag, request.executionId)
       const payload = yield* Effect.orDie(
-        Schema.encodeUnknownEffect(codecsOf(workflow).payload)(request.payload) as Effect.Effect<unknown, Schema.SchemaError>
+        Schema.encodeUnknownEffect(codecsOf(workflow).payload)(request.payload) as Effect.Effect<
+          unknown,
+          Schema.SchemaError
+        >
       )
       const parent = request.parent !== undefined && request.detached !== true
         ? executionKey(request.parent.workflow._tag, request.parent.executionId)
@@ -368,16 +391,21 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         // A parent waiting on this child replays and reads it as interrupted.
         const record = yield* Effect.orDie(store.get(run.value.runId))
         const parent = (record.payload as { parent?: unknown } | null)?.parent
-        if (typeof parent === "string") yield* Effect.orDie(journal.wake(parent, `child ${executionKey(workflow._tag, executionId)} cancelled`))
+        if (typeof parent === "string") {
+          yield* Effect.orDie(journal.wake(parent, `child ${executionKey(workflow._tag, executionId)} cancelled`))
+        }
       }),
 
-    resume: (workflow, executionId) => Effect.asVoid(orFault(journal.wake(executionKey(workflow._tag, executionId), "resume"))),
+    resume: (workflow, executionId) =>
+      Effect.asVoid(orFault(journal.wake(executionKey(workflow._tag, executionId), "resume"))),
 
     activityExecute: Effect.fnUntraced(function*(activity, attempt) {
       yield* unlessAbandoned
       const instance = yield* WorkflowEngine.WorkflowInstance
       const key = executionKey(instance.workflow._tag, instance.executionId)
-      const { interruptPending: interrupting, stored } = yield* orFault(journal.activityStart(key, activity.name, attempt))
+      const { interruptPending: interrupting, stored } = yield* orFault(
+        journal.activityStart(key, activity.name, attempt)
+      )
       if (Option.isSome(stored)) return new Workflow.Complete({ exit: decodeExit(stored.value) })
       // A pending interrupt replays only to rebuild compensations: no new activity starts.
       if (!instance.interrupted && interrupting) return new Workflow.Suspended({})
@@ -393,7 +421,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       // One transaction holds the activity's writes and its result only on one client.
       if (sql !== undefined && sql !== journal.sqlClient) {
         return yield* Effect.die(
-          new Error(`activity ${activity.name} is WithTransaction, but its SqlClient is not the one the workflow journal writes through`)
+          new Error(
+            `activity ${activity.name} is WithTransaction, but its SqlClient is not the one the workflow journal writes through`
+          )
         )
       }
       const runAndRecord = Effect.gen(function*() {
@@ -423,7 +453,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       const instance = yield* WorkflowEngine.WorkflowInstance
       const reading = yield* Effect.serviceOption(Replay)
       if (Option.isSome(reading)) reading.value.reading.add(deferred.name)
-      const found = yield* orFault(journal.deferredResult(executionKey(instance.workflow._tag, instance.executionId), deferred.name))
+      const found = yield* orFault(
+        journal.deferredResult(executionKey(instance.workflow._tag, instance.executionId), deferred.name)
+      )
       const replay = yield* Effect.serviceOption(Replay)
       if (Option.isSome(replay)) replay.value.reading.delete(deferred.name)
       if (Option.isNone(found)) {
@@ -447,16 +479,23 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
           instance.value.workflow._tag === request.workflowName && request.deferredName !== InterruptSignal.name
         ) instance.value.completedDeferreds.add(request.deferredName)
         yield* orFault(
-          journal.deferredDone(executionKey(request.workflowName, request.executionId), request.deferredName, encodeExit(request.exit))
+          journal.deferredDone(
+            executionKey(request.workflowName, request.executionId),
+            request.deferredName,
+            encodeExit(request.exit)
+          )
         )
       }),
 
     scheduleClock: (workflow, request) =>
-      Effect.andThen(unlessAbandoned, orFault(journal.scheduleClock(
-        executionKey(workflow._tag, request.executionId),
-        request.clock.deferred.name,
-        Duration.toMillis(request.clock.duration)
-      )))
+      Effect.andThen(
+        unlessAbandoned,
+        orFault(journal.scheduleClock(
+          executionKey(workflow._tag, request.executionId),
+          request.clock.deferred.name,
+          Duration.toMillis(request.clock.duration)
+        ))
+      )
   })
 
   /**
@@ -467,7 +506,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
    * leaves this process otherwise (a fault, a lost lease, a shutdown) they are released as
    * abandoned, without their workflow finalizers: the next holder replays.
    */
-  const retained = new Map<string, { readonly scope: Scope.Closeable; readonly instances: Set<WorkflowEngine.WorkflowInstance["Service"]> }>()
+  const retained = new Map<
+    string,
+    { readonly scope: Scope.Closeable; readonly instances: Set<WorkflowEngine.WorkflowInstance["Service"]> }
+  >()
   const retainedOf = (key: string) => {
     let found = retained.get(key)
     if (found === undefined) {
@@ -481,7 +523,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       const found = retained.get(key)
       if (found === undefined) return Effect.void
       retained.delete(key)
-      if (abandoned) for (const instance of found.instances) instance.abandoned = true
+      if (abandoned) { for (const instance of found.instances) instance.abandoned = true }
       return Scope.close(found.scope, Exit.void)
     })
   yield* Effect.addFinalizer(() => Effect.forEach([...retained.keys()], (key) => release(key, true), { discard: true }))
@@ -495,7 +537,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     const key = executionKey(entry.workflow._tag, input.executionId)
     return replayUntilSettled(entry, input, (value) => suspending = value).pipe(
       Effect.onExit((exit) =>
-        Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && suspending ? Effect.void : release(key, Exit.isFailure(exit))
+        Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && suspending
+          ? Effect.void
+          : release(key, Exit.isFailure(exit))
       )
     )
   }
@@ -512,22 +556,35 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         // Clocks due before the replay starts read as fired during it (`nextClock` skips them).
         const startedAt = yield* journal.now
         const kept = retainedOf(key)
-        const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId, { scope: Scope.forkUnsafe(kept.scope) })
+        const instance = WorkflowEngine.WorkflowInstance.initial(workflow, input.executionId, {
+          scope: Scope.forkUnsafe(kept.scope)
+        })
         kept.instances.add(instance)
-        const replay = Replay.of({ instance, fault: undefined, body: undefined, readDone: new Set(), readPending: new Set(), reading: new Set(), woken: false })
+        const replay = Replay.of({
+          instance,
+          fault: undefined,
+          body: undefined,
+          readDone: new Set(),
+          readPending: new Set(),
+          reading: new Set(),
+          woken: false
+        })
         const watcher = yield* Effect.forkChild(wakeWhenDone(replay, key))
         const outcome = yield* entry.execute(payload as object, input.executionId).pipe(
           Effect.onExit((exit) => applyInterrupt(replay, key, exit)),
           // Stopped from outside (lease lost, shutdown): the replay is abandoned, not failed, so its
           // compensations do not run; the next holder replays.
-          Effect.onInterrupt(() => Effect.sync(() => {
-            if (!instance.suspended && !instance.interrupted) instance.abandoned = true
-          })),
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              if (!instance.suspended && !instance.interrupted) instance.abandoned = true
+            })
+          ),
           // The fiber `intoResult` runs the body on: a fault met anywhere interrupts it.
-          (body) => Effect.withFiber((fiber) => {
-            replay.body = fiber
-            return body
-          }),
+          (body) =>
+            Effect.withFiber((fiber) => {
+              replay.body = fiber
+              return body
+            }),
           Workflow.intoResult,
           Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
           Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
@@ -582,13 +639,18 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       while (true) {
         yield* Effect.sleep(wakePollInterval)
         const body = replay.body
-        if (body === undefined || instance.suspended || instance.interrupted || instance.abandoned || replay.fault !== undefined) continue
+        if (
+          body === undefined || instance.suspended || instance.interrupted || instance.abandoned ||
+          replay.fault !== undefined
+        ) continue
         // Awaited now, or read as pending earlier (less those this replay completed itself: a
         // race's own outcome), and not read as done since.
-        const parked = [...new Set([
-          ...instance.awaitedDeferreds.keys(),
-          ...[...replay.readPending].filter((name) => !instance.completedDeferreds.has(name))
-        ])].filter((name) => !replay.readDone.has(name) && !replay.reading.has(name))
+        const parked = [
+          ...new Set([
+            ...instance.awaitedDeferreds.keys(),
+            ...[...replay.readPending].filter((name) => !instance.completedDeferreds.has(name))
+          ])
+        ].filter((name) => !replay.readDone.has(name) && !replay.reading.has(name))
         if (parked.length === 0) continue
         // A journal read that fails leaves the replay alone: the next tick asks again.
         const found = yield* journal.doneAmong(key, parked).pipe(Effect.orElseSucceed(() => []))
@@ -720,7 +782,9 @@ export const layerServe = (
  *
  * @category workers
  */
-export const worker = <R>(options: Omit<Worker.WorkerOptions<R>, "handlers"> & { readonly handlers?: Worker.WorkerOptions<R>["handlers"] }) =>
+export const worker = <R>(
+  options: Omit<Worker.WorkerOptions<R>, "handlers"> & { readonly handlers?: Worker.WorkerOptions<R>["handlers"] }
+) =>
   Effect.gen(function*() {
     const registry = yield* WorkflowHandlers
     return yield* Worker.run({

@@ -24,7 +24,10 @@ export const resume = Command.make("resume", {
   ...connectionFlags,
   ...payloadFlags,
   id: Argument.String("id").pipe(Argument.withDescription("the run's id (or give --token instead)"), Argument.optional),
-  token: Flag.String("token").pipe(Flag.optional, Flag.withDescription("the signal token the run awaits, instead of its id")),
+  token: Flag.String("token").pipe(
+    Flag.optional,
+    Flag.withDescription("the signal token the run awaits, instead of its id")
+  ),
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -33,32 +36,56 @@ export const resume = Command.make("resume", {
       return yield* new UsageError({ message: "resume takes a run id or --token <token>, not both or neither" })
     }
     const payload = yield* payloadOf(flags, null)
-    const resumed: Effect.Effect<string, Effect.Error<ReturnType<typeof Client.resume | typeof Client.resumeByToken>>, RunStore> =
-      Option.isSome(flags.id) ? Client.resume(flags.id.value, payload) : Client.resumeByToken(Option.getOrThrow(flags.token), payload)
+    const resumed: Effect.Effect<
+      string,
+      Effect.Error<ReturnType<typeof Client.resume | typeof Client.resumeByToken>>,
+      RunStore
+    > = Option.isSome(flags.id)
+      ? Client.resume(flags.id.value, payload)
+      : Client.resumeByToken(Option.getOrThrow(flags.token), payload)
     yield* Connection.withStore(
       flags,
       Effect.flatMap(resumed, (id) =>
-        report(id, flags.json, (state) => `resumed run ${id} (now ${state}; a worker re-claims it under a higher fence)`)),
+        report(id, flags.json, (state) =>
+          `resumed run ${id} (now ${state}; a worker re-claims it under a higher fence)`)),
       { migrate: false }
     )
-  })).pipe(Command.withDescription("Resume a suspended run, by id or by --token, with a payload (its signal's outcome)"))
+  })).pipe(
+    Command.withDescription("Resume a suspended run, by id or by --token, with a payload (its signal's outcome)")
+  )
 
-export const cancel = Command.make("cancel", { ...connectionFlags, id: runId, json: jsonFlag }, (flags) =>
-  Connection.withStore(
-    flags,
-    Effect.andThen(
-      Client.cancel(flags.id),
-      report(flags.id, flags.json, (_, fence) => `cancelled run ${flags.id} (fence now ${fence}: a holder's writes are rejected)`)
-    ),
-    { migrate: false }
-  )).pipe(Command.withDescription("Cancel a run that has not finished"))
+export const cancel = Command.make(
+  "cancel",
+  { ...connectionFlags, id: runId, json: jsonFlag },
+  (flags) =>
+    Connection.withStore(
+      flags,
+      Effect.andThen(
+        Client.cancel(flags.id),
+        report(
+          flags.id,
+          flags.json,
+          (_, fence) => `cancelled run ${flags.id} (fence now ${fence}: a holder's writes are rejected)`
+        )
+      ),
+      { migrate: false }
+    )
+).pipe(Command.withDescription("Cancel a run that has not finished"))
 
-export const retry = Command.make("retry", { ...connectionFlags, id: runId, json: jsonFlag }, (flags) =>
-  Connection.withStore(
-    flags,
-    Effect.andThen(
-      Client.retry(flags.id),
-      report(flags.id, flags.json, (state, fence) => `run ${flags.id} is ${state} again, with fresh attempts (fence now ${fence})`)
-    ),
-    { migrate: false }
-  )).pipe(Command.withDescription("Run a failed or cancelled run again"))
+export const retry = Command.make(
+  "retry",
+  { ...connectionFlags, id: runId, json: jsonFlag },
+  (flags) =>
+    Connection.withStore(
+      flags,
+      Effect.andThen(
+        Client.retry(flags.id),
+        report(
+          flags.id,
+          flags.json,
+          (state, fence) => `run ${flags.id} is ${state} again, with fresh attempts (fence now ${fence})`
+        )
+      ),
+      { migrate: false }
+    )
+).pipe(Command.withDescription("Run a failed or cancelled run again"))

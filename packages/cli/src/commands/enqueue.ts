@@ -18,12 +18,17 @@ const uniqueOf = (flags: {
   readonly uniqueFor: Option.Option<Duration.Duration>
   readonly uniqueByPayload: boolean
 }): UniqueWindow | undefined => {
-  if (!flags.uniqueByPayload && Option.isNone(flags.uniqueKey) && Option.isNone(flags.uniqueStates) && Option.isNone(flags.uniqueFor)) {
+  if (
+    !flags.uniqueByPayload && Option.isNone(flags.uniqueKey) && Option.isNone(flags.uniqueStates) &&
+    Option.isNone(flags.uniqueFor)
+  ) {
     return undefined
   }
   return {
     key: Option.getOrUndefined(flags.uniqueKey),
-    states: Option.getOrUndefined(Option.map(flags.uniqueStates, (list) => list.split(",").map((s) => s.trim()) as Array<RunState>)),
+    states: Option.getOrUndefined(
+      Option.map(flags.uniqueStates, (list) => list.split(",").map((s) => s.trim()) as Array<RunState>)
+    ),
     periodMs: Option.getOrUndefined(Option.map(flags.uniqueFor, Duration.toMillis))
   }
 }
@@ -51,11 +56,15 @@ export const enqueue = Command.make("enqueue", {
   ),
   uniqueKey: Flag.String("unique-key").pipe(
     Flag.optional,
-    Flag.withDescription("unique by kind and this key: while a run holds it (see --unique-states, --unique-for), it is yielded instead")
+    Flag.withDescription(
+      "unique by kind and this key: while a run holds it (see --unique-states, --unique-for), it is yielded instead"
+    )
   ),
   uniqueStates: Flag.String("unique-states").pipe(
     Flag.optional,
-    Flag.withDescription("unique while the existing run is in these states, comma-separated (default: pending,running,suspended)")
+    Flag.withDescription(
+      "unique while the existing run is in these states, comma-separated (default: pending,running,suspended)"
+    )
   ),
   uniqueFor: durationFlag("unique-for").pipe(
     Flag.optional,

@@ -28,14 +28,22 @@ const scopeOf = (flags: { readonly queue: Option.Option<string>; readonly kind: 
 
 const list = Command.make("list", { ...connectionFlags, json: jsonFlag }, (flags) =>
   Effect.gen(function*() {
-    const [limits, rates] = yield* Connection.withStore(flags, RunStore.use((s) => Effect.all([s.keyLimits, s.rateLimits])), { migrate: false })
+    const [limits, rates] = yield* Connection.withStore(
+      flags,
+      RunStore.use((s) => Effect.all([s.keyLimits, s.rateLimits])),
+      { migrate: false }
+    )
     if (flags.json) return yield* Output.json(rates.length === 0 ? limits : { keyLimits: limits, rateLimits: rates })
     yield* limits.length === 0 ? Output.line("no per-key limits declared") : Output.lines(keyLimitsTable(limits))
     if (rates.length > 0) {
       yield* Output.line()
       yield* Output.lines(rateLimitsTable(rates))
     }
-  })).pipe(Command.withDescription("Per-key limits, with the keys running and keyed runs due under each; rate limits, with their starts and due runs"))
+  })).pipe(
+    Command.withDescription(
+      "Per-key limits, with the keys running and keyed runs due under each; rate limits, with their starts and due runs"
+    )
+  )
 
 const set = Command.make("set", {
   ...connectionFlags,
@@ -52,38 +60,82 @@ const set = Command.make("set", {
     yield* Output.line(`at most ${limit.perKey} running per key in ${limit.scope} "${limit.name}"`)
   })).pipe(Command.withDescription("Declare (or replace) the per-key limit of a queue or a kind"))
 
-const remove = Command.make("remove", { ...connectionFlags, ...scopeFlags, json: jsonFlag }, (flags) =>
-  Effect.gen(function*() {
-    const scope = yield* scopeOf(flags)
-    const removed = yield* Connection.withStore(flags, RunStore.use((s) => s.removeKeyLimit(scope.scope, scope.name)), { migrate: false })
-    if (flags.json) return yield* Output.json({ ...scope, removed })
-    yield* Output.line(removed ? `removed the per-key limit of ${scope.scope} "${scope.name}"` : `${scope.scope} "${scope.name}" had no per-key limit`)
-  })).pipe(Command.withDescription("Remove the per-key limit of a queue or a kind"))
+const remove = Command.make(
+  "remove",
+  { ...connectionFlags, ...scopeFlags, json: jsonFlag },
+  (flags) =>
+    Effect.gen(function*() {
+      const scope = yield* scopeOf(flags)
+      const removed = yield* Connection.withStore(
+        flags,
+        RunStore.use((s) => s.removeKeyLimit(scope.scope, scope.name)),
+        { migrate: false }
+      )
+      if (flags.json) return yield* Output.json({ ...scope, removed })
+      yield* Output.line(
+        removed
+          ? `removed the per-key limit of ${scope.scope} "${scope.name}"`
+          : `${scope.scope} "${scope.name}" had no per-key limit`
+      )
+    })
+).pipe(Command.withDescription("Remove the per-key limit of a queue or a kind"))
 
 const rateSet = Command.make("set", {
   ...connectionFlags,
   ...scopeFlags,
   limit: Flag.Int("limit").pipe(Flag.withDescription("at most this many runs started per interval")),
-  interval: Flag.String("interval").pipe(Flag.withDescription("the interval, for example \"1 second\" (above 0, at most a day)")),
-  perKey: Flag.Boolean("per-key").pipe(Flag.withDefault(false), Flag.withDescription("one window per concurrency key instead of one for the whole queue or kind")),
+  interval: Flag.String("interval").pipe(
+    Flag.withDescription("the interval, for example \"1 second\" (above 0, at most a day)")
+  ),
+  perKey: Flag.Boolean("per-key").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("one window per concurrency key instead of one for the whole queue or kind")
+  ),
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
     const scope = yield* scopeOf(flags)
     // Checked before anything connects: a bad limit writes nothing.
-    const limit = yield* RateLimits.check({ ...scope, limit: flags.limit, interval: flags.interval as Duration.Input, perKey: flags.perKey })
-    yield* Connection.withStore(flags, RunStore.use((s) => s.setRateLimits([{ ...limit, interval: limit.intervalMs }])), { migrate: false })
+    const limit = yield* RateLimits.check({
+      ...scope,
+      limit: flags.limit,
+      interval: flags.interval as Duration.Input,
+      perKey: flags.perKey
+    })
+    yield* Connection.withStore(
+      flags,
+      RunStore.use((s) => s.setRateLimits([{ ...limit, interval: limit.intervalMs }])),
+      { migrate: false }
+    )
     if (flags.json) return yield* Output.json(limit)
-    yield* Output.line(`at most ${limit.limit} started per ${flags.interval}${limit.perKey ? " per key" : ""} in ${limit.scope} "${limit.name}"`)
-  })).pipe(Command.withDescription("Declare (or replace) the rate limit of a queue or a kind: runs started per interval"))
+    yield* Output.line(
+      `at most ${limit.limit} started per ${flags.interval}${
+        limit.perKey ? " per key" : ""
+      } in ${limit.scope} "${limit.name}"`
+    )
+  })).pipe(
+    Command.withDescription("Declare (or replace) the rate limit of a queue or a kind: runs started per interval")
+  )
 
-const rateRemove = Command.make("remove", { ...connectionFlags, ...scopeFlags, json: jsonFlag }, (flags) =>
-  Effect.gen(function*() {
-    const scope = yield* scopeOf(flags)
-    const removed = yield* Connection.withStore(flags, RunStore.use((s) => s.removeRateLimit(scope.scope, scope.name)), { migrate: false })
-    if (flags.json) return yield* Output.json({ ...scope, removed })
-    yield* Output.line(removed ? `removed the rate limit of ${scope.scope} "${scope.name}"` : `${scope.scope} "${scope.name}" had no rate limit`)
-  })).pipe(Command.withDescription("Remove the rate limit of a queue or a kind"))
+const rateRemove = Command.make(
+  "remove",
+  { ...connectionFlags, ...scopeFlags, json: jsonFlag },
+  (flags) =>
+    Effect.gen(function*() {
+      const scope = yield* scopeOf(flags)
+      const removed = yield* Connection.withStore(
+        flags,
+        RunStore.use((s) => s.removeRateLimit(scope.scope, scope.name)),
+        { migrate: false }
+      )
+      if (flags.json) return yield* Output.json({ ...scope, removed })
+      yield* Output.line(
+        removed
+          ? `removed the rate limit of ${scope.scope} "${scope.name}"`
+          : `${scope.scope} "${scope.name}" had no rate limit`
+      )
+    })
+).pipe(Command.withDescription("Remove the rate limit of a queue or a kind"))
 
 const rate = Command.make("rate").pipe(
   Command.withDescription("Rate limits: runs started per interval, per queue or kind (or per key): set, remove"),

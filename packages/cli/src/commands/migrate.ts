@@ -22,7 +22,9 @@ export const migrate = Command.make("migrate", { ...connectionFlags, json: jsonF
         SELECT migration_id, name FROM ${sql(`${flags.schema}.leasehold_migrations`)} ORDER BY migration_id`
       const appliedNames = applied.map(([id, name]) => migrationName(id, name))
       const presentNames = present.map((row) => migrationName(row.migration_id, row.name))
-      if (flags.json) return yield* Output.json({ schema: flags.schema, applied: appliedNames, migrations: presentNames })
+      if (flags.json) {
+        return yield* Output.json({ schema: flags.schema, applied: appliedNames, migrations: presentNames })
+      }
       yield* Output.line(
         appliedNames.length === 0
           ? `schema "${flags.schema}" is up to date (${presentNames.join(", ")})`

@@ -47,23 +47,31 @@ const list = Command.make("list", { ...connectionFlags, json: jsonFlag }, (flags
     ))
   })).pipe(Command.withDescription("Queues with runs or paused: status and counts"))
 
-const pause = Command.make("pause", { ...connectionFlags, queue: queueName, json: jsonFlag }, (flags) =>
-  Effect.gen(function*() {
-    const changed = yield* Connection.withStore(flags, Client.pauseQueue(flags.queue), { migrate: false })
-    if (flags.json) return yield* Output.json({ queue: flags.queue, paused: true, changed })
-    yield* Output.line(
-      changed
-        ? `paused queue "${flags.queue}": nothing in it is claimed until it is resumed; running runs finish`
-        : `queue "${flags.queue}" was paused already`
-    )
-  })).pipe(Command.withDescription("Pause a queue: no claims from it; running runs finish"))
+const pause = Command.make(
+  "pause",
+  { ...connectionFlags, queue: queueName, json: jsonFlag },
+  (flags) =>
+    Effect.gen(function*() {
+      const changed = yield* Connection.withStore(flags, Client.pauseQueue(flags.queue), { migrate: false })
+      if (flags.json) return yield* Output.json({ queue: flags.queue, paused: true, changed })
+      yield* Output.line(
+        changed
+          ? `paused queue "${flags.queue}": nothing in it is claimed until it is resumed; running runs finish`
+          : `queue "${flags.queue}" was paused already`
+      )
+    })
+).pipe(Command.withDescription("Pause a queue: no claims from it; running runs finish"))
 
-const resume = Command.make("resume", { ...connectionFlags, queue: queueName, json: jsonFlag }, (flags) =>
-  Effect.gen(function*() {
-    const changed = yield* Connection.withStore(flags, Client.resumeQueue(flags.queue), { migrate: false })
-    if (flags.json) return yield* Output.json({ queue: flags.queue, paused: false, changed })
-    yield* Output.line(changed ? `resumed queue "${flags.queue}"` : `queue "${flags.queue}" was not paused`)
-  })).pipe(Command.withDescription("Resume a paused queue; idle workers are woken"))
+const resume = Command.make(
+  "resume",
+  { ...connectionFlags, queue: queueName, json: jsonFlag },
+  (flags) =>
+    Effect.gen(function*() {
+      const changed = yield* Connection.withStore(flags, Client.resumeQueue(flags.queue), { migrate: false })
+      if (flags.json) return yield* Output.json({ queue: flags.queue, paused: false, changed })
+      yield* Output.line(changed ? `resumed queue "${flags.queue}"` : `queue "${flags.queue}" was not paused`)
+    })
+).pipe(Command.withDescription("Resume a paused queue; idle workers are woken"))
 
 export const queues = Command.make("queues").pipe(
   Command.withDescription("List queues, pause and resume them"),

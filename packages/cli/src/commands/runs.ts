@@ -2,14 +2,23 @@
  * `leasehold runs list` and `leasehold runs show <id>`: what is in the store, newest first, and one
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
-import { attemptSeen, isForPerson, isWorkflowRun, KeyLimits, RunHistory, type RunRecord, RunState, RunStore } from "@leasehold/core"
+import {
+  attemptSeen,
+  isForPerson,
+  isWorkflowRun,
+  KeyLimits,
+  RunHistory,
+  type RunRecord,
+  RunState,
+  RunStore
+} from "@leasehold/core"
+import { WorkflowJournal } from "@leasehold/sql"
 import { Duration, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
 import * as RunJson from "../RunJson.js"
-import { WorkflowJournal } from "@leasehold/sql"
 
 /** A deferred a workflow awaits: a durable clock with its deadline, one meant for a person, or another. */
 const describeAwaited = (a: WorkflowJournal.Awaited): string =>
@@ -58,7 +67,9 @@ const list = Command.make("list", {
   ),
   before: Flag.String("before").pipe(
     Flag.optional,
-    Flag.withDescription("only runs older than this run id: the next page after one ending at it (read from an index, however deep)")
+    Flag.withDescription(
+      "only runs older than this run id: the next page after one ending at it (read from an index, however deep)"
+    )
   ),
   json: jsonFlag
 }, (flags) =>
@@ -71,9 +82,13 @@ const list = Command.make("list", {
       return yield* Effect.fail(new UsageError({ message: "give either --before or --page/--offset, not both" }))
     }
     if (before !== undefined && !/^[0-9]{1,18}$/.test(before)) {
-      return yield* Effect.fail(new UsageError({ message: `--before: ${JSON.stringify(before)} is not a run id (digits)` }))
+      return yield* Effect.fail(
+        new UsageError({ message: `--before: ${JSON.stringify(before)} is not a run id (digits)` })
+      )
     }
-    const offset = Option.isSome(flags.page) ? (flags.page.value - 1) * flags.limit : Option.getOrElse(flags.offset, () => 0)
+    const offset = Option.isSome(flags.page)
+      ? (flags.page.value - 1) * flags.limit
+      : Option.getOrElse(flags.offset, () => 0)
     const runs = yield* Connection.withStore(
       flags,
       RunStore.use((store) =>
@@ -84,17 +99,28 @@ const list = Command.make("list", {
           limit: flags.limit,
           offset,
           before
-        })),
+        })
+      ),
       { migrate: false }
     )
     // The cursor of the next page: the last id of a full one.
     const next = runs.length === flags.limit ? runs.at(-1)!.id : null
     if (flags.json) {
-      return yield* Output.json({ offset, limit: flags.limit, before: before ?? null, next, runs: runs.map(RunJson.run) })
+      return yield* Output.json({
+        offset,
+        limit: flags.limit,
+        before: before ?? null,
+        next,
+        runs: runs.map(RunJson.run)
+      })
     }
     if (runs.length === 0) {
       return yield* Output.line(
-        before !== undefined ? `no runs before ${before}` : offset === 0 ? "no runs" : `no runs after the first ${offset}`
+        before !== undefined
+          ? `no runs before ${before}`
+          : offset === 0
+          ? "no runs"
+          : `no runs after the first ${offset}`
       )
     }
     yield* Output.lines(Output.table(
@@ -197,11 +223,14 @@ const show = Command.make("show", {
         const rates = yield* store.rateLimits
         // A suspended workflow waits on its journal: the deferreds and durable clocks it awaits.
         const awaited = run.state === "suspended" && isWorkflowRun(run)
-          ? yield* Effect.flatMap(WorkflowJournal.make({ schema: flags.schema }), (journal) => journal.awaiting([run.idempotencyKey!]))
+          ? yield* Effect.flatMap(WorkflowJournal.make({ schema: flags.schema }), (journal) =>
+            journal.awaiting([run.idempotencyKey!]))
           : []
         // Live workers (the registry) that would claim it: none is what leaves a pending run waiting for ever.
         const workers = run.state === "pending"
-          ? (yield* store.workers).filter((w) => w.queues.includes(run.queue) && w.kinds.includes(run.kind)).length
+          ? (yield* store.workers).filter((w) =>
+            w.queues.includes(run.queue) && w.kinds.includes(run.kind)
+          ).length
           : null
         return { run, events, limits, rates, awaited, workers }
       }),
@@ -223,7 +252,11 @@ const show = Command.make("show", {
         ? {
           workflow: {
             execution: run.idempotencyKey,
-            awaiting: awaited.map((a) => ({ name: a.name, forPerson: isForPerson(a.name) && a.wakeAt === null, wakeAt: Output.isoTime(a.wakeAt) }))
+            awaiting: awaited.map((a) => ({
+              name: a.name,
+              forPerson: isForPerson(a.name) && a.wakeAt === null,
+              wakeAt: Output.isoTime(a.wakeAt)
+            }))
           }
         }
         : {}
@@ -241,26 +274,45 @@ const show = Command.make("show", {
         run.state + (run.state !== "suspended"
           ? ""
           : isWorkflowRun(run)
-          ? `, a workflow waiting on ${awaited.length === 0 ? "its journal" : awaited.map(describeAwaited).join(", ")} (execution ${run.idempotencyKey})`
+          ? `, a workflow waiting on ${
+            awaited.length === 0 ? "its journal" : awaited.map(describeAwaited).join(", ")
+          } (execution ${run.idempotencyKey})`
           : `, awaiting "${run.signalName}" (token ${run.signalToken})`)
       ],
-      ...(workers === 0 ? [["workers", `none: no live worker serves queue ${run.queue} with kind ${run.kind}, so nothing will claim it`] as const] : []),
+      ...(workers === 0
+        ? [
+          [
+            "workers",
+            `none: no live worker serves queue ${run.queue} with kind ${run.kind}, so nothing will claim it`
+          ] as const
+        ]
+        : []),
       ["fence", String(run.fence)],
       ["attempt", `${attemptSeen(run)} of ${run.maxAttempts}`],
-      ...(run.concurrencyKey === null ? [] : [[
-        "key",
-        `${run.concurrencyKey} (${
-          keyLimits[0] === undefined
-            ? "no limit declared"
-            : `at most ${keyLimits[0].perKey} running per key in ${keyLimits[0].scope} ${keyLimits[0].name}`
-        })${run.keySlot !== null ? `, holds slot ${run.keySlot}` : run.waitingForKey ? ", waiting for a free slot" : ""}`
-      ] as const]),
-      ...(rateLimit === undefined ? [] : [[
-        "rate limit",
-        `at most ${rateLimit.limit} started per ${Duration.format(Duration.millis(rateLimit.intervalMs))}${rateLimit.perKey ? " per key" : ""} in ${rateLimit.scope} ${rateLimit.name}` +
-        ` (${rateLimit.startedInWindow} started in the last interval, ${rateLimit.due} due waiting)`
-      ] as const]),
-      ...(run.leaseOwner === null ? [] : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
+      ...(run.concurrencyKey === null ? [] : [
+        [
+          "key",
+          `${run.concurrencyKey} (${
+            keyLimits[0] === undefined
+              ? "no limit declared"
+              : `at most ${keyLimits[0].perKey} running per key in ${keyLimits[0].scope} ${keyLimits[0].name}`
+          })${
+            run.keySlot !== null ? `, holds slot ${run.keySlot}` : run.waitingForKey ? ", waiting for a free slot" : ""
+          }`
+        ] as const
+      ]),
+      ...(rateLimit === undefined ? [] : [
+        [
+          "rate limit",
+          `at most ${rateLimit.limit} started per ${Duration.format(Duration.millis(rateLimit.intervalMs))}${
+            rateLimit.perKey ? " per key" : ""
+          } in ${rateLimit.scope} ${rateLimit.name}` +
+          ` (${rateLimit.startedInWindow} started in the last interval, ${rateLimit.due} due waiting)`
+        ] as const
+      ]),
+      ...(run.leaseOwner === null
+        ? []
+        : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
       ...(RunJson.traceIdOf(run.traceParent) === null ? [] : [["trace", RunJson.traceIdOf(run.traceParent)!] as const]),
       ["created", Output.time(run.createdAt)],
       ["finished", Output.time(run.finishedAt)],
@@ -271,7 +323,9 @@ const show = Command.make("show", {
     ]))
     yield* Output.line()
     yield* Output.line("attempts")
-    yield* Output.lines(history.attempts.length === 0 ? ["  none yet"] : attemptRows(history.attempts).map((l) => `  ${l}`))
+    yield* Output.lines(
+      history.attempts.length === 0 ? ["  none yet"] : attemptRows(history.attempts).map((l) => `  ${l}`)
+    )
     if (history.suspensions.length > 0) {
       yield* Output.line()
       yield* Output.line("suspensions")
@@ -280,10 +334,12 @@ const show = Command.make("show", {
     if (history.adminActions.length > 0) {
       yield* Output.line()
       yield* Output.line("operator actions")
-      yield* Output.lines(Output.table(
-        ["AT", "ACTION", "FENCE"],
-        history.adminActions.map((a) => [Output.time(a.at), a.action, String(a.fence)])
-      ).map((l) => `  ${l}`))
+      yield* Output.lines(
+        Output.table(
+          ["AT", "ACTION", "FENCE"],
+          history.adminActions.map((a) => [Output.time(a.at), a.action, String(a.fence)])
+        ).map((l) => `  ${l}`)
+      )
     }
     yield* Output.line()
     yield* Output.line("rejected stale writes")

@@ -29,7 +29,9 @@ const list = Command.make("list", {
       paused: s.paused,
       lastTick: Output.isoTime(s.lastTick),
       // The stored next tick, then the ones after it (the store's clock decides when each is due).
-      nextTicks: [s.nextTick, ...Schedules.upcoming(s, s.nextTick, Math.max(0, flags.next - 1))].map((d) => d.toISOString())
+      nextTicks: [s.nextTick, ...Schedules.upcoming(s, s.nextTick, Math.max(0, flags.next - 1))].map((d) =>
+        d.toISOString()
+      )
     }))
     if (flags.json) return yield* Output.json(rows)
     if (rows.length === 0) return yield* Output.line("no schedules")
@@ -54,11 +56,23 @@ const set = Command.make("set", {
   name: scheduleName,
   cron: Flag.String("cron").pipe(Flag.withDescription("cron expression: 5 fields, or 6 with seconds first")),
   kind: Flag.String("kind").pipe(Flag.withDescription("the kind of run each tick enqueues")),
-  timeZone: Flag.String("time-zone").pipe(Flag.withDefault("UTC"), Flag.withDescription("IANA time zone of the cron expression")),
+  timeZone: Flag.String("time-zone").pipe(
+    Flag.withDefault("UTC"),
+    Flag.withDescription("IANA time zone of the cron expression")
+  ),
   queue: Flag.String("queue").pipe(Flag.withDefault("default")),
-  missed: Flag.Literals("missed", ["skip", "once", "all"]).pipe(Flag.withDefault("skip"), Flag.withDescription("what missed ticks do")),
-  maxBackfill: Flag.Int("max-backfill").pipe(Flag.optional, Flag.withDescription("with --missed all: at most this many missed ticks fire")),
-  backfillWindow: durationFlag("backfill-window").pipe(Flag.optional, Flag.withDescription("missed ticks older than this never fire")),
+  missed: Flag.Literals("missed", ["skip", "once", "all"]).pipe(
+    Flag.withDefault("skip"),
+    Flag.withDescription("what missed ticks do")
+  ),
+  maxBackfill: Flag.Int("max-backfill").pipe(
+    Flag.optional,
+    Flag.withDescription("with --missed all: at most this many missed ticks fire")
+  ),
+  backfillWindow: durationFlag("backfill-window").pipe(
+    Flag.optional,
+    Flag.withDescription("missed ticks older than this never fire")
+  ),
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -86,19 +100,39 @@ const set = Command.make("set", {
     yield* Output.line(`schedule "${flags.name}" ${registered!.outcome}`)
   })).pipe(Command.withDescription("Create or update a schedule (the same definition again changes nothing)"))
 
-const pause = Command.make("pause", { ...connectionFlags, name: scheduleName, json: jsonFlag }, (flags) =>
-  Effect.gen(function*() {
-    const changed = yield* Connection.withStore(flags, RunStore.use((store) => store.pauseSchedule(flags.name)), { migrate: false })
-    if (flags.json) return yield* Output.json({ name: flags.name, paused: true, changed })
-    yield* Output.line(changed ? `paused schedule "${flags.name}": its ticks do not fire` : `schedule "${flags.name}" was paused already`)
-  })).pipe(Command.withDescription("Pause a schedule"))
+const pause = Command.make(
+  "pause",
+  { ...connectionFlags, name: scheduleName, json: jsonFlag },
+  (flags) =>
+    Effect.gen(function*() {
+      const changed = yield* Connection.withStore(flags, RunStore.use((store) => store.pauseSchedule(flags.name)), {
+        migrate: false
+      })
+      if (flags.json) return yield* Output.json({ name: flags.name, paused: true, changed })
+      yield* Output.line(
+        changed
+          ? `paused schedule "${flags.name}": its ticks do not fire`
+          : `schedule "${flags.name}" was paused already`
+      )
+    })
+).pipe(Command.withDescription("Pause a schedule"))
 
-const resume = Command.make("resume", { ...connectionFlags, name: scheduleName, json: jsonFlag }, (flags) =>
-  Effect.gen(function*() {
-    const changed = yield* Connection.withStore(flags, RunStore.use((store) => store.resumeSchedule(flags.name)), { migrate: false })
-    if (flags.json) return yield* Output.json({ name: flags.name, paused: false, changed })
-    yield* Output.line(changed ? `resumed schedule "${flags.name}": next tick is the first after now` : `schedule "${flags.name}" was not paused`)
-  })).pipe(Command.withDescription("Resume a paused schedule"))
+const resume = Command.make(
+  "resume",
+  { ...connectionFlags, name: scheduleName, json: jsonFlag },
+  (flags) =>
+    Effect.gen(function*() {
+      const changed = yield* Connection.withStore(flags, RunStore.use((store) => store.resumeSchedule(flags.name)), {
+        migrate: false
+      })
+      if (flags.json) return yield* Output.json({ name: flags.name, paused: false, changed })
+      yield* Output.line(
+        changed
+          ? `resumed schedule "${flags.name}": next tick is the first after now`
+          : `schedule "${flags.name}" was not paused`
+      )
+    })
+).pipe(Command.withDescription("Resume a paused schedule"))
 
 export const schedules = Command.make("schedules").pipe(
   Command.withDescription("List schedules with their next ticks; set, pause and resume them"),

@@ -5,13 +5,13 @@
  * are never printed.
  */
 import { InvalidConfig } from "@leasehold/core"
+import { WorkflowJournal } from "@leasehold/sql"
 import { Config, Effect, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
-import * as Listen from "../Listen.js"
 import { connectionFlags, UsageError } from "../Flags.js"
+import * as Listen from "../Listen.js"
 import * as Tasks from "../Tasks.js"
-import { WorkflowJournal } from "@leasehold/sql"
 
 export const serve = Command.make("serve", {
   ...connectionFlags,
@@ -25,12 +25,18 @@ export const serve = Command.make("serve", {
     Flag.optional,
     Flag.withDescription("public URL callback links point at (default: $LEASEHOLD_CALLBACK_BASE_URL, else this server)")
   ),
-  callbacksOnly: Flag.Boolean("callbacks-only").pipe(Flag.withDefault(false), Flag.withDescription("serve only POST /callbacks/...")),
+  callbacksOnly: Flag.Boolean("callbacks-only").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("serve only POST /callbacks/...")
+  ),
   maxEventStreams: Flag.Int("max-event-streams").pipe(
     Flag.withDefault(64),
     Flag.withDescription("open /api/events streams at once, sharing one LISTEN connection; one more is answered 503")
   ),
-  readOnly: Flag.Boolean("read-only").pipe(Flag.withDefault(false), Flag.withDescription("refuse every state-changing admin request (403)"))
+  readOnly: Flag.Boolean("read-only").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("refuse every state-changing admin request (403)")
+  )
 }, (flags) =>
   Effect.gen(function*() {
     if (!(flags.port >= 0 && flags.port <= 65535)) {
@@ -40,7 +46,11 @@ export const serve = Command.make("serve", {
     // Loaded here, not at the top: the HTTP stack would slow every other command's start.
     const [{ Callbacks, Handlers, Server }, { HttpServer }] = yield* Effect.tryPromise({
       try: () => Promise.all([import("@leasehold/http"), import("effect/http")]),
-      catch: () => new UsageError({ message: "leasehold serve needs @leasehold/http, which is not installed: install its tarball beside @leasehold/cli (npm pack -w packages/http in a Leasehold clone; README, Using the packages)" })
+      catch: () =>
+        new UsageError({
+          message:
+            "leasehold serve needs @leasehold/http, which is not installed: install its tarball beside @leasehold/cli (npm pack -w packages/http in a Leasehold clone; README, Using the packages)"
+        })
     })
     const token = yield* Effect.mapError(
       Config.option(Config.Redacted("LEASEHOLD_ADMIN_TOKEN")),
@@ -56,9 +66,13 @@ export const serve = Command.make("serve", {
     const ownUrl = origin(flags.port)
     // Without callback secrets there is no callback route, but the admin API and the console need
     // none: they are served alone (a secret that is set but invalid still stops the start).
-    const secrets = yield* Effect.orElseSucceed(Config.option(Config.String("LEASEHOLD_CALLBACK_SECRETS")), () => Option.some("invalid"))
-    const withCallbacks = flags.callbacksOnly || Option.getOrElse(secrets, () => "") !== ""
-    const callbacks = withCallbacks ? Callbacks.layerConfig({ baseUrl: Option.getOrElse(flags.baseUrl, () => ownUrl) }) : Layer.empty
+    const secrets = yield* Effect.orElseSucceed(Config.option(Config.String("LEASEHOLD_CALLBACK_SECRETS")), () =>
+      Option.some("invalid"))
+    const withCallbacks = flags.callbacksOnly || Option.getOrElse(secrets, () =>
+          "") !== ""
+    const callbacks = withCallbacks
+      ? Callbacks.layerConfig({ baseUrl: Option.getOrElse(flags.baseUrl, () => ownUrl) })
+      : Layer.empty
     yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
@@ -77,7 +91,8 @@ export const serve = Command.make("serve", {
           workflows: {
             awaiting: journal.awaiting,
             journal: journal.journal,
-            decide: (execution, deferred, value) => journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value))
+            decide: (execution, deferred, value) =>
+              journal.deferredDone(execution, deferred, WorkflowJournal.succeeded(value))
           }
         }).pipe(Layer.provide(Layer.mergeAll(callbacks, Handlers.layer(handlers))))
         return yield* Effect.gen(function*() {

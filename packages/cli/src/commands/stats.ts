@@ -50,7 +50,9 @@ export const rateLimitsTable = (limits: ReadonlyArray<RateLimits.RateLimitInfo>)
     ])
   )
 
-const ms = (value: number | undefined) => (value === undefined ? "-" : value < 1000 ? `${Math.round(value)}ms` : `${(value / 1000).toFixed(1)}s`)
+const ms = (
+  value: number | undefined
+) => (value === undefined ? "-" : value < 1000 ? `${Math.round(value)}ms` : `${(value / 1000).toFixed(1)}s`)
 
 /** Per minute and queue: completions, failures, wait and run time percentiles (`RunStore.activity`). */
 export const activityTable = (activity: Activity.Activity) =>
@@ -73,46 +75,63 @@ const minutesFlag = Flag.Int("minutes").pipe(
   Flag.withDescription("minutes of activity to show per queue and minute (1 to 1440; from the runs finished in them)")
 )
 
-export const stats = Command.make("stats", { ...connectionFlags, json: jsonFlag, minutes: minutesFlag }, (flags) =>
-  Effect.gen(function*() {
-    const [stats, keyLimits, rateLimits, activity] = yield* Connection.withStore(
-      flags,
-      RunStore.use((s) => Effect.all([s.stats, s.keyLimits, s.rateLimits, s.activity({ minutes: flags.minutes })])),
-      { migrate: false }
-    )
-    if (flags.json) {
-      const byState = Object.fromEntries(
-        states.map((state) => [state, stats.byStateAndQueue.filter((r) => r.state === state).reduce((n, r) => n + r.count, 0)])
+export const stats = Command.make(
+  "stats",
+  { ...connectionFlags, json: jsonFlag, minutes: minutesFlag },
+  (flags) =>
+    Effect.gen(function*() {
+      const [stats, keyLimits, rateLimits, activity] = yield* Connection.withStore(
+        flags,
+        RunStore.use((s) => Effect.all([s.stats, s.keyLimits, s.rateLimits, s.activity({ minutes: flags.minutes })])),
+        { migrate: false }
       )
-      return yield* Output.json({
-        byState,
-        byStateAndQueue: stats.byStateAndQueue.map((r) => ({ queue: r.queue, state: r.state, count: r.count })),
-        liveLeases: stats.liveLeases,
-        oldestPendingSeconds: stats.oldestPendingSeconds,
-        fenceRejections: stats.fenceRejections,
-        reclaims: stats.reclaims,
-        keyLimits,
-        rateLimits,
-        activity
-      })
-    }
-    yield* Output.lines(countsTable(stats))
-    yield* Output.line()
-    yield* Output.lines(Output.fields([
-      ["live leases", String(stats.liveLeases)],
-      ["oldest pending", stats.oldestPendingSeconds === null ? "none due" : `${Output.age(stats.oldestPendingSeconds)} waiting`],
-      ["fence rejections", String(stats.fenceRejections)],
-      ["reclaims", String(stats.reclaims)]
-    ]))
-    if (keyLimits.length > 0) {
+      if (flags.json) {
+        const byState = Object.fromEntries(
+          states.map((
+            state
+          ) => [state, stats.byStateAndQueue.filter((r) => r.state === state).reduce((n, r) => n + r.count, 0)])
+        )
+        return yield* Output.json({
+          byState,
+          byStateAndQueue: stats.byStateAndQueue.map((r) => ({ queue: r.queue, state: r.state, count: r.count })),
+          liveLeases: stats.liveLeases,
+          oldestPendingSeconds: stats.oldestPendingSeconds,
+          fenceRejections: stats.fenceRejections,
+          reclaims: stats.reclaims,
+          keyLimits,
+          rateLimits,
+          activity
+        })
+      }
+      yield* Output.lines(countsTable(stats))
       yield* Output.line()
-      yield* Output.lines(keyLimitsTable(keyLimits))
-    }
-    if (rateLimits.length > 0) {
+      yield* Output.lines(Output.fields([
+        ["live leases", String(stats.liveLeases)],
+        [
+          "oldest pending",
+          stats.oldestPendingSeconds === null ? "none due" : `${Output.age(stats.oldestPendingSeconds)} waiting`
+        ],
+        ["fence rejections", String(stats.fenceRejections)],
+        ["reclaims", String(stats.reclaims)]
+      ]))
+      if (keyLimits.length > 0) {
+        yield* Output.line()
+        yield* Output.lines(keyLimitsTable(keyLimits))
+      }
+      if (rateLimits.length > 0) {
+        yield* Output.line()
+        yield* Output.lines(rateLimitsTable(rateLimits))
+      }
       yield* Output.line()
-      yield* Output.lines(rateLimitsTable(rateLimits))
-    }
-    yield* Output.line()
-    yield* Output.line(`finished in the last ${activity.minutes} minutes${activity.truncated ? " (the latest runs only: more finished than are read)" : ""}:`)
-    yield* activity.series.length === 0 ? Output.line("  none") : Output.lines(activityTable(activity))
-  })).pipe(Command.withDescription("Counts by state and queue, live leases, oldest pending run, fence rejections, reclaims, and per-minute completions, failures and wait/run time percentiles"))
+      yield* Output.line(
+        `finished in the last ${activity.minutes} minutes${
+          activity.truncated ? " (the latest runs only: more finished than are read)" : ""
+        }:`
+      )
+      yield* activity.series.length === 0 ? Output.line("  none") : Output.lines(activityTable(activity))
+    })
+).pipe(
+  Command.withDescription(
+    "Counts by state and queue, live leases, oldest pending run, fence rejections, reclaims, and per-minute completions, failures and wait/run time percentiles"
+  )
+)

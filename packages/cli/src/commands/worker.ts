@@ -6,16 +6,18 @@ import { Worker, WorkerEvents } from "@leasehold/core"
 import { type Duration, Effect, Logger, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
-import * as Observability from "../Observability.js"
 import { connectionFlags, UsageError } from "../Flags.js"
+import * as Observability from "../Observability.js"
 import * as Tasks from "../Tasks.js"
 
 /** Events the text mode leaves out. */
 const quiet = (event: WorkerEvents.WorkerEvent): boolean =>
-  event._tag === "HeartbeatSent" || event._tag === "HeartbeatConfirmed" || (event._tag === "ClaimBatch" && event.count === 0)
+  event._tag === "HeartbeatSent" || event._tag === "HeartbeatConfirmed" ||
+  (event._tag === "ClaimBatch" && event.count === 0)
 
 const messageText = (message: unknown): string =>
-  (Array.isArray(message) ? message : [message]).map((part) => typeof part === "string" ? part : JSON.stringify(part)).join(" ")
+  (Array.isArray(message) ? message : [message]).map((part) => typeof part === "string" ? part : JSON.stringify(part))
+    .join(" ")
 
 /**
  * The worker's log lines (start, stop, each failed attempt) beside its events on stdout: in the
@@ -26,18 +28,25 @@ const lineLogger = (json: boolean) =>
   Logger.make<unknown, void>(({ date, logLevel, message }) => {
     const text = messageText(message)
     process.stdout.write(
-      json ? JSON.stringify({ at: date.getTime(), _tag: "Log", level: logLevel, message: text }) + "\n" : `${logLevel.toUpperCase()} ${text}\n`
+      json
+        ? JSON.stringify({ at: date.getTime(), _tag: "Log", level: logLevel, message: text }) + "\n"
+        : `${logLevel.toUpperCase()} ${text}\n`
     )
   })
 
 const withLineLogger = (json: boolean) =>
-  Effect.updateService(Logger.CurrentLoggers, (loggers) =>
-    new Set([...[...loggers].filter((logger) => logger !== Logger.defaultLogger), lineLogger(json)]))
+  Effect.updateService(
+    Logger.CurrentLoggers,
+    (loggers) => new Set([...[...loggers].filter((logger) => logger !== Logger.defaultLogger), lineLogger(json)])
+  )
 
 export const worker = Command.make("worker", {
   ...connectionFlags,
   tasks: Tasks.tasksFlag,
-  queue: Flag.String("queue").pipe(Flag.withDefault("default"), Flag.withDescription("queues to serve, comma-separated")),
+  queue: Flag.String("queue").pipe(
+    Flag.withDefault("default"),
+    Flag.withDescription("queues to serve, comma-separated")
+  ),
   concurrency: Flag.Int("concurrency").pipe(Flag.withDefault(10)),
   ttl: Flag.String("ttl").pipe(Flag.withDefault("30 seconds"), Flag.withDescription("lease TTL, e.g. \"30 seconds\"")),
   heartbeat: Flag.String("heartbeat").pipe(Flag.optional, Flag.withDescription("renewal interval (default TTL/3)")),
@@ -50,7 +59,10 @@ export const worker = Command.make("worker", {
     Flag.optional,
     Flag.withDescription("serve the worker's metrics for Prometheus at /metrics on this port (0: any free port)")
   ),
-  metricsHost: Flag.String("metrics-host").pipe(Flag.withDefault("127.0.0.1"), Flag.withDescription("address of the metrics endpoint"))
+  metricsHost: Flag.String("metrics-host").pipe(
+    Flag.withDefault("127.0.0.1"),
+    Flag.withDescription("address of the metrics endpoint")
+  )
 }, (flags) =>
   Effect.gen(function*() {
     const handlers = yield* Tasks.fromFlag(flags.tasks)
@@ -81,19 +93,30 @@ export const worker = Command.make("worker", {
       const MetricsServer = yield* Effect.promise(() => import("../MetricsServer.js"))
       const url = yield* MetricsServer.start(flags.metricsHost, flags.metricsPort.value)
       yield* Effect.sync(() => {
-        process.stdout.write(flags.json ? JSON.stringify({ at: Date.now(), _tag: "MetricsServing", url }) + "\n" : `MetricsServing ${url}\n`)
+        process.stdout.write(
+          flags.json
+            ? JSON.stringify({ at: Date.now(), _tag: "MetricsServing", url }) + "\n"
+            : `MetricsServing ${url}\n`
+        )
       })
     })
     // Handlers that hand out callback URLs (`Callback.url`) get the signing service when its
     // secrets are set; @leasehold/http is loaded only then.
     const callbacks = (process.env.LEASEHOLD_CALLBACK_SECRETS ?? "") === "" ? undefined : yield* Effect.tryPromise({
       try: () => import("@leasehold/http"),
-      catch: () => new UsageError({ message: "LEASEHOLD_CALLBACK_SECRETS is set: callback URLs need @leasehold/http, which is not installed: install its tarball beside @leasehold/cli (README, Using the packages)" })
+      catch: () =>
+        new UsageError({
+          message:
+            "LEASEHOLD_CALLBACK_SECRETS is set: callback URLs need @leasehold/http, which is not installed: install its tarball beside @leasehold/cli (README, Using the packages)"
+        })
     })
     const run = Worker.run(options).pipe(Effect.provideService(WorkerEvents.WorkerEvents, { emit }))
     yield* Connection.withStore(
       flags,
-      Effect.andThen(metricsEndpoint, callbacks === undefined ? run : Effect.provide(run, callbacks.Callbacks.layerConfig())),
+      Effect.andThen(
+        metricsEndpoint,
+        callbacks === undefined ? run : Effect.provide(run, callbacks.Callbacks.layerConfig())
+      ),
       { completedRuns: flags.completedRuns }
     ).pipe(withLineLogger(flags.json))
   })).pipe(Command.withDescription("Run a worker until SIGINT/SIGTERM (graceful shutdown)"))

@@ -97,7 +97,13 @@ export const make = Effect.fnUntraced(function*(
       return Effect.flatMap(Effect.exit(write(batch)), (exit) =>
         Effect.andThen(
           Effect.andThen(
-            Effect.exit(onFlush(batch.length, Number((clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000n) / 1_000, Exit.isSuccess(exit))),
+            Effect.exit(
+              onFlush(
+                batch.length,
+                Number((clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000n) / 1_000,
+                Exit.isSuccess(exit)
+              )
+            ),
             // Runs claimed in the hand-off start before the completions that freed their slots are
             // answered, so a slot of the worker's goes from one run of a key to the next.
             Effect.exit(Effect.suspend(() => {
@@ -108,7 +114,10 @@ export const make = Effect.fnUntraced(function*(
           ),
           Effect.forEach(
             batch,
-            (pending, i) => Effect.exit(pending.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))),
+            (pending, i) =>
+              Effect.exit(
+                pending.answer(Exit.isSuccess(exit) ? Exit.succeed(exit.value[i]!) : Exit.failCause(exit.cause))
+              ),
             { discard: true }
           )
         ))
@@ -126,7 +135,9 @@ export const make = Effect.fnUntraced(function*(
         Effect.suspend(() => {
           const batch = takeBatch()
           const released = Semaphore.release(permits, 1)
-          return batch.length === 0 ? Effect.asVoid(released) : Effect.asVoid(FiberSet.run(writing, Effect.ensuring(flush(batch), released)))
+          return batch.length === 0
+            ? Effect.asVoid(released)
+            : Effect.asVoid(FiberSet.run(writing, Effect.ensuring(flush(batch), released)))
         })
       ),
     step: () => undefined

@@ -14,7 +14,9 @@ const timeoutError = (duration: Duration.Duration): Cause.TimeoutError =>
 // Requests the interruption of an operation nobody waits for any more, without waiting for it.
 const abandon = <A, E>(fiber: Fiber.Fiber<A, E>): Effect.Effect<void> =>
   Effect.suspend(() =>
-    fiber.pollUnsafe() !== undefined ? Effect.void : Effect.asVoid(Effect.forkDetach(Fiber.interrupt(fiber), { startImmediately: true }))
+    fiber.pollUnsafe() !== undefined
+      ? Effect.void
+      : Effect.asVoid(Effect.forkDetach(Fiber.interrupt(fiber), { startImmediately: true }))
   )
 
 /**
@@ -29,14 +31,17 @@ const abandon = <A, E>(fiber: Fiber.Fiber<A, E>): Effect.Effect<void> =>
 export const within: {
   (duration: Duration.Input): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Cause.TimeoutError, R>
   <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.Input): Effect.Effect<A, E | Cause.TimeoutError, R>
-} = dual(2, <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.Input): Effect.Effect<A, E | Cause.TimeoutError, R> => {
-  const bound = Duration.fromInputUnsafe(duration)
-  // Masked so that no interruption lands between the fork and the handler that abandons it.
-  return Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(Effect.forkDetach(self, { startImmediately: true }), (fiber) =>
-      restore(
-        // Waiting on a fiber is interrupted at once: only the wait is cut short, not the operation.
-        Effect.timeoutOrElse(Fiber.join(fiber), { duration: bound, orElse: () => Effect.fail(timeoutError(bound)) })
-      ).pipe(Effect.onExit(() => abandon(fiber))))
-  )
-})
+} = dual(
+  2,
+  <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.Input): Effect.Effect<A, E | Cause.TimeoutError, R> => {
+    const bound = Duration.fromInputUnsafe(duration)
+    // Masked so that no interruption lands between the fork and the handler that abandons it.
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(Effect.forkDetach(self, { startImmediately: true }), (fiber) =>
+        restore(
+          // Waiting on a fiber is interrupted at once: only the wait is cut short, not the operation.
+          Effect.timeoutOrElse(Fiber.join(fiber), { duration: bound, orElse: () => Effect.fail(timeoutError(bound)) })
+        ).pipe(Effect.onExit(() => abandon(fiber))))
+    )
+  }
+)

@@ -8,13 +8,16 @@
  */
 import { Cause, Clock, Duration, Effect, Exit, Fiber, Queue } from "effect"
 import type { LeaseLossReason } from "../Errors.js"
-import * as Deadline from "./Deadline.js"
-import { type InFlight, keyOf, type LeaseEntry, renewable } from "./InFlight.js"
 import type { RunStore } from "../RunStore.js"
 import * as WorkerEvents from "../WorkerEvents.js"
+import * as Deadline from "./Deadline.js"
+import { type InFlight, keyOf, type LeaseEntry, renewable } from "./InFlight.js"
 
 /** Milliseconds on the monotonic clock. @category time */
-export const monotonicMillis: Effect.Effect<number> = Effect.map(Clock.monotonicTimeNanos, (n) => Number(n / 1_000_000n))
+export const monotonicMillis: Effect.Effect<number> = Effect.map(
+  Clock.monotonicTimeNanos,
+  (n) => Number(n / 1_000_000n)
+)
 
 /**
  * Stops a lease's RunScope locally: records why, reports it and interrupts the run's fiber without
@@ -26,7 +29,10 @@ export const loseLease = (owner: string, entry: LeaseEntry, reason: LeaseLossRea
   Effect.gen(function*() {
     if (entry.lost !== undefined || entry.finalizing) return
     entry.lost = reason
-    entry.span?.event("leasehold.lease_lost", yield* Clock.currentTimeNanos, { "leasehold.reason": reason, "leasehold.fence": entry.run.fence })
+    entry.span?.event("leasehold.lease_lost", yield* Clock.currentTimeNanos, {
+      "leasehold.reason": reason,
+      "leasehold.fence": entry.run.fence
+    })
     yield* WorkerEvents.emit({ _tag: "LeaseLost", owner, runId: entry.run.id, fence: entry.run.fence, reason })
     const fiber = entry.fiber
     if (fiber !== undefined) yield* Effect.forkDetach(Fiber.interrupt(fiber))
@@ -104,7 +110,12 @@ export const renewOnce = Effect.fnUntraced(function*(
   )
   // Any failure, a defect included, counts: the renewal was not confirmed.
   if (Exit.isFailure(result)) {
-    yield* WorkerEvents.emit({ _tag: "HeartbeatFailed", owner, leases, error: Cause.pretty(result.cause).split("\n")[0]! })
+    yield* WorkerEvents.emit({
+      _tag: "HeartbeatFailed",
+      owner,
+      leases,
+      error: Cause.pretty(result.cause).split("\n")[0]!
+    })
     for (const entry of entries) yield* loseLease(owner, entry, "renewal-failed")
     return
   }

@@ -6,10 +6,9 @@
  * @since 0.1.0
  */
 import type { Exit, Fiber, Schedule, Tracer } from "effect"
-import type { UnstorableValue } from "../Errors.js"
-import type { SelfSettlement } from "./Settlement.js"
-import type { LeaseLossReason } from "../Errors.js"
+import type { LeaseLossReason, UnstorableValue } from "../Errors.js"
 import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
+import type { SelfSettlement } from "./Settlement.js"
 
 /** @category models */
 export interface LeaseEntry {

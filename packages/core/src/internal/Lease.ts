@@ -10,13 +10,13 @@
  */
 import { Cause, Duration, Effect, Exit, Schema, Scope } from "effect"
 import type { StoreError } from "../Errors.js"
-import * as Backoff from "./Backoff.js"
-import * as Deadline from "./Deadline.js"
-import type { CompletionBatcher, CompletionExit } from "./CompletionBatcher.js"
-import type { InFlight, LeaseEntry } from "./InFlight.js"
 import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
 import type { RunStore, StaleWrite } from "../RunStore.js"
 import * as WorkerEvents from "../WorkerEvents.js"
+import * as Backoff from "./Backoff.js"
+import type { CompletionBatcher, CompletionExit } from "./CompletionBatcher.js"
+import * as Deadline from "./Deadline.js"
+import type { InFlight, LeaseEntry } from "./InFlight.js"
 
 /** What the finalizer needs from its worker. @category models */
 export interface LeaseContext {
@@ -38,7 +38,9 @@ export interface LeaseContext {
 }
 
 /** Marks a failure that retrying cannot fix (a payload that no longer decodes). @category models */
-export class PermanentFailure extends Schema.TaggedError<PermanentFailure>()("PermanentFailure", { reason: Schema.Defect() }) {}
+export class PermanentFailure
+  extends Schema.TaggedError<PermanentFailure>()("PermanentFailure", { reason: Schema.Defect() })
+{}
 
 type Settlement = "completed" | "retry-scheduled" | "failed" | "released" | "snoozed" | "suspended" | "abandoned"
 
@@ -66,8 +68,16 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
   if (entry.settled === undefined && Exit.isSuccess(exit)) {
     // The result is encoded here, per run: one that JSON cannot hold fails this run alone instead
     // of the statement its batch shares with others.
-    const result = exit.value === undefined || exit.value === null ? nullResult : entry.encodeResult(entry.run.id, exit.value)
-    if (Exit.isFailure(result)) return settled(ctx, entry, settleFailure(ctx, entry, Cause.fail(new PermanentFailure({ reason: Cause.squash(result.cause) }))))
+    const result = exit.value === undefined || exit.value === null
+      ? nullResult
+      : entry.encodeResult(entry.run.id, exit.value)
+    if (Exit.isFailure(result)) {
+      return settled(
+        ctx,
+        entry,
+        settleFailure(ctx, entry, Cause.fail(new PermanentFailure({ reason: Cause.squash(result.cause) })))
+      )
+    }
     // The completion is handed to the batcher and the RunScope closes at once; the lease stays in
     // the in-flight set (renewed, its slot taken) until the batch answers, and the rest of the
     // settlement runs on the flushing fiber. No fiber per run waits for its batch.
@@ -84,13 +94,18 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
   return settled(
     ctx,
     entry,
-    entry.settled !== undefined ? Effect.succeed(entry.settled) : settleFailure(ctx, entry, (exit as Exit.Failure<unknown, unknown>).cause)
+    entry.settled !== undefined
+      ? Effect.succeed(entry.settled)
+      : settleFailure(ctx, entry, (exit as Exit.Failure<unknown, unknown>).cause)
   )
 }
 
 // Reports the settlement, then frees the slot whatever happened.
 const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Settlement>): Effect.Effect<void> =>
-  Effect.onExit(ctx.listened ? Effect.flatMap(settle, (outcome) => reportSettled(ctx, entry, outcome)) : settle, () => freeSlot(ctx, entry))
+  Effect.onExit(
+    ctx.listened ? Effect.flatMap(settle, (outcome) => reportSettled(ctx, entry, outcome)) : settle,
+    () => freeSlot(ctx, entry)
+  )
 
 // The same for an outcome already known (a batched completion that went through).
 const settledAs = (ctx: LeaseContext, entry: LeaseEntry, outcome: Settlement): Effect.Effect<void> =>
@@ -120,7 +135,13 @@ const abandon = (entry: LeaseEntry, reason: string): Effect.Effect<Settlement> =
     return "abandoned"
   })
 
-const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, presentedFence: number, storedFence: number) =>
+const rejectedWrite = (
+  ctx: LeaseContext,
+  entry: LeaseEntry,
+  operation: string,
+  presentedFence: number,
+  storedFence: number
+) =>
   Effect.andThen(
     Effect.andThen(
       Effect.clockWith((clock) =>
@@ -132,19 +153,31 @@ const rejectedWrite = (ctx: LeaseContext, entry: LeaseEntry, operation: string, 
           })
         )
       ),
-      ctx.events.emit({ _tag: "WriteRejected", owner: ctx.owner, runId: entry.run.id, operation, presentedFence, storedFence })
+      ctx.events.emit({
+        _tag: "WriteRejected",
+        owner: ctx.owner,
+        runId: entry.run.id,
+        operation,
+        presentedFence,
+        storedFence
+      })
     ),
     abandon(entry, `the ${operation} was rejected by the fence (presented ${presentedFence}, stored ${storedFence})`)
   )
 
-const storeFailed = (ctx: LeaseContext, entry: LeaseEntry, operation: string) => (error: StoreError | Cause.TimeoutError) =>
-  Effect.andThen(
-    ctx.events.emit({ _tag: "StoreError", owner: ctx.owner, operation, error: String(error) }),
-    abandon(entry, `the ${operation} failed: ${String(error)}`)
-  )
+const storeFailed =
+  (ctx: LeaseContext, entry: LeaseEntry, operation: string) => (error: StoreError | Cause.TimeoutError) =>
+    Effect.andThen(
+      ctx.events.emit({ _tag: "StoreError", owner: ctx.owner, operation, error: String(error) }),
+      abandon(entry, `the ${operation} failed: ${String(error)}`)
+    )
 
 // The batcher bounds each batch's write by the finalize timeout itself (one timer per batch).
-const completionSettlement = (ctx: LeaseContext, entry: LeaseEntry, answer: CompletionExit): Effect.Effect<Settlement> =>
+const completionSettlement = (
+  ctx: LeaseContext,
+  entry: LeaseEntry,
+  answer: CompletionExit
+): Effect.Effect<Settlement> =>
   Exit.isFailure(answer)
     ? storeFailed(ctx, entry, "complete")(Cause.squash(answer.cause) as StoreError | Cause.TimeoutError)
     : answer.value._tag === "Finalized"
@@ -152,7 +185,11 @@ const completionSettlement = (ctx: LeaseContext, entry: LeaseEntry, answer: Comp
     : rejectedWrite(ctx, entry, "complete", answer.value.fence, answer.value.storedFence)
 const completedSettlement = Effect.succeed<Settlement>("completed")
 
-const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<unknown>): Effect.Effect<Settlement> => {
+const settleFailure = (
+  ctx: LeaseContext,
+  entry: LeaseEntry,
+  cause: Cause.Cause<unknown>
+): Effect.Effect<Settlement> => {
   const lease: LeaseKey = { runId: entry.run.id, fence: entry.run.fence }
   const rejected = (operation: string) => (error: StaleWrite) =>
     error._tag === "FenceRejected"
@@ -164,7 +201,9 @@ const settleFailure = (ctx: LeaseContext, entry: LeaseEntry, cause: Cause.Cause<
     write.pipe(Deadline.within(ctx.finalizeTimeout), Effect.catch(storeFailed(ctx, entry, operation)))
   if (Cause.hasInterruptsOnly(cause)) {
     // Superseded or cancelled: the fence has moved on and there is nothing of ours to release.
-    if (entry.lost === "superseded" || entry.lost === "cancelled") return abandon(entry, `the lease was lost (${entry.lost})`)
+    if (entry.lost === "superseded" || entry.lost === "cancelled") {
+      return abandon(entry, `the lease was lost (${entry.lost})`)
+    }
     return bounded(
       "release",
       ctx.store.release(lease).pipe(

@@ -7,7 +7,9 @@ export const duration = (option: string, input: Duration.Input): Effect.Effect<D
   const parsed = Option.filter(Duration.fromInput(input), (d) => Duration.isFinite(d) && Duration.toMillis(d) >= 0)
   return Option.isSome(parsed)
     ? Effect.succeed(parsed.value)
-    : Effect.fail(new InvalidConfig({ option, issue: `${JSON.stringify(input)} is not a duration (for example "30 seconds")` }))
+    : Effect.fail(
+      new InvalidConfig({ option, issue: `${JSON.stringify(input)} is not a duration (for example "30 seconds")` })
+    )
 }
 
 /** A whole number of at least `min`. */

@@ -9,7 +9,11 @@ import type { RunStore } from "../RunStore.js"
 import * as Telemetry from "../Telemetry.js"
 import type { LeaseEntry } from "./InFlight.js"
 
-export const consumer = <A, E, R>(entry: LeaseEntry, owner: string, attempt: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+export const consumer = <A, E, R>(
+  entry: LeaseEntry,
+  owner: string,
+  attempt: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
   const run = entry.run
   const enqueued = Telemetry.spanOf(run.traceParent)
   // The first claim of a run: fence 1, or a promoted server's floor (a multiple of 2^32, ADR 0016),
@@ -21,7 +25,11 @@ export const consumer = <A, E, R>(entry: LeaseEntry, owner: string, attempt: Eff
   return Effect.flatMap(
     Effect.makeSpan(`leasehold.run ${run.kind}`, {
       kind: "consumer",
-      ...(enqueued === undefined ? {} : first ? { parent: enqueued } : { root: true, links: [{ span: enqueued, attributes: { "leasehold.link": "enqueued" } }] }),
+      ...(enqueued === undefined
+        ? {}
+        : first
+        ? { parent: enqueued }
+        : { root: true, links: [{ span: enqueued, attributes: { "leasehold.link": "enqueued" } }] }),
       attributes: {
         "messaging.system": "leasehold",
         "messaging.operation": "process",
@@ -37,12 +45,18 @@ export const consumer = <A, E, R>(entry: LeaseEntry, owner: string, attempt: Eff
     }),
     (span) => {
       entry.span = span
-      return Effect.onExit(Effect.withParentSpan(attempt, span), (exit) =>
-        Effect.clockWith((clock) =>
-          Effect.sync(() =>
-            span.end(clock.currentTimeNanosUnsafe(), entry.abandoned === undefined ? exit : Exit.fail(new AttemptAbandoned(entry.abandoned)))
+      return Effect.onExit(
+        Effect.withParentSpan(attempt, span),
+        (exit) =>
+          Effect.clockWith((clock) =>
+            Effect.sync(() =>
+              span.end(
+                clock.currentTimeNanosUnsafe(),
+                entry.abandoned === undefined ? exit : Exit.fail(new AttemptAbandoned(entry.abandoned))
+              )
+            )
           )
-        ))
+      )
     }
   )
 }
@@ -65,25 +79,34 @@ export const recordedIf = <A, E, R>(
   annotate: (value: A) => Record<string, unknown>,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  Effect.flatMap(Clock.currentTimeNanos, (startTime) =>
-    Effect.flatMap(Effect.exit(Effect.withTracerEnabled(effect, false)), (exit) =>
-      !worth(exit) ? exit : Effect.flatMap(Effect.tracer, (tracer) =>
-        Effect.flatMap(Clock.currentTimeNanos, (endTime) => {
-          const span = tracer.span({
-            name,
-            parent: Option.none(),
-            annotations: Context.empty(),
-            links: [],
-            startTime,
-            kind: "internal",
-            root: true,
-            sampled: true
-          })
-          for (const [key, value] of Object.entries(attributes)) span.attribute(key, value)
-          if (Exit.isSuccess(exit)) for (const [key, value] of Object.entries(annotate(exit.value))) span.attribute(key, value)
-          span.end(endTime, exit)
-          return exit
-        }))))
+  Effect.flatMap(
+    Clock.currentTimeNanos,
+    (startTime) =>
+      Effect.flatMap(Effect.exit(Effect.withTracerEnabled(effect, false)), (exit) =>
+        !worth(exit) ?
+          exit :
+          Effect.flatMap(Effect.tracer, (tracer) =>
+            Effect.flatMap(Clock.currentTimeNanos, (endTime) => {
+              const span = tracer.span({
+                name,
+                parent: Option.none(),
+                annotations: Context.empty(),
+                links: [],
+                startTime,
+                kind: "internal",
+                root: true,
+                sampled: true
+              })
+              for (const [key, value] of Object.entries(attributes)) {
+                span.attribute(key, value)
+              }
+              if (Exit.isSuccess(exit)) {
+                for (const [key, value] of Object.entries(annotate(exit.value))) span.attribute(key, value)
+              }
+              span.end(endTime, exit)
+              return exit
+            })))
+  )
 
 /** The runtime's claim with no trace at all: spans are made by `runtimeStatements` only. */
 export const untracedClaim = (store: RunStore["Service"]): RunStore["Service"] => ({
@@ -108,11 +131,16 @@ export const runtimeStatements = (store: RunStore["Service"]): RunStore["Service
       store.claim(request)
     ),
   renew: (owner, leases, ttl) =>
-    Effect.tap(Effect.withTracerEnabled(store.renew(owner, leases, ttl), false), (renewed) => Effect.annotateCurrentSpan("leasehold.renewed", renewed.length)).pipe(
+    Effect.tap(
+      Effect.withTracerEnabled(store.renew(owner, leases, ttl), false),
+      (renewed) => Effect.annotateCurrentSpan("leasehold.renewed", renewed.length)
+    ).pipe(
       Effect.withSpan("leasehold.renew", { attributes: { "leasehold.batch_size": leases.length } })
     ),
   completeBatch: (items, next) =>
-    Effect.withTracerEnabled(store.completeBatch(items, next), false).pipe(Effect.withSpan("leasehold.complete", { attributes: { "leasehold.batch_size": items.length } }))
+    Effect.withTracerEnabled(store.completeBatch(items, next), false).pipe(
+      Effect.withSpan("leasehold.complete", { attributes: { "leasehold.batch_size": items.length } })
+    )
 })
 
 /**

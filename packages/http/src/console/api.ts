@@ -93,8 +93,21 @@ export interface RunEvent {
 }
 
 export type JournalEntry =
-  | { readonly type: "activity"; readonly name: string; readonly attempt: number; readonly fence: number; readonly exit: unknown; readonly at: string }
-  | { readonly type: "deferred"; readonly name: string; readonly exit: unknown; readonly done: boolean; readonly at: string }
+  | {
+    readonly type: "activity"
+    readonly name: string
+    readonly attempt: number
+    readonly fence: number
+    readonly exit: unknown
+    readonly at: string
+  }
+  | {
+    readonly type: "deferred"
+    readonly name: string
+    readonly exit: unknown
+    readonly done: boolean
+    readonly at: string
+  }
   | { readonly type: "clock"; readonly name: string; readonly wakeAt: string; readonly fired: boolean }
 
 export interface RunDetail {
@@ -102,7 +115,14 @@ export interface RunDetail {
   readonly history: {
     readonly attempts: ReadonlyArray<Attempt>
     readonly suspensions: ReadonlyArray<Suspension>
-    readonly rejectedWrites: ReadonlyArray<{ readonly at: string; readonly operation: string; readonly presentedFence: number; readonly storedFence: number | null }>
+    readonly rejectedWrites: ReadonlyArray<
+      {
+        readonly at: string
+        readonly operation: string
+        readonly presentedFence: number
+        readonly storedFence: number | null
+      }
+    >
     readonly adminActions: ReadonlyArray<{ readonly at: string; readonly action: string; readonly fence: number }>
     readonly events: ReadonlyArray<RunEvent>
   }
@@ -212,7 +232,14 @@ export interface KeyLimit {
   readonly perKey: number
   readonly keysRunning: number
   readonly keyedDue: number
-  readonly keys: ReadonlyArray<{ readonly key: string; readonly held: number; readonly waiting: number; readonly oldestWaitingSeconds: number | null }>
+  readonly keys: ReadonlyArray<
+    {
+      readonly key: string
+      readonly held: number
+      readonly waiting: number
+      readonly oldestWaitingSeconds: number | null
+    }
+  >
 }
 
 export interface RateLimit {
@@ -240,7 +267,11 @@ export class ApiError extends Error {
 const readError = async (response: Response): Promise<string> => {
   try {
     const body = (await response.json()) as { message?: unknown; error?: unknown }
-    return typeof body.message === "string" ? body.message : typeof body.error === "string" ? body.error : JSON.stringify(body)
+    return typeof body.message === "string"
+      ? body.message
+      : typeof body.error === "string"
+      ? body.error
+      : JSON.stringify(body)
   } catch {
     return response.statusText || `HTTP ${response.status}`
   }
@@ -265,7 +296,7 @@ export const getSession = (): Promise<Session> => {
 
 /** The CSRF token: from the page's meta tag when the server filled it in, else from GET /api/session. */
 const csrf = async (): Promise<string> => {
-  const meta = document.querySelector('meta[name="leasehold-csrf"]')?.getAttribute("content")
+  const meta = document.querySelector("meta[name=\"leasehold-csrf\"]")?.getAttribute("content")
   if (meta) return meta
   return (await getSession()).csrfToken
 }
@@ -301,7 +332,9 @@ export interface RunsQuery {
 
 export const runsPath = (query: RunsQuery): string => {
   const params = new URLSearchParams()
-  for (const name of ["state", "kind", "queue", "id", "key", "error", "from", "to", "limit", "before", "after"] as const) {
+  for (
+    const name of ["state", "kind", "queue", "id", "key", "error", "from", "to", "limit", "before", "after"] as const
+  ) {
     const value = query[name]
     if (value !== undefined && value !== "") params.set(name, String(value))
   }

@@ -1,9 +1,9 @@
 // Charts of the store's activity (GET /api/activity): finished runs per minute (completed and
 // failed, stacked bars), and wait and run time percentiles per minute (lines). SVG with a title per
 // bar and point, and an aria-label saying what the chart shows in words.
-import { Fragment, h } from "./vendor/preact.js"
 import type { Activity, Percentiles } from "./api.js"
 import { duration } from "./format.js"
+import { Fragment, h } from "./vendor/preact.js"
 
 // The drawing's units: about the pixels of a chart in a two-column grid at 1,280 px, so its 12-unit
 // labels read at about their size. The plot sits inside margins that hold the y scale (left) and
@@ -27,7 +27,11 @@ interface Minute {
 }
 
 const highest = (a: Percentiles | null, b: Percentiles | null): Percentiles | null =>
-  a === null ? b : b === null ? a : { p50: Math.max(a.p50, b.p50), p95: Math.max(a.p95, b.p95), p99: Math.max(a.p99, b.p99) }
+  a === null
+    ? b
+    : b === null
+    ? a
+    : { p50: Math.max(a.p50, b.p50), p95: Math.max(a.p95, b.p95), p99: Math.max(a.p99, b.p99) }
 
 /**
  * One slot per minute of the window, for `queue` or all queues. Across queues the counts add up;
@@ -87,7 +91,13 @@ const yScale = (max: number, label: (value: number) => string) =>
 
 /** A time for the y scale, short enough for its margin: one unit, at most one decimal. */
 const short = (ms: number) => {
-  const [value, unit] = ms < 1000 ? [ms, "ms"] : ms < 60_000 ? [ms / 1000, "s"] : ms < 3_600_000 ? [ms / 60_000, "min"] : [ms / 3_600_000, "h"]
+  const [value, unit] = ms < 1000
+    ? [ms, "ms"]
+    : ms < 60_000
+    ? [ms / 1000, "s"]
+    : ms < 3_600_000
+    ? [ms / 60_000, "min"]
+    : [ms / 3_600_000, "h"]
   return `${Number(value.toFixed(value < 10 && unit !== "ms" ? 1 : 0))} ${unit}`
 }
 
@@ -101,8 +111,13 @@ export const FinishedChart = ({ slots, note }: { readonly slots: ReadonlyArray<M
   const failed = slots.reduce((sum, b) => sum + b.failed, 0)
   return (
     <figure class="chart-box">
-      <svg viewBox={`0 0 ${width} ${height}`} role="img" class="chart" data-chart="finished"
-        aria-label={`${total} runs finished in the last ${slots.length} minutes`}>
+      <svg
+        viewBox={`0 0 ${width} ${height}`}
+        role="img"
+        class="chart"
+        data-chart="finished"
+        aria-label={`${total} runs finished in the last ${slots.length} minutes`}
+      >
         {yScale(max, count)}
         {slots.map((b, i) => {
           const ch = (b.completed / max) * plotHeight
@@ -111,8 +126,12 @@ export const FinishedChart = ({ slots, note }: { readonly slots: ReadonlyArray<M
           const label = `${hhmm(b.at)}: ${b.completed} completed, ${b.failed} failed`
           return (
             <g key={i}>
-              <rect x={x} y={plotBottom - ch} width={slot * 0.8} height={ch} class="bar-completed"><title>{label}</title></rect>
-              <rect x={x} y={plotBottom - ch - fh} width={slot * 0.8} height={fh} class="bar-failed"><title>{label}</title></rect>
+              <rect x={x} y={plotBottom - ch} width={slot * 0.8} height={ch} class="bar-completed">
+                <title>{label}</title>
+              </rect>
+              <rect x={x} y={plotBottom - ch - fh} width={slot * 0.8} height={fh} class="bar-failed">
+                <title>{label}</title>
+              </rect>
             </g>
           )
         })}
@@ -141,15 +160,24 @@ export const LatencyChart = ({ slots, pick, what }: {
     values.forEach((v, i) => {
       if (v === null) return
       const prev = i > 0 ? values[i - 1] : null
-      parts.push(`${prev === null || prev === undefined ? "M" : "L"}${center(i, slot).toFixed(1)},${y(v[key]).toFixed(1)}`)
+      parts.push(
+        `${prev === null || prev === undefined ? "M" : "L"}${center(i, slot).toFixed(1)},${y(v[key]).toFixed(1)}`
+      )
     })
     return parts.join(" ")
   }
   const latest = [...values].reverse().find((v) => v !== null) ?? null
   return (
     <figure class="chart-box">
-      <svg viewBox={`0 0 ${width} ${height}`} role="img" class="chart" data-chart={what}
-        aria-label={latest === null ? `No ${what} in the window` : `${what}: latest p50 ${duration(latest.p50)}, p95 ${duration(latest.p95)}; highest p95 ${duration(max)}`}>
+      <svg
+        viewBox={`0 0 ${width} ${height}`}
+        role="img"
+        class="chart"
+        data-chart={what}
+        aria-label={latest === null
+          ? `No ${what} in the window`
+          : `${what}: latest p50 ${duration(latest.p50)}, p95 ${duration(latest.p95)}; highest p95 ${duration(max)}`}
+      >
         {yScale(max, short)}
         <path d={line("p95")} class="line-p95" />
         <path d={line("p50")} class="line-p50" />
@@ -157,7 +185,9 @@ export const LatencyChart = ({ slots, pick, what }: {
           v === null ? null : (
             <Fragment key={i}>
               <circle cx={center(i, slot)} cy={y(v.p95)} r={2.5} class="dot-p95">
-                <title>{`${hhmm(slots[i]!.at)}: p50 ${duration(v.p50)}, p95 ${duration(v.p95)}, p99 ${duration(v.p99)}`}</title>
+                <title>
+                  {`${hhmm(slots[i]!.at)}: p50 ${duration(v.p50)}, p95 ${duration(v.p95)}, p99 ${duration(v.p99)}`}
+                </title>
               </circle>
             </Fragment>
           )

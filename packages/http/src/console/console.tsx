@@ -1,8 +1,6 @@
 // Leasehold console: the entry module. Hash routes, one page mounted at a time under <main>; after
 // a navigation focus moves to the new page's heading; the header's approvals count and the "Live"
 // indicator stay up to date.
-import { h, render } from "./vendor/preact.js"
-import { useEffect, useState } from "./vendor/hooks.js"
 import * as Live from "./live.js"
 import { Approvals, loadDecisions } from "./pages/approvals.js"
 import { Limits } from "./pages/limits.js"
@@ -12,6 +10,8 @@ import { RunPage } from "./pages/run.js"
 import { Runs } from "./pages/runs.js"
 import { Schedules } from "./pages/schedules.js"
 import { Workers } from "./pages/workers.js"
+import { useEffect, useState } from "./vendor/hooks.js"
+import { h, render } from "./vendor/preact.js"
 
 // A hash part with broken percent-encoding (a truncated or hand-edited link) is kept as typed.
 const decodePart = (part: string) => {

@@ -4,7 +4,9 @@ const pad = (n: number) => String(n).padStart(2, "0")
 
 /** A moment as local date and time: `2026-01-05 14:03:22`. */
 export const dateTime = (date: Date): string =>
-  `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`
+  `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${
+    pad(date.getMinutes())
+  }:${pad(date.getSeconds())}`
 
 /** A span of milliseconds, short: `850 ms`, `42 s`, `3 min 5 s`, `2 h 10 min`, `3 d 4 h`. */
 export const duration = (ms: number | null | undefined): string => {
@@ -45,7 +47,9 @@ export const shortId = (id: string): string => (id.length > 13 ? `${id.slice(0, 
 
 /** A W3C traceparent's trace and span ids, or null when it is not one. */
 export const traceIds = (traceParent: string | null): { readonly traceId: string; readonly spanId: string } | null => {
-  const match = traceParent === null ? null : /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceParent)
+  const match = traceParent === null
+    ? null
+    : /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceParent)
   return match === null ? null : { traceId: match[1]!, spanId: match[2]! }
 }
 
@@ -53,7 +57,10 @@ export const traceIds = (traceParent: string | null): { readonly traceId: string
  * The trace viewer's URL for a trace: the configured template with `{traceId}` and `{spanId}`
  * filled in (hex ids, nothing to escape); only http(s) URLs are linked.
  */
-export const traceLink = (template: string | null, ids: { readonly traceId: string; readonly spanId: string }): string | null => {
+export const traceLink = (
+  template: string | null,
+  ids: { readonly traceId: string; readonly spanId: string }
+): string | null => {
   if (template === null || !/^https?:\/\//i.test(template)) return null
   return template.replaceAll("{traceId}", ids.traceId).replaceAll("{spanId}", ids.spanId)
 }

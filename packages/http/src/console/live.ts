@@ -14,7 +14,7 @@ const changed = () => {
   }, 150)
 }
 
-export const subscribe = (listener: Listener): (() => void) => {
+export const subscribe = (listener: Listener): () => void => {
   listeners.add(listener)
   return () => void listeners.delete(listener)
 }
@@ -50,7 +50,10 @@ export const start = () => {
     // Whatever changed while the stream was down.
     changed()
   })
-  source.addEventListener("error", () => status(source.readyState === EventSource.CLOSED ? "Disconnected" : "Reconnecting…", false))
+  source.addEventListener(
+    "error",
+    () => status(source.readyState === EventSource.CLOSED ? "Disconnected" : "Reconnecting…", false)
+  )
   source.addEventListener("message", onEvent)
   for (const name of named) source.addEventListener(name, onEvent)
 }

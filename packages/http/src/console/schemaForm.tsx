@@ -4,12 +4,12 @@
 // schema says before it is sent (the server checks it again with the Effect Schema). An
 // `approved` boolean becomes the Approve and Reject buttons. Without a schema: Approve / Reject
 // with a note, `{ approved, note }`.
-import { Fragment, h } from "./vendor/preact.js"
-import { useState } from "./vendor/hooks.js"
 import { type JsonSchema, type JsonSchemaDocument, post, type Run } from "./api.js"
+import { shortId } from "./format.js"
 import * as Live from "./live.js"
 import { ErrorBox } from "./ui.js"
-import { shortId } from "./format.js"
+import { useState } from "./vendor/hooks.js"
+import { Fragment, h } from "./vendor/preact.js"
 
 type FieldKind =
   | { readonly type: "boolean" }
@@ -42,20 +42,32 @@ const kindOf = (raw: JsonSchema, document: JsonSchemaDocument): FieldKind => {
   const branches = schema.anyOf ?? schema.oneOf
   if (branches !== undefined) {
     const main = branches.map((b) => resolve(b, document)).find((b) =>
-      b.type !== "null" && !(b.type === "string" && b.enum?.every((v) => v === "Infinity" || v === "-Infinity" || v === "NaN"))
+      b.type !== "null" &&
+      !(b.type === "string" && b.enum?.every((v) => v === "Infinity" || v === "-Infinity" || v === "NaN"))
     )
     return main === undefined ? { type: "json" } : kindOf(main, document)
   }
   const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") : schema.type
-  if (schema.enum !== undefined && schema.enum.every((v) => typeof v === "string")) return { type: "enum", options: schema.enum as ReadonlyArray<string> }
+  if (schema.enum !== undefined && schema.enum.every((v) => typeof v === "string")) {
+    return { type: "enum", options: schema.enum as ReadonlyArray<string> }
+  }
   if (type === "boolean") return { type: "boolean" }
   if (type === "number" || type === "integer") {
     const min = schema.minimum ?? schema.exclusiveMinimum
     const max = schema.maximum ?? schema.exclusiveMaximum
-    return { type: "number", integer: type === "integer", ...(min === undefined ? {} : { min }), ...(max === undefined ? {} : { max }) }
+    return {
+      type: "number",
+      integer: type === "integer",
+      ...(min === undefined ? {} : { min }),
+      ...(max === undefined ? {} : { max })
+    }
   }
   if (type === "string") {
-    return { type: "string", ...(schema.minLength === undefined ? {} : { minLength: schema.minLength }), ...(schema.maxLength === undefined ? {} : { maxLength: schema.maxLength }) }
+    return {
+      type: "string",
+      ...(schema.minLength === undefined ? {} : { minLength: schema.minLength }),
+      ...(schema.maxLength === undefined ? {} : { maxLength: schema.maxLength })
+    }
   }
   return { type: "json" }
 }
@@ -71,10 +83,16 @@ export const fieldsOf = (document: JsonSchemaDocument): ReadonlyArray<Field> => 
   }))
 }
 
-const label = (name: string) => name.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/[_-]/g, " ").replace(/^./, (c) => c.toUpperCase())
+const label = (name: string) =>
+  name.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/[_-]/g, " ").replace(/^./, (c) => c.toUpperCase())
 
 /** The field's value from its text, or the reason it is refused. */
-const read = (field: Field, text: string, checked: boolean, unreadable: boolean): { readonly value?: unknown; readonly issue?: string } => {
+const read = (
+  field: Field,
+  text: string,
+  checked: boolean,
+  unreadable: boolean
+): { readonly value?: unknown; readonly issue?: string } => {
   const k = field.kind
   if (k.type === "boolean") return { value: checked }
   // A number field holding text that is not a number reads as "" (the browser's `badInput`).
@@ -92,8 +110,12 @@ const read = (field: Field, text: string, checked: boolean, unreadable: boolean)
     case "enum":
       return k.options.includes(text) ? { value: text } : { issue: `must be one of ${k.options.join(", ")}` }
     case "string":
-      if (k.minLength !== undefined && text.length < k.minLength) return { issue: `must be at least ${k.minLength} characters` }
-      if (k.maxLength !== undefined && text.length > k.maxLength) return { issue: `must be at most ${k.maxLength} characters` }
+      if (k.minLength !== undefined && text.length < k.minLength) {
+        return { issue: `must be at least ${k.minLength} characters` }
+      }
+      if (k.maxLength !== undefined && text.length > k.maxLength) {
+        return { issue: `must be at most ${k.maxLength} characters` }
+      }
       return { value: text }
     case "json":
       try {
@@ -105,7 +127,11 @@ const read = (field: Field, text: string, checked: boolean, unreadable: boolean)
 }
 
 const defaultDocument: JsonSchemaDocument = {
-  schema: { type: "object", properties: { approved: { type: "boolean" }, note: { type: "string" } }, required: ["approved"] }
+  schema: {
+    type: "object",
+    properties: { approved: { type: "boolean" }, note: { type: "string" } },
+    required: ["approved"]
+  }
 }
 
 /** Approve / reject (or send) a suspended run's signal: POST /api/runs/:id/resume { payload }. */
@@ -133,7 +159,12 @@ export const DecisionForm = ({ run, onDone }: { readonly run: Run; readonly onDo
         payload.approved = approved
         continue
       }
-      const { issue, value } = read(field, texts[field.name] ?? "", checks[field.name] ?? false, unreadable[field.name] ?? false)
+      const { issue, value } = read(
+        field,
+        texts[field.name] ?? "",
+        checks[field.name] ?? false,
+        unreadable[field.name] ?? false
+      )
       if (issue !== undefined) found[field.name] = `${label(field.name)} ${issue}`
       else if (value !== undefined) payload[field.name] = value
     }
@@ -163,7 +194,12 @@ export const DecisionForm = ({ run, onDone }: { readonly run: Run; readonly onDo
   }
 
   return (
-    <form class="decision" aria-label={`Decision on run ${run.id}`} onSubmit={(e) => void submit(e as SubmitEvent)} noValidate>
+    <form
+      class="decision"
+      aria-label={`Decision on run ${run.id}`}
+      onSubmit={(e) => void submit(e as SubmitEvent)}
+      noValidate
+    >
       {fields.filter((f) => !(hasApproved && f.name === "approved")).map((field) => {
         const k = field.kind
         const text = texts[field.name] ?? ""
@@ -181,36 +217,70 @@ export const DecisionForm = ({ run, onDone }: { readonly run: Run; readonly onDo
             {k.type === "boolean"
               ? (
                 <Fragment>
-                  <input type="checkbox" {...common} checked={checks[field.name] ?? false}
-                    onChange={(e) => setChecks({ ...checks, [field.name]: (e.currentTarget as HTMLInputElement).checked })} />
+                  <input
+                    type="checkbox"
+                    {...common}
+                    checked={checks[field.name] ?? false}
+                    onChange={(e) =>
+                      setChecks({ ...checks, [field.name]: (e.currentTarget as HTMLInputElement).checked })}
+                  />
                   <label for={id(field.name)}>{fieldLabel}</label>
                 </Fragment>
               )
               : <label for={id(field.name)}>{fieldLabel}</label>}
             {k.type === "number"
-              ? <input type="number" inputMode="decimal" step={k.integer ? "1" : "any"} {...common} value={text}
-                min={k.min === undefined ? undefined : String(k.min)} max={k.max === undefined ? undefined : String(k.max)}
-                required={field.required} onInput={(e) => {
-                  const input = e.currentTarget as HTMLInputElement
-                  setTexts({ ...texts, [field.name]: input.value })
-                  setUnreadable({ ...unreadable, [field.name]: input.validity.badInput })
-                }} />
+              ? (
+                <input
+                  type="number"
+                  inputMode="decimal"
+                  step={k.integer ? "1" : "any"}
+                  {...common}
+                  value={text}
+                  min={k.min === undefined ? undefined : String(k.min)}
+                  max={k.max === undefined ? undefined : String(k.max)}
+                  required={field.required}
+                  onInput={(e) => {
+                    const input = e.currentTarget as HTMLInputElement
+                    setTexts({ ...texts, [field.name]: input.value })
+                    setUnreadable({ ...unreadable, [field.name]: input.validity.badInput })
+                  }}
+                />
+              )
               : k.type === "enum"
               ? (
-                <select {...common} value={text} required={field.required}
-                  onChange={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLSelectElement).value })}>
+                <select
+                  {...common}
+                  value={text}
+                  required={field.required}
+                  onChange={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLSelectElement).value })}
+                >
                   <option value="">{field.required ? "choose…" : "none"}</option>
                   {k.options.map((o) => <option key={o} value={o}>{o}</option>)}
                 </select>
               )
               // A schema's string is one line of text; JSON, and the default form's free note, take several.
               : k.type === "string" && fromSchema
-              ? <input type="text" {...common} value={text} required={field.required}
-                minLength={k.minLength} maxLength={k.maxLength}
-                onInput={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLInputElement).value })} />
+              ? (
+                <input
+                  type="text"
+                  {...common}
+                  value={text}
+                  required={field.required}
+                  minLength={k.minLength}
+                  maxLength={k.maxLength}
+                  onInput={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLInputElement).value })}
+                />
+              )
               : k.type === "string" || k.type === "json"
-              ? <textarea rows={k.type === "json" ? 3 : 2} {...common} value={text} required={field.required}
-                onInput={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLTextAreaElement).value })} />
+              ? (
+                <textarea
+                  rows={k.type === "json" ? 3 : 2}
+                  {...common}
+                  value={text}
+                  required={field.required}
+                  onInput={(e) => setTexts({ ...texts, [field.name]: (e.currentTarget as HTMLTextAreaElement).value })}
+                />
+              )
               : null}
             {field.description !== undefined ? <span class="muted small">{field.description}</span> : null}
             {issue !== undefined ? <span class="field-issue" id={`${id(field.name)}-issue`}>{issue}</span> : null}

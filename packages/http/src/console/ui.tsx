@@ -1,11 +1,11 @@
 // The console's shared pieces. Every value reaches the page as a Preact child or attribute, which
 // Preact writes as text (a text node, or setAttribute): nothing is parsed as HTML, so a payload
 // holding `<script>` shows as those characters.
-import { type ComponentChildren, Fragment, h } from "./vendor/preact.js"
-import { useCallback, useEffect, useRef, useState } from "./vendor/hooks.js"
 import { ApiError, type RunState } from "./api.js"
 import { dateTime, parseDate, relative, shortId } from "./format.js"
 import * as Live from "./live.js"
+import { useCallback, useEffect, useRef, useState } from "./vendor/hooks.js"
+import { type ComponentChildren, Fragment, h } from "./vendor/preact.js"
 
 export interface Loaded<A> {
   readonly data: A | undefined
@@ -18,7 +18,7 @@ export interface Loaded<A> {
  * Only the latest request's answer is shown: an earlier one that answers later (the unfiltered
  * list after the search's, a live reload of the old key) would otherwise overwrite it.
  */
-export const useLoad = <A,>(load: () => Promise<A>, key: string): Loaded<A> => {
+export function useLoad<A>(load: () => Promise<A>, key: string): Loaded<A> {
   const [data, setData] = useState<A | undefined>(undefined)
   const [error, setError] = useState<unknown>(undefined)
   const current = useRef(load)
@@ -61,17 +61,25 @@ export const PageHeading = ({ title, children }: { readonly title: string; reado
 
 export const ErrorBox = ({ error }: { readonly error: unknown }) => (
   <p class="error" role="alert">
-    {error instanceof ApiError && error.status ? `${error.status}: ${error.message}` : String((error as Error)?.message ?? error)}
+    {error instanceof ApiError && error.status
+      ? `${error.status}: ${error.message}`
+      : String((error as Error)?.message ?? error)}
   </p>
 )
 
 /** Loading, an error, or the content; a failed reload keeps the last content below its error. */
-export const Loading = <A,>({ loaded, children }: { readonly loaded: Loaded<A>; readonly children: (data: A) => ComponentChildren }) => (
-  <Fragment>
-    {loaded.error !== undefined ? <ErrorBox error={loaded.error} /> : null}
-    {loaded.data === undefined ? (loaded.error === undefined ? <p class="muted">Loading…</p> : null) : children(loaded.data)}
-  </Fragment>
-)
+export function Loading<A>(
+  { loaded, children }: { readonly loaded: Loaded<A>; readonly children: (data: A) => ComponentChildren }
+) {
+  return (
+    <Fragment>
+      {loaded.error !== undefined ? <ErrorBox error={loaded.error} /> : null}
+      {loaded.data === undefined
+        ? (loaded.error === undefined ? <p class="muted">Loading…</p> : null)
+        : children(loaded.data)}
+    </Fragment>
+  )
+}
 
 /** A moment: local date and time, and how long ago, with the exact instant as its title. */
 export const Time = ({ at, now }: { readonly at: string | null | undefined; readonly now?: number }) => {
@@ -80,7 +88,10 @@ export const Time = ({ at, now }: { readonly at: string | null | undefined; read
   const [day, clock] = dateTime(date).split(" ")
   return (
     <time dateTime={date.toISOString()} title={date.toISOString()}>
-      <span class="abs"><span class="day">{day}</span> <span class="clock">{clock}</span></span> <span class="rel">({relative(date, now)})</span>
+      <span class="abs">
+        <span class="day">{day}</span> <span class="clock">{clock}</span>
+      </span>{" "}
+      <span class="rel">({relative(date, now)})</span>
     </time>
   )
 }
@@ -118,7 +129,9 @@ export const Table = ({ caption, hiddenCaption, headers, empty, children, count,
     </div>
   )
 
-export const Section = ({ id, title, children }: { readonly id: string; readonly title: string; readonly children: ComponentChildren }) => (
+export const Section = (
+  { id, title, children }: { readonly id: string; readonly title: string; readonly children: ComponentChildren }
+) => (
   <section aria-labelledby={id}>
     <h2 id={id}>{title}</h2>
     {children}
@@ -126,7 +139,11 @@ export const Section = ({ id, title, children }: { readonly id: string; readonly
 )
 
 export const Json = ({ value, label }: { readonly value: unknown; readonly label: string }) => (
-  <pre class="json" tabIndex={0} aria-label={label}>{value === undefined ? "null" : JSON.stringify(value, null, 2)}</pre>
+  <pre
+    class="json"
+    tabIndex={0}
+    aria-label={label}
+  >{value === undefined ? "null" : JSON.stringify(value, null, 2)}</pre>
 )
 
 /**
@@ -159,13 +176,24 @@ export const ConfirmButton = ({ label, question, yes, onConfirm, disabled, class
   }
   if (!asking) {
     return (
-      <button type="button" class={cls} ref={askRef} disabled={disabled === true || busy} onClick={() => setAsking(true)}>
+      <button
+        type="button"
+        class={cls}
+        ref={askRef}
+        disabled={disabled === true || busy}
+        onClick={() => setAsking(true)}
+      >
         {label}
       </button>
     )
   }
   return (
-    <div role="group" aria-label={`Confirm: ${label}`} class="confirm" onKeyDown={(e) => e.key === "Escape" && keep()}>
+    <div
+      role="group"
+      aria-label={`Confirm: ${label}`}
+      class="confirm"
+      onKeyDown={(e) => e.key === "Escape" && keep()}
+    >
       <span>{question}</span>
       <button
         type="button"

@@ -34,10 +34,16 @@ export const loopbackHost = (host: string | undefined): boolean => {
 
 /** Who the request is, or `undefined` (401); an open server refuses non-loopback `Host` names. */
 export const admit = (headers: Readonly<Record<string, string | undefined>>, token: string | undefined) =>
-  token === undefined && !loopbackHost(headers.host) ? "wrong-host" as const : authenticate(headers.authorization, token)
+  token === undefined && !loopbackHost(headers.host)
+    ? "wrong-host" as const
+    : authenticate(headers.authorization, token)
 
 export const wrongHost = () =>
-  problem(403, "host", "without an admin token the server answers only to a loopback host name (localhost, 127.0.0.1, [::1])")
+  problem(
+    403,
+    "host",
+    "without an admin token the server answers only to a loopback host name (localhost, 127.0.0.1, [::1])"
+  )
 
 /** 401, asking a browser for basic auth. */
 export const unauthorized = () =>

@@ -35,7 +35,8 @@ const encode = (parts: ReadonlyArray<string>): string =>
   parts.map((part) => `${Buffer.byteLength(part, "utf8")}:${part}`).join("")
 
 /** The v2 text a run callback URL signs. */
-export const runMessage = (target: RunTarget, exp: string): string => encode([runDomain, target.runId, target.signal, exp])
+export const runMessage = (target: RunTarget, exp: string): string =>
+  encode([runDomain, target.runId, target.signal, exp])
 
 /** The v2 text a deferred callback URL signs. */
 export const deferredMessage = (target: DeferredTarget, exp: string): string =>
@@ -46,7 +47,8 @@ export const deferredMessage = (target: DeferredTarget, exp: string): string =>
  * sign, a fraction, an exponent, `Infinity`, text) is refused before any signature is checked,
  * so an expiry is always a whole number that can pass.
  */
-export const parseExp = (exp: string): number | undefined => /^[0-9]{1,12}$/.test(exp) ? Number.parseInt(exp, 10) : undefined
+export const parseExp = (exp: string): number | undefined =>
+  /^[0-9]{1,12}$/.test(exp) ? Number.parseInt(exp, 10) : undefined
 
 /**
  * The v1 text of a run callback, only where it has one reading: a run id of digits, a signal
@@ -94,5 +96,10 @@ export const verifyRun = (secrets: ReadonlyArray<string>, target: RunTarget, exp
   verifyAny(secrets, [runMessage(target, exp), legacyRun(target, exp)], sig)
 
 /** Whether `sig` signs this deferred callback under one of the secrets; never for a malformed `exp`. */
-export const verifyDeferred = (secrets: ReadonlyArray<string>, target: DeferredTarget, exp: string, sig: string): boolean =>
+export const verifyDeferred = (
+  secrets: ReadonlyArray<string>,
+  target: DeferredTarget,
+  exp: string,
+  sig: string
+): boolean =>
   parseExp(exp) !== undefined && verifyAny(secrets, [deferredMessage(target, exp), legacyDeferred(target, exp)], sig)

@@ -43,9 +43,16 @@ export const make = (maxSubscribers: number): Effect.Effect<EventHub, never, Sco
     const listen = (store: RunStore["Service"]) =>
       store.notifications.pipe(
         Stream.runForEach((note) =>
-          Effect.andThen(Effect.sync(() => { if (note._tag === "Subscribed") listening = true }), PubSub.publish(pubsub, note))
+          Effect.andThen(
+            Effect.sync(() => {
+              if (note._tag === "Subscribed") listening = true
+            }),
+            PubSub.publish(pubsub, note)
+          )
         ),
-        Effect.ensuring(Effect.sync(() => { listening = false })),
+        Effect.ensuring(Effect.sync(() => {
+          listening = false
+        })),
         Effect.tapError((error) => Effect.logWarning("event stream: listening failed; reconnecting", error)),
         Effect.retry(reconnect),
         Effect.ignore

@@ -4,7 +4,11 @@ import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 
 /** A JSON response; the values routes answer with are plain data, always encodable. */
-export const json = (status: number, body: unknown, headers?: Record<string, string>): HttpServerResponse.HttpServerResponse =>
+export const json = (
+  status: number,
+  body: unknown,
+  headers?: Record<string, string>
+): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.jsonUnsafe(body, { status, ...(headers === undefined ? {} : { headers }) })
 
 /** A refusal: `{ error, message }`, `error` a stable machine-readable reason. */
@@ -54,13 +58,19 @@ export const isJsonContentType = (header: string | undefined): boolean => {
 export const notJson = (header: string | undefined): HttpServerResponse.HttpServerResponse | undefined =>
   isJsonContentType(header)
     ? undefined
-    : problem(415, "unsupported-media-type", "the body must be JSON: content-type application/json (or application/<x>+json), UTF-8", {
-      accept: "application/json"
-    })
+    : problem(
+      415,
+      "unsupported-media-type",
+      "the body must be JSON: content-type application/json (or application/<x>+json), UTF-8",
+      {
+        accept: "application/json"
+      }
+    )
 
 /** What to tell the caller when the database refused a value: its own words, which name no secret. */
 export const refusedMessage = (error: { readonly cause: unknown }): string => {
-  const reason = (error.cause as { readonly reason?: { readonly cause?: { readonly message?: unknown } } } | undefined)?.reason
+  const reason = (error.cause as { readonly reason?: { readonly cause?: { readonly message?: unknown } } } | undefined)
+    ?.reason
   const detail = typeof reason?.cause?.message === "string" ? `: ${reason.cause.message}` : ""
   return `the database refused a value of this request${detail}`
 }
@@ -125,10 +135,13 @@ export const postOnly = <E, R>(
   prefix: string | undefined
 ) => {
   const notAllowed = secure(problem(405, "method-not-allowed", `${what} are delivered with POST`, { allow: "POST" }))
-  return HttpRouter.addAll(Effect.succeed([
-    HttpRouter.route("POST", path, deliver),
-    ...(["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"] as const).map((method) =>
-      HttpRouter.route(method, path, Effect.succeed(notAllowed))
-    )
-  ]), prefix === undefined ? undefined : { prefix })
+  return HttpRouter.addAll(
+    Effect.succeed([
+      HttpRouter.route("POST", path, deliver),
+      ...(["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"] as const).map((method) =>
+        HttpRouter.route(method, path, Effect.succeed(notAllowed))
+      )
+    ]),
+    prefix === undefined ? undefined : { prefix }
+  )
 }

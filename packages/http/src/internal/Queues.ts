@@ -17,7 +17,14 @@ export interface QueueOverview {
   readonly workers: number
 }
 
-const zero = (): Record<RunState, number> => ({ pending: 0, running: 0, suspended: 0, completed: 0, failed: 0, cancelled: 0 })
+const zero = (): Record<RunState, number> => ({
+  pending: 0,
+  running: 0,
+  suspended: 0,
+  completed: 0,
+  failed: 0,
+  cancelled: 0
+})
 
 /**
  * Every queue that has runs, is paused, or is served by a worker, by name (byte order, as the

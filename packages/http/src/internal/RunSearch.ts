@@ -2,7 +2,7 @@
  * The runs list's search fields beyond state, kind, queue and payload: a run id, a concurrency
  * key, text in the error, and a creation time range (`RunFilter`).
  */
-import { type RunFilter, Limits } from "@leasehold/core"
+import { Limits, type RunFilter } from "@leasehold/core"
 import { Effect } from "effect"
 
 type Query = Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
@@ -16,7 +16,9 @@ export const maxErrorTextBytes = 200
 const time = (name: string, text: string | undefined): Effect.Effect<Date | undefined, string> => {
   if (text === undefined || text === "") return Effect.succeed(undefined)
   const at = new Date(text)
-  return Number.isNaN(at.getTime()) ? Effect.fail(`${name} must be a date and time (ISO 8601), not ${JSON.stringify(text)}`) : Effect.succeed(at)
+  return Number.isNaN(at.getTime())
+    ? Effect.fail(`${name} must be a date and time (ISO 8601), not ${JSON.stringify(text)}`)
+    : Effect.succeed(at)
 }
 
 /**
@@ -26,7 +28,9 @@ const time = (name: string, text: string | undefined): Effect.Effect<Date | unde
 export const fromQuery = (query: Query): Effect.Effect<Partial<RunFilter>, string> =>
   Effect.gen(function*() {
     const id = single(query.id)?.trim()
-    if (id !== undefined && id !== "" && !/^#?[0-9]{1,18}$/.test(id)) return yield* Effect.fail(`id must be a run id (digits), not ${JSON.stringify(id)}`)
+    if (id !== undefined && id !== "" && !/^#?[0-9]{1,18}$/.test(id)) {
+      return yield* Effect.fail(`id must be a run id (digits), not ${JSON.stringify(id)}`)
+    }
     const key = single(query.key)
     const keyIssue = key === undefined || key === "" ? undefined : Limits.textIssue(key, Limits.maxConcurrencyKeyBytes)
     if (keyIssue !== undefined) return yield* Effect.fail(`key ${keyIssue}`)

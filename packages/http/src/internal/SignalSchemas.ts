@@ -67,7 +67,10 @@ export const encodeDecision = (
   return Schema.decodeUnknownEffect(schema)(input).pipe(
     Effect.flatMap(Schema.encodeEffect(schema)),
     Effect.mapError((error) =>
-      new InvalidPayload({ kind: `${run.kind} (deferred ${deferred})`, issue: String(error.message).split("\n").join(" ") })
+      new InvalidPayload({
+        kind: `${run.kind} (deferred ${deferred})`,
+        issue: String(error.message).split("\n").join(" ")
+      })
     )
   )
 }

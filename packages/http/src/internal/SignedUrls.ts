@@ -43,7 +43,9 @@ export const mask = (value: unknown): { readonly value: unknown; readonly urls: 
     if (Array.isArray(v)) return v.map(walk)
     // Dates and other instances keep their own JSON form (toJSON), read once here.
     if (v !== null && typeof v === "object") {
-      const plain = typeof (v as { toJSON?: unknown }).toJSON === "function" ? (v as { toJSON: () => unknown }).toJSON() : v
+      const plain = typeof (v as { toJSON?: unknown }).toJSON === "function"
+        ? (v as { toJSON: () => unknown }).toJSON()
+        : v
       if (plain !== v) return walk(plain)
       return Object.fromEntries(Object.entries(v).map(([k, inner]) => [k, walk(inner)]))
     }

@@ -46,7 +46,11 @@ export const format = (sample: LiveSample, paused: ReadonlyArray<PausedQueue>): 
       Math.max(0, ...sample.dueByQueue.map((r) => r.oldestDueSeconds))
     ]]),
     ...family("leasehold_live_leases", "Leases held now, by the store's clock (sampled)", [["", sample.liveLeases]]),
-    ...family("leasehold_queue_paused", "1 for each paused queue (sampled)", paused.map((p) => [`{queue=${label(p.queue)}}`, 1]))
+    ...family(
+      "leasehold_queue_paused",
+      "1 for each paused queue (sampled)",
+      paused.map((p) => [`{queue=${label(p.queue)}}`, 1])
+    )
   ].join("\n") + "\n"
 
 /** The registry's text without the families `format` writes (a worker in the same process samples them too). */

@@ -41,7 +41,9 @@ export const verify = (options: {
   }
   if (id === "") return { _tag: "Invalid", reason: "empty webhook-id" }
   // Kept for replay refusal: a key the store can index.
-  if (Buffer.byteLength(id, "utf8") > maxDeliveryIdBytes) return { _tag: "Invalid", reason: `webhook-id is longer than ${maxDeliveryIdBytes} bytes` }
+  if (Buffer.byteLength(id, "utf8") > maxDeliveryIdBytes) {
+    return { _tag: "Invalid", reason: `webhook-id is longer than ${maxDeliveryIdBytes} bytes` }
+  }
   if (!/^\d{1,12}$/.test(timestamp)) return { _tag: "Invalid", reason: "webhook-timestamp is not unix seconds" }
   if (Math.abs(options.nowSeconds - Number(timestamp)) > options.toleranceSeconds) {
     return { _tag: "Invalid", reason: "webhook-timestamp is too far from now" }

@@ -16,7 +16,7 @@ export const statements = (script: string): Array<string> => {
   }
   while (i < script.length) {
     const c = script[i]!
-    if (c === "'" || c === '"') i = closing(script, i, c)
+    if (c === "'" || c === "\"") i = closing(script, i, c)
     else if (c === "-" && script[i + 1] === "-") i = lineEnd(script, i)
     else if (c === "/" && script[i + 1] === "*") i = commentEnd(script, i)
     else if (c === "$") i = dollarQuoteEnd(script, i)

@@ -7,19 +7,22 @@
  */
 import { InvalidTransition, RunNotFound, SignalTokenNotFound } from "../../Errors.js"
 import type { RunState } from "../../RunRecord.js"
-import { matches, parse } from "./Read.js"
-import type { StoredRun } from "./StoredRun.js"
 import type { RunFilter } from "../../RunStore.js"
-import { err, ok, type Outcome, type State } from "./State.js"
-import { enter } from "./Slots.js"
 import { admit } from "./Admit.js"
 import { letGo } from "./Guarded.js"
 import { rateGoverning } from "./Rate.js"
+import { matches, parse } from "./Read.js"
+import { enter } from "./Slots.js"
+import { err, ok, type Outcome, type State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 export const resume = (state: State, run: StoredRun, payload: string, now: number): string => {
   enter(state, run, "pending")
   run.runAt = now
-  run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "Signalled", payload: parse(payload) } })
+  run.signals = JSON.stringify({
+    ...(parse(run.signals) as object),
+    [run.signalName!]: { _tag: "Signalled", payload: parse(payload) }
+  })
   run.signalName = null
   run.signalToken = null
   run.suspendDeadline = null
@@ -27,7 +30,9 @@ export const resume = (state: State, run: StoredRun, payload: string, now: numbe
   state.record(run, "resumed", run.fence, null, { payload: parse(payload) }, now)
   state.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
   // Under a key limit it waits in its key's line, and is admitted at once if there is room.
-  if (run.concurrencyKey !== null) admit(state, { kinds: [run.kind], queues: [run.queue], keys: [run.concurrencyKey] }, now)
+  if (run.concurrencyKey !== null) {
+    admit(state, { kinds: [run.kind], queues: [run.queue], keys: [run.concurrencyKey] }, now)
+  }
   return run.id
 }
 
@@ -39,7 +44,9 @@ export const resumeById = (
 ): Outcome<string, RunNotFound | InvalidTransition> => {
   const run = state.find(runId)
   if (run === undefined) return err(new RunNotFound({ runId }))
-  if (run.state !== "suspended") return err(new InvalidTransition({ runId: run.id, state: run.state, operation: "resume" }))
+  if (run.state !== "suspended") {
+    return err(new InvalidTransition({ runId: run.id, state: run.state, operation: "resume" }))
+  }
   return ok(resume(state, run, payload, now))
 }
 
@@ -74,7 +81,9 @@ const admin = (
 
 /** `cancel` (or `retry`) of every run the filter selects that allows it, in id order. */
 export const many = (state: State, filter: RunFilter, operation: "cancel" | "retry", now: number): Array<string> => {
-  const ids = [...state.runs.values()].filter((r) => matches(r, filter)).map((r) => r.id).sort((a, b) => Number(a) - Number(b))
+  const ids = [...state.runs.values()].filter((r) => matches(r, filter)).map((r) => r.id).sort((a, b) =>
+    Number(a) - Number(b)
+  )
   state.retried = []
   const done = ids.filter((id) => (operation === "cancel" ? cancel(state, id, now) : retry(state, id, now)).ok)
   const retried = state.retried

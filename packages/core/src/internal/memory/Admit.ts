@@ -6,14 +6,14 @@
  *
  * @internal
  */
-import type { ClaimedRun } from "../../RunRecord.js"
 import { Duration } from "effect"
 import * as KeyLimits from "../../KeyLimits.js"
-import type { StoredRun } from "./StoredRun.js"
+import type { ClaimedRun } from "../../RunRecord.js"
 import type { ClaimNext } from "../../RunStore.js"
-import type { Released, State } from "./State.js"
-import { holders, keyName, perKey } from "./Slots.js"
 import { claimOne, inClaimOrder } from "./ClaimFragments.js"
+import { holders, keyName, perKey } from "./Slots.js"
+import type { Released, State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 /** The end of a statement: the row trigger's hand-offs, in the order the rows were written. */
 export const endStatement = (state: State, now: number): void => {
@@ -63,7 +63,10 @@ export const handOffSet = (
   next?: ClaimNext
 ): Map<string, ClaimedRun> => {
   const successors = new Map<string, ClaimedRun>()
-  const byKey = new Map<string, { scope: KeyLimits.KeyLimitScope; name: string; key: string; slots: Array<number>; after: Array<string> }>()
+  const byKey = new Map<
+    string,
+    { scope: KeyLimits.KeyLimitScope; name: string; key: string; slots: Array<number>; after: Array<string> }
+  >()
   for (const { run, scope, slot } of released) {
     const name = keyName(run, scope)
     const per = perKey(state, scope, name)
@@ -82,7 +85,8 @@ export const handOffSet = (
       // Claimed at once for the completion's owner when it asked, and the run is its to take.
       // A run a rate limit governs is given its slot, not started: only the rated claim starts it.
       if (
-        next !== undefined && run.rateScope === null && next.kinds.includes(run.kind) && next.queues.includes(run.queue) &&
+        next !== undefined && run.rateScope === null && next.kinds.includes(run.kind) &&
+        next.queues.includes(run.queue) &&
         !state.paused.has(run.queue)
       ) {
         successors.set(order[i]!.after, claimOne(state, run, next.owner, Duration.toMillis(next.ttl), now))
@@ -125,7 +129,10 @@ export const admit = (
     const keys = scope.keys ?? [
       ...new Set(
         [...state.runs.values()]
-          .filter((o) => o.state === "pending" && o.keyScope === limit.scope && o.keySlot === null && keyName(o, limit.scope) === limit.name)
+          .filter((o) =>
+            o.state === "pending" && o.keyScope === limit.scope && o.keySlot === null &&
+            keyName(o, limit.scope) === limit.name
+          )
           .map((o) => o.concurrencyKey!)
       )
     ]

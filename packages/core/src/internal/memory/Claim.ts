@@ -5,17 +5,17 @@
  *
  * @internal
  */
-import type { ClaimedRun } from "../../RunRecord.js"
 import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
-import { parse } from "./Read.js"
-import type { StoredRun } from "./StoredRun.js"
+import type { ClaimedRun } from "../../RunRecord.js"
 import type { ClaimRequest } from "../../RunStore.js"
-import type { State } from "./State.js"
-import { enter, governingScope } from "./Slots.js"
-import { claimedView, inClaimOrder } from "./ClaimFragments.js"
 import { admit } from "./Admit.js"
+import { claimedView, inClaimOrder } from "./ClaimFragments.js"
 import { claimRated } from "./Rate.js"
+import { parse } from "./Read.js"
+import { enter, governingScope } from "./Slots.js"
+import type { State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 /** A keyed run that a declared limit governs (its kind's or its queue's). */
 const isGoverned = (state: State, run: StoredRun): boolean => {
@@ -86,14 +86,20 @@ const claimRoutine = (state: State, request: ClaimRequest, ttlMs: number, now: n
   // claim without a key limit starts each queue at its claim position (ClaimPosition).
   const keyed = request.kinds.some((kind) => state.keyLimitsByScope.has(`kind\u0000${kind}`)) ||
     request.queues.some((queue) => state.keyLimitsByScope.has(`queue\u0000${queue}`))
-  const positions = sweep || keyed ? new Map<string, ClaimPosition.ClaimPosition>() : state.positions.of(request.queues, request.kinds)
+  const positions = sweep || keyed
+    ? new Map<string, ClaimPosition.ClaimPosition>()
+    : state.positions.of(request.queues, request.kinds)
   const dueInQueue = (queue: string) =>
     all.filter((r) =>
-      r.queue === queue && r.state === "pending" && (r.keyScope === null || r.keySlot !== null) && r.rateScope === null &&
+      r.queue === queue && r.state === "pending" && (r.keyScope === null || r.keySlot !== null) &&
+      r.rateScope === null &&
       r.runAt <= now &&
       ClaimPosition.reaches(positions.get(queue), { priority: r.priority, runAtMs: r.runAt })
     ).sort(inClaimOrder).slice(0, limit).map((run) => ({ run }))
-  const due = [...new Set(request.queues)].flatMap(dueInQueue).sort((a, b) => inClaimOrder(a.run, b.run)).slice(0, limit)
+  const due = [...new Set(request.queues)].flatMap(dueInQueue).sort((a, b) => inClaimOrder(a.run, b.run)).slice(
+    0,
+    limit
+  )
   const placed = due.map(({ run }) => ({ queue: run.queue, priority: run.priority, runAtMs: run.runAt, id: run.id }))
   // A claim takes no key slot: a reclaimed run keeps the one it holds, an admitted due run the
   // one it was given.
@@ -121,7 +127,9 @@ const claimRoutine = (state: State, request: ClaimRequest, ttlMs: number, now: n
       run.error = JSON.stringify({ message: "lease expired on the last attempt", permanent: true })
       state.record(run, "failed", run.fence, owner, { attempt: run.attempt }, now)
     } else {
-      if (origin === 1) run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "TimedOut" } })
+      if (origin === 1) {
+        run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "TimedOut" } })
+      }
       enter(state, run, "running")
       run.attempt += 1
       run.leaseOwner = owner
@@ -129,7 +137,9 @@ const claimRoutine = (state: State, request: ClaimRequest, ttlMs: number, now: n
       run.finishedAt = null
       const kind = origin === 0 ? "reclaimed" : origin === 1 ? "signal_timed_out" : "claimed"
       state.record(run, kind, run.fence, owner, { attempt: run.attempt }, now)
-      claimed.push(claimedView(run, origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due", Math.max(0, now - dueAt)))
+      claimed.push(
+        claimedView(run, origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due", Math.max(0, now - dueAt))
+      )
     }
     run.signalName = null
     run.signalToken = null

@@ -8,12 +8,13 @@
  */
 import type { ClaimedRun } from "../../RunRecord.js"
 import { parse } from "./Read.js"
-import type { StoredRun } from "./StoredRun.js"
-import type { State } from "./State.js"
 import { enter } from "./Slots.js"
+import type { State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 /** Claim order: priority DESC, run_at, id. */
-export const inClaimOrder = (a: StoredRun, b: StoredRun) => b.priority - a.priority || a.runAt - b.runAt || Number(a.id) - Number(b.id)
+export const inClaimOrder = (a: StoredRun, b: StoredRun) =>
+  b.priority - a.priority || a.runAt - b.runAt || Number(a.id) - Number(b.id)
 
 /** A claimed run as the store hands it to its worker. */
 export const claimedView = (run: StoredRun, via: ClaimedRun["via"], waitMs: number): ClaimedRun => ({

@@ -7,18 +7,22 @@
  */
 import type { Enqueued, EnqueueRequest } from "../../RunRecord.js"
 import { uniqueStates } from "../../RunRecord.js"
-import { parse } from "./Read.js"
-import type { State } from "./State.js"
-import { governingScope } from "./Slots.js"
 import { admit } from "./Admit.js"
 import { rateGoverning } from "./Rate.js"
+import { parse } from "./Read.js"
+import { governingScope } from "./Slots.js"
+import type { State } from "./State.js"
 
 /** A JSON value's text with every object's keys sorted: equal for values jsonb finds equal. */
 const canonicalJson = (value: unknown): string =>
   Array.isArray(value)
     ? `[${value.map(canonicalJson).join(",")}]`
     : typeof value === "object" && value !== null
-    ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`
+    ? `{${
+      Object.keys(value).sort().map((k) =>
+        `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`
+      ).join(",")
+    }}`
     : JSON.stringify(value)
 
 /** `payloads` are the requests' payloads as JSON text, in order. */
@@ -77,7 +81,11 @@ export const enqueue = (
     return { id, created: true }
   })
   for (const queue of woken) state.outbox.push({ _tag: "RunsAvailable", queue })
-  const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
+  const keys = [
+    ...new Set(
+      requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey])
+    )
+  ]
   if (keys.length > 0) {
     admit(state, { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }, now)
   }

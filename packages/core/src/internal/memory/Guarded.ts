@@ -7,12 +7,12 @@
  */
 import { FenceRejected, LeaseNotHeld, RunNotFound, SignalTokenInUse } from "../../Errors.js"
 import type { FailOutcome, FinalizeOutcome, LeaseKey, SignalOutcome, SuspendOutcome } from "../../RunRecord.js"
-import { parse } from "./Read.js"
-import type { StoredRun } from "./StoredRun.js"
 import type { ClaimNext, CompleteItem, FailRequest, SnoozeRequest, StaleWrite, SuspendRequest } from "../../RunStore.js"
-import { canonicalId, err, ok, type Outcome, type Released, type State } from "./State.js"
-import { enter } from "./Slots.js"
 import { handOffSet, keysAboveLimit } from "./Admit.js"
+import { parse } from "./Read.js"
+import { enter } from "./Slots.js"
+import { canonicalId, err, ok, type Outcome, type Released, type State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 /** The row a guarded write matches: id + fence + running, or nothing. */
 export const holder = (state: State, lease: LeaseKey): StoredRun | undefined => {
@@ -25,7 +25,11 @@ export const diagnose = (state: State, lease: LeaseKey, operation: string, now: 
   const run = state.find(lease.runId)
   if (run === undefined) return new RunNotFound({ runId: canonicalId(lease.runId) ?? lease.runId })
   if (run.fence !== lease.fence) {
-    state.record(run, "stale_write_rejected", lease.fence, null, { operation, storedFence: run.fence, state: run.state }, now)
+    state.record(run, "stale_write_rejected", lease.fence, null, {
+      operation,
+      storedFence: run.fence,
+      state: run.state
+    }, now)
     return new FenceRejected({ runId: run.id, presentedFence: lease.fence, storedFence: run.fence, operation })
   }
   return new LeaseNotHeld({ runId: run.id, fence: lease.fence, state: run.state, operation })

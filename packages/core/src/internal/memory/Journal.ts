@@ -5,14 +5,21 @@
  *
  * @internal
  */
-import type { StaleWrite } from "../../RunStore.js"
 import type { LeaseKey } from "../../RunRecord.js"
-import { type Awaited, type ExecutionRun, interruptSignalName, type JournalEntry, type Wake, wakeSignal } from "../../WorkflowJournal.js"
-import { parse } from "./Read.js"
-import { diagnose, guarded, holder } from "./Guarded.js"
+import type { StaleWrite } from "../../RunStore.js"
+import {
+  type Awaited,
+  type ExecutionRun,
+  interruptSignalName,
+  type JournalEntry,
+  type Wake,
+  wakeSignal
+} from "../../WorkflowJournal.js"
 import { resumeById } from "./Admin.js"
-import type { StoredRun } from "./StoredRun.js"
+import { diagnose, guarded, holder } from "./Guarded.js"
+import { parse } from "./Read.js"
 import type { Outcome, State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 // Composite keys of the journal's maps, as the tables' primary keys.
 const keyOf = (...parts: ReadonlyArray<string | number>) => JSON.stringify(parts)
@@ -25,7 +32,10 @@ const byIdempotencyKey = (state: State, key: string): StoredRun | undefined => {
 
 /** Leaves a signal for a running run's holder, whose next suspension on it then returns at once. */
 const leaveSignal = (run: StoredRun, signal: string, payload: string, now: number): void => {
-  run.signals = JSON.stringify({ ...(parse(run.signals) as object), [signal]: { _tag: "Signalled", payload: parse(payload) } })
+  run.signals = JSON.stringify({
+    ...(parse(run.signals) as object),
+    [signal]: { _tag: "Signalled", payload: parse(payload) }
+  })
   run.updatedAt = now
 }
 
@@ -52,7 +62,10 @@ interface AwaitedRow {
 export class Journal {
   private readonly activities = new Map<string, string>()
   private readonly deferreds = new Map<string, string>()
-  private readonly clocks = new Map<string, { readonly execution: string; readonly deferred: string; readonly wakeAt: number }>()
+  private readonly clocks = new Map<
+    string,
+    { readonly execution: string; readonly deferred: string; readonly wakeAt: number }
+  >()
   private readonly awaits = new Map<string, AwaitedRow>()
   // When each result and outcome was recorded, and under which fence (for `journal`).
   private readonly recorded = new Map<string, { readonly fence: number; readonly at: number }>()
@@ -71,8 +84,17 @@ export class Journal {
   }
 
   /** Under the holder's fence; the first result recorded stands. */
-  recordActivity(lease: LeaseKey, execution: string, activity: string, attempt: number, exit: string, now: number): Outcome<unknown, StaleWrite> {
-    if (holder(this.state, lease) === undefined) return { ok: false, error: diagnose(this.state, lease, "activity", now) }
+  recordActivity(
+    lease: LeaseKey,
+    execution: string,
+    activity: string,
+    attempt: number,
+    exit: string,
+    now: number
+  ): Outcome<unknown, StaleWrite> {
+    if (holder(this.state, lease) === undefined) {
+      return { ok: false, error: diagnose(this.state, lease, "activity", now) }
+    }
     const key = keyOf(execution, activity, attempt)
     const stored = this.activities.get(key) ?? exit
     if (!this.activities.has(key)) this.recorded.set(key, { fence: lease.fence, at: now })
@@ -96,7 +118,9 @@ export class Journal {
     if (exit !== undefined) return { exit: parse(exit) }
     if (this.clockDue(execution, name, now)) return "clockDue"
     const key = keyOf(execution, name)
-    if (name !== interruptSignalName && !this.awaits.has(key)) this.awaits.set(key, { execution, name, firstAwaitedAt: now })
+    if (name !== interruptSignalName && !this.awaits.has(key)) {
+      this.awaits.set(key, { execution, name, firstAwaitedAt: now })
+    }
     return undefined
   }
 
@@ -139,14 +163,18 @@ export class Journal {
     const sinceMs = Number(since) / 1000
     let earliest: number | undefined
     for (const clock of this.clocks.values()) {
-      if (clock.execution !== execution || clock.wakeAt <= sinceMs || this.deferreds.has(keyOf(execution, clock.deferred))) continue
+      if (
+        clock.execution !== execution || clock.wakeAt <= sinceMs || this.deferreds.has(keyOf(execution, clock.deferred))
+      ) continue
       if (earliest === undefined || clock.wakeAt < earliest) earliest = clock.wakeAt
     }
     return earliest === undefined ? undefined : earliest - now
   }
 
   doneAmong(execution: string, names: ReadonlyArray<string>, now: number): Array<string> {
-    return [...new Set(names)].filter((name) => this.deferreds.has(keyOf(execution, name)) || this.clockDue(execution, name, now))
+    return [...new Set(names)].filter((name) =>
+      this.deferreds.has(keyOf(execution, name)) || this.clockDue(execution, name, now)
+    )
   }
 
   awaiting(executions: ReadonlyArray<string>, now: number): Array<Awaited> {
@@ -156,10 +184,19 @@ export class Journal {
       if (!wanted.has(row.execution) || this.deferreds.has(keyOf(row.execution, row.name))) continue
       const clock = this.clocks.get(keyOf(row.execution, row.name))
       if (clock !== undefined && clock.wakeAt <= now) continue
-      rows.push({ execution: row.execution, name: row.name, wakeAt: clock === undefined ? null : new Date(clock.wakeAt), firstAwaitedAt: row.firstAwaitedAt })
+      rows.push({
+        execution: row.execution,
+        name: row.name,
+        wakeAt: clock === undefined ? null : new Date(clock.wakeAt),
+        firstAwaitedAt: row.firstAwaitedAt
+      })
     }
     rows.sort((a, b) =>
-      a.execution < b.execution ? -1 : a.execution > b.execution ? 1 : a.firstAwaitedAt - b.firstAwaitedAt || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+      a.execution < b.execution
+        ? -1
+        : a.execution > b.execution
+        ? 1
+        : a.firstAwaitedAt - b.firstAwaitedAt || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
     )
     return rows.map(({ execution, name, wakeAt }) => ({ execution, name, wakeAt }))
   }
@@ -171,9 +208,19 @@ export class Journal {
       const [ex, name, attempt] = JSON.parse(key) as [string, string, number]
       if (ex !== execution) continue
       const meta = this.recorded.get(key)!
-      entries.push({ type: "activity", name, attempt, fence: meta.fence, exit: parse(exit), at: new Date(meta.at), order: meta.at })
+      entries.push({
+        type: "activity",
+        name,
+        attempt,
+        fence: meta.fence,
+        exit: parse(exit),
+        at: new Date(meta.at),
+        order: meta.at
+      })
     }
-    const clockNames = new Set([...this.clocks.values()].filter((c) => c.execution === execution).map((c) => c.deferred))
+    const clockNames = new Set(
+      [...this.clocks.values()].filter((c) => c.execution === execution).map((c) => c.deferred)
+    )
     for (const [key, exit] of this.deferreds) {
       const [ex, name] = JSON.parse(key) as [string, string]
       if (ex !== execution || clockNames.has(name)) continue
@@ -181,12 +228,27 @@ export class Journal {
       entries.push({ type: "deferred", name, exit: parse(exit), done: true, at: new Date(at), order: at })
     }
     for (const row of this.awaits.values()) {
-      if (row.execution !== execution || this.deferreds.has(keyOf(execution, row.name)) || clockNames.has(row.name)) continue
-      entries.push({ type: "deferred", name: row.name, exit: null, done: false, at: new Date(row.firstAwaitedAt), order: row.firstAwaitedAt })
+      if (row.execution !== execution || this.deferreds.has(keyOf(execution, row.name)) || clockNames.has(row.name)) {
+        continue
+      }
+      entries.push({
+        type: "deferred",
+        name: row.name,
+        exit: null,
+        done: false,
+        at: new Date(row.firstAwaitedAt),
+        order: row.firstAwaitedAt
+      })
     }
     for (const clock of this.clocks.values()) {
       if (clock.execution !== execution) continue
-      entries.push({ type: "clock", name: clock.deferred, wakeAt: new Date(clock.wakeAt), fired: clock.wakeAt <= now, order: clock.wakeAt })
+      entries.push({
+        type: "clock",
+        name: clock.deferred,
+        wakeAt: new Date(clock.wakeAt),
+        fired: clock.wakeAt <= now,
+        order: clock.wakeAt
+      })
     }
     return entries.sort((a, b) => a.order - b.order).map(({ order: _, ...entry }) => entry as JournalEntry)
   }

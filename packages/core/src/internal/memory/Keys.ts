@@ -5,16 +5,18 @@
  * @internal
  */
 import * as KeyLimits from "../../KeyLimits.js"
-import { order } from "./Read.js"
-import type { StoredRun } from "./StoredRun.js"
-import type { State } from "./State.js"
-import { governingScope } from "./Slots.js"
 import { admit } from "./Admit.js"
+import { order } from "./Read.js"
+import { governingScope } from "./Slots.js"
+import type { State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 export const setKeyLimits = (state: State, limits: ReadonlyArray<KeyLimits.KeyLimit>, now: number): void => {
   // The last of a batch stands for its scope and name; it changed if it differs from the stored one.
   const last = new Map(limits.map((limit) => [`${limit.scope}\u0000${limit.name}`, limit]))
-  const changed = [...last].filter(([id, limit]) => state.keyLimitsByScope.get(id)?.perKey !== limit.perKey).map(([, limit]) => limit)
+  const changed = [...last].filter(([id, limit]) => state.keyLimitsByScope.get(id)?.perKey !== limit.perKey).map((
+    [, limit]
+  ) => limit)
   for (const [id, limit] of last) state.keyLimitsByScope.set(id, limit)
   regovern(state, changed, now)
 }
@@ -39,7 +41,10 @@ const regovern = (
   const kinds = changed.filter((c) => c.scope === "kind").map((c) => c.name)
   const queues = changed.filter((c) => c.scope === "queue").map((c) => c.name)
   for (const run of state.runs.values()) {
-    if (run.state !== "pending" || run.concurrencyKey === null || !(kinds.includes(run.kind) || queues.includes(run.queue))) continue
+    if (
+      run.state !== "pending" || run.concurrencyKey === null ||
+      !(kinds.includes(run.kind) || queues.includes(run.queue))
+    ) continue
     const scope = governingScope(state, run.kind, run.queue)
     if (scope !== run.keyScope || run.keySlot !== null) {
       run.keyScope = scope
@@ -53,7 +58,8 @@ export const keyLimits = (state: State, now: number): Array<KeyLimits.KeyLimitIn
   return [...state.keyLimitsByScope.values()]
     .sort((a, b) => order(a.scope, b.scope) || order(a.name, b.name))
     .map((limit) => {
-      const inScope = (r: StoredRun) => r.concurrencyKey !== null && (limit.scope === "queue" ? r.queue : r.kind) === limit.name
+      const inScope = (r: StoredRun) =>
+        r.concurrencyKey !== null && (limit.scope === "queue" ? r.queue : r.kind) === limit.name
       const keys = new Set<string>()
       let keyedDue = 0
       for (const r of state.runs.values()) {

@@ -23,8 +23,14 @@ export class Workers {
 
   announce(announcement: WorkerAnnouncement, now: number): void {
     // Rows dead for a while go, as the statement deletes them (others' only).
-    for (const [owner, row] of this.rows) if (owner !== announcement.owner && row.expiresAt < now - agedOutMs) this.rows.delete(owner)
-    this.rows.set(announcement.owner, { announcement, lastHeartbeatAt: now, expiresAt: now + Duration.toMillis(announcement.ttl) })
+    for (const [owner, row] of this.rows) {
+      if (owner !== announcement.owner && row.expiresAt < now - agedOutMs) this.rows.delete(owner)
+    }
+    this.rows.set(announcement.owner, {
+      announcement,
+      lastHeartbeatAt: now,
+      expiresAt: now + Duration.toMillis(announcement.ttl)
+    })
   }
 
   retire(owner: string): boolean {
@@ -84,15 +90,29 @@ export const activity = (
   const finished: Array<Activity.FinishedRun> = []
   for (const run of runs) {
     if ((run.state !== "completed" && run.state !== "failed") || run.finishedAt === null) continue
-    finished.push({ queue: run.queue, state: run.state, finishedAt: run.finishedAt, claimedAt: claims.get(run.id) ?? null, dueAt: run.runAt })
+    finished.push({
+      queue: run.queue,
+      state: run.state,
+      finishedAt: run.finishedAt,
+      claimedAt: claims.get(run.id) ?? null,
+      dueAt: run.runAt
+    })
   }
   return Activity.summarize(finished, now, request)
 }
 
-export const keyUsage = (runs: Iterable<StoredRun>, scope: KeyLimitScope, name: string, top: number, now: number): Array<Activity.KeyUsage> => {
+export const keyUsage = (
+  runs: Iterable<StoredRun>,
+  scope: KeyLimitScope,
+  name: string,
+  top: number,
+  now: number
+): Array<Activity.KeyUsage> => {
   const keys = new Map<string, { held: number; waiting: number; oldest: number | null }>()
   for (const run of runs) {
-    if (run.concurrencyKey === null || run.keyScope !== scope || (scope === "queue" ? run.queue : run.kind) !== name) continue
+    if (run.concurrencyKey === null || run.keyScope !== scope || (scope === "queue" ? run.queue : run.kind) !== name) {
+      continue
+    }
     const entry = keys.get(run.concurrencyKey) ?? { held: 0, waiting: 0, oldest: null }
     if (run.keySlot !== null) entry.held += 1
     else if (run.state === "pending" && run.runAt <= now) {

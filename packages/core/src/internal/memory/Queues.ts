@@ -5,9 +5,9 @@
  * @internal
  */
 import type { PausedQueue } from "../../RunRecord.js"
+import { admit } from "./Admit.js"
 import { order } from "./Read.js"
 import type { State } from "./State.js"
-import { admit } from "./Admit.js"
 
 /** `pause`: its admitted keyed runs give their slots back, which go to their keys' runs elsewhere. */
 export const pauseQueue = (state: State, queue: string, now: number): boolean => {

@@ -4,22 +4,28 @@
  *
  * @internal
  */
-import type { ClaimedRun } from "../../RunRecord.js"
 import * as KeyLimits from "../../KeyLimits.js"
 import * as RateLimits from "../../RateLimits.js"
 import * as RateWake from "../../RateWakes.js"
-import { order } from "./Read.js"
-import type { StoredRun } from "./StoredRun.js"
+import type { ClaimedRun } from "../../RunRecord.js"
 import type { ClaimRequest } from "../../RunStore.js"
-import type { State } from "./State.js"
 import { claimOne, inClaimOrder } from "./ClaimFragments.js"
+import { order } from "./Read.js"
+import type { State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 export const rateGoverning = (state: State, kind: string, queue: string): RateLimits.RateLimitScope | null => {
-  return state.rateLimitsByScope.has(`kind\u0000${kind}`) ? "kind" : state.rateLimitsByScope.has(`queue\u0000${queue}`) ? "queue" : null
+  return state.rateLimitsByScope.has(`kind\u0000${kind}`)
+    ? "kind"
+    : state.rateLimitsByScope.has(`queue\u0000${queue}`)
+    ? "queue"
+    : null
 }
 
 const startsSince = (state: State, scope: string, name: string, key: string | undefined, since: number): number => {
-  return state.rateStarts.filter((t) => t.scope === scope && t.name === name && (key === undefined || t.key === key) && t.at > since).length
+  return state.rateStarts.filter((t) =>
+    t.scope === scope && t.name === name && (key === undefined || t.key === key) && t.at > since
+  ).length
 }
 
 /** The rate limit governing a run and the key of its window in it; undefined once no limit governs it. */
@@ -49,7 +55,8 @@ export const claimRated = (state: State, request: ClaimRequest, ttlMs: number, n
     const id = `${limit.scope}\u0000${limit.name}\u0000${key}`
     // A full window takes no place among the claim's: the windows with room behind it start.
     const window = windows.get(id) ??
-      (windows.size < request.limit && startsSince(state, limit.scope, limit.name, key, now - limit.intervalMs) < limit.limit
+      (windows.size < request.limit &&
+          startsSince(state, limit.scope, limit.name, key, now - limit.intervalMs) < limit.limit
         ? { limit, key, runs: [] }
         : undefined)
     if (window === undefined) continue
@@ -72,31 +79,46 @@ export const claimRated = (state: State, request: ClaimRequest, ttlMs: number, n
     const limit = state.rateLimitsByScope.get(`${t.scope}\u0000${t.name}`)
     return limit !== undefined && t.at > now - limit.intervalMs
   })
-  state.rateWake = RateWake.earliest(due.filter((run) => run.state === "pending").flatMap((run) => {
-    const governed = windowOf(state, run)
-    if (governed === undefined) return []
-    const { key, limit } = governed
-    const starts = state.rateStarts.filter((t) => t.scope === limit.scope && t.name === limit.name && t.key === key).map((t) => t.at)
-    return [{ queue: run.queue, limit: limit.limit, intervalMs: limit.intervalMs, starts }]
-  }))
+  state.rateWake = RateWake.earliest(
+    due.filter((run) => run.state === "pending").flatMap((run) => {
+      const governed = windowOf(state, run)
+      if (governed === undefined) return []
+      const { key, limit } = governed
+      const starts = state.rateStarts.filter((t) => t.scope === limit.scope && t.name === limit.name && t.key === key)
+        .map((t) => t.at)
+      return [{ queue: run.queue, limit: limit.limit, intervalMs: limit.intervalMs, starts }]
+    })
+  )
   return claimed
 }
 
 /** Moves the starts of one limit, or of every limit, to `at` (tests: the memory twin of an UPDATE on `rate_starts.started_at`). */
-export const setRateStartTimes = (state: State, at: number, limit?: { readonly scope: string; readonly name: string }): void => {
-  state.rateStarts = state.rateStarts.map((t) => limit === undefined || (t.scope === limit.scope && t.name === limit.name) ? { ...t, at } : t)
+export const setRateStartTimes = (
+  state: State,
+  at: number,
+  limit?: { readonly scope: string; readonly name: string }
+): void => {
+  state.rateStarts = state.rateStarts.map((t) =>
+    limit === undefined || (t.scope === limit.scope && t.name === limit.name) ? { ...t, at } : t
+  )
 }
 
 const rerate = (state: State, kinds: ReadonlyArray<string>, queues: ReadonlyArray<string>): void => {
   for (const run of state.runs.values()) {
     if (!(run.state === "pending" || run.state === "running" || run.state === "suspended")) continue
-    if (kinds.includes(run.kind) || queues.includes(run.queue)) run.rateScope = rateGoverning(state, run.kind, run.queue)
+    if (kinds.includes(run.kind) || queues.includes(run.queue)) {
+      run.rateScope = rateGoverning(state, run.kind, run.queue)
+    }
   }
 }
 
 export const setRateLimits = (state: State, limits: ReadonlyArray<RateLimits.CheckedRateLimit>): void => {
   for (const limit of limits) state.rateLimitsByScope.set(`${limit.scope}\u0000${limit.name}`, limit)
-  rerate(state, limits.filter((l) => l.scope === "kind").map((l) => l.name), limits.filter((l) => l.scope === "queue").map((l) => l.name))
+  rerate(
+    state,
+    limits.filter((l) => l.scope === "kind").map((l) => l.name),
+    limits.filter((l) => l.scope === "queue").map((l) => l.name)
+  )
 }
 
 export const removeRateLimit = (state: State, scope: RateLimits.RateLimitScope, name: string): boolean => {
@@ -113,7 +135,8 @@ export const rateLimits = (state: State, now: number): Array<RateLimits.RateLimi
       ...limit,
       startedInWindow: startsSince(state, limit.scope, limit.name, undefined, now - limit.intervalMs),
       due: [...state.runs.values()].filter((r) =>
-        r.state === "pending" && r.rateScope === limit.scope && (limit.scope === "kind" ? r.kind : r.queue) === limit.name &&
+        r.state === "pending" && r.rateScope === limit.scope &&
+        (limit.scope === "kind" ? r.kind : r.queue) === limit.name &&
         r.runAt <= now && (r.keyScope === null || r.keySlot !== null)
       ).length
     }))

@@ -8,8 +8,8 @@
 import { RunNotFound } from "../../Errors.js"
 import type { RunEvent, RunRecord, RunState } from "../../RunRecord.js"
 import type { ListFilter, LiveLease, RunFilter, Stats } from "../../RunStore.js"
-import type { StoredEvent, StoredRun } from "./StoredRun.js"
 import { err, ok, type Outcome, type State } from "./State.js"
+import type { StoredEvent, StoredRun } from "./StoredRun.js"
 
 /** JSON text as a value; SQL NULL as null. */
 export const parse = (text: string | null): unknown => text === null ? null : JSON.parse(text)
@@ -50,7 +50,9 @@ export const toRecord = (run: StoredRun): RunRecord => ({
 const fieldText = (payload: unknown, path: ReadonlyArray<string>): string | undefined => {
   let value = payload
   for (const key of path) {
-    if (typeof value !== "object" || value === null || Array.isArray(value) || !Object.hasOwn(value, key)) return undefined
+    if (typeof value !== "object" || value === null || Array.isArray(value) || !Object.hasOwn(value, key)) {
+      return undefined
+    }
     value = (value as Record<string, unknown>)[key]
   }
   if (value === null || value === undefined) return undefined
@@ -62,10 +64,14 @@ export const matches = (run: StoredRun, filter: RunFilter): boolean => {
   if (filter.state !== undefined && run.state !== filter.state) return false
   if (filter.queue !== undefined && run.queue !== filter.queue) return false
   if (filter.kind !== undefined && run.kind !== filter.kind) return false
-  if (filter.ids !== undefined && !filter.ids.some((id) => runNumber(id) !== null && BigInt(id) === BigInt(run.id))) return false
+  if (filter.ids !== undefined && !filter.ids.some((id) => runNumber(id) !== null && BigInt(id) === BigInt(run.id))) {
+    return false
+  }
   if (filter.concurrencyKey !== undefined && run.concurrencyKey !== filter.concurrencyKey) return false
   if (filter.idempotencyKey !== undefined && run.idempotencyKey !== filter.idempotencyKey) return false
-  if (filter.errorText !== undefined && !(run.error ?? "").toLowerCase().includes(filter.errorText.toLowerCase())) return false
+  if (filter.errorText !== undefined && !(run.error ?? "").toLowerCase().includes(filter.errorText.toLowerCase())) {
+    return false
+  }
   if (filter.createdFrom !== undefined && run.createdAt < filter.createdFrom.getTime()) return false
   if (filter.createdTo !== undefined && run.createdAt >= filter.createdTo.getTime()) return false
   if (filter.payload === undefined || filter.payload.length === 0) return true
@@ -142,13 +148,22 @@ export const get = (state: State, runId: string): Outcome<RunRecord, RunNotFound
 export const history = (state: State, runId: string): Outcome<Array<RunEvent>, RunNotFound> => {
   const run = state.find(runId)
   if (run === undefined) return err(new RunNotFound({ runId }))
-  return ok(state.events.filter((e) => e.runId === run.id).map((e): RunEvent => ({ id: String(e.seq), runId: run.id, ...e.event })))
+  return ok(
+    state.events.filter((e) => e.runId === run.id).map((e): RunEvent => ({
+      id: String(e.seq),
+      runId: run.id,
+      ...e.event
+    }))
+  )
 }
 
 export const leases = (state: State, now: number): Array<LiveLease> => {
   return [...state.runs.values()]
     .filter((r) => r.state === "running" && r.leaseExpiresAt! > now)
-    .sort((a, b) => (a.leaseOwner! < b.leaseOwner! ? -1 : a.leaseOwner! > b.leaseOwner! ? 1 : Number(a.id) - Number(b.id)))
+    .sort((
+      a,
+      b
+    ) => (a.leaseOwner! < b.leaseOwner! ? -1 : a.leaseOwner! > b.leaseOwner! ? 1 : Number(a.id) - Number(b.id)))
     .map((r): LiveLease => ({
       owner: r.leaseOwner!,
       runId: r.id,

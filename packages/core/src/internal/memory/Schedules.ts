@@ -6,9 +6,9 @@
  */
 import { ScheduleNotFound } from "../../Errors.js"
 import * as Schedules from "../../Schedules.js"
+import { enqueue } from "./Enqueue.js"
 import { order } from "./Read.js"
 import { err, ok, type Outcome, type State } from "./State.js"
-import { enqueue } from "./Enqueue.js"
 
 export const registerSchedules = (
   state: State,
@@ -39,7 +39,11 @@ export const registerSchedules = (
 export const tickSchedules = (state: State, now: number): Schedules.TickOutcome => {
   const fired: Array<Schedules.FiredTick> = []
   // In tick order, and by name among schedules due at the same moment, as PgRunStore fires them.
-  for (const entry of [...state.schedulesByName.values()].sort((a, b) => a.nextTick - b.nextTick || order(a.schedule.name, b.schedule.name))) {
+  for (
+    const entry of [...state.schedulesByName.values()].sort((a, b) =>
+      a.nextTick - b.nextTick || order(a.schedule.name, b.schedule.name)
+    )
+  ) {
     if (entry.paused || entry.nextTick > now) continue
     const plan = Schedules.planIfPossible(entry.schedule, new Date(entry.nextTick), new Date(now))
     if (plan === undefined) continue
@@ -59,7 +63,12 @@ export const tickSchedules = (state: State, now: number): Schedules.TickOutcome 
 export const schedules = (state: State): Array<Schedules.ScheduleInfo> => {
   return [...state.schedulesByName.values()]
     .sort((a, b) => order(a.schedule.name, b.schedule.name))
-    .map((e) => ({ ...e.schedule, paused: e.paused, nextTick: new Date(e.nextTick), lastTick: e.lastTick === null ? null : new Date(e.lastTick) }))
+    .map((e) => ({
+      ...e.schedule,
+      paused: e.paused,
+      nextTick: new Date(e.nextTick),
+      lastTick: e.lastTick === null ? null : new Date(e.lastTick)
+    }))
 }
 
 export const setSchedulePaused = (

@@ -7,11 +7,11 @@
 import { RunNotFound } from "../../Errors.js"
 import type { LeaseKey, SignalDelivery, SignalOutcome } from "../../RunRecord.js"
 import { terminalStates } from "../../RunRecord.js"
-import { parse } from "./Read.js"
 import type { DeliverSignalRequest, StaleWrite } from "../../RunStore.js"
-import { err, ok, type Outcome, type State } from "./State.js"
-import { guarded } from "./Guarded.js"
 import { resume } from "./Admin.js"
+import { guarded } from "./Guarded.js"
+import { parse } from "./Read.js"
+import { err, ok, type Outcome, type State } from "./State.js"
 
 /** JSON equality as jsonb compares: objects by their keys, whatever their order. */
 const sameJson = (a: unknown, b: unknown): boolean => {
@@ -20,7 +20,9 @@ const sameJson = (a: unknown, b: unknown): boolean => {
   if (Array.isArray(a) !== Array.isArray(b)) return false
   const keys = Object.keys(a)
   return keys.length === Object.keys(b).length &&
-    keys.every((k) => Object.hasOwn(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+    keys.every((k) =>
+      Object.hasOwn(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])
+    )
 }
 
 export const callbackExpiry = (
@@ -48,7 +50,9 @@ export const deliverSignal = (
   if (run === undefined) return err(new RunNotFound({ runId: request.runId }))
   const runId = run.id
   const delivered = (parse(run.signals) as Record<string, SignalOutcome>)[request.signal]
-  if (request.deliveryId !== undefined && state.deliveries.has(request.deliveryId)) return ok({ _tag: "Replayed", runId })
+  if (request.deliveryId !== undefined && state.deliveries.has(request.deliveryId)) {
+    return ok({ _tag: "Replayed", runId })
+  }
   if (delivered !== undefined) {
     if (delivered._tag === "TimedOut") return ok({ _tag: "Gone", runId, reason: "timed-out" })
     return ok({ _tag: sameJson(delivered.payload, parse(payload)) ? "Duplicate" : "Conflict", runId })
@@ -61,7 +65,10 @@ export const deliverSignal = (
     resume(state, run, payload, now)
     return ok({ _tag: "Resumed", runId })
   }
-  run.signals = JSON.stringify({ ...(parse(run.signals) as object), [request.signal]: { _tag: "Signalled", payload: parse(payload) } })
+  run.signals = JSON.stringify({
+    ...(parse(run.signals) as object),
+    [request.signal]: { _tag: "Signalled", payload: parse(payload) }
+  })
   run.updatedAt = now
   state.record(run, "signal_recorded", run.fence, null, { signal: request.signal, payload: parse(payload) }, now)
   return ok({ _tag: "Recorded", runId })

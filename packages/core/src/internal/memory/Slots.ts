@@ -5,10 +5,10 @@
  *
  * @internal
  */
-import type { RunState } from "../../RunRecord.js"
 import * as KeyLimits from "../../KeyLimits.js"
-import type { StoredRun } from "./StoredRun.js"
+import type { RunState } from "../../RunRecord.js"
 import type { Released, State } from "./State.js"
+import type { StoredRun } from "./StoredRun.js"
 
 /**
  * A run's state change with the row rules of `key_slot_rules`: a run stops holding its slot
@@ -49,5 +49,9 @@ export const perKey = (state: State, scope: KeyLimits.KeyLimitScope, name: strin
 
 /** The scope of the limit governing runs of `kind` in `queue`: the kind's, else the queue's, else none. */
 export const governingScope = (state: State, kind: string, queue: string): KeyLimits.KeyLimitScope | null => {
-  return state.keyLimitsByScope.has(`kind\u0000${kind}`) ? "kind" : state.keyLimitsByScope.has(`queue\u0000${queue}`) ? "queue" : null
+  return state.keyLimitsByScope.has(`kind\u0000${kind}`)
+    ? "kind"
+    : state.keyLimitsByScope.has(`queue\u0000${queue}`)
+    ? "queue"
+    : null
 }

@@ -10,14 +10,14 @@
  *
  * @internal
  */
-import type { RunState } from "../../RunRecord.js"
 import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
 import * as RateLimits from "../../RateLimits.js"
-import * as Schedules from "../../Schedules.js"
 import type * as RateWake from "../../RateWakes.js"
-import type { StoredEvent, StoredRun } from "./StoredRun.js"
+import type { RunState } from "../../RunRecord.js"
 import type { StoreNotification } from "../../RunStore.js"
+import * as Schedules from "../../Schedules.js"
+import type { StoredEvent, StoredRun } from "./StoredRun.js"
 
 /** A time column the tests may move (as they move the database's columns). */
 export type TimeColumn = "runAt" | "leaseExpiresAt" | "suspendDeadline"
@@ -30,7 +30,8 @@ export const ok = <A>(value: A): Outcome<A, never> => ({ ok: true, value })
 export const err = <E>(error: E): Outcome<never, E> => ({ ok: false, error })
 
 /** Run ids are decimal strings of a bigint, as Postgres reads them (`007` is run 7). */
-export const canonicalId = (value: string): string | undefined => /^[0-9]{1,18}$/.test(value) ? String(BigInt(value)) : undefined
+export const canonicalId = (value: string): string | undefined =>
+  /^[0-9]{1,18}$/.test(value) ? String(BigInt(value)) : undefined
 
 /** A slot a run gave back as it stopped holding it: its scope and number, with the run. */
 export interface Released {
@@ -44,7 +45,10 @@ export class State {
   readonly events: Array<StoredEvent> = []
   readonly keys = new Map<string, string>()
   /** Unique windows by kind and key (or payload): the run holding each (migration 0022's unique_holds). */
-  readonly uniqueHolds = new Map<string, { runId: string; states: ReadonlySet<RunState> | undefined; until: number | undefined }>()
+  readonly uniqueHolds = new Map<
+    string,
+    { runId: string; states: ReadonlySet<RunState> | undefined; until: number | undefined }
+  >()
   nextRunId = 1
   nextEventId = 1
   /** Notifications of the transition under way, published once it has been applied. */
@@ -68,7 +72,10 @@ export class State {
   readonly keyLimitsByScope = new Map<string, KeyLimits.KeyLimit>()
   /** Where due-only claims stand in each queue (ClaimPosition), as `PgRunStore` keeps them. */
   readonly positions = new ClaimPosition.Positions()
-  readonly schedulesByName = new Map<string, { schedule: Schedules.CheckedSchedule; paused: boolean; nextTick: number; lastTick: number | null }>()
+  readonly schedulesByName = new Map<
+    string,
+    { schedule: Schedules.CheckedSchedule; paused: boolean; nextTick: number; lastTick: number | null }
+  >()
 
   record(run: StoredRun, kind: string, fence: number, owner: string | null, detail: unknown, at: number): void {
     const seq = this.nextEventId++

@@ -1,15 +1,17 @@
 // Overview: runs by state, the store's activity charts, runs by queue, the leases closest to running out.
-import { Fragment, h } from "../vendor/preact.js"
-import { useState } from "../vendor/hooks.js"
-import { type Activity, get, type Stats, STATES, type Worker } from "../api.js"
+import { type Activity, get, STATES, type Stats, type Worker } from "../api.js"
 import { FinishedChart, LatencyChart, minutes } from "../chart.js"
 import { duration } from "../format.js"
 import { Loading, PageHeading, Section, Table, useLoad, useTick } from "../ui.js"
+import { useState } from "../vendor/hooks.js"
+import { Fragment, h } from "../vendor/preact.js"
 import { LEASE_HEADERS, LeaseRow } from "./workers.js"
 
 const LIVE_SHOWN = 10
 
-export const Charts = ({ activity, queues }: { readonly activity: Activity; readonly queues: ReadonlyArray<string> }) => {
+export const Charts = (
+  { activity, queues }: { readonly activity: Activity; readonly queues: ReadonlyArray<string> }
+) => {
   const [queue, setQueue] = useState<string>("")
   const slots = minutes(activity, queue === "" ? null : queue)
   const scope = queue === "" ? "all queues" : `queue ${queue}`
@@ -18,19 +20,34 @@ export const Charts = ({ activity, queues }: { readonly activity: Activity; read
       <div class="filters">
         <div class="field">
           <label for="chart-queue">Queue</label>
-          <select id="chart-queue" value={queue} onChange={(e) => setQueue((e.currentTarget as HTMLSelectElement).value)}>
+          <select
+            id="chart-queue"
+            value={queue}
+            onChange={(e) => setQueue((e.currentTarget as HTMLSelectElement).value)}
+          >
             <option value="">all queues</option>
             {queues.map((q) => <option key={q} value={q}>{q}</option>)}
           </select>
         </div>
       </div>
       <div class="charts">
-        <FinishedChart slots={slots} note={`Runs finished per minute, ${scope}, last ${activity.minutes} minutes (from the store).`} />
+        <FinishedChart
+          slots={slots}
+          note={`Runs finished per minute, ${scope}, last ${activity.minutes} minutes (from the store).`}
+        />
         <LatencyChart slots={slots} pick={(m) => m.wait} what="wait time" />
         <LatencyChart slots={slots} pick={(m) => m.run} what="run time" />
       </div>
-      {queue === "" ? <p class="muted">Across queues the lines show the highest queue's percentile each minute.</p> : null}
-      {activity.truncated ? <p class="muted">More runs finished than the store reads for a chart: the oldest of the window are not counted.</p> : null}
+      {queue === ""
+        ? <p class="muted">Across queues the lines show the highest queue's percentile each minute.</p>
+        : null}
+      {activity.truncated
+        ? (
+          <p class="muted">
+            More runs finished than the store reads for a chart: the oldest of the window are not counted.
+          </p>
+        )
+        : null}
     </Fragment>
   )
 }
@@ -93,27 +110,43 @@ export const Overview = () => {
                   <Charts activity={activity} queues={queues} />
                 </Section>
                 <Section id="by-queue" title="By queue">
-                  <Table caption="Runs by queue and state" hiddenCaption headers={["Queue", ...STATES]} count={queues.length} empty="No runs yet.">
+                  <Table
+                    caption="Runs by queue and state"
+                    hiddenCaption
+                    headers={["Queue", ...STATES]}
+                    count={queues.length}
+                    empty="No runs yet."
+                  >
                     {queues.map((queue) => (
                       <tr key={queue}>
-                        <th scope="row"><a href={`#/runs?queue=${encodeURIComponent(queue)}`}>{queue}</a></th>
+                        <th scope="row">
+                          <a href={`#/runs?queue=${encodeURIComponent(queue)}`}>{queue}</a>
+                        </th>
                         {STATES.map((state) => (
-                          <td key={state} class={byQueue.get(queue)![state] === 0 ? "num muted" : "num"}>{String(byQueue.get(queue)![state])}</td>
+                          <td key={state} class={byQueue.get(queue)![state] === 0 ? "num muted" : "num"}>
+                            {String(byQueue.get(queue)![state])}
+                          </td>
                         ))}
                       </tr>
                     ))}
                   </Table>
-                  <p><a href="#/queues">Queues: pause, resume, rates</a></p>
+                  <p>
+                    <a href="#/queues">Queues: pause, resume, rates</a>
+                  </p>
                 </Section>
                 <Section id="live-leases" title="Live leases">
                   <Table
-                    caption={leases.length > LIVE_SHOWN ? `The ${LIVE_SHOWN} closest to running out, of ${leases.length}` : "Closest to running out first"}
+                    caption={leases.length > LIVE_SHOWN
+                      ? `The ${LIVE_SHOWN} closest to running out, of ${leases.length}`
+                      : "Closest to running out first"}
                     hiddenCaption={leases.length <= LIVE_SHOWN}
                     headers={["Run", "Owner", ...LEASE_HEADERS.slice(1)]}
                     count={leases.length}
                     empty="No run is leased right now."
                   >
-                    {leases.slice(0, LIVE_SHOWN).map((l) => <LeaseRow key={`${l.runId}/${l.fence}`} lease={l} fetchedAt={fetchedAt} withOwner />)}
+                    {leases.slice(0, LIVE_SHOWN).map((l) => (
+                      <LeaseRow key={`${l.runId}/${l.fence}`} lease={l} fetchedAt={fetchedAt} withOwner />
+                    ))}
                   </Table>
                 </Section>
               </Fragment>

@@ -1,13 +1,25 @@
 // A run: its facts with dates, durations, wait and run time, its trace, its attempts under their
 // fences, suspensions, stale writes refused, operator actions, a workflow's journal, its values.
-import { type ComponentChildren, Fragment, h } from "../vendor/preact.js"
-import { useEffect, useRef, useState } from "../vendor/hooks.js"
 import { get, getSession, post, type RunDetail, runPath, type Session } from "../api.js"
 import { between, compact, duration, shortId, traceIds, traceLink } from "../format.js"
 import * as Live from "../live.js"
 import { isDecision, isWorkflowRun, workflowWaits } from "../runInfo.js"
 import { DecisionForm } from "../schemaForm.js"
-import { ConfirmButton, ErrorBox, Json, Loading, PageHeading, RunLink, Section, StateBadge, Table, Time, useLoad } from "../ui.js"
+import {
+  ConfirmButton,
+  ErrorBox,
+  Json,
+  Loading,
+  PageHeading,
+  RunLink,
+  Section,
+  StateBadge,
+  Table,
+  Time,
+  useLoad
+} from "../ui.js"
+import { useEffect, useRef, useState } from "../vendor/hooks.js"
+import { type ComponentChildren, Fragment, h } from "../vendor/preact.js"
 
 const TERMINAL = ["completed", "failed", "cancelled"]
 
@@ -21,14 +33,19 @@ const exitText = (exit: unknown): { readonly outcome: string; readonly value: un
 
 export const RunPage = ({ id }: { readonly id: string }) => {
   const loaded = useLoad(async () => {
-    const [detail, session] = await Promise.all([get<RunDetail>(runPath(id)), getSession().catch((): Session | null => null)])
+    const [detail, session] = await Promise.all([
+      get<RunDetail>(runPath(id)),
+      getSession().catch((): Session | null => null)
+    ])
     return { detail, traceUrl: session?.traceUrl ?? null, readOnly: session?.readOnly ?? true }
   }, `run/${id}`)
   const [failure, setFailure] = useState<unknown>(undefined)
   const lastState = useRef<string | undefined>(undefined)
   const state = loaded.data?.detail.run.state
   useEffect(() => {
-    if (state !== undefined && lastState.current !== undefined && lastState.current !== state) Live.announce(`Run is now ${state}`)
+    if (state !== undefined && lastState.current !== undefined && lastState.current !== state) {
+      Live.announce(`Run is now ${state}`)
+    }
     lastState.current = state
   }, [state])
   const act = (action: "cancel" | "retry", label: string) => async () => {
@@ -47,7 +64,14 @@ export const RunPage = ({ id }: { readonly id: string }) => {
       <PageHeading title={`Run ${shortId(id)}`}>
         <div class="actions">
           {run !== undefined && !TERMINAL.includes(run.state)
-            ? <ConfirmButton label="Cancel run" class="danger" question="Cancel this run? Its fence advances, so a worker still holding it is refused." onConfirm={act("cancel", "Cancel run")} />
+            ? (
+              <ConfirmButton
+                label="Cancel run"
+                class="danger"
+                question="Cancel this run? Its fence advances, so a worker still holding it is refused."
+                onConfirm={act("cancel", "Cancel run")}
+              />
+            )
             : null}
           {run !== undefined && (run.state === "failed" || run.state === "cancelled")
             ? <button type="button" onClick={() => void act("retry", "Retry run")()}>Retry run</button>
@@ -77,110 +101,227 @@ export const RunPage = ({ id }: { readonly id: string }) => {
               ["Started", <Time at={last?.start} />],
               ["Finished", <Time at={run.finishedAt} />],
               ["Updated", <Time at={run.updatedAt} />],
-              ["Duration", run.finishedAt === null ? `${duration(between(run.createdAt, new Date().toISOString()))} so far` : duration(between(run.createdAt, run.finishedAt))],
+              [
+                "Duration",
+                run.finishedAt === null
+                  ? `${duration(between(run.createdAt, new Date().toISOString()))} so far`
+                  : duration(between(run.createdAt, run.finishedAt))
+              ],
               // The wait of the first attempt (enqueued → first claim) and the last attempt's run time.
               ["Wait time", duration(between(run.createdAt, first?.start))],
               ["Run time", duration(between(last?.start, last?.end ?? run.finishedAt))],
-              ["Trace", ids === null ? "—" : link === null
-                ? <code title={run.traceParent ?? ""}>{ids.traceId}</code>
-                : <a href={link} rel="noreferrer noopener" target="_blank" class="mono">{ids.traceId}</a>],
+              [
+                "Trace",
+                ids === null ? "—" : link === null
+                  ? <code title={run.traceParent ?? ""}>{ids.traceId}</code>
+                  : <a href={link} rel="noreferrer noopener" target="_blank" class="mono">{ids.traceId}</a>
+              ],
               ["Idempotency key", run.idempotencyKey ?? "—"],
               ["Concurrency key", run.concurrencyKey ?? "—"],
-              ["Waiting for", run.state === "suspended" && isWorkflowRun(run)
-                ? workflowWaits(run)
-                : run.signalName !== null
-                ? <span>{`signal "${run.signalName}", token `}<code>{run.signalToken ?? "—"}</code>{", deadline "}<Time at={run.suspendDeadline} /></span>
-                : "—"]
+              [
+                "Waiting for",
+                run.state === "suspended" && isWorkflowRun(run)
+                  ? workflowWaits(run)
+                  : run.signalName !== null
+                  ? (
+                    <span>
+                      {`signal "${run.signalName}", token `}
+                      <code>{run.signalToken ?? "—"}</code>
+                      {", deadline "}
+                      <Time at={run.suspendDeadline} />
+                    </span>
+                  )
+                  : "—"
+              ]
             ]
             return (
               <Fragment>
-                <dl class="summary">{facts.map(([term, value]) => <div key={term}><dt>{term}</dt><dd>{value}</dd></div>)}</dl>
-                {isDecision(run) ? <Section id="decide" title="Decision"><DecisionForm run={run} onDone={() => void loaded.reload()} /></Section> : null}
-                {journal !== null ? (
-                  <Section id="journal" title="Workflow journal">
-                    <Table caption="Activities, deferreds and clocks in the order they were written" hiddenCaption count={journal.length}
-                      headers={["At", "Entry", "Name", "Attempt", "Fence", "Outcome", "Value"]} empty="Nothing journalled yet.">
-                      {journal.map((entry, i) => {
-                        if (entry.type === "clock") {
+                <dl class="summary">
+                  {facts.map(([term, value]) => (
+                    <div key={term}>
+                      <dt>{term}</dt>
+                      <dd>{value}</dd>
+                    </div>
+                  ))}
+                </dl>
+                {isDecision(run)
+                  ? (
+                    <Section id="decide" title="Decision">
+                      <DecisionForm run={run} onDone={() => void loaded.reload()} />
+                    </Section>
+                  )
+                  : null}
+                {journal !== null ?
+                  (
+                    <Section id="journal" title="Workflow journal">
+                      <Table
+                        caption="Activities, deferreds and clocks in the order they were written"
+                        hiddenCaption
+                        count={journal.length}
+                        headers={["At", "Entry", "Name", "Attempt", "Fence", "Outcome", "Value"]}
+                        empty="Nothing journalled yet."
+                      >
+                        {journal.map((entry, i) => {
+                          if (entry.type === "clock") {
+                            return (
+                              <tr key={i} data-entry="clock">
+                                <td>
+                                  <Time at={entry.wakeAt} />
+                                </td>
+                                <td>clock</td>
+                                <td class="mono">{entry.name}</td>
+                                <td />
+                                <td />
+                                <td>{entry.fired ? "fired" : "waiting"}</td>
+                                <td />
+                              </tr>
+                            )
+                          }
+                          const exit = entry.type === "deferred" && !entry.done
+                            ? { outcome: "awaited", value: undefined }
+                            : exitText(entry.exit)
                           return (
-                            <tr key={i} data-entry="clock">
-                              <td><Time at={entry.wakeAt} /></td><td>clock</td><td class="mono">{entry.name}</td><td /><td />
-                              <td>{entry.fired ? "fired" : "waiting"}</td><td />
+                            <tr key={i} data-entry={entry.type}>
+                              <td>
+                                <Time at={entry.at} />
+                              </td>
+                              <td>{entry.type}</td>
+                              <td class="mono">{entry.name}</td>
+                              <td class="num">{entry.type === "activity" ? String(entry.attempt) : ""}</td>
+                              <td class="num">
+                                {entry.type === "activity" ? <strong>{String(entry.fence)}</strong> : ""}
+                              </td>
+                              <td>
+                                <span
+                                  class={`outcome outcome-${
+                                    exit.outcome === "succeeded"
+                                      ? "completed"
+                                      : exit.outcome === "failed"
+                                      ? "failed"
+                                      : "suspended"
+                                  }`}
+                                >
+                                  {exit.outcome}
+                                </span>
+                              </td>
+                              <td>
+                                {exit.value === undefined ? "" : <code class="inline-json">{compact(exit.value)}</code>}
+                              </td>
                             </tr>
                           )
-                        }
-                        const exit = entry.type === "deferred" && !entry.done ? { outcome: "awaited", value: undefined } : exitText(entry.exit)
-                        return (
-                          <tr key={i} data-entry={entry.type}>
-                            <td><Time at={entry.at} /></td>
-                            <td>{entry.type}</td>
-                            <td class="mono">{entry.name}</td>
-                            <td class="num">{entry.type === "activity" ? String(entry.attempt) : ""}</td>
-                            <td class="num">{entry.type === "activity" ? <strong>{String(entry.fence)}</strong> : ""}</td>
-                            <td><span class={`outcome outcome-${exit.outcome === "succeeded" ? "completed" : exit.outcome === "failed" ? "failed" : "suspended"}`}>{exit.outcome}</span></td>
-                            <td>{exit.value === undefined ? "" : <code class="inline-json">{compact(exit.value)}</code>}</td>
+                        })}
+                      </Table>
+                    </Section>
+                  ) :
+                  null}
+                {children !== null && children !== undefined ?
+                  (
+                    <Section id="children" title="Child workflows">
+                      <Table
+                        caption="Workflows this one started, oldest first"
+                        hiddenCaption
+                        count={children.length}
+                        headers={["Run", "Workflow", "Execution", "State", "Created", "Finished"]}
+                        empty="No child workflow."
+                      >
+                        {children.map((child) => (
+                          <tr key={child.id} data-run-id={child.id}>
+                            <td>
+                              <RunLink id={child.id} />
+                            </td>
+                            <td>{child.kind.replace(/^workflow\//, "")}</td>
+                            <td class="mono">{child.execution ?? "—"}</td>
+                            <td>
+                              <StateBadge state={child.state} />
+                            </td>
+                            <td>
+                              <Time at={child.createdAt} />
+                            </td>
+                            <td>
+                              <Time at={child.finishedAt} />
+                            </td>
                           </tr>
-                        )
-                      })}
-                    </Table>
-                  </Section>
-                ) : null}
-                {children !== null && children !== undefined ? (
-                  <Section id="children" title="Child workflows">
-                    <Table caption="Workflows this one started, oldest first" hiddenCaption count={children.length}
-                      headers={["Run", "Workflow", "Execution", "State", "Created", "Finished"]} empty="No child workflow.">
-                      {children.map((child) => (
-                        <tr key={child.id} data-run-id={child.id}>
-                          <td><RunLink id={child.id} /></td>
-                          <td>{child.kind.replace(/^workflow\//, "")}</td>
-                          <td class="mono">{child.execution ?? "—"}</td>
-                          <td><StateBadge state={child.state} /></td>
-                          <td><Time at={child.createdAt} /></td>
-                          <td><Time at={child.finishedAt} /></td>
-                        </tr>
-                      ))}
-                    </Table>
-                  </Section>
-                ) : null}
+                        ))}
+                      </Table>
+                    </Section>
+                  ) :
+                  null}
                 <Section id="attempts" title="Attempts">
-                  <Table caption="Each claim, under its own fence" hiddenCaption count={history.attempts.length} empty="Not claimed yet."
-                    headers={["Fence", "Owner", "Taken", "Started", "Ended", "Run time", "Outcome", "Detail"]}>
+                  <Table
+                    caption="Each claim, under its own fence"
+                    hiddenCaption
+                    count={history.attempts.length}
+                    empty="Not claimed yet."
+                    headers={["Fence", "Owner", "Taken", "Started", "Ended", "Run time", "Outcome", "Detail"]}
+                  >
                     {history.attempts.map((a) => (
                       <tr key={a.fence}>
-                        <td class="num"><strong>{String(a.fence)}</strong></td>
+                        <td class="num">
+                          <strong>{String(a.fence)}</strong>
+                        </td>
                         <td class="mono">{a.owner ?? "—"}</td>
                         <td>{a.via}</td>
-                        <td><Time at={a.start} /></td>
-                        <td><Time at={a.end} /></td>
+                        <td>
+                          <Time at={a.start} />
+                        </td>
+                        <td>
+                          <Time at={a.end} />
+                        </td>
                         <td class="num nowrap">{duration(between(a.start, a.end))}</td>
-                        <td><span class={`outcome outcome-${String(a.outcome).replace(/[^a-z_]/g, "")}`}>{String(a.outcome).replace(/_/g, " ")}</span></td>
+                        <td>
+                          <span class={`outcome outcome-${String(a.outcome).replace(/[^a-z_]/g, "")}`}>
+                            {String(a.outcome).replace(/_/g, " ")}
+                          </span>
+                        </td>
                         <td class="text">{a.detail ?? ""}</td>
                       </tr>
                     ))}
                   </Table>
                 </Section>
                 <Section id="suspensions" title="Suspensions">
-                  <Table caption="Waits for a signal" hiddenCaption count={history.suspensions.length} empty="Never suspended."
-                    headers={["Fence", "Signal", "Suspended", "Deadline", "Ended", "Outcome", "Resumed with"]}>
+                  <Table
+                    caption="Waits for a signal"
+                    hiddenCaption
+                    count={history.suspensions.length}
+                    empty="Never suspended."
+                    headers={["Fence", "Signal", "Suspended", "Deadline", "Ended", "Outcome", "Resumed with"]}
+                  >
                     {history.suspensions.map((s, i) => (
                       <tr key={i}>
                         <td class="num">{String(s.fence)}</td>
                         <td>{s.signal ?? "—"}</td>
-                        <td><Time at={s.suspendedAt} /></td>
-                        <td><Time at={s.deadline} /></td>
-                        <td><Time at={s.endedAt} /></td>
+                        <td>
+                          <Time at={s.suspendedAt} />
+                        </td>
+                        <td>
+                          <Time at={s.deadline} />
+                        </td>
+                        <td>
+                          <Time at={s.endedAt} />
+                        </td>
                         <td>{String(s.outcome).replace(/_/g, " ")}</td>
-                        <td>{s.payload === null || s.payload === undefined ? "" : <code class="inline-json">{compact(s.payload)}</code>}</td>
+                        <td>
+                          {s.payload === null || s.payload === undefined
+                            ? ""
+                            : <code class="inline-json">{compact(s.payload)}</code>}
+                        </td>
                       </tr>
                     ))}
                   </Table>
                 </Section>
                 <Section id="stale" title="Stale writes refused">
-                  <Table caption="Writes refused because their fence was superseded" hiddenCaption count={history.rejectedWrites.length}
-                    empty="None: no superseded holder tried to write." headers={["At", "Operation", "Presented fence", "Stored fence"]}>
+                  <Table
+                    caption="Writes refused because their fence was superseded"
+                    hiddenCaption
+                    count={history.rejectedWrites.length}
+                    empty="None: no superseded holder tried to write."
+                    headers={["At", "Operation", "Presented fence", "Stored fence"]}
+                  >
                     {history.rejectedWrites.map((r, i) => (
                       <tr key={i}>
-                        <td><Time at={r.at} /></td>
+                        <td>
+                          <Time at={r.at} />
+                        </td>
                         <td>{r.operation}</td>
                         <td class="num">{String(r.presentedFence)}</td>
                         <td class="num">{r.storedFence === null ? "—" : String(r.storedFence)}</td>
@@ -188,43 +329,86 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                     ))}
                   </Table>
                 </Section>
-                {history.adminActions.length > 0 ? (
-                  <Section id="admin" title="Operator actions">
-                    <Table caption="Cancel and retry" hiddenCaption count={history.adminActions.length} headers={["At", "Action", "Fence"]}>
-                      {history.adminActions.map((a, i) => (
-                        <tr key={i}><td><Time at={a.at} /></td><td>{a.action}</td><td class="num">{String(a.fence)}</td></tr>
-                      ))}
-                    </Table>
-                  </Section>
-                ) : null}
-                {signedUrls !== undefined && signedUrls.length > 0 ? (
-                  <Section id="signed-urls" title="Signed URLs">
-                    <p class="muted">
-                      {readOnly
-                        ? "Their signatures are masked: whoever holds one can resume the run. Copying one needs write access."
-                        : "Their signatures are masked: whoever holds one can resume the run. Copy asks the server for the whole URL."}
-                    </p>
-                    <ul class="signed-urls">
-                      {signedUrls.map((masked) => <li key={masked}><code class="inline-json">{masked}</code>{readOnly ? null : <CopySignedUrl runId={run.id} masked={masked} />}</li>)}
-                    </ul>
-                  </Section>
-                ) : null}
-                <Section id="checkpoint" title="Checkpoint"><Json value={run.checkpoint} label="Checkpoint" /></Section>
-                <Section id="payload" title="Payload"><Json value={run.payload} label="Payload" /></Section>
+                {history.adminActions.length > 0 ?
+                  (
+                    <Section id="admin" title="Operator actions">
+                      <Table
+                        caption="Cancel and retry"
+                        hiddenCaption
+                        count={history.adminActions.length}
+                        headers={["At", "Action", "Fence"]}
+                      >
+                        {history.adminActions.map((a, i) => (
+                          <tr key={i}>
+                            <td>
+                              <Time at={a.at} />
+                            </td>
+                            <td>{a.action}</td>
+                            <td class="num">{String(a.fence)}</td>
+                          </tr>
+                        ))}
+                      </Table>
+                    </Section>
+                  ) :
+                  null}
+                {signedUrls !== undefined && signedUrls.length > 0 ?
+                  (
+                    <Section id="signed-urls" title="Signed URLs">
+                      <p class="muted">
+                        {readOnly
+                          ? "Their signatures are masked: whoever holds one can resume the run. Copying one needs write access."
+                          : "Their signatures are masked: whoever holds one can resume the run. Copy asks the server for the whole URL."}
+                      </p>
+                      <ul class="signed-urls">
+                        {signedUrls.map((masked) => (
+                          <li key={masked}>
+                            <code class="inline-json">{masked}</code>
+                            {readOnly ? null : <CopySignedUrl runId={run.id} masked={masked} />}
+                          </li>
+                        ))}
+                      </ul>
+                    </Section>
+                  ) :
+                  null}
+                <Section id="checkpoint" title="Checkpoint">
+                  <Json value={run.checkpoint} label="Checkpoint" />
+                </Section>
+                <Section id="payload" title="Payload">
+                  <Json value={run.payload} label="Payload" />
+                </Section>
                 {run.error !== null && run.error !== undefined
-                  ? <Section id="error" title="Error"><Json value={run.error} label="Error" /></Section>
-                  : <Section id="result" title="Result"><Json value={run.result} label="Result" /></Section>}
+                  ? (
+                    <Section id="error" title="Error">
+                      <Json value={run.error} label="Error" />
+                    </Section>
+                  )
+                  : (
+                    <Section id="result" title="Result">
+                      <Json value={run.result} label="Result" />
+                    </Section>
+                  )}
                 <details class="events">
                   <summary>{`History events (${history.events.length})`}</summary>
-                  <Table caption="Stored history" hiddenCaption count={history.events.length} empty="No events."
-                    headers={["At", "Event", "Fence", "Owner", "Detail"]}>
+                  <Table
+                    caption="Stored history"
+                    hiddenCaption
+                    count={history.events.length}
+                    empty="No events."
+                    headers={["At", "Event", "Fence", "Owner", "Detail"]}
+                  >
                     {history.events.map((e) => (
                       <tr key={e.id}>
-                        <td><Time at={e.at} /></td>
+                        <td>
+                          <Time at={e.at} />
+                        </td>
                         <td>{e.kind}</td>
                         <td class="num">{String(e.fence)}</td>
                         <td class="mono">{e.owner ?? ""}</td>
-                        <td>{e.detail === null || e.detail === undefined ? "" : <code class="inline-json">{compact(e.detail)}</code>}</td>
+                        <td>
+                          {e.detail === null || e.detail === undefined
+                            ? ""
+                            : <code class="inline-json">{compact(e.detail)}</code>}
+                        </td>
                       </tr>
                     ))}
                   </Table>
@@ -250,7 +434,9 @@ const CopySignedUrl = ({ runId, masked }: { readonly runId: string; readonly mas
   useEffect(() => field.current?.select(), [shown])
   const copy = async () => {
     try {
-      const answer = await post<{ urls: ReadonlyArray<{ masked: string; url: string }> }>(`${runPath(runId)}/signed-urls`)
+      const answer = await post<{ urls: ReadonlyArray<{ masked: string; url: string }> }>(
+        `${runPath(runId)}/signed-urls`
+      )
       const url = answer?.urls.find((u) => u.masked === masked)?.url
       if (url === undefined) throw new Error("the run no longer holds this URL")
       setFailure(undefined)

@@ -1,14 +1,30 @@
 // Runs: search (id, state, kind, queue, key, error text, creation time, two payload fields), newest
 // first by cursor pages, an error column, and multi-select bulk retry / cancel with a confirmation
 // that says how many runs it touches.
-import { Fragment, h } from "../vendor/preact.js"
-import { useState } from "../vendor/hooks.js"
 import { get, post, type Run, runsPath, STATES } from "../api.js"
 import { errorLine } from "../format.js"
 import * as Live from "../live.js"
 import { ConfirmButton, ErrorBox, Loading, PageHeading, RunLink, StateBadge, Table, Time, useLoad } from "../ui.js"
+import { useState } from "../vendor/hooks.js"
+import { Fragment, h } from "../vendor/preact.js"
 
-const FIELDS = ["id", "state", "kind", "queue", "key", "error", "from", "to", "field", "value", "field2", "value2", "limit", "before", "after"] as const
+const FIELDS = [
+  "id",
+  "state",
+  "kind",
+  "queue",
+  "key",
+  "error",
+  "from",
+  "to",
+  "field",
+  "value",
+  "field2",
+  "value2",
+  "limit",
+  "before",
+  "after"
+] as const
 const PAGE_SIZES = [50, 100, 200]
 
 /** A `datetime-local` value (the browser's time zone) as an instant for the API. */
@@ -21,7 +37,10 @@ const instant = (local: string) => {
 const attemptSeen = (run: Run) => (run.state === "suspended" ? run.attempt + 1 : run.attempt)
 
 export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
-  const filter = Object.fromEntries(FIELDS.map((f) => [f, params.get(f) ?? ""])) as Record<(typeof FIELDS)[number], string>
+  const filter = Object.fromEntries(FIELDS.map((f) => [f, params.get(f) ?? ""])) as Record<
+    (typeof FIELDS)[number],
+    string
+  >
   const pageSize = PAGE_SIZES.includes(Number(filter.limit)) ? Number(filter.limit) : 50
   const query = { ...filter, from: instant(filter.from), to: instant(filter.to), limit: pageSize + 1 }
   const loaded = useLoad(async () => (await get<{ runs: ReadonlyArray<Run> }>(runsPath(query))).runs, params.toString())
@@ -33,7 +52,9 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
     event.preventDefault()
     const data = new FormData(event.currentTarget as HTMLFormElement)
     const next = new URLSearchParams()
-    for (const [key, value] of data.entries()) if (String(value) !== "" && key !== "limit-default") next.set(key, String(value))
+    for (const [key, value] of data.entries()) {
+      if (String(value) !== "" && key !== "limit-default") next.set(key, String(value))
+    }
     location.hash = `#/runs${next.size > 0 ? `?${next}` : ""}`
   }
   const pageLink = (cursor: "before" | "after", id: string, text: string) => {
@@ -47,7 +68,9 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
     try {
       const answer = await post<{ affected: ReadonlyArray<string> }>(`/api/runs/bulk/${action}`, { ids })
       const n = answer?.affected.length ?? 0
-      const text = `${action === "retry" ? "Retried" : "Cancelled"} ${n} run${n === 1 ? "" : "s"}${n < ids.length ? ` (${ids.length - n} could not be)` : ""}.`
+      const text = `${action === "retry" ? "Retried" : "Cancelled"} ${n} run${n === 1 ? "" : "s"}${
+        n < ids.length ? ` (${ids.length - n} could not be)` : ""
+      }.`
       setOutcome(text)
       setFailure(undefined)
       Live.announce(text)
@@ -108,7 +131,9 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
           const shown = filter.after !== "" ? runs.slice(Math.max(0, runs.length - pageSize)) : runs.slice(0, pageSize)
           const chosen = shown.filter((r) => selected.has(r.id))
           const retryable = chosen.filter((r) => r.state === "failed" || r.state === "cancelled")
-          const cancellable = chosen.filter((r) => r.state !== "completed" && r.state !== "failed" && r.state !== "cancelled")
+          const cancellable = chosen.filter((r) =>
+            r.state !== "completed" && r.state !== "failed" && r.state !== "cancelled"
+          )
           const all = shown.length > 0 && chosen.length === shown.length
           const toggle = (id: string) => {
             const next = new Set(selected)
@@ -121,33 +146,74 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
             <Fragment>
               <div class="bulk" role="group" aria-label="Selected runs">
                 <span class="muted">{`${chosen.length} selected`}</span>
-                <ConfirmButton label="Retry selected" disabled={retryable.length === 0}
+                <ConfirmButton
+                  label="Retry selected"
+                  disabled={retryable.length === 0}
                   question={`Retry ${plural(retryable.length)}? Each goes back to pending under a higher fence.`}
-                  yes={`Yes, retry ${plural(retryable.length)}`} onConfirm={() => bulk("retry", retryable.map((r) => r.id))} />
-                <ConfirmButton label="Cancel selected" class="danger" disabled={cancellable.length === 0}
+                  yes={`Yes, retry ${plural(retryable.length)}`}
+                  onConfirm={() => bulk("retry", retryable.map((r) => r.id))}
+                />
+                <ConfirmButton
+                  label="Cancel selected"
+                  class="danger"
+                  disabled={cancellable.length === 0}
                   question={`Cancel ${plural(cancellable.length)}? A worker still holding one is refused by its fence.`}
-                  yes={`Yes, cancel ${plural(cancellable.length)}`} onConfirm={() => bulk("cancel", cancellable.map((r) => r.id))} />
+                  yes={`Yes, cancel ${plural(cancellable.length)}`}
+                  onConfirm={() => bulk("cancel", cancellable.map((r) => r.id))}
+                />
               </div>
-              <Table caption={`${newer ? "Runs" : "Newest runs"}, newest first${older ? " (more on the next page)" : ""}`} count={shown.length}
+              <Table
+                caption={`${newer ? "Runs" : "Newest runs"}, newest first${older ? " (more on the next page)" : ""}`}
+                count={shown.length}
                 empty="No runs match."
                 headers={[
-                  <input type="checkbox" aria-label="Select every run on this page" checked={all}
-                    onChange={() => setSelected(all ? new Set() : new Set(shown.map((r) => r.id)))} />,
-                  "Run", "Kind", "Queue", "State", "Fence", "Attempt", "Lease owner", "Error", "Created", "Updated"
-                ]}>
+                  <input
+                    type="checkbox"
+                    aria-label="Select every run on this page"
+                    checked={all}
+                    onChange={() => setSelected(all ? new Set() : new Set(shown.map((r) => r.id)))}
+                  />,
+                  "Run",
+                  "Kind",
+                  "Queue",
+                  "State",
+                  "Fence",
+                  "Attempt",
+                  "Lease owner",
+                  "Error",
+                  "Created",
+                  "Updated"
+                ]}
+              >
                 {shown.map((run) => (
                   <tr key={run.id} data-run-id={run.id} class={selected.has(run.id) ? "selected" : undefined}>
-                    <td><input type="checkbox" aria-label={`Select run ${run.id}`} checked={selected.has(run.id)} onChange={() => toggle(run.id)} /></td>
-                    <td><RunLink id={run.id} /></td>
+                    <td>
+                      <input
+                        type="checkbox"
+                        aria-label={`Select run ${run.id}`}
+                        checked={selected.has(run.id)}
+                        onChange={() =>
+                          toggle(run.id)}
+                      />
+                    </td>
+                    <td>
+                      <RunLink id={run.id} />
+                    </td>
                     <td>{run.kind}</td>
                     <td>{run.queue}</td>
-                    <td><StateBadge state={run.state} /></td>
+                    <td>
+                      <StateBadge state={run.state} />
+                    </td>
                     <td class="num">{String(run.fence)}</td>
                     <td class="num">{`${attemptSeen(run)}/${run.maxAttempts}`}</td>
                     <td class="mono">{run.leaseOwner ?? ""}</td>
                     <td class="error-cell" title={errorLine(run.error)}>{errorLine(run.error)}</td>
-                    <td><Time at={run.createdAt} /></td>
-                    <td><Time at={run.updatedAt} /></td>
+                    <td>
+                      <Time at={run.createdAt} />
+                    </td>
+                    <td>
+                      <Time at={run.updatedAt} />
+                    </td>
                   </tr>
                 ))}
               </Table>

@@ -2,15 +2,23 @@
  * Operator and application transitions: resume a suspended run, cancel, retry. Cancel and retry
  * take a run away from whoever may hold it, so both advance the fence: the fence alone decides.
  */
-import { InvalidTransition, isStorableToken, Json, type RunFilter, type RunState, RunNotFound, SignalTokenNotFound } from "@leasehold/core"
+import {
+  InvalidTransition,
+  isStorableToken,
+  Json,
+  type RunFilter,
+  RunNotFound,
+  type RunState,
+  SignalTokenNotFound
+} from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { admitInPassing } from "./admit.js"
-import { filterCondition } from "./read.js"
-import { isRunId } from "./rows.js"
 import * as ledger from "./ledger.js"
 import * as rate from "./rate.js"
+import { filterCondition } from "./read.js"
+import { isRunId } from "./rows.js"
 import { openLedgerRuns } from "./sample.js"
 
 const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operation: string) =>

@@ -18,10 +18,12 @@ import { heldSlots } from "./slots.js"
  * Which keys to admit: those of the limits of the named kinds and queues (or of every declared
  * limit, `every`), all of their keys with waiting runs or only the named keys.
  */
-export type AdmitScope = (
-  | { readonly kinds: ReadonlyArray<string>; readonly queues: ReadonlyArray<string> }
-  | { readonly every: true }
-) & { readonly keys?: ReadonlyArray<string> | undefined }
+export type AdmitScope =
+  & (
+    | { readonly kinds: ReadonlyArray<string>; readonly queues: ReadonlyArray<string> }
+    | { readonly every: true }
+  )
+  & { readonly keys?: ReadonlyArray<string> | undefined }
 
 /** The waiting runs of scope `scope` ('kind' or 'queue', a constant) in the row's own column. */
 const waitingOf = (s: StoreSchema, scope: "kind" | "queue", group: string) =>
@@ -93,7 +95,12 @@ const waitingRuns = (s: StoreSchema, window: string) =>
 /** Where each limit's sweep stands among its waiting keys (group `scope:name` to the last key read). */
 export type KeyCursors = Map<string, string>
 
-export const admit = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScope, cursors: ReadonlyMap<string, string> = new Map()) => {
+export const admit = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  scope: AdmitScope,
+  cursors: ReadonlyMap<string, string> = new Map()
+) => {
   const keyed = { queue: "k.name", kind: "k.name", concurrencyKey: "k.key" }
   return sql<{ admitted: number; cursors: Record<string, string | null> | null }>`
     WITH groups AS MATERIALIZED (
@@ -192,7 +199,8 @@ export const slotCollision = (error: unknown): boolean => {
   if ((error as { _tag?: unknown })._tag !== "SqlError") return false
   const reason = (error as SqlError.SqlError).reason
   return reason._tag === "DeadlockError" ||
-    (reason._tag === "UniqueViolation" && ["runs_key_slots_kind", "runs_key_slots_queue", "key_holds_pkey"].includes(reason.constraint ?? ""))
+    (reason._tag === "UniqueViolation" &&
+      ["runs_key_slots_kind", "runs_key_slots_queue", "key_holds_pkey"].includes(reason.constraint ?? ""))
 }
 
 /**
@@ -241,7 +249,9 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
         -- A key that still holds a slot above a lowered limit gets none back until it holds none
         -- there. Only a limit below its peak can leave such a slot (a slot is only ever given below
         -- the limit of its day, and the peak is the highest): the probe runs for those only.
-        AND CASE WHEN coalesce(p.peak, 2147483647) > l.per_key THEN NOT ${sql.literal(slotAbove(s, "f", "l.per_key"))} ELSE true END
+        AND CASE WHEN coalesce(p.peak, 2147483647) > l.per_key THEN NOT ${
+    sql.literal(slotAbove(s, "f", "l.per_key"))
+  } ELSE true END
     ), successors AS MATERIALIZED (
       -- A key at a limit of 1 gets at most its one slot back (slot 0; key_holds holds one holder
       -- of it): its first waiting run, one probe, with no grouping or sort of the batch.
@@ -252,7 +262,9 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
       -- A key at a higher limit may get several: its first n waiting runs in one probe, the n-th
       -- taking the n-th slot. (One probe per slot would not do: the update takes each successor as
       -- it comes, and a later probe of the key no longer sees the runs this statement updated.)
-      SELECT ${sql.literal(successor)}, r.queue, r.kind, k.scope, k.name, k.key, k.slots[r.nth], k.afters[r.nth], ${claims}
+      SELECT ${
+    sql.literal(successor)
+  }, r.queue, r.kind, k.scope, k.name, k.key, k.slots[r.nth], k.afters[r.nth], ${claims}
       FROM (
         SELECT f.scope, f.name, f.key, array_agg(f.slot ORDER BY f.slot) AS slots, array_agg(f.after ORDER BY f.slot) AS afters,
           count(*) AS free
@@ -280,7 +292,9 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
         CASE WHEN sc.claim THEN greatest(r.fence + 1, f.floor) ELSE r.fence END AS fence,
         CASE WHEN sc.claim THEN r.attempt + 1 ELSE r.attempt END AS attempt,
         row_number() OVER (PARTITION BY sc.claim ORDER BY sc.id) AS pos
-      FROM successors sc CROSS JOIN fence_floor f CROSS JOIN LATERAL (SELECT * FROM ${s.runs(sql)} o WHERE o.id = sc.id) r
+      FROM successors sc CROSS JOIN fence_floor f CROSS JOIN LATERAL (SELECT * FROM ${
+    s.runs(sql)
+  } o WHERE o.id = sc.id) r
       WHERE sc.ledger AND r.state = 'ledger'
     ), ledger_unwaited AS (
       DELETE FROM ${sql.literal(`"${s.schema}".waiting`)} x WHERE x.id = ANY (ARRAY(SELECT id FROM ledger_next))

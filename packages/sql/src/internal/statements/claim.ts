@@ -15,10 +15,10 @@ import { ClaimPosition, type ClaimRequest, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { type ClaimRow, toClaimed } from "./rows.js"
 import { admit, type KeyCursors, retryingCollisions } from "./admit.js"
 import { activeQueues, claimAssignments, claimedColumns, fenceFloor } from "./claimFragments.js"
 import * as ledger from "./ledger.js"
+import { type ClaimRow, toClaimed } from "./rows.js"
 
 /** Where the ledger put a claimed run (null for a run claimed in its row). */
 interface LedgerPlace {
@@ -29,7 +29,9 @@ interface LedgerPlace {
 /** The claimed runs, each the ledger put in a batch remembered with its place there. */
 const remembered = (refs: ledger.LedgerRefs, rows: ReadonlyArray<Omit<ClaimRow, "state"> & LedgerPlace>) => {
   for (const row of rows) {
-    if (row.batch !== null && row.pos !== null) refs.set(row.id, Number(row.fence), row.batch, row.pos, row.concurrency_key !== null)
+    if (row.batch !== null && row.pos !== null) {
+      refs.set(row.id, Number(row.fence), row.batch, row.pos, row.concurrency_key !== null)
+    }
   }
   return rows.map(toClaimed)
 }
@@ -53,8 +55,12 @@ export const claim = (
  * hand-off makes a key's next run due long after it was enqueued, behind any position.
  */
 const keyLimitDeclared = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) =>
-  sql`(EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'kind' AND name = ANY(${request.kinds as Array<string>}::text[]))
-    OR EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[])))`
+  sql`(EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'kind' AND name = ANY(${request.kinds as Array<
+    string
+  >}::text[]))
+    OR EXISTS (SELECT 1 FROM ${s.keyLimits(sql)} WHERE scope = 'queue' AND name = ANY(${request.queues as Array<
+    string
+  >}::text[])))`
 
 /**
  * One queue's due runs in claim order, locked as they are read, from the queue's claim position
@@ -82,8 +88,10 @@ const lanes = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest) 
   // what is returned, this fixes which runs are locked.
   return sql`${part(sql`priority > coalesce(pos.priority, ${lowest})`)} above
     UNION ALL
-    ${part(sql`priority = coalesce(pos.priority, ${lowest})
-        AND run_at >= coalesce(to_timestamp(pos.from_ms / 1000.0), '-infinity'::timestamptz)`)} lane
+    ${
+    part(sql`priority = coalesce(pos.priority, ${lowest})
+        AND run_at >= coalesce(to_timestamp(pos.from_ms / 1000.0), '-infinity'::timestamptz)`)
+  } lane
     UNION ALL
     ${part(sql`priority < coalesce(pos.priority, ${lowest})`)} below
     LIMIT ${request.limit}`
@@ -108,7 +116,9 @@ const dueRows = (
 ) =>
   sql`FROM unnest(${activeQueues(sql, s, request.queues)}) AS q(name)
         LEFT JOIN unnest(${[...positions.keys()]}::text[], ${[...positions.values()].map((p) => p.priority)}::integer[],
-          ${[...positions.values()].map((p) => String(p.runAtMs - ClaimPosition.marginMs))}::float8[]) AS pos(queue, priority, from_ms)
+          ${
+    [...positions.values()].map((p) => String(p.runAtMs - ClaimPosition.marginMs))
+  }::float8[]) AS pos(queue, priority, from_ms)
           ON pos.queue = q.name AND NOT ${keyLimitDeclared(sql, s, request)}
         CROSS JOIN LATERAL (
           ${lanes(sql, s, request)}
@@ -211,7 +221,9 @@ const timeOutGoverned = (sql: SqlClient.SqlClient, s: StoreSchema, request: Clai
       WHERE r.id IN (
         SELECT id FROM ${s.runs(sql)} o
         WHERE state = 'suspended' AND suspend_deadline <= now() AND concurrency_key IS NOT NULL
-          AND queue = ANY(${activeQueues(sql, s, request.queues)}) AND kind = ANY(${request.kinds as Array<string>}::text[])
+          AND queue = ANY(${activeQueues(sql, s, request.queues)}) AND kind = ANY(${request.kinds as Array<
+    string
+  >}::text[])
           AND ${governed(sql, s, "o")}
         ORDER BY suspend_deadline, id LIMIT ${KeyLimits.scanPastLimit}
         FOR UPDATE SKIP LOCKED
@@ -248,7 +260,9 @@ const claimAll = (
     // with room for them (a limit raised, a run that became due, a race between an enqueue and a
     // completion) are admitted, so this claim can take them.
     yield* timeOutGoverned(sql, s, request)
-    const admission = yield* retryingCollisions(admit(sql, s, { kinds: request.kinds, queues: request.queues }, keyCursors))
+    const admission = yield* retryingCollisions(
+      admit(sql, s, { kinds: request.kinds, queues: request.queues }, keyCursors)
+    )
     for (const [group, last] of Object.entries(admission[0]?.cursors ?? {})) {
       if (last === null) keyCursors.delete(group)
       else keyCursors.set(group, last)
@@ -283,7 +297,14 @@ const claimAll = (
         SELECT * FROM (
           SELECT * FROM expired UNION ALL SELECT * FROM timed_out UNION ALL SELECT * FROM due
         ) c ORDER BY origin, priority DESC, due_at, id LIMIT ${limit}
-      ), ${taking(sql, s, request, sql`SELECT ready_ctid, id, ledger AND ${intoLedger}::boolean AS ledger, priority, due_at AS run_at FROM candidates WHERE origin = 2`)},
+      ), ${
+      taking(
+        sql,
+        s,
+        request,
+        sql`SELECT ready_ctid, id, ledger AND ${intoLedger}::boolean AS ledger, priority, due_at AS run_at FROM candidates WHERE origin = 2`
+      )
+    },
       claimed_other AS (
         -- Reclaims and timed-out suspensions: they need their pick's origin and due time.
         UPDATE ${runs} r SET
@@ -357,7 +378,14 @@ const claimDue = (
       WITH ${fenceFloor(sql, s)}, due AS MATERIALIZED (
         SELECT d.ready_ctid, d.id, d.priority, d.run_at, d.ledger
         ${dueRows(sql, s, request, positions.of(request.queues, request.kinds))}
-      ), ${taking(sql, s, request, sql`SELECT ready_ctid, id, ledger AND ${intoLedger}::boolean AS ledger, priority, run_at FROM due`)},
+      ), ${
+      taking(
+        sql,
+        s,
+        request,
+        sql`SELECT ready_ctid, id, ledger AND ${intoLedger}::boolean AS ledger, priority, run_at FROM due`
+      )
+    },
       history AS (
         -- The claim this one supersedes (a retried or released run's) moves into the history.
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, owner, detail, at)
@@ -367,7 +395,9 @@ const claimDue = (
       -- Only what the worker and this store read, each row: no state (always running here); signals
       -- and keyed null in the common case (none delivered; no key limit), which decodes nothing.
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, NULLIF(signals, '{}'::jsonb) AS signals,
-        concurrency_key, wait_ms, trace_parent, priority, run_at_ms, CASE WHEN ${keyLimitDeclared(sql, s, request)} THEN true END AS keyed,
+        concurrency_key, wait_ms, trace_parent, priority, run_at_ms, CASE WHEN ${
+      keyLimitDeclared(sql, s, request)
+    } THEN true END AS keyed,
         batch::text AS batch, pos::int AS pos
       FROM claimed_due claimed
       -- In claim order (the update went by primary key).

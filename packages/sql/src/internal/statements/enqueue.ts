@@ -11,7 +11,12 @@ import * as rate from "./rate.js"
 import { textArray } from "./rows.js"
 
 /** The requests as rows, each with an id drawn from the sequence up front, so each result maps back to its request exactly. */
-const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>, payloads: ReadonlyArray<string>) =>
+const inputRows = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  requests: ReadonlyArray<EnqueueRequest>,
+  payloads: ReadonlyArray<string>
+) =>
   sql`
     SELECT nextval(pg_get_serial_sequence(${`"${s.schema}".runs`}, 'id')) AS id, t.*
     FROM unnest(
@@ -33,7 +38,12 @@ const inputRows = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyA
  */
 export type Storage = "ledger" | "rows"
 
-export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>, storage: Storage = "rows") =>
+export const enqueue = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  requests: ReadonlyArray<EnqueueRequest>,
+  storage: Storage = "rows"
+) =>
   Effect.gen(function*() {
     if (requests.length === 0) return [] as ReadonlyArray<Enqueued>
     // Every payload is encoded before the statement: one JSON cannot hold writes nothing at all.
@@ -47,16 +57,19 @@ export const enqueue = (sql: SqlClient.SqlClient, s: StoreSchema, requests: Read
     // request order (the ids drawn in that order), in one transaction for the batch: every hold of
     // the batch taken first, in one order (`takeHolds`), and the batch's keyed runs admitted once
     // at its end, in claim order, as a batch without windows admits them.
-    return yield* retryDeadlocks(sql, sql.withTransaction(Effect.gen(function*() {
-      yield* takeHolds(sql, s, requests, payloads)
-      const out = yield* Effect.forEach(requests, (request, i) =>
-        request.unique === undefined
-          ? Effect.map(insertChecked(sql, s, [request], [payloads[i]!], storage), (out) => out[0]!)
-          : enqueueUnique(sql, s, request, payloads[i]!))
-      const scope = admitScope(requests)
-      if (scope !== undefined) yield* admitInPassing(sql, s, scope)
-      return out
-    })))
+    return yield* retryDeadlocks(
+      sql,
+      sql.withTransaction(Effect.gen(function*() {
+        yield* takeHolds(sql, s, requests, payloads)
+        const out = yield* Effect.forEach(requests, (request, i) =>
+          request.unique === undefined
+            ? Effect.map(insertChecked(sql, s, [request], [payloads[i]!], storage), (out) => out[0]!)
+            : enqueueUnique(sql, s, request, payloads[i]!))
+        const scope = admitScope(requests)
+        if (scope !== undefined) yield* admitInPassing(sql, s, scope)
+        return out
+      }))
+    )
   })
 
 /** How many times a batch the server chose as a deadlock's victim is sent again. */
@@ -83,14 +96,23 @@ const retryDeadlocks = <A, R>(sql: SqlClient.SqlClient, batch: Effect.Effect<A, 
  * locked by a no-op update. The holds come before the batch's other locks (its idempotency keys), so
  * a batch that takes a hold never waits for it while holding a key another batch waits on.
  */
-const takeHolds = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyArray<EnqueueRequest>, payloads: ReadonlyArray<string>) => {
-  const unique = requests.flatMap((r, i) => r.unique === undefined ? [] : [{ kind: r.kind, key: r.unique.key ?? null, payload: payloads[i]! }])
+const takeHolds = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  requests: ReadonlyArray<EnqueueRequest>,
+  payloads: ReadonlyArray<string>
+) => {
+  const unique = requests.flatMap((r, i) =>
+    r.unique === undefined ? [] : [{ kind: r.kind, key: r.unique.key ?? null, payload: payloads[i]! }]
+  )
   // Alone in its batch, a request's hold is the batch's only lock: no cycle to close.
   if (requests.length < 2) return Effect.void
   return Effect.asVoid(sql`
     INSERT INTO ${s.uniqueHolds(sql)} AS h (kind, unique_key, run_id, states, held_until)
     SELECT DISTINCT ON (t.kind, k.hold_key) t.kind, k.hold_key, 0, NULL, '-infinity'
-    FROM unnest(${unique.map((u) => u.kind)}::text[], ${textArray(unique.map((u) => u.key))}::text[], ${unique.map((u) => u.payload)}::jsonb[])
+    FROM unnest(${unique.map((u) => u.kind)}::text[], ${textArray(unique.map((u) => u.key))}::text[], ${
+    unique.map((u) => u.payload)
+  }::jsonb[])
       AS t(kind, unique_key, payload)
     CROSS JOIN LATERAL (SELECT ${sql.literal(`"${s.schema}".unique_hold_key`)}(t.unique_key, t.payload) AS hold_key) k
     ORDER BY t.kind, k.hold_key
@@ -99,8 +121,14 @@ const takeHolds = (sql: SqlClient.SqlClient, s: StoreSchema, requests: ReadonlyA
 
 /** The kinds, queues and keys a batch's keyed runs are admitted by; none without a concurrency key. */
 const admitScope = (requests: ReadonlyArray<EnqueueRequest>) => {
-  const keys = [...new Set(requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey]))]
-  return keys.length === 0 ? undefined : { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }
+  const keys = [
+    ...new Set(
+      requests.flatMap((r) => r.concurrencyKey === undefined || r.concurrencyKey === null ? [] : [r.concurrencyKey])
+    )
+  ]
+  return keys.length === 0
+    ? undefined
+    : { kinds: requests.map((r) => r.kind), queues: requests.map((r) => r.queue ?? "default"), keys }
 }
 
 /** Inserts a checked batch without unique windows; admits nothing. */
@@ -140,9 +168,13 @@ const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: Enqueu
     sql<{ id: string; created: boolean }>`
       SELECT e.id::text AS id, e.created FROM ${sql.literal(`"${s.schema}".enqueue_run`)}(
         kind => ${request.kind}, payload => ${payload}::jsonb, queue => ${request.queue ?? "default"},
-        run_at => now() + ${request.delayMs ?? 0}::float8 * interval '1 millisecond', priority => ${request.priority ?? 0}::int,
+        run_at => now() + ${request.delayMs ?? 0}::float8 * interval '1 millisecond', priority => ${
+      request.priority ?? 0
+    }::int,
         max_attempts => ${request.maxAttempts ?? 5}::int, concurrency_key => ${request.concurrencyKey ?? null}::text,
-        trace_parent => ${request.traceParent ?? null}::text, admit_keys => false, unique_key => ${window.key ?? null}::text,
+        trace_parent => ${request.traceParent ?? null}::text, admit_keys => false, unique_key => ${
+      window.key ?? null
+    }::text,
         unique_states => ${states === undefined ? null : textArray([...states])}::text[],
         unique_for => ${window.periodMs ?? null}::float8 * interval '1 millisecond'
       ) e`,
@@ -209,13 +241,17 @@ const enqueueWithoutKeys = (
       WITH input AS MATERIALIZED (
         ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
-        INSERT INTO ${s.runs(sql)} (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state, rate_scope)
+        INSERT INTO ${
+      s.runs(sql)
+    } (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state, rate_scope)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent, concurrency_key,
           -- A run a rate limit governs is kept on its row, out of the ledger (rate.ts); a keyed one
           -- is in the ledger, its slot and its wait in key_holds and waiting (migration 0025).
           ${storage === "ledger" ? sql`CASE WHEN rate_scope IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`},
           rate_scope
-        FROM (SELECT i.*, ${sql.literal(rate.governing(s, "i.kind", "i.queue"))} AS rate_scope FROM input i) input ORDER BY ord
+        FROM (SELECT i.*, ${
+      sql.literal(rate.governing(s, "i.kind", "i.queue"))
+    } AS rate_scope FROM input i) input ORDER BY ord
         RETURNING queue
       ), woken AS (
         SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM inserted) q

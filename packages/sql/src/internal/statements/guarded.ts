@@ -11,30 +11,30 @@
 import {
   type ClaimNext,
   type CompleteItem,
-  Json,
-  type StoreError,
-  type UnstorableValue,
   type FailOutcome,
   type FailRequest,
   FenceRejected,
   type FinalizeOutcome,
+  Json,
   type LeaseKey,
   LeaseNotHeld,
-  type RunState,
   RunNotFound,
+  type RunState,
   type SignalOutcome,
-  type SuspendOutcome,
   SignalTokenInUse,
   type SnoozeRequest,
-  type SuspendRequest
+  type StoreError,
+  type SuspendOutcome,
+  type SuspendRequest,
+  type UnstorableValue
 } from "@leasehold/core"
 import { Cause, Duration, Effect, type Exit, Schema } from "effect"
 import { type SqlClient, SqlError, type Statement } from "effect/sql"
 import * as StoreErrors from "../../StoreErrors.js"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff, heldSlotColumns } from "./admit.js"
-import { type ClaimRow, num } from "./rows.js"
 import * as ledger from "./ledger.js"
+import { type ClaimRow, num } from "./rows.js"
 import { idleBound, readCommitted } from "./transactions.js"
 
 interface Diagnosis {
@@ -45,11 +45,18 @@ interface Diagnosis {
 }
 
 /** Reads the current fence of runs whose guarded write matched nothing; records real stale writes. */
-export const diagnose = (sql: SqlClient.SqlClient, s: StoreSchema, operation: string, leases: ReadonlyArray<LeaseKey>) =>
+export const diagnose = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  operation: string,
+  leases: ReadonlyArray<LeaseKey>
+) =>
   Effect.gen(function*() {
     const rows = yield* sql<{ id: string; presented: bigint; stored: bigint | null; state: RunState | null }>`
       WITH input AS (
-        SELECT * FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[]) AS t(id, fence)
+        SELECT * FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${
+      leases.map((l) => String(l.fence))
+    }::bigint[]) AS t(id, fence)
       ), current AS (
         SELECT i.id, i.fence AS presented, r.fence AS stored, r.state
         FROM input i LEFT JOIN ${s.runsNow(sql)} r ON r.id = i.id
@@ -114,7 +121,10 @@ const inRowNow = <A, E>(
   if (refs !== undefined && refs.has(lease)) {
     // The reference goes once the move has committed: until then a renewal names the run in its
     // batch (where it is open, or seen closed), never leaves it unnamed there (which would lapse it).
-    return Effect.andThen(Effect.tap(ledger.hold(sql, s, [lease.runId]), () => Effect.sync(() => refs.delete(lease))), write)
+    return Effect.andThen(
+      Effect.tap(ledger.hold(sql, s, [lease.runId]), () => Effect.sync(() => refs.delete(lease))),
+      write
+    )
   }
   return Effect.flatMap(write, (rows) =>
     rows.length > 0
@@ -170,37 +180,53 @@ export const completeBatch = (
   next?: ClaimNext,
   refs?: ledger.LedgerRefs
 ) =>
-  refs === undefined ? completeInRows(sql, s, items, completedRuns, next) : claimingInOne(sql, items, next, Effect.gen(function*() {
-    // The runs this store claimed in the ledger are completed there, in one statement; the rest
-    // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
-    // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
-    // Each item's claim reference is looked up once, here, and handed to the ledger's statement.
-    const inLedger: Array<number> = []
-    const known: Array<ledger.HeldRef> = []
-    const rest: Array<number> = []
-    const outcomes: Array<FinalizeOutcome> = new Array(items.length)
-    for (let i = 0; i < items.length; i++) {
-      const item = items[i]!
-      const ref = refs.get(item)
-      if (ref !== undefined) inLedger.push(i), known.push(ref)
-      else rest.push(i)
-      outcomes[i] = { _tag: "Finalized", runId: item.runId, fence: item.fence }
-    }
-    if (inLedger.length > 0) {
-      const { missed, successors } = yield* ledger.complete(sql, s, inLedger.map((i) => items[i]!), refs, known, next)
-      for (const m of missed) rest.push(inLedger[m]!)
-      for (const [m, successor] of successors) {
-        const item = items[inLedger[m]!]!
-        outcomes[inLedger[m]!] = { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
-      }
-    }
-    if (rest.length === 0) return outcomes
-    const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
-    rest.forEach((i, k) => {
-      outcomes[i] = restOutcomes[k]!
-    })
-    return outcomes
-  }))
+  refs === undefined ?
+    completeInRows(sql, s, items, completedRuns, next) :
+    claimingInOne(
+      sql,
+      items,
+      next,
+      Effect.gen(function*() {
+        // The runs this store claimed in the ledger are completed there, in one statement; the rest
+        // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
+        // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
+        // Each item's claim reference is looked up once, here, and handed to the ledger's statement.
+        const inLedger: Array<number> = []
+        const known: Array<ledger.HeldRef> = []
+        const rest: Array<number> = []
+        const outcomes: Array<FinalizeOutcome> = new Array(items.length)
+        for (let i = 0; i < items.length; i++) {
+          const item = items[i]!
+          const ref = refs.get(item)
+          if (ref !== undefined) {
+            inLedger.push(i)
+            known.push(ref)
+          } else rest.push(i)
+          outcomes[i] = { _tag: "Finalized", runId: item.runId, fence: item.fence }
+        }
+        if (inLedger.length > 0) {
+          const { missed, successors } = yield* ledger.complete(
+            sql,
+            s,
+            inLedger.map((i) => items[i]!),
+            refs,
+            known,
+            next
+          )
+          for (const m of missed) rest.push(inLedger[m]!)
+          for (const [m, successor] of successors) {
+            const item = items[inLedger[m]!]!
+            outcomes[inLedger[m]!] = { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
+          }
+        }
+        if (rest.length === 0) return outcomes
+        const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
+        rest.forEach((i, k) => {
+          outcomes[i] = restOutcomes[k]!
+        })
+        return outcomes
+      })
+    )
 
 /**
  * A completion that claims keyed runs' successors is one transaction, the ledger's statement and
@@ -212,7 +238,10 @@ const claimingInOne = <A, E, R>(
   items: ReadonlyArray<CompleteItem>,
   next: ClaimNext | undefined,
   completion: Effect.Effect<A, E, R>
-) => next === undefined || items.every((i) => i.keyed === false) ? completion : readCommitted(sql.withTransaction(completion))
+) =>
+  next === undefined || items.every((i) => i.keyed === false)
+    ? completion
+    : readCommitted(sql.withTransaction(completion))
 
 const completeInRows = (
   sql: SqlClient.SqlClient,
@@ -284,11 +313,15 @@ const completeBatchStatement = (
         FROM ${given}
         -- Lateral: one primary-key probe per run, never a nested loop over the batch (docs/adr/0014).
         LEFT JOIN LATERAL (
-          SELECT ${sql.literal(heldSlotColumns("o"))} FROM ${runs} o WHERE o.id = t.id AND t.keyed AND o.key_slot IS NOT NULL
+          SELECT ${
+        sql.literal(heldSlotColumns("o"))
+      } FROM ${runs} o WHERE o.id = t.id AND t.keyed AND o.key_slot IS NOT NULL
         ) o ON true`
     const handing = !keyed
       ? sql``
-      : sql`, freeing AS (SELECT id, scope, name, key, slot, id AS after, true AS hand FROM done WHERE slot IS NOT NULL), ${handOff(sql, s, next)}`
+      : sql`, freeing AS (SELECT id, scope, name, key, slot, id AS after, true AS hand FROM done WHERE slot IS NOT NULL), ${
+        handOff(sql, s, next)
+      }`
     // The successors claimed in the hand-off come back beside the items the statement missed.
     const claimedNext = !keyed || next === undefined ? sql`` : sql`
       UNION ALL
@@ -304,7 +337,9 @@ const completeBatchStatement = (
         h.batch::text, h.pos::int
       FROM ledger_handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
       WHERE h.claim`
-    const rows = yield* sql<ClaimRow & { tag: "missed" | "next"; ord: string | null; after: string | null } & ledger.LedgerPlace>`
+    const rows = yield* sql<
+      ClaimRow & { tag: "missed" | "next"; ord: string | null; after: string | null } & ledger.LedgerPlace
+    >`
       WITH input AS MATERIALIZED (
         -- A null results array pads every row's result with SQL null: stored as JSON null.
         ${slots}
@@ -321,10 +356,19 @@ const completeBatchStatement = (
     // A run another process claimed in the ledger is completed there (its batch found by its span).
     const inLedger: ledger.LedgerCompletion = refs === undefined || missedInRows.length === 0
       ? { missed: missedInRows.map((_, k) => k), successors: new Map() }
-      : yield* ledger.complete(sql, s, missedInRows.map((r) => ({ ...items[Number(r.ord)]!, runId: r.id })), refs, undefined, next)
+      : yield* ledger.complete(
+        sql,
+        s,
+        missedInRows.map((r) => ({ ...items[Number(r.ord)]!, runId: r.id })),
+        refs,
+        undefined,
+        next
+      )
     const missed = inLedger.missed.map((k) => missedInRows[k]!)
     // Each successor goes to the (first) item whose run freed its slot, by position.
-    const successors = new Map(rows.filter((r) => r.tag === "next").map((r) => [Number(r.ord), ledger.remember(refs, r)]))
+    const successors = new Map(
+      rows.filter((r) => r.tag === "next").map((r) => [Number(r.ord), ledger.remember(refs, r)])
+    )
     // Those the ledger's completion of missed runs claimed, by the item whose run freed the slot.
     for (const [k, successor] of inLedger.successors) successors.set(Number(missedInRows[k]!.ord), successor)
     const outcomes = items.map((i, ord): FinalizeOutcome => {
@@ -437,7 +481,13 @@ export const snooze = (sql: SqlClient.SqlClient, s: StoreSchema, request: Snooze
     refs
   ).pipe(Effect.asVoid)
 
-export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, value: unknown, refs?: ledger.LedgerRefs) =>
+export const checkpoint = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  lease: LeaseKey,
+  value: unknown,
+  refs?: ledger.LedgerRefs
+) =>
   Effect.flatMap(Json.encode(value ?? null, "checkpoint", lease.runId), (encoded) =>
     guardedOne(
       sql,
@@ -452,11 +502,20 @@ export const checkpoint = (sql: SqlClient.SqlClient, s: StoreSchema, lease: Leas
     )).pipe(Effect.asVoid)
 
 /** Suspends the run and releases its lease outright; the attempt is refunded (waiting is not failing). */
-export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: SuspendRequest, refs?: ledger.LedgerRefs) => {
+export const suspend = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: SuspendRequest,
+  refs?: ledger.LedgerRefs
+) => {
   const timeoutMs = request.timeout === undefined ? null : Duration.toMillis(request.timeout)
   const held = sql`id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"`
   return Effect.gen(function*() {
-    const suspended = yield* inRow(sql, s, request, sql<{ id: string }>`
+    const suspended = yield* inRow(
+      sql,
+      s,
+      request,
+      sql<{ id: string }>`
       WITH u AS (
         UPDATE ${s.runs(sql)} SET
           state = 'suspended', lease_owner = NULL, lease_expires_at = NULL,
@@ -472,24 +531,28 @@ export const suspend = (sql: SqlClient.SqlClient, s: StoreSchema, request: Suspe
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
         SELECT id, fence, 'suspended', jsonb_build_object('signal', signal_name, 'deadline', suspend_deadline) FROM u
       )
-      SELECT id::text AS id FROM u`, refs)
+      SELECT id::text AS id FROM u`,
+      refs
+    )
     if (suspended.length > 0) return { _tag: "Suspended" } satisfies SuspendOutcome as SuspendOutcome
     const delivered = yield* sql<{ outcome: SignalOutcome | null }>`
       SELECT signals -> ${request.signal}::text AS outcome FROM ${s.runs(sql)} WHERE ${held}`
     const outcome = delivered[0]?.outcome
-    if (outcome !== undefined && outcome !== null) return { _tag: "AlreadySignalled", outcome } satisfies SuspendOutcome as SuspendOutcome
+    if (outcome !== undefined && outcome !== null) {
+      return { _tag: "AlreadySignalled", outcome } satisfies SuspendOutcome as SuspendOutcome
+    }
     const [diagnosis] = yield* diagnose(sql, s, "suspend", [request])
     return yield* Effect.fail(toError("suspend", diagnosis!))
   }).pipe(
     // The token's uniqueness is the database's to enforce; say so in the run's own terms.
     Effect.catchIf(
       (error): error is SqlError.SqlError =>
-        error._tag === "SqlError" && error.reason._tag === "UniqueViolation" && error.reason.constraint === "runs_signal_token",
+        error._tag === "SqlError" && error.reason._tag === "UniqueViolation" &&
+        error.reason.constraint === "runs_signal_token",
       () => Effect.fail(new SignalTokenInUse({ runId: request.runId, token: request.token }))
     )
   )
 }
-
 
 /**
  * The caller's effect and the run's completion in one transaction. The fence is checked first so
@@ -527,8 +590,13 @@ export const completeInTransaction = <A, E, R>(
       stored: rows[0] === undefined ? null : num(rows[0].fence),
       state: rows[0]?.state ?? null
     }))
-  const check = Effect.flatMap(checkFence, (rows) =>
-    rows[0] !== undefined && num(rows[0].fence) === lease.fence && rows[0].state === "running" ? Effect.void : rejection(rows))
+  const check = Effect.flatMap(
+    checkFence,
+    (rows) =>
+      rows[0] !== undefined && num(rows[0].fence) === lease.fence && rows[0].state === "running"
+        ? Effect.void
+        : rejection(rows)
+  )
   // The run's key slot, if it holds one, is read before the completion and handed on in the same
   // statement (admit.ts › handOff), as a batched completion's are.
   const complete = (result: string) => {
@@ -580,26 +648,32 @@ export const completeInTransaction = <A, E, R>(
   // reclaim). The completion decides, under the batch's lock (ledger.ts): if the run was moved to
   // its row meanwhile (a signal delivered, say), the row's guarded completion decides instead.
   // The idle bound set by the check lets the transaction go if the holder falls silent.
-  const inLedger = (ref: ledger.HeldRef) => Effect.gen(function*() {
-    const held = yield* sql`
+  const inLedger = (ref: ledger.HeldRef) =>
+    Effect.gen(function*() {
+      const held = yield* sql`
       SELECT 1 AS held${bound} FROM ${s.claimBatches(sql)} c
       WHERE c.batch = ${ref.batch}::bigint AND c.settled_at IS NULL AND c.ids[${ref.pos}::int] = ${lease.runId}::bigint
         AND c.fences[${ref.pos}::int] = ${lease.fence}::bigint AND ${lease.runId}::bigint <> ALL (c.closed)
-        AND NOT EXISTS (SELECT 1 FROM ${s.completionBatches(sql)} d WHERE d.claim_batch = c.batch AND ${lease.runId}::bigint = ANY (d.ids))`
-    // Not open in its batch any more (moved to its row, or superseded there): the row decides.
-    if (held.length === 0) return yield* Effect.fail(new MovedToRow())
-    const value = yield* Effect.mapError(effect, (error) => new CallerFailure({ error }))
-    const result = yield* encodeResult(value)
-    const { missed } = yield* ledger.complete(sql, s, [{ ...lease, result }], refs!)
-    if (missed.length === 0) return value
-    const done = yield* complete(result)
-    if (done.length === 0) return yield* Effect.flatMap(readFence, rejection)
-    return value
-  })
+        AND NOT EXISTS (SELECT 1 FROM ${
+        s.completionBatches(sql)
+      } d WHERE d.claim_batch = c.batch AND ${lease.runId}::bigint = ANY (d.ids))`
+      // Not open in its batch any more (moved to its row, or superseded there): the row decides.
+      if (held.length === 0) return yield* Effect.fail(new MovedToRow())
+      const value = yield* Effect.mapError(effect, (error) => new CallerFailure({ error }))
+      const result = yield* encodeResult(value)
+      const { missed } = yield* ledger.complete(sql, s, [{ ...lease, result }], refs!)
+      if (missed.length === 0) return value
+      const done = yield* complete(result)
+      if (done.length === 0) return yield* Effect.flatMap(readFence, rejection)
+      return value
+    })
   // Otherwise the run's row decides; a run still in the ledger is moved there first, outside the
   // caller's transaction (a hold inside it would keep its whole batch's completions waiting).
   const inRows = Effect.suspend(() =>
-    Effect.andThen(Effect.tap(ledger.hold(sql, s, [lease.runId]), () => Effect.sync(() => refs?.delete(lease))), transact(sql, body))
+    Effect.andThen(
+      Effect.tap(ledger.hold(sql, s, [lease.runId]), () => Effect.sync(() => refs?.delete(lease))),
+      transact(sql, body)
+    )
   )
   // The reference is looked up when the transaction runs; the transaction is READ COMMITTED
   // whatever the caller's context asks, as the ledger's completion needs (docs/adr/0022).
@@ -614,8 +688,15 @@ export const completeInTransaction = <A, E, R>(
   return transaction.pipe(
     StoreErrors.refail("transaction"),
     // The history row for a rejected transaction is written after the rollback, on its own.
-    Effect.tapError((error) => (error as { _tag?: unknown })._tag === "FenceRejected" ? Effect.ignore(diagnose(sql, s, "transaction", [lease])) : Effect.void),
-    Effect.catchIf((error): error is CallerFailure => error instanceof CallerFailure, (failure) => Effect.fail(failure.error as E))
+    Effect.tapError((error) =>
+      (error as { _tag?: unknown })._tag === "FenceRejected"
+        ? Effect.ignore(diagnose(sql, s, "transaction", [lease]))
+        : Effect.void
+    ),
+    Effect.catchIf(
+      (error): error is CallerFailure => error instanceof CallerFailure,
+      (failure) => Effect.fail(failure.error as E)
+    )
   ) as Effect.Effect<A, E | FenceRejected | LeaseNotHeld | RunNotFound | UnstorableValue | StoreError, R>
 }
 
@@ -627,8 +708,10 @@ class CallerFailure extends Schema.TaggedError<CallerFailure>()("CallerFailure",
 
 /** What a fenced transaction's own statements and checks fail with. */
 const isTransactionFailure = (defect: unknown): boolean =>
-  SqlError.isSqlError(defect) || defect instanceof CallerFailure || defect instanceof MovedToRow || defect instanceof FenceRejected ||
-  defect instanceof LeaseNotHeld || defect instanceof RunNotFound || (defect as { _tag?: unknown } | null)?._tag === "UnstorableValue"
+  SqlError.isSqlError(defect) || defect instanceof CallerFailure || defect instanceof MovedToRow ||
+  defect instanceof FenceRejected ||
+  defect instanceof LeaseNotHeld || defect instanceof RunNotFound ||
+  (defect as { _tag?: unknown } | null)?._tag === "UnstorableValue"
 
 /**
  * `sql.withTransaction`, but a transaction whose connection was lost fails as it would have, not
@@ -639,7 +722,10 @@ const isTransactionFailure = (defect: unknown): boolean =>
  * that started the rollback, is given back as a failure; anything else (a real defect, an
  * interruption) stays as it was.
  */
-const transact = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError.SqlError, R> =>
+const transact = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | SqlError.SqlError, R> =>
   Effect.catchCause(sql.withTransaction(effect), (cause) => {
     const defects = cause.reasons.map((reason) => Cause.isDieReason(reason) ? reason.defect : undefined)
     const lost = defects.length > 0 && defects.every((d) => d !== undefined && isTransactionFailure(d)) &&

@@ -22,7 +22,9 @@ export const set = (sql: SqlClient.SqlClient, s: StoreSchema, limits: ReadonlyAr
       const changed = yield* sql<{ scope: KeyLimits.KeyLimitScope; name: string }>`
         INSERT INTO ${s.keyLimits(sql)} (scope, name, per_key)
         SELECT DISTINCT ON (scope, name) scope, name, per_key
-        FROM unnest(${checked.map((l) => l.scope)}::text[], ${checked.map((l) => l.name)}::text[], ${checked.map((l) => l.perKey)}::int[])
+        FROM unnest(${checked.map((l) => l.scope)}::text[], ${checked.map((l) => l.name)}::text[], ${
+        checked.map((l) => l.perKey)
+      }::int[])
           WITH ORDINALITY AS t(scope, name, per_key, ord)
         ORDER BY scope, name, ord DESC
         ON CONFLICT (scope, name) DO UPDATE SET per_key = excluded.per_key, updated_at = now()
@@ -46,7 +48,11 @@ export const remove = (sql: SqlClient.SqlClient, s: StoreSchema, scope: KeyLimit
  * admitted with (a pending run has not started: nothing runs over a limit for it); then their
  * keys' free slots are handed out again under the new limits, counting the running runs' slots.
  */
-const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, changed: ReadonlyArray<{ scope: KeyLimits.KeyLimitScope; name: string }>) =>
+const regovern = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  changed: ReadonlyArray<{ scope: KeyLimits.KeyLimitScope; name: string }>
+) =>
   Effect.gen(function*() {
     if (changed.length === 0) return
     const kinds = changed.filter((c) => c.scope === "kind").map((c) => c.name)
@@ -55,7 +61,9 @@ const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, changed: ReadonlyArr
     // The ledger's pending keyed runs of those kinds and queues (waiting, or ready) move to their
     // rows first (ledger.ts › hold, slots and all), where the update below governs them again.
     yield* sql`SELECT ${sql.literal(`"${s.schema}".hold`)}(ARRAY(
-        SELECT w.id FROM ${sql.literal(`"${s.schema}".waiting`)} w WHERE w.kind = ANY(${kinds}::text[]) OR w.queue = ANY(${queues}::text[])
+        SELECT w.id FROM ${
+      sql.literal(`"${s.schema}".waiting`)
+    } w WHERE w.kind = ANY(${kinds}::text[]) OR w.queue = ANY(${queues}::text[])
         UNION ALL
         SELECT y.id FROM ${s.ready(sql)} y JOIN ${s.runs(sql)} r ON r.id = y.id
         WHERE y.ledger AND r.concurrency_key IS NOT NULL AND (y.kind = ANY(${kinds}::text[]) OR y.queue = ANY(${queues}::text[]))
@@ -63,7 +71,9 @@ const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, changed: ReadonlyArr
     yield* sql`
       UPDATE ${s.runs(sql)} r SET key_scope = g.scope, key_slot = NULL
       FROM (
-        SELECT o.id, o.key_scope, o.key_slot, CASE WHEN ${sql.literal(limit.perKey)} IS NOT NULL THEN ${sql.literal(limit.scope)} END AS scope
+        SELECT o.id, o.key_scope, o.key_slot, CASE WHEN ${sql.literal(limit.perKey)} IS NOT NULL THEN ${
+      sql.literal(limit.scope)
+    } END AS scope
         FROM ${s.runs(sql)} o ${sql.literal(limit.joins)}
         WHERE o.state = 'pending' AND o.concurrency_key IS NOT NULL
           AND (o.kind = ANY(${kinds}::text[]) OR o.queue = ANY(${queues}::text[]))

@@ -18,8 +18,8 @@ import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff } from "./admit.js"
-import { idleBound, readCommitted } from "./transactions.js"
 import { type ClaimRow, textArray, toClaimed } from "./rows.js"
+import { idleBound, readCommitted } from "./transactions.js"
 
 /** Where a claim put a run: its claim batch and its place (1-based) in the batch's arrays. */
 export interface LedgerRef {
@@ -102,7 +102,9 @@ const inputRows = (
 ) => {
   return sql`
     SELECT t.id, t.fence, t.result, t.ord, coalesce(t.batch, f.batch) AS batch, coalesce(t.pos, f.pos) AS pos
-    FROM unnest(${textArray(leases.map((l) => l.runId))}::bigint[], ${textArray(leases.map((l) => String(l.fence)))}::bigint[],
+    FROM unnest(${textArray(leases.map((l) => l.runId))}::bigint[], ${
+    textArray(leases.map((l) => String(l.fence)))
+  }::bigint[],
       ${results}::jsonb[], ${textArray(known.map((r) => r?.batch ?? null))}::bigint[],
       ${textArray(known.map((r) => r === undefined ? null : String(r.pos)))}::integer[])
       WITH ORDINALITY AS t(id, fence, result, batch, pos, ord)
@@ -145,7 +147,9 @@ const lockBatches = (
   const bySpan = sql`SELECT b.batch FROM ${s.claimBatches(sql)} b WHERE b.span && ${idRanges(unknown)}::int8multirange`
   const wanted = unknown.length === 0 ? byRef : batches.length === 0 ? bySpan : sql`${byRef} UNION ${bySpan}`
   return sql`SELECT ${idleBound(sql, bound)} AS idle_bound FROM ${s.claimBatches(sql)} c
-    WHERE c.batch = ANY (ARRAY(${wanted})) AND c.settled_at IS NULL ${owner === undefined ? sql`` : sql`AND c.owner = ${owner}`}
+    WHERE c.batch = ANY (ARRAY(${wanted})) AND c.settled_at IS NULL ${
+    owner === undefined ? sql`` : sql`AND c.owner = ${owner}`
+  }
     ORDER BY c.batch FOR NO KEY UPDATE OF c`
 }
 
@@ -258,7 +262,10 @@ export const complete = (
       for (const ref of known) if (ref !== undefined) refs.forget(ref)
     })
     const rows = yield* readCommitted(sql.withTransaction(
-      Effect.andThen(lockBatches(sql, s, leases, known, completionIdleBound), Effect.tap(decide, () => sql.afterCommit(forget)))
+      Effect.andThen(
+        lockBatches(sql, s, leases, known, completionIdleBound),
+        Effect.tap(decide, () => sql.afterCommit(forget))
+      )
     ))
     const successors = new Map<number, ClaimedRun>()
     for (const row of rows) if (row.tag === "next") successors.set(Number(row.ord) - 1, remember(refs, row))
@@ -304,7 +311,9 @@ export const renew = (
       UNION ALL
       SELECT 'lapsed', NULL, l.id::text, l.expires_at FROM lapsed l`
     // The batches locked first, the decision in a statement of its own: see the module's header.
-    const rows = yield* readCommitted(sql.withTransaction(Effect.andThen(lockBatches(sql, s, leases, known, ttl, owner), decide)))
+    const rows = yield* readCommitted(
+      sql.withTransaction(Effect.andThen(lockBatches(sql, s, leases, known, ttl, owner), decide))
+    )
     const lapsed = rows.filter((r) => r.tag === "lapsed")
     if (lapsed.length > 0) {
       const until = lapsed.reduce((min, r) => (r.expires_at! < min ? r.expires_at! : min), lapsed[0]!.expires_at!)
@@ -348,7 +357,10 @@ class NamedInBatch {
     this.ids.forEach((text) => {
       // Exact as numbers below 2^53; longer ids as bigints.
       const id = text.length <= 15 ? Number(text) : BigInt(text)
-      if (from !== undefined && typeof id === typeof to && (typeof id === "number" ? id === (to as number) + 1 : id === (to as bigint) + 1n)) {
+      if (
+        from !== undefined && typeof id === typeof to &&
+        (typeof id === "number" ? id === (to as number) + 1 : id === (to as bigint) + 1n)
+      ) {
         to = id
         return
       }
@@ -395,7 +407,9 @@ export const renewClaimed = (
     const batchTable = sql.literal(`"${s.schema}".claim_batches`)
     const decide = sql<{ tag: "stale" | "lost" | "lapsed"; batch: string; id: string | null; expires_at: Date | null }>`
       WITH named AS MATERIALIZED (
-        SELECT n.batch, n.ids FROM unnest(${batches}::bigint[], ${textArray(batches.map((b) => byBatch.get(b)!.ranges()))}::int8multirange[]) AS n(batch, ids)
+        SELECT n.batch, n.ids FROM unnest(${batches}::bigint[], ${
+      textArray(batches.map((b) => byBatch.get(b)!.ranges()))
+    }::int8multirange[]) AS n(batch, ids)
       ), held AS MATERIALIZED (
         -- Counted from the ranges: the ids array is read only by a lapse.
         SELECT c.batch, n.ids AS named, (SELECT sum(upper(r) - lower(r)) FROM unnest(n.ids) AS r) AS n,
@@ -408,7 +422,9 @@ export const renewClaimed = (
         -- The runs of each batch no longer open there: moved to their rows, or completed.
         SELECT h.batch, u.id FROM held h, unnest(h.closed) AS u(id)
         UNION
-        SELECT d.claim_batch AS batch, u.id FROM ${sql.literal(`"${s.schema}".completion_batches`)} d, unnest(d.ids) AS u(id)
+        SELECT d.claim_batch AS batch, u.id FROM ${
+      sql.literal(`"${s.schema}".completion_batches`)
+    } d, unnest(d.ids) AS u(id)
         WHERE d.claim_batch = ANY (ARRAY(SELECT batch FROM held))
       ), counts AS MATERIALIZED (
         SELECT e.batch, count(*) AS ended, count(*) FILTER (WHERE h.named @> e.id) AS lost

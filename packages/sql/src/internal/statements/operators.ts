@@ -21,8 +21,12 @@ export const announceWorker = (sql: SqlClient.SqlClient, s: StoreSchema, a: Work
     WITH aged_out AS (
       DELETE FROM ${s.workers(sql)} WHERE expires_at < now() - ${agedOut}::interval AND owner <> ${a.owner}
     )
-    INSERT INTO ${s.workers(sql)} AS w (owner, host, pid, version, queues, kinds, concurrency, runs_held, started_at, expires_at)
-    VALUES (${a.owner}, ${a.host}, ${a.pid}, ${a.version}, ${textArray(a.queues)}, ${textArray(a.kinds)}, ${a.concurrency},
+    INSERT INTO ${
+    s.workers(sql)
+  } AS w (owner, host, pid, version, queues, kinds, concurrency, runs_held, started_at, expires_at)
+    VALUES (${a.owner}, ${a.host}, ${a.pid}, ${a.version}, ${textArray(a.queues)}, ${
+    textArray(a.kinds)
+  }, ${a.concurrency},
       ${a.runsHeld}, ${a.startedAt}, now() + ${Duration.toMillis(a.ttl)} * interval '1 millisecond')
     ON CONFLICT (owner) DO UPDATE SET
       runs_held = excluded.runs_held, last_heartbeat_at = now(), expires_at = excluded.expires_at,
@@ -50,7 +54,11 @@ export const workers = (sql: SqlClient.SqlClient, s: StoreSchema, which: "alive"
     }>`
       SELECT owner, host, pid, version, queues, kinds, concurrency, runs_held, started_at, last_heartbeat_at, expires_at
       FROM ${s.workers(sql)}
-      WHERE ${sql.literal(which === "alive" ? "expires_at > now()" : `expires_at <= now() AND expires_at >= now() - interval '${agedOut}'`)}
+      WHERE ${
+      sql.literal(
+        which === "alive" ? "expires_at > now()" : `expires_at <= now() AND expires_at >= now() - interval '${agedOut}'`
+      )
+    }
       ORDER BY owner COLLATE "C"`,
     (rows) =>
       rows.map((r): WorkerRegistry.WorkerInfo => ({
@@ -156,7 +164,13 @@ export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Acti
  * A key limit's keys: slots held (the `runs_key_slots_<scope>` index) and due runs waiting (the
  * `runs_waiting_<scope>` index), waiting longest first.
  */
-export const keyUsage = (sql: SqlClient.SqlClient, s: StoreSchema, scope: KeyLimits.KeyLimitScope, name: string, top: number) => {
+export const keyUsage = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  scope: KeyLimits.KeyLimitScope,
+  name: string,
+  top: number
+) => {
   // The scope's column, one of two words (checked), so each branch reads its own partial index.
   const column = sql.literal(scope === "kind" ? "kind" : "queue")
   const inScope = sql.literal(scope === "kind" ? "key_scope = 'kind'" : "key_scope = 'queue'")

@@ -52,6 +52,8 @@ export const resume = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) 
 
 export const paused = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.map(
-    sql<{ queue: string; since: Date | string }>`SELECT queue, since FROM ${s.pausedQueues(sql)} ORDER BY queue COLLATE "C"`,
+    sql<{ queue: string; since: Date | string }>`SELECT queue, since FROM ${
+      s.pausedQueues(sql)
+    } ORDER BY queue COLLATE "C"`,
     (rows) => rows.map((r): PausedQueue => ({ queue: r.queue, since: toDate(r.since) }))
   )

@@ -45,8 +45,14 @@ interface Window {
 }
 
 /** The first moment a window holding back due runs has room, from the statement's time, with their queues. */
-const earliestWake = (rows: ReadonlyArray<Window>): { readonly inMs: number; readonly queues: ReadonlyArray<string> } | undefined => {
-  const wake = RateWakes.soonest(rows.flatMap((row) => row.opens_in_ms === null || row.queues === null ? [] : [{ at: row.opens_in_ms, queues: row.queues }]))
+const earliestWake = (
+  rows: ReadonlyArray<Window>
+): { readonly inMs: number; readonly queues: ReadonlyArray<string> } | undefined => {
+  const wake = RateWakes.soonest(
+    rows.flatMap((row) =>
+      row.opens_in_ms === null || row.queues === null ? [] : [{ at: row.opens_in_ms, queues: row.queues }]
+    )
+  )
   return wake === undefined ? undefined : { inMs: wake.at, queues: wake.queues }
 }
 
@@ -79,8 +85,13 @@ export class RatedSeen {
   }
 }
 
-export const claimRated = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen, wake: RatedWake) =>
-  Effect.map(claimRatedRows(sql, s, request, seen, wake), (rows) => rows.map(toClaimed))
+export const claimRated = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: ClaimRequest,
+  seen: RatedSeen,
+  wake: RatedWake
+) => Effect.map(claimRatedRows(sql, s, request, seen, wake), (rows) => rows.map(toClaimed))
 
 /**
  * A claim: the rated claim first, then the routine claim (`claim`, claim.ts) for the rest of the
@@ -99,7 +110,13 @@ export const withRated = <E, R>(
       ? routine(request)
       : Effect.map(routine({ ...request, limit: request.limit - rated.length }), (claimed) => [...rated, ...claimed]))
 
-const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest, seen: RatedSeen, wake: RatedWake) =>
+const claimRatedRows = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: ClaimRequest,
+  seen: RatedSeen,
+  wake: RatedWake
+) =>
   Effect.gen(function*() {
     wake.next = undefined
     if (request.limit <= 0 || request.kinds.length === 0) return [] as ReadonlyArray<ClaimRow>
@@ -107,7 +124,8 @@ const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: Claim
     const kinds = request.kinds as Array<string>
     const [declared] = yield* sql<{ any: boolean }>`
       SELECT EXISTS (SELECT 1 FROM ${s.rateLimits(sql)}
-        WHERE (scope = 'kind' AND name = ANY(${kinds}::text[])) OR (scope = 'queue' AND name = ANY(${request.queues as Array<string>}::text[]))) AS any`
+        WHERE (scope = 'kind' AND name = ANY(${kinds}::text[])) OR (scope = 'queue' AND name = ANY(${request
+      .queues as Array<string>}::text[]))) AS any`
     seen.set(request, declared?.any === true)
     if (declared?.any !== true) return []
     const queues = activeQueues(sql, s, request.queues)
@@ -210,7 +228,12 @@ const claimRatedRows = (sql: SqlClient.SqlClient, s: StoreSchema, request: Claim
   })
 
 /** Marks the unfinished runs of the changed kinds and queues with the rate limit that governs them now. */
-const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, kinds: ReadonlyArray<string>, queues: ReadonlyArray<string>) =>
+const regovern = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  kinds: ReadonlyArray<string>,
+  queues: ReadonlyArray<string>
+) =>
   Effect.gen(function*() {
     if (kinds.length === 0 && queues.length === 0) return
     // The runs the ledger holds move to their rows first, pending and running alike: a governed
@@ -218,15 +241,21 @@ const regovern = (sql: SqlClient.SqlClient, s: StoreSchema, kinds: ReadonlyArray
     // governed once it is pending again (retried, released, snoozed or reclaimed).
     yield* sql`SELECT ${sql.literal(`"${s.schema}".hold`)}(ARRAY(
         SELECT y.id FROM ${s.ready(sql)} y
-        WHERE y.ledger AND (y.kind = ANY(${kinds as Array<string>}::text[]) OR y.queue = ANY(${queues as Array<string>}::text[]))
+        WHERE y.ledger AND (y.kind = ANY(${kinds as Array<string>}::text[]) OR y.queue = ANY(${queues as Array<
+      string
+    >}::text[]))
         UNION ALL
         -- Keyed ledger runs waiting for a slot (migration 0025), which have no ready row yet.
         SELECT w.id FROM ${s.waiting(sql)} w
         WHERE w.kind = ANY(${kinds as Array<string>}::text[]) OR w.queue = ANY(${queues as Array<string>}::text[])
         UNION ALL
-        SELECT r.id FROM ${s.claimBatches(sql)} c CROSS JOIN LATERAL unnest(c.ids) AS u(id) JOIN ${s.runs(sql)} r ON r.id = u.id
+        SELECT r.id FROM ${s.claimBatches(sql)} c CROSS JOIN LATERAL unnest(c.ids) AS u(id) JOIN ${
+      s.runs(sql)
+    } r ON r.id = u.id
         WHERE c.settled_at IS NULL AND u.id <> ALL (c.closed) AND r.state = 'ledger'
-          AND (r.kind = ANY(${kinds as Array<string>}::text[]) OR r.queue = ANY(${queues as Array<string>}::text[]))), NULL)`
+          AND (r.kind = ANY(${kinds as Array<string>}::text[]) OR r.queue = ANY(${queues as Array<
+      string
+    >}::text[]))), NULL)`
     yield* sql`
       UPDATE ${s.runs(sql)} r SET rate_scope = g.scope
       FROM (
@@ -246,20 +275,29 @@ export const set = (sql: SqlClient.SqlClient, s: StoreSchema, limits: ReadonlyAr
     yield* sql`
       INSERT INTO ${s.rateLimits(sql)} (scope, name, per_interval, interval_ms, per_key)
       SELECT DISTINCT ON (scope, name) scope, name, per_interval, interval_ms, per_key
-      FROM unnest(${checked.map((l) => l.scope)}::text[], ${checked.map((l) => l.name)}::text[], ${checked.map((l) => l.limit)}::int[],
+      FROM unnest(${checked.map((l) => l.scope)}::text[], ${checked.map((l) => l.name)}::text[], ${
+      checked.map((l) => l.limit)
+    }::int[],
         ${checked.map((l) => l.intervalMs)}::float8[], ${checked.map((l) => l.perKey)}::boolean[])
         WITH ORDINALITY AS t(scope, name, per_interval, interval_ms, per_key, ord)
       ORDER BY scope, name, ord DESC
       ON CONFLICT (scope, name) DO UPDATE SET per_interval = excluded.per_interval, interval_ms = excluded.interval_ms,
         per_key = excluded.per_key, updated_at = now()`
-    yield* regovern(sql, s, checked.filter((l) => l.scope === "kind").map((l) => l.name), checked.filter((l) => l.scope === "queue").map((l) => l.name))
+    yield* regovern(
+      sql,
+      s,
+      checked.filter((l) => l.scope === "kind").map((l) => l.name),
+      checked.filter((l) => l.scope === "queue").map((l) => l.name)
+    )
   })
 
 export const remove = (sql: SqlClient.SqlClient, s: StoreSchema, scope: RateLimits.RateLimitScope, name: string) =>
   Effect.gen(function*() {
     const removed = yield* sql<{ name: string }>`
       WITH gone AS (DELETE FROM ${s.rateLimits(sql)} WHERE scope = ${scope} AND name = ${name} RETURNING name),
-      forgotten AS (DELETE FROM ${s.rateStarts(sql)} WHERE scope = ${scope} AND name = ${name} AND EXISTS (SELECT 1 FROM gone))
+      forgotten AS (DELETE FROM ${
+      s.rateStarts(sql)
+    } WHERE scope = ${scope} AND name = ${name} AND EXISTS (SELECT 1 FROM gone))
       SELECT name FROM gone`
     if (removed.length === 0) return false
     yield* regovern(sql, s, scope === "kind" ? [name] : [], scope === "queue" ? [name] : [])
@@ -269,7 +307,17 @@ export const remove = (sql: SqlClient.SqlClient, s: StoreSchema, scope: RateLimi
 /** The declared limits with, for each, the starts in its last interval and its due runs not started. */
 export const list = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.map(
-    sql<{ scope: RateLimits.RateLimitScope; name: string; per_interval: number; interval_ms: number; per_key: boolean; started: bigint; due: bigint }>`
+    sql<
+      {
+        scope: RateLimits.RateLimitScope
+        name: string
+        per_interval: number
+        interval_ms: number
+        per_key: boolean
+        started: bigint
+        due: bigint
+      }
+    >`
       SELECT l.scope, l.name, l.per_interval, l.interval_ms, l.per_key,
         (SELECT count(*) FROM ${s.rateStarts(sql)} t
           WHERE t.scope = l.scope AND t.name = l.name AND t.started_at > now() - l.interval_ms * interval '1 millisecond') AS started,
@@ -289,4 +337,3 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         due: num(r.due)
       }))
   )
-

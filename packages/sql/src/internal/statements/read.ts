@@ -6,7 +6,8 @@ import type { StoreSchema } from "../../StoreSchema.js"
 import { isRunId, num, toEvents, toRecords } from "./rows.js"
 import { openLedgerRuns } from "./sample.js"
 
-const columns = (sql: SqlClient.SqlClient) => sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
+const columns = (sql: SqlClient.SqlClient) =>
+  sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
   attempt, max_attempts, fence, lease_owner, lease_expires_at, checkpoint, result, error, signal_name, signal_token,
   suspend_deadline, signals, idempotency_key, concurrency_key, key_slot,
   (state = 'pending' AND key_scope IS NOT NULL AND key_slot IS NULL) AS waiting_for_key, trace_parent, created_at, updated_at, finished_at`)
@@ -106,7 +107,9 @@ const listRunning = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
       ) h
       -- One primary-key probe per running run, its filter read on its row.
       CROSS JOIN LATERAL (SELECT r.id FROM ${s.runs(sql)} r WHERE r.id = h.run_id AND ${where} LIMIT 1) r
-      ORDER BY h.run_id ${filter.after === undefined ? sql`DESC` : sql`ASC`} LIMIT ${filter.limit} OFFSET ${filter.offset ?? 0}`
+      ORDER BY h.run_id ${filter.after === undefined ? sql`DESC` : sql`ASC`} LIMIT ${filter.limit} OFFSET ${
+      filter.offset ?? 0
+    }`
     const rows = yield* sql`
       SELECT ${columns(sql)} FROM (${held}) page
       CROSS JOIN LATERAL (SELECT * FROM ${s.runsNow(sql)} v WHERE v.id = page.run_id) n
@@ -117,7 +120,17 @@ const listRunning = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
 /** Leases held now, by the database's clock (the `runs_running` index, then the expiry). */
 export const leases = (sql: SqlClient.SqlClient, s: StoreSchema) =>
   Effect.map(
-    sql<{ owner: string; run_id: string; fence: bigint; kind: string; queue: string; attempt: number; expires_in_ms: number }>`
+    sql<
+      {
+        owner: string
+        run_id: string
+        fence: bigint
+        kind: string
+        queue: string
+        attempt: number
+        expires_in_ms: number
+      }
+    >`
       SELECT owner, id::text AS run_id, fence, kind, queue, attempt, expires_in_ms FROM (
         SELECT lease_owner AS owner, id, fence, kind, queue, attempt,
           greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000)::float8 AS expires_in_ms
@@ -193,7 +206,9 @@ export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         -- Keyed ledger runs waiting for a slot (migration 0025): pending too.
         SELECT queue, 'pending', count(*) FROM ${s.waiting(sql)} GROUP BY queue
         UNION ALL
-        SELECT r.queue, 'running', count(*) FROM ${openLedgerRuns(sql, s)} o JOIN ${s.runs(sql)} r ON r.id = o.id GROUP BY r.queue
+        SELECT r.queue, 'running', count(*) FROM ${openLedgerRuns(sql, s)} o JOIN ${
+      s.runs(sql)
+    } r ON r.id = o.id GROUP BY r.queue
       )
       SELECT queue, state, sum(n)::bigint AS count FROM (
         SELECT queue, state, n FROM by_row WHERE state <> 'ledger'

@@ -26,7 +26,9 @@ export const renew = (
     const lost = yield* sql<{ ord: string }>`
       WITH held AS MATERIALIZED (
         SELECT h.*, 'running'::text AS state, ${owner}::text AS owner
-        FROM unnest(${ids}::bigint[], ${leases.map((l) => String(l.fence))}::bigint[]) WITH ORDINALITY AS h(id, fence, ord)
+        FROM unnest(${ids}::bigint[], ${
+      leases.map((l) => String(l.fence))
+    }::bigint[]) WITH ORDINALITY AS h(id, fence, ord)
       ), renewed AS (
         UPDATE ${s.runs(sql)} r
         SET lease_expires_at = now() + ${Duration.toMillis(ttl)}::float8 * interval '1 millisecond'
@@ -39,5 +41,8 @@ export const renew = (
       SELECT h.ord::text AS ord FROM held h WHERE NOT EXISTS (SELECT 1 FROM renewed n WHERE n.id = h.id AND n.fence = h.fence)`
     const missing = new Set(lost.map((r) => Number(r.ord) - 1))
     // Ids as Postgres prints them, whatever form the caller used ("007" is run 7).
-    return leases.filter((_, i) => !missing.has(i)).map((l): LeaseKey => ({ runId: String(BigInt(l.runId)), fence: l.fence }))
+    return leases.filter((_, i) => !missing.has(i)).map((l): LeaseKey => ({
+      runId: String(BigInt(l.runId)),
+      fence: l.fence
+    }))
   })

@@ -24,14 +24,19 @@ export const renewHeld = (
     const claimed: Array<{ runId: string; ref: ledger.LedgerRef }> = []
     leases.forEach((lease, i) => {
       const ref = refs.get(lease)
-      if (ref !== undefined) inLedger.push(i), claimed.push({ runId: lease.runId, ref })
+      if (ref !== undefined) {
+        inLedger.push(i)
+        claimed.push({ runId: lease.runId, ref })
+      }
     })
     const ledgerMissed = inLedger.length === 0
       ? []
       : (yield* ledger.renewClaimed(sql, s, owner, claimed, ttl)).map((m) => inLedger[m]!)
     const tried = new Set(inLedger)
     const inRows = [...leases.flatMap((_, i) => tried.has(i) ? [] : [i]), ...ledgerMissed]
-    const renewedInRows = inRows.length === 0 ? [] : yield* rows.renew(sql, s, owner, inRows.map((i) => leases[i]!), ttl)
+    const renewedInRows = inRows.length === 0
+      ? []
+      : yield* rows.renew(sql, s, owner, inRows.map((i) => leases[i]!), ttl)
     const key = (i: number) => `${ledger.canonicalRunId(leases[i]!.runId)}:${leases[i]!.fence}`
     const held = new Set(renewedInRows.map((l) => `${l.runId}:${l.fence}`))
     const rowsMissed = inRows.filter((i) => !tried.has(i) && !held.has(key(i)))
@@ -45,7 +50,12 @@ export const renewHeld = (
     const late = [...lateMissed]
     const renewedLate = late.length === 0 ? [] : yield* rows.renew(sql, s, owner, late.map((i) => leases[i]!), ttl)
     const heldLate = new Set(renewedLate.map((l) => `${l.runId}:${l.fence}`))
-    const lost = new Set([...ledgerMissed.filter((i) => !held.has(key(i))), ...late.filter((i) => !heldLate.has(key(i)))])
+    const lost = new Set([
+      ...ledgerMissed.filter((i) => !held.has(key(i))),
+      ...late.filter((i) => !heldLate.has(key(i)))
+    ])
     for (const i of lost) refs.delete(leases[i]!)
-    return leases.flatMap((lease, i) => lost.has(i) ? [] : [{ runId: ledger.canonicalRunId(lease.runId), fence: lease.fence }])
+    return leases.flatMap((lease, i) =>
+      lost.has(i) ? [] : [{ runId: ledger.canonicalRunId(lease.runId), fence: lease.fence }]
+    )
   })

@@ -3,9 +3,9 @@
  * JS bigint; fences are exposed as numbers (exact below 2^53, which no fence will reach).
  */
 import { PgTypes } from "@effect/sql-pg"
+import { type ClaimedRun, type RunEvent, type RunRecord, RunState, type SignalOutcome } from "@leasehold/core"
 import { Effect, Result, Schema } from "effect"
 import { MalformedRow } from "../../StoreErrors.js"
-import { type ClaimedRun, type RunEvent, type RunRecord, RunState, type SignalOutcome } from "@leasehold/core"
 
 /** JSON for a jsonb parameter; `undefined` becomes SQL null. */
 export const json = (value: unknown): string | null => value === undefined ? null : JSON.stringify(value)
@@ -106,7 +106,6 @@ const decodeRows = <S extends Schema.Top>(schema: S) => {
       Effect.mapError((error) => new MalformedRow({ message: error.message }))
     ) as Effect.Effect<ReadonlyArray<S["Type"]>, MalformedRow>
 }
-
 
 /** Decodes run rows into records. */
 export const toRecords = (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<RunRecord>, MalformedRow> =>

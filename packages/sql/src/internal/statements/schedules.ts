@@ -47,10 +47,15 @@ const infoOf = (row: ScheduleRow): Schedules.ScheduleInfo => ({
   lastTick: row.last_tick === null ? null : date(row.last_tick)
 })
 
-const dbNow = (sql: SqlClient.SqlClient) => Effect.map(sql<{ now: Date | string }>`SELECT now() AS now`, (rows) => date(rows[0]!.now))
+const dbNow = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ now: Date | string }>`SELECT now() AS now`, (rows) => date(rows[0]!.now))
 
 /** Registrations are serialized per store (a transaction-scoped advisory lock): they are rare. */
-export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: ReadonlyArray<Schedules.ScheduleDefinition>) =>
+export const register = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  definitions: ReadonlyArray<Schedules.ScheduleDefinition>
+) =>
   Effect.gen(function*() {
     const checked: Array<Schedules.CheckedSchedule> = []
     for (const definition of definitions) checked.push(yield* Schedules.check(definition))
@@ -61,7 +66,9 @@ export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: 
       const outcomes: Array<Schedules.ScheduleRegistered> = []
       for (const schedule of checked) {
         // Locked: a tick or a resume committing meanwhile would otherwise have its next tick overwritten.
-        const [stored] = yield* sql<ScheduleRow>`SELECT * FROM ${s.schedules(sql)} WHERE name = ${schedule.name} FOR UPDATE`
+        const [stored] = yield* sql<ScheduleRow>`SELECT * FROM ${
+          s.schedules(sql)
+        } WHERE name = ${schedule.name} FOR UPDATE`
         const { nextTick, outcome } = Schedules.registration(
           stored === undefined ? undefined : { schedule: checkedOf(stored), nextTick: date(stored.next_tick) },
           schedule,
@@ -70,9 +77,13 @@ export const register = (sql: SqlClient.SqlClient, s: StoreSchema, definitions: 
         outcomes.push({ name: schedule.name, outcome })
         if (outcome === "unchanged") continue
         yield* sql`
-          INSERT INTO ${s.schedules(sql)} (name, cron, time_zone, kind, queue, payload, missed, max_backfill, backfill_window_ms, next_tick)
+          INSERT INTO ${
+          s.schedules(sql)
+        } (name, cron, time_zone, kind, queue, payload, missed, max_backfill, backfill_window_ms, next_tick)
           VALUES (${schedule.name}, ${schedule.cron}, ${schedule.timeZone}, ${schedule.kind}, ${schedule.queue},
-            ${JSON.stringify(schedule.payload)}::jsonb, ${schedule.missed}, ${schedule.maxBackfill}, ${schedule.backfillWindowMs}, ${nextTick})
+            ${
+          JSON.stringify(schedule.payload)
+        }::jsonb, ${schedule.missed}, ${schedule.maxBackfill}, ${schedule.backfillWindowMs}, ${nextTick})
           ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, time_zone = excluded.time_zone, kind = excluded.kind,
             queue = excluded.queue, payload = excluded.payload, missed = excluded.missed, max_backfill = excluded.max_backfill,
             backfill_window_ms = excluded.backfill_window_ms, next_tick = excluded.next_tick, updated_at = now()`
@@ -103,7 +114,11 @@ export const tick = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         continue
       }
       // The definition was checked when registered: a request it yields cannot be invalid.
-      const enqueued = yield* enqueue(sql, s, plan.fire.map(({ backfilled, tick }) => Schedules.tickRequest(schedule, tick, backfilled))).pipe(
+      const enqueued = yield* enqueue(
+        sql,
+        s,
+        plan.fire.map(({ backfilled, tick }) => Schedules.tickRequest(schedule, tick, backfilled))
+      ).pipe(
         Effect.catchTags({ InvalidConfig: Effect.die, UnstorableValue: Effect.die })
       )
       plan.fire.forEach(({ backfilled, tick }, i) =>
@@ -114,7 +129,9 @@ export const tick = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         WHERE name = ${schedule.name}`
     }
     const [next] = yield* sql<{ ms: number | null }>`
-      SELECT (extract(epoch FROM min(next_tick) - now()) * 1000)::float8 AS ms FROM ${s.schedules(sql)} WHERE NOT paused`
+      SELECT (extract(epoch FROM min(next_tick) - now()) * 1000)::float8 AS ms FROM ${
+      s.schedules(sql)
+    } WHERE NOT paused`
     return { fired, nextInMs: next?.ms ?? null } satisfies Schedules.TickOutcome
   }))
 
@@ -129,7 +146,9 @@ export const setPaused = (sql: SqlClient.SqlClient, s: StoreSchema, name: string
     if (row === undefined) return yield* new ScheduleNotFound({ name })
     if (row.paused === paused) return false
     const next = paused ? date(row.next_tick) : Schedules.nextTickAfter(checkedOf(row), date(row.now))
-    yield* sql`UPDATE ${s.schedules(sql)} SET paused = ${paused}, next_tick = ${next}, updated_at = now() WHERE name = ${name}`
+    yield* sql`UPDATE ${
+      s.schedules(sql)
+    } SET paused = ${paused}, next_tick = ${next}, updated_at = now() WHERE name = ${name}`
     if (!paused) yield* sql`SELECT pg_notify(${s.channel}, 's:')`
     return true
   }))

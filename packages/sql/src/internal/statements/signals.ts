@@ -31,7 +31,15 @@ export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request:
     // From here on the row says where the run stands: a run still in state ledger is completed.
     yield* ledger.hold(sql, s, [request.runId])
     return yield* sql.withTransaction(Effect.gen(function*() {
-      const [run] = yield* sql<{ id: string; state: RunState; signal_name: string | null; delivered: SignalOutcome | null; same: boolean | null }>`
+      const [run] = yield* sql<
+        {
+          id: string
+          state: RunState
+          signal_name: string | null
+          delivered: SignalOutcome | null
+          same: boolean | null
+        }
+      >`
         SELECT id::text AS id, CASE WHEN state = 'ledger' THEN 'completed' ELSE state END AS state, signal_name,
           signals -> ${request.signal}::text AS delivered,
           (signals -> ${request.signal}::text -> 'payload') = ${payload}::jsonb AS same
@@ -73,9 +81,19 @@ export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request:
   })
 
 /** The callback expiry of a held run's signal: fixed by the first request, under the fence. */
-export const callbackExpiry = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, signal: string, expiresIn: Duration.Duration) =>
+export const callbackExpiry = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  lease: LeaseKey,
+  signal: string,
+  expiresIn: Duration.Duration
+) =>
   Effect.gen(function*() {
-    const rows = yield* inRow(sql, s, lease, sql<{ expires_at: Date }>`
+    const rows = yield* inRow(
+      sql,
+      s,
+      lease,
+      sql<{ expires_at: Date }>`
       WITH holder AS (
         SELECT id FROM ${s.runs(sql)}
         WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
@@ -87,7 +105,8 @@ export const callbackExpiry = (sql: SqlClient.SqlClient, s: StoreSchema, lease: 
       )
       SELECT expires_at FROM fixed
       UNION ALL
-      SELECT c.expires_at FROM ${s.callbacks(sql)} c JOIN holder h ON c.run_id = h.id WHERE c.signal = ${signal}`)
+      SELECT c.expires_at FROM ${s.callbacks(sql)} c JOIN holder h ON c.run_id = h.id WHERE c.signal = ${signal}`
+    )
     if (rows.length > 0) return new Date(rows[0]!.expires_at)
     const [diagnosis] = yield* diagnose(sql, s, "callback", [lease])
     return yield* Effect.fail(toError("callback", diagnosis!))

@@ -29,4 +29,3 @@ export const governing = (s: StoreSchema, queue: string, kind: string) => ({
   scope: "CASE WHEN kl.per_key IS NOT NULL THEN 'kind' ELSE 'queue' END",
   perKey: "coalesce(kl.per_key, ql.per_key)"
 })
-

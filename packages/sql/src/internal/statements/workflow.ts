@@ -32,7 +32,13 @@ export const executionRun = (sql: SqlClient.SqlClient, s: StoreSchema, execution
       }))
   )
 
-export const activityResult = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, activity: string, attempt: number) =>
+export const activityResult = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  execution: string,
+  activity: string,
+  attempt: number
+) =>
   Effect.map(
     sql<{ exit: unknown }>`
       SELECT exit FROM ${s.workflowActivities(sql)}
@@ -41,12 +47,22 @@ export const activityResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
   )
 
 /** An activity's recorded result and whether an interrupt of its execution is pending, in one read. */
-export const activityStart = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, activity: string, attempt: number) =>
+export const activityStart = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  execution: string,
+  activity: string,
+  attempt: number
+) =>
   Effect.map(
     sql<{ exit: unknown; interrupt_pending: boolean }>`
       SELECT
-        (SELECT exit FROM ${s.workflowActivities(sql)} WHERE execution = ${execution} AND activity = ${activity} AND attempt = ${attempt}) AS exit,
-        EXISTS (SELECT 1 FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ${interruptSignalName}) AS interrupt_pending`,
+        (SELECT exit FROM ${
+      s.workflowActivities(sql)
+    } WHERE execution = ${execution} AND activity = ${activity} AND attempt = ${attempt}) AS exit,
+        EXISTS (SELECT 1 FROM ${
+      s.workflowDeferreds(sql)
+    } WHERE execution = ${execution} AND name = ${interruptSignalName}) AS interrupt_pending`,
     (rows) => ({
       stored: Option.fromNullishOr(rows[0]?.exit ?? null),
       interruptPending: rows[0]?.interrupt_pending === true
@@ -69,7 +85,11 @@ export const recordActivity = (
   exit: unknown
 ) =>
   Effect.gen(function*() {
-    const rows = yield* inRow(sql, s, lease, sql<{ exit: unknown }>`
+    const rows = yield* inRow(
+      sql,
+      s,
+      lease,
+      sql<{ exit: unknown }>`
       WITH holder AS (
         SELECT id FROM ${s.runs(sql)}
         WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
@@ -83,12 +103,15 @@ export const recordActivity = (
       SELECT exit FROM recorded
       UNION ALL
       SELECT a.exit FROM ${s.workflowActivities(sql)} a, holder
-      WHERE a.execution = ${execution} AND a.activity = ${activity} AND a.attempt = ${attempt}`)
+      WHERE a.execution = ${execution} AND a.activity = ${activity} AND a.attempt = ${attempt}`
+    )
     if (rows.length > 0) return rows[0]!.exit
     // Not the holder, or a result recorded by a transaction this statement's snapshot predates.
     const stored = yield* activityResult(sql, s, execution, activity, attempt)
     const [diagnosis] = yield* diagnose(sql, s, "activity", [lease])
-    if (diagnosis!.stored === diagnosis!.presented && diagnosis!.state === "running" && Option.isSome(stored)) return stored.value
+    if (
+      diagnosis!.stored === diagnosis!.presented && diagnosis!.state === "running" && Option.isSome(stored)
+    ) return stored.value
     return yield* Effect.fail(toError("activity", diagnosis!))
   })
 
@@ -102,7 +125,9 @@ export const deferredResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
     // engine's own interrupt signal is read by every poll, never awaited by the workflow's code.
     sql<{ exit: unknown; clock_due: boolean }>`
       WITH found AS (
-        SELECT exit, false AS clock_due FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ${name}
+        SELECT exit, false AS clock_due FROM ${
+      s.workflowDeferreds(sql)
+    } WHERE execution = ${execution} AND name = ${name}
         UNION ALL
         SELECT NULL, true FROM ${s.workflowClocks(sql)}
         WHERE execution = ${execution} AND deferred = ${name} AND wake_at <= now()
@@ -126,7 +151,9 @@ export const deferredResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
 const wakeLocked = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, reason: string) =>
   Effect.gen(function*() {
     const [run] = yield* sql<{ id: string; state: RunState; fence: string }>`
-      SELECT id::text AS id, state, fence::text AS fence FROM ${s.runs(sql)} WHERE idempotency_key = ${execution} FOR UPDATE`
+      SELECT id::text AS id, state, fence::text AS fence FROM ${
+      s.runs(sql)
+    } WHERE idempotency_key = ${execution} FOR UPDATE`
     if (run === undefined) return "none" satisfies Wake as Wake
     const payload = JSON.stringify({ wake: reason })
     if (run.state === "suspended") {
@@ -146,10 +173,18 @@ export const wake = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string
   sql.withTransaction(wakeLocked(sql, s, execution, reason))
 
 /** Records a deferred's outcome (the first stands) and wakes its run; false when it was done already. */
-export const deferredDone = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, name: string, exit: unknown) =>
+export const deferredDone = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  execution: string,
+  name: string,
+  exit: unknown
+) =>
   sql.withTransaction(Effect.gen(function*() {
     const inserted = yield* sql`
-      INSERT INTO ${s.workflowDeferreds(sql)} (execution, name, exit) VALUES (${execution}, ${name}, ${JSON.stringify(exit)}::jsonb)
+      INSERT INTO ${s.workflowDeferreds(sql)} (execution, name, exit) VALUES (${execution}, ${name}, ${
+      JSON.stringify(exit)
+    }::jsonb)
       ON CONFLICT (execution, name) DO NOTHING RETURNING name`
     if (inserted.length === 0) return false
     yield* wakeLocked(sql, s, execution, name)
@@ -159,17 +194,28 @@ export const deferredDone = (sql: SqlClient.SqlClient, s: StoreSchema, execution
 /** Takes a wake left for this holder, under its fence, so its next suspension waits again. */
 export const consumeWake = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey) =>
   Effect.gen(function*() {
-    const rows = yield* inRow(sql, s, lease, sql`
+    const rows = yield* inRow(
+      sql,
+      s,
+      lease,
+      sql`
       UPDATE ${s.runs(sql)} SET signals = signals - ${wakeSignal(lease.fence)}::text, updated_at = now()
       WHERE id = ${lease.runId}::bigint AND fence = ${lease.fence}::bigint AND state = 'running' COLLATE "C"
-      RETURNING id`)
+      RETURNING id`
+    )
     if (rows.length > 0) return
     const [diagnosis] = yield* diagnose(sql, s, "wake", [lease])
     return yield* Effect.fail(toError("wake", diagnosis!))
   })
 
 /** A clock's deadline, counted by the database from now; the first schedule of a clock stands. */
-export const scheduleClock = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, deferred: string, durationMs: number) =>
+export const scheduleClock = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  execution: string,
+  deferred: string,
+  durationMs: number
+) =>
   sql`
     INSERT INTO ${s.workflowClocks(sql)} (execution, deferred, wake_at)
     VALUES (${execution}, ${deferred}, now() + ${durationMs}::float8 * interval '1 millisecond')
@@ -205,13 +251,14 @@ export const nextClock = (sql: SqlClient.SqlClient, s: StoreSchema, execution: s
 export const doneAmong = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, names: ReadonlyArray<string>) =>
   Effect.map(
     sql<{ name: string }>`
-      SELECT name FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ANY(${names as Array<string>}::text[])
+      SELECT name FROM ${s.workflowDeferreds(sql)} WHERE execution = ${execution} AND name = ANY(${names as Array<
+      string
+    >}::text[])
       UNION
       SELECT deferred FROM ${s.workflowClocks(sql)}
       WHERE execution = ${execution} AND deferred = ANY(${names as Array<string>}::text[]) AND wake_at <= now()`,
     (rows) => rows.map((row) => row.name)
   )
-
 
 /** The awaited deferreds of these executions that are not done, oldest first, clocks with their deadlines. */
 export const awaiting = (sql: SqlClient.SqlClient, s: StoreSchema, executions: ReadonlyArray<string>) =>
@@ -236,7 +283,18 @@ export type JournalEntry = WorkflowJournal.JournalEntry
  */
 export const journal = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
   Effect.map(
-    sql<{ type: "activity" | "deferred" | "clock"; name: string; attempt: number | null; fence: string | null; exit: unknown; done: boolean; at: Date; fired: boolean }>`
+    sql<
+      {
+        type: "activity" | "deferred" | "clock"
+        name: string
+        attempt: number | null
+        fence: string | null
+        exit: unknown
+        done: boolean
+        at: Date
+        fired: boolean
+      }
+    >`
       SELECT * FROM (
         SELECT 'activity' AS type, activity AS name, attempt, fence::text AS fence, exit, true AS done, recorded_at AS at, false AS fired
         FROM ${s.workflowActivities(sql)} WHERE execution = ${execution}
@@ -247,8 +305,12 @@ export const journal = (sql: SqlClient.SqlClient, s: StoreSchema, execution: str
         UNION ALL
         SELECT 'deferred', a.name, NULL, NULL, NULL, false, a.first_awaited_at, false
         FROM ${s.workflowAwaits(sql)} a WHERE a.execution = ${execution}
-          AND NOT EXISTS (SELECT 1 FROM ${s.workflowDeferreds(sql)} d WHERE d.execution = a.execution AND d.name = a.name)
-          AND NOT EXISTS (SELECT 1 FROM ${s.workflowClocks(sql)} c WHERE c.execution = a.execution AND c.deferred = a.name)
+          AND NOT EXISTS (SELECT 1 FROM ${
+      s.workflowDeferreds(sql)
+    } d WHERE d.execution = a.execution AND d.name = a.name)
+          AND NOT EXISTS (SELECT 1 FROM ${
+      s.workflowClocks(sql)
+    } c WHERE c.execution = a.execution AND c.deferred = a.name)
         UNION ALL
         SELECT 'clock', deferred, NULL, NULL, NULL, true, wake_at, wake_at <= now()
         FROM ${s.workflowClocks(sql)} WHERE execution = ${execution}
