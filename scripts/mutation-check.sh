@@ -71,6 +71,9 @@
 #                                     before it decides (ledger.ts › renewClaimed), against
 #                                     test/interleavings.test.ts beside a stalled holder of the batch
 #                                     (a run moved to its row meanwhile is answered renewed, its lease not extended);
+#   scripts/mutation-check.sh expire-cap  a sweep moves at most 8 expired claim batches to their rows whatever
+#                                     its limit (claim.ts › claimAll), against test/ledger.test.ts (20 single-run
+#                                     batches of a dead worker and 20 due runs: the sweep takes due runs first);
 #   scripts/mutation-check.sh ledger-expire-skip  the sweep waits for an expired batch another
 #                                     transaction holds (ledger.ts › expire), against
 #                                     test/ledger.test.ts (the sweep's claim never answers);
@@ -250,6 +253,13 @@ elif [ "$mutation" = "ledger-renew-lock" ]; then
   echo "mutation: a renewal by claim batch decides without locking its batches first ($ledger)"
   export ISO_ONLY=stall,renew,checkpoint
   tests=(test/interleavings.test.ts)
+  attempts=1
+elif [ "$mutation" = "expire-cap" ]; then
+  claim="$work/packages/sql/src/internal/statements/claim.ts"
+  sed -i 's/ledger.expire(sql, s, Math.max(expiredBatchesPerSweep, request.limit))/ledger.expire(sql, s, expiredBatchesPerSweep)/' "$claim"
+  grep -q "Math.max(expiredBatchesPerSweep" "$claim" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a sweep moves at most 8 expired claim batches to their rows ($claim)"
+  tests=(test/ledger.test.ts -t "however small their claim batches")
   attempts=1
 elif [ "$mutation" = "ledger-expire-skip" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

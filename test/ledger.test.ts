@@ -487,6 +487,28 @@ describe("the batch ledger", () => {
     { timeout: 240_000 }
   )
 
+  it.live("a sweep takes a dead worker's expired runs before due ones, however small their claim batches: 20 batches of one run, 20 due runs, one sweep of 20 reclaims the 20", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { sql, schema } = stores
+      // A worker that claimed its runs one at a time (a claim batch each), then died.
+      for (let i = 0; i < 20; i++) {
+        yield* stores.a.enqueue([{ kind: "job", payload: { dead: i } }])
+        assert.strictEqual((yield* stores.a.claim(claimOf("w-dead", 1))).length, 1)
+      }
+      yield* sql.unsafe(
+        `UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second' WHERE owner = 'w-dead'`
+      )
+      yield* stores.a.enqueue(Array.from({ length: 20 }, (_, i) => ({ kind: "job", payload: { due: i } })))
+      const swept = yield* stores.b.claim({ ...claimOf("w-b", 20), dueOnly: false })
+      assert.strictEqual(swept.length, 20)
+      assert.deepStrictEqual(
+        swept.filter((r) => r.via !== "expired").map((r) => r.payload),
+        [],
+        "the sweep took due runs while expired leases were left in batches it did not move"
+      )
+    }))
+
   it.live("a sweep skips an expired batch another transaction holds (a holder gone silent mid-transaction) and reclaims the other expired batches", () =>
     Effect.scoped(Effect.gen(function*() {
       const stores = yield* twoStores

@@ -36,7 +36,7 @@ const STEADY_SYSTEMS = ["leasehold", "leasehold-delete", "graphile-batched", "pg
 const PINNED_SYSTEMS = ["leasehold", "graphile-batched", "pgboss-tuned"]
 
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
-  [--reclaim-leases K] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
+  [--reclaim-leases K] [--reclaim-backlog N] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
   [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default
           (also leasehold-metrics, leasehold-traces: telemetry's cost; leasehold-keyed, leasehold-rated: keys' and rate limits' cost; only when named)]
   [--measures drain,latency,heartbeat,reclaim,fence | steady,pinned] [--steady-rate N] [--pinned-window SECONDS] [--out-dir DIR] [--database-url URL] [--keep-databases]
@@ -52,6 +52,7 @@ const parse = () => {
       samples: { type: "string" },
       leases: { type: "string" },
       "reclaim-leases": { type: "string" },
+      "reclaim-backlog": { type: "string" },
       "fence-batches": { type: "string" },
       "fence-batch-size": { type: "string" },
       cap: { type: "string" },
@@ -95,6 +96,7 @@ const parse = () => {
     samples: int("samples", values.samples, quick ? 100 : 500),
     leases: int("leases", values.leases, quick ? 1_000 : 10_000),
     reclaimLeases: int("reclaim-leases", values["reclaim-leases"], quick ? 200 : 1_000),
+    reclaimBacklog: int("reclaim-backlog", values["reclaim-backlog"], 0),
     fenceBatches: int("fence-batches", values["fence-batches"], quick ? 10 : 40),
     fenceBatchSize: int("fence-batch-size", values["fence-batch-size"], quick ? 200 : 500),
     capSeconds: int("cap", values.cap, quick ? 10 : 60),
@@ -232,8 +234,22 @@ const main = async () => {
       ? { leases: args.leases, ttl: "3 seconds", heartbeat: "1500 millis", intervalMs: 1_500, ttlMs: 3_000, rounds: 3 }
       : { leases: args.leases, ttl: "6 seconds", heartbeat: "2 seconds", intervalMs: 2_000, ttlMs: 6_000, rounds: 5 }
     const rcParams: ReclaimParams = args.profile === "quick"
-      ? { leases: args.reclaimLeases, ttl: "3 seconds", ttlMs: 3_000, pollInterval: "1 second", pollIntervalMs: 1_000 }
-      : { leases: args.reclaimLeases, ttl: "5 seconds", ttlMs: 5_000, pollInterval: "1 second", pollIntervalMs: 1_000 }
+      ? {
+        leases: args.reclaimLeases,
+        ttl: "3 seconds",
+        ttlMs: 3_000,
+        pollInterval: "1 second",
+        pollIntervalMs: 1_000,
+        backlog: args.reclaimBacklog
+      }
+      : {
+        leases: args.reclaimLeases,
+        ttl: "5 seconds",
+        ttlMs: 5_000,
+        pollInterval: "1 second",
+        pollIntervalMs: 1_000,
+        backlog: args.reclaimBacklog
+      }
     const has = (m: string) => args.measures.includes(m)
 
     for (let repeat = 1; repeat <= args.repeats; repeat++) {

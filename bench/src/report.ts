@@ -106,7 +106,13 @@ export const render = (
     out.push(
       `Reclaim after kill -9: ${r.leases.toLocaleString("en-US")} leases, TTL ${
         r.ttlMs / 1000
-      } s, reclaiming worker polls every ${r.pollIntervalMs / 1000} s`
+      } s, reclaiming worker polls every ${r.pollIntervalMs / 1000} s${
+        r.backlog === 0
+          ? ""
+          : `; A's runs claimed one per claim batch, B draining a backlog of ${
+            r.backlog.toLocaleString("en-US")
+          } runs (median ${r.backlogLeft.median.toLocaleString("en-US")} left at the reclaim)`
+      }`
     )
     out.push(table(["measure", "median", "min–max"], [
       [

@@ -74,6 +74,8 @@ export interface Summary {
     readonly leases: number
     readonly ttlMs: number
     readonly pollIntervalMs: number
+    readonly backlog: number
+    readonly backlogLeft: Spread
     readonly reclaimMs: Spread
     readonly leaseLeftMs: Spread
     readonly afterExpiryMs: Spread
@@ -323,6 +325,8 @@ export const summarize = (variants: ReadonlyArray<Variant>, raw: Raw, statements
     leases: rc[0]!.leases,
     ttlMs: rc[0]!.ttlMs,
     pollIntervalMs: rc[0]!.pollIntervalMs,
+    backlog: rc[0]!.backlog,
+    backlogLeft: spread(rc.map((r) => r.backlogLeft)),
     reclaimMs: spread(rc.map((r) => r.reclaimMs)),
     leaseLeftMs: spread(rc.map((r) => r.leaseLeftMs)),
     afterExpiryMs: spread(rc.map((r) => r.afterExpiryMs)),

@@ -233,7 +233,12 @@ const timeOutGoverned = (sql: SqlClient.SqlClient, s: StoreSchema, request: Clai
     INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
     SELECT id, fence, 'signal_timed_out', jsonb_build_object('attempt', attempt) FROM timed_out`
 
-/** How many expired ledger batches one sweep moves to their rows (the rest wait for the next). */
+/**
+ * How many expired ledger batches one sweep moves to their rows at the least (the rest wait for
+ * the next sweep). A sweep moves as many batches as it may claim runs, since each batch holds one
+ * run or more: it never takes a due run while expired ones are left in batches it did not move,
+ * and a sweep that took only expired runs is followed by another (Worker, I53).
+ */
 const expiredBatchesPerSweep = 8
 
 /** Due, abandoned and timed-out runs, in that statement's order: expired leases first. */
@@ -250,7 +255,7 @@ const claimAll = (
     if (request.limit <= 0 || request.kinds.length === 0) return []
     // Ledger batches whose lease expired have their open runs moved to their rows first: the
     // expired-lease branch below reclaims them there.
-    yield* ledger.expire(sql, s, expiredBatchesPerSweep)
+    yield* ledger.expire(sql, s, Math.max(expiredBatchesPerSweep, request.limit))
     const runs = s.runs(sql)
     const queues = activeQueues(sql, s, request.queues)
     const kinds = request.kinds as Array<string>
