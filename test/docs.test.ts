@@ -7,17 +7,23 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { pathToFileURL } from "node:url"
+import ts from "typescript"
 import { assert, describe, it } from "vitest"
 import {
+  backticked,
   codeBlocks,
   exists,
   filesUnder,
   isExcerpt,
+  mutantsInBranches,
+  mutantsInHeader,
   read,
   readerDocs,
   repo,
   shellBlocks,
-  shellBlocksInDocs
+  shellBlocksInDocs,
+  tableRows
 } from "./support/docs.js"
 
 const examples = filesUnder("examples", (name) => name.endsWith(".ts"))
@@ -96,6 +102,79 @@ describe("the README and the guides", () => {
         `${example} is run by test/examples.test.ts, a shell block test/doc-commands.test.ts runs, or a test of its own`
       )
     }
+  })
+})
+
+describe("the tables that drift, checked against their source", () => {
+  const contributing = read("docs/CONTRIBUTING.md")
+  const testFiles = [
+    ...filesUnder("test", (name) => name.endsWith(".test.ts")),
+    ...filesUnder("examples", (name) => name.endsWith(".test.ts"))
+  ]
+
+  it("CONTRIBUTING's test projects are vitest.config.ts's, file for file", async () => {
+    const config = (await import(pathToFileURL(path.join(repo, "vitest.config.ts")).href)).default as {
+      test: { projects: Array<{ test: { name: string; include: Array<string> } }> }
+    }
+    const short = (file: string) => file.replace(/^test\//, "").replace(/\.test\.ts$/, "")
+    const documented = new Map(tableRows(contributing, "project").map((row) => [backticked(row[0]!)[0]!, row[2]!]))
+    const projects = config.test.projects.map((p) => p.test)
+    assert.sameMembers([...documented.keys()], projects.map((p) => p.name), "one row per project")
+    for (const project of projects) {
+      // The project that takes every file the others do not is said so, not listed.
+      if (project.include.some((file) => file.includes("*"))) {
+        assert.include(documented.get(project.name), "every other file", `the ${project.name} row`)
+        continue
+      }
+      assert.sameMembers(
+        backticked(documented.get(project.name)!),
+        project.include.map(short),
+        `the ${project.name} row`
+      )
+    }
+  })
+
+  it("CONTRIBUTING says what each test file proves", () => {
+    const suites = tableRows(contributing, "suite").flatMap((row) => backticked(row[0]!))
+    assert.deepStrictEqual(
+      testFiles.filter((file) => !suites.includes(file)),
+      [],
+      "a row of CONTRIBUTING's \"what it proves\" table names each test file"
+    )
+    assert.deepStrictEqual(
+      suites.filter((file) => file.endsWith(".test.ts") && !exists(file)),
+      [],
+      "and only files that exist"
+    )
+  })
+
+  it("the mutants: the script's header describes each mutant it applies, and CONTRIBUTING's table is that header", () => {
+    const script = read("scripts/mutation-check.sh")
+    const described = mutantsInHeader(script)
+    assert.sameMembers(
+      described.map((m) => m.name),
+      mutantsInBranches(script),
+      "the header names every mutant, and only those"
+    )
+    const expected = described.map((m) => `| \`${m.name}\` | ${m.text} |`).join("\n")
+    const documented = tableRows(contributing, "mutant").map((row) => `| ${row.join(" | ")} |`).join("\n")
+    assert.strictEqual(documented, expected, "CONTRIBUTING's mutants table, rewritten from the script's header")
+  })
+
+  it("the worker guide's options table names every key of WorkerOptions, and only those", () => {
+    const file = path.join(repo, "packages/core/src/Worker.ts")
+    // The one file parsed and checked alone: quick, and enough while the interface extends nothing.
+    const program = ts.createProgram([file], { noEmit: true, noResolve: true, noLib: true, types: [] })
+    const source = program.getSourceFile(file)!
+    const options = source.statements.find((node): node is ts.InterfaceDeclaration =>
+      ts.isInterfaceDeclaration(node) && node.name.text === "WorkerOptions"
+    )
+    assert.isDefined(options, "packages/core/src/Worker.ts declares WorkerOptions")
+    assert.isUndefined(options!.heritageClauses, "WorkerOptions extends nothing (else resolve its imports here)")
+    const keys = program.getTypeChecker().getTypeAtLocation(options!).getProperties().map((p) => p.name)
+    const documented = tableRows(read("docs/guides/worker.md"), "option").flatMap((row) => backticked(row[0]!))
+    assert.isAtLeast(keys.length, 18)
+    assert.sameMembers(documented, keys)
   })
 })
 
