@@ -15,6 +15,7 @@ import {
   codeBlocks,
   exists,
   filesUnder,
+  holdsSymbol,
   isExcerpt,
   mutantsInBranches,
   mutantsInHeader,
@@ -102,6 +103,24 @@ describe("the README and the guides", () => {
         `${example} is run by test/examples.test.ts, a shell block test/doc-commands.test.ts runs, or a test of its own`
       )
     }
+  })
+})
+
+describe("the glossary", () => {
+  it("points at code that exists: each linked file holds the symbol named after it", () => {
+    const glossary = read("docs/GLOSSARY.md")
+    const pointers = [...glossary.matchAll(/\]\((\.\.\/[^)]+)\) › `([^`]+)`/g)]
+    assert.isAtLeast(pointers.length, 30)
+    const problems = pointers.flatMap(([, link, symbol]) => {
+      const file = path.posix.normalize(path.posix.join("docs", link!))
+      return exists(file) && holdsSymbol(read(file), symbol!) ? [] : [`${file} › ${symbol}`]
+    })
+    assert.deepStrictEqual(problems, [])
+  })
+
+  it("is linked from the README and CONTRIBUTING", () => {
+    assert.include(read("README.md"), "](docs/GLOSSARY.md)")
+    assert.include(read("docs/CONTRIBUTING.md"), "](GLOSSARY.md)")
   })
 })
 
