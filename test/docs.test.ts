@@ -180,6 +180,41 @@ describe("the tables that drift, checked against their source", () => {
     assert.strictEqual(documented, expected, "CONTRIBUTING's mutants table, rewritten from the script's header")
   })
 
+  it("the console's README names only routes the admin API serves", () => {
+    const routes = new Set([...read("packages/http/src/Admin.ts").matchAll(/"(\/api\/[^"]*)"/g)].map((m) => m[1]!))
+    const named = [...read("packages/http/src/console/README.md").matchAll(/(\/api\/[a-z:/-]*[a-z])/g)].map((m) =>
+      m[1]!
+    )
+    assert.isAtLeast(named.length, 10)
+    assert.deepStrictEqual([...new Set(named)].filter((route) => !routes.has(route)), [])
+  })
+
+  it("the documents read as current cite nothing under a git-ignored folder (.scratch)", () => {
+    const current = [
+      ...readerDocs(),
+      ...filesUnder("packages", (name) => name === "README.md"),
+      ...filesUnder("docs", (name) => name.endsWith(".md")).filter((file) =>
+        !/docs\/(evidence|adr\/bench)\//.test(file)
+      )
+    ]
+    assert.deepStrictEqual(current.filter((file) => read(file).includes(".scratch")), [])
+  })
+
+  it("DEPLOYMENT's upgrades name every migration that locks or alters an existing table", () => {
+    const upgrades = read("docs/DEPLOYMENT.md").split("## Upgrades")[1]!.split("\n## ")[0]!
+    // What makes writers wait, or older workers' plans change: an explicit lock, a change of
+    // `runs`, an index built on it or dropped from it without CONCURRENTLY. The notes begin with
+    // 0013, the first migration written after the first upgrade of a store in use (2026-12-01).
+    const locking =
+      /LOCK TABLE|ALTER TABLE "\{\{schema\}\}"\.runs |CREATE (UNIQUE )?INDEX \w+ ON "\{\{schema\}\}"\.runs |DROP INDEX "\{\{schema\}\}"\.runs/
+    const migrations = filesUnder("packages/sql/migrations", (name) => /^\d{4}_.*\.sql$/.test(name))
+      .map((file) => path.posix.basename(file, ".sql"))
+      .filter((name) => name >= "0013")
+    const named = migrations.filter((name) => locking.test(read(`packages/sql/migrations/${name}.sql`)))
+    assert.isAtLeast(named.length, 7)
+    assert.deepStrictEqual(named.filter((name) => !upgrades.includes(`\`${name}\``)), [], "each said in Upgrades")
+  })
+
   it("the worker guide's options table names every key of WorkerOptions, and only those", () => {
     const file = path.join(repo, "packages/core/src/Worker.ts")
     // The one file parsed and checked alone: quick, and enough while the interface extends nothing.
