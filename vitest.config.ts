@@ -9,6 +9,8 @@ import { defineConfig } from "vitest/config"
  */
 const unit = [
   "test/docs.test.ts",
+  "test/adr.test.ts",
+  "test/mutants.test.ts",
   "examples/testing-handlers.test.ts",
   "test/invariants.test.ts",
   "test/worker-clock.test.ts",

@@ -130,7 +130,8 @@
 #                                     and its retry both record the run);
 #   scripts/mutation-check.sh unique-order  a batch of unique requests no longer takes its holds in
 #                                     one order first (enqueue.ts › takeHolds), against
-#                                     test/unique-process.test.ts (opposite-order batches deadlock);
+#                                     test/unique-process.test.ts (opposite-order batches in callers'
+#                                     transactions, where no deadlock is retried, deadlock), up to three times;
 #   scripts/mutation-check.sh idem-order  a batch with idempotency keys inserts its rows in request
 #                                     order, not key order (enqueue.ts › enqueueWithKeys), against
 #                                     test/idempotency-order.test.ts (opposite-order batches deadlock);
@@ -171,14 +172,6 @@ trap '[ -n "${KEEP_MUTANT:-}" ] || rm -rf "$work"' EXIT
 
 tar -C "$repo" --exclude=./node_modules --exclude=./.git --exclude='*/dist' --exclude='*.tsbuildinfo' \
   --exclude=./.leasehold --exclude=./.scratch -cf - . | tar -C "$work" -xf -
-# The mutant shares the installed dependencies, but its @leasehold packages are its own copies:
-# the test process and the worker processes it spawns must all load the mutated store.
-mkdir -p "$work/node_modules/@leasehold"
-for entry in "$repo"/node_modules/* "$repo"/node_modules/.bin; do
-  [ "$(basename "$entry")" = "@leasehold" ] || ln -s "$entry" "$work/node_modules/$(basename "$entry")"
-done
-# Every workspace package, linked as npm links it (relative), so each resolves to the mutant's copy.
-for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" "$work/node_modules/@leasehold/$(basename "$entry")"; done
 
 if [ "$mutation" = "keys" ]; then
   migrations="$work/packages/sql/migrations/0010_key_concurrency.sql"
@@ -202,10 +195,10 @@ elif [ "$mutation" = "successor-place" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
   # The ledger completion's successors are joined back to the leases by run id instead of
   # carrying their lease's place.
-  sed -i 's/SELECT o.id, h.scope, h.name, h.key, h.slot, o.ord AS after FROM open_leases o/SELECT o.id, h.scope, h.name, h.key, h.slot, o.id AS after FROM open_leases o/' "$ledger"
+  sed -i 's/SELECT o.id, h.scope, h.name, h.key, h.slot, o.ord AS after, /SELECT o.id, h.scope, h.name, h.key, h.slot, o.id AS after, /' "$ledger"
   sed -i 's/      FROM handed h WHERE h.claim`/      FROM handed h JOIN (SELECT id, min(ord) AS ord FROM open_leases GROUP BY id) i ON i.id = h.after WHERE h.claim`/' "$ledger"
   sed -i "s/      SELECT 'next', h.after::text, h.id::text,/      SELECT 'next', i.ord::text, h.id::text,/" "$ledger"
-  grep -q "o.id AS after FROM open_leases o" "$ledger" || { echo "mutation incomplete"; exit 2; }
+  grep -q "h.slot, o.id AS after, " "$ledger" || { echo "mutation incomplete"; exit 2; }
   grep -q "i ON i.id = h.after WHERE h.claim" "$ledger" || { echo "mutation incomplete"; exit 2; }
   grep -q "SELECT 'next', i.ord::text" "$ledger" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a ledger completion's successors are joined back to their leases ($ledger)"
@@ -235,7 +228,7 @@ elif [ "$mutation" = "ledger-lapse" ]; then
 elif [ "$mutation" = "ledger-renew-ended" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
   perl -0pi -e 's/SELECT h\.batch, u\.id FROM held h, unnest\(h\.closed\) AS u\(id\)\n\s*UNION\n//' "$ledger"
-  grep -q "unnest(h.closed)" "$ledger" && { echo "mutation incomplete"; exit 2; }
+  grep -q "FROM held h, unnest(h.closed) AS u(id)" "$ledger" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a renewal by claim batch takes the runs moved to their rows for open ($ledger)"
   tests=(test/ledger.test.ts)
   attempts=1
@@ -318,11 +311,12 @@ elif [ "$mutation" = "rate-lock" ]; then
   attempts=3
 elif [ "$mutation" = "unique-order" ]; then
   enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
-  sed -i 's/  if (unique.length < 2) return Effect.void/  if (unique.length >= 0) return Effect.void/' "$enqueue"
-  grep -q 'if (unique.length >= 0) return Effect.void' "$enqueue" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/^  if (requests.length < 2) return Effect.void$/  if (requests.length >= 0) return Effect.void/' "$enqueue"
+  grep -q 'if (requests.length >= 0) return Effect.void' "$enqueue" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique batch takes its holds in request order, one request at a time ($enqueue)"
-  tests=(test/unique-process.test.ts -t "opposite orders")
-  attempts=1
+  # Inside callers' transactions: outside, a deadlock's aborted batch is sent again (enqueue-deadlock).
+  tests=(test/unique-process.test.ts -t "callers' transactions")
+  attempts=3
 elif [ "$mutation" = "idem-order" ]; then
   enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
   sed -i 's/FROM input ORDER BY idempotency_key COLLATE "C", ord/FROM input ORDER BY ord/' "$enqueue"
@@ -347,8 +341,8 @@ elif [ "$mutation" = "unique-retention" ]; then
   attempts=1
 elif [ "$mutation" = "rate-full-window" ]; then
   rate="$work/packages/sql/src/internal/statements/rate.ts"
-  sed -i "s/AND t.started_at > statement_timestamp() - w.interval_ms \* interval '1 millisecond') < w.per_interval/AND t.started_at > statement_timestamp() - w.interval_ms * interval '1 millisecond') >= 0/" "$rate"
-  grep -q "interval '1 millisecond') >= 0" "$rate" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/SELECT \* FROM counted WHERE started < per_interval ORDER BY first/SELECT * FROM counted WHERE started >= 0 ORDER BY first/' "$rate"
+  grep -q "FROM counted WHERE started >= 0 ORDER BY first" "$rate" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a full window takes a place among a rated claim's windows ($rate)"
   tests=(test/contract.test.ts -t "rate limits")
   attempts=1
@@ -612,6 +606,15 @@ if [ -n "${MUTANT_APPLY_ONLY:-}" ]; then
   exit 0
 fi
 
+# The mutant shares the installed dependencies, but its @leasehold packages are its own copies:
+# the test process and the worker processes it spawns must all load the mutated store.
+mkdir -p "$work/node_modules/@leasehold"
+for entry in "$repo"/node_modules/* "$repo"/node_modules/.bin; do
+  name="${entry##*/}"
+  [ "$name" = "@leasehold" ] || ln -s "$entry" "$work/node_modules/$name"
+done
+# Every workspace package, linked as npm links it (relative), so each resolves to the mutant's copy.
+for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" "$work/node_modules/@leasehold/$(basename "$entry")"; done
 cd "$work"
 # Node 24 from the dev dependency, as npm scripts would run it.
 export PATH="$work/node_modules/.bin:$PATH"

@@ -148,6 +148,32 @@ describe("uniqueness windows under concurrent enqueuers", () => {
       assert.strictEqual(holds[0]!.n, rounds * width, "every hold names its run: no placeholder was left")
     }))
 
+  it.live("two stores enqueueing batches of the same unique keys in opposite orders inside their callers' transactions, where a deadlock is not retried: none deadlocks", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const rounds = 20
+      const width = 8
+      for (let round = 0; round < rounds; round++) {
+        const keys = Array.from({ length: width }, (_, i) => `t${round}-k${i}`)
+        const batch = (order: ReadonlyArray<string>) =>
+          order.map((key) => ({ kind: "job", payload: { key }, unique: { key } }))
+        // Inside a caller's transaction the store sends no batch again (enqueue.ts › retryDeadlocks):
+        // only the one order of holds (takeHolds) keeps the two from waiting on each other.
+        const [forward, backward] = yield* Effect.all([
+          Effect.result(stores.sql.withTransaction(stores.a.enqueue(batch(keys)))),
+          Effect.result(stores.sqlB.withTransaction(stores.b.enqueue(batch([...keys].reverse()))))
+        ], { concurrency: "unbounded" })
+        if (Result.isFailure(forward)) return assert.fail(`round ${round}, forward batch: ${String(forward.failure)}`)
+        if (Result.isFailure(backward)) {
+          return assert.fail(`round ${round}, backward batch: ${String(backward.failure)}`)
+        }
+        onePerKey([
+          ...forward.success.map((e, i) => ({ key: keys[i]!, id: e.id, created: e.created })),
+          ...backward.success.map((e, i) => ({ key: keys[width - 1 - i]!, id: e.id, created: e.created }))
+        ], width)
+      }
+    }))
+
   it.live("two stores enqueueing batches that mix unique keys and idempotency keys, in opposite orders at once, round after round: no deadlock, one run per key", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

@@ -314,3 +314,48 @@ export const isExcerpt = (block: string, source: string): boolean => {
   }
   return pieces.length > 0
 }
+
+/** A mutant of scripts/mutation-check.sh as its header describes it: its name and what it removes. */
+export interface Mutant {
+  readonly name: string
+  readonly text: string
+}
+
+/**
+ * The mutants the script's header describes, in its order: `#   scripts/mutation-check.sh NAME  text`
+ * (the first, with no name, is `fence`, the default), each continued on the indented lines below.
+ */
+export const mutantsInHeader = (script: string): Array<Mutant> => {
+  const mutants: Array<{ name: string; text: string }> = []
+  for (const line of script.split("\n").slice(1)) {
+    if (!line.startsWith("#")) break
+    const entry = /^# {3}scripts\/mutation-check\.sh(?: ([a-z0-9-]+))?\s+(.*)$/.exec(line)
+    if (entry !== null) mutants.push({ name: entry[1] ?? "fence", text: entry[2]! })
+    else if (mutants.length > 0 && /^# {10,}\S/.test(line)) {
+      mutants[mutants.length - 1]!.text += ` ${line.slice(1).trim()}`
+    }
+  }
+  return mutants.map((m) => ({ name: m.name, text: m.text.replace(/;$/, "") }))
+}
+
+/** The mutants the script applies: the names its branches test, and `fence`, its default. */
+export const mutantsInBranches = (script: string): Array<string> => [
+  "fence",
+  ...new Set([...script.matchAll(/"\$mutation" = "([a-z0-9-]+)"/g)].map((m) => m[1]!))
+]
+
+/** The rows of a Markdown table whose header row starts with `| <first> |`, each split into cells. */
+export const tableRows = (markdown: string, first: string): Array<Array<string>> => {
+  const lines = markdown.split("\n")
+  const start = lines.findIndex((line) => line.startsWith(`| ${first} |`))
+  if (start < 0) return []
+  const rows: Array<Array<string>> = []
+  for (const line of lines.slice(start + 2)) {
+    if (!line.startsWith("|")) break
+    rows.push(line.slice(1, -1).split(" | ").map((cell) => cell.trim()))
+  }
+  return rows
+}
+
+/** The names a table cell lists in backticks: "`metrics`, `traces`" is both. */
+export const backticked = (cell: string): Array<string> => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]!)

@@ -13,6 +13,8 @@ export interface Stores {
   readonly a: RunStore["Service"]
   readonly b: RunStore["Service"]
   readonly sql: SqlClient.SqlClient
+  /** Store b's own client: a transaction of b's is begun on it. */
+  readonly sqlB: SqlClient.SqlClient
 }
 
 const storeOn = (
@@ -36,7 +38,7 @@ export const twoStoresWith = (options: PgRunStore.PgRunStoreOptions) =>
     const schema = freshSchema()
     const first = yield* storeOn(schema, options)
     const second = yield* storeOn(schema, options)
-    return { schema, a: first.store, b: second.store, sql: first.sql } satisfies Stores
+    return { schema, a: first.store, b: second.store, sql: first.sql, sqlB: second.sql } satisfies Stores
   })
 
 /** Scoped: two stores on a fresh schema, reached at `url` (a pooler's, say) with these client options. */
@@ -45,7 +47,7 @@ export const twoStoresAt = (url: string, options: PgRunStore.PgRunStoreOptions, 
     const schema = freshSchema()
     const first = yield* storeOn(schema, options, url, client)
     const second = yield* storeOn(schema, options, url, client)
-    return { schema, a: first.store, b: second.store, sql: first.sql } satisfies Stores
+    return { schema, a: first.store, b: second.store, sql: first.sql, sqlB: second.sql } satisfies Stores
   })
 
 /** Scoped: two stores on a fresh schema. */
