@@ -9,9 +9,14 @@
  * batch that times out answers every caller in it with the timeout, so a partition holds a slot
  * for at most the bound of the batch ahead of it plus its own.
  *
+ * With several writers, each has a queue of its own and a completion goes to the writer its lane
+ * names (the worker gives every run of one claim the same lane). PgRunStore orders the writers of
+ * a claim batch by the batch's row lock (docs/adr/0022): two writers sharing the batches of one
+ * claim would wait for each other, while writers of different claims write side by side.
+ *
  * @since 0.1.0
  */
-import { type Cause, Duration, Effect, Exit, FiberSet, Queue, Schedule, Semaphore } from "effect"
+import { type Cause, Duration, Effect, Exit, FiberSet, Queue, Schedule } from "effect"
 import type { StoreError } from "../Errors.js"
 import type { ClaimedRun, FinalizeOutcome } from "../RunRecord.js"
 import type { ClaimNext, CompleteItem, RunStore } from "../RunStore.js"
@@ -29,7 +34,7 @@ export interface CompletionBatcher {
    * answered (it must not fail). The worker's runs use this, so a finished run's fiber ends at
    * once instead of suspending until its batch is written.
    */
-  readonly submit: (item: CompleteItem, then: (exit: CompletionExit) => Effect.Effect<void>) => void
+  readonly submit: (item: CompleteItem, then: (exit: CompletionExit) => Effect.Effect<void>, lane?: number) => void
 }
 
 /**
@@ -64,22 +69,21 @@ export const make = Effect.fnUntraced(function*(
   /** How many batches may be written at once (each on its own connection). */
   flushers = 1
 ) {
-  // Completions wait in a plain array; the flusher is woken at most once per batch, not once per
-  // completion (ADR 0018).
-  let queued: Array<Pending> = []
-  const wake = yield* Queue.sliding<void>(1)
-  const takeBatch = (): Array<Pending> => {
-    if (queued.length <= maxBatch) {
-      const batch = queued
-      queued = []
+  // Completions wait in a plain array per writer; a writer is woken at most once per batch, not
+  // once per completion (ADR 0018), and writes its batches one after the other.
+  const queues = Array.from({ length: Math.max(1, flushers) }, () => ({ queued: [] as Array<Pending> }))
+  const wakes = yield* Effect.forEach(queues, () => Queue.sliding<void>(1))
+  const takeBatch = (queue: { queued: Array<Pending> }): Array<Pending> => {
+    if (queue.queued.length <= maxBatch) {
+      const batch = queue.queued
+      queue.queued = []
       return batch
     }
-    const batch = queued.slice(0, maxBatch)
-    queued = queued.slice(maxBatch)
+    const batch = queue.queued.slice(0, maxBatch)
+    queue.queued = queue.queued.slice(maxBatch)
     return batch
   }
 
-  // A transient error is retried briefly: the write is guarded, so repeating it is safe.
   const write = (batch: ReadonlyArray<Pending>) =>
     store.completeBatch(batch.map((p) => p.item), handOff?.next()).pipe(
       Effect.retry(Schedule.exponential("20 millis").pipe(Schedule.upTo({ times: 3 }))),
@@ -125,30 +129,31 @@ export const make = Effect.fnUntraced(function*(
 
   // Up to `flushers` batches are written at once: the next batch fills while one is written, and
   // a worker whose completions also claim (the hand-off) does all its claiming in them.
-  const permits = Semaphore.makeUnsafe(flushers)
+  const drain = (queue: { queued: Array<Pending> }) =>
+    Effect.whileLoop({
+      while: () => queue.queued.length > 0,
+      body: () => flush(takeBatch(queue)),
+      step: () => undefined
+    })
+  const drainAll = Effect.forEach(queues, drain, { concurrency: "unbounded", discard: true })
+
   const writing = yield* FiberSet.make<void, never>()
-  const flushAll = Effect.whileLoop({
-    while: () => queued.length > 0,
-    body: () =>
-      Effect.andThen(
-        Semaphore.take(permits, 1),
-        Effect.suspend(() => {
-          const batch = takeBatch()
-          const released = Semaphore.release(permits, 1)
-          return batch.length === 0
-            ? Effect.asVoid(released)
-            : Effect.asVoid(FiberSet.run(writing, Effect.ensuring(flush(batch), released)))
-        })
-      ),
-    step: () => undefined
-  })
+  for (const [i, queue] of queues.entries()) {
+    yield* FiberSet.run(writing, Effect.forever(Effect.andThen(Queue.take(wakes[i]!), drain(queue))))
+  }
+  // Closing: the writers stop (between batches: a batch's flush is uninterruptible), then what is
+  // still queued is written.
+  yield* Effect.addFinalizer(() => Effect.andThen(FiberSet.clear(writing), drainAll))
 
-  yield* Effect.forkScoped(Effect.forever(Effect.andThen(Queue.take(wake), flushAll)))
-  yield* Effect.addFinalizer(() => Effect.andThen(flushAll, FiberSet.awaitEmpty(writing)))
-
-  const submit = (item: CompleteItem, answer: (exit: CompletionExit) => Effect.Effect<void>): void => {
-    queued.push({ item, answer })
-    if (queued.length === 1) Queue.offerUnsafe(wake, undefined)
+  const submit = (
+    item: CompleteItem,
+    answer: (exit: CompletionExit) => Effect.Effect<void>,
+    lane = 0
+  ): void => {
+    const i = Math.abs(Math.trunc(lane)) % queues.length
+    const queue = queues[i]!
+    queue.queued.push({ item, answer })
+    if (queue.queued.length === 1) Queue.offerUnsafe(wakes[i]!, undefined)
   }
   const complete = (item: CompleteItem) =>
     Effect.callback<FinalizeOutcome, StoreError | Cause.TimeoutError>((resume) => {

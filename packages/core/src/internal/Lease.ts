@@ -87,7 +87,9 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
         (answer) =>
           Exit.isSuccess(answer) && answer.value._tag === "Finalized"
             ? settledAs(ctx, entry, "completed")
-            : settled(ctx, entry, completionSettlement(ctx, entry, answer))
+            : settled(ctx, entry, completionSettlement(ctx, entry, answer)),
+        // The runs of one claim share its send time: one writer completes them all.
+        entry.claimedAt
       )
     )
   }
