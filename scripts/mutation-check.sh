@@ -74,6 +74,9 @@
 #   scripts/mutation-check.sh expire-cap  a sweep moves at most 8 expired claim batches to their rows whatever
 #                                     its limit (claim.ts › claimAll), against test/ledger.test.ts (20 single-run
 #                                     batches of a dead worker and 20 due runs: the sweep takes due runs first);
+#   scripts/mutation-check.sh completion-idle-bound  a completion's lock statement no longer bounds the idle time
+#                                     before its decision (ledger.ts › lockBatches: an unbounded wait instead),
+#                                     against test/ledger.test.ts (the sweep never takes a stalled completion's run);
 #   scripts/mutation-check.sh ledger-expire-skip  the sweep waits for an expired batch another
 #                                     transaction holds (ledger.ts › expire), against
 #                                     test/ledger.test.ts (the sweep's claim never answers);
@@ -253,6 +256,13 @@ elif [ "$mutation" = "expire-cap" ]; then
   grep -q "Math.max(expiredBatchesPerSweep" "$claim" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a sweep moves at most 8 expired claim batches to their rows ($claim)"
   tests=(test/ledger.test.ts -t "however small their claim batches")
+  attempts=1
+elif [ "$mutation" = "completion-idle-bound" ]; then
+  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
+  sed -i 's/  return sql`SELECT ${idleBound(sql, bound)} AS idle_bound FROM/  return sql`SELECT ${idleBound(sql, Duration.sum(bound, Duration.days(1)))} AS idle_bound FROM/' "$ledger"
+  grep -q 'idleBound(sql, Duration.sum(bound' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a completion's lock statement lets its transaction sit idle for a day ($ledger)"
+  tests=(test/ledger.test.ts -t "stalled between its batch")
   attempts=1
 elif [ "$mutation" = "ledger-expire-skip" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Handler, Run } from "@leasehold/core"
-import { Cause, Deferred, Duration, Effect, Exit, Fiber, Schema } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Schedule, Schema } from "effect"
 import { Statement } from "effect/sql"
 import { setLeaseExpirySql } from "./support/db.js"
 import { expireLease, readRun, twoStores, twoStoresWith } from "./support/stores.js"
@@ -537,6 +537,46 @@ describe("the batch ledger", () => {
       const held = yield* readRun(stores, stuck!.id)
       assert.deepStrictEqual([held.fence, held.lease_owner], [1, "w-a"])
     })))
+
+  it.live(
+    "a completion stalled between its batch's lock and its decision lets the batch go after the idle bound: the sweep reclaims its run while the completion is still stalled",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const stores = yield* twoStores
+        const { sql, schema } = stores
+        yield* stores.a.enqueue([{ kind: "job", payload: {} }])
+        const [run] = yield* stores.a.claim(claimOf("w-a"))
+        yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second'`)
+        // The completion's decision (after its lock statement) is held back longer than the bound:
+        // a paused process, or a network gone silent, between the two statements.
+        const stalled = yield* Deferred.make<void>()
+        const resume = yield* Deferred.make<void>()
+        const stall: Statement.Transformer = (self) =>
+          self.compile()[0].includes("INSERT INTO") && self.compile()[0].includes("completion_batches")
+            ? Effect.as(Effect.andThen(Deferred.succeed(stalled, undefined), Deferred.await(resume)), self)
+            : Effect.succeed(self)
+        const completing = yield* Effect.forkScoped(Effect.exit(
+          stores.a.completeBatch([{ runId: run!.id, fence: run!.fence, result: null, keyed: false }]).pipe(
+            Effect.provideService(Statement.CurrentTransformer, stall)
+          )
+        ))
+        yield* Deferred.await(stalled)
+        // While it is stalled, the sweep skips the locked batch, then takes its run once the server
+        // has ended the idle transaction.
+        const taken = yield* stores.b.claim(claimOf("w-b")).pipe(
+          Effect.repeat({ until: (runs) => runs.length > 0, schedule: Schedule.spaced("250 millis") }),
+          Effect.timeout("30 seconds")
+        )
+        assert.deepStrictEqual(taken.map((r) => [r.id, r.fence, r.via]), [[run!.id, 2, "expired"]])
+        yield* Deferred.succeed(resume, undefined)
+        const exit = yield* Fiber.join(completing)
+        // The stalled completion never completes the run under its old fence.
+        if (Exit.isSuccess(exit)) assert.notStrictEqual(exit.value[0]!._tag, "Finalized")
+        const after = yield* readRun(stores, run!.id)
+        assert.deepStrictEqual([after.state, after.fence, after.lease_owner], ["running", 2, "w-b"])
+      })),
+    { timeout: 60_000 }
+  )
 
   it.live("a renewal under another owner's name renews nothing of a batch this store claimed and leaves its expiry as it was", () =>
     Effect.scoped(Effect.gen(function*() {
