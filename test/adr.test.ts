@@ -55,8 +55,8 @@ describe("the records' check", () => {
   it("finds a missing or unknown status", () => {
     const missing = new Map([...good, record("0002", "Accepted, mostly")])
     assert.include(adrProblems(missing, goodIndex), "0002-x.md: no \"Status:\" on its third line")
-    const unknown = new Map([...good, record("0002", "Status: Proposed")])
-    assert.include(adrProblems(unknown, goodIndex), "0002-x.md: unknown status \"Proposed\"")
+    const unknown = new Map([...good, record("0002", "Status: Drafted")])
+    assert.include(adrProblems(unknown, goodIndex), "0002-x.md: unknown status \"Drafted\"")
   })
 
   it("finds a status that disagrees with the index", () => {

@@ -3,17 +3,20 @@
  * as a function of the texts, so the test can also show each problem it must find.
  */
 
-/** A record's status, as its third line says it: `Status: Accepted`, `Amended by NNNN[, NNNN]`, `Superseded by NNNN`. */
+/**
+ * A record's status, as its third line says it: `Status: Proposed` (a decision not yet built, with
+ * the figures that will decide it), `Accepted`, `Amended by NNNN[, NNNN]`, `Superseded by NNNN`.
+ */
 export type Status =
-  | { readonly kind: "Accepted" }
+  | { readonly kind: "Proposed" | "Accepted" }
   | { readonly kind: "Amended by" | "Superseded by"; readonly by: ReadonlyArray<string> }
 
 const statusLine = /^Status: (.*)$/
 
-/** Reads a status from its text (links reduced to their numbers); undefined when it is none of the three. */
+/** Reads a status from its text (links reduced to their numbers); undefined when it is none of the four. */
 export const parseStatus = (text: string): Status | undefined => {
   const plain = text.replace(/\[(\d{4})\]\([^)]*\)/g, "$1").trim()
-  if (plain === "Accepted") return { kind: "Accepted" }
+  if (plain === "Accepted" || plain === "Proposed") return { kind: plain }
   const match = /^(Amended by|Superseded by) (\d{4}(?:, \d{4})*)$/.exec(plain)
   return match === null
     ? undefined
@@ -21,7 +24,7 @@ export const parseStatus = (text: string): Status | undefined => {
 }
 
 export const showStatus = (status: Status): string =>
-  status.kind === "Accepted" ? "Accepted" : `${status.kind} ${status.by.join(", ")}`
+  status.kind === "Accepted" || status.kind === "Proposed" ? status.kind : `${status.kind} ${status.by.join(", ")}`
 
 /** A row of the index: `| [NNNN](file) | decision | status | relationship |`. */
 export interface IndexRow {
@@ -85,7 +88,7 @@ export const adrProblems = (records: ReadonlyMap<string, string>, index: string)
       )
     )
   for (const [number, status] of statuses) {
-    if (status.kind === "Accepted") continue
+    if (status.kind === "Accepted" || status.kind === "Proposed") continue
     const verb = status.kind === "Amended by" ? "Amends" : "Supersedes"
     for (const later of status.by) {
       if (!statuses.has(later)) problems.push(`${number}: ${status.kind} ${later}, which is no record`)
