@@ -77,6 +77,9 @@
 #   scripts/mutation-check.sh completion-idle-bound  a completion's lock statement no longer bounds the idle time
 #                                     before its decision (ledger.ts › lockBatches: an unbounded wait instead),
 #                                     against test/ledger.test.ts (the sweep never takes a stalled completion's run);
+#   scripts/mutation-check.sh writer-lanes  completions go to the writers in turn, whatever their claim
+#                                     (CompletionBatcher › submit ignores the lane), against test/worker-clock.test.ts
+#                                     (both writers write runs of one claim at the same time);
 #   scripts/mutation-check.sh ledger-expire-skip  the sweep waits for an expired batch another
 #                                     transaction holds (ledger.ts › expire), against
 #                                     test/ledger.test.ts (the sweep's claim never answers);
@@ -263,6 +266,14 @@ elif [ "$mutation" = "completion-idle-bound" ]; then
   grep -q 'idleBound(sql, Duration.sum(bound' "$ledger" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a completion's lock statement lets its transaction sit idle for a day ($ledger)"
   tests=(test/ledger.test.ts -t "stalled between its batch")
+  attempts=1
+elif [ "$mutation" = "writer-lanes" ]; then
+  batcher="$work/packages/core/src/internal/CompletionBatcher.ts"
+  sed -i 's/    const i = Math.abs(Math.trunc(lane)) % queues.length/    const i = (turn++ + lane * 0) % queues.length/' "$batcher"
+  sed -i 's/^  const submit = ($/  let turn = 0\n  const submit = (/' "$batcher"
+  grep -q "turn++" "$batcher" && grep -q "let turn = 0" "$batcher" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: completions go to the writers in turn, whatever their claim ($batcher)"
+  tests=(test/worker-clock.test.ts -t "completion writers")
   attempts=1
 elif [ "$mutation" = "ledger-expire-skip" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

@@ -433,6 +433,58 @@ describe("claims", () => {
     }))
 })
 
+describe("completion writers", () => {
+  it.effect("a worker's two completion writers never write runs of one claim at the same time (the claim batch's lock would make them wait for each other)", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      // Which claim each run came from, and the claims of the completion batches being written now.
+      const claimOf = new Map<string, number>()
+      let claims = 0
+      const writing: Array<Set<number>> = []
+      const shared: Array<number> = []
+      let writes = 0
+      let overlapping = 0
+      const recording: Store = {
+        ...store,
+        claim: (request) =>
+          Effect.tap(store.claim(request), (runs) =>
+            Effect.sync(() => {
+              claims++
+              for (const run of runs) claimOf.set(run.id, claims)
+            })),
+        completeBatch: (items, next) =>
+          Effect.suspend(() => {
+            const mine = new Set(items.map((i) => claimOf.get(i.runId)!))
+            if (writing.length > 0) overlapping++
+            for (const other of writing) for (const claim of mine) if (other.has(claim)) shared.push(claim)
+            writing.push(mine)
+            writes++
+            return Effect.ensuring(
+              Effect.andThen(Effect.sleep("20 millis"), store.completeBatch(items, next)),
+              Effect.sync(() => void writing.splice(writing.indexOf(mine), 1))
+            )
+          })
+      }
+      const work = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: ({ n }) => Effect.sleep(Duration.millis(5 + (n % 7) * 3))
+      })
+      yield* store.enqueue(jobs(300))
+      yield* startWorker(recording, { ...timing, concurrency: 40, maxCompletionBatch: 16, handlers: [work] })
+      for (let i = 0; i < 400; i++) {
+        yield* TestClock.adjust("5 millis")
+        yield* settle
+      }
+      const completed = yield* store.list({ state: "completed", limit: 500 })
+      assert.strictEqual(completed.length, 300)
+      assert.isAbove(claims, 1)
+      assert.isAbove(overlapping, 0, "the two writers never wrote at the same time: the test shows nothing")
+      assert.deepStrictEqual(shared, [], "runs of one claim were written by both writers at once")
+      assert.isAbove(writes, 2)
+    }))
+})
+
 describe("shutdown", () => {
   it.effect("a run still running after the grace is interrupted, and the worker stops only once its finalizers ran and its lease is released", () =>
     Effect.gen(function*() {

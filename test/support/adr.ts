@@ -8,7 +8,8 @@
  * the figures that will decide it), `Accepted`, `Amended by NNNN[, NNNN]`, `Superseded by NNNN`.
  */
 export type Status =
-  | { readonly kind: "Proposed" | "Accepted" }
+  | { readonly kind: "Proposed" }
+  | { readonly kind: "Accepted" }
   | { readonly kind: "Amended by" | "Superseded by"; readonly by: ReadonlyArray<string> }
 
 const statusLine = /^Status: (.*)$/
@@ -16,7 +17,8 @@ const statusLine = /^Status: (.*)$/
 /** Reads a status from its text (links reduced to their numbers); undefined when it is none of the four. */
 export const parseStatus = (text: string): Status | undefined => {
   const plain = text.replace(/\[(\d{4})\]\([^)]*\)/g, "$1").trim()
-  if (plain === "Accepted" || plain === "Proposed") return { kind: plain }
+  if (plain === "Accepted") return { kind: "Accepted" }
+  if (plain === "Proposed") return { kind: "Proposed" }
   const match = /^(Amended by|Superseded by) (\d{4}(?:, \d{4})*)$/.exec(plain)
   return match === null
     ? undefined
