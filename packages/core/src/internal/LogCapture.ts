@@ -1,0 +1,92 @@
+/**
+ * The capture of a run's log lines (`AttemptLogs`): one `Logger` for the whole worker, added to the
+ * loggers of the run fibers it starts, that reads the run a line belongs to from the fiber's own
+ * context (its `CurrentRun`, which the worker provides to the handler and every fiber it forks)
+ * and appends the line to that attempt's buffer: a ring of the last `AttemptLogs.maxLines` lines,
+ * made on the attempt's first line. Lines of fibers that run no handler are ignored at the cost of
+ * one context lookup. The text bounds are applied once, when the attempt's lines are taken.
+ *
+ * @internal
+ */
+import { Cause, Context, Logger, References } from "effect"
+import * as AttemptLogs from "../AttemptLogs.js"
+import { CurrentRun } from "../CurrentRun.js"
+import * as Settlement from "./Settlement.js"
+
+interface CapturedLine {
+  readonly level: string
+  readonly at: Date
+  readonly message: string
+  /** Effect's annotations record (replaced, never changed, by each `annotateLogs`): formatted when taken. */
+  readonly annotations: Readonly<Record<string, unknown>>
+}
+
+/** The last `AttemptLogs.maxLines` lines of one attempt. */
+export class LogBuffer {
+  readonly #lines: Array<CapturedLine> = []
+  /** Where the next line goes once the ring is full (its oldest line). */
+  #next = 0
+  #dropped = 0
+
+  add(line: CapturedLine): void {
+    if (this.#lines.length < AttemptLogs.maxLines) {
+      this.#lines.push(line)
+      return
+    }
+    this.#lines[this.#next] = line
+    this.#next = (this.#next + 1) % AttemptLogs.maxLines
+    this.#dropped++
+  }
+
+  /** The attempt's lines, oldest first, within the bounds (`AttemptLogs.bound`). */
+  take(attempt: number): AttemptLogs.AttemptLogInput {
+    const ordered = this.#lines.slice(this.#next).concat(this.#lines.slice(0, this.#next))
+    return AttemptLogs.bound({
+      attempt,
+      dropped: this.#dropped,
+      lines: ordered.map((line) => ({
+        level: line.level,
+        at: line.at,
+        message: line.message,
+        annotations: annotationsText(line.annotations),
+        cut: 0
+      }))
+    })
+  }
+}
+
+const valueText = (value: unknown): string => {
+  if (typeof value === "string") return value
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const annotationsText = (annotations: Readonly<Record<string, unknown>>): Record<string, string> => {
+  const text: Record<string, string> = {}
+  for (const key in annotations) text[key] = valueText(annotations[key])
+  return text
+}
+
+const messageText = (message: unknown, cause: Cause.Cause<unknown>): string => {
+  const parts = Array.isArray(message) ? message : [message]
+  const text = parts.length === 1 && typeof parts[0] === "string" ? parts[0] : parts.map(valueText).join(" ")
+  return cause.reasons.length === 0 ? text : `${text}${text === "" ? "" : "\n"}${Cause.pretty(cause)}`
+}
+
+/** The worker's capturing logger: a line goes to the buffer of the run whose fiber logged it. */
+export const logger: Logger.Logger<unknown, void> = Logger.make(({ cause, date, fiber, logLevel, message }) => {
+  const current = Context.getOrUndefined(fiber.context, CurrentRun)
+  if (current === undefined) return
+  const lease = Settlement.leaseOf(current)
+  if (lease === undefined || lease.keepLogs === "never") return
+  lease.logs ??= new LogBuffer()
+  lease.logs.add({
+    level: logLevel,
+    at: date,
+    message: messageText(message, cause),
+    annotations: fiber.getRef(References.CurrentLogAnnotations)
+  })
+})
