@@ -749,6 +749,59 @@ describe("leasehold runs", () => {
       )
     }))
 
+  it.live("runs show: a failed attempt's log lines under its fence, a terminal's escape sequences shown escaped; --json gives them whole", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const [run] = (yield* store.enqueue([{ kind: "k", payload: {}, maxAttempts: 1 }])) as unknown as [{ id: string }]
+      const [claimed] = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["k"],
+        limit: 1,
+        ttl: Duration.minutes(1)
+      })
+      const at = new Date("2026-12-03T12:00:00.000Z")
+      yield* store.fail({
+        runId: run.id,
+        fence: claimed!.fence,
+        error: { message: "declined" },
+        retryDelayMs: undefined,
+        log: {
+          attempt: 1,
+          dropped: 3,
+          lines: [
+            { level: "Info", at, message: "calling the API", annotations: { order: "o-1" }, cut: 0 },
+            { level: "Error", at, message: "\u001b[2Jcleared?", annotations: {}, cut: 0 }
+          ]
+        }
+      })
+      const text = yield* leasehold(["runs", "show", run.id, ...connection(schema)])
+      assertOk(text)
+      assert.include(
+        text.stdout,
+        [
+          "attempt logs",
+          "  fence 1, attempt 1, failed: 2 lines (3 earlier left out)",
+          "    2026-12-03T12:00:00.000Z INFO calling the API order=o-1",
+          "    2026-12-03T12:00:00.000Z ERROR \\u001b[2Jcleared?"
+        ].join("\n")
+      )
+      assert.notInclude(text.stdout, "\u001b", "no escape sequence reaches the terminal")
+      const json = parse(yield* leasehold(["runs", "show", run.id, "--json", ...connection(schema)]))
+      assert.deepStrictEqual(json.attemptLogs, [{
+        fence: 1,
+        attempt: 1,
+        outcome: "failed",
+        dropped: 3,
+        at: json.attemptLogs[0].at,
+        lines: [
+          { level: "Info", at: at.toISOString(), message: "calling the API", annotations: { order: "o-1" }, cut: 0 },
+          { level: "Error", at: at.toISOString(), message: "\u001b[2Jcleared?", annotations: {}, cut: 0 }
+        ]
+      }])
+    }))
+
   it.live("runs show: a pending run no live worker would claim says so; once one serves its queue and kind, it counts it", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")
