@@ -9,7 +9,7 @@ import type { Exit, Fiber, Schedule, Tracer } from "effect"
 import type { KeepLogs } from "../AttemptLogs.js"
 import type { LeaseLossReason, UnstorableValue } from "../Errors.js"
 import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
-import type { LogBuffer } from "./LogCapture.js"
+import type { LogBuffer } from "./LogBuffer.js"
 import type { SelfSettlement } from "./Settlement.js"
 
 /** @category models */

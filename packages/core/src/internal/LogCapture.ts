@@ -9,66 +9,9 @@
  * @internal
  */
 import { Cause, Context, Logger, References } from "effect"
-import * as AttemptLogs from "../AttemptLogs.js"
 import { CurrentRun } from "../CurrentRun.js"
+import { LogBuffer, valueText } from "./LogBuffer.js"
 import * as Settlement from "./Settlement.js"
-
-interface CapturedLine {
-  readonly level: string
-  readonly at: Date
-  readonly message: string
-  /** Effect's annotations record (replaced, never changed, by each `annotateLogs`): formatted when taken. */
-  readonly annotations: Readonly<Record<string, unknown>>
-}
-
-/** The last `AttemptLogs.maxLines` lines of one attempt. */
-export class LogBuffer {
-  readonly #lines: Array<CapturedLine> = []
-  /** Where the next line goes once the ring is full (its oldest line). */
-  #next = 0
-  #dropped = 0
-
-  add(line: CapturedLine): void {
-    if (this.#lines.length < AttemptLogs.maxLines) {
-      this.#lines.push(line)
-      return
-    }
-    this.#lines[this.#next] = line
-    this.#next = (this.#next + 1) % AttemptLogs.maxLines
-    this.#dropped++
-  }
-
-  /** The attempt's lines, oldest first, within the bounds (`AttemptLogs.bound`). */
-  take(attempt: number): AttemptLogs.AttemptLogInput {
-    const ordered = this.#lines.slice(this.#next).concat(this.#lines.slice(0, this.#next))
-    return AttemptLogs.bound({
-      attempt,
-      dropped: this.#dropped,
-      lines: ordered.map((line) => ({
-        level: line.level,
-        at: line.at,
-        message: line.message,
-        annotations: annotationsText(line.annotations),
-        cut: 0
-      }))
-    })
-  }
-}
-
-const valueText = (value: unknown): string => {
-  if (typeof value === "string") return value
-  try {
-    return JSON.stringify(value) ?? String(value)
-  } catch {
-    return String(value)
-  }
-}
-
-const annotationsText = (annotations: Readonly<Record<string, unknown>>): Record<string, string> => {
-  const text: Record<string, string> = {}
-  for (const key in annotations) text[key] = valueText(annotations[key])
-  return text
-}
 
 const messageText = (message: unknown, cause: Cause.Cause<unknown>): string => {
   const parts = Array.isArray(message) ? message : [message]

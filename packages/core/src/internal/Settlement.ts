@@ -8,7 +8,7 @@ import type { Duration } from "effect"
 import type { KeepLogs } from "../AttemptLogs.js"
 import type { CurrentRun } from "../CurrentRun.js"
 import type { ClaimedRun, SignalOutcome } from "../RunRecord.js"
-import type { LogBuffer } from "./LogCapture.js"
+import type { LogBuffer } from "./LogBuffer.js"
 
 /** @internal */
 export type SelfSettlement = "completed" | "suspended" | "snoozed"

@@ -12,16 +12,6 @@ import { parse } from "./Read.js"
 import { err, ok, type Outcome, type State } from "./State.js"
 import type { StoredRun } from "./StoredRun.js"
 
-/** One attempt's lines as kept (the lines as JSON text, as `attempt_logs.lines` holds them). */
-export interface StoredAttemptLog {
-  readonly fence: number
-  readonly attempt: number
-  readonly outcome: "failed" | "completed"
-  readonly lines: string
-  readonly dropped: number
-  readonly at: number
-}
-
 /** Keeps an attempt's lines for a run the caller's write matched; a claim's lines are written once. */
 export const keep = (
   state: State,

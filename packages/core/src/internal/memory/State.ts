@@ -17,8 +17,7 @@ import type * as RateWake from "../../RateWakes.js"
 import type { RunState } from "../../RunRecord.js"
 import type { StoreNotification } from "../../RunStore.js"
 import * as Schedules from "../../Schedules.js"
-import type { StoredAttemptLog } from "./AttemptLogs.js"
-import type { StoredEvent, StoredRun } from "./StoredRun.js"
+import type { StoredAttemptLog, StoredEvent, StoredRun } from "./StoredRun.js"
 
 /** A time column the tests may move (as they move the database's columns). */
 export type TimeColumn = "runAt" | "leaseExpiresAt" | "suspendDeadline"

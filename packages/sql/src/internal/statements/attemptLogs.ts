@@ -6,7 +6,7 @@
  * fence (`keepCompleted`); and they are deleted with their run (`forgetting`). Every write applies
  * `AttemptLogs.bound` first, whoever the caller.
  */
-import { AttemptLogs, type LeaseKey } from "@leasehold/core"
+import { AttemptLogs, type FailRequest, type LeaseKey } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -16,9 +16,9 @@ import * as read from "./read.js"
  * A CTE of the fail statement (guarded.ts › fail) writing the attempt's lines for the row its
  * guarded UPDATE `f` returned: none when the guard matched nothing. Nothing at all without lines.
  */
-export const withFailure = (sql: SqlClient.SqlClient, s: StoreSchema, log: AttemptLogs.AttemptLogInput | undefined) => {
-  if (log === undefined) return sql``
-  const bounded = AttemptLogs.bound(log)
+export const withFailure = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequest) => {
+  if (request.log === undefined) return sql``
+  const bounded = AttemptLogs.bound(request.log)
   return sql`, attempt_log AS (
         INSERT INTO ${s.attemptLogs(sql)} (run_id, fence, attempt, outcome, lines, dropped)
         SELECT id, fence, ${bounded.attempt}::int, 'failed', ${AttemptLogs.encodeLines(bounded.lines)}::jsonb,

@@ -426,7 +426,7 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
         SELECT id, fence, CASE WHEN state = 'failed' THEN 'failed' ELSE 'retry_scheduled' END,
           jsonb_build_object('error', ${errorText(request.error)}::jsonb, 'runAt', run_at)
         FROM f
-      )${attemptLogs.withFailure(sql, s, request.log)}
+      )${attemptLogs.withFailure(sql, s, request)}
       SELECT state FROM f`,
     refs
   ).pipe(
