@@ -93,7 +93,7 @@ describe("attempt logs (memory store, TestClock)", () => {
       assert.deepStrictEqual(yield* store.attemptLogs(other!.id), [], "a completed attempt keeps nothing by default")
     }))
 
-  it.effect("keepLogs \"always\" keeps a completed attempt's lines, \"never\" a failed one's none; the ring keeps the last 100 lines and counts the rest", () =>
+  it.effect("keepLogs always keeps a completed attempt's lines, keepLogs never none of a failed one's; the ring keeps the last 100 lines and counts the rest", () =>
     Effect.gen(function*() {
       const store = yield* MemoryRunStore.make
       const chatty = Handler.make({

@@ -64,7 +64,7 @@ describe("attempt logs on PostgreSQL", () => {
       ])
     }))
 
-  it.live("keepLogs \"always\": a batched completion's lines and a fenced transaction's, lines logged after its commit included", () =>
+  it.live("keepLogs always: a batched completion's lines and a fenced transaction's, lines logged after its commit included", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
       const refund = Handler.make({
@@ -99,7 +99,7 @@ describe("attempt logs on PostgreSQL", () => {
       assert.deepStrictEqual(yield* logsOf(b!.id), [["completed", ["refunding o-3", "committed"]]])
     }))
 
-  it.live("completedRuns \"delete\": a run's lines are deleted with it; a run that failed for good keeps its own", () =>
+  it.live("with completedRuns delete a run's lines are deleted with it; a run that failed for good keeps its own", () =>
     Effect.gen(function*() {
       const stores = yield* twoStoresWith({ completedRuns: "delete" })
       const [gone, kept] = yield* stores.a.enqueue([

@@ -160,7 +160,7 @@ export const variants: ReadonlyArray<Variant<any>> = [
     mode: "tuned",
     options: { ...leaseholdOptions, logLines: 3, keepLogs: "never" },
     source:
-      "the Leasehold options; each run logs 3 lines (Effect.logInfo, to no application logger) and its handler keeps none (keepLogs: \"never\": no capture)",
+      "the Leasehold options; each run logs 3 lines (Effect.logInfo, to one application logger that drops them) and its handler keeps none (keepLogs: \"never\": no capture)",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {

@@ -6,9 +6,9 @@
  *
  *   npm run build && node bench/dist/workerOverhead.js [runs] [--metrics] [--traces] [--log-lines=N] [--keep-logs=failed|always|never]
  *
- * `--log-lines=N`: each handler logs N lines (`Effect.logInfo`, one annotation) to no logger of the
- * application's (`Logger.layer([])`), so what is measured is the attempt logs' capture
- * (`--keep-logs`, the handler's `keepLogs`; default "failed": captured, dropped at the completion).
+ * `--log-lines=N`: each handler logs N lines (`Effect.logInfo`, one annotation) to one application
+ * logger that drops them, so what `--keep-logs` changes (the handler's `keepLogs`; default
+ * "failed": captured, dropped at the completion) is the attempt logs' capture alone.
  */
 import { Handler, RunStore, Worker } from "@leasehold/core"
 import type { ClaimedRun, FinalizeOutcome } from "@leasehold/core"
@@ -144,7 +144,7 @@ const main = Effect.gen(function*() {
       traces: flags.has("--traces")
     }).pipe(
       Effect.provideService(RunStore, store),
-      Effect.provide(Logger.layer([]))
+      Effect.provide(Logger.layer([Logger.make(() => {})]))
     )
   )
   yield* Deferred.await(done)

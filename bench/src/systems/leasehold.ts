@@ -28,8 +28,8 @@ export interface LeaseholdOptions {
   /** The share of runs traced when `traces` is on. */
   readonly traceSampleRate?: number | undefined
   /**
-   * Each run logs this many lines (`Effect.logInfo`, one annotation), to no logger of the
-   * application's (`Logger.layer([])`): what is left is the attempt logs' capture and writes.
+   * Each run logs this many lines (`Effect.logInfo`, one annotation), to one application logger
+   * that drops them: what `keepLogs` changes is the attempt logs' capture and writes alone.
    */
   readonly logLines?: number | undefined
   /** The handler's `keepLogs` (attempt logs) when `logLines` is set. */
@@ -158,7 +158,7 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
         }).pipe(
           Effect.provideService(RunStore, store),
           Effect.provideService(WorkerEvents.WorkerEvents, sink),
-          (worker) => logLines === 0 ? worker : Effect.provide(worker, Logger.layer([]))
+          (worker) => logLines === 0 ? worker : Effect.provide(worker, Logger.layer([Logger.make(() => {})]))
         )
       )
     },
