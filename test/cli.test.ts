@@ -138,6 +138,7 @@ describe("leasehold: commands and usage", () => {
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
       assert.deepStrictEqual(tables.map((t) => t.table_name), [
+        "attempt_logs",
         "callbacks",
         "claim_batches",
         "completion_batches",
