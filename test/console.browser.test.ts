@@ -1307,6 +1307,12 @@ describe("web console pages (chromium)", () => {
         assert.match(lines[0]!, /^\d{4}-\d{2}-\d{2}T\S+Z INFO charging o-9 order=o-9$/)
         assert.match(lines[1]!, /^\S+ WARN <img src=x onerror="window.__pwned = 'log'; alert\(1\)"> order=o-9$/)
         assert.strictEqual(await page.locator("main img, main [onerror]").count(), 0, "no element made of a line")
+        // The admin API's run JSON carries the same lines (what the page read).
+        const detail = await (await page.request.get(`${baseUrl}/api/runs/${runId}`)).json()
+        assert.deepStrictEqual(
+          detail.attemptLogs.map((l: any) => [l.fence, l.attempt, l.outcome, l.lines.map((x: any) => x.message)]),
+          [[1, 1, "failed", ["charging o-9", hostile]]]
+        )
         assert.strictEqual(await page.evaluate(() => (globalThis as any).__pwned), undefined)
       })
       assert.deepStrictEqual(problems, [], problems.join("\n"))
