@@ -7,8 +7,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { CurrentRun, Handler, Run } from "@leasehold/core"
-import { Effect, Schema } from "effect"
-import { readRun, type Stores, twoStores, twoStoresWith } from "./support/stores.js"
+import { Deferred, Duration, Effect, Schema } from "effect"
+import { expireLease, readRun, type Stores, twoStores, twoStoresWith } from "./support/stores.js"
 import { eventually, startWorker } from "./support/workers.js"
 
 class Declined extends Schema.TaggedError<Declined>()("Declined", { reason: Schema.String }) {}
@@ -117,5 +117,61 @@ describe("attempt logs on PostgreSQL", () => {
       yield* eventually("the second run failed", Effect.map(readRun(stores, kept!.id), (x) => x.state === "failed"))
       const left = yield* rows(stores)
       assert.deepStrictEqual(left.map((r) => [r.run_id, r.outcome]), [[kept!.id, "failed"]])
+    }))
+
+  it.live("a superseded holder's failure is refused by the fence and keeps none of its lines; the new holder's failure keeps its own", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const release = yield* Deferred.make<void>()
+      const slow = Handler.make({
+        kind: "slow",
+        payload: Schema.Struct({}),
+        handle: () =>
+          Effect.gen(function*() {
+            yield* Effect.logInfo("the superseded holder's line")
+            yield* Deferred.await(release)
+            return yield* new Declined({ reason: "late" })
+          })
+      })
+      const [run] = yield* stores.a.enqueue([{ kind: "slow", payload: {}, maxAttempts: 3 }])
+      const events = yield* startWorker(stores.a, stores.sql, {
+        ...options,
+        handlers: [slow],
+        // One slot, which its run keeps taken: the worker cannot reclaim its own expired run first.
+        concurrency: 1,
+        // No renewal before the handler ends: the holder does not learn it was superseded.
+        ttl: "60 seconds",
+        heartbeat: "30 seconds"
+      })
+      yield* eventually("claimed", Effect.map(readRun(stores, run!.id), (r) => r.state === "running"))
+      yield* expireLease(stores, run!.id)
+      const [taken] = yield* stores.b.claim({
+        owner: "other",
+        queues: ["default"],
+        kinds: ["slow"],
+        limit: 1,
+        ttl: Duration.minutes(1)
+      })
+      assert.strictEqual(taken!.fence, 2)
+      yield* Deferred.succeed(release, undefined)
+      yield* eventually(
+        "the stale failure refused",
+        Effect.sync(() => events.some((e) => e._tag === "WriteRejected" && e.operation === "fail")),
+        "10 seconds",
+        Effect.sync(() => JSON.stringify(events.filter((e) => e._tag !== "ClaimBatch")))
+      )
+      assert.deepStrictEqual(yield* rows(stores), [], "no line of the superseded attempt")
+      yield* stores.b.fail({
+        runId: run!.id,
+        fence: 2,
+        error: { m: "x" },
+        retryDelayMs: 0,
+        log: {
+          attempt: 2,
+          dropped: 0,
+          lines: [{ level: "Info", at: new Date(), message: "own", annotations: {}, cut: 0 }]
+        }
+      })
+      assert.deepStrictEqual((yield* rows(stores)).map((r) => [r.fence, r.outcome]), [["2", "failed"]])
     }))
 })
