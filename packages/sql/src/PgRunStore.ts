@@ -240,18 +240,19 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     completeBatch: (items, next) =>
       refail("complete")(
         // Lines of completed attempts (`CompleteItem.log`) follow the batch's completion, in one
-        // statement for the batch, only when some item carries them.
+        // statement for the batch, only when some item carries them. The completions stand
+        // whether or not their lines are written: a failed write of lines fails no completion.
         items.some((item) => item.log !== undefined)
           ? Effect.tap(
             guarded.completeBatch(runtime, s, items, completedRuns, next, refs),
             (outcomes) =>
-              attemptLogs.keepCompleted(
+              Effect.ignore(attemptLogs.keepCompleted(
                 runtime,
                 s,
                 items.flatMap((item, i) =>
                   item.log !== undefined && outcomes[i]?._tag === "Finalized" ? [{ ...item, log: item.log }] : []
                 )
-              )
+              ))
           )
           : guarded.completeBatch(runtime, s, items, completedRuns, next, refs)
       ),
