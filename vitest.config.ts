@@ -15,6 +15,7 @@ const unit = [
   "test/invariants.test.ts",
   "test/worker-clock.test.ts",
   "test/contract-memory.test.ts",
+  "test/attempt-logs-memory.test.ts",
   "test/schedules-plan.test.ts",
   "test/chaos-plan.test.ts",
   "test/prerequisites.test.ts",

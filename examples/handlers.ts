@@ -1,13 +1,14 @@
 /**
  * Handlers, as the handlers guide shows them: what a handler reads from the worker (`Fence`,
  * `CurrentRun`), a checkpoint that survives a retry, a result schema, and a result that cannot be
- * stored failing its own run with `UnstorableValue`, a handler that snoozes (`Run.snooze`) and one
- * with its own retry policy (an Effect `Schedule`).
+ * stored failing its own run with `UnstorableValue`, a handler that snoozes (`Run.snooze`), one
+ * with its own retry policy (an Effect `Schedule`) whose log lines are kept with each failed
+ * attempt, and one that keeps its completed attempts' lines too (`keepLogs: "always"`).
  *
  * Run it from the clone's root: `node examples/handlers.ts`. It uses `DATABASE_URL`, or starts an
  * embedded PostgreSQL in a temporary folder, and exits 0 once every run ended as it should.
  */
-import { Client, CurrentRun, Fence, Handler, Run, RunStore, Worker } from "@leasehold/core"
+import { AttemptLogs, Client, CurrentRun, Fence, Handler, Run, RunStore, Worker } from "@leasehold/core"
 import { EmbeddedPostgres } from "@leasehold/embedded"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Effect, Fiber, Layer, Schedule, Schema } from "effect"
@@ -65,7 +66,19 @@ const charge = Handler.make({
   payload: Schema.Struct({ card: Schema.String }),
   maxAttempts: 10,
   retry: Schedule.spaced("200 millis").pipe(Schedule.upTo({ times: 2 })),
-  handle: ({ card }) => Effect.fail(`card ${card} declined`) // fails after 3 attempts: the schedule ended
+  handle: ({ card }) =>
+    Effect.logWarning("the bank said no").pipe(
+      Effect.annotateLogs({ card }), // a failed attempt's log lines are kept with it (AttemptLogs)
+      Effect.andThen(Effect.fail(`card ${card} declined`)) // fails after 3 attempts: the schedule ended
+    )
+})
+
+// A completed attempt's log lines are kept too: up to its last 100 lines and 16 KiB of text.
+const audit = Handler.make({
+  kind: "audit",
+  payload: Schema.Struct({ account: Schema.String }),
+  keepLogs: "always", // default "failed": only a failed attempt's; "never": none
+  handle: ({ account }) => Effect.logInfo(`audited ${account}`)
 })
 
 const StoreLive = PgRunStore.layer({ schema: "leasehold" }).pipe(
@@ -85,7 +98,7 @@ const ended = (runId: string) =>
 
 export const program = Effect.gen(function*() {
   const worker = yield* Effect.forkChild(Worker.run({
-    handlers: [resize, quote, unstorable, poll, charge],
+    handlers: [resize, quote, unstorable, poll, charge, audit],
     retry: { base: "200 millis", max: "1 second" } // the backoff between attempts
   }))
   const resized = yield* Client.enqueue(resize, { url: "https://example.com/cat.png", width: 640 })
@@ -93,33 +106,50 @@ export const program = Effect.gen(function*() {
   const refused = yield* Client.enqueue(unstorable, {})
   const polled = yield* Client.enqueue(poll, { exportId: "e-7" })
   const charged = yield* Client.enqueue(charge, { card: "4242" })
+  const audited = yield* Client.enqueue(audit, { account: "acme" })
   const runs = {
     resized: yield* ended(resized.id),
     quoted: yield* ended(quoted.id),
     refused: yield* ended(refused.id),
     polled: yield* ended(polled.id),
-    charged: yield* ended(charged.id)
+    charged: yield* ended(charged.id),
+    audited: yield* ended(audited.id)
   }
   yield* Fiber.interrupt(worker)
-  return runs
+  // Each attempt's kept lines, oldest claim first (what `leasehold runs show` and the console show).
+  const logs = {
+    charged: yield* RunStore.use((store) => store.attemptLogs(charged.id)),
+    audited: yield* RunStore.use((store) => store.attemptLogs(audited.id))
+  }
+  return { ...runs, logs }
 })
 
 if (import.meta.main) {
-  Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(({ charged, polled, quoted, refused, resized }) => {
-    console.log(`resize-image: ${resized.state}, attempt ${resized.attempt}, result ${JSON.stringify(resized.result)}`)
-    console.log(`quote: ${quoted.state}, stored result ${JSON.stringify(quoted.result)}`)
-    console.log(`unstorable: ${refused.state}, attempt ${refused.attempt}: ${JSON.stringify(refused.error)}`)
-    console.log(
-      `poll-export: ${polled.state}, attempt ${polled.attempt} of ${polled.maxAttempts}, fence ${polled.fence}`
-    )
-    console.log(`charge: ${charged.state} after ${charged.attempt} of ${charged.maxAttempts} attempts`)
-    const ok = resized.state === "completed" && resized.attempt === 2 && quoted.state === "completed" &&
-      JSON.stringify(quoted.result) === `{"cents":"1999"}` && refused.state === "failed" && refused.attempt === 1 &&
-      polled.state === "completed" && polled.attempt === 1 && polled.fence === 2 &&
-      charged.state === "failed" && charged.attempt === 3
-    if (!ok) process.exitCode = 1
-  }, (error) => {
-    console.error(`handlers example failed: ${error instanceof Error ? error.message : String(error)}`)
-    process.exitCode = 1
-  })
+  Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(
+    ({ audited, charged, logs, polled, quoted, refused, resized }) => {
+      console.log(
+        `resize-image: ${resized.state}, attempt ${resized.attempt}, result ${JSON.stringify(resized.result)}`
+      )
+      console.log(`quote: ${quoted.state}, stored result ${JSON.stringify(quoted.result)}`)
+      console.log(`unstorable: ${refused.state}, attempt ${refused.attempt}: ${JSON.stringify(refused.error)}`)
+      console.log(
+        `poll-export: ${polled.state}, attempt ${polled.attempt} of ${polled.maxAttempts}, fence ${polled.fence}`
+      )
+      console.log(`charge: ${charged.state} after ${charged.attempt} of ${charged.maxAttempts} attempts`)
+      for (const log of logs.charged) {
+        console.log(`charge attempt ${log.attempt} (${log.outcome}): ${log.lines.map(AttemptLogs.lineText).join("; ")}`)
+      }
+      console.log(`audit: ${audited.state}, kept ${logs.audited.map((l) => l.lines.map((x) => x.message)).join()}`)
+      const ok = resized.state === "completed" && resized.attempt === 2 && quoted.state === "completed" &&
+        JSON.stringify(quoted.result) === `{"cents":"1999"}` && refused.state === "failed" && refused.attempt === 1 &&
+        polled.state === "completed" && polled.attempt === 1 && polled.fence === 2 &&
+        charged.state === "failed" && charged.attempt === 3 && logs.charged.length === 3 &&
+        logs.audited[0]?.outcome === "completed"
+      if (!ok) process.exitCode = 1
+    },
+    (error) => {
+      console.error(`handlers example failed: ${error instanceof Error ? error.message : String(error)}`)
+      process.exitCode = 1
+    }
+  )
 }

@@ -87,6 +87,13 @@
 #                                     time on the server (guarded.ts › completeInTransaction sets no
 #                                     idle_in_transaction_session_timeout), against
 #                                     test/silent-holder.test.ts (a silent holder's runs are never reclaimed);
+#   scripts/mutation-check.sh attempt-logs-fence  a failed attempt's log lines are written whatever its
+#                                     guarded failure matched (attemptLogs.ts › withFailure reads the
+#                                     request, not the UPDATE's rows), against the contract suite on
+#                                     PostgreSQL (a stale holder's lines must not be kept);
+#   scripts/mutation-check.sh attempt-logs-bound  the bound of attempt logs is not applied
+#                                     (core AttemptLogs.ts › bound keeps every line whole), against
+#                                     the contract suite on the memory store;
 #   scripts/mutation-check.sh fenced-tx-worker-ttl  Run.transaction no longer hands the worker's
 #                                     lease TTL to the store (core Run.ts › transaction), against
 #                                     test/silent-holder.test.ts's worker scenarios;
@@ -600,6 +607,20 @@ elif [ "$mutation" = "console-order" ]; then
   grep -q "if (request !== latest.current) return" "$ui" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a page shows whichever of its requests answers last, not the latest one's answer ($ui)"
   tests=(test/console.browser.test.ts -t "held back past a bulk retry")
+  attempts=1
+elif [ "$mutation" = "attempt-logs-fence" ]; then
+  logs="$work/packages/sql/src/internal/statements/attemptLogs.ts"
+  sed -i 's/^        FROM f$/        FROM (SELECT ${request.runId}::bigint AS id, ${request.fence}::bigint AS fence) f/' "$logs"
+  grep -q "^        FROM f$" "$logs" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a failed attempt's log lines are written whatever the guarded failure matched ($logs)"
+  tests=(test/contract.test.ts -t "the fence rejects writes no lines")
+  attempts=1
+elif [ "$mutation" = "attempt-logs-bound" ]; then
+  bound="$work/packages/core/src/AttemptLogs.ts"
+  sed -i 's/^export const bound = (log: AttemptLogInput): AttemptLogInput => {$/&\n  if (log.attempt > 0) return log/' "$bound"
+  grep -q "if (log.attempt > 0) return log" "$bound" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the bound of attempt logs is not applied ($bound)"
+  tests=(test/contract-memory.test.ts -t "attempt logs" test/attempt-logs-memory.test.ts)
   attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"

@@ -133,11 +133,12 @@ describe("leasehold: commands and usage", () => {
       assertOk(first)
       assert.strictEqual(
         first.stdout,
-        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement\n`
+        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0029_attempt_logs\n`
       )
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
       assert.deepStrictEqual(tables.map((t) => t.table_name), [
+        "attempt_logs",
         "callbacks",
         "claim_batches",
         "completion_batches",
@@ -194,13 +195,14 @@ describe("leasehold: commands and usage", () => {
           "0023_rate_limits",
           "0024_unique_hold_order_and_retention",
           "0025_keyed_ledger",
-          "0026_ledger_settlement"
+          "0026_ledger_settlement",
+          "0029_attempt_logs"
         ]
       })
       const human = yield* leasehold(["migrate", ...connection(schema)])
       assert.strictEqual(
         human.stdout,
-        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement)\n`
+        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0029_attempt_logs)\n`
       )
     }))
 })
@@ -746,6 +748,59 @@ describe("leasehold runs", () => {
         parse(yield* leasehold(["runs", "show", plain.id, "--json", ...connection(schema)])).run.traceId,
         null
       )
+    }))
+
+  it.live("runs show: a failed attempt's log lines under its fence, a terminal's escape sequences shown escaped; --json gives them whole", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const [run] = (yield* store.enqueue([{ kind: "k", payload: {}, maxAttempts: 1 }])) as unknown as [{ id: string }]
+      const [claimed] = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["k"],
+        limit: 1,
+        ttl: Duration.minutes(1)
+      })
+      const at = new Date("2026-12-03T12:00:00.000Z")
+      yield* store.fail({
+        runId: run.id,
+        fence: claimed!.fence,
+        error: { message: "declined" },
+        retryDelayMs: undefined,
+        log: {
+          attempt: 1,
+          dropped: 3,
+          lines: [
+            { level: "Info", at, message: "calling the API", annotations: { order: "o-1" }, cut: 0 },
+            { level: "Error", at, message: "\u001b[2Jcleared?", annotations: {}, cut: 0 }
+          ]
+        }
+      })
+      const text = yield* leasehold(["runs", "show", run.id, ...connection(schema)])
+      assertOk(text)
+      assert.include(
+        text.stdout,
+        [
+          "attempt logs",
+          "  fence 1, attempt 1, failed: 2 lines (3 earlier left out)",
+          "    2026-12-03T12:00:00.000Z INFO calling the API order=o-1",
+          "    2026-12-03T12:00:00.000Z ERROR \\u001b[2Jcleared?"
+        ].join("\n")
+      )
+      assert.notInclude(text.stdout, "\u001b", "no escape sequence reaches the terminal")
+      const json = parse(yield* leasehold(["runs", "show", run.id, "--json", ...connection(schema)]))
+      assert.deepStrictEqual(json.attemptLogs, [{
+        fence: 1,
+        attempt: 1,
+        outcome: "failed",
+        dropped: 3,
+        at: json.attemptLogs[0].at,
+        lines: [
+          { level: "Info", at: at.toISOString(), message: "calling the API", annotations: { order: "o-1" }, cut: 0 },
+          { level: "Error", at: at.toISOString(), message: "\u001b[2Jcleared?", annotations: {}, cut: 0 }
+        ]
+      }])
     }))
 
   it.live("runs show: a pending run no live worker would claim says so; once one serves its queue and kind, it counts it", () =>

@@ -1277,6 +1277,47 @@ describe("web console pages (chromium)", () => {
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 
+  it.live("run page: a failed attempt's log lines under its fence, as text: a line of markup executes nothing", () =>
+    Effect.gen(function*() {
+      const hostile = `<img src=x onerror="window.__pwned = 'log'; alert(1)">`
+      const noisy = Handler.make({
+        kind: "noisy",
+        payload: Schema.Struct({ order: Schema.String }),
+        handle: ({ order }) =>
+          Effect.gen(function*() {
+            yield* Effect.logInfo(`charging ${order}`)
+            yield* Effect.logWarning(hostile)
+            return yield* Effect.fail(new Error("card declined"))
+          }).pipe(Effect.annotateLogs({ order }))
+      })
+      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ handlers: [noisy] })
+      const [enqueued] = yield* stores.b.enqueue([{ kind: "noisy", payload: { order: "o-9" }, maxAttempts: 1 }])
+      const runId = enqueued!.id
+      yield* eventually("the run fails", Effect.map(readRun(stores, runId), (run) => run.state === "failed"))
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs/${runId}`)
+        const log = page.locator(`.attempt-log[data-fence="1"]`)
+        await log.waitFor({ timeout: 10_000 })
+        assert.strictEqual(
+          (await log.locator("h3").textContent())?.trim(),
+          "Fence 1, attempt 1, failed: 2 lines"
+        )
+        const lines = ((await log.locator("pre.log").textContent()) ?? "").split("\n")
+        assert.lengthOf(lines, 2)
+        assert.match(lines[0]!, /^\d{4}-\d{2}-\d{2}T\S+Z INFO charging o-9 order=o-9$/)
+        assert.match(lines[1]!, /^\S+ WARN <img src=x onerror="window.__pwned = 'log'; alert\(1\)"> order=o-9$/)
+        assert.strictEqual(await page.locator("main img, main [onerror]").count(), 0, "no element made of a line")
+        // The admin API's run JSON carries the same lines (what the page read).
+        const detail = await (await page.request.get(`${baseUrl}/api/runs/${runId}`)).json()
+        assert.deepStrictEqual(
+          detail.attemptLogs.map((l: any) => [l.fence, l.attempt, l.outcome, l.lines.map((x: any) => x.message)]),
+          [[1, 1, "failed", ["charging o-9", hostile]]]
+        )
+        assert.strictEqual(await page.evaluate(() => (globalThis as any).__pwned), undefined)
+      })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
   it.live("approvals: oldest first, and a form built from the signal's schema whose number field is checked in the page and sent as a number", () =>
     Effect.gen(function*() {
       const { baseUrl, page, problems, stores } = yield* consoleSetupWith({ handlers: [payout] })

@@ -49,7 +49,10 @@ const examples: ReadonlyArray<Example> = [
       /^quote: completed, stored result \{"cents":"1999"\}$/m,
       /^unstorable: failed, attempt 1: .*UnstorableValue.*BigInt/m,
       /^poll-export: completed, attempt 1 of 1, fence 2$/m,
-      /^charge: failed after 3 of 10 attempts$/m
+      /^charge: failed after 3 of 10 attempts$/m,
+      /^charge attempt 1 \(failed\): \S+Z WARN the bank said no card=4242$/m,
+      /^charge attempt 3 \(failed\): \S+Z WARN the bank said no card=4242$/m,
+      /^audit: completed, kept audited acme$/m
     ]
   },
   {

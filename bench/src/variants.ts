@@ -19,6 +19,9 @@ export type VariantId =
   | "leasehold-metrics"
   | "leasehold-traces"
   | "leasehold-traces-sampled"
+  | "leasehold-logs-never"
+  | "leasehold-logs"
+  | "leasehold-logs-always"
   | "graphile-batched"
   | "graphile-default"
   | "pgboss-tuned"
@@ -148,6 +151,36 @@ export const variants: ReadonlyArray<Variant<any>> = [
     mode: "tuned",
     options: { ...leaseholdOptions, traces: true, traceSampleRate: 0.1 },
     source: "traces: true with traceSampleRate 0.1 (one run in ten traced, decided by run id; the others make no span)",
+    optIn: true
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-logs-never",
+    label: "Leasehold, 3 log lines a run, not captured",
+    system: leasehold,
+    mode: "tuned",
+    options: { ...leaseholdOptions, logLines: 3, keepLogs: "never" },
+    source:
+      "the Leasehold options; each run logs 3 lines (Effect.logInfo, to one application logger that drops them) and its handler keeps none (keepLogs: \"never\": no capture)",
+    optIn: true
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-logs",
+    label: "Leasehold, 3 log lines a run, captured",
+    system: leasehold,
+    mode: "tuned",
+    options: { ...leaseholdOptions, logLines: 3, keepLogs: "failed" },
+    source:
+      "the same 3 lines a run under keepLogs \"failed\" (the default): captured per attempt, nothing written for a completed attempt",
+    optIn: true
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-logs-always",
+    label: "Leasehold, 3 log lines a run, kept",
+    system: leasehold,
+    mode: "tuned",
+    options: { ...leaseholdOptions, logLines: 3, keepLogs: "always" },
+    source:
+      "the same 3 lines a run under keepLogs \"always\": each completed attempt's lines written after its batch's completion (one statement per batch)",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {

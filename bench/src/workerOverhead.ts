@@ -4,11 +4,15 @@
  * µs per run in this process) is what the Leasehold runtime adds on top of its SQL; the drain
  * measure shows both together. Not a test and not part of `npm run bench`:
  *
- *   npm run build && node bench/dist/workerOverhead.js [runs]
+ *   npm run build && node bench/dist/workerOverhead.js [runs] [--metrics] [--traces] [--log-lines=N] [--keep-logs=failed|always|never]
+ *
+ * `--log-lines=N`: each handler logs N lines (`Effect.logInfo`, one annotation) to one application
+ * logger that drops them, so what `--keep-logs` changes (the handler's `keepLogs`; default
+ * "failed": captured, dropped at the completion) is the attempt logs' capture alone.
  */
 import { Handler, RunStore, Worker } from "@leasehold/core"
 import type { ClaimedRun, FinalizeOutcome } from "@leasehold/core"
-import { Deferred, Duration, Effect, Fiber, Schema, Stream } from "effect"
+import { Deferred, Duration, Effect, Fiber, Logger, Schema, Stream } from "effect"
 
 const total = Number(process.argv[2] ?? 200_000)
 
@@ -57,6 +61,8 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     checkpoint: notImplemented,
     suspend: notImplemented,
     completeInTransaction: notImplemented,
+    keepAttemptLog: notImplemented,
+    attemptLogs: notImplemented,
     resumeById: notImplemented,
     deliverSignal: notImplemented,
     leases: Effect.die(new Error("not used by this measure")),
@@ -96,6 +102,10 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
 // `--metrics`, `--traces`: the worker's telemetry on (spans go to Effect's default tracer, not
 // exported: this measures what recording costs the runtime).
 const flags = new Set(process.argv.slice(2).filter((arg) => arg === "--metrics" || arg === "--traces"))
+const option = (name: string): string | undefined =>
+  process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3)
+const logLines = Number(option("log-lines") ?? 0)
+const keepLogs = (option("keep-logs") ?? "failed") as "failed" | "always" | "never"
 
 const main = Effect.gen(function*() {
   const done = yield* Deferred.make<void>()
@@ -104,7 +114,22 @@ const main = Effect.gen(function*() {
   const handler = Handler.make({
     kind: "noop",
     payload: Schema.Struct({ i: Schema.Number }),
-    handle: () => Effect.sync(() => void executed++)
+    keepLogs,
+    handle: ({ i }) =>
+      logLines === 0
+        ? Effect.sync(() => void executed++)
+        : Effect.andThen(
+          Effect.annotateLogs(
+            Effect.forEach(Array.from({ length: logLines }, (_, n) => n), (n) =>
+              Effect.logInfo(`step ${n} of run ${i}`), {
+              discard: true
+            }),
+            { order: "o-1" }
+          ),
+          Effect.sync(() =>
+            void executed++
+          )
+        )
   })
   const cpuBefore = process.cpuUsage()
   const started = performance.now()
@@ -118,7 +143,8 @@ const main = Effect.gen(function*() {
       metrics: flags.has("--metrics"),
       traces: flags.has("--traces")
     }).pipe(
-      Effect.provideService(RunStore, store)
+      Effect.provideService(RunStore, store),
+      Effect.provide(Logger.layer([Logger.make(() => {})]))
     )
   )
   yield* Deferred.await(done)
@@ -126,7 +152,8 @@ const main = Effect.gen(function*() {
   const cpu = process.cpuUsage(cpuBefore)
   yield* Fiber.interrupt(fiber)
   const cpuUs = cpu.user + cpu.system
-  const telemetry = [...flags].map((f) => f.slice(2)).join(" and ") || "no telemetry"
+  const telemetry = ([...flags].map((f) => f.slice(2)).join(" and ") || "no telemetry") +
+    (logLines === 0 ? "" : `, ${logLines} log lines per run, keepLogs ${keepLogs}`)
   console.log(
     `${executed} runs in ${wallMs.toFixed(0)} ms: ${(cpuUs / executed).toFixed(2)} µs CPU per run, ${
       (executed / (wallMs / 1000)).toFixed(0)

@@ -11,6 +11,19 @@
 -- Tables: columns, defaults and constraints
 -- ======================================================================
 
+CREATE TABLE "{{schema}}".attempt_logs (
+  run_id bigint NOT NULL,
+  fence bigint NOT NULL,
+  attempt integer NOT NULL,
+  outcome text NOT NULL,
+  lines jsonb NOT NULL,
+  dropped integer NOT NULL,
+  at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT attempt_logs_pkey PRIMARY KEY (run_id, fence),
+  CONSTRAINT attempt_logs_dropped_check CHECK (dropped >= 0),
+  CONSTRAINT attempt_logs_outcome_check CHECK (outcome = ANY (ARRAY['failed'::text, 'completed'::text]))
+);
+
 CREATE TABLE "{{schema}}".callbacks (
   run_id bigint NOT NULL,
   signal text NOT NULL,

@@ -8,6 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import {
+  AttemptLogs,
   KeyLimits,
   type LeaseKey,
   type ListFilter,
@@ -89,6 +90,15 @@ const cyclic = (): unknown => {
   value.self = value
   return value
 }
+
+/** A log line as a worker hands it to the store. */
+const logLine = (message: string, level = "Info", annotations: Record<string, string> = {}): AttemptLogs.LogLine => ({
+  level,
+  at: new Date("2026-12-03T12:00:00.000Z"),
+  message,
+  annotations,
+  cut: 0
+})
 
 /** Registers the contract's tests for one store. */
 export const runStoreContract = (target: ContractTarget): void => {
@@ -919,6 +929,126 @@ export const runStoreContract = (target: ContractTarget): void => {
             "reclaimed@2",
             "stale_write_rejected@1"
           ])
+        }))
+    })
+
+    describe("attempt logs", () => {
+      test("a failed attempt's lines are kept with its failure under its fence, a completed one's with its completion; read oldest claim first", ({ store }) =>
+        Effect.gen(function*() {
+          const first = yield* heldRun(store, "w1", { maxAttempts: 3 })
+          yield* store.fail({
+            ...first,
+            error: { m: "declined" },
+            retryDelayMs: 0,
+            log: {
+              attempt: 1,
+              dropped: 0,
+              lines: [logLine("calling the card API", "Info", { order: "o-1" }), logLine("card declined", "Warn")]
+            }
+          })
+          const [second] = yield* claimFrom(store, "w1")
+          assert.strictEqual(second!.fence, 2)
+          const [outcome] = yield* store.completeBatch([{
+            runId: first.runId,
+            fence: 2,
+            result: null,
+            log: { attempt: 2, dropped: 0, lines: [logLine("charged")] }
+          }])
+          assert.strictEqual(outcome!._tag, "Finalized")
+          if (deleted) {
+            // The completion deleted the run: its lines, the failed attempt's included, went with it.
+            assert.deepInclude(yield* Effect.flip(store.attemptLogs(first.runId)), { _tag: "RunNotFound" })
+            return
+          }
+          const logs = yield* store.attemptLogs(first.runId)
+          assert.deepStrictEqual(
+            logs.map((l) => ({ fence: l.fence, attempt: l.attempt, outcome: l.outcome, dropped: l.dropped })),
+            [
+              { fence: 1, attempt: 1, outcome: "failed", dropped: 0 },
+              { fence: 2, attempt: 2, outcome: "completed", dropped: 0 }
+            ]
+          )
+          assert.deepStrictEqual(logs[0]!.lines, [
+            logLine("calling the card API", "Info", { order: "o-1" }),
+            logLine("card declined", "Warn")
+          ])
+          assert.deepStrictEqual(logs[1]!.lines, [logLine("charged")])
+          assert.strictEqual(logs[0]!.runId, first.runId)
+          assert.instanceOf(logs[0]!.at, Date)
+        }))
+
+      test("a failure or completion the fence rejects writes no lines; lines are kept for a completion under that very fence only", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const stale = yield* heldRun(store, "w1")
+          yield* passTime("61 seconds")
+          const [current] = yield* claimFrom(store, "w2")
+          const log = { attempt: 1, dropped: 0, lines: [logLine("stale holder's line")] }
+          assert.deepInclude(
+            yield* Effect.flip(store.fail({ ...stale, error: { m: "late" }, retryDelayMs: 0, log })),
+            { _tag: "FenceRejected", presentedFence: 1, storedFence: 2 }
+          )
+          const [rejected] = yield* store.completeBatch([{ ...stale, result: null, log }])
+          assert.strictEqual(rejected!._tag, "Rejected")
+          assert.isFalse(yield* store.keepAttemptLog(stale, log), "the run is running, under fence 2")
+          assert.deepStrictEqual(yield* store.attemptLogs(stale.runId), [])
+          // Completed under fence 2: a line for fence 1 is still refused, one for fence 2 kept once.
+          yield* store.completeInTransaction(
+            { runId: stale.runId, fence: current!.fence },
+            Effect.void,
+            () => Exit.succeed("null")
+          )
+          assert.isFalse(yield* store.keepAttemptLog(stale, log))
+          const own = { attempt: 2, dropped: 0, lines: [logLine("committed")] }
+          if (deleted) {
+            assert.isFalse(yield* store.keepAttemptLog({ runId: stale.runId, fence: 2 }, own), "the run is gone")
+            return
+          }
+          assert.isTrue(yield* store.keepAttemptLog({ runId: stale.runId, fence: 2 }, own))
+          assert.isFalse(yield* store.keepAttemptLog({ runId: stale.runId, fence: 2 }, own), "written once")
+          const logs = yield* store.attemptLogs(stale.runId)
+          assert.deepStrictEqual(logs.map((l) => [l.fence, l.outcome, l.lines.map((x) => x.message)]), [
+            [2, "completed", ["committed"]]
+          ])
+        }))
+
+      test("the store applies the bounds: the last 100 lines, 16 KiB of text, messages cut at 2 KiB, the rest counted; a NUL cannot keep a failure from being recorded", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          const lines = Array.from({ length: 150 }, (_, i) => logLine(`line ${i}`))
+          lines[140] = logLine("x".repeat(5_000))
+          lines[149] = logLine("last\u0000line")
+          yield* store.fail({
+            ...lease,
+            error: { m: "x" },
+            retryDelayMs: undefined,
+            log: { attempt: 1, dropped: 7, lines }
+          })
+          assert.deepInclude(yield* store.get(lease.runId), { state: "failed" })
+          const [kept] = yield* store.attemptLogs(lease.runId)
+          assert.strictEqual(kept!.lines.length, AttemptLogs.maxLines)
+          assert.strictEqual(kept!.dropped, 7 + 50, "the 50 oldest lines and the 7 the caller had dropped")
+          assert.strictEqual(kept!.lines[0]!.message, "line 50")
+          assert.strictEqual(kept!.lines.at(-1)!.message, "last\ufffdline")
+          const long = kept!.lines.find((l) => l.cut > 0)!
+          assert.strictEqual(long.message.length, AttemptLogs.maxLineCharacters)
+          assert.strictEqual(long.cut, 5_000 - AttemptLogs.maxLineCharacters)
+          const text = kept!.lines.reduce((n, l) => n + l.message.length, 0)
+          assert.isAtMost(text, AttemptLogs.maxCharacters)
+
+          // Past 16 KiB of text, the oldest lines are dropped however few they are.
+          const other = yield* heldRun(store)
+          const big = Array.from({ length: 10 }, (_, i) => logLine(`${i}`.padEnd(2_000, ".")))
+          yield* store.fail({
+            ...other,
+            error: null,
+            retryDelayMs: undefined,
+            log: { attempt: 1, dropped: 0, lines: big }
+          })
+          const [within] = yield* store.attemptLogs(other.runId)
+          assert.deepStrictEqual(within!.lines.map((l) => l.message[0]), ["2", "3", "4", "5", "6", "7", "8", "9"])
+          assert.strictEqual(within!.dropped, 2)
+          assert.deepInclude(yield* Effect.flip(store.attemptLogs("999999")), { _tag: "RunNotFound" })
+          assert.deepInclude(yield* Effect.flip(store.attemptLogs("not-a-run")), { _tag: "RunNotFound" })
         }))
     })
 

@@ -5,7 +5,7 @@
  */
 import { Handler, KeyLimits, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
-import { Context, type Duration, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { Context, type Duration, Effect, Exit, Fiber, Layer, Logger, Schema, Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import { SqlClient as SqlClientService } from "effect/sql"
 import type { EnqueueSession, System, WorkerHandle, WorkerHooks } from "./system.js"
@@ -27,6 +27,13 @@ export interface LeaseholdOptions {
   readonly traces?: boolean | undefined
   /** The share of runs traced when `traces` is on. */
   readonly traceSampleRate?: number | undefined
+  /**
+   * Each run logs this many lines (`Effect.logInfo`, one annotation), to one application logger
+   * that drops them: what `keepLogs` changes is the attempt logs' capture and writes alone.
+   */
+  readonly logLines?: number | undefined
+  /** The handler's `keepLogs` (attempt logs) when `logLines` is set. */
+  readonly keepLogs?: "failed" | "always" | "never" | undefined
 }
 
 const Payload = Schema.Struct({ i: Schema.Number })
@@ -106,10 +113,26 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
     ...(storage === undefined ? {} : { storage })
   })
   const store = hooks.wrapStore === undefined ? opened.store : hooks.wrapStore(opened.store)
+  const logLines = options.logLines ?? 0
+  const lines = Array.from({ length: logLines }, (_, n) => n)
   const handler = Handler.make({
     kind: KIND,
     payload: Payload,
-    handle: ({ i }) => hooks.hold ? Effect.never : Effect.sync(() => hooks.onRun(i))
+    ...(options.keepLogs === undefined ? {} : { keepLogs: options.keepLogs }),
+    handle: ({ i }) =>
+      hooks.hold
+        ? Effect.never
+        : logLines === 0
+        ? Effect.sync(() => hooks.onRun(i))
+        : Effect.andThen(
+          Effect.annotateLogs(
+            Effect.forEach(lines, (n) => Effect.logInfo(`step ${n} of run ${i}`), { discard: true }),
+            {
+              order: "o-1"
+            }
+          ),
+          Effect.sync(() => hooks.onRun(i))
+        )
   })
   const sink = {
     emit: (event: WorkerEvents.WorkerEvent) =>
@@ -134,7 +157,8 @@ async (url: string, options: LeaseholdOptions, hooks: WorkerHooks): Promise<Work
           keyLimits
         }).pipe(
           Effect.provideService(RunStore, store),
-          Effect.provideService(WorkerEvents.WorkerEvents, sink)
+          Effect.provideService(WorkerEvents.WorkerEvents, sink),
+          (worker) => logLines === 0 ? worker : Effect.provide(worker, Logger.layer([Logger.make(() => {})]))
         )
       )
     },

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { attemptSeen, type RunEvent, type RunRecord } from "@leasehold/core"
+import { type AttemptLogs, attemptSeen, type RunEvent, type RunRecord } from "@leasehold/core"
 import { isoTime } from "./Output.js"
 
 /** The trace id of a stored W3C `traceparent` (what the console shows), or null. */
@@ -51,4 +51,20 @@ export const event = (e: RunEvent) => ({
   owner: e.owner,
   detail: e.detail ?? null,
   at: isoTime(e.at)
+})
+
+/** One attempt's kept log lines (`AttemptLogs`). */
+export const attemptLog = (log: AttemptLogs.AttemptLog) => ({
+  fence: log.fence,
+  attempt: log.attempt,
+  outcome: log.outcome,
+  dropped: log.dropped,
+  at: isoTime(log.at),
+  lines: log.lines.map((line) => ({
+    level: line.level,
+    at: isoTime(line.at),
+    message: line.message,
+    annotations: line.annotations,
+    cut: line.cut
+  }))
 })

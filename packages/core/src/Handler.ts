@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import { Cause, Effect, Exit, type Schedule, Schema } from "effect"
+import * as AttemptLogs from "./AttemptLogs.js"
 import type { CurrentRun } from "./CurrentRun.js"
 import { InvalidConfig, InvalidPayload, UnknownKind, UnstorableValue } from "./Errors.js"
 import type { Fence } from "./Fence.js"
@@ -37,6 +38,12 @@ export interface Handler<P = any, A = any, E = any, R = any> {
    * decodes, a result JSON cannot hold) is never retried.
    */
   readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
+  /**
+   * Which attempts' Effect log lines are kept with the attempt in the store (`AttemptLogs`):
+   * `"failed"` (default) a failed attempt's, written with its failure; `"always"` a completed
+   * attempt's too (one more statement per completion batch that holds any); `"never"` none.
+   */
+  readonly keepLogs?: AttemptLogs.KeepLogs | undefined
 }
 
 /**
@@ -54,6 +61,7 @@ export const make = <P, I, A, E, R, RI = unknown>(definition: {
   readonly signals?: Readonly<Record<string, Schema.Codec<any, any>>> | undefined
   readonly maxAttempts?: number | undefined
   readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
+  readonly keepLogs?: AttemptLogs.KeepLogs | undefined
 }): Handler<P, A, E, R> => definition as unknown as Handler<P, A, E, R>
 
 /** Handlers by kind. @category models */
@@ -62,7 +70,12 @@ export interface Registry {
   readonly get: (kind: string) => Handler | undefined
 }
 
-/** Handlers by kind; two handlers of one kind are an `InvalidConfig`. @category constructors */
+/**
+ * Handlers by kind; two handlers of one kind, or a `keepLogs` that is not one of its values, are
+ * an `InvalidConfig`.
+ *
+ * @category constructors
+ */
 export const registry = (handlers: ReadonlyArray<Handler>): Effect.Effect<Registry, InvalidConfig> => {
   const byKind = new Map<string, Handler>()
   for (const handler of handlers) {
@@ -73,7 +86,10 @@ export const registry = (handlers: ReadonlyArray<Handler>): Effect.Effect<Regist
     }
     byKind.set(handler.kind, handler)
   }
-  return Effect.succeed({ kinds: [...byKind.keys()], get: (kind) => byKind.get(kind) })
+  return Effect.as(
+    Effect.forEach(handlers, (handler) => AttemptLogs.check(handler.kind, handler.keepLogs), { discard: true }),
+    { kinds: [...byKind.keys()], get: (kind: string) => byKind.get(kind) }
+  )
 }
 
 /** The handler for `kind`, or `UnknownKind`. @category accessors */

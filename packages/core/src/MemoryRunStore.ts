@@ -24,6 +24,7 @@ import * as Activity from "./Activity.js"
 import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
 import * as Admin from "./internal/memory/Admin.js"
 import * as Admit from "./internal/memory/Admit.js"
+import * as AttemptLogs from "./internal/memory/AttemptLogs.js"
 import * as Claim from "./internal/memory/Claim.js"
 import * as Enqueue from "./internal/memory/Enqueue.js"
 import * as Guarded from "./internal/memory/Guarded.js"
@@ -214,6 +215,8 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
         yield* guardedCompletion(lease, encoded.value)
         return value
       }).pipe(Effect.withSpan("MemoryRunStore.completeInTransaction")),
+    keepAttemptLog: (lease, log) => apply((now) => AttemptLogs.keepCompleted(state, lease, log, now)),
+    attemptLogs: (runId) => applyOutcome(() => AttemptLogs.read(state, runId)),
     resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload) {
       if (canonicalId(runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
       const text = yield* Json.encode(payload ?? null, "resume payload")

@@ -9,6 +9,7 @@
 import type { Duration, Effect, Exit, Stream } from "effect"
 import { Context } from "effect"
 import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
+import type { AttemptLog, AttemptLogInput } from "./AttemptLogs.js"
 import type {
   FenceRejected,
   InvalidConfig,
@@ -70,6 +71,11 @@ export interface CompleteItem extends LeaseKey {
    * worker says so of every unkeyed run). Unset, the store reads it.
    */
   readonly keyed?: boolean | undefined
+  /**
+   * The attempt's log lines to keep (`AttemptLogs`), written only if the completion is: by the
+   * store after it, for the runs it completed under that fence.
+   */
+  readonly log?: AttemptLogInput | undefined
 }
 
 /**
@@ -92,6 +98,8 @@ export interface FailRequest extends LeaseKey {
   readonly error: unknown
   /** Delay before the retry is due; `undefined` fails the run outright. Only used while attempts remain. */
   readonly retryDelayMs: number | undefined
+  /** The attempt's log lines (`AttemptLogs`), written with the failure or not at all. */
+  readonly log?: AttemptLogInput | undefined
 }
 
 /** @category models */
@@ -304,6 +312,14 @@ export class RunStore extends Context.Service<RunStore, {
     encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>,
     ttl?: Duration.Duration
   ) => Effect.Effect<A, E | StaleWrite | UnstorableValue | StoreError, R>
+  /**
+   * Keeps the log lines of an attempt that completed the run under this fence (a fenced
+   * transaction's completion), within `AttemptLogs.bound`. Written only while the run stands
+   * completed under that fence; otherwise nothing is written and the answer is false.
+   */
+  readonly keepAttemptLog: (lease: LeaseKey, log: AttemptLogInput) => Effect.Effect<boolean, StoreError>
+  /** The kept log lines of the run's attempts, oldest claim first (`AttemptLogs`). */
+  readonly attemptLogs: (runId: string) => Effect.Effect<ReadonlyArray<AttemptLog>, RunNotFound | StoreError>
   /** Resumes the suspended run with this id; returns its id. */
   readonly resumeById: (
     runId: string,

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Exit, Fiber, Latch, Queue, Schedule, Scope, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Latch, Logger, Queue, Schedule, Scope, Stream } from "effect"
 import * as os from "node:os"
 import * as Backoff from "./internal/Backoff.js"
 
@@ -20,6 +20,7 @@ import * as CompletionBatcher from "./internal/CompletionBatcher.js"
 import * as Heartbeat from "./internal/Heartbeat.js"
 import type { InFlight, LeaseEntry } from "./internal/InFlight.js"
 import * as Lease from "./internal/Lease.js"
+import * as LogCapture from "./internal/LogCapture.js"
 import * as Options from "./internal/Options.js"
 import * as RunSpans from "./internal/RunSpans.js"
 import * as Settlement from "./internal/Settlement.js"
@@ -192,7 +193,8 @@ export const run = <R>(
         handle: h.handle,
         decode: Handler.payloadDecoder(h),
         encodeResult: Handler.resultEncoder(h),
-        retry: h.retry
+        retry: h.retry,
+        keepLogs: h.keepLogs ?? "failed"
       }])
     )
     const inFlight: InFlight = new Set()
@@ -266,7 +268,18 @@ export const run = <R>(
     // fiber still running has its entry in flight. Once the drain is over, the runs still going are
     // interrupted and waited for (their finalizers release their leases) before the heartbeat and
     // the batcher stop; a run started after that is interrupted at once.
-    const forkRun = Effect.runForkWith(yield* Effect.context<never>())
+    // Run fibers log through the application's loggers and, unless no handler keeps any lines,
+    // into their attempt's buffer (LogCapture): one logger for all runs, no allocation per run.
+    const workerContext = yield* Effect.context<never>()
+    const forkRun = Effect.runForkWith(
+      options.handlers.every((h) => h.keepLogs === "never")
+        ? workerContext
+        : Context.add(
+          workerContext,
+          Logger.CurrentLoggers,
+          new Set([...yield* Logger.CurrentLoggers, LogCapture.logger])
+        )
+    )
     let runsStopped = false
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
@@ -339,11 +352,14 @@ export const run = <R>(
     }
 
     const start = (run: ClaimedRun, sentAt: number): void => {
+      const handler = compiled.get(run.kind)
       const entry: LeaseEntry = {
         run,
         claimedAt: sentAt,
-        encodeResult: compiled.get(run.kind)?.encodeResult ?? schemaless,
-        retrySchedule: compiled.get(run.kind)?.retry,
+        encodeResult: handler?.encodeResult ?? schemaless,
+        retrySchedule: handler?.retry,
+        keepLogs: handler?.keepLogs ?? "failed",
+        logs: undefined,
         deadline: sentAt + ttlMs,
         settled: undefined,
         finalizing: false,

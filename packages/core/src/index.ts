@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 export * as Activity from "./Activity.js"
+export * as AttemptLogs from "./AttemptLogs.js"
 export * as ClaimPosition from "./ClaimPosition.js"
 export * as Client from "./Client.js"
 export * from "./CurrentRun.js"

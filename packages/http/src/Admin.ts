@@ -384,6 +384,8 @@ export const layer = (options: AdminOptions) =>
         const store = yield* RunStore
         const run = yield* store.get(id)
         const events = yield* store.history(id)
+        // The handler's own lines of its attempts (AttemptLogs): user data, rendered as text.
+        const attemptLogs = yield* store.attemptLogs(id)
         const views = yield* workflowViews([run])
         const journal = isWorkflowRun(run) && options.workflows?.journal !== undefined
           ? yield* options.workflows.journal(run.idempotencyKey!)
@@ -412,6 +414,7 @@ export const layer = (options: AdminOptions) =>
         return {
           run: withSignalSchema(registry, deferredSchemas, withWorkflow(run, views)),
           history: { ...RunHistory.fromEvents(events), events },
+          attemptLogs,
           journal,
           children
         }

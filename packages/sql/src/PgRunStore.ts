@@ -20,6 +20,7 @@ import { Clock, Context, type Duration, Effect, Layer, PubSub, Redacted, Stream 
 import * as Reactivity from "effect/reactivity/Reactivity"
 import type { SqlError } from "effect/sql"
 import * as admin from "./internal/statements/admin.js"
+import * as attemptLogs from "./internal/statements/attemptLogs.js"
 import * as claimStatement from "./internal/statements/claim.js"
 import * as enqueueStatement from "./internal/statements/enqueue.js"
 import * as guarded from "./internal/statements/guarded.js"
@@ -237,7 +238,24 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     claim: (request) => refail("claim")(claimRated(request)),
     renew: (owner, leases, ttl) => refail("renew")(renew(owner, leases, ttl)),
     completeBatch: (items, next) =>
-      refail("complete")(guarded.completeBatch(runtime, s, items, completedRuns, next, refs)),
+      refail("complete")(
+        // Lines of completed attempts (`CompleteItem.log`) follow the batch's completion, in one
+        // statement for the batch, only when some item carries them. The completions stand
+        // whether or not their lines are written: a failed write of lines fails no completion.
+        items.some((item) => item.log !== undefined)
+          ? Effect.tap(
+            guarded.completeBatch(runtime, s, items, completedRuns, next, refs),
+            (outcomes) =>
+              Effect.ignore(attemptLogs.keepCompleted(
+                runtime,
+                s,
+                items.flatMap((item, i) =>
+                  item.log !== undefined && outcomes[i]?._tag === "Finalized" ? [{ ...item, log: item.log }] : []
+                )
+              ))
+          )
+          : guarded.completeBatch(runtime, s, items, completedRuns, next, refs)
+      ),
     fail: (request) => refail("fail")(guarded.fail(sql, s, request, refs)),
     release: (lease) => refail("release")(guarded.release(sql, s, lease, refs)),
     snooze: (request) => refail("snooze")(guarded.snooze(sql, s, request, refs)),
@@ -248,6 +266,11 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
       refail("callback")(signals.callbackExpiry(sql, s, lease, signal, expiresIn)),
     completeInTransaction: (lease, effect, encode, ttl) =>
       guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns, refs, ttl),
+    keepAttemptLog: (lease, log) =>
+      refail("keep attempt log")(
+        Effect.map(attemptLogs.keepCompleted(sql, s, [{ ...lease, log }]), (kept) => kept.length > 0)
+      ),
+    attemptLogs: (runId) => refail("attempt logs")(attemptLogs.list(sql, s, runId)),
     resumeById: (runId, payload) => refail("resume")(admin.resumeById(sql, s, runId, payload)),
     resumeByToken: (token, payload) => refail("resume")(admin.resumeByToken(sql, s, token, payload)),
     cancel: (runId) => refail("cancel")(admin.cancel(sql, s, runId)),

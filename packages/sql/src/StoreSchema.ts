@@ -16,6 +16,8 @@ export interface StoreSchema {
   readonly runs: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Stored history rows (exceptional transitions, superseded claims). */
   readonly events: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Kept log lines of attempts, one row per claim (migration 0029). */
+  readonly attemptLogs: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Callback expiries by run and signal. */
   readonly callbacks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Delivery ids of signals written (replayed webhooks are refused). */
@@ -79,6 +81,7 @@ const derive = (schema: string): StoreSchema => {
     channel: `leasehold_${schema}`,
     runs: (sql) => sql.literal(`"${schema}".runs`),
     events: (sql) => sql.literal(`"${schema}".run_events`),
+    attemptLogs: (sql) => sql.literal(`"${schema}".attempt_logs`),
     callbacks: (sql) => sql.literal(`"${schema}".callbacks`),
     deliveries: (sql) => sql.literal(`"${schema}".signal_deliveries`),
     history: (sql) => sql.literal(`"${schema}".run_history`),

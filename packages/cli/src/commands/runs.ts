@@ -3,6 +3,7 @@
  * run's story (its attempts under their fences, suspensions, rejected stale writes).
  */
 import {
+  AttemptLogs,
   attemptSeen,
   isForPerson,
   isWorkflowRun,
@@ -160,6 +161,21 @@ const attemptRows = (attempts: ReadonlyArray<RunHistory.Attempt>) =>
     ])
   )
 
+// A log line is the handler's text: control characters (a terminal's escape sequences) are shown
+// escaped, never sent to the terminal; a message's own line breaks are indented under it.
+const printable = (text: string): string =>
+  text.replace(
+    /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+  ).replaceAll("\n", "\n      ")
+
+const attemptLogRows = (log: AttemptLogs.AttemptLog): ReadonlyArray<string> => [
+  `  fence ${log.fence}, attempt ${log.attempt}, ${log.outcome}: ${log.lines.length} line${
+    log.lines.length === 1 ? "" : "s"
+  }${log.dropped > 0 ? ` (${log.dropped} earlier left out)` : ""}`,
+  ...log.lines.map((line) => `    ${printable(AttemptLogs.lineText(line))}`)
+]
+
 const suspensionRows = (suspensions: ReadonlyArray<RunHistory.Suspension>) =>
   Output.table(
     ["FENCE", "SIGNAL", "SUSPENDED", "DEADLINE", "ENDED", "OUTCOME"],
@@ -213,12 +229,13 @@ const show = Command.make("show", {
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
-    const { awaited, events, limits, rates, run, workers } = yield* Connection.withStore(
+    const { attemptLogs, awaited, events, limits, rates, run, workers } = yield* Connection.withStore(
       flags,
       Effect.gen(function*() {
         const store = yield* RunStore
         const run = yield* store.get(flags.id)
         const events = yield* store.history(flags.id)
+        const attemptLogs = yield* store.attemptLogs(flags.id)
         const limits = run.concurrencyKey === null ? [] : yield* store.keyLimits
         const rates = yield* store.rateLimits
         // A suspended workflow waits on its journal: the deferreds and durable clocks it awaits.
@@ -232,7 +249,7 @@ const show = Command.make("show", {
             w.queues.includes(run.queue) && w.kinds.includes(run.kind)
           ).length
           : null
-        return { run, events, limits, rates, awaited, workers }
+        return { run, events, attemptLogs, limits, rates, awaited, workers }
       }),
       { migrate: false }
     )
@@ -264,6 +281,7 @@ const show = Command.make("show", {
         run: { ...RunJson.run(run), keyLimits, rateLimit: rateLimit ?? null, workersServing: workers },
         ...workflow,
         ...historyJson(history),
+        attemptLogs: attemptLogs.map(RunJson.attemptLog),
         events: events.map(RunJson.event)
       })
     }
@@ -326,6 +344,11 @@ const show = Command.make("show", {
     yield* Output.lines(
       history.attempts.length === 0 ? ["  none yet"] : attemptRows(history.attempts).map((l) => `  ${l}`)
     )
+    if (attemptLogs.length > 0) {
+      yield* Output.line()
+      yield* Output.line("attempt logs")
+      yield* Output.lines(attemptLogs.flatMap(attemptLogRows))
+    }
     if (history.suspensions.length > 0) {
       yield* Output.line()
       yield* Output.line("suspensions")

@@ -6,8 +6,10 @@
  * @since 0.1.0
  */
 import type { Exit, Fiber, Schedule, Tracer } from "effect"
+import type { KeepLogs } from "../AttemptLogs.js"
 import type { LeaseLossReason, UnstorableValue } from "../Errors.js"
 import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
+import type { LogBuffer } from "./LogBuffer.js"
 import type { SelfSettlement } from "./Settlement.js"
 
 /** @category models */
@@ -21,6 +23,10 @@ export interface LeaseEntry {
   readonly claimedAt: number
   /** Local lease deadline on the monotonic clock (ms): last confirmed renewal's send time + TTL. */
   deadline: number
+  /** Which attempts' log lines its handler keeps (`Handler.keepLogs`). */
+  readonly keepLogs: KeepLogs
+  /** The attempt's log lines so far (LogCapture), made on its first line. */
+  logs: LogBuffer | undefined
   /** Set when the handler settled the run itself (fenced transaction, suspension). */
   settled: SelfSettlement | undefined
   /** Set once the final write is under way; a renewal that misses it then is expected. */

@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Schema, Scope } from "effect"
+import type { AttemptLogInput } from "../AttemptLogs.js"
 import type { StoreError } from "../Errors.js"
 import type { ClaimedRun, LeaseKey } from "../RunRecord.js"
 import type { RunStore, StaleWrite } from "../RunStore.js"
@@ -83,7 +84,20 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
     // settlement runs on the flushing fiber. No fiber per run waits for its batch.
     return Effect.sync(() =>
       ctx.batcher.submit(
-        { runId: entry.run.id, fence: entry.run.fence, result: result.value, keyed: entry.run.concurrencyKey !== null },
+        entry.keepLogs === "always" && entry.logs !== undefined
+          ? {
+            runId: entry.run.id,
+            fence: entry.run.fence,
+            result: result.value,
+            keyed: entry.run.concurrencyKey !== null,
+            log: entry.logs.take(entry.run.attempt)
+          }
+          : {
+            runId: entry.run.id,
+            fence: entry.run.fence,
+            result: result.value,
+            keyed: entry.run.concurrencyKey !== null
+          },
         (answer) =>
           Exit.isSuccess(answer) && answer.value._tag === "Finalized"
             ? settledAs(ctx, entry, "completed")
@@ -96,11 +110,28 @@ const finalize = (ctx: LeaseContext, entry: LeaseEntry, exit: Exit.Exit<unknown,
   return settled(
     ctx,
     entry,
-    entry.settled !== undefined
+    entry.settled === "completed" && entry.keepLogs === "always" && entry.logs !== undefined
+      ? keepCompletedLog(ctx, entry, entry.logs.take(entry.run.attempt))
+      : entry.settled !== undefined
       ? Effect.succeed(entry.settled)
       : settleFailure(ctx, entry, (exit as Exit.Failure<unknown, unknown>).cause)
   )
 }
+
+// A run its handler completed in a fenced transaction: its lines follow the completion (bounded as
+// every final write is); the completion stands whether or not they are written.
+const keepCompletedLog = (ctx: LeaseContext, entry: LeaseEntry, log: AttemptLogInput): Effect.Effect<Settlement> =>
+  ctx.store.keepAttemptLog({ runId: entry.run.id, fence: entry.run.fence }, log).pipe(
+    Deadline.within(ctx.finalizeTimeout),
+    Effect.catch((error) =>
+      ctx.events.emit({ _tag: "StoreError", owner: ctx.owner, operation: "keep attempt log", error: String(error) })
+    ),
+    Effect.as<Settlement>("completed")
+  )
+
+// The failed attempt's lines go with its failure, unless its handler keeps none.
+const failedLog = (entry: LeaseEntry): AttemptLogInput | undefined =>
+  entry.logs === undefined ? undefined : entry.logs.take(entry.run.attempt)
 
 // Reports the settlement, then frees the slot whatever happened.
 const settled = (ctx: LeaseContext, entry: LeaseEntry, settle: Effect.Effect<Settlement>): Effect.Effect<void> =>
@@ -225,7 +256,7 @@ const settleFailure = (
     (retryDelayMs) =>
       bounded(
         "fail",
-        ctx.store.fail({ ...lease, error: errorJson(error), retryDelayMs }).pipe(
+        ctx.store.fail({ ...lease, error: errorJson(error), retryDelayMs, log: failedLog(entry) }).pipe(
           Effect.map((o): Settlement => o._tag === "Failed" ? "failed" : "retry-scheduled"),
           Effect.tap((outcome) => logFailedAttempt(ctx, entry, error, outcome, retryDelayMs)),
           Effect.catchTag(["FenceRejected", "LeaseNotHeld", "RunNotFound"], rejected("fail"))

@@ -5,8 +5,10 @@
  * the lease is a private field).
  */
 import type { Duration } from "effect"
+import type { KeepLogs } from "../AttemptLogs.js"
 import type { CurrentRun } from "../CurrentRun.js"
 import type { ClaimedRun, SignalOutcome } from "../RunRecord.js"
+import type { LogBuffer } from "./LogBuffer.js"
 
 /** @internal */
 export type SelfSettlement = "completed" | "suspended" | "snoozed"
@@ -14,6 +16,10 @@ export type SelfSettlement = "completed" | "suspended" | "snoozed"
 /** What a lease records of a self-settlement. @internal */
 export interface Settleable {
   settled: SelfSettlement | undefined
+  /** Which attempts' log lines its handler keeps (`Handler.keepLogs`). */
+  readonly keepLogs: KeepLogs
+  /** The attempt's log lines so far (LogCapture), made on its first line. */
+  logs: LogBuffer | undefined
 }
 
 type CurrentRunShape = CurrentRun["Service"]
@@ -45,6 +51,11 @@ export class WorkerRun implements CurrentRunShape {
     if (#lease in current) current.#lease.settled = how
   }
 
+  /** The lease of the run whose `CurrentRun` this is (undefined outside a worker): where its log lines go. */
+  static leaseOf(current: CurrentRun["Service"]): Settleable | undefined {
+    return #lease in current ? current.#lease : undefined
+  }
+
   /** The TTL of the lease the run is held under (undefined outside a worker). */
   static ttl(current: CurrentRun["Service"]): Duration.Duration | undefined {
     return #ttl in current ? current.#ttl : undefined
@@ -56,3 +67,6 @@ export const report = WorkerRun.report
 
 /** @internal */
 export const leaseTtl = WorkerRun.ttl
+
+/** @internal */
+export const leaseOf = WorkerRun.leaseOf

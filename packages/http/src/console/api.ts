@@ -127,10 +127,29 @@ export interface RunDetail {
     readonly events: ReadonlyArray<RunEvent>
   }
   readonly journal: ReadonlyArray<JournalEntry> | null
+  /** The handler's kept log lines, one entry per attempt that kept any, oldest claim first. */
+  readonly attemptLogs?: ReadonlyArray<AttemptLog>
   /** A workflow run's child workflows (their runs), oldest first; null for other runs. */
   readonly children?: ReadonlyArray<ChildRun> | null
   /** The signed URLs the run holds, as shown (signature masked); `POST .../signed-urls` gives them whole. */
   readonly signedUrls?: ReadonlyArray<string>
+}
+
+export interface AttemptLog {
+  readonly fence: number
+  readonly attempt: number
+  readonly outcome: string
+  readonly dropped: number
+  readonly at: string
+  readonly lines: ReadonlyArray<LogLine>
+}
+
+export interface LogLine {
+  readonly level: string
+  readonly at: string
+  readonly message: string
+  readonly annotations: Readonly<Record<string, string>>
+  readonly cut: number
 }
 
 export interface ChildRun {

@@ -9,6 +9,7 @@ import { FenceRejected, LeaseNotHeld, RunNotFound, SignalTokenInUse } from "../.
 import type { FailOutcome, FinalizeOutcome, LeaseKey, SignalOutcome, SuspendOutcome } from "../../RunRecord.js"
 import type { ClaimNext, CompleteItem, FailRequest, SnoozeRequest, StaleWrite, SuspendRequest } from "../../RunStore.js"
 import { handOffSet, keysAboveLimit } from "./Admit.js"
+import * as AttemptLogs from "./AttemptLogs.js"
 import { parse } from "./Read.js"
 import { enter } from "./Slots.js"
 import { canonicalId, err, ok, type Outcome, type Released, type State } from "./State.js"
@@ -84,6 +85,7 @@ export const completeBatch = (
   items.forEach((item, i) => {
     if (matched[i] === undefined) return
     const slot = complete(state, matched[i], item.result ?? "null", now)
+    if (item.log !== undefined) AttemptLogs.keep(state, matched[i], item.fence, "completed", item.log, now)
     // The items said to be unkeyed have no slot read, so none handed on (`handOff`).
     if (slot !== undefined && item.keyed !== false) released.push(slot)
   })
@@ -131,6 +133,7 @@ export const fail = (
       error: parse(error),
       runAt: new Date(run.runAt).toISOString()
     }, now)
+    if (request.log !== undefined) AttemptLogs.keep(state, run, request.fence, "failed", request.log, now)
     return retrying ? { _tag: "RetryScheduled", delayMs: request.retryDelayMs! } : { _tag: "Failed" }
   })
 }

@@ -17,7 +17,7 @@ import type * as RateWake from "../../RateWakes.js"
 import type { RunState } from "../../RunRecord.js"
 import type { StoreNotification } from "../../RunStore.js"
 import * as Schedules from "../../Schedules.js"
-import type { StoredEvent, StoredRun } from "./StoredRun.js"
+import type { StoredAttemptLog, StoredEvent, StoredRun } from "./StoredRun.js"
 
 /** A time column the tests may move (as they move the database's columns). */
 export type TimeColumn = "runAt" | "leaseExpiresAt" | "suspendDeadline"
@@ -43,6 +43,8 @@ export interface Released {
 export class State {
   readonly runs = new Map<string, StoredRun>()
   readonly events: Array<StoredEvent> = []
+  /** Kept log lines of attempts, by run (`attempt_logs`). */
+  readonly attemptLogs = new Map<string, Array<StoredAttemptLog>>()
   readonly keys = new Map<string, string>()
   /** Unique windows by kind and key (or payload): the run holding each (migration 0022's unique_holds). */
   readonly uniqueHolds = new Map<

@@ -52,3 +52,13 @@ export interface StoredEvent {
   readonly runId: string
   readonly event: Omit<RunEvent, "id" | "runId">
 }
+
+/** One attempt's lines as kept (the lines as JSON text, as `attempt_logs.lines` holds them). */
+export interface StoredAttemptLog {
+  readonly fence: number
+  readonly attempt: number
+  readonly outcome: "failed" | "completed"
+  readonly lines: string
+  readonly dropped: number
+  readonly at: number
+}

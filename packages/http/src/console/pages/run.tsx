@@ -1,6 +1,6 @@
 // A run: its facts with dates, durations, wait and run time, its trace, its attempts under their
 // fences, suspensions, stale writes refused, operator actions, a workflow's journal, its values.
-import { get, getSession, post, type RunDetail, runPath, type Session } from "../api.js"
+import { type AttemptLog, get, getSession, type LogLine, post, type RunDetail, runPath, type Session } from "../api.js"
 import { between, compact, duration, shortId, traceIds, traceLink } from "../format.js"
 import * as Live from "../live.js"
 import { isDecision, isWorkflowRun, workflowWaits } from "../runInfo.js"
@@ -30,6 +30,33 @@ const exitText = (exit: unknown): { readonly outcome: string; readonly value: un
   if (e._tag === "Failure") return { outcome: "failed", value: e.cause }
   return { outcome: String(e._tag ?? "recorded"), value: exit }
 }
+
+// A log line as text (the handler's own words: user data, a text node, never markup).
+const lineText = (line: LogLine): string =>
+  `${line.at} ${line.level.toUpperCase()} ${line.message}${line.cut > 0 ? ` [${line.cut} more characters cut]` : ""}${
+    Object.entries(line.annotations).map(([key, value]) => ` ${key}=${value}`).join("")
+  }`
+
+const AttemptLogs = ({ logs }: { readonly logs: ReadonlyArray<AttemptLog> }) =>
+  logs.length === 0
+    ? <p>No lines kept: a failed attempt's are, and a completed one's when its handler keeps them.</p>
+    : (
+      <Fragment>
+        {logs.map((log) => (
+          <div key={log.fence} class="attempt-log" data-fence={String(log.fence)}>
+            <h3>
+              {`Fence ${log.fence}, attempt ${log.attempt}, ${log.outcome}: ${log.lines.length} line${
+                log.lines.length === 1 ? "" : "s"
+              }`}
+              {log.dropped > 0 ? `, ${log.dropped} earlier left out` : ""}
+            </h3>
+            <pre class="log" tabIndex={0} aria-label={`Log lines of fence ${log.fence}`}>
+              {log.lines.map(lineText).join("\n")}
+            </pre>
+          </div>
+        ))}
+      </Fragment>
+    )
 
 export const RunPage = ({ id }: { readonly id: string }) => {
   const loaded = useLoad(async () => {
@@ -81,7 +108,7 @@ export const RunPage = ({ id }: { readonly id: string }) => {
       {failure !== undefined ? <ErrorBox error={failure} /> : null}
       <div class="stack">
         <Loading loaded={loaded}>
-          {({ detail: { children, history, journal, run, signedUrls }, readOnly, traceUrl }) => {
+          {({ detail: { attemptLogs, children, history, journal, run, signedUrls }, readOnly, traceUrl }) => {
             const last = history.attempts.at(-1)
             const first = history.attempts[0]
             const ids = traceIds(run.traceParent)
@@ -277,6 +304,9 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                       </tr>
                     ))}
                   </Table>
+                </Section>
+                <Section id="logs" title="Attempt logs">
+                  <AttemptLogs logs={attemptLogs ?? []} />
                 </Section>
                 <Section id="suspensions" title="Suspensions">
                   <Table

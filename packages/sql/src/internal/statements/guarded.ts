@@ -33,6 +33,7 @@ import { type SqlClient, SqlError, type Statement } from "effect/sql"
 import * as StoreErrors from "../../StoreErrors.js"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff, heldSlotColumns } from "./admit.js"
+import * as attemptLogs from "./attemptLogs.js"
 import * as ledger from "./ledger.js"
 import { type ClaimRow, num } from "./rows.js"
 import { idleBound, readCommitted } from "./transactions.js"
@@ -290,7 +291,7 @@ const completeBatchStatement = (
         SELECT * FROM deleted UNION ALL SELECT * FROM kept
       ), forgotten AS (
         DELETE FROM ${s.events(sql)} WHERE run_id = ANY(ARRAY(SELECT id FROM deleted))
-      ), ${releasedHolds(sql, s, items.length)}`
+      ), ${attemptLogs.forgetting(sql, s)}${releasedHolds(sql, s, items.length)}`
       : sql`done AS (
         UPDATE ${runs} r SET ${completedSet(sql, batchResult)}
         FROM input i
@@ -425,7 +426,7 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
         SELECT id, fence, CASE WHEN state = 'failed' THEN 'failed' ELSE 'retry_scheduled' END,
           jsonb_build_object('error', ${errorText(request.error)}::jsonb, 'runAt', run_at)
         FROM f
-      )
+      )${attemptLogs.withFailure(sql, s, request)}
       SELECT state FROM f`,
     refs
   ).pipe(
@@ -615,7 +616,7 @@ export const completeInTransaction = <A, E, R>(
         RETURNING id
       ), forgotten AS (
         DELETE FROM ${s.events(sql)} WHERE run_id IN (SELECT id FROM deleted)
-      ), ${releasedHolds(sql, s, 1)}, done AS (
+      ), ${attemptLogs.forgetting(sql, s)}${releasedHolds(sql, s, 1)}, done AS (
         SELECT id FROM deleted UNION ALL SELECT id FROM kept
       )`
       : sql`done AS (
