@@ -145,6 +145,8 @@ const codecsOf = (workflow: Workflow.Any): Codecs => {
   return codecs
 }
 
+const suspended: Workflow.Result<unknown, unknown> = new Workflow.Suspended({})
+
 /** A fault of the store or the lease inside a replay: the run's, never the workflow's outcome. */
 type RunFault = FenceRejected | LeaseNotHeld | RunNotFound | StoreError
 const isRunFault = (u: unknown): u is RunFault =>
@@ -244,12 +246,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     serving === undefined ? Effect.void : Effect.asVoid(Effect.timeoutOption(serving.await, readyTimeout))
   )
 
-  /** The execution's outcome as the store has it: none while it has not finished or suspended. */
-  const currentResult = (workflow: Workflow.Any, key: string) =>
+  /** The execution's outcome as its run reads: none while it has not finished or suspended. */
+  const resultOf = (workflow: Workflow.Any, run: WorkflowJournal.ExecutionRun) =>
     Effect.gen(function*() {
-      const run = yield* orFault(journal.execution(key))
-      if (Option.isNone(run)) return Option.none<Workflow.Result<unknown, unknown>>()
-      const { state, result, error } = run.value
+      const { state, result, error } = run
       switch (state) {
         case "completed":
           return Option.some(
@@ -265,11 +265,18 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         case "cancelled":
           return Option.some(new Workflow.Complete({ exit: Exit.interrupt() }) as Workflow.Result<unknown, unknown>)
         case "suspended":
-          return Option.some(new Workflow.Suspended({}) as Workflow.Result<unknown, unknown>)
+          return Option.some(suspended)
         default:
           return Option.none<Workflow.Result<unknown, unknown>>()
       }
     })
+
+  /** The execution's outcome as the store has it: none while it has not finished or suspended. */
+  const currentResult = (workflow: Workflow.Any, key: string) =>
+    Effect.flatMap(
+      orFault(journal.execution(key)),
+      Option.match({ onNone: () => Effect.succeedNone, onSome: (run) => resultOf(workflow, run) })
+    )
 
   // Opened, and replaced, each time this process's worker has stored a run's settlement: a caller
   // waiting on an execution looks again at once rather than at its next poll (and needs no clock
@@ -307,6 +314,47 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         waitedMs += delayMs
         if (waitedMs >= 1_000) delayMs = Math.min(delayMs * 2, 500)
       }
+    })
+
+  // Parents of this process waiting for a child that no worker has claimed yet: each holds a slot
+  // of its worker for its child, so a parent that would wait too finds none free.
+  let childSlotsReserved = 0
+
+  /**
+   * A child's first result, as Effect's cluster engine waits for it: the parent holds its slot
+   * while the child's first run goes (and its replays need not wait on the child's completion).
+   * It waits only when its worker has a slot free for the child beyond those other parents wait
+   * for, and only for the child's first run: a child not yet claimed with no slot free, or
+   * pending again after a run (a retry, a wake), reads as suspended, and its completion wakes the
+   * parent, which replays.
+   */
+  const firstResultOfChild = (workflow: Workflow.Any, key: string) =>
+    Effect.gen(function*() {
+      const slots = yield* Effect.serviceOption(Worker.Slots)
+      let reserved = false
+      const unreserve = Effect.sync(() => {
+        if (reserved) childSlotsReserved--
+        reserved = false
+      })
+      const look = Effect.gen(function*() {
+        const found = yield* orFault(journal.execution(key))
+        if (Option.isNone(found)) return Option.some(suspended)
+        const run = found.value
+        const settled = yield* resultOf(workflow, run)
+        if (Option.isSome(settled)) return settled
+        if (run.state === "running") {
+          yield* unreserve
+          return Option.none()
+        }
+        // Pending again after a run (a retry's delay, a wake): its completion wakes the parent.
+        if (run.fence > 0) return Option.some(suspended)
+        if (reserved) return Option.none()
+        if (Option.isNone(slots) || slots.value.free() - childSlotsReserved <= 0) return Option.some(suspended)
+        reserved = true
+        childSlotsReserved++
+        return Option.none()
+      })
+      return yield* untilSettled(look).pipe(Effect.ensuring(unreserve))
     })
 
   const interruptPending = (key: string) =>
@@ -359,10 +407,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       yield* untilServing
       if (shutDown) return yield* Effect.interrupt
       if (request.discard) return undefined as any
-      // A parent replays rather than waits: the child's completion wakes it.
-      if (request.parent !== undefined) {
-        return Option.getOrElse(yield* currentResult(workflow, key), () => new Workflow.Suspended({})) as any
-      }
+      if (request.parent !== undefined) return (yield* firstResultOfChild(workflow, key)) as any
       return (yield* untilSettled(currentResult(workflow, key))) as any
     }),
 
