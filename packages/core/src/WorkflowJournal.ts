@@ -19,6 +19,8 @@ export interface ExecutionRun {
   readonly fence: number
   readonly result: unknown
   readonly error: unknown
+  /** The W3C `traceparent` stored when the execution was enqueued, if it was traced. */
+  readonly traceParent?: string | null | undefined
 }
 
 /** A deferred an execution waits on (a durable clock's, with its deadline). @category models */

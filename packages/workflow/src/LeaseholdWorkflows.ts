@@ -23,6 +23,7 @@ import {
   RunNotFound,
   RunStore,
   StoreError,
+  Telemetry,
   terminalStates,
   Worker,
   WorkerEvents,
@@ -357,6 +358,54 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       return yield* untilSettled(look).pipe(Effect.ensuring(unreserve))
     })
 
+  // The execution's trace is its caller's: its first attempt is a child of the span that executed
+  // it (a parent's replay, for a child), as `Client.enqueue` does for any run.
+  const callerTraceParent = Effect.gen(function*() {
+    if (!(yield* Telemetry.TraceRuns)) return undefined
+    const span = yield* Effect.option(Effect.currentSpan)
+    return Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined
+  })
+
+  /**
+   * An execution's later attempts (after a suspension, a retry or a reclaim) are new traces (each
+   * linked to the enqueue span, as for any run): their replay is recorded in the execution's trace
+   * too, as a child of the span that executed it, linked to the attempt's span.
+   */
+  const inExecutionTrace = <A, E, R>(workflowName: string, executionId: string, replay: Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      const current = yield* CurrentRun
+      const enqueued = Telemetry.spanOf(current.traceParent)
+      if (enqueued === undefined || !(yield* Telemetry.TraceRuns)) return yield* replay
+      const attempt = yield* Effect.option(Effect.currentSpan)
+      const sameTrace = Option.isSome(attempt) && attempt.value.traceId === enqueued.traceId
+      return yield* Effect.withSpan(replay, `leasehold.workflow ${workflowName}`, {
+        attributes: { "leasehold.workflow": workflowName, "leasehold.execution_id": executionId },
+        ...(sameTrace || Option.isNone(attempt)
+          ? {}
+          : { parent: enqueued, links: [{ span: attempt.value, attributes: { "leasehold.link": "attempt" } }] })
+      })
+    })
+
+  /**
+   * A deferred completed from outside its execution (a person's approval, a callback) is recorded
+   * in the execution's trace, linked to the completer's span.
+   */
+  const completionInExecutionTrace = <A, E, R>(key: string, deferredName: string, complete: Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      if (!(yield* Telemetry.TraceRuns)) return yield* complete
+      const run = yield* Effect.orElseSucceed(journal.execution(key), () => Option.none())
+      const enqueued = Option.isSome(run) ? Telemetry.spanOf(run.value.traceParent) : undefined
+      if (enqueued === undefined) return yield* complete
+      const caller = yield* Effect.option(Effect.currentSpan)
+      return yield* Effect.withSpan(complete, `leasehold.workflow.deferred ${deferredName}`, {
+        parent: enqueued,
+        attributes: { "leasehold.execution": key, "leasehold.deferred": deferredName },
+        ...(Option.isSome(caller)
+          ? { links: [{ span: caller.value, attributes: { "leasehold.link": "completer" } }] }
+          : {})
+      })
+    })
+
   const interruptPending = (key: string) =>
     Effect.map(orFault(journal.deferredResult(key, InterruptSignal.name)), Option.isSome)
 
@@ -400,6 +449,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         queue,
         idempotencyKey: key,
         maxAttempts: options.maxAttempts,
+        traceParent: yield* callerTraceParent,
         payload: { executionId: request.executionId, payload, ...(parent === undefined ? {} : { parent }) }
       }]))
       // Claimed once this process's worker listens, not after its start (bounded: a store that
@@ -519,17 +569,14 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         yield* unlessAbandoned
         // As Effect's engines record: a run completing its own deferred (`DurableDeferred.into`).
         const instance = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
-        if (
-          Option.isSome(instance) && instance.value.executionId === request.executionId &&
-          instance.value.workflow._tag === request.workflowName && request.deferredName !== InterruptSignal.name
-        ) instance.value.completedDeferreds.add(request.deferredName)
-        yield* orFault(
-          journal.deferredDone(
-            executionKey(request.workflowName, request.executionId),
-            request.deferredName,
-            encodeExit(request.exit)
-          )
-        )
+        const own = Option.isSome(instance) && instance.value.executionId === request.executionId &&
+          instance.value.workflow._tag === request.workflowName
+        if (own && request.deferredName !== InterruptSignal.name) {
+          instance.value.completedDeferreds.add(request.deferredName)
+        }
+        const key = executionKey(request.workflowName, request.executionId)
+        const done = orFault(journal.deferredDone(key, request.deferredName, encodeExit(request.exit)))
+        yield* own ? done : completionInExecutionTrace(key, request.deferredName, done)
       }),
 
     scheduleClock: (workflow, request) =>
@@ -757,7 +804,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         Handler.make({
           kind: kindOf(entry.workflow._tag),
           payload: ExecutionPayload,
-          handle: (input: ExecutionPayload) => runExecution(entry, input).pipe(Effect.catch(settle(entry, input))),
+          handle: (input: ExecutionPayload) =>
+            inExecutionTrace(entry.workflow._tag, input.executionId, runExecution(entry, input)).pipe(
+              Effect.catch(settle(entry, input))
+            ),
           maxAttempts: options.maxAttempts
         })
       )
