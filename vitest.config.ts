@@ -10,6 +10,7 @@ import { defineConfig } from "vitest/config"
 const unit = [
   "test/docs.test.ts",
   "examples/testing-handlers.test.ts",
+  "examples/testing-workflows.test.ts",
   "test/invariants.test.ts",
   "test/worker-clock.test.ts",
   "test/contract-memory.test.ts",

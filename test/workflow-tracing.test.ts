@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { MemoryRunStore } from "@leasehold/core"
 import { LeaseholdWorkflows } from "@leasehold/workflow"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 import { exported, type OtlpSpan, receiver } from "./support/otlp.js"
 import { eventually } from "./support/workers.js"
@@ -57,10 +57,12 @@ describe("traces across workflows", () => {
           const executionId = yield* Order.execute({ order: "o-1" }, { discard: true }).pipe(
             Effect.withSpan("test.start", { root: true })
           )
-          yield* eventually(
-            "the order suspends on its approval",
-            Effect.map(Order.poll(executionId), (polled) => polled._tag === "Some" && polled.value._tag === "Suspended")
-          )
+          // Until the order suspends on its approval.
+          while (true) {
+            const polled = yield* Order.poll(executionId)
+            if (Option.isSome(polled) && polled.value._tag === "Suspended") break
+            yield* Effect.sleep("20 millis")
+          }
           // Completed from another trace: a person's approval.
           const token = DurableDeferred.tokenFromExecutionId(Approval, { workflow: Order, executionId })
           yield* DurableDeferred.succeed(Approval, { token, value: "ana" }).pipe(
