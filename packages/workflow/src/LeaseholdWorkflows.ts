@@ -16,6 +16,7 @@ import {
   Fence,
   FenceRejected,
   Handler,
+  InvalidConfig,
   InvalidPayload,
   leaseKey,
   LeaseNotHeld,
@@ -99,7 +100,7 @@ export interface LeaseholdWorkflowsOptions {
 /** The registered workflows, as handlers for `Worker.run`. @category services */
 export class WorkflowHandlers extends Context.Service<WorkflowHandlers, {
   /** One handler per workflow registered so far (registration happens as layers build). */
-  readonly handlers: () => ReadonlyArray<Handler.Handler>
+  readonly handlers: () => ReadonlyArray<Handler.Handler<any, any, any, Handler.HandlerServices | RunStore>>
   readonly queue: string
 }>()("@leasehold/workflow/WorkflowHandlers") {}
 
@@ -877,14 +878,14 @@ export const layerServe = (
  *
  * @category workers
  */
-export const worker = <R>(
+export const worker = <R = never>(
   options: Omit<Worker.WorkerOptions<R>, "handlers"> & { readonly handlers?: Worker.WorkerOptions<R>["handlers"] }
-) =>
+): Effect.Effect<never, InvalidConfig, WorkflowHandlers | RunStore | Exclude<R, Handler.HandlerServices>> =>
   Effect.gen(function*() {
     const registry = yield* WorkflowHandlers
-    return yield* Worker.run({
-      ...options,
-      queues: options.queues ?? [registry.queue],
-      handlers: [...registry.handlers(), ...(options.handlers ?? [])]
-    })
+    const handlers: ReadonlyArray<Handler.Handler<any, any, any, R | Handler.HandlerServices | RunStore>> = [
+      ...registry.handlers(),
+      ...(options.handlers ?? [])
+    ]
+    return yield* Worker.run({ ...options, queues: options.queues ?? [registry.queue], handlers })
   })
