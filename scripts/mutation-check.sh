@@ -593,8 +593,8 @@ elif [ "$mutation" = "wake" ]; then
   attempts=1
 elif [ "$mutation" = "child-first-run" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
-  sed -i 's/if (request.parent !== undefined) return (yield\* firstResultOfChild(workflow, key)) as any/if (request.parent !== undefined) return Option.getOrElse(yield* currentResult(workflow, key), () => suspended) as any/' "$engine"
-  grep -q "return (yield\* firstResultOfChild" "$engine" && { echo "mutation incomplete"; exit 2; }
+  sed -i 's/if (Option.isSome(settled)) return settled$/return Option.some(Option.getOrElse(settled, () => suspended))/' "$engine"
+  grep -q "if (Option.isSome(settled)) return settled$" "$engine" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a parent suspends for its child at once, before the child's first run ($engine)"
   tests=(test/workflow-children.test.ts)
   attempts=1
