@@ -328,7 +328,9 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
    * It waits only when its worker has a slot free for the child beyond those other parents wait
    * for, and only for the child's first run: a child not yet claimed with no slot free, or
    * pending again after a run (a retry, a wake), reads as suspended, and its completion wakes the
-   * parent, which replays.
+   * parent, which replays. A child claimed before its parent looks again counts twice meanwhile
+   * (in flight, and held for): parents may then suspend when they need not, never wait on each
+   * other (ADR 0027).
    */
   const firstResultOfChild = (workflow: Workflow.Any, key: string) =>
     Effect.gen(function*() {
