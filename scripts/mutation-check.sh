@@ -593,8 +593,8 @@ elif [ "$mutation" = "wake" ]; then
   attempts=1
 elif [ "$mutation" = "child-first-run" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
-  sed -i 's/if (Option.isSome(settled)) return settled$/return Option.some(Option.getOrElse(settled, () => suspended))/' "$engine"
-  grep -q "if (Option.isSome(settled)) return settled$" "$engine" && { echo "mutation incomplete"; exit 2; }
+  sed -i 's/const settled = yield\* resultOf(workflow, run)$/const settled = Option.orElse(yield* resultOf(workflow, run), () => Option.some(suspended))/' "$engine"
+  grep -q "const settled = yield\* resultOf(workflow, run)$" "$engine" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a parent suspends for its child at once, before the child's first run ($engine)"
   tests=(test/workflow-children.test.ts)
   attempts=1
@@ -607,8 +607,8 @@ elif [ "$mutation" = "child-slot" ]; then
   attempts=1
 elif [ "$mutation" = "workflow-trace" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
-  sed -i 's/traceParent: yield\* callerTraceParent,/traceParent: undefined,/' "$engine"
-  grep -q "traceParent: yield\* callerTraceParent" "$engine" && { echo "mutation incomplete"; exit 2; }
+  sed -i 's/return Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined/return Option.isSome(span) ? undefined : undefined/' "$engine"
+  grep -q "? Telemetry.traceParentOf(span.value) : undefined" "$engine" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: an execution is enqueued without its caller's trace ($engine)"
   tests=(test/workflow-tracing.test.ts)
   attempts=1
