@@ -12,6 +12,7 @@ const unit = [
   "test/adr.test.ts",
   "test/mutants.test.ts",
   "examples/testing-handlers.test.ts",
+  "examples/testing-workflows.test.ts",
   "test/invariants.test.ts",
   "test/worker-clock.test.ts",
   "test/contract-memory.test.ts",

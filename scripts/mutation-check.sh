@@ -19,6 +19,14 @@
 #   scripts/mutation-check.sh wake    the wake of a running replay parked on a wait that ended
 #                                     (LeaseholdWorkflows › wakeWhenDone never acts), against
 #                                     test/workflow-engine.test.ts and the workflow process test;
+#   scripts/mutation-check.sh child-first-run  a parent suspends for its child at once, before the
+#                                     child's first run (LeaseholdWorkflows › execute), against
+#                                     test/workflow-children.test.ts (the parent's replays counted);
+#   scripts/mutation-check.sh child-slot  a parent waits for its child with no slot free for it
+#                                     (LeaseholdWorkflows › firstResultOfChild), against the same
+#                                     test's one-slot and narrow workers (they wait on each other);
+#   scripts/mutation-check.sh workflow-trace  an execution is enqueued without its caller's
+#                                     traceparent, against test/workflow-tracing.test.ts;
 #   scripts/mutation-check.sh epoch   the timeline floor of claimed fences (internal/statements/claim.ts, claimFragments.ts),
 #                                     against test/failover.test.ts (asynchronous failover);
 #   scripts/mutation-check.sh position  the claim position of due-only claims (internal/statements/claim.ts
@@ -628,6 +636,27 @@ elif [ "$mutation" = "wake" ]; then
   grep -q "parked.length === 0" "$engine" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a running replay is never woken where it stands ($engine)"
   tests=(test/workflow-engine.test.ts test/workflow-process.test.ts)
+  attempts=1
+elif [ "$mutation" = "child-first-run" ]; then
+  engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
+  sed -i 's/const settled = yield\* resultOf(workflow, run)$/const settled = Option.orElse(yield* resultOf(workflow, run), () => Option.some(suspended))/' "$engine"
+  grep -q "const settled = yield\* resultOf(workflow, run)$" "$engine" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a parent suspends for its child at once, before the child's first run ($engine)"
+  tests=(test/workflow-children.test.ts)
+  attempts=1
+elif [ "$mutation" = "child-slot" ]; then
+  engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
+  sed -i 's/slots.value.free() - childSlotsReserved <= 0/false/' "$engine"
+  grep -q "childSlotsReserved <= 0" "$engine" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a parent waits for its child's first run with no slot free for it ($engine)"
+  tests=(test/workflow-children.test.ts -t "one slot|fewer slots")
+  attempts=1
+elif [ "$mutation" = "workflow-trace" ]; then
+  engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
+  sed -i 's/return Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined/return Option.isSome(span) ? undefined : undefined/' "$engine"
+  grep -q "? Telemetry.traceParentOf(span.value) : undefined" "$engine" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: an execution is enqueued without its caller's trace ($engine)"
+  tests=(test/workflow-tracing.test.ts)
   attempts=1
 else
   guarded="$work/packages/sql/src/internal/statements/guarded.ts"

@@ -4,10 +4,34 @@
  * approval (409, nothing written), and `leasehold runs show` names what it waits on.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect } from "effect"
+import { type InvalidConfig, RunStore } from "@leasehold/core"
+import { LeaseholdWorkflows } from "@leasehold/workflow"
+import { Duration, Effect, Layer, Schema } from "effect"
+import { DurableDeferred, Workflow } from "effect/workflow"
 import { connection, leasehold } from "./support/cli.js"
-import { postJson, snapshot, startServer } from "./support/http.js"
+import { postJson, request, snapshot, startServer } from "./support/http.js"
 import { type Stores, twoStores } from "./support/stores.js"
+import { leaseholdEngine } from "./support/workflowEngine.js"
+
+// A workflow that waits for a label, then ships (or fails when out of stock).
+const LabelPrinted = DurableDeferred.make("label printed", { success: Schema.String })
+const Dispatch = Workflow.make("Dispatch", {
+  payload: { order: Schema.String },
+  success: Schema.Struct({ parcel: Schema.String }),
+  error: Schema.String,
+  idempotencyKey: ({ order }) => order
+})
+const DispatchLayer = Dispatch.toLayer(({ order }) =>
+  order === "sold-out"
+    ? Effect.fail("no stock")
+    : Effect.map(DurableDeferred.await(LabelPrinted), (label) => ({ parcel: `${order}:${label}` }))
+)
+
+// `LeaseholdWorkflows.worker` is typed with what it needs: the registered workflows, the store,
+// and what the extra handlers need (nothing here).
+const typedWorker: Effect.Effect<never, InvalidConfig, LeaseholdWorkflows.WorkflowHandlers | RunStore> =
+  LeaseholdWorkflows.worker({})
+void typedWorker
 
 const token = "admin-token-for-tests-0123456789"
 const bearer = { authorization: `Bearer ${token}` }
@@ -89,5 +113,46 @@ describe("a workflow's run in the operator tools", () => {
           ["person/sign-off", true]
         ]
       )
+    }))
+
+  it.live("a workflow run reads as its workflow: runs show and the admin API give its outcome, and name what each suspension waited for", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const engine = yield* Layer.build(
+        DispatchLayer.pipe(Layer.provideMerge(leaseholdEngine({ schema: stores.schema })))
+      )
+      const shipped = yield* Effect.gen(function*() {
+        const executionId = yield* Dispatch.execute({ order: "o-7" }, { discard: true })
+        while (true) {
+          const polled = yield* Dispatch.poll(executionId)
+          if (polled._tag === "Some" && polled.value._tag === "Suspended") break
+          yield* Effect.sleep("20 millis")
+        }
+        const token = DurableDeferred.tokenFromExecutionId(LabelPrinted, { workflow: Dispatch, executionId })
+        yield* DurableDeferred.succeed(LabelPrinted, { token, value: "L-1" })
+        assert.deepStrictEqual(yield* Dispatch.execute({ order: "o-7" }), { parcel: "o-7:L-1" })
+        yield* Effect.flip(Dispatch.execute({ order: "sold-out" }))
+      }).pipe(Effect.provide(engine))
+      void shipped
+      const [failed, done] = yield* stores.a.list({ limit: 2, state: undefined })
+      assert(done !== undefined && failed !== undefined)
+      const show = (id: string, json = false) =>
+        leasehold(["runs", "show", id, ...(json ? ["--json"] : []), ...connection(stores.schema)])
+      const shown = yield* show(done.id)
+      assert.strictEqual(shown.code, 0, shown.stderr)
+      assert.match(shown.stdout, /^result\s+succeeded with \{"parcel":"o-7:L-1"\}$/m)
+      assert.match(shown.stdout, /^\s+1\s+deferred "label printed"\s/m, "the suspension is named by its deferred")
+      assert.notMatch(shown.stdout, /wake\//, "no wake signal shown")
+      assert.match(shown.stdout, /^\s+1\s.*suspended: waiting on deferred "label printed"$/m)
+      assert.match((yield* show(failed.id)).stdout, /^result\s+failed with no stock$/m)
+      const json = JSON.parse((yield* show(done.id, true)).stdout)
+      assert.deepStrictEqual(json.workflow.outcome, { _tag: "Succeeded", value: { parcel: "o-7:L-1" } })
+      assert.strictEqual(json.suspensions[0].waitedFor, "deferred \"label printed\"")
+      const origin = yield* serve(stores)
+      const page = yield* request(`${origin}/api/runs/${done.id}`, { headers: bearer })
+      assert.deepStrictEqual(page.body.run.workflow.outcome, { _tag: "Succeeded", value: { parcel: "o-7:L-1" } })
+      assert.strictEqual(page.body.history.suspensions[0].waitedFor, "deferred \"label printed\"")
+      const failedPage = yield* request(`${origin}/api/runs/${failed.id}`, { headers: bearer })
+      assert.deepStrictEqual(failedPage.body.run.workflow.outcome, { _tag: "Failed", error: "no stock" })
     }))
 })

@@ -15,4 +15,6 @@ export class CurrentRun extends Context.Service<CurrentRun, {
   readonly maxAttempts: number
   readonly checkpoint: unknown
   readonly signals: Readonly<Record<string, SignalOutcome>>
+  /** The W3C `traceparent` stored when the run was enqueued, if it was traced (see `Telemetry`). */
+  readonly traceParent?: string | null | undefined
 }>()("@leasehold/core/CurrentRun") {}

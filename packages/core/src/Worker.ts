@@ -35,6 +35,18 @@ import * as WorkerEvents from "./WorkerEvents.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
 import * as WorkerRegistry from "./WorkerRegistry.js"
 
+/**
+ * The slots of the worker running the current handler. A handler that would hold its slot while a
+ * run it enqueued starts (a workflow waiting for its child's first result) waits only when a slot
+ * is free for that run; otherwise the two could hold every slot and wait on each other.
+ *
+ * @category services
+ */
+export class Slots extends Context.Service<Slots, {
+  /** Slots not holding a run now. */
+  readonly free: () => number
+}>()("@leasehold/core/Worker/Slots") {}
+
 /** @category models */
 export interface WorkerOptions<R> {
   readonly handlers: ReadonlyArray<Handler.Handler<any, any, any, R>>
@@ -198,6 +210,7 @@ export const run = <R>(
       }])
     )
     const inFlight: InFlight = new Set()
+    const slots: Slots["Service"] = { free: () => config.concurrency - inFlight.size }
     // Open while no lease is in flight: shutdown waits on it instead of polling.
     const idle = Latch.makeUnsafe(true)
     const wake = yield* Queue.sliding<void>(1)
@@ -344,7 +357,7 @@ export const run = <R>(
         handler.handle(decoded.value) as Effect.Effect<unknown, unknown>,
         (context: Context.Context<never>) =>
           Context.add(
-            Context.add(Context.add(context, Scope.Scope, scope), Fence, fence),
+            Context.add(Context.add(Context.add(context, Scope.Scope, scope), Fence, fence), Slots, slots),
             CurrentRun,
             current
           ) as Context.Context<never>

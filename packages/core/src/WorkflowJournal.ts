@@ -19,6 +19,8 @@ export interface ExecutionRun {
   readonly fence: number
   readonly result: unknown
   readonly error: unknown
+  /** The W3C `traceparent` stored when the execution was enqueued, if it was traced. */
+  readonly traceParent?: string | null | undefined
 }
 
 /** A deferred an execution waits on (a durable clock's, with its deadline). @category models */
@@ -56,6 +58,56 @@ export const wakeSignal = (fence: number): string => `wake/${fence}`
 
 /** The name of the deferred the engine's interrupt completes (Effect's cluster engine's). @category naming */
 export const interruptSignalName = "Workflow/InterruptSignal"
+
+/**
+ * A workflow run's result read as its workflow's outcome: the value it succeeded with, the error it
+ * failed with, the defect it died of, or an interruption (`outcomeOf`). @category models
+ */
+export type Outcome =
+  | { readonly _tag: "Succeeded"; readonly value: unknown }
+  | { readonly _tag: "Failed"; readonly error: unknown }
+  | { readonly _tag: "Died"; readonly defect: unknown }
+  | { readonly _tag: "Interrupted" }
+
+/**
+ * Reads a workflow run's stored result, Effect's encoded `Workflow.Result` (`{"_tag":"Complete",
+ * "exit":...}`), as its outcome; undefined for anything else. For operators' views: the engine
+ * itself decodes results with the workflow's schemas.
+ *
+ * @category decoding
+ */
+export const outcomeOf = (result: unknown): Outcome | undefined => {
+  const exit = (result as { _tag?: unknown; exit?: unknown } | null)?._tag === "Complete"
+    ? (result as { exit: { _tag?: unknown; value?: unknown; cause?: unknown } | null }).exit
+    : undefined
+  if (exit === undefined || exit === null) return undefined
+  if (exit._tag === "Success") return { _tag: "Succeeded", value: exit.value ?? null }
+  if (exit._tag !== "Failure" || !Array.isArray(exit.cause)) return undefined
+  const reasons = exit.cause as ReadonlyArray<{ _tag?: unknown; error?: unknown; defect?: unknown }>
+  const failed = reasons.find((r) => r._tag === "Fail")
+  if (failed !== undefined) return { _tag: "Failed", error: failed.error ?? null }
+  const died = reasons.find((r) => r._tag === "Die")
+  if (died !== undefined) return { _tag: "Died", defect: died.defect ?? null }
+  return { _tag: "Interrupted" }
+}
+
+/**
+ * What one suspension of a workflow's run waited for, named as the wake that ended it names it:
+ * a deferred, a child workflow, a resume or an interrupt; a suspension that timed out waited for
+ * a durable clock. Its run's signal (`wake/<fence>`) names none of them.
+ *
+ * @category naming
+ */
+export const waitEndedBy = (suspension: { readonly outcome: string; readonly payload: unknown }): string => {
+  if (suspension.outcome === "timed_out") return "a durable clock"
+  if (suspension.outcome !== "resumed") return suspension.outcome
+  const reason = (suspension.payload as { wake?: unknown } | null)?.wake
+  if (typeof reason !== "string") return "a resume"
+  if (reason === "resume") return "a resume"
+  if (reason === interruptSignalName) return "an interrupt"
+  if (reason.startsWith("child ")) return reason.replace(/^child workflow\//, "child workflow ")
+  return `deferred "${reason}"`
+}
 
 /** @category services */
 export class WorkflowJournal extends Context.Service<WorkflowJournal, {

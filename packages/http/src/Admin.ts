@@ -34,7 +34,8 @@ import {
   type StoreNotification,
   type UniqueWindow,
   type UnknownKind,
-  type UnstorableValue
+  type UnstorableValue,
+  WorkflowJournal
 } from "@leasehold/core"
 import { ByteSize, Duration, Effect, Redacted, Schema, Stream } from "effect"
 import { Sse } from "effect/encoding"
@@ -375,7 +376,15 @@ export const layer = (options: AdminOptions) =>
       views: Map<string, ReadonlyArray<{ readonly name: string; readonly forPerson: boolean }>>
     ) =>
       isWorkflowRun(run)
-        ? { ...run, workflow: { execution: run.idempotencyKey, awaiting: views.get(run.idempotencyKey!) ?? [] } }
+        ? {
+          ...run,
+          workflow: {
+            execution: run.idempotencyKey,
+            awaiting: views.get(run.idempotencyKey!) ?? [],
+            // Its result as its workflow's outcome (Effect's encoded `Workflow.Result` is in `result`).
+            outcome: WorkflowJournal.outcomeOf(run.result) ?? null
+          }
+        }
         : run
 
     /** A run with its history read into attempts, suspensions and refused writes, its journal and children. */
@@ -411,9 +420,28 @@ export const layer = (options: AdminOptions) =>
         const registry = yield* Handlers
         // Read as attempts, suspensions and refused writes here, as `leasehold runs show` reads
         // it: the console shows this story, and the raw events beside it.
+        const history = RunHistory.fromEvents(events)
+        // A workflow's suspensions are named by what they waited for, not by the run's `wake/<fence>`.
+        const waits = views.get(run.idempotencyKey ?? "") ?? []
+        const suspensions = isWorkflowRun(run)
+          ? history.suspensions.map((s) => ({
+            ...s,
+            waitedFor: s.outcome === "waiting"
+              ? waits.length === 0 ? "its journal" : waits.map((w) => w.name).join(", ")
+              : WorkflowJournal.waitEndedBy(s)
+          }))
+          : history.suspensions
+        const attempts = isWorkflowRun(run)
+          ? history.attempts.map((a) => {
+            const suspension = a.outcome === "suspended" ? suspensions.find((s) => s.fence === a.fence) : undefined
+            return suspension !== undefined && "waitedFor" in suspension
+              ? { ...a, detail: `waiting on ${suspension.waitedFor}` }
+              : a
+          })
+          : history.attempts
         return {
           run: withSignalSchema(registry, deferredSchemas, withWorkflow(run, views)),
-          history: { ...RunHistory.fromEvents(events), events },
+          history: { ...history, attempts, suspensions, events },
           attemptLogs,
           journal,
           children

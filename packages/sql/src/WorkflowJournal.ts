@@ -29,6 +29,12 @@ export type Wake = Journal.Wake
 export const wakeSignal = Journal.wakeSignal
 /** @category constructors */
 export const succeeded = Journal.succeeded
+/** @category models */
+export type Outcome = Journal.Outcome
+/** @category decoding */
+export const outcomeOf = Journal.outcomeOf
+/** @category naming */
+export const waitEndedBy = Journal.waitEndedBy
 
 /** @category models */
 export interface WorkflowJournalOptions {

@@ -16,6 +16,7 @@ import {
   Fence,
   FenceRejected,
   Handler,
+  InvalidConfig,
   InvalidPayload,
   leaseKey,
   LeaseNotHeld,
@@ -23,6 +24,7 @@ import {
   RunNotFound,
   RunStore,
   StoreError,
+  Telemetry,
   terminalStates,
   Worker,
   WorkerEvents,
@@ -98,7 +100,7 @@ export interface LeaseholdWorkflowsOptions {
 /** The registered workflows, as handlers for `Worker.run`. @category services */
 export class WorkflowHandlers extends Context.Service<WorkflowHandlers, {
   /** One handler per workflow registered so far (registration happens as layers build). */
-  readonly handlers: () => ReadonlyArray<Handler.Handler>
+  readonly handlers: () => ReadonlyArray<Handler.Handler<any, any, any, Handler.HandlerServices | RunStore>>
   readonly queue: string
 }>()("@leasehold/workflow/WorkflowHandlers") {}
 
@@ -144,6 +146,8 @@ const codecsOf = (workflow: Workflow.Any): Codecs => {
   }
   return codecs
 }
+
+const suspended: Workflow.Result<unknown, unknown> = new Workflow.Suspended({})
 
 /** A fault of the store or the lease inside a replay: the run's, never the workflow's outcome. */
 type RunFault = FenceRejected | LeaseNotHeld | RunNotFound | StoreError
@@ -244,12 +248,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
     serving === undefined ? Effect.void : Effect.asVoid(Effect.timeoutOption(serving.await, readyTimeout))
   )
 
-  /** The execution's outcome as the store has it: none while it has not finished or suspended. */
-  const currentResult = (workflow: Workflow.Any, key: string) =>
+  /** The execution's outcome as its run reads: none while it has not finished or suspended. */
+  const resultOf = (workflow: Workflow.Any, run: WorkflowJournal.ExecutionRun) =>
     Effect.gen(function*() {
-      const run = yield* orFault(journal.execution(key))
-      if (Option.isNone(run)) return Option.none<Workflow.Result<unknown, unknown>>()
-      const { state, result, error } = run.value
+      const { state, result, error } = run
       switch (state) {
         case "completed":
           return Option.some(
@@ -265,11 +267,18 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         case "cancelled":
           return Option.some(new Workflow.Complete({ exit: Exit.interrupt() }) as Workflow.Result<unknown, unknown>)
         case "suspended":
-          return Option.some(new Workflow.Suspended({}) as Workflow.Result<unknown, unknown>)
+          return Option.some(suspended)
         default:
           return Option.none<Workflow.Result<unknown, unknown>>()
       }
     })
+
+  /** The execution's outcome as the store has it: none while it has not finished or suspended. */
+  const currentResult = (workflow: Workflow.Any, key: string) =>
+    Effect.flatMap(
+      orFault(journal.execution(key)),
+      Option.match({ onNone: () => Effect.succeedNone, onSome: (run) => resultOf(workflow, run) })
+    )
 
   // Opened, and replaced, each time this process's worker has stored a run's settlement: a caller
   // waiting on an execution looks again at once rather than at its next poll (and needs no clock
@@ -307,6 +316,97 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         waitedMs += delayMs
         if (waitedMs >= 1_000) delayMs = Math.min(delayMs * 2, 500)
       }
+    })
+
+  // Parents of this process waiting for a child that no worker has claimed yet: each holds a slot
+  // of its worker for its child, so a parent that would wait too finds none free.
+  let childSlotsReserved = 0
+
+  /**
+   * A child's first result, as Effect's cluster engine waits for it: the parent holds its slot
+   * while the child's first run goes (and its replays need not wait on the child's completion).
+   * It waits only when its worker has a slot free for the child beyond those other parents wait
+   * for, and only for the child's first run: a child not yet claimed with no slot free, or
+   * pending again after a run (a retry, a wake), reads as suspended, and its completion wakes the
+   * parent, which replays. A child claimed before its parent looks again counts twice meanwhile
+   * (in flight, and held for): parents may then suspend when they need not, never wait on each
+   * other (ADR 0027).
+   */
+  const firstResultOfChild = (workflow: Workflow.Any, key: string) =>
+    Effect.gen(function*() {
+      const slots = yield* Effect.serviceOption(Worker.Slots)
+      let reserved = false
+      const unreserve = Effect.sync(() => {
+        if (reserved) childSlotsReserved--
+        reserved = false
+      })
+      const look = Effect.gen(function*() {
+        const found = yield* orFault(journal.execution(key))
+        if (Option.isNone(found)) return Option.some(suspended)
+        const run = found.value
+        const settled = yield* resultOf(workflow, run)
+        if (Option.isSome(settled)) return settled
+        if (run.state === "running") {
+          yield* unreserve
+          return Option.none()
+        }
+        // Pending again after a run (a retry's delay, a wake): its completion wakes the parent.
+        if (run.fence > 0) return Option.some(suspended)
+        if (reserved) return Option.none()
+        if (Option.isNone(slots) || slots.value.free() - childSlotsReserved <= 0) return Option.some(suspended)
+        reserved = true
+        childSlotsReserved++
+        return Option.none()
+      })
+      return yield* untilSettled(look).pipe(Effect.ensuring(unreserve))
+    })
+
+  // The execution's trace is its caller's: its first attempt is a child of the span that executed
+  // it (a parent's replay, for a child), as `Client.enqueue` does for any run.
+  const callerTraceParent = Effect.gen(function*() {
+    if (!(yield* Telemetry.TraceRuns)) return undefined
+    const span = yield* Effect.option(Effect.currentSpan)
+    return Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined
+  })
+
+  /**
+   * An execution's later attempts (after a suspension, a retry or a reclaim) are new traces (each
+   * linked to the enqueue span, as for any run): their replay is recorded in the execution's trace
+   * too, as a child of the span that executed it, linked to the attempt's span.
+   */
+  const inExecutionTrace = <A, E, R>(workflowName: string, executionId: string, replay: Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      const current = yield* CurrentRun
+      const enqueued = Telemetry.spanOf(current.traceParent)
+      if (enqueued === undefined || !(yield* Telemetry.TraceRuns)) return yield* replay
+      const attempt = yield* Effect.option(Effect.currentSpan)
+      const sameTrace = Option.isSome(attempt) && attempt.value.traceId === enqueued.traceId
+      return yield* Effect.withSpan(replay, `leasehold.workflow ${workflowName}`, {
+        attributes: { "leasehold.workflow": workflowName, "leasehold.execution_id": executionId },
+        ...(sameTrace || Option.isNone(attempt)
+          ? {}
+          : { parent: enqueued, links: [{ span: attempt.value, attributes: { "leasehold.link": "attempt" } }] })
+      })
+    })
+
+  /**
+   * A deferred completed from outside its execution (a person's approval, a callback) is recorded
+   * in the execution's trace, linked to the completer's span.
+   */
+  const completionInExecutionTrace = <A, E, R>(key: string, deferredName: string, complete: Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      if (!(yield* Telemetry.TraceRuns)) return yield* complete
+      const run = yield* Effect.orElseSucceed(journal.execution(key), () => Option.none())
+      const enqueued = Option.isSome(run) ? Telemetry.spanOf(run.value.traceParent) : undefined
+      if (enqueued === undefined) return yield* complete
+      const caller = yield* Effect.option(Effect.currentSpan)
+      return yield* Effect.withSpan(complete, `leasehold.workflow.deferred ${deferredName}`, {
+        parent: enqueued,
+        attributes: { "leasehold.execution": key, "leasehold.deferred": deferredName },
+        ...(Option.isSome(caller)
+          ? { links: [{ span: caller.value, attributes: { "leasehold.link": "completer" } }] }
+          : {})
+      })
     })
 
   const interruptPending = (key: string) =>
@@ -352,6 +452,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         queue,
         idempotencyKey: key,
         maxAttempts: options.maxAttempts,
+        traceParent: yield* callerTraceParent,
         payload: { executionId: request.executionId, payload, ...(parent === undefined ? {} : { parent }) }
       }]))
       // Claimed once this process's worker listens, not after its start (bounded: a store that
@@ -359,10 +460,7 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
       yield* untilServing
       if (shutDown) return yield* Effect.interrupt
       if (request.discard) return undefined as any
-      // A parent replays rather than waits: the child's completion wakes it.
-      if (request.parent !== undefined) {
-        return Option.getOrElse(yield* currentResult(workflow, key), () => new Workflow.Suspended({})) as any
-      }
+      if (request.parent !== undefined) return (yield* firstResultOfChild(workflow, key)) as any
       return (yield* untilSettled(currentResult(workflow, key))) as any
     }),
 
@@ -474,17 +572,14 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         yield* unlessAbandoned
         // As Effect's engines record: a run completing its own deferred (`DurableDeferred.into`).
         const instance = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
-        if (
-          Option.isSome(instance) && instance.value.executionId === request.executionId &&
-          instance.value.workflow._tag === request.workflowName && request.deferredName !== InterruptSignal.name
-        ) instance.value.completedDeferreds.add(request.deferredName)
-        yield* orFault(
-          journal.deferredDone(
-            executionKey(request.workflowName, request.executionId),
-            request.deferredName,
-            encodeExit(request.exit)
-          )
-        )
+        const own = Option.isSome(instance) && instance.value.executionId === request.executionId &&
+          instance.value.workflow._tag === request.workflowName
+        if (own && request.deferredName !== InterruptSignal.name) {
+          instance.value.completedDeferreds.add(request.deferredName)
+        }
+        const key = executionKey(request.workflowName, request.executionId)
+        const done = orFault(journal.deferredDone(key, request.deferredName, encodeExit(request.exit)))
+        yield* own ? done : completionInExecutionTrace(key, request.deferredName, done)
       }),
 
     scheduleClock: (workflow, request) =>
@@ -712,7 +807,10 @@ export const make = Effect.fnUntraced(function*(options: LeaseholdWorkflowsOptio
         Handler.make({
           kind: kindOf(entry.workflow._tag),
           payload: ExecutionPayload,
-          handle: (input: ExecutionPayload) => runExecution(entry, input).pipe(Effect.catch(settle(entry, input))),
+          handle: (input: ExecutionPayload) =>
+            inExecutionTrace(entry.workflow._tag, input.executionId, runExecution(entry, input)).pipe(
+              Effect.catch(settle(entry, input))
+            ),
           maxAttempts: options.maxAttempts
         })
       )
@@ -782,14 +880,14 @@ export const layerServe = (
  *
  * @category workers
  */
-export const worker = <R>(
+export const worker = <R = never>(
   options: Omit<Worker.WorkerOptions<R>, "handlers"> & { readonly handlers?: Worker.WorkerOptions<R>["handlers"] }
-) =>
+): Effect.Effect<never, InvalidConfig, WorkflowHandlers | RunStore | Exclude<R, Handler.HandlerServices>> =>
   Effect.gen(function*() {
     const registry = yield* WorkflowHandlers
-    return yield* Worker.run({
-      ...options,
-      queues: options.queues ?? [registry.queue],
-      handlers: [...registry.handlers(), ...(options.handlers ?? [])]
-    })
+    const handlers: ReadonlyArray<Handler.Handler<any, any, any, R | Handler.HandlerServices | RunStore>> = [
+      ...registry.handlers(),
+      ...(options.handlers ?? [])
+    ]
+    return yield* Worker.run({ ...options, queues: options.queues ?? [registry.queue], handlers })
   })

@@ -29,19 +29,38 @@ const describeAwaited = (a: WorkflowJournal.Awaited): string =>
     ? `deferred "${a.name}" (for a person: approve it)`
     : `deferred "${a.name}"`
 
+/** A workflow run's result as its workflow's outcome, briefly; undefined for any other run's. */
+const workflowOutcome = (run: RunRecord, width?: number): string | undefined => {
+  const outcome = isWorkflowRun(run) ? WorkflowJournal.outcomeOf(run.result) : undefined
+  switch (outcome?._tag) {
+    case undefined:
+      return undefined
+    case "Succeeded":
+      return `succeeded with ${Output.brief(outcome.value, width)}`
+    case "Failed":
+      return `failed with ${Output.brief(outcome.error, width)}`
+    case "Died":
+      return `died of ${Output.brief(outcome.defect, width)}`
+    case "Interrupted":
+      return "interrupted"
+  }
+}
+
 /** What a person wants to know first about a run in each state. */
 const note = (run: RunRecord): string => {
   switch (run.state) {
     case "running":
       return `owner ${run.leaseOwner ?? "-"}, lease until ${Output.time(run.leaseExpiresAt)}`
     case "suspended":
-      return `awaiting "${run.signalName}" (token ${run.signalToken})`
+      return isWorkflowRun(run)
+        ? `a workflow waiting on its journal (execution ${run.idempotencyKey})`
+        : `awaiting "${run.signalName}" (token ${run.signalToken})`
     case "pending":
       return run.attempt > 0 ? `retry due ${Output.time(run.runAt)}` : `due ${Output.time(run.runAt)}`
     case "failed":
       return Output.brief((run.error as { message?: unknown } | null)?.message ?? run.error)
     case "completed":
-      return Output.brief(run.result)
+      return workflowOutcome(run) ?? Output.brief(run.result)
     case "cancelled":
       return ""
   }
@@ -176,12 +195,32 @@ const attemptLogRows = (log: AttemptLogs.AttemptLog): ReadonlyArray<string> => [
   ...log.lines.map((line) => `    ${printable(AttemptLogs.lineText(line))}`)
 ]
 
-const suspensionRows = (suspensions: ReadonlyArray<RunHistory.Suspension>) =>
+
+/**
+ * What a workflow's suspension waited for: what it waits on now while it waits, else what ended it
+ * (its run's signal, `wake/<fence>`, names neither).
+ */
+const waitedFor = (s: RunHistory.Suspension, awaited: ReadonlyArray<WorkflowJournal.Awaited>): string =>
+  s.outcome === "waiting"
+    ? awaited.length === 0 ? "its journal" : awaited.map(describeAwaited).join(", ")
+    : WorkflowJournal.waitEndedBy(s)
+
+/** A workflow's attempts that suspended, each named by what its suspension waited for. */
+const namedSuspendedAttempts = (history: RunHistory.RunHistory, awaited: ReadonlyArray<WorkflowJournal.Awaited>) =>
+  history.attempts.map((a) => {
+    const suspension = a.outcome === "suspended" ? history.suspensions.find((s) => s.fence === a.fence) : undefined
+    return suspension === undefined ? a : { ...a, detail: `waiting on ${waitedFor(suspension, awaited)}` }
+  })
+
+const suspensionRows = (
+  suspensions: ReadonlyArray<RunHistory.Suspension>,
+  workflow: ReadonlyArray<WorkflowJournal.Awaited> | undefined
+) =>
   Output.table(
-    ["FENCE", "SIGNAL", "SUSPENDED", "DEADLINE", "ENDED", "OUTCOME"],
+    ["FENCE", workflow === undefined ? "SIGNAL" : "WAITED FOR", "SUSPENDED", "DEADLINE", "ENDED", "OUTCOME"],
     suspensions.map((s) => [
       String(s.fence),
-      s.signal ?? "-",
+      workflow === undefined ? s.signal ?? "-" : waitedFor(s, workflow),
       Output.time(s.suspendedAt),
       Output.time(s.deadline),
       Output.time(s.endedAt),
@@ -195,7 +234,7 @@ const rejectedRows = (rejected: ReadonlyArray<RunHistory.RejectedWrite>) =>
     rejected.map((r) => [Output.time(r.at), r.operation, String(r.presentedFence), String(r.storedFence ?? "-")])
   )
 
-const historyJson = (history: RunHistory.RunHistory) => ({
+const historyJson = (history: RunHistory.RunHistory, workflow: ReadonlyArray<WorkflowJournal.Awaited> | undefined) => ({
   attempts: history.attempts.map((a) => ({
     fence: a.fence,
     owner: a.owner,
@@ -212,7 +251,8 @@ const historyJson = (history: RunHistory.RunHistory) => ({
     deadline: Output.isoTime(s.deadline),
     endedAt: Output.isoTime(s.endedAt),
     outcome: s.outcome,
-    payload: s.payload ?? null
+    payload: s.payload ?? null,
+    ...(workflow === undefined ? {} : { waitedFor: waitedFor(s, workflow) })
   })),
   rejectedWrites: history.rejectedWrites.map((r) => ({
     at: Output.isoTime(r.at),
@@ -273,14 +313,15 @@ const show = Command.make("show", {
               name: a.name,
               forPerson: isForPerson(a.name) && a.wakeAt === null,
               wakeAt: Output.isoTime(a.wakeAt)
-            }))
+            })),
+            outcome: WorkflowJournal.outcomeOf(run.result) ?? null
           }
         }
         : {}
       return yield* Output.json({
         run: { ...RunJson.run(run), keyLimits, rateLimit: rateLimit ?? null, workersServing: workers },
         ...workflow,
-        ...historyJson(history),
+        ...historyJson(history, isWorkflowRun(run) ? awaited : undefined),
         attemptLogs: attemptLogs.map(RunJson.attemptLog),
         events: events.map(RunJson.event)
       })
@@ -336,13 +377,17 @@ const show = Command.make("show", {
       ["finished", Output.time(run.finishedAt)],
       ["payload", Output.brief(run.payload, 100)],
       ["checkpoint", Output.brief(run.checkpoint, 100)],
-      ["result", Output.brief(run.result, 100)],
+      ["result", workflowOutcome(run, 100) ?? Output.brief(run.result, 100)],
       ["error", Output.brief(run.error, 100)]
     ]))
     yield* Output.line()
     yield* Output.line("attempts")
     yield* Output.lines(
-      history.attempts.length === 0 ? ["  none yet"] : attemptRows(history.attempts).map((l) => `  ${l}`)
+      history.attempts.length === 0
+        ? ["  none yet"]
+        : attemptRows(
+          isWorkflowRun(run) ? namedSuspendedAttempts(history, awaited) : history.attempts
+        ).map((l) => `  ${l}`)
     )
     if (attemptLogs.length > 0) {
       yield* Output.line()
@@ -352,7 +397,9 @@ const show = Command.make("show", {
     if (history.suspensions.length > 0) {
       yield* Output.line()
       yield* Output.line("suspensions")
-      yield* Output.lines(suspensionRows(history.suspensions).map((l) => `  ${l}`))
+      yield* Output.lines(
+        suspensionRows(history.suspensions, isWorkflowRun(run) ? awaited : undefined).map((l) => `  ${l}`)
+      )
     }
     if (history.adminActions.length > 0) {
       yield* Output.line()

@@ -32,6 +32,7 @@ export class WorkerRun implements CurrentRunShape {
   readonly maxAttempts: number
   readonly checkpoint: unknown
   readonly signals: Readonly<Record<string, SignalOutcome>>
+  readonly traceParent: string | null
   readonly #lease: Settleable
   readonly #ttl: Duration.Duration
 
@@ -42,6 +43,7 @@ export class WorkerRun implements CurrentRunShape {
     this.maxAttempts = run.maxAttempts
     this.checkpoint = run.checkpoint
     this.signals = run.signals
+    this.traceParent = run.traceParent
     this.#lease = lease
     this.#ttl = ttl
   }

@@ -35,7 +35,11 @@ export interface Run {
   readonly createdAt: string
   readonly updatedAt: string
   readonly finishedAt: string | null
-  readonly workflow?: { readonly execution: string; readonly awaiting: ReadonlyArray<Awaited> }
+  readonly workflow?: {
+    readonly execution: string
+    readonly awaiting: ReadonlyArray<Awaited>
+    readonly outcome?: WorkflowOutcome | null
+  }
   /** The JSON Schema document of the signal it waits for, when its handler declares one. */
   readonly signalSchema?: JsonSchemaDocument
 }
@@ -81,7 +85,16 @@ export interface Suspension {
   readonly endedAt: string | null
   readonly outcome: string
   readonly payload: unknown
+  /** A workflow's suspension: what it waited for (its signal, `wake/<fence>`, names nothing). */
+  readonly waitedFor?: string
 }
+
+/** A workflow run's result as its workflow's outcome (core WorkflowJournal.outcomeOf). */
+export type WorkflowOutcome =
+  | { readonly _tag: "Succeeded"; readonly value: unknown }
+  | { readonly _tag: "Failed"; readonly error: unknown }
+  | { readonly _tag: "Died"; readonly defect: unknown }
+  | { readonly _tag: "Interrupted" }
 
 export interface RunEvent {
   readonly id: string

@@ -75,7 +75,14 @@ export class Journal {
   execution(execution: string): ExecutionRun | undefined {
     const run = byIdempotencyKey(this.state, execution)
     if (run === undefined) return undefined
-    return { runId: run.id, state: run.state, fence: run.fence, result: parse(run.result), error: parse(run.error) }
+    return {
+      runId: run.id,
+      state: run.state,
+      fence: run.fence,
+      result: parse(run.result),
+      error: parse(run.error),
+      traceParent: run.traceParent
+    }
   }
 
   activityResult(execution: string, activity: string, attempt: number): unknown | undefined {

@@ -1,6 +1,16 @@
 // A run: its facts with dates, durations, wait and run time, its trace, its attempts under their
 // fences, suspensions, stale writes refused, operator actions, a workflow's journal, its values.
-import { type AttemptLog, get, getSession, type LogLine, post, type RunDetail, runPath, type Session } from "../api.js"
+import {
+  type AttemptLog,
+  get,
+  getSession,
+  type LogLine,
+  post,
+  type RunDetail,
+  runPath,
+  type Session,
+  type WorkflowOutcome
+} from "../api.js"
 import { between, compact, duration, shortId, traceIds, traceLink } from "../format.js"
 import * as Live from "../live.js"
 import { isDecision, isWorkflowRun, workflowWaits } from "../runInfo.js"
@@ -314,12 +324,20 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                     hiddenCaption
                     count={history.suspensions.length}
                     empty="Never suspended."
-                    headers={["Fence", "Signal", "Suspended", "Deadline", "Ended", "Outcome", "Resumed with"]}
+                    headers={[
+                      "Fence",
+                      isWorkflowRun(run) ? "Waited for" : "Signal",
+                      "Suspended",
+                      "Deadline",
+                      "Ended",
+                      "Outcome",
+                      "Resumed with"
+                    ]}
                   >
                     {history.suspensions.map((s, i) => (
                       <tr key={i}>
                         <td class="num">{String(s.fence)}</td>
-                        <td>{s.signal ?? "—"}</td>
+                        <td>{s.waitedFor ?? s.signal ?? "—"}</td>
                         <td>
                           <Time at={s.suspendedAt} />
                         </td>
@@ -412,6 +430,8 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                       <Json value={run.error} label="Error" />
                     </Section>
                   )
+                  : run.workflow?.outcome
+                  ? <WorkflowResult outcome={run.workflow.outcome} />
                   : (
                     <Section id="result" title="Result">
                       <Json value={run.result} label="Result" />
@@ -484,5 +504,22 @@ const CopySignedUrl = ({ runId, masked }: { readonly runId: string; readonly mas
       {shown !== undefined ? <input ref={field} readOnly aria-label="Signed URL" value={shown} /> : null}
       {failure !== undefined ? <ErrorBox error={failure} /> : null}
     </Fragment>
+  )
+}
+
+/** A workflow run's result as its workflow returned it: the value, the error, the defect, or an interruption. */
+const WorkflowResult = ({ outcome }: { outcome: WorkflowOutcome }) => {
+  const [said, value] = outcome._tag === "Succeeded"
+    ? ["The workflow succeeded with:", outcome.value]
+    : outcome._tag === "Failed"
+    ? ["The workflow failed with:", outcome.error]
+    : outcome._tag === "Died"
+    ? ["The workflow died of:", outcome.defect]
+    : ["The workflow was interrupted.", undefined]
+  return (
+    <Section id="result" title="Result">
+      <p>{said}</p>
+      {outcome._tag === "Interrupted" ? null : <Json value={value} label={said} />}
+    </Section>
   )
 }

@@ -19,8 +19,8 @@ const { interruptSignalName, wakeSignal } = WorkflowJournal
 
 export const executionRun = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
   Effect.map(
-    sql<{ id: string; state: RunState; fence: string; result: unknown; error: unknown }>`
-      SELECT id::text AS id, state, fence::text AS fence, result, error FROM ${s.runs(sql)}
+    sql<{ id: string; state: RunState; fence: string; result: unknown; error: unknown; trace_parent: string | null }>`
+      SELECT id::text AS id, state, fence::text AS fence, result, error, trace_parent FROM ${s.runs(sql)}
       WHERE idempotency_key = ${execution}`,
     (rows) =>
       Option.map(Option.fromNullishOr(rows[0]), (row): ExecutionRun => ({
@@ -28,7 +28,8 @@ export const executionRun = (sql: SqlClient.SqlClient, s: StoreSchema, execution
         state: row.state,
         fence: Number(row.fence),
         result: row.result,
-        error: row.error
+        error: row.error,
+        traceParent: row.trace_parent
       }))
   )
 
