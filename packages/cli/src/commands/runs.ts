@@ -195,7 +195,6 @@ const attemptLogRows = (log: AttemptLogs.AttemptLog): ReadonlyArray<string> => [
   ...log.lines.map((line) => `    ${printable(AttemptLogs.lineText(line))}`)
 ]
 
-
 /**
  * What a workflow's suspension waited for: what it waits on now while it waits, else what ended it
  * (its run's signal, `wake/<fence>`, names neither).
