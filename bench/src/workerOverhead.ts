@@ -36,7 +36,9 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
             concurrencyKey: null,
             via: "due",
             waitMs: 0,
-            traceParent: null
+            traceParent: null,
+            attemptTimeoutMs: null,
+            deadlineInMs: null
           })
         }
         return runs
