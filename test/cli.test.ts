@@ -4,7 +4,7 @@
  * stderr, its exit code, and what it wrote (or did not write) in the database.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { FenceRejected, RunStore } from "@leasehold/core"
+import { AttemptTimedOut, FenceRejected, RunStore } from "@leasehold/core"
 import { Database } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -747,6 +747,47 @@ describe("leasehold runs", () => {
         parse(yield* leasehold(["runs", "show", plain.id, "--json", ...connection(schema)])).run.traceId,
         null
       )
+    }))
+
+  it.live("runs show: a run's attempt timeout and deadline, and an attempt that timed out says so in its attempts", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const [timed, plain] = yield* store.enqueue([
+        { kind: "k", payload: {}, attemptTimeoutMs: 90_000, deadlineAfterMs: 3_600_000 },
+        { kind: "k", payload: {} }
+      ])
+      const [claimed] = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["k"],
+        limit: 1,
+        ttl: Duration.seconds(30)
+      })
+      assert.strictEqual(claimed!.id, timed!.id)
+      const error = new AttemptTimedOut({ runId: timed!.id, attempt: 1, timeoutMs: 90_000 })
+      yield* store.fail({
+        runId: timed!.id,
+        fence: claimed!.fence,
+        error: { tag: error._tag, message: error.message },
+        retryDelayMs: 1_000
+      })
+      const record = yield* store.get(timed!.id)
+      const text = yield* leasehold(["runs", "show", timed!.id, ...connection(schema)])
+      assertOk(text)
+      assert.match(text.stdout, /^attempt timeout\s+1m 30s \(set at enqueue\)$/m)
+      assert.match(text.stdout, /^deadline\s+\S+/m)
+      assert.include(text.stdout, `retry_scheduled: run ${timed!.id}: attempt 1 ran past its timeout of 90000 ms`)
+      assert.deepInclude(parse(yield* leasehold(["runs", "show", timed!.id, "--json", ...connection(schema)])).run, {
+        attemptTimeoutMs: 90_000,
+        deadline: record.deadline!.toISOString()
+      })
+      const untimed = yield* leasehold(["runs", "show", plain!.id, ...connection(schema)])
+      assert.notMatch(untimed.stdout, /^(attempt timeout|deadline)\s/m)
+      assert.deepInclude(parse(yield* leasehold(["runs", "show", plain!.id, "--json", ...connection(schema)])).run, {
+        attemptTimeoutMs: null,
+        deadline: null
+      })
     }))
 
   it.live("runs show: a pending run no live worker would claim says so; once one serves its queue and kind, it counts it", () =>
