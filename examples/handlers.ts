@@ -2,7 +2,8 @@
  * Handlers, as the handlers guide shows them: what a handler reads from the worker (`Fence`,
  * `CurrentRun`), a checkpoint that survives a retry, a result schema, and a result that cannot be
  * stored failing its own run with `UnstorableValue`, a handler that snoozes (`Run.snooze`) and one
- * with its own retry policy (an Effect `Schedule`).
+ * with its own retry policy (an Effect `Schedule`); an attempt timeout that stops a handler that
+ * hangs, and a run deadline across attempts.
  *
  * Run it from the clone's root: `node examples/handlers.ts`. It uses `DATABASE_URL`, or starts an
  * embedded PostgreSQL in a temporary folder, and exits 0 once every run ended as it should.
@@ -68,6 +69,16 @@ const charge = Handler.make({
   handle: ({ card }) => Effect.fail(`card ${card} declined`) // fails after 3 attempts: the schedule ended
 })
 
+// An attempt that runs past 300 ms is interrupted, heartbeats or not, and fails with AttemptTimedOut:
+// retried under the retry policy (here the worker's backoff) until maxAttempts.
+const lookup = Handler.make({
+  kind: "lookup-address",
+  payload: Schema.Struct({ postcode: Schema.String }),
+  maxAttempts: 2,
+  attemptTimeout: "300 millis", // counted by the worker's own monotonic clock from the handler's start
+  handle: () => Effect.never // a call that hangs
+})
+
 const StoreLive = PgRunStore.layer({ schema: "leasehold" }).pipe(
   Layer.provideMerge(Database.layer({ fallback: EmbeddedPostgres.url() }))
 )
@@ -85,7 +96,7 @@ const ended = (runId: string) =>
 
 export const program = Effect.gen(function*() {
   const worker = yield* Effect.forkChild(Worker.run({
-    handlers: [resize, quote, unstorable, poll, charge],
+    handlers: [resize, quote, unstorable, poll, charge, lookup],
     retry: { base: "200 millis", max: "1 second" } // the backoff between attempts
   }))
   const resized = yield* Client.enqueue(resize, { url: "https://example.com/cat.png", width: 640 })
@@ -93,19 +104,27 @@ export const program = Effect.gen(function*() {
   const refused = yield* Client.enqueue(unstorable, {})
   const polled = yield* Client.enqueue(poll, { exportId: "e-7" })
   const charged = yield* Client.enqueue(charge, { card: "4242" })
+  const looked = yield* Client.enqueue(lookup, { postcode: "N1 9GU" })
+  // A deadline across attempts, counted from the database's now(): past it the run fails for good,
+  // its running attempt interrupted. An enqueue can also set its own attemptTimeoutMs.
+  const late = yield* Client.enqueue(lookup, { postcode: "EC1A" }, { deadlineAfterMs: 500, attemptTimeoutMs: 5_000 })
   const runs = {
     resized: yield* ended(resized.id),
     quoted: yield* ended(quoted.id),
     refused: yield* ended(refused.id),
     polled: yield* ended(polled.id),
-    charged: yield* ended(charged.id)
+    charged: yield* ended(charged.id),
+    looked: yield* ended(looked.id),
+    late: yield* ended(late.id)
   }
   yield* Fiber.interrupt(worker)
   return runs
 })
 
 if (import.meta.main) {
-  Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(({ charged, polled, quoted, refused, resized }) => {
+  Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then((runs) => {
+    const { charged, late, looked, polled, quoted, refused, resized } = runs
+    const tagOf = (error: unknown) => (error as { tag?: string } | null)?.tag
     console.log(`resize-image: ${resized.state}, attempt ${resized.attempt}, result ${JSON.stringify(resized.result)}`)
     console.log(`quote: ${quoted.state}, stored result ${JSON.stringify(quoted.result)}`)
     console.log(`unstorable: ${refused.state}, attempt ${refused.attempt}: ${JSON.stringify(refused.error)}`)
@@ -113,10 +132,14 @@ if (import.meta.main) {
       `poll-export: ${polled.state}, attempt ${polled.attempt} of ${polled.maxAttempts}, fence ${polled.fence}`
     )
     console.log(`charge: ${charged.state} after ${charged.attempt} of ${charged.maxAttempts} attempts`)
+    console.log(`lookup-address: ${looked.state} after ${looked.attempt} attempts, ${tagOf(looked.error)}`)
+    console.log(`lookup-address with a deadline: ${late.state} after ${late.attempt} attempt, ${tagOf(late.error)}`)
     const ok = resized.state === "completed" && resized.attempt === 2 && quoted.state === "completed" &&
       JSON.stringify(quoted.result) === `{"cents":"1999"}` && refused.state === "failed" && refused.attempt === 1 &&
       polled.state === "completed" && polled.attempt === 1 && polled.fence === 2 &&
-      charged.state === "failed" && charged.attempt === 3
+      charged.state === "failed" && charged.attempt === 3 && looked.state === "failed" && looked.attempt === 2 &&
+      tagOf(looked.error) === "AttemptTimedOut" && late.state === "failed" && late.attempt === 1 &&
+      tagOf(late.error) === "RunDeadlinePassed"
     if (!ok) process.exitCode = 1
   }, (error) => {
     console.error(`handlers example failed: ${error instanceof Error ? error.message : String(error)}`)

@@ -49,7 +49,9 @@ const examples: ReadonlyArray<Example> = [
       /^quote: completed, stored result \{"cents":"1999"\}$/m,
       /^unstorable: failed, attempt 1: .*UnstorableValue.*BigInt/m,
       /^poll-export: completed, attempt 1 of 1, fence 2$/m,
-      /^charge: failed after 3 of 10 attempts$/m
+      /^charge: failed after 3 of 10 attempts$/m,
+      /^lookup-address: failed after 2 attempts, AttemptTimedOut$/m,
+      /^lookup-address with a deadline: failed after 1 attempt, RunDeadlinePassed$/m
     ]
   },
   {

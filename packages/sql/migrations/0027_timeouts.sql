@@ -1,4 +1,4 @@
--- Attempt timeouts and run deadlines (issue 43; docs/guides/timeouts.md).
+-- Attempt timeouts and run deadlines (issue 43; docs/guides/handlers.md).
 --
 -- attempt_timeout_ms: an enqueue's attempt timeout, overriding its handler's; the worker that holds
 -- the attempt counts it on its own monotonic clock. deadline: when the run fails for good if it has
