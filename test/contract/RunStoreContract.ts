@@ -8,6 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import {
+  type ClaimedRun,
   deadlineFailure,
   type EnqueueRequest,
   KeyLimits,
@@ -584,6 +585,27 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.isTrue(left > 0 && left <= 60_000, `${left} ms left of 60 s`)
           assert.isTrue(byId.get(timed!.id)!.deadlineInMs! > 60_000)
           assert.deepInclude(byId.get(plain!.id), { attemptTimeoutMs: null, deadlineInMs: null })
+        }))
+
+      test("a key's next run, claimed by a completion's hand-off, is handed over with its timeouts", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const [first, second] = yield* store.enqueue([
+            { kind: "job", payload: 1, concurrencyKey: "K" },
+            { kind: "job", payload: 2, concurrencyKey: "K", attemptTimeoutMs: 4_000, deadlineAfterMs: 60_000 }
+          ])
+          const claimed = yield* claimFrom(store, "w1")
+          assert.deepStrictEqual(claimed.map((c) => c.id), [first!.id])
+          assert.deepInclude(claimed[0], { attemptTimeoutMs: null, deadlineInMs: null })
+          const [done] = yield* store.completeBatch([{ runId: first!.id, fence: 1, result: null, keyed: true }], {
+            owner: "w1",
+            ttl,
+            queues: ["default"],
+            kinds: ["job"]
+          })
+          const next = (done as { next?: ClaimedRun }).next
+          assert.deepInclude(next, { id: second!.id, fence: 1, attemptTimeoutMs: 4_000 })
+          assert.isTrue(next!.deadlineInMs! > 0 && next!.deadlineInMs! <= 60_000, `${next!.deadlineInMs} ms left`)
         }))
 
       test("idempotency keys and unique windows keep an enqueue's timeouts too", ({ store }) =>

@@ -328,14 +328,14 @@ const completeBatchStatement = (
       UNION ALL
       SELECT 'next', i.ord::int - 1, h.id::text, h.fence, h.after::text, h.queue,
         h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms,
-        h.batch::text, h.pos::int
+        h.batch::text, h.pos::int, h.attempt_timeout_ms, h.deadline_in_ms
       FROM row_handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
       WHERE h.claim
       UNION ALL
       -- A slot a row run freed may go to a run of the ledger (claimed in a new batch).
       SELECT 'next', i.ord::int - 1, h.id::text, h.fence, h.after::text, h.queue,
         h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms,
-        h.batch::text, h.pos::int
+        h.batch::text, h.pos::int, h.attempt_timeout_ms, h.deadline_in_ms
       FROM ledger_handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
       WHERE h.claim`
     const rows = yield* sql<
@@ -349,7 +349,7 @@ const completeBatchStatement = (
       SELECT 'missed' AS tag, i.ord::int - 1 AS ord, i.id::text AS id, i.fence, NULL::text AS after, NULL::text AS queue,
         NULL::text AS kind, NULL::jsonb AS payload, NULL::integer AS attempt, NULL::integer AS max_attempts, NULL::jsonb AS checkpoint,
         NULL::jsonb AS signals, NULL::text AS concurrency_key, NULL::text AS trace_parent, NULL::float8 AS wait_ms,
-        NULL::text AS batch, NULL::int AS pos
+        NULL::text AS batch, NULL::int AS pos, NULL::integer AS attempt_timeout_ms, NULL::float8 AS deadline_in_ms
       FROM input i
       WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)
       ${claimedNext}`

@@ -31,9 +31,9 @@ export interface ClaimRow {
   readonly origin?: number
   readonly wait_ms: number
   readonly trace_parent: string | null
-  /** Absent where a statement does not read them (a completion's hand-off of a key's next run). */
-  readonly attempt_timeout_ms?: number | null
-  readonly deadline_in_ms?: number | null
+  /** The enqueue's attempt timeout, and the milliseconds left until the deadline by the database's `now()`. */
+  readonly attempt_timeout_ms: number | null
+  readonly deadline_in_ms: number | null
 }
 
 // A claim that returns no signals shares this one (a run's signals are read, never written, by its handler).
@@ -53,8 +53,8 @@ export const toClaimed = (row: Omit<ClaimRow, "state">): ClaimedRun => ({
   via: row.origin === 0 ? "expired" : row.origin === 1 ? "timed-out" : "due",
   waitMs: Math.max(0, Number(row.wait_ms)),
   traceParent: row.trace_parent,
-  attemptTimeoutMs: row.attempt_timeout_ms ?? null,
-  deadlineInMs: row.deadline_in_ms === undefined || row.deadline_in_ms === null ? null : Number(row.deadline_in_ms)
+  attemptTimeoutMs: row.attempt_timeout_ms,
+  deadlineInMs: row.deadline_in_ms === null ? null : Number(row.deadline_in_ms)
 })
 
 /** A date column: a `Date` from the driver, or its text (as a JSON read would give it). */
