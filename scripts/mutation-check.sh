@@ -168,6 +168,9 @@
 #                                     test/worker-clock.test.ts and test/timeouts-process.test.ts;
 #   scripts/mutation-check.sh deadline-retry  a failed attempt gets a retry due past its run's deadline
 #                                     (guarded.ts › fail), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh deadline-memory  the same in the memory store (core internal/memory/Guarded.ts
+#                                     › fail), against the model test: PostgreSQL fails the run, the memory
+#                                     store retries it, so the two disagree (up to three times: random sequences);
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -605,6 +608,13 @@ elif [ "$mutation" = "deadline-retry" ]; then
   echo "mutation: a failed attempt gets a retry due past its run's deadline ($guarded)"
   tests=(test/contract.test.ts -t "no retry due at or past")
   attempts=1
+elif [ "$mutation" = "deadline-memory" ]; then
+  guarded="$work/packages/core/src/internal/memory/Guarded.ts"
+  sed -i 's/^    const stoppedByDeadline = wantsRetry \&\& run.deadline !== null \&\& now + request.retryDelayMs! >= run.deadline$/    const stoppedByDeadline = false/' "$guarded"
+  grep -q "const stoppedByDeadline = false" "$guarded" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the memory store schedules a retry past the run's deadline ($guarded)"
+  tests=(test/model.test.ts)
+  attempts=3
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
   sed -i 's/if (parked.length === 0) continue/if (parked.length >= 0) continue/' "$engine"
