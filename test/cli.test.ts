@@ -753,14 +753,25 @@ describe("leasehold runs", () => {
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { store } = yield* openStore(schema)
-      const [timed, plain] = yield* store.enqueue([
-        { kind: "k", payload: {}, attemptTimeoutMs: 90_000, deadlineAfterMs: 3_600_000 },
-        { kind: "k", payload: {} }
-      ])
+      const enqueue = (...flags: ReadonlyArray<string>) =>
+        Effect.map(
+          leasehold([
+            "enqueue",
+            "resize-image",
+            "--payload",
+            "{\"image\":\"a.png\",\"width\":1}",
+            ...flags,
+            "--json",
+            ...connection(schema)
+          ]),
+          (result) => parse(result) as { id: string }
+        )
+      const timed = yield* enqueue("--attempt-timeout", "90 seconds", "--deadline", "1 hour")
+      const plain = yield* enqueue()
       const [claimed] = yield* store.claim({
         owner: "w",
         queues: ["default"],
-        kinds: ["k"],
+        kinds: ["resize-image"],
         limit: 1,
         ttl: Duration.seconds(30)
       })
@@ -773,6 +784,7 @@ describe("leasehold runs", () => {
         retryDelayMs: 1_000
       })
       const record = yield* store.get(timed!.id)
+      assert.strictEqual(record.deadline!.getTime() - record.createdAt.getTime(), 3_600_000, "--deadline from now()")
       const text = yield* leasehold(["runs", "show", timed!.id, ...connection(schema)])
       assertOk(text)
       assert.match(text.stdout, /^attempt timeout\s+1m 30s \(set at enqueue\)$/m)
@@ -782,6 +794,24 @@ describe("leasehold runs", () => {
         attemptTimeoutMs: 90_000,
         deadline: record.deadline!.toISOString()
       })
+      // Bad timeouts: one line, exit 2, nothing written.
+      const before = (yield* store.list({ limit: 10 })).length
+      assertRejected(
+        yield* leasehold([
+          "enqueue",
+          "resize-image",
+          "--payload",
+          "{\"image\":\"a.png\",\"width\":1}",
+          "--delay",
+          "2 hours",
+          "--deadline",
+          "1 hour",
+          ...connection(schema)
+        ]),
+        2,
+        /deadline: the run would be due \(in 7200000 ms\) only once its deadline had passed/
+      )
+      assert.strictEqual((yield* store.list({ limit: 10 })).length, before, "nothing written")
       const untimed = yield* leasehold(["runs", "show", plain!.id, ...connection(schema)])
       assert.notMatch(untimed.stdout, /^(attempt timeout|deadline)\s/m)
       assert.deepInclude(parse(yield* leasehold(["runs", "show", plain!.id, "--json", ...connection(schema)])).run, {
