@@ -40,6 +40,7 @@ const processes = [
   "test/tracing.test.ts",
   "test/workflow-process.test.ts",
   "test/reclaim-process.test.ts",
+  "test/timeouts-process.test.ts",
   "test/worker-logs.test.ts",
   "test/bench-smoke.test.ts",
   "test/pack.test.ts",

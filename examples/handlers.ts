@@ -3,7 +3,8 @@
  * `CurrentRun`), a checkpoint that survives a retry, a result schema, and a result that cannot be
  * stored failing its own run with `UnstorableValue`, a handler that snoozes (`Run.snooze`), one
  * with its own retry policy (an Effect `Schedule`) whose log lines are kept with each failed
- * attempt, and one that keeps its completed attempts' lines too (`keepLogs: "always"`).
+ * attempt, one that keeps its completed attempts' lines too (`keepLogs: "always"`); an attempt
+ * timeout that stops a handler that hangs, and a run deadline across attempts.
  *
  * Run it from the clone's root: `node examples/handlers.ts`. It uses `DATABASE_URL`, or starts an
  * embedded PostgreSQL in a temporary folder, and exits 0 once every run ended as it should.
@@ -81,6 +82,16 @@ const audit = Handler.make({
   handle: ({ account }) => Effect.logInfo(`audited ${account}`)
 })
 
+// An attempt that runs past 300 ms is interrupted, heartbeats or not, and fails with AttemptTimedOut:
+// retried under the retry policy (here the worker's backoff) until maxAttempts.
+const lookup = Handler.make({
+  kind: "lookup-address",
+  payload: Schema.Struct({ postcode: Schema.String }),
+  maxAttempts: 2,
+  attemptTimeout: "300 millis", // counted by the worker's own monotonic clock from the handler's start
+  handle: () => Effect.never // a call that hangs
+})
+
 const StoreLive = PgRunStore.layer({ schema: "leasehold" }).pipe(
   Layer.provideMerge(Database.layer({ fallback: EmbeddedPostgres.url() }))
 )
@@ -98,7 +109,7 @@ const ended = (runId: string) =>
 
 export const program = Effect.gen(function*() {
   const worker = yield* Effect.forkChild(Worker.run({
-    handlers: [resize, quote, unstorable, poll, charge, audit],
+    handlers: [resize, quote, unstorable, poll, charge, audit, lookup],
     retry: { base: "200 millis", max: "1 second" } // the backoff between attempts
   }))
   const resized = yield* Client.enqueue(resize, { url: "https://example.com/cat.png", width: 640 })
@@ -107,13 +118,19 @@ export const program = Effect.gen(function*() {
   const polled = yield* Client.enqueue(poll, { exportId: "e-7" })
   const charged = yield* Client.enqueue(charge, { card: "4242" })
   const audited = yield* Client.enqueue(audit, { account: "acme" })
+  const looked = yield* Client.enqueue(lookup, { postcode: "N1 9GU" })
+  // A deadline across attempts, counted from the database's now(): past it the run fails for good,
+  // its running attempt interrupted. An enqueue can also set its own attemptTimeoutMs.
+  const late = yield* Client.enqueue(lookup, { postcode: "EC1A" }, { deadlineAfterMs: 500, attemptTimeoutMs: 5_000 })
   const runs = {
     resized: yield* ended(resized.id),
     quoted: yield* ended(quoted.id),
     refused: yield* ended(refused.id),
     polled: yield* ended(polled.id),
     charged: yield* ended(charged.id),
-    audited: yield* ended(audited.id)
+    audited: yield* ended(audited.id),
+    looked: yield* ended(looked.id),
+    late: yield* ended(late.id)
   }
   yield* Fiber.interrupt(worker)
   // Each attempt's kept lines, oldest claim first (what `leasehold runs show` and the console show).
@@ -126,7 +143,7 @@ export const program = Effect.gen(function*() {
 
 if (import.meta.main) {
   Effect.runPromise(program.pipe(Effect.provide(StoreLive))).then(
-    ({ audited, charged, logs, polled, quoted, refused, resized }) => {
+    ({ audited, charged, late, logs, looked, polled, quoted, refused, resized }) => {
       console.log(
         `resize-image: ${resized.state}, attempt ${resized.attempt}, result ${JSON.stringify(resized.result)}`
       )
@@ -140,11 +157,18 @@ if (import.meta.main) {
         console.log(`charge attempt ${log.attempt} (${log.outcome}): ${log.lines.map(AttemptLogs.lineText).join("; ")}`)
       }
       console.log(`audit: ${audited.state}, kept ${logs.audited.map((l) => l.lines.map((x) => x.message)).join()}`)
+      const tagOf = (error: unknown) => (error as { tag?: string } | null)?.tag
+      console.log(`lookup-address: ${looked.state} after ${looked.attempt} attempts, ${tagOf(looked.error)}`)
+      console.log(
+        `lookup-address with a deadline: ${late.state} after ${late.attempt} attempt, ${tagOf(late.error)}`
+      )
       const ok = resized.state === "completed" && resized.attempt === 2 && quoted.state === "completed" &&
         JSON.stringify(quoted.result) === `{"cents":"1999"}` && refused.state === "failed" && refused.attempt === 1 &&
         polled.state === "completed" && polled.attempt === 1 && polled.fence === 2 &&
         charged.state === "failed" && charged.attempt === 3 && logs.charged.length === 3 &&
-        logs.audited[0]?.outcome === "completed"
+        logs.audited[0]?.outcome === "completed" && looked.state === "failed" && looked.attempt === 2 &&
+        tagOf(looked.error) === "AttemptTimedOut" && late.state === "failed" && late.attempt === 1 &&
+        tagOf(late.error) === "RunDeadlinePassed"
       if (!ok) process.exitCode = 1
     },
     (error) => {

@@ -185,6 +185,17 @@
 #   scripts/mutation-check.sh rate-seen  PgRunStore remembers one "no rate limit declared" for every
 #                                     claim, whatever its queues and kinds (rate.ts › RatedSeen), against
 #                                     the contract suite on PostgreSQL (a due-only claim skips a governed run);
+#   scripts/mutation-check.sh attempt-timeout  the attempt timeout never fires (core internal/Timeouts.ts
+#                                     › bounded ignores it), against test/timeouts-process.test.ts (a hung
+#                                     handler kept alive by heartbeats) and test/worker-clock.test.ts;
+#   scripts/mutation-check.sh deadline-running  a running attempt is not stopped at its run's deadline
+#                                     (Timeouts.ts › bounded ignores the claim's deadlineInMs), against
+#                                     test/worker-clock.test.ts and test/timeouts-process.test.ts;
+#   scripts/mutation-check.sh deadline-retry  a failed attempt gets a retry due past its run's deadline
+#                                     (guarded.ts › fail), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh deadline-memory  the same in the memory store (core internal/memory/Guarded.ts
+#                                     › fail), against the model test: PostgreSQL fails the run, the memory
+#                                     store retries it, so the two disagree (up to three times: random sequences);
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -630,6 +641,34 @@ elif [ "$mutation" = "attempt-logs-bound" ]; then
   echo "mutation: the bound of attempt logs is not applied ($bound)"
   tests=(test/contract-memory.test.ts -t "attempt logs" test/attempt-logs-memory.test.ts)
   attempts=1
+elif [ "$mutation" = "attempt-timeout" ]; then
+  timeouts="$work/packages/core/src/internal/Timeouts.ts"
+  sed -i 's/^  const timeoutMs = run.attemptTimeoutMs ?? handlerTimeoutMs$/  const timeoutMs: number | undefined = undefined/' "$timeouts"
+  grep -q "run.attemptTimeoutMs ?? handlerTimeoutMs" "$timeouts" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the attempt timeout never fires ($timeouts)"
+  tests=(test/timeouts-process.test.ts test/worker-clock.test.ts -t "attempt timeout")
+  attempts=1
+elif [ "$mutation" = "deadline-running" ]; then
+  timeouts="$work/packages/core/src/internal/Timeouts.ts"
+  sed -i 's/^  const deadlineMs = run.deadlineInMs ?? undefined$/  const deadlineMs: number | undefined = undefined/' "$timeouts"
+  grep -q "run.deadlineInMs ?? undefined" "$timeouts" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a running attempt is not stopped at its run's deadline ($timeouts)"
+  tests=(test/worker-clock.test.ts test/timeouts-process.test.ts -t "deadline")
+  attempts=1
+elif [ "$mutation" = "deadline-retry" ]; then
+  guarded="$work/packages/sql/src/internal/statements/guarded.ts"
+  sed -i "s/  const retrying = sql\`\${wantsRetry} AND NOT coalesce(deadline <= now() + \${delay} \* interval '1 millisecond', false)\`/  const retrying = wantsRetry/" "$guarded"
+  grep -q "const retrying = wantsRetry$" "$guarded" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a failed attempt gets a retry due past its run's deadline ($guarded)"
+  tests=(test/contract.test.ts -t "no retry due at or past")
+  attempts=1
+elif [ "$mutation" = "deadline-memory" ]; then
+  guarded="$work/packages/core/src/internal/memory/Guarded.ts"
+  sed -i 's/^    const stoppedByDeadline = wantsRetry \&\& run.deadline !== null \&\& now + request.retryDelayMs! >= run.deadline$/    const stoppedByDeadline = false/' "$guarded"
+  grep -q "const stoppedByDeadline = false" "$guarded" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the memory store schedules a retry past the run's deadline ($guarded)"
+  tests=(test/model.test.ts)
+  attempts=3
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
   sed -i 's/if (parked.length === 0) continue/if (parked.length >= 0) continue/' "$engine"

@@ -4,7 +4,7 @@
  * stderr, its exit code, and what it wrote (or did not write) in the database.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { FenceRejected, RunStore } from "@leasehold/core"
+import { AttemptTimedOut, FenceRejected, RunStore } from "@leasehold/core"
 import { Database } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -133,7 +133,7 @@ describe("leasehold: commands and usage", () => {
       assertOk(first)
       assert.strictEqual(
         first.stdout,
-        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0029_attempt_logs\n`
+        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0029_attempt_logs\n`
       )
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
@@ -196,13 +196,14 @@ describe("leasehold: commands and usage", () => {
           "0024_unique_hold_order_and_retention",
           "0025_keyed_ledger",
           "0026_ledger_settlement",
+          "0027_timeouts",
           "0029_attempt_logs"
         ]
       })
       const human = yield* leasehold(["migrate", ...connection(schema)])
       assert.strictEqual(
         human.stdout,
-        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0029_attempt_logs)\n`
+        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0029_attempt_logs)\n`
       )
     }))
 })
@@ -801,6 +802,75 @@ describe("leasehold runs", () => {
           { level: "Error", at: at.toISOString(), message: "\u001b[2Jcleared?", annotations: {}, cut: 0 }
         ]
       }])
+  it.live("runs show: a run's attempt timeout and deadline, and an attempt that timed out says so in its attempts", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { store } = yield* openStore(schema)
+      const enqueue = (...flags: ReadonlyArray<string>) =>
+        Effect.map(
+          leasehold([
+            "enqueue",
+            "resize-image",
+            "--payload",
+            "{\"image\":\"a.png\",\"width\":1}",
+            ...flags,
+            "--json",
+            ...connection(schema)
+          ]),
+          (result) => parse(result) as { id: string }
+        )
+      const timed = yield* enqueue("--attempt-timeout", "90 seconds", "--deadline", "1 hour")
+      const plain = yield* enqueue()
+      const [claimed] = yield* store.claim({
+        owner: "w",
+        queues: ["default"],
+        kinds: ["resize-image"],
+        limit: 1,
+        ttl: Duration.seconds(30)
+      })
+      assert.strictEqual(claimed!.id, timed!.id)
+      const error = new AttemptTimedOut({ runId: timed!.id, attempt: 1, timeoutMs: 90_000 })
+      yield* store.fail({
+        runId: timed!.id,
+        fence: claimed!.fence,
+        error: { tag: error._tag, message: error.message },
+        retryDelayMs: 1_000
+      })
+      const record = yield* store.get(timed!.id)
+      assert.strictEqual(record.deadline!.getTime() - record.createdAt.getTime(), 3_600_000, "--deadline from now()")
+      const text = yield* leasehold(["runs", "show", timed!.id, ...connection(schema)])
+      assertOk(text)
+      assert.match(text.stdout, /^attempt timeout\s+1m 30s \(set at enqueue\)$/m)
+      assert.match(text.stdout, /^deadline\s+\S+/m)
+      assert.include(text.stdout, `retry_scheduled: run ${timed!.id}: attempt 1 ran past its timeout of 90000 ms`)
+      assert.deepInclude(parse(yield* leasehold(["runs", "show", timed!.id, "--json", ...connection(schema)])).run, {
+        attemptTimeoutMs: 90_000,
+        deadline: record.deadline!.toISOString()
+      })
+      // Bad timeouts: one line, exit 2, nothing written.
+      const before = (yield* store.list({ limit: 10 })).length
+      assertRejected(
+        yield* leasehold([
+          "enqueue",
+          "resize-image",
+          "--payload",
+          "{\"image\":\"a.png\",\"width\":1}",
+          "--delay",
+          "2 hours",
+          "--deadline",
+          "1 hour",
+          ...connection(schema)
+        ]),
+        2,
+        /deadline: the run would be due \(in 7200000 ms\) only once its deadline had passed/
+      )
+      assert.strictEqual((yield* store.list({ limit: 10 })).length, before, "nothing written")
+      const untimed = yield* leasehold(["runs", "show", plain!.id, ...connection(schema)])
+      assert.notMatch(untimed.stdout, /^(attempt timeout|deadline)\s/m)
+      assert.deepInclude(parse(yield* leasehold(["runs", "show", plain!.id, "--json", ...connection(schema)])).run, {
+        attemptTimeoutMs: null,
+        deadline: null
+      })
     }))
 
   it.live("runs show: a pending run no live worker would claim says so; once one serves its queue and kind, it counts it", () =>

@@ -27,7 +27,8 @@ const postgres = (name: string, options: PgRunStore.PgRunStoreOptions): Contract
         const shift = `${Duration.toMillis(Duration.fromInputUnsafe(duration))} * interval '1 millisecond'`
         return Effect.andThen(
           sql.unsafe(`UPDATE "${schema}".runs SET run_at = run_at - ${shift},
-          lease_expires_at = lease_expires_at - ${shift}, suspend_deadline = suspend_deadline - ${shift}`),
+          lease_expires_at = lease_expires_at - ${shift}, suspend_deadline = suspend_deadline - ${shift},
+          deadline = deadline - ${shift}`),
           // The ledger's times move with the rows': ready runs' due times, claim batches' leases;
           // and the worker registry's.
           Effect.andThen(

@@ -52,7 +52,9 @@ const examples: ReadonlyArray<Example> = [
       /^charge: failed after 3 of 10 attempts$/m,
       /^charge attempt 1 \(failed\): \S+Z WARN the bank said no card=4242$/m,
       /^charge attempt 3 \(failed\): \S+Z WARN the bank said no card=4242$/m,
-      /^audit: completed, kept audited acme$/m
+      /^audit: completed, kept audited acme$/m,
+      /^lookup-address: failed after 2 attempts, AttemptTimedOut$/m,
+      /^lookup-address with a deadline: failed after 1 attempt, RunDeadlinePassed$/m
     ]
   },
   {

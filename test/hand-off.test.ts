@@ -188,7 +188,9 @@ describe("hand-off of a completion batch", () => {
           concurrencyKey: "K",
           via: "due",
           waitMs: 0,
-          traceParent: null
+          traceParent: null,
+          attemptTimeoutMs: null,
+          deadlineInMs: null
         })))
       assert.strictEqual(yield* peakOf(sql, schema), 3, "the peak counts slot 2, held above the lowered limit")
       yield* lowered(store, running, ids.slice(3))

@@ -281,8 +281,18 @@ describe("admin API routes", () => {
       const other = yield* postJson(`${origin}/api/runs`, {
         kind: "refund",
         payload: { order: "B-2", amount: 7 },
-        queue: "money"
+        queue: "money",
+        attemptTimeoutMs: 60_000,
+        deadlineAt: "2099-01-01T00:00:00.000Z"
       }, bearer)
+      const badDeadline = yield* postJson(`${origin}/api/runs`, {
+        kind: "refund",
+        payload: { order: "C-3", amount: 1 },
+        deadlineAt: "tomorrow"
+      }, bearer)
+      assert.deepStrictEqual([badDeadline.status, badDeadline.body.error], [400, "invalid-option"])
+      const timed = yield* request(`${origin}/api/runs/${other.body.id}`, { headers: bearer })
+      assert.deepInclude(timed.body.run, { attemptTimeoutMs: 60_000, deadline: "2099-01-01T00:00:00.000Z" })
 
       const byField = yield* request(`${origin}/api/runs?payload.order=A-1`, { headers: bearer })
       assert.deepStrictEqual(byField.body.runs.map((r: { id: string }) => r.id), [created.body.id])

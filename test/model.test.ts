@@ -110,6 +110,9 @@ interface RunSnapshot {
   readonly signalName: string | null
   readonly signalToken: string | null
   readonly deadline: "future" | "past" | null
+  /** The run's deadline across attempts, as it compares with now(). */
+  readonly runDeadline: "future" | "past" | null
+  readonly attemptTimeoutMs: number | null
   /** `run_at <= now()`, for pending runs only. */
   readonly due: boolean | null
   readonly checkpoint: unknown
@@ -127,6 +130,8 @@ interface EnqueueSpec {
   readonly queue: string
   readonly priority: number
   readonly delayed: boolean
+  /** A run deadline (`deadlineAfterMs`), passed only when `Advance` moves it. */
+  readonly deadline: boolean
   readonly maxAttempts: number
   /** Idempotency key: a key already used (earlier, or earlier in the same batch) yields that run. */
   readonly key: string | null
@@ -152,11 +157,12 @@ const uniqueWindow = (spec: UniqueSpec): UniqueWindow => ({
   ...(spec.period ? { periodMs: HOUR } : {})
 })
 
-type TimeColumn = "lease_expires_at" | "suspend_deadline" | "run_at"
+type TimeColumn = "lease_expires_at" | "suspend_deadline" | "run_at" | "deadline"
 const memoryColumn: Record<TimeColumn, MemoryRunStore.TimeColumn> = {
   lease_expires_at: "leaseExpiresAt",
   suspend_deadline: "suspendDeadline",
-  run_at: "runAt"
+  run_at: "runAt",
+  deadline: "deadline"
 }
 
 // --- running the stores and reading them back ----------------------------------------------------
@@ -301,6 +307,8 @@ class Model {
       signalName: run.signalName,
       signalToken: run.signalToken,
       deadline: when(run.suspendDeadline, "past", "future") as RunSnapshot["deadline"],
+      runDeadline: when(run.deadline, "past", "future") as RunSnapshot["runDeadline"],
+      attemptTimeoutMs: run.attemptTimeoutMs,
       due: run.state === "pending" ? run.runAt.getTime() <= now : null,
       checkpoint: run.checkpoint,
       result: run.result,
@@ -330,6 +338,8 @@ interface Row {
   readonly signal_name: string | null
   readonly signal_token: string | null
   readonly deadline: "future" | "past" | null
+  readonly run_deadline: "future" | "past" | null
+  readonly attempt_timeout_ms: number | null
   readonly due: boolean | null
   readonly checkpoint: unknown
   readonly result: unknown
@@ -348,6 +358,8 @@ const readState = (real: Real): Promise<Array<RunSnapshot>> =>
       CASE WHEN r.lease_expires_at IS NULL THEN NULL WHEN r.lease_expires_at <= now() THEN 'expired' ELSE 'live' END AS lease,
       r.signal_name, r.signal_token,
       CASE WHEN r.suspend_deadline IS NULL THEN NULL WHEN r.suspend_deadline <= now() THEN 'past' ELSE 'future' END AS deadline,
+      CASE WHEN r.deadline IS NULL THEN NULL WHEN r.deadline <= now() THEN 'past' ELSE 'future' END AS run_deadline,
+      r.attempt_timeout_ms,
       CASE WHEN r.state = 'pending' THEN r.run_at <= now() END AS due,
       r.checkpoint, r.result, r.error, r.finished_at IS NOT NULL AS finished, r.signals, r.key_slot,
       (r.state = 'pending' AND r.key_scope IS NOT NULL AND r.key_slot IS NULL) AS waiting_for_key,
@@ -365,6 +377,8 @@ const readState = (real: Real): Promise<Array<RunSnapshot>> =>
       signalName: row.signal_name,
       signalToken: row.signal_token,
       deadline: row.deadline,
+      runDeadline: row.run_deadline,
+      attemptTimeoutMs: row.attempt_timeout_ms,
       due: row.due,
       checkpoint: row.checkpoint,
       result: row.result,
@@ -517,6 +531,8 @@ class Enqueue extends AnyTimeStep {
       queue: spec.queue,
       priority: spec.priority,
       delayMs: spec.delayed ? retryLater : 0,
+      // A deadline beyond every delay (a retry, a delayed enqueue): reached only by `Advance`.
+      deadlineAfterMs: spec.deadline ? 3 * retryLater : undefined,
       maxAttempts: spec.maxAttempts,
       idempotencyKey: spec.unique === null ? spec.key ?? undefined : undefined,
       concurrencyKey: spec.concurrencyKey ?? undefined,
@@ -724,6 +740,9 @@ class Advance extends Step {
       }
       if (run.state === "pending" && future(run.runAt)) {
         shifts.push({ runId: run.id, column: "run_at", stamp: m.nextPast() })
+      }
+      if (run.finishedAt === null && future(run.deadline)) {
+        shifts.push({ runId: run.id, column: "deadline", stamp: m.nextPast() })
       }
     }
     for (const shift of shifts) {
@@ -1318,6 +1337,10 @@ const commandsFor = (workers: number) =>
             queue: fc.constantFrom("default", "default", "other"),
             priority: fc.integer({ min: 0, max: 2 }),
             delayed: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, {
+              arbitrary: fc.constant(true),
+              weight: 1
+            }),
+            deadline: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, {
               arbitrary: fc.constant(true),
               weight: 1
             }),

@@ -71,6 +71,7 @@ describe("upgrading a store with runs in flight", () => {
         "unique_hold_order_and_retention",
         "keyed_ledger",
         "ledger_settlement",
+        "timeouts",
         "attempt_logs"
       ])
       yield* Effect.sleep("50 millis")
@@ -126,6 +127,10 @@ describe("upgrading a store with runs in flight", () => {
       const sql = Context.get(client, SqlClient.SqlClient)
       const s = StoreSchema.make(schema)
       yield* Migrations.run(s, { upTo: "0025_keyed_ledger" }).pipe(Effect.provideContext(client))
+      // This release's store writes and reads the columns 0027 adds: they are there for the scene
+      // below (written by this release's enqueue and claim); the upgrade then runs to 0026 only.
+      const timeoutColumns = ["attempt_timeout_ms integer", "deadline timestamptz"]
+      yield* sql.unsafe(`ALTER TABLE "${schema}".runs ${timeoutColumns.map((c) => `ADD COLUMN ${c}`).join(", ")}`)
       const context = yield* Layer.build(
         PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client)))
       )

@@ -6,8 +6,17 @@
  * real-clock versions against PostgreSQL are in `worker.test.ts`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Handler, type LeaseKey, MemoryRunStore, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Schema } from "effect"
+import {
+  deadlineFailure,
+  Handler,
+  type LeaseKey,
+  MemoryRunStore,
+  RateLimits,
+  RunStore,
+  Worker,
+  WorkerEvents
+} from "@leasehold/core"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Schedule, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { spyOnRenewals } from "./support/workers.js"
 
@@ -642,5 +651,142 @@ describe("rate limits", () => {
       assert.deepStrictEqual(of(events, "Claimed").map((c) => c.runId), [first!.id, second!.id, third!.id])
       assert.deepStrictEqual([second!.id, third!.id].map((id) => startedAt.get(id)! - begin), [10_000, 20_000])
       yield* stop
+    }))
+})
+
+describe("attempt timeouts and run deadlines", () => {
+  /** A handler that never returns (its lease kept by the worker's heartbeats), with these options. */
+  const hung = (options: { attemptTimeout?: Duration.Input; retry?: Schedule.Schedule<unknown, unknown> } = {}) =>
+    Effect.gen(function*() {
+      const { started, interrupted } = yield* blocking
+      const handler = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: ({ n }) =>
+          Effect.andThen(Effect.sync(() => void started.push(String(n))), Effect.never).pipe(
+            Effect.onInterrupt(() => Effect.sync(() => void interrupted.push(String(n))))
+          ),
+        ...options
+      })
+      return { handler, started, interrupted }
+    })
+
+  const errorTag = (store: Store, runId: string) =>
+    Effect.map(store.get(runId), (run) => (run.error as { tag?: string } | null)?.tag)
+
+  it.effect("a handler that never returns while its heartbeats keep its lease is interrupted at its attempt timeout, fails with AttemptTimedOut and is retried under its retry policy, the fence untouched", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const { handler, interrupted, started } = yield* hung({
+        attemptTimeout: "25 seconds",
+        retry: Schedule.spaced("5 seconds")
+      })
+      const [run] = yield* store.enqueue([{ kind: "job", payload: { n: 0 }, maxAttempts: 2 }])
+      const begin = yield* now
+      const { events, stop } = yield* startWorker(store, { ...timing, handlers: [handler] })
+      assert.deepStrictEqual(started, ["0"])
+      yield* TestClock.adjust("24999 millis")
+      assert.isEmpty(interrupted, "not before its timeout")
+      assert.strictEqual(of(events, "HeartbeatConfirmed").length, 2, "its lease renewed meanwhile")
+      yield* TestClock.adjust("1 millis")
+      assert.deepStrictEqual(interrupted, ["0"], "interrupted at 25 s, heartbeats or not")
+      const retried = yield* store.get(run!.id)
+      assert.deepInclude(retried, { state: "pending", fence: 1, attempt: 1, leaseOwner: null })
+      assert.strictEqual(yield* errorTag(store, run!.id), "AttemptTimedOut")
+      assert.include((retried.error as { message: string }).message, "ran past its timeout of 25000 ms")
+      assert.strictEqual(retried.runAt.getTime() - begin, 30_000, "its retry policy's delay: 5 s after the timeout")
+      assert.deepStrictEqual(of(events, "RunSettled").map((e) => e.outcome), ["retry-scheduled"])
+      assert.isEmpty(of(events, "LeaseLost"))
+      // The retry is a normal claim under fence 2, and times out alike; its last attempt fails the run.
+      yield* TestClock.adjust("5 seconds")
+      assert.deepStrictEqual(started, ["0", "0"])
+      assert.deepInclude(yield* store.get(run!.id), { state: "running", fence: 2, attempt: 2 })
+      yield* TestClock.adjust("25 seconds")
+      assert.deepInclude(yield* store.get(run!.id), { state: "failed", fence: 2, attempt: 2 })
+      assert.strictEqual(yield* errorTag(store, run!.id), "AttemptTimedOut")
+      assert.deepStrictEqual((yield* store.history(run!.id)).map((e) => `${e.kind}@${e.fence}`), [
+        "claimed@1",
+        "retry_scheduled@1",
+        "claimed@2",
+        "failed@2"
+      ])
+      yield* stop
+    }))
+
+  it.effect("an enqueue's attempt timeout overrides its handler's", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const { handler, interrupted } = yield* hung({ attemptTimeout: "1 minute" })
+      const [run] = yield* store.enqueue([{ kind: "job", payload: { n: 0 }, attemptTimeoutMs: 5_000 }])
+      const { stop } = yield* startWorker(store, { ...timing, handlers: [handler] })
+      yield* TestClock.adjust("4999 millis")
+      assert.isEmpty(interrupted)
+      yield* TestClock.adjust("1 millis")
+      assert.deepStrictEqual(interrupted, ["0"])
+      assert.strictEqual(yield* errorTag(store, run!.id), "AttemptTimedOut")
+      yield* stop
+    }))
+
+  it.effect("the run's deadline interrupts its running attempt and fails the run for good, attempts remaining", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const { handler, interrupted } = yield* hung({ attemptTimeout: "1 minute" })
+      const [run] = yield* store.enqueue([{ kind: "job", payload: { n: 0 }, deadlineAfterMs: 45_000 }])
+      const { events, stop } = yield* startWorker(store, { ...timing, handlers: [handler] })
+      yield* TestClock.adjust("44999 millis")
+      assert.isEmpty(interrupted, "not before its deadline")
+      assert.strictEqual(of(events, "HeartbeatConfirmed").length, 4)
+      yield* TestClock.adjust("1 millis")
+      assert.deepStrictEqual(interrupted, ["0"])
+      assert.deepInclude(yield* store.get(run!.id), { state: "failed", fence: 1, attempt: 1, maxAttempts: 5 })
+      assert.strictEqual(yield* errorTag(store, run!.id), "RunDeadlinePassed")
+      assert.deepStrictEqual((yield* store.history(run!.id)).map((e) => `${e.kind}@${e.fence}`), [
+        "claimed@1",
+        "failed@1"
+      ])
+      assert.deepStrictEqual(of(events, "RunSettled").map((e) => e.outcome), ["failed"])
+      yield* stop
+    }))
+
+  it.effect("a run waiting for a retry due past its deadline fails for good at its failure; one claimed past its deadline fails without starting its handler", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      let calls = 0
+      const failing = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ n: Schema.Number }),
+        handle: () => Effect.andThen(Effect.sync(() => calls++), Effect.fail("flaky")),
+        retry: Schedule.spaced("1 minute")
+      })
+      const begin = yield* now
+      const [retried, late] = yield* store.enqueue([
+        { kind: "job", payload: { n: 0 }, deadlineAfterMs: 30_000 },
+        { kind: "job", payload: { n: 1 }, delayMs: 20_000, deadlineAt: new Date(begin + 10_000) }
+      ])
+      const { stop } = yield* startWorker(store, { ...timing, handlers: [failing] })
+      assert.strictEqual(calls, 1)
+      assert.deepInclude(yield* store.get(retried!.id), { state: "failed", attempt: 1 })
+      assert.deepStrictEqual((yield* store.get(retried!.id)).error, deadlineFailure({ message: "flaky" }))
+      yield* TestClock.adjust("20 seconds")
+      assert.strictEqual(calls, 1, "the late run's handler never started")
+      assert.deepInclude(yield* store.get(late!.id), { state: "failed", attempt: 1 })
+      assert.strictEqual(yield* errorTag(store, late!.id), "RunDeadlinePassed")
+      yield* stop
+    }))
+
+  it.effect("a malformed attempt timeout stops the worker before it starts, naming the handler", () =>
+    Effect.gen(function*() {
+      const store = yield* MemoryRunStore.make
+      const { handler } = yield* hung({ attemptTimeout: "0 millis" })
+      const exit = yield* Effect.exit(
+        Worker.run({ ...timing, handlers: [handler] }).pipe(
+          Effect.provideService(RunStore, store)
+        )
+      )
+      assert.isTrue(Exit.isFailure(exit))
+      assert.deepInclude(Cause.squash((exit as Exit.Failure<never, unknown>).cause) as object, {
+        _tag: "InvalidConfig",
+        option: "handlers.job.attemptTimeout"
+      })
     }))
 })

@@ -40,7 +40,9 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
             concurrencyKey: null,
             via: "due",
             waitMs: 0,
-            traceParent: null
+            traceParent: null,
+            attemptTimeoutMs: null,
+            deadlineInMs: null
           })
         }
         return runs

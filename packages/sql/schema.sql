@@ -170,8 +170,11 @@ CREATE TABLE "{{schema}}".runs (
   key_scope text,
   key_slot integer,
   rate_scope text,
+  attempt_timeout_ms integer,
+  deadline timestamp with time zone,
   CONSTRAINT runs_pkey PRIMARY KEY (id),
   CONSTRAINT runs_attempt_check CHECK (attempt >= 0),
+  CONSTRAINT runs_attempt_timeout_ms_check CHECK (attempt_timeout_ms > 0),
   CONSTRAINT runs_claim_recorded CHECK ((claimed_at IS NULL) = (claimed_fence IS NULL)),
   CONSTRAINT runs_fence_check CHECK (fence >= 0),
   CONSTRAINT runs_lease_iff_running CHECK ((state = 'running'::text) = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL)),
@@ -933,7 +936,9 @@ CREATE VIEW "{{schema}}".runs_now AS
     r.concurrency_key,
     r.key_scope,
     COALESCE(r.key_slot, l.key_slot) AS key_slot,
-    l.batch AS claim_batch
+    l.batch AS claim_batch,
+    r.attempt_timeout_ms,
+    r.deadline
    FROM "{{schema}}".runs r
      LEFT JOIN LATERAL ( SELECT
                 CASE

@@ -9,6 +9,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import {
   AttemptLogs,
+  type ClaimedRun,
+  deadlineFailure,
+  type EnqueueRequest,
   KeyLimits,
   type LeaseKey,
   type ListFilter,
@@ -562,6 +565,148 @@ export const runStoreContract = (target: ContractTarget): void => {
           })
           const [again] = yield* claimFrom(store, "w2")
           assert.deepInclude(again, { id: lease.runId, fence: 2, attempt: 1, checkpoint: { step: 3 } })
+        }))
+    })
+
+    describe("attempt timeouts and run deadlines", () => {
+      test("an enqueue's attempt timeout and deadline are kept on the run and handed to its claim, the deadline counted from the store's clock", ({ store }) =>
+        Effect.gen(function*() {
+          const [after] = yield* store.enqueue([{
+            kind: "job",
+            payload: null,
+            attemptTimeoutMs: 5_000,
+            deadlineAfterMs: 60_000
+          }])
+          const record = yield* store.get(after!.id)
+          assert.strictEqual(record.attemptTimeoutMs, 5_000)
+          assert.strictEqual(record.deadline!.getTime() - record.createdAt.getTime(), 60_000, "now() + 60 s")
+          // A deadline given as a time is kept as it is (here one hour after the store's now()).
+          const at = new Date(record.createdAt.getTime() + 3_600_000)
+          const [timed, plain] = yield* store.enqueue([
+            { kind: "job", payload: null, deadlineAt: at },
+            { kind: "job", payload: null }
+          ])
+          assert.deepInclude(yield* store.get(timed!.id), { deadline: at, attemptTimeoutMs: null })
+          assert.deepInclude(yield* store.get(plain!.id), { deadline: null, attemptTimeoutMs: null })
+          const claimed = yield* claimFrom(store, "w1")
+          const byId = new Map(claimed.map((c) => [c.id, c]))
+          assert.strictEqual(byId.get(after!.id)!.attemptTimeoutMs, 5_000)
+          const left = byId.get(after!.id)!.deadlineInMs!
+          assert.isTrue(left > 0 && left <= 60_000, `${left} ms left of 60 s`)
+          assert.isTrue(byId.get(timed!.id)!.deadlineInMs! > 60_000)
+          assert.deepInclude(byId.get(plain!.id), { attemptTimeoutMs: null, deadlineInMs: null })
+        }))
+
+      test("a key's next run, claimed by a completion's hand-off, is handed over with its timeouts", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const [first, second] = yield* store.enqueue([
+            { kind: "job", payload: 1, concurrencyKey: "K" },
+            { kind: "job", payload: 2, concurrencyKey: "K", attemptTimeoutMs: 4_000, deadlineAfterMs: 60_000 }
+          ])
+          const claimed = yield* claimFrom(store, "w1")
+          assert.deepStrictEqual(claimed.map((c) => c.id), [first!.id])
+          assert.deepInclude(claimed[0], { attemptTimeoutMs: null, deadlineInMs: null })
+          const [done] = yield* store.completeBatch([{ runId: first!.id, fence: 1, result: null, keyed: true }], {
+            owner: "w1",
+            ttl,
+            queues: ["default"],
+            kinds: ["job"]
+          })
+          const next = (done as { next?: ClaimedRun }).next
+          assert.deepInclude(next, { id: second!.id, fence: 1, attemptTimeoutMs: 4_000 })
+          assert.isTrue(next!.deadlineInMs! > 0 && next!.deadlineInMs! <= 60_000, `${next!.deadlineInMs} ms left`)
+        }))
+
+      test("idempotency keys and unique windows keep an enqueue's timeouts too", ({ store }) =>
+        Effect.gen(function*() {
+          const [keyed, unique] = yield* store.enqueue([
+            { kind: "job", payload: 1, idempotencyKey: "k1", attemptTimeoutMs: 7_000, deadlineAfterMs: 90_000 },
+            { kind: "job", payload: 2, unique: { key: "u1" }, attemptTimeoutMs: 8_000, deadlineAfterMs: 80_000 }
+          ])
+          for (const [id, timeout, deadline] of [[keyed!.id, 7_000, 90_000], [unique!.id, 8_000, 80_000]] as const) {
+            const record = yield* store.get(id)
+            assert.strictEqual(record.attemptTimeoutMs, timeout)
+            assert.strictEqual(record.deadline!.getTime() - record.createdAt.getTime(), deadline)
+          }
+        }))
+
+      test("a failed attempt gets no retry due at or past the run's deadline: the run fails for good, saying why, its attempt's error kept", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const [enqueued] = yield* store.enqueue([{ kind: "job", payload: null, deadlineAfterMs: 60_000 }])
+          const [first] = yield* claimFrom(store, "w1")
+          const lease1 = { runId: enqueued!.id, fence: first!.fence }
+          assert.deepStrictEqual(yield* store.fail({ ...lease1, error: { m: "one" }, retryDelayMs: 10_000 }), {
+            _tag: "RetryScheduled",
+            delayMs: 10_000
+          })
+          yield* passTime("11 seconds")
+          const [second] = yield* claimFrom(store, "w1")
+          assert.deepInclude(second, { id: enqueued!.id, fence: 2, attempt: 2 })
+          // 11 s have passed: a retry in 49 s or more would be due at or past the deadline.
+          assert.deepStrictEqual(
+            yield* store.fail({ runId: enqueued!.id, fence: 2, error: { m: "two" }, retryDelayMs: 49_000 }),
+            { _tag: "Failed" }
+          )
+          const record = yield* store.get(enqueued!.id)
+          assert.deepInclude(record, { state: "failed", attempt: 2, maxAttempts: 5 })
+          assert.deepStrictEqual(record.error, deadlineFailure({ m: "two" }))
+          assert.isNotNull(record.finishedAt)
+          const history = yield* store.history(enqueued!.id)
+          assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), [
+            "claimed@1",
+            "retry_scheduled@1",
+            "claimed@2",
+            "failed@2"
+          ])
+          assert.deepInclude(history[3]!.detail as object, { error: deadlineFailure({ m: "two" }) })
+          assert.isEmpty(yield* claimFrom(store, "w1"), "nothing left to claim")
+        }))
+
+      test("a run due, or reclaimed, past its deadline is claimed with the time left at or below zero", ({ passTime, store }) =>
+        Effect.gen(function*() {
+          const [late] = yield* store.enqueue([{ kind: "job", payload: null, deadlineAfterMs: 10_000 }])
+          yield* passTime("20 seconds")
+          const [claimed] = yield* claimFrom(store, "w1")
+          assert.strictEqual(claimed!.id, late!.id)
+          assert.isTrue(claimed!.deadlineInMs! <= -10_000, `${claimed!.deadlineInMs} ms left`)
+          // Its holder fails it for good (what the worker does with a run claimed past its deadline).
+          assert.deepStrictEqual(
+            yield* store.fail({
+              runId: late!.id,
+              fence: claimed!.fence,
+              error: { tag: "RunDeadlinePassed" },
+              retryDelayMs: undefined
+            }),
+            { _tag: "Failed" }
+          )
+          // A lease that expired past the deadline: its reclaim says so too.
+          const [held] = yield* store.enqueue([{ kind: "job", payload: null, deadlineAfterMs: 90_000 }])
+          const [first] = yield* claimFrom(store, "w1")
+          assert.strictEqual(first!.id, held!.id)
+          yield* passTime("2 minutes")
+          const [reclaimed] = yield* claimFrom(store, "w2")
+          assert.deepInclude(reclaimed, { id: held!.id, via: "expired", fence: 2 })
+          assert.isTrue(reclaimed!.deadlineInMs! <= -30_000, `${reclaimed!.deadlineInMs} ms left`)
+        }))
+
+      test("bad timeouts are refused with InvalidConfig naming them, and nothing is written", ({ store }) =>
+        Effect.gen(function*() {
+          const bad: ReadonlyArray<[Partial<EnqueueRequest>, string]> = [
+            [{ attemptTimeoutMs: 0 }, "attemptTimeout"],
+            [{ attemptTimeoutMs: Number.NaN }, "attemptTimeout"],
+            [{ deadlineAfterMs: -1 }, "deadline"],
+            [{ deadlineAt: new Date(Number.NaN) }, "deadline"],
+            [{ deadlineAt: new Date(), deadlineAfterMs: 1_000 }, "deadline"],
+            [{ delayMs: 5_000, deadlineAfterMs: 5_000 }, "deadline"]
+          ]
+          for (const [options, option] of bad) {
+            const refused = yield* Effect.flip(
+              store.enqueue([{ kind: "job", payload: null }, { kind: "job", payload: null, ...options }])
+            )
+            assert.deepInclude(refused, { _tag: "InvalidConfig", option }, JSON.stringify(options))
+          }
+          assert.isEmpty(yield* store.list({ limit: 10 }), "nothing written")
         }))
     })
 

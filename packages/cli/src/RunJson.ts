@@ -34,6 +34,9 @@ export const run = (record: RunRecord) => ({
   concurrencyKey: record.concurrencyKey,
   keySlot: record.keySlot,
   waitingForKey: record.waitingForKey,
+  // The enqueue's attempt timeout (null: its handler's, if it has one) and the run's deadline.
+  attemptTimeoutMs: record.attemptTimeoutMs,
+  deadline: isoTime(record.deadline),
   payload: record.payload ?? null,
   checkpoint: record.checkpoint ?? null,
   result: record.result ?? null,

@@ -196,3 +196,37 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidC
     return `invalid option ${this.option}: ${this.issue}`
   }
 }
+
+/**
+ * An attempt ran longer than its attempt timeout (`Handler.make({ attemptTimeout })`, or the
+ * enqueue's `attemptTimeoutMs`), counted by the worker's monotonic clock from the handler's start:
+ * its RunScope was interrupted and the attempt failed with this. Retried under the handler's retry
+ * policy, as any failure.
+ *
+ * @category errors
+ */
+export class AttemptTimedOut extends Schema.TaggedError<AttemptTimedOut>()("AttemptTimedOut", {
+  runId: Schema.String,
+  attempt: Schema.Number,
+  timeoutMs: Schema.Number
+}) {
+  override get message(): string {
+    return `run ${this.runId}: attempt ${this.attempt} ran past its timeout of ${this.timeoutMs} ms and was interrupted`
+  }
+}
+
+/**
+ * The run's deadline (`EnqueueRequest.deadlineAt` / `deadlineAfterMs`, decided by the store's clock)
+ * passed: the run fails for good, whatever attempts remain. A running attempt is interrupted with
+ * this when the deadline passes.
+ *
+ * @category errors
+ */
+export class RunDeadlinePassed extends Schema.TaggedError<RunDeadlinePassed>()("RunDeadlinePassed", {
+  runId: Schema.String,
+  attempt: Schema.Number
+}) {
+  override get message(): string {
+    return `run ${this.runId}: its deadline passed during attempt ${this.attempt}; the run has failed for good`
+  }
+}

@@ -4,13 +4,15 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, type Schedule, Schema } from "effect"
+import { Cause, Duration, Effect, Exit, type Schedule, Schema } from "effect"
 import * as AttemptLogs from "./AttemptLogs.js"
 import type { CurrentRun } from "./CurrentRun.js"
 import { InvalidConfig, InvalidPayload, UnknownKind, UnstorableValue } from "./Errors.js"
 import type { Fence } from "./Fence.js"
 import * as Backoff from "./internal/Backoff.js"
+import * as Options from "./internal/Options.js"
 import * as Json from "./Json.js"
+import { maxDelayMs } from "./Limits.js"
 
 /** Services every handler may use without providing them: the worker does. @category models */
 export type HandlerServices = Fence | CurrentRun
@@ -44,6 +46,13 @@ export interface Handler<P = any, A = any, E = any, R = any> {
    * attempt's too (one more statement per completion batch that holds any); `"never"` none.
    */
   readonly keepLogs?: AttemptLogs.KeepLogs | undefined
+  /**
+   * How long one attempt may run, counted by the worker's monotonic clock from the handler's start;
+   * an enqueue's `attemptTimeoutMs` overrides it. When it passes, the attempt's RunScope is
+   * interrupted (its finalizers run) and the attempt fails with `AttemptTimedOut`, retried under
+   * `retry` as any failure. Heartbeats do not extend it. None by default.
+   */
+  readonly attemptTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -62,7 +71,25 @@ export const make = <P, I, A, E, R, RI = unknown>(definition: {
   readonly maxAttempts?: number | undefined
   readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
   readonly keepLogs?: AttemptLogs.KeepLogs | undefined
+  readonly attemptTimeout?: Duration.Input | undefined
 }): Handler<P, A, E, R> => definition as unknown as Handler<P, A, E, R>
+
+/**
+ * A handler's attempt timeout in milliseconds (`attemptTimeout`), or `undefined` without one; a
+ * malformed or zero duration is `InvalidConfig` naming the kind, and the worker does not start.
+ *
+ * @category validation
+ */
+export const attemptTimeoutMillis = (handler: Handler): Effect.Effect<number | undefined, InvalidConfig> => {
+  if (handler.attemptTimeout === undefined) return Effect.succeed(undefined)
+  const option = `handlers.${handler.kind}.attemptTimeout`
+  return Effect.flatMap(Options.duration(option, handler.attemptTimeout), (d) => {
+    const ms = Duration.toMillis(d)
+    return ms > 0 && ms <= maxDelayMs
+      ? Effect.succeed(ms)
+      : Effect.fail(new InvalidConfig({ option, issue: `${Duration.format(d)} is not a duration of more than 0` }))
+  })
+}
 
 /** Handlers by kind. @category models */
 export interface Registry {

@@ -60,7 +60,7 @@ export type { TimeColumn }
 
 /**
  * The store and a test's hand on its time columns: `moveTime` sets one run's lease expiry,
- * suspension deadline or due time, as a test against Postgres updates the column directly.
+ * suspension deadline, due time or run deadline, as a test against Postgres updates the column directly.
  *
  * @category testing
  */

@@ -55,6 +55,10 @@ export interface RunRecord {
   readonly waitingForKey: boolean
   /** The W3C `traceparent` stored when it was enqueued, if it was traced (see `Telemetry`). */
   readonly traceParent: string | null
+  /** The attempt timeout set at enqueue (overriding its handler's), in milliseconds; null: the handler's, if any. */
+  readonly attemptTimeoutMs: number | null
+  /** When the run fails for good if it has not finished, by the store's clock (`EnqueueRequest.deadlineAt`). */
+  readonly deadline: Date | null
   readonly createdAt: Date
   readonly updatedAt: Date
   readonly finishedAt: Date | null
@@ -79,6 +83,13 @@ export interface ClaimedRun {
   readonly waitMs: number
   /** The W3C `traceparent` stored when it was enqueued, if it was traced. */
   readonly traceParent: string | null
+  /** The attempt timeout its enqueue set (overriding its handler's), in milliseconds; null when none. */
+  readonly attemptTimeoutMs: number | null
+  /**
+   * Milliseconds from the claim to the run's deadline, by the store's clock at the claim (0 or less:
+   * passed); null when it has none. The worker counts it down on its own monotonic clock.
+   */
+  readonly deadlineInMs: number | null
 }
 
 /**
@@ -143,6 +154,18 @@ export interface EnqueueRequest {
    * idempotency key (which is unique for ever). docs/adr/0020-uniqueness-windows.md.
    */
   readonly unique?: UniqueWindow | undefined
+  /**
+   * This run's attempt timeout, overriding its handler's (`Handler.make({ attemptTimeout })`):
+   * an attempt running longer is interrupted and fails with `AttemptTimedOut`, then is retried.
+   */
+  readonly attemptTimeoutMs?: number | undefined
+  /**
+   * The run's deadline across attempts, as a time: once the store's clock passes it, the run fails
+   * for good (`RunDeadlinePassed`). Not with `deadlineAfterMs`.
+   */
+  readonly deadlineAt?: Date | undefined
+  /** The run's deadline as a duration from the enqueue, counted from the store's `now()`. */
+  readonly deadlineAfterMs?: number | undefined
 }
 
 /**
@@ -208,6 +231,39 @@ const checkUnique = (request: EnqueueRequest, window: UniqueWindow): Exit.Exit<v
 
 const positiveInteger = (n: number) => Number.isInteger(n) && n >= 1
 
+/** A duration of more than 0 and at most `Limits.maxDelayMs`, or `InvalidConfig` naming the option. */
+const checkPositiveDuration = (option: string, ms: number): Exit.Exit<void, InvalidConfig> => {
+  const delay = Limits.checkDelay(option, ms)
+  if (Exit.isFailure(delay)) return delay
+  return ms > 0
+    ? Exit.void
+    : Exit.fail(new InvalidConfig({ option, issue: `${ms} ms is not a duration of more than 0` }))
+}
+
+const checkTimeouts = (request: EnqueueRequest): Exit.Exit<void, InvalidConfig> => {
+  const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
+  if (request.attemptTimeoutMs !== undefined) {
+    const timeout = checkPositiveDuration("attemptTimeout", request.attemptTimeoutMs)
+    if (Exit.isFailure(timeout)) return timeout
+  }
+  if (request.deadlineAt !== undefined) {
+    if (request.deadlineAfterMs !== undefined) {
+      return invalid("deadline", "give a deadline as a time or as a duration from the enqueue, not both")
+    }
+    if (!(request.deadlineAt instanceof Date) || Number.isNaN(request.deadlineAt.getTime())) {
+      return invalid("deadline", `${String(request.deadlineAt)} is not a valid time`)
+    }
+  }
+  if (request.deadlineAfterMs !== undefined) {
+    const deadline = checkPositiveDuration("deadline", request.deadlineAfterMs)
+    if (Exit.isFailure(deadline)) return deadline
+    if ((request.delayMs ?? 0) >= request.deadlineAfterMs) {
+      return invalid("deadline", `the run would be due (in ${request.delayMs} ms) only once its deadline had passed`)
+    }
+  }
+  return Exit.void
+}
+
 /**
  * Checks an enqueue request's options before anything is written: a kind, queue, idempotency key
  * and concurrency key within `Limits` (non-empty, no NUL, not too long), a whole priority, a
@@ -238,6 +294,8 @@ export const checkEnqueueRequest = (request: EnqueueRequest): Exit.Exit<void, In
     const key = Limits.checkText("idempotencyKey", request.idempotencyKey, Limits.maxIdempotencyKeyBytes)
     if (Exit.isFailure(key)) return key
   }
+  const timeouts = checkTimeouts(request)
+  if (Exit.isFailure(timeouts)) return timeouts
   const key = KeyLimits.checkKey(request.concurrencyKey)
   if (Exit.isFailure(key) || request.unique === undefined) return key
   return checkUnique(request, request.unique)
@@ -349,6 +407,20 @@ export type SignalDelivery =
 export type SuspendOutcome =
   | { readonly _tag: "Suspended" }
   | { readonly _tag: "AlreadySignalled"; readonly outcome: SignalOutcome }
+
+/**
+ * The error a store records when a failed attempt would have been retried but its run's deadline
+ * passes before the retry is due (`now + delay >= deadline`, by the store's clock): the run fails
+ * for good, and the attempt's own error is kept inside. Both stores record exactly this.
+ *
+ * @category models
+ */
+export const deadlineFailure = (attemptError: unknown): unknown => ({
+  tag: "RunDeadlinePassed",
+  message: "the run's deadline passes before its next attempt would be due; the run has failed for good",
+  permanent: true,
+  attemptError: attemptError ?? null
+})
 
 /** What a failed attempt turned into. @category models */
 export type FailOutcome = { readonly _tag: "RetryScheduled"; readonly delayMs: number } | { readonly _tag: "Failed" }

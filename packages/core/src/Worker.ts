@@ -24,6 +24,7 @@ import * as LogCapture from "./internal/LogCapture.js"
 import * as Options from "./internal/Options.js"
 import * as RunSpans from "./internal/RunSpans.js"
 import * as Settlement from "./internal/Settlement.js"
+import * as Timeouts from "./internal/Timeouts.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as RateLimits from "./RateLimits.js"
 import type { ClaimedRun } from "./RunRecord.js"
@@ -198,17 +199,17 @@ export const run = <R>(
     const store = traced ? RunSpans.runtimeStatements(yield* RunStore) : RunSpans.untracedClaim(yield* RunStore)
     const clock = yield* Effect.clockWith(Effect.succeed)
     const registry = yield* Handler.registry(options.handlers)
-    const compiled = new Map(
-      options.handlers.map((
-        h
-      ) => [h.kind, {
+    const compiled = new Map<string, Compiled>()
+    for (const h of options.handlers) {
+      compiled.set(h.kind, {
         handle: h.handle,
         decode: Handler.payloadDecoder(h),
         encodeResult: Handler.resultEncoder(h),
         retry: h.retry,
-        keepLogs: h.keepLogs ?? "failed"
-      }])
-    )
+        keepLogs: h.keepLogs ?? "failed",
+        attemptTimeoutMs: yield* Handler.attemptTimeoutMillis(h)
+      })
+    }
     const inFlight: InFlight = new Set()
     const slots: Slots["Service"] = { free: () => config.concurrency - inFlight.size }
     // Open while no lease is in flight: shutdown waits on it instead of polling.
@@ -341,6 +342,8 @@ export const run = <R>(
 
     const runHandler = (entry: LeaseEntry, scope: Scope.Scope): Effect.Effect<unknown, unknown> => {
       const run = entry.run
+      // A run claimed past its deadline (by the store's clock) fails for good before its handler starts.
+      if (run.deadlineInMs !== null && run.deadlineInMs <= 0) return Timeouts.deadlinePassed(run)
       const handler = compiled.get(run.kind)
       if (handler === undefined) {
         return Effect.fail(new Lease.PermanentFailure({ reason: `no handler for kind ${run.kind}` }))
@@ -353,14 +356,18 @@ export const run = <R>(
       const current: CurrentRun["Service"] = new Settlement.WorkerRun(run, entry, config.ttl)
       // The RunScope fiber already carries the worker's context (the handlers' services): the run's
       // own services go on top of it in one step.
-      return Effect.updateContext(
-        handler.handle(decoded.value) as Effect.Effect<unknown, unknown>,
-        (context: Context.Context<never>) =>
-          Context.add(
-            Context.add(Context.add(Context.add(context, Scope.Scope, scope), Fence, fence), Slots, slots),
-            CurrentRun,
-            current
-          ) as Context.Context<never>
+      return Timeouts.bounded(
+        run,
+        handler.attemptTimeoutMs,
+        Effect.updateContext(
+          handler.handle(decoded.value) as Effect.Effect<unknown, unknown>,
+          (context: Context.Context<never>) =>
+            Context.add(
+              Context.add(Context.add(Context.add(context, Scope.Scope, scope), Fence, fence), Slots, slots),
+              CurrentRun,
+              current
+            ) as Context.Context<never>
+        )
       )
     }
 
@@ -536,6 +543,16 @@ export const run = <R>(
     // the registry, while it claims nothing.
     return yield* Effect.orDie(Fiber.join(claiming))
   }))
+
+/** What the worker keeps of each handler, compiled once at start. */
+interface Compiled {
+  readonly handle: (payload: any) => Effect.Effect<unknown, unknown, any>
+  readonly decode: ReturnType<typeof Handler.payloadDecoder>
+  readonly encodeResult: ReturnType<typeof Handler.resultEncoder>
+  readonly retry: Handler.Handler["retry"]
+  readonly attemptTimeoutMs: number | undefined
+  readonly keepLogs: AttemptLogs.KeepLogs
+}
 
 // A run of a kind without a handler fails before it has a result; this only keeps the entry whole.
 const schemaless = Handler.encoderFor<unknown>(undefined)

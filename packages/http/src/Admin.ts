@@ -219,6 +219,10 @@ const EnqueueBody = Schema.Struct({
   priority: Schema.optional(Schema.Number),
   delayMs: Schema.optional(Schema.Number),
   maxAttempts: Schema.optional(Schema.Number),
+  attemptTimeoutMs: Schema.optional(Schema.Number),
+  /** The run's deadline as an ISO 8601 time; or `deadlineAfterMs`, from the enqueue. */
+  deadlineAt: Schema.optional(Schema.String),
+  deadlineAfterMs: Schema.optional(Schema.Number),
   idempotencyKey: Schema.optional(Schema.String),
   concurrencyKey: Schema.optional(Schema.String),
   /** A uniqueness window (core `UniqueWindow`): its states are checked by the enqueue, which names a bad one. */
@@ -541,10 +545,12 @@ export const layer = (options: AdminOptions) =>
         "/api/runs",
         guard(true, () =>
           Effect.gen(function*() {
-            const { kind, payload, unique, ...options } = yield* body(EnqueueBody, limit)
+            const { deadlineAt, kind, payload, unique, ...options } = yield* body(EnqueueBody, limit)
             const registry = yield* Handlers
             const enqueued = yield* Client.enqueueUnknown(registry, kind, payload ?? {}, {
               ...options,
+              // A time that does not parse is an invalid date, refused by the store's check (400).
+              ...(deadlineAt === undefined ? {} : { deadlineAt: new Date(deadlineAt) }),
               ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
             })
             return json(enqueued.created ? 201 : 200, enqueued)

@@ -70,6 +70,16 @@ export const enqueue = Command.make("enqueue", {
     Flag.optional,
     Flag.withDescription("unique for this long after the existing run was enqueued, e.g. \"1 hour\"")
   ),
+  attemptTimeout: durationFlag("attempt-timeout").pipe(
+    Flag.optional,
+    Flag.withDescription(
+      "each attempt is stopped after this long and retried, e.g. \"30 seconds\" (default: the handler's)"
+    )
+  ),
+  deadline: durationFlag("deadline").pipe(
+    Flag.optional,
+    Flag.withDescription("the run fails for good this long after the enqueue, by the database's clock, e.g. \"1 hour\"")
+  ),
   uniqueByPayload: Flag.Boolean("unique-by-payload").pipe(
     Flag.withDefault(false),
     Flag.withDescription("unique by kind and payload (without --unique-key)")
@@ -88,6 +98,8 @@ export const enqueue = Command.make("enqueue", {
       maxAttempts: Option.getOrUndefined(flags.maxAttempts),
       idempotencyKey: Option.getOrUndefined(flags.idempotencyKey),
       concurrencyKey: Option.getOrUndefined(flags.concurrencyKey),
+      attemptTimeoutMs: Option.getOrUndefined(Option.map(flags.attemptTimeout, Duration.toMillis)),
+      deadlineAfterMs: Option.getOrUndefined(Option.map(flags.deadline, Duration.toMillis)),
       unique: uniqueOf(flags)
     }
     yield* checkEnqueueRequest({ kind: flags.kind, payload: input, ...options })

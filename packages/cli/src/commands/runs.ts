@@ -371,6 +371,10 @@ const show = Command.make("show", {
       ...(run.leaseOwner === null
         ? []
         : [["lease", `${run.leaseOwner} until ${Output.time(run.leaseExpiresAt)}`] as const]),
+      ...(run.attemptTimeoutMs === null
+        ? []
+        : [["attempt timeout", `${Duration.format(Duration.millis(run.attemptTimeoutMs))} (set at enqueue)`] as const]),
+      ...(run.deadline === null ? [] : [["deadline", Output.time(run.deadline)] as const]),
       ...(RunJson.traceIdOf(run.traceParent) === null ? [] : [["trace", RunJson.traceIdOf(run.traceParent)!] as const]),
       ["created", Output.time(run.createdAt)],
       ["finished", Output.time(run.finishedAt)],

@@ -52,8 +52,12 @@ const describe = (error: unknown): { tag?: string; message: string } => {
 }
 
 // A payload that no longer decodes, or a result JSON cannot hold: the next attempt would fail alike.
-const isPermanent = (error: unknown): boolean =>
-  error instanceof PermanentFailure || (error as { _tag?: unknown } | undefined)?._tag === "UnstorableValue"
+// A run past its deadline has no next attempt.
+const isPermanent = (error: unknown): boolean => {
+  if (error instanceof PermanentFailure) return true
+  const tag = (error as { _tag?: unknown } | undefined)?._tag
+  return tag === "UnstorableValue" || tag === "RunDeadlinePassed"
+}
 
 const errorJson = (error: unknown): unknown => {
   if (error instanceof PermanentFailure) return { ...describe(error.reason), permanent: true }

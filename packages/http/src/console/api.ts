@@ -32,6 +32,10 @@ export interface Run {
   readonly concurrencyKey: string | null
   readonly waitingForKey: boolean
   readonly traceParent: string | null
+  /** The attempt timeout set at enqueue (ms), overriding its handler's; null: the handler's, if any. */
+  readonly attemptTimeoutMs: number | null
+  /** When the run fails for good if it has not finished, by the store's clock. */
+  readonly deadline: string | null
   readonly createdAt: string
   readonly updatedAt: string
   readonly finishedAt: string | null

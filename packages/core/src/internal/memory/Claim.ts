@@ -138,7 +138,7 @@ const claimRoutine = (state: State, request: ClaimRequest, ttlMs: number, now: n
       const kind = origin === 0 ? "reclaimed" : origin === 1 ? "signal_timed_out" : "claimed"
       state.record(run, kind, run.fence, owner, { attempt: run.attempt }, now)
       claimed.push(
-        claimedView(run, origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due", Math.max(0, now - dueAt))
+        claimedView(run, origin === 0 ? "expired" : origin === 1 ? "timed-out" : "due", Math.max(0, now - dueAt), now)
       )
     }
     run.signalName = null

@@ -17,7 +17,7 @@ export const inClaimOrder = (a: StoredRun, b: StoredRun) =>
   b.priority - a.priority || a.runAt - b.runAt || Number(a.id) - Number(b.id)
 
 /** A claimed run as the store hands it to its worker. */
-export const claimedView = (run: StoredRun, via: ClaimedRun["via"], waitMs: number): ClaimedRun => ({
+export const claimedView = (run: StoredRun, via: ClaimedRun["via"], waitMs: number, now: number): ClaimedRun => ({
   id: run.id,
   queue: run.queue,
   kind: run.kind,
@@ -30,7 +30,9 @@ export const claimedView = (run: StoredRun, via: ClaimedRun["via"], waitMs: numb
   concurrencyKey: run.concurrencyKey,
   via,
   waitMs,
-  traceParent: run.traceParent
+  traceParent: run.traceParent,
+  attemptTimeoutMs: run.attemptTimeoutMs,
+  deadlineInMs: run.deadline === null ? null : run.deadline - now
 })
 
 /** A due run claimed for `owner` outside a claim statement (a completion's hand-off, `handOff`). */
@@ -43,5 +45,5 @@ export const claimOne = (state: State, run: StoredRun, owner: string, ttlMs: num
   run.leaseExpiresAt = now + ttlMs
   run.finishedAt = null
   state.record(run, "claimed", run.fence, owner, { attempt: run.attempt }, now)
-  return claimedView(run, "due", Math.max(0, now - run.runAt))
+  return claimedView(run, "due", Math.max(0, now - run.runAt), now)
 }

@@ -60,6 +60,12 @@ export const enqueue = (
       keySlot: null,
       rateScope: rateGoverning(state, request.kind, queue),
       traceParent: request.traceParent ?? null,
+      attemptTimeoutMs: request.attemptTimeoutMs ?? null,
+      deadline: request.deadlineAt !== undefined
+        ? request.deadlineAt.getTime()
+        : request.deadlineAfterMs !== undefined
+        ? now + request.deadlineAfterMs
+        : null,
       createdAt: now,
       runAt: now + (request.delayMs ?? 0),
       state: "pending",

@@ -6,7 +6,14 @@
  * @internal
  */
 import { FenceRejected, LeaseNotHeld, RunNotFound, SignalTokenInUse } from "../../Errors.js"
-import type { FailOutcome, FinalizeOutcome, LeaseKey, SignalOutcome, SuspendOutcome } from "../../RunRecord.js"
+import {
+  deadlineFailure,
+  type FailOutcome,
+  type FinalizeOutcome,
+  type LeaseKey,
+  type SignalOutcome,
+  type SuspendOutcome
+} from "../../RunRecord.js"
 import type { ClaimNext, CompleteItem, FailRequest, SnoozeRequest, StaleWrite, SuspendRequest } from "../../RunStore.js"
 import { handOffSet, keysAboveLimit } from "./Admit.js"
 import * as AttemptLogs from "./AttemptLogs.js"
@@ -119,8 +126,11 @@ export const fail = (
 ): Outcome<FailOutcome, StaleWrite> => {
   return guarded(state, request, "fail", now, (run): FailOutcome => {
     letGo(run)
-    run.error = error
-    const retrying = request.retryDelayMs !== undefined && run.attempt < run.maxAttempts
+    const wantsRetry = request.retryDelayMs !== undefined && run.attempt < run.maxAttempts
+    // No retry is scheduled at or past the run's deadline: the run fails for good now, saying why.
+    const stoppedByDeadline = wantsRetry && run.deadline !== null && now + request.retryDelayMs! >= run.deadline
+    const retrying = wantsRetry && !stoppedByDeadline
+    run.error = stoppedByDeadline ? JSON.stringify(deadlineFailure(parse(error))) : error
     if (retrying) {
       enter(state, run, "pending")
       run.runAt = now + request.retryDelayMs!
@@ -130,7 +140,7 @@ export const fail = (
       run.finishedAt = now
     }
     state.record(run, retrying ? "retry_scheduled" : "failed", run.fence, null, {
-      error: parse(error),
+      error: parse(run.error),
       runAt: new Date(run.runAt).toISOString()
     }, now)
     if (request.log !== undefined) AttemptLogs.keep(state, run, request.fence, "failed", request.log, now)

@@ -41,6 +41,8 @@ export const toRecord = (run: StoredRun): RunRecord => ({
   keySlot: run.keySlot,
   waitingForKey: run.state === "pending" && run.keyScope !== null && run.keySlot === null,
   traceParent: run.traceParent,
+  attemptTimeoutMs: run.attemptTimeoutMs,
+  deadline: date(run.deadline),
   createdAt: new Date(run.createdAt),
   updatedAt: new Date(run.updatedAt),
   finishedAt: date(run.finishedAt)

@@ -20,7 +20,7 @@ import * as Schedules from "../../Schedules.js"
 import type { StoredAttemptLog, StoredEvent, StoredRun } from "./StoredRun.js"
 
 /** A time column the tests may move (as they move the database's columns). */
-export type TimeColumn = "runAt" | "leaseExpiresAt" | "suspendDeadline"
+export type TimeColumn = "runAt" | "leaseExpiresAt" | "suspendDeadline" | "deadline"
 
 /** What a transition failed with, or the value it produced. */
 export type Outcome<A, E> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: E }
@@ -96,5 +96,6 @@ export class State {
     if (column === "runAt") run.runAt = at
     else if (column === "leaseExpiresAt" && run.leaseExpiresAt !== null) run.leaseExpiresAt = at
     else if (column === "suspendDeadline" && run.suspendDeadline !== null) run.suspendDeadline = at
+    else if (column === "deadline" && run.deadline !== null) run.deadline = at
   }
 }

@@ -20,6 +20,10 @@ export interface StoredRun {
   readonly idempotencyKey: string | null
   readonly concurrencyKey: string | null
   readonly traceParent: string | null
+  /** The attempt timeout its enqueue set, in milliseconds. */
+  readonly attemptTimeoutMs: number | null
+  /** The run's deadline (epoch milliseconds), by the store's clock. */
+  deadline: number | null
   /**
    * The key limit governing a keyed run (`KeyLimits`; decided as it becomes pending) and the slot
    * it holds while admitted (pending) or running; a governed pending run without one waits.

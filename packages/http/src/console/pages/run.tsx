@@ -147,6 +147,8 @@ export const RunPage = ({ id }: { readonly id: string }) => {
               // The wait of the first attempt (enqueued → first claim) and the last attempt's run time.
               ["Wait time", duration(between(run.createdAt, first?.start))],
               ["Run time", duration(between(last?.start, last?.end ?? run.finishedAt))],
+              ["Attempt timeout", run.attemptTimeoutMs === null ? "—" : duration(run.attemptTimeoutMs)],
+              ["Deadline", <Time at={run.deadline} />],
               [
                 "Trace",
                 ids === null ? "—" : link === null

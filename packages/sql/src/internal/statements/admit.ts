@@ -11,7 +11,7 @@ import { type ClaimNext, KeyLimits } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { activeQueues, claimAssignments, fenceFloor } from "./claimFragments.js"
+import { activeQueues, claimAssignments, fenceFloor, timeoutColumns } from "./claimFragments.js"
 import { heldSlots } from "./slots.js"
 
 /**
@@ -284,11 +284,11 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
         r.concurrency_key, r.trace_parent, (extract(epoch FROM now() - r.run_at) * 1000)::float8 AS wait_ms,
         -- One admitted and not claimed here announces itself, as an enqueued run does.
         CASE WHEN NOT sc.claim THEN pg_notify(${s.channel}, 'q:' || r.queue) END AS woken,
-        NULL::bigint AS batch, NULL::bigint AS pos
+        NULL::bigint AS batch, NULL::bigint AS pos, ${sql.literal(timeoutColumns("r"))}
     ), ledger_next AS MATERIALIZED (
       -- Successors in the ledger: their rows are read (one primary-key probe each), never written.
       SELECT sc.id, sc.after, sc.claim, sc.scope, sc.name, sc.key, sc.slot, r.queue, r.kind, r.payload, r.priority, r.run_at,
-        r.max_attempts, r.checkpoint, r.signals, r.concurrency_key, r.trace_parent,
+        r.max_attempts, r.checkpoint, r.signals, r.concurrency_key, r.trace_parent, r.attempt_timeout_ms, r.deadline,
         CASE WHEN sc.claim THEN greatest(r.fence + 1, f.floor) ELSE r.fence END AS fence,
         CASE WHEN sc.claim THEN r.attempt + 1 ELSE r.attempt END AS attempt,
         row_number() OVER (PARTITION BY sc.claim ORDER BY sc.id) AS pos
@@ -315,11 +315,12 @@ export const handOff = (sql: SqlClient.SqlClient, s: StoreSchema, next?: ClaimNe
     ), ledger_handed AS (
       SELECT n.id, n.after, n.claim, n.queue, n.kind, n.payload, n.attempt, n.max_attempts, n.fence, n.checkpoint, n.signals,
         n.concurrency_key, n.trace_parent, (extract(epoch FROM now() - n.run_at) * 1000)::float8 AS wait_ms,
-        CASE WHEN n.claim THEN b.batch END AS batch, CASE WHEN n.claim THEN n.pos END AS pos
+        CASE WHEN n.claim THEN b.batch END AS batch, CASE WHEN n.claim THEN n.pos END AS pos,
+        ${sql.literal(timeoutColumns("n"))}
       FROM ledger_next n LEFT JOIN ledger_batch b ON true
     ), handed AS (
       SELECT id, after, claim, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key,
-        trace_parent, wait_ms, batch, pos
+        trace_parent, wait_ms, batch, pos, attempt_timeout_ms, deadline_in_ms
       FROM row_handed
       UNION ALL
       SELECT * FROM ledger_handed

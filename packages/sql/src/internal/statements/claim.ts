@@ -16,7 +16,7 @@ import { Duration, Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { admit, type KeyCursors, retryingCollisions } from "./admit.js"
-import { activeQueues, claimAssignments, claimedColumns, fenceFloor } from "./claimFragments.js"
+import { activeQueues, claimAssignments, claimedColumns, fenceFloor, timeoutColumns } from "./claimFragments.js"
 import * as ledger from "./ledger.js"
 import { type ClaimRow, toClaimed } from "./rows.js"
 
@@ -185,6 +185,7 @@ const taking = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest,
       ), granted AS MATERIALIZED (
         SELECT r.id, r.queue, r.kind, r.payload, greatest(r.fence + 1, f.floor) AS fence, r.attempt + 1 AS attempt,
           r.max_attempts, r.checkpoint, r.signals, r.concurrency_key, r.trace_parent, r.priority, r.run_at,
+          ${sql.literal(timeoutColumns("r"))},
           row_number() OVER (ORDER BY p.priority DESC, p.run_at, p.id) AS pos
         FROM picked p CROSS JOIN fence_floor f
           -- One primary-key probe per pick (never a join the planner could loop over the picks).
@@ -201,7 +202,8 @@ const taking = (sql: SqlClient.SqlClient, s: StoreSchema, request: ClaimRequest,
         SELECT c.*, NULL::bigint AS batch, NULL::bigint AS pos FROM row_claimed c
         UNION ALL
         SELECT g.id, g.queue, g.kind, g.payload, g.attempt, g.max_attempts, g.fence, g.checkpoint, g.signals,
-          g.concurrency_key, 'running'::text, g.trace_parent, g.priority, (extract(epoch FROM g.run_at) * 1000)::float8,
+          g.concurrency_key, 'running'::text, g.trace_parent, g.priority, g.attempt_timeout_ms, g.deadline_in_ms,
+          (extract(epoch FROM g.run_at) * 1000)::float8,
           2, (extract(epoch FROM now() - g.run_at) * 1000)::float8, b.batch, g.pos
         FROM granted g CROSS JOIN batch b
       )`
@@ -352,7 +354,7 @@ const claimAll = (
         FROM claimed WHERE origin <> 2
       )
       SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state, origin, wait_ms,
-        trace_parent, priority, run_at_ms, batch::text AS batch, pos::int AS pos
+        trace_parent, priority, run_at_ms, batch::text AS batch, pos::int AS pos, attempt_timeout_ms, deadline_in_ms
       FROM claimed
       -- In claim order: reclaims, then timed-out suspensions, each by due time; then due runs.
       ORDER BY claimed.origin, CASE WHEN claimed.origin < 2 THEN claimed.wait_ms END DESC,
@@ -403,7 +405,7 @@ const claimDue = (
         concurrency_key, wait_ms, trace_parent, priority, run_at_ms, CASE WHEN ${
       keyLimitDeclared(sql, s, request)
     } THEN true END AS keyed,
-        batch::text AS batch, pos::int AS pos
+        batch::text AS batch, pos::int AS pos, attempt_timeout_ms, deadline_in_ms
       FROM claimed_due claimed
       -- In claim order (the update went by primary key).
       ORDER BY claimed.priority DESC, claimed.run_at_ms, claimed.id`

@@ -73,8 +73,13 @@ export const claimAssignments = (sql: SqlClient.SqlClient, claim: ClaimOnRow) =>
 
 /**
  * What a claim returns of each run it updated (`r`) that the worker reads (rows.ts › `ClaimRow`),
- * beside how long it waited and what each statement needs to order its runs.
+ * beside how long it waited and what each statement needs to order its runs. The time left until
+ * the run's deadline is the database's (its `now()`), never the worker's.
  */
 export const claimedColumns = (sql: SqlClient.SqlClient) =>
   sql.literal(`r.id, r.queue, r.kind, r.payload, r.attempt, r.max_attempts, r.fence, r.checkpoint, r.signals,
-          r.concurrency_key, r.state, r.trace_parent, r.priority`)
+          r.concurrency_key, r.state, r.trace_parent, r.priority, ${timeoutColumns("r")}`)
+
+/** A run's attempt timeout and the milliseconds left until its deadline (by `now()`), as a claim returns them. */
+export const timeoutColumns = (run: string) =>
+  `${run}.attempt_timeout_ms, (extract(epoch FROM ${run}.deadline - now()) * 1000)::float8 AS deadline_in_ms`

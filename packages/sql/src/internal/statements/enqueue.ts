@@ -28,8 +28,26 @@ const inputRows = (
       ${requests.map((r) => r.maxAttempts ?? 5)}::int[],
       ${textArray(requests.map((r) => r.idempotencyKey ?? null))}::text[],
       ${textArray(requests.map((r) => r.traceParent ?? null))}::text[],
-      ${textArray(requests.map((r) => r.concurrencyKey ?? null))}::text[]
-    ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, trace_parent, concurrency_key, ord)`
+      ${textArray(requests.map((r) => r.concurrencyKey ?? null))}::text[],
+      ${
+    textArray(requests.map((r) => r.attemptTimeoutMs === undefined ? null : String(r.attemptTimeoutMs)))
+  }::text[]::int[],
+      ${textArray(requests.map(deadlineText))}::text[]::timestamptz[],
+      ${
+    textArray(requests.map((r) => r.deadlineAfterMs === undefined ? null : String(r.deadlineAfterMs)))
+  }::text[]::float8[]
+    ) WITH ORDINALITY AS t(kind, payload, queue, priority, delay_ms, max_attempts, idempotency_key, trace_parent, concurrency_key,
+      attempt_timeout_ms, deadline_at, deadline_after_ms, ord)`
+
+/** A request's deadline as a time, as text for a timestamptz[] parameter; null without one. */
+const deadlineText = (request: EnqueueRequest): string | null => request.deadlineAt?.toISOString() ?? null
+
+/**
+ * The deadline column's value from an input row (`inputRows`): the time given, or the duration
+ * counted from the database's `now()`, the clock that later decides it.
+ */
+const deadlineOf = (row: string) =>
+  `coalesce(${row}.deadline_at, now() + ${row}.deadline_after_ms * interval '1 millisecond')`
 
 /**
  * Where a new run is recorded: `ledger` puts the runs with no idempotency key, unique window or
@@ -160,8 +178,24 @@ const enqueueChecked = (
   return sql.withTransaction(Effect.tap(insert, () => admitInPassing(sql, s, scope)))
 }
 
-/** One request with a unique window, through the store's own SQL function (`enqueue_run`); the batch admits its key. */
-const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) => {
+/**
+ * One request with a unique window, through the store's own SQL function (`enqueue_run`); the batch
+ * admits its key. A run it creates gets its timeouts by an update in the same transaction
+ * (`enqueue_run` takes none).
+ */
+const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) =>
+  Effect.tap(enqueueUniqueRun(sql, s, request, payload), (enqueued) =>
+    enqueued.created && hasTimeouts(request)
+      ? Effect.asVoid(sql`UPDATE ${s.runs(sql)} SET attempt_timeout_ms = ${request.attemptTimeoutMs ?? null}::int,
+          deadline = coalesce(${deadlineText(request)}::timestamptz,
+            now() + ${request.deadlineAfterMs ?? null}::float8 * interval '1 millisecond')
+        WHERE id = ${enqueued.id}::bigint`)
+      : Effect.void)
+
+const hasTimeouts = (request: EnqueueRequest) =>
+  request.attemptTimeoutMs !== undefined || request.deadlineAt !== undefined || request.deadlineAfterMs !== undefined
+
+const enqueueUniqueRun = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) => {
   const window = request.unique!
   const states = uniqueStates(window)
   return Effect.map(
@@ -201,9 +235,12 @@ const enqueueWithKeys = (
       WITH input AS MATERIALIZED (
         ${inputRows(sql, s, requests, payloads)}
       ), inserted AS (
-        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key, rate_scope)
+        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key, rate_scope,
+          attempt_timeout_ms, deadline)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key, trace_parent,
-          concurrency_key, ${sql.literal(rate.governing(s, "input.kind", "input.queue"))}
+          concurrency_key, ${sql.literal(rate.governing(s, "input.kind", "input.queue"))}, attempt_timeout_ms, ${
+      sql.literal(deadlineOf("input"))
+    }
         FROM input ORDER BY idempotency_key COLLATE "C", ord
         ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING id, queue
@@ -243,12 +280,13 @@ const enqueueWithoutKeys = (
       ), inserted AS (
         INSERT INTO ${
       s.runs(sql)
-    } (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state, rate_scope)
+    } (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state, rate_scope,
+          attempt_timeout_ms, deadline)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent, concurrency_key,
           -- A run a rate limit governs is kept on its row, out of the ledger (rate.ts); a keyed one
           -- is in the ledger, its slot and its wait in key_holds and waiting (migration 0025).
           ${storage === "ledger" ? sql`CASE WHEN rate_scope IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`},
-          rate_scope
+          rate_scope, attempt_timeout_ms, ${sql.literal(deadlineOf("input"))}
         FROM (SELECT i.*, ${
       sql.literal(rate.governing(s, "i.kind", "i.queue"))
     } AS rate_scope FROM input i) input ORDER BY ord

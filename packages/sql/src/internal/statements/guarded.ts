@@ -11,6 +11,7 @@
 import {
   type ClaimNext,
   type CompleteItem,
+  deadlineFailure,
   type FailOutcome,
   type FailRequest,
   FenceRejected,
@@ -328,14 +329,14 @@ const completeBatchStatement = (
       UNION ALL
       SELECT 'next', i.ord::int - 1, h.id::text, h.fence, h.after::text, h.queue,
         h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms,
-        h.batch::text, h.pos::int
+        h.batch::text, h.pos::int, h.attempt_timeout_ms, h.deadline_in_ms
       FROM row_handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
       WHERE h.claim
       UNION ALL
       -- A slot a row run freed may go to a run of the ledger (claimed in a new batch).
       SELECT 'next', i.ord::int - 1, h.id::text, h.fence, h.after::text, h.queue,
         h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint, h.signals, h.concurrency_key, h.trace_parent, h.wait_ms,
-        h.batch::text, h.pos::int
+        h.batch::text, h.pos::int, h.attempt_timeout_ms, h.deadline_in_ms
       FROM ledger_handed h JOIN (SELECT id, min(ord) AS ord FROM input GROUP BY id) i ON i.id = h.after
       WHERE h.claim`
     const rows = yield* sql<
@@ -349,7 +350,7 @@ const completeBatchStatement = (
       SELECT 'missed' AS tag, i.ord::int - 1 AS ord, i.id::text AS id, i.fence, NULL::text AS after, NULL::text AS queue,
         NULL::text AS kind, NULL::jsonb AS payload, NULL::integer AS attempt, NULL::integer AS max_attempts, NULL::jsonb AS checkpoint,
         NULL::jsonb AS signals, NULL::text AS concurrency_key, NULL::text AS trace_parent, NULL::float8 AS wait_ms,
-        NULL::text AS batch, NULL::int AS pos
+        NULL::text AS batch, NULL::int AS pos, NULL::integer AS attempt_timeout_ms, NULL::float8 AS deadline_in_ms
       FROM input i
       WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)
       ${claimedNext}`
@@ -403,8 +404,13 @@ const completeBatchStatement = (
 /** A run's error as JSON text: characters jsonb refuses are replaced, so the failure is always recorded. */
 const errorText = (error: unknown): string | null => error === undefined ? null : Json.encodeDiagnostic(error)
 
-export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequest, refs?: ledger.LedgerRefs) =>
-  guardedOne(
+export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequest, refs?: ledger.LedgerRefs) => {
+  const delay = sql`${request.retryDelayMs ?? null}::float8`
+  const wantsRetry = sql`${delay} IS NOT NULL AND attempt < max_attempts`
+  // No retry is scheduled at or past the run's deadline (by now()): the run fails for good, saying why.
+  const stoppedByDeadline = sql`${wantsRetry} AND deadline <= now() + ${delay} * interval '1 millisecond'`
+  const retrying = sql`${wantsRetry} AND NOT coalesce(deadline <= now() + ${delay} * interval '1 millisecond', false)`
+  return guardedOne(
     sql,
     s,
     "fail",
@@ -412,19 +418,18 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
     sql<{ state: RunState }>`
       WITH f AS (
         UPDATE ${s.runs(sql)} SET
-          state = CASE WHEN ${request.retryDelayMs ?? null}::float8 IS NOT NULL AND attempt < max_attempts
-            THEN 'pending' ELSE 'failed' END,
-          run_at = CASE WHEN ${request.retryDelayMs ?? null}::float8 IS NOT NULL AND attempt < max_attempts
-            THEN now() + ${request.retryDelayMs ?? null}::float8 * interval '1 millisecond' ELSE run_at END,
-          finished_at = CASE WHEN ${request.retryDelayMs ?? null}::float8 IS NOT NULL AND attempt < max_attempts
-            THEN NULL ELSE now() END,
-          error = ${errorText(request.error)}::jsonb, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+          state = CASE WHEN ${retrying} THEN 'pending' ELSE 'failed' END,
+          run_at = CASE WHEN ${retrying} THEN now() + ${delay} * interval '1 millisecond' ELSE run_at END,
+          finished_at = CASE WHEN ${retrying} THEN NULL ELSE now() END,
+          error = CASE WHEN ${stoppedByDeadline} THEN ${errorText(deadlineFailure(request.error))}::jsonb
+            ELSE ${errorText(request.error)}::jsonb END,
+          lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
         WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"
-        RETURNING id, fence, state, lease_owner, run_at
+        RETURNING id, fence, state, lease_owner, run_at, error
       ), history AS (
         INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
         SELECT id, fence, CASE WHEN state = 'failed' THEN 'failed' ELSE 'retry_scheduled' END,
-          jsonb_build_object('error', ${errorText(request.error)}::jsonb, 'runAt', run_at)
+          jsonb_build_object('error', error, 'runAt', run_at)
         FROM f
       )${attemptLogs.withFailure(sql, s, request)}
       SELECT state FROM f`,
@@ -434,6 +439,7 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
       row.state === "failed" ? { _tag: "Failed" } : { _tag: "RetryScheduled", delayMs: request.retryDelayMs ?? 0 }
     )
   )
+}
 
 /** Gives the run back at once, refunding the attempt: the run did not fail, its worker let go. */
 export const release = (sql: SqlClient.SqlClient, s: StoreSchema, lease: LeaseKey, refs?: ledger.LedgerRefs) =>

@@ -229,7 +229,7 @@ export const complete = (
     const claimedNext = !keyed || next === undefined ? sql`` : sql`
       UNION ALL
       SELECT 'next', h.after::text, h.id::text, h.fence, h.queue, h.kind, h.payload, h.attempt, h.max_attempts, h.checkpoint,
-        h.signals, h.concurrency_key, h.trace_parent, h.wait_ms, h.batch::text, h.pos::int
+        h.signals, h.concurrency_key, h.trace_parent, h.wait_ms, h.batch::text, h.pos::int, h.attempt_timeout_ms, h.deadline_in_ms
       FROM handed h WHERE h.claim`
     const decide = sql<{ tag: "missed" | "next"; ord: string } & Omit<ClaimRow, "state"> & LedgerPlace>`
       WITH input AS MATERIALIZED (${inputRows(sql, s, leases, known, results)}),
@@ -253,7 +253,7 @@ export const complete = (
       SELECT 'missed' AS tag, i.ord::text AS ord, NULL::text AS id, NULL::bigint AS fence, NULL::text AS queue, NULL::text AS kind,
         NULL::jsonb AS payload, NULL::integer AS attempt, NULL::integer AS max_attempts, NULL::jsonb AS checkpoint,
         NULL::jsonb AS signals, NULL::text AS concurrency_key, NULL::text AS trace_parent, NULL::float8 AS wait_ms,
-        NULL::text AS batch, NULL::int AS pos
+        NULL::text AS batch, NULL::int AS pos, NULL::integer AS attempt_timeout_ms, NULL::float8 AS deadline_in_ms
       FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)
       ${claimedNext}`
     // The batches locked first, the decision in a statement of its own: see the module's header.

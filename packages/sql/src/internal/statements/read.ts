@@ -10,7 +10,7 @@ const columns = (sql: SqlClient.SqlClient) =>
   sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
   attempt, max_attempts, fence, lease_owner, lease_expires_at, checkpoint, result, error, signal_name, signal_token,
   suspend_deadline, signals, idempotency_key, concurrency_key, key_slot,
-  (state = 'pending' AND key_scope IS NOT NULL AND key_slot IS NULL) AS waiting_for_key, trace_parent, created_at, updated_at, finished_at`)
+  (state = 'pending' AND key_scope IS NOT NULL AND key_slot IS NULL) AS waiting_for_key, trace_parent, attempt_timeout_ms, deadline, created_at, updated_at, finished_at`)
 
 export const get = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
   Effect.gen(function*() {

@@ -31,6 +31,9 @@ export interface ClaimRow {
   readonly origin?: number
   readonly wait_ms: number
   readonly trace_parent: string | null
+  /** The enqueue's attempt timeout, and the milliseconds left until the deadline by the database's `now()`. */
+  readonly attempt_timeout_ms: number | null
+  readonly deadline_in_ms: number | null
 }
 
 // A claim that returns no signals shares this one (a run's signals are read, never written, by its handler).
@@ -49,7 +52,9 @@ export const toClaimed = (row: Omit<ClaimRow, "state">): ClaimedRun => ({
   concurrencyKey: row.concurrency_key,
   via: row.origin === 0 ? "expired" : row.origin === 1 ? "timed-out" : "due",
   waitMs: Math.max(0, Number(row.wait_ms)),
-  traceParent: row.trace_parent
+  traceParent: row.trace_parent,
+  attemptTimeoutMs: row.attempt_timeout_ms,
+  deadlineInMs: row.deadline_in_ms === null ? null : Number(row.deadline_in_ms)
 })
 
 /** A date column: a `Date` from the driver, or its text (as a JSON read would give it). */
@@ -83,6 +88,8 @@ const RunRow = Schema.Struct({
   key_slot: Schema.NullOr(Schema.Number),
   waiting_for_key: Schema.Boolean,
   trace_parent: Schema.NullOr(Schema.String),
+  attempt_timeout_ms: Schema.NullOr(Schema.Number),
+  deadline: NullableTimestamp,
   created_at: Timestamp,
   updated_at: Timestamp,
   finished_at: NullableTimestamp
@@ -135,6 +142,8 @@ export const toRecords = (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyA
       keySlot: row.key_slot,
       waitingForKey: row.waiting_for_key,
       traceParent: row.trace_parent,
+      attemptTimeoutMs: row.attempt_timeout_ms,
+      deadline: row.deadline,
       createdAt: row.created_at,
       updatedAt: row.updated_at,
       finishedAt: row.finished_at
