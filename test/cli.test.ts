@@ -802,6 +802,8 @@ describe("leasehold runs", () => {
           { level: "Error", at: at.toISOString(), message: "\u001b[2Jcleared?", annotations: {}, cut: 0 }
         ]
       }])
+    }))
+
   it.live("runs show: a run's attempt timeout and deadline, and an attempt that timed out says so in its attempts", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")

@@ -12,6 +12,7 @@ import * as Backoff from "./internal/Backoff.js"
 
 /** Retry delays of failed attempts (see `WorkerOptions.retry`). @category models */
 export type RetryPolicy = Backoff.RetryPolicy
+import type { KeepLogs } from "./AttemptLogs.js"
 import { CurrentRun } from "./CurrentRun.js"
 import { InvalidConfig } from "./Errors.js"
 import { Fence } from "./Fence.js"
@@ -551,7 +552,7 @@ interface Compiled {
   readonly encodeResult: ReturnType<typeof Handler.resultEncoder>
   readonly retry: Handler.Handler["retry"]
   readonly attemptTimeoutMs: number | undefined
-  readonly keepLogs: AttemptLogs.KeepLogs
+  readonly keepLogs: KeepLogs
 }
 
 // A run of a kind without a handler fails before it has a result; this only keeps the entry whole.
