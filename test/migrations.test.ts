@@ -33,7 +33,8 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0023_rate_limits", "9c275dbf2d0f26ad4db04c7196ab4733d18e567edc9660b646800015449216bb"],
   ["0024_unique_hold_order_and_retention", "ac39782b5f5953a877aba02e52a07ad970b5a05cb28d65cef4a636a87cf22603"],
   ["0025_keyed_ledger", "931fd2c5d9d7f4d209d0d9356fdc99c4b08beccf336db9936d44e36b812a0d72"],
-  ["0026_ledger_settlement", "8edd2fa32910a8a85f37f84e9e51b754ab53ce29d7ed28bf859398ff6392e229"]
+  ["0026_ledger_settlement", "8edd2fa32910a8a85f37f84e9e51b754ab53ce29d7ed28bf859398ff6392e229"],
+  ["0028_operator_actions", "caceec608dc2752f091530a8e1f0d721f370be156be987aa48ae37287a7b73ff"]
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")

@@ -196,3 +196,34 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidC
     return `invalid option ${this.option}: ${this.issue}`
   }
 }
+
+/**
+ * A delete was confirmed for `expected` runs but the filter selects `found` now: nothing was
+ * deleted. Count again and confirm the new count.
+ *
+ * @category errors
+ */
+export class DeleteCountChanged extends Schema.TaggedError<DeleteCountChanged>()("DeleteCountChanged", {
+  expected: Schema.Number,
+  found: Schema.Number
+}) {
+  override get message(): string {
+    return `the filter selects ${this.found} runs now, not the ${this.expected} confirmed: nothing deleted; count again`
+  }
+}
+
+/**
+ * A delete selected runs that are running (or claimed with others still running in a ledger
+ * batch): it stopped before them. `deleted` runs were deleted before it met them.
+ *
+ * @category errors
+ */
+export class RunsBusy extends Schema.TaggedError<RunsBusy>()("RunsBusy", {
+  busy: Schema.Number,
+  deleted: Schema.Number
+}) {
+  override get message(): string {
+    return `${this.busy} of the selected runs are running: cancel them first (or wait for them to end)` +
+      (this.deleted > 0 ? `; ${this.deleted} runs were deleted before` : "")
+  }
+}
