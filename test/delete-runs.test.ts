@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits, type OperatorActions, RateLimits, RunStore } from "@leasehold/core"
-import { type PgRunStore } from "@leasehold/sql"
+import type { PgRunStore } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { freshSchema, layerStore } from "./support/db.js"
