@@ -7,7 +7,6 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import type { RunFilter } from "./RunStore.js"
 
 /** Where an operator's action came from. @category models */
 export const Via = Schema.Literals(["console", "api", "cli", "callback"])
@@ -74,19 +73,6 @@ export interface ActionRecord {
 export interface ActionsQuery {
   readonly limit: number
   readonly before?: string | undefined
-}
-
-/**
- * A delete of the runs a filter selects, confirmed by the count the caller was shown
- * (`RunStore.countDeletable`): when the store counts otherwise now, nothing is deleted
- * (`DeleteCountChanged`).
- *
- * @category models
- */
-export interface DeleteRequest {
-  readonly filter: RunFilter
-  readonly expected: number
-  readonly actor?: Actor | undefined
 }
 
 /** What a filter selects for a delete: how many runs, and how many of them may not be deleted now. @category models */

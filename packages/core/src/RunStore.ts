@@ -30,7 +30,6 @@ import type {
   Actor,
   DeleteCount,
   DeleteOutcome,
-  DeleteRequest,
   OperatorAction
 } from "./OperatorActions.js"
 import type { RateLimit, RateLimitInfo, RateLimitScope } from "./RateLimits.js"
@@ -149,6 +148,19 @@ export interface RunFilter {
   readonly createdFrom?: Date | undefined
   /** Created before this time. */
   readonly createdTo?: Date | undefined
+}
+
+/**
+ * A delete of the runs a filter selects, confirmed by the count the caller was shown
+ * (`countDeletable`): when the store counts otherwise now, nothing is deleted
+ * (`DeleteCountChanged`).
+ *
+ * @category models
+ */
+export interface DeleteRequest {
+  readonly filter: RunFilter
+  readonly expected: number
+  readonly actor?: Actor | undefined
 }
 
 /** @category models */

@@ -11,10 +11,9 @@ import {
   type ActionsQuery,
   deleteBatchSize,
   type DeleteCount,
-  type DeleteRequest,
   type OperatorAction
 } from "../../OperatorActions.js"
-import type { RunFilter } from "../../RunStore.js"
+import type { DeleteRequest, RunFilter } from "../../RunStore.js"
 import { matches } from "./Read.js"
 import { enter } from "./Slots.js"
 import { err, ok, type Outcome, type State } from "./State.js"

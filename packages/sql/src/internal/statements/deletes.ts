@@ -6,7 +6,7 @@
  * deliveries, rate starts, a workflow's journal and the ledger's batches (ledger.ts ›
  * `forgetDeleted`); their ready, waiting and key_holds rows go with their row (its triggers).
  */
-import { DeleteCountChanged, OperatorActions, type RunFilter, RunsBusy } from "@leasehold/core"
+import { DeleteCountChanged, type DeleteRequest, OperatorActions, type RunFilter, RunsBusy } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -27,7 +27,7 @@ const counted = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
 export const countDeletable = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
   Effect.map(counted(sql, s, filter), ({ busy, count }): OperatorActions.DeleteCount => ({ count, busy }))
 
-export const deleteRuns = (sql: SqlClient.SqlClient, s: StoreSchema, request: OperatorActions.DeleteRequest) =>
+export const deleteRuns = (sql: SqlClient.SqlClient, s: StoreSchema, request: DeleteRequest) =>
   Effect.gen(function*() {
     const found = yield* counted(sql, s, request.filter)
     if (found.count !== request.expected) {
@@ -48,7 +48,7 @@ type Deleted = { id: string; kind: string; queue: string; concurrency_key: strin
 const deleteBatch = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
-  request: OperatorActions.DeleteRequest,
+  request: DeleteRequest,
   maxId: string,
   deletedBefore: number
 ) =>
@@ -95,7 +95,7 @@ const deleteStatement = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   ids: ReadonlyArray<string>,
-  request: OperatorActions.DeleteRequest
+  request: DeleteRequest
 ) => {
   const actor = request.actor
   const audit = actor === undefined ? sql`` : sql`, audit AS (
