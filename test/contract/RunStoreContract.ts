@@ -1741,7 +1741,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepStrictEqual(claimed.map((c) => c.id), [b!.id], "the key's next run took the slot")
         }))
 
-      test(`a delete of more runs than one statement takes (${OperatorActions.deleteBatchSize}) is done in several, each with its audit line`, ({ store }) =>
+      test("a delete of more runs than one statement takes (deleteBatchSize) is done in several, each with its audit line", ({ store }) =>
         Effect.gen(function*() {
           const n = OperatorActions.deleteBatchSize + 3
           yield* store.enqueue(Array.from({ length: n }, (_, i) => ({ kind: "job", payload: { i }, queue: "many" })))
