@@ -123,7 +123,15 @@ export interface RunDetail {
         readonly storedFence: number | null
       }
     >
-    readonly adminActions: ReadonlyArray<{ readonly at: string; readonly action: string; readonly fence: number }>
+    readonly adminActions: ReadonlyArray<
+      {
+        readonly at: string
+        readonly action: string
+        readonly fence: number
+        readonly by: string | null
+        readonly via: string | null
+      }
+    >
     readonly events: ReadonlyArray<RunEvent>
   }
   readonly journal: ReadonlyArray<JournalEntry> | null
@@ -346,3 +354,14 @@ export const runsPath = (query: RunsQuery): string => {
 }
 
 export const runPath = (id: string) => `/api/runs/${encodeURIComponent(id)}`
+
+/** One line of the operators' audit (`GET /api/actions`). */
+export interface OperatorAction {
+  readonly id: string
+  readonly at: string
+  readonly by: string
+  readonly via: string
+  readonly action: string
+  readonly target: string
+  readonly detail: unknown
+}

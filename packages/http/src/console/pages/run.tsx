@@ -333,10 +333,10 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                   (
                     <Section id="admin" title="Operator actions">
                       <Table
-                        caption="Cancel and retry"
+                        caption="Cancel, retry and resume, with who made them"
                         hiddenCaption
                         count={history.adminActions.length}
-                        headers={["At", "Action", "Fence"]}
+                        headers={["At", "Action", "Fence", "By", "From"]}
                       >
                         {history.adminActions.map((a, i) => (
                           <tr key={i}>
@@ -345,6 +345,8 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                             </td>
                             <td>{a.action}</td>
                             <td class="num">{String(a.fence)}</td>
+                            <td class="actor">{a.by ?? "the application"}</td>
+                            <td>{a.via ?? ""}</td>
                           </tr>
                         ))}
                       </Table>
