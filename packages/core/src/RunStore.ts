@@ -124,6 +124,8 @@ export interface DeliverSignalRequest {
   readonly payload: unknown
   /** A delivery's own id (Standard Webhooks `webhook-id`): seen before is `Replayed`, nothing written. */
   readonly deliveryId?: string | undefined
+  /** Who delivered it, recorded with the resume it makes (a signed callback: `{ name: "callback", via: "callback" }`). */
+  readonly actor?: Actor | undefined
 }
 
 /** @category models */
