@@ -250,9 +250,14 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
         // One statement per batch, as the Postgres store deletes: the runs of each, then its audit line.
         let deleted = 0
         for (;;) {
-          const batch = yield* applyOutcome((now) => Delete.deleteBatch(state, request, counted.maxId, deleted, now))
-          if (batch === 0) return { deleted }
-          deleted += batch
+          const batch = yield* applyOutcome((now) => {
+            const outcome = Delete.deleteBatch(state, request, counted.maxId, deleted, now)
+            // The journal of a deleted workflow run goes in the same step (one statement's CTEs in Postgres).
+            if (outcome.ok) kept.forget(outcome.value.executions)
+            return outcome
+          })
+          if (batch.deleted === 0) return { deleted }
+          deleted += batch.deleted
         }
       }),
     recordAction: (record) => apply((now) => Delete.recordAction(state, record, now)),

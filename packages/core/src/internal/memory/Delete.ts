@@ -13,6 +13,7 @@ import {
   type DeleteCount,
   type OperatorAction
 } from "../../OperatorActions.js"
+import { isWorkflowRun } from "../../RunRecord.js"
 import type { DeleteRequest, RunFilter } from "../../RunStore.js"
 import { matches } from "./Read.js"
 import { enter } from "./Slots.js"
@@ -46,14 +47,14 @@ export const deleteBatch = (
   maxId: number,
   deletedBefore: number,
   now: number
-): Outcome<number, RunsBusy> => {
+): Outcome<{ readonly deleted: number; readonly executions: ReadonlySet<string> }, RunsBusy> => {
   const batch = [...state.runs.values()]
     .filter((r) => Number(r.id) <= maxId && matches(r, request.filter))
     .sort((a, b) => Number(a.id) - Number(b.id))
     .slice(0, deleteBatchSize)
   const busy = batch.filter((r) => r.state === "running").length
   if (busy > 0) return err(new RunsBusy({ busy, deleted: deletedBefore }))
-  if (batch.length === 0) return ok(0)
+  if (batch.length === 0) return ok({ deleted: 0, executions: new Set() })
   const gone = new Set(batch.map((r) => r.id))
   for (const run of batch) {
     // A slot given back is handed on at the statement's end, as the row trigger does.
@@ -74,7 +75,9 @@ export const deleteBatch = (
       detail: { count: batch.length, ids: batch.map((r) => r.id) }
     }, now)
   }
-  return ok(batch.length)
+  // A workflow's journal is kept by its execution: its run's idempotency key (isWorkflowRun).
+  const executions = new Set(batch.filter(isWorkflowRun).map((r) => r.idempotencyKey!))
+  return ok({ deleted: batch.length, executions })
 }
 
 export const recordAction = (state: State, record: ActionRecord, now: number): void => {
