@@ -260,18 +260,32 @@ const BulkBody = Schema.Struct({
   payload: Schema.optional(Schema.Record(Schema.String, Schema.String))
 })
 
-/** A delete by filter: `dryRun` counts (`{ count, busy }`); `expected`, the count confirmed, deletes. */
+/**
+ * A delete by filter: `dryRun` counts (`{ count, busy }`); `expected`, the count confirmed, deletes.
+ * Beside the bulk actions' filter, the runs list's search fields (`key`, `error`, `from`, `to`).
+ */
 const DeleteBody = Schema.Struct({
   ...BulkBody.fields,
+  key: Schema.optional(Schema.String),
+  error: Schema.optional(Schema.String),
+  from: Schema.optional(Schema.String),
+  to: Schema.optional(Schema.String),
   dryRun: Schema.optional(Schema.Boolean),
   expected: Schema.optional(Schema.Number)
 })
 
 /** A bulk action's filter from its body: at least one selection, and ids that are run ids. */
-const bulkFilter = (action: string, requested: typeof BulkBody.Type): Effect.Effect<RunFilter, BadRequest> => {
+const bulkFilter = (
+  action: string,
+  requested: typeof BulkBody.Type,
+  search: Partial<RunFilter> = {}
+): Effect.Effect<RunFilter, BadRequest> => {
   const { ids, kind, queue, state } = requested
   const payload = Object.entries(requested.payload ?? {}).map(([field, value]) => ({ path: field.split("."), value }))
-  if (state === undefined && kind === undefined && queue === undefined && payload.length === 0 && ids === undefined) {
+  if (
+    state === undefined && kind === undefined && queue === undefined && payload.length === 0 && ids === undefined &&
+    Object.keys(search).length === 0
+  ) {
     return Effect.fail(
       badRequest("invalid-request", `bulk ${action} needs ids, or a state, kind, queue or payload filter`)
     )
@@ -280,7 +294,7 @@ const bulkFilter = (action: string, requested: typeof BulkBody.Type): Effect.Eff
   if (badId !== undefined) {
     return Effect.fail(badRequest("invalid-request", `ids: ${JSON.stringify(badId)} is not a run id (digits)`))
   }
-  return Effect.succeed({ state, kind, queue, payload, ids })
+  return Effect.succeed({ ...search, state, kind, queue, payload, ids })
 }
 
 const ScheduleBody = Schema.Struct({
@@ -742,7 +756,12 @@ export const layer = (options: AdminOptions) =>
         guard(true, ({ actor }) =>
           Effect.gen(function*() {
             const requested = yield* body(DeleteBody, limit)
-            const filter = yield* bulkFilter("delete", requested)
+            const { error, from, key, to } = requested
+            const search = yield* Effect.mapError(
+              RunSearch.fromQuery({ key, error, from, to }),
+              (issue) => badRequest("invalid-request", issue)
+            )
+            const filter = yield* bulkFilter("delete", requested, search)
             const store = yield* RunStore
             if (requested.dryRun === true) return json(200, yield* store.countDeletable(filter))
             const expected = requested.expected
