@@ -192,4 +192,48 @@ describe("deleting runs on PostgreSQL", () => {
       assert.strictEqual((yield* store.get(b!.id)).state, "completed")
       assert.deepStrictEqual((yield* store.history(b!.id)).map((e) => e.kind), ["claimed", "completed"])
     }))
+
+  it.live(
+    "a delete of 1,500 runs in batches beside a drain of the same queue: both finish, the drain's runs all completed, none of them deleted",
+    () =>
+      Effect.gen(function*() {
+        const { store } = yield* open("ledger")
+        const ttl = Duration.minutes(1)
+        // Runs of a kind no drainer takes, interleaved with the drained ones in one queue.
+        for (let i = 0; i < 3; i++) {
+          yield* store.enqueue(Array.from({ length: 500 }, (_, n) => ({ kind: "junk", payload: { n } })))
+          yield* store.enqueue(Array.from({ length: 100 }, (_, n) => ({ kind: "job", payload: { n } })))
+        }
+        const drain = Effect.gen(function*() {
+          let done = 0
+          while (done < 300) {
+            const claimed = yield* store.claim({
+              owner: "drainer",
+              queues: ["default"],
+              kinds: ["job"],
+              limit: 20,
+              ttl
+            })
+            yield* store.completeBatch(claimed.map((c) => ({ runId: c.id, fence: c.fence, result: null })))
+            done += claimed.length
+          }
+          return done
+        })
+        const [drained, deleted] = yield* Effect.all([
+          drain,
+          store.deleteRuns({ filter: { kind: "junk" }, expected: 1500, actor: alice })
+        ], { concurrency: 2 })
+        assert.strictEqual(drained, 300)
+        assert.deepStrictEqual(deleted, { deleted: 1500 })
+        assert.deepStrictEqual(yield* store.countDeletable({ kind: "job", state: "completed" }), {
+          count: 300,
+          busy: 0
+        })
+        assert.deepStrictEqual(yield* store.countDeletable({ kind: "junk" }), { count: 0, busy: 0 })
+        // One audit line per statement: three of 500.
+        const lines = yield* store.actions({ limit: 10 })
+        assert.deepStrictEqual(lines.map((l) => (l.detail as { count: number }).count), [500, 500, 500])
+      }),
+    { timeout: 120_000 }
+  )
 })
