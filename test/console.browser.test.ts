@@ -1464,7 +1464,7 @@ describe("signed URLs on the console (chromium)", () => {
 })
 
 describe("operators in the console (chromium)", () => {
-  it.live("operators: the selected runs deleted after a confirmation with their count (a running one left), a cancel on a run page and a queue paused recorded under the credential's name, the audit page", () =>
+  it.live("operators: the selected runs deleted after a confirmation with their count (a running one left), a cancel and a delete on a run page and a queue paused recorded under the credential's name, the audit page", () =>
     Effect.gen(function*() {
       const secret = "alice-console-secret-0123456789"
       const { baseUrl, page, problems, stores } = yield* consoleSetupWith({
@@ -1472,6 +1472,8 @@ describe("operators in the console (chromium)", () => {
       })
       // Three runs of a kind no worker takes; one of them claimed by hand, so running.
       const runs = yield* stores.b.enqueue([1, 2, 3].map((i) => ({ kind: "nobody", payload: { i }, queue: "erase" })))
+      // A queue with a run in it (the queues page lists those), to be paused.
+      yield* stores.b.enqueue([{ kind: "nobody", payload: {}, queue: "mail" }])
       const [held] = yield* stores.b.claim({
         owner: "by-hand",
         queues: ["erase"],
@@ -1502,18 +1504,24 @@ describe("operators in the console (chromium)", () => {
         await row.waitFor({ timeout: 10_000 })
         assert.strictEqual(await row.locator("td.actor").textContent(), "alice")
         assert.include(await row.textContent() ?? "", "console")
+        // Cancelled, it can be deleted from its page; the console goes back to the runs.
+        await page.getByRole("button", { name: "Delete run" }).click()
+        await page.getByRole("button", { name: "Yes, delete run" }).click()
+        await page.waitForURL(/#\/runs$/, { timeout: 10_000 })
         await page.goto(`${baseUrl}/#/queues`)
-        await page.getByRole("button", { name: "Pause queue erase" }).click()
-        await page.getByRole("button", { name: "Resume queue erase" }).waitFor({ timeout: 10_000 })
+        await page.getByRole("button", { name: "Pause queue mail" }).click()
+        await page.getByRole("button", { name: "Resume queue mail" }).waitFor({ timeout: 10_000 })
         await page.goto(`${baseUrl}/#/audit`)
         const lines = page.locator("main tbody tr[data-action-id]")
-        await lines.nth(1).waitFor({ timeout: 10_000 })
+        await lines.nth(2).waitFor({ timeout: 10_000 })
         const texts = await lines.allTextContents()
-        assert.match(texts[0]!, /alice.*console.*queue\.pause.*erase/)
-        assert.match(texts[1]!, /alice.*console.*runs\.delete/)
+        assert.match(texts[0]!, /alice.*console.*queue\.pause.*mail/)
+        assert.match(texts[1]!, /alice.*console.*runs\.delete.*"count":1/)
+        assert.include(texts[1]!, `"ids":["${held!.id}"]`)
+        assert.match(texts[2]!, /alice.*console.*runs\.delete.*"count":2/)
         assert.notInclude(texts.join("\n"), secret)
       })
-      assert.strictEqual((yield* stores.b.get(held!.id)).state, "cancelled")
+      assert.deepInclude(yield* Effect.flip(stores.b.get(held!.id)), { _tag: "RunNotFound" })
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 })

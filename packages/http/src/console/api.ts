@@ -320,6 +320,17 @@ export const post = async <A = unknown>(path: string, body: unknown = {}): Promi
   return response.status === 204 ? null : ((await response.json().catch(() => null)) as A | null)
 }
 
+/** A DELETE with the CSRF header; throws `ApiError` on a refusal. */
+export const remove = async <A = unknown>(path: string): Promise<A | null> => {
+  const response = await fetch(path, {
+    method: "DELETE",
+    headers: { accept: "application/json", "x-leasehold-csrf": await csrf() },
+    credentials: "same-origin"
+  })
+  if (!response.ok) throw new ApiError(response.status, await readError(response))
+  return (await response.json().catch(() => null)) as A | null
+}
+
 export interface RunsQuery {
   readonly state?: string
   readonly kind?: string

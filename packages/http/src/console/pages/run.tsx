@@ -1,6 +1,6 @@
 // A run: its facts with dates, durations, wait and run time, its trace, its attempts under their
 // fences, suspensions, stale writes refused, operator actions, a workflow's journal, its values.
-import { get, getSession, post, type RunDetail, runPath, type Session } from "../api.js"
+import { get, getSession, post, remove, type RunDetail, runPath, type Session } from "../api.js"
 import { between, compact, duration, shortId, traceIds, traceLink } from "../format.js"
 import * as Live from "../live.js"
 import { isDecision, isWorkflowRun, workflowWaits } from "../runInfo.js"
@@ -75,6 +75,24 @@ export const RunPage = ({ id }: { readonly id: string }) => {
             : null}
           {run !== undefined && (run.state === "failed" || run.state === "cancelled")
             ? <button type="button" onClick={() => void act("retry", "Retry run")()}>Retry run</button>
+            : null}
+          {run !== undefined && run.state !== "running"
+            ? (
+              <ConfirmButton
+                label="Delete run"
+                class="danger"
+                question="Delete this run for good? Its payload, result and history go; its idempotency key is free again."
+                onConfirm={async () => {
+                  try {
+                    await remove(runPath(id))
+                    Live.announce(`Run ${shortId(id)} deleted`)
+                    location.hash = "#/runs"
+                  } catch (error) {
+                    setFailure(error)
+                  }
+                }}
+              />
+            )
             : null}
         </div>
       </PageHeading>
