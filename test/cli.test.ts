@@ -145,6 +145,7 @@ describe("leasehold: commands and usage", () => {
         "key_limit_peaks",
         "key_limits",
         "leasehold_migrations",
+        "operator_actions",
         "paused_queues",
         "rate_limits",
         "rate_starts",
