@@ -7,13 +7,17 @@
  * `forgetDeleted`); their ready, waiting and key_holds rows go with their row (its triggers).
  */
 import { DeleteCountChanged, type DeleteRequest, OperatorActions, type RunFilter, RunsBusy } from "@leasehold/core"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { admitInPassing } from "./admit.js"
 import * as ledger from "./ledger.js"
 import { filterCondition } from "./read.js"
 import { num, toDate } from "./rows.js"
+import { idleBound, readCommitted } from "./transactions.js"
+
+/** How long a delete's transaction may sit idle between its statements before the server ends it. */
+const idleLimit = Duration.seconds(5)
 
 /** The selected runs as each stands, how many are running, and the highest id. */
 const counted = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
@@ -35,29 +39,37 @@ export const deleteRuns = (sql: SqlClient.SqlClient, s: StoreSchema, request: De
     }
     if (found.busy > 0) return yield* Effect.fail(new RunsBusy({ busy: found.busy, deleted: 0 }))
     let deleted = 0
+    // Each batch reads on from the last id the one before deleted (by the primary key), not
+    // through the dead rows of the batches before it.
+    let after = "0"
     for (;;) {
-      const batch = yield* deleteBatch(sql, s, request, found.maxId, deleted)
-      if (batch === 0) return { deleted }
-      deleted += batch
+      const batch = yield* deleteBatch(sql, s, request, after, found.maxId, deleted)
+      if (batch.deleted === 0) return { deleted }
+      deleted += batch.deleted
+      after = batch.last
     }
   })
 
 type Deleted = { id: string; kind: string; queue: string; concurrency_key: string | null }
 
-/** One transaction: the next batch of selected runs, or 0 when none is left. */
+/** One transaction: the next batch of selected runs (ids above `after`), or 0 when none is left. */
 const deleteBatch = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   request: DeleteRequest,
+  after: string,
   maxId: string,
   deletedBefore: number
 ) =>
   Effect.gen(function*() {
     const busy = (n: number) => Effect.fail(new RunsBusy({ busy: n, deleted: deletedBefore }))
-    const rows = yield* sql.withTransaction(Effect.gen(function*() {
+    // READ COMMITTED whatever the session asks: the checks below must see what committed while
+    // their locks were waited for. A delete gone silent mid-batch lets its locks go (idle bound).
+    const rows = yield* readCommitted(sql.withTransaction(Effect.gen(function*() {
+      yield* sql`SELECT ${idleBound(sql, idleLimit)}`
       const picked = yield* sql<{ id: string }>`
         SELECT r.id::text AS id FROM ${s.runsNow(sql)} r
-        WHERE r.id <= ${maxId}::bigint AND ${filterCondition(sql, request.filter)}
+        WHERE r.id > ${after}::bigint AND r.id <= ${maxId}::bigint AND ${filterCondition(sql, request.filter)}
         ORDER BY r.id LIMIT ${OperatorActions.deleteBatchSize}`
       if (picked.length === 0) return [] as ReadonlyArray<Deleted>
       const ids = picked.map((r) => r.id)
@@ -78,7 +90,7 @@ const deleteBatch = (
       } WHERE id = ANY(${ids}::bigint[])`
       if (num(left!.n) > 0) return yield* busy(num(left!.n))
       return gone
-    }))
+    })))
     // A slot a deleted run held goes to its key's next run, as after a cancel.
     const keyed = rows.filter((r) => r.concurrency_key !== null)
     if (keyed.length > 0) {
@@ -88,7 +100,7 @@ const deleteBatch = (
         keys: keyed.map((r) => r.concurrency_key!)
       })
     }
-    return rows.length
+    return { deleted: rows.length, last: rows.at(-1)?.id ?? after }
   })
 
 const deleteStatement = (
