@@ -52,7 +52,8 @@ export const resumeWhere = (
   })
 
 /** An operator's name and where from, as JSON text for an event's detail (`null` for the application's own writes). */
-const actorDetail = (actor: OperatorActions.Actor | undefined) => JSON.stringify(OperatorActions.detailOf(actor))
+const actorDetail = (actor: OperatorActions.Actor | undefined) =>
+  actor === undefined ? null : JSON.stringify(OperatorActions.detailOf(actor))
 
 const resumeStatement = (
   sql: SqlClient.SqlClient,
