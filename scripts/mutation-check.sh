@@ -196,6 +196,16 @@
 #   scripts/mutation-check.sh deadline-memory  the same in the memory store (core internal/memory/Guarded.ts
 #                                     › fail), against the model test: PostgreSQL fails the run, the memory
 #                                     store retries it, so the two disagree (up to three times: random sequences);
+#   scripts/mutation-check.sh delete-running  a delete takes running runs too (deletes.ts: no busy
+#                                     check, no state guard), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh delete-count  a delete goes ahead whatever count the filter selects now
+#                                     (deletes.ts), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh delete-history  a delete leaves the runs' history behind (deletes.ts:
+#                                     no DELETE of run_events), against test/delete-runs.test.ts;
+#   scripts/mutation-check.sh delete-ledger  a delete leaves the ledger's batches as they were
+#                                     (ledger.ts › forgetDeleted not called), against test/delete-runs.test.ts;
+#   scripts/mutation-check.sh readonly-token  a read-only credential may write (Admin.ts's guard),
+#                                     against test/http-operators.test.ts;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -696,6 +706,41 @@ elif [ "$mutation" = "workflow-trace" ]; then
   grep -q "? Telemetry.traceParentOf(span.value) : undefined" "$engine" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: an execution is enqueued without its caller's trace ($engine)"
   tests=(test/workflow-tracing.test.ts)
+elif [ "$mutation" = "delete-running" ]; then
+  deletes="$work/packages/sql/src/internal/statements/deletes.ts"
+  sed -i "s/    if (found.busy > 0) return yield\* Effect.fail(new RunsBusy({ busy: found.busy, deleted: 0 }))/    void found.busy/; s/AND state = 'running'\`/AND false\`/; s/ AND state <> 'running'$//" "$deletes"
+  grep -q "found.busy > 0\|AND state = 'running'\|AND state <> 'running'" "$deletes" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a delete takes running runs too ($deletes)"
+  tests=(test/contract.test.ts -t "one of a running run is refused")
+  attempts=1
+elif [ "$mutation" = "delete-count" ]; then
+  deletes="$work/packages/sql/src/internal/statements/deletes.ts"
+  sed -i 's/    if (found.count !== request.expected) {/    if (false as boolean) {/' "$deletes"
+  grep -q "found.count !== request.expected" "$deletes" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a delete goes ahead whatever the filter selects now ($deletes)"
+  tests=(test/contract.test.ts -t "confirmed for another count")
+  attempts=1
+elif [ "$mutation" = "delete-history" ]; then
+  deletes="$work/packages/sql/src/internal/statements/deletes.ts"
+  sed -i 's/      DELETE FROM ${s.events(sql)} WHERE run_id IN (SELECT id FROM gone)/      SELECT 1/' "$deletes"
+  grep -q "DELETE FROM \${s.events(sql)}" "$deletes" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a delete leaves the runs' history behind ($deletes)"
+  tests=(test/delete-runs.test.ts)
+  attempts=1
+elif [ "$mutation" = "delete-ledger" ]; then
+  deletes="$work/packages/sql/src/internal/statements/deletes.ts"
+  sed -i 's/      const inOpenBatches = yield\* ledger.forgetDeleted(sql, s, ids)/      const inOpenBatches: ReadonlyArray<string> = []/' "$deletes"
+  grep -q "ledger.forgetDeleted(sql, s, ids)" "$deletes" && { echo "mutation incomplete"; exit 2; }
+  sed -i 's/^import \* as ledger from ".\/ledger.js"$//' "$deletes"
+  echo "mutation: a delete leaves the ledger's claim and completion batches as they were ($deletes)"
+  tests=(test/delete-runs.test.ts)
+  attempts=1
+elif [ "$mutation" = "readonly-token" ]; then
+  admin="$work/packages/http/src/Admin.ts"
+  sed -i 's/        if (write \&\& admitted.credential?.scope === "ro") {/        if (write \&\& admitted.credential?.scope === ("none" as string)) {/' "$admin"
+  grep -q 'admitted.credential?.scope === "ro"' "$admin" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a read-only credential may write ($admin)"
+  tests=(test/http-operators.test.ts -t "read-only credential")
   attempts=1
 else
   guarded="$work/packages/sql/src/internal/statements/guarded.ts"

@@ -85,6 +85,8 @@ const consoleSetupWith = (options: {
   readonly traceUrl?: string | undefined
   /** The worker's and the server's handlers besides the sample tasks. */
   readonly handlers?: ReadonlyArray<Handler.Handler> | undefined
+  /** Named credentials (`LEASEHOLD_ADMIN_TOKENS`) and the one the browser answers the challenge with. */
+  readonly credentials?: { readonly spec: string; readonly secret: string } | undefined
 }) =>
   Effect.gen(function*() {
     const stores = yield* twoStores
@@ -99,13 +101,17 @@ const consoleSetupWith = (options: {
     const { origin: baseUrl } = yield* startServer(stores, {
       handlers,
       token: options.token,
+      credentials: options.credentials?.spec,
       traceUrl: options.traceUrl
     })
     const browser = yield* launch
     const page = yield* Effect.promise(() =>
       browser.newPage({
         viewport: { width: 1280, height: 900 },
-        ...(options.token === undefined ? {} : { httpCredentials: { username: "admin", password: options.token } })
+        ...(options.token === undefined ? {} : { httpCredentials: { username: "admin", password: options.token } }),
+        ...(options.credentials === undefined
+          ? {}
+          : { httpCredentials: { username: "ops", password: options.credentials.secret } })
       })
     )
     const problems: Array<string> = []
@@ -1494,6 +1500,69 @@ describe("signed URLs on the console (chromium)", () => {
         Effect.map(readRun(stores, runId), (run) => run.state === "completed" && run.fence === 2),
         "30 seconds"
       )
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+})
+
+describe("operators in the console (chromium)", () => {
+  it.live("operators: the selected runs deleted after a confirmation with their count (a running one left), a cancel and a delete on a run page and a queue paused recorded under the credential's name, the audit page", () =>
+    Effect.gen(function*() {
+      const secret = "alice-console-secret-0123456789"
+      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({
+        credentials: { spec: `alice:rw:${secret}`, secret }
+      })
+      // Three runs of a kind no worker takes; one of them claimed by hand, so running.
+      const runs = yield* stores.b.enqueue([1, 2, 3].map((i) => ({ kind: "nobody", payload: { i }, queue: "erase" })))
+      // A queue with a run in it (the queues page lists those), to be paused.
+      yield* stores.b.enqueue([{ kind: "nobody", payload: {}, queue: "mail" }])
+      const [held] = yield* stores.b.claim({
+        owner: "by-hand",
+        queues: ["erase"],
+        kinds: ["nobody"],
+        limit: 1,
+        ttl: Duration.minutes(5)
+      })
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs?queue=erase`)
+        await page.locator("main tbody tr[data-run-id]").nth(2).waitFor({ timeout: 10_000 })
+        await page.getByLabel("Select every run on this page").check()
+        await page.getByRole("button", { name: "Delete selected" }).click()
+        const confirm = page.getByRole("group", { name: "Confirm: Delete selected" })
+        await confirm.getByText("Delete 2 runs for good?").waitFor({ timeout: 10_000 })
+        await confirm.getByRole("button", { name: "Yes, delete 2 runs", exact: true }).click()
+        await page.locator("main .form-message", { hasText: "Deleted 2 runs." }).waitFor({ timeout: 10_000 })
+      })
+      const left = yield* stores.b.list({ queue: "erase", limit: 10 })
+      assert.deepStrictEqual(left.map((r) => r.id), [held!.id], "the running run is left")
+      for (const r of runs.filter((r) => r.id !== held!.id)) {
+        assert.deepInclude(yield* Effect.flip(stores.b.get(r.id)), { _tag: "RunNotFound" })
+      }
+      yield* promise(async () => {
+        await page.goto(`${baseUrl}/#/runs/${held!.id}`)
+        await page.getByRole("button", { name: "Cancel run" }).click()
+        await page.getByRole("button", { name: "Yes, cancel run" }).click()
+        const row = page.locator("section[aria-labelledby=admin] tbody tr").first()
+        await row.waitFor({ timeout: 10_000 })
+        assert.strictEqual(await row.locator("td.actor").textContent(), "alice")
+        assert.include(await row.textContent() ?? "", "console")
+        // Cancelled, it can be deleted from its page; the console goes back to the runs.
+        await page.getByRole("button", { name: "Delete run" }).click()
+        await page.getByRole("button", { name: "Yes, delete run" }).click()
+        await page.waitForURL(/#\/runs$/, { timeout: 10_000 })
+        await page.goto(`${baseUrl}/#/queues`)
+        await page.getByRole("button", { name: "Pause queue mail" }).click()
+        await page.getByRole("button", { name: "Resume queue mail" }).waitFor({ timeout: 10_000 })
+        await page.goto(`${baseUrl}/#/audit`)
+        const lines = page.locator("main tbody tr[data-action-id]")
+        await lines.nth(2).waitFor({ timeout: 10_000 })
+        const texts = await lines.allTextContents()
+        assert.match(texts[0]!, /alice.*console.*queue\.pause.*mail/)
+        assert.match(texts[1]!, /alice.*console.*runs\.delete.*"count":1/)
+        assert.include(texts[1]!, `"ids":["${held!.id}"]`)
+        assert.match(texts[2]!, /alice.*console.*runs\.delete.*"count":2/)
+        assert.notInclude(texts.join("\n"), secret)
+      })
+      assert.deepInclude(yield* Effect.flip(stores.b.get(held!.id)), { _tag: "RunNotFound" })
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 })

@@ -5,7 +5,7 @@
  * that races a reclaim.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { CurrentRun, Fence, Handler, Run, RunStore } from "@leasehold/core"
+import { CurrentRun, Fence, Handler, Run, RunHistory, RunStore } from "@leasehold/core"
 import { Callback, Callbacks } from "@leasehold/http"
 import { Duration, Effect, Redacted, Schema } from "effect"
 import {
@@ -116,6 +116,9 @@ describe("callback URLs", () => {
       const row = yield* runRow(stores, run.runId)
       assert.strictEqual(row.state, "pending")
       assert.deepStrictEqual(row.signals, { approval: { _tag: "Signalled", payload: { approved: true } } })
+      // The resume is recorded as the signed callback's.
+      const resumes = RunHistory.fromEvents(yield* stores.a.history(run.runId)).adminActions
+      assert.deepInclude(resumes[0], { action: "resumed", by: "callback", via: "callback" })
 
       const before = yield* snapshot(stores)
       const again = yield* postJson(url, { approved: true })

@@ -35,6 +35,7 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0025_keyed_ledger", "931fd2c5d9d7f4d209d0d9356fdc99c4b08beccf336db9936d44e36b812a0d72"],
   ["0026_ledger_settlement", "8edd2fa32910a8a85f37f84e9e51b754ab53ce29d7ed28bf859398ff6392e229"],
   ["0027_timeouts", "1157ab59ae67dff801e7cd1d4e36bb2a575fefcff4e206b48933fc1c54459cbe"],
+  ["0028_operator_actions", "caceec608dc2752f091530a8e1f0d721f370be156be987aa48ae37287a7b73ff"],
   ["0029_attempt_logs", "3f134f92d1223794218aded92058afa792d3a3fe8a2a1e83c463baacfd5c7074"]
 ]
 

@@ -99,6 +99,30 @@ for (const target of [postgres, memory]) {
         })
       }))
 
+    it.live("a deleted workflow run's journal is gone with it: activities, deferreds, clocks", () =>
+      Effect.gen(function*() {
+        const { journal, store } = yield* target.make
+        const execution = "workflow/w/exec-del"
+        yield* store.enqueue([{ kind: "workflow/w", payload: null, idempotencyKey: execution }])
+        const [claimed] = yield* store.claim({
+          owner: "a",
+          queues: ["default"],
+          kinds: ["workflow/w"],
+          limit: 1,
+          ttl: Duration.seconds(30)
+        })
+        const lease = { runId: claimed!.id, fence: claimed!.fence }
+        yield* journal.recordActivity(lease, execution, "step", 1, { v: 1 })
+        yield* journal.deferredDone(execution, "d", { _tag: "Success", value: "x" })
+        yield* journal.scheduleClock(execution, "later", 60_000)
+        assert.isNotEmpty(yield* journal.journal(execution))
+        yield* store.release(lease)
+        assert.deepStrictEqual(yield* store.deleteRuns({ filter: { ids: [lease.runId] }, expected: 1 }), { deleted: 1 })
+        assert.deepStrictEqual(yield* journal.journal(execution), [])
+        assert(Option.isNone(yield* journal.activityResult(execution, "step", 1)))
+        assert(Option.isNone(yield* journal.deferredResult(execution, "d")))
+      }))
+
     it.live("a deferred's first outcome stands and wakes the execution: a running holder's next suspension returns, a suspended run is resumed", () =>
       Effect.gen(function*() {
         const { journal, store } = yield* target.make

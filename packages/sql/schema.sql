@@ -89,6 +89,18 @@ CREATE TABLE "{{schema}}".leasehold_migrations (
   CONSTRAINT leasehold_migrations_pkey PRIMARY KEY (migration_id)
 );
 
+CREATE TABLE "{{schema}}".operator_actions (
+  id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+  at timestamp with time zone DEFAULT now() NOT NULL,
+  by text NOT NULL,
+  via text NOT NULL,
+  action text NOT NULL,
+  target text NOT NULL,
+  detail jsonb,
+  CONSTRAINT operator_actions_pkey PRIMARY KEY (id),
+  CONSTRAINT operator_actions_via_check CHECK (via = ANY (ARRAY['console'::text, 'api'::text, 'cli'::text, 'callback'::text]))
+);
+
 CREATE TABLE "{{schema}}".paused_queues (
   queue text NOT NULL,
   since timestamp with time zone DEFAULT now() NOT NULL,
@@ -339,6 +351,10 @@ CREATE INDEX waiting_by_queue ON "{{schema}}".waiting USING btree (queue, run_at
 CREATE SEQUENCE "{{schema}}".claim_batches_batch_seq AS bigint INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807
   START WITH 1 CACHE 1 NO CYCLE
   OWNED BY "{{schema}}".claim_batches.batch;
+
+CREATE SEQUENCE "{{schema}}".operator_actions_id_seq AS bigint INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807
+  START WITH 1 CACHE 1 NO CYCLE
+  OWNED BY "{{schema}}".operator_actions.id;
 
 CREATE SEQUENCE "{{schema}}".run_events_id_seq AS bigint INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807
   START WITH 1 CACHE 1 NO CYCLE

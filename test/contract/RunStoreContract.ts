@@ -15,7 +15,9 @@ import {
   KeyLimits,
   type LeaseKey,
   type ListFilter,
+  OperatorActions,
   RateLimits,
+  RunHistory,
   type RunStore,
   type StoreNotification,
   UnstorableValue
@@ -1928,6 +1930,127 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.isNull(usage[2]!.oldestWaitingSeconds)
           assert.strictEqual((yield* store.keyUsage("kind", "job", 1)).length, 1)
           assert.deepStrictEqual(yield* store.keyUsage("queue", "default", 10), [])
+        }))
+    })
+
+    describe("operators' actions and deletes", () => {
+      const alice: OperatorActions.Actor = { name: "alice", via: "api" }
+
+      test("cancel, retry and resume record who acted and from where in the run's history; the application's own do not", ({ store }) =>
+        Effect.gen(function*() {
+          // A resume by an operator says who.
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "approval", token: "tok-actor", timeout: undefined })
+          yield* store.resumeById(lease.runId, { ok: true }, { name: "console-user", via: "console" })
+          const resumed = RunHistory.fromEvents(yield* store.history(lease.runId))
+          assert.deepInclude(resumed.adminActions[0], { action: "resumed", by: "console-user", via: "console" })
+          assert.deepStrictEqual(resumed.suspensions[0]!.payload, { ok: true })
+          const [a, b] = yield* enqueueJobs(store, 2)
+          yield* store.cancel(a!, alice)
+          yield* store.retry(a!, { name: "bob", via: "cli" })
+          yield* store.cancel(b!)
+          const actions = RunHistory.fromEvents(yield* store.history(a!)).adminActions
+          assert.deepStrictEqual(actions.map((x) => [x.action, x.by, x.via]), [
+            ["cancelled", "alice", "api"],
+            ["retried", "bob", "cli"]
+          ])
+          assert.deepStrictEqual(
+            RunHistory.fromEvents(yield* store.history(b!)).adminActions.map((x) => [x.action, x.by, x.via]),
+            [["cancelled", null, null]]
+          )
+          // The runs of a bulk cancel each say who.
+          const [c] = yield* enqueueJobs(store, 1, { queue: "bulk-actor" })
+          yield* store.cancelMany({ queue: "bulk-actor" }, alice)
+          assert.deepInclude(RunHistory.fromEvents(yield* store.history(c!)).adminActions[0], { by: "alice" })
+        }))
+
+      test("a delete confirmed for another count deletes nothing; one of a running run is refused; then the runs are gone, their keys free", ({ store }) =>
+        Effect.gen(function*() {
+          const [first] = yield* store.enqueue([{
+            kind: "job",
+            payload: { secret: "s1" },
+            queue: "del",
+            idempotencyKey: "k-del"
+          }])
+          const [second] = yield* enqueueJobs(store, 1, { queue: "del" })
+          yield* store.cancel(second!)
+          const filter = { queue: "del" }
+          assert.deepStrictEqual(yield* store.countDeletable(filter), { count: 2, busy: 0 })
+          const changed = yield* Effect.flip(store.deleteRuns({ filter, expected: 3, actor: alice }))
+          assert.deepInclude(changed, { _tag: "DeleteCountChanged", expected: 3, found: 2 })
+          assert.strictEqual((yield* store.get(first!.id)).state, "pending", "nothing deleted")
+          // A running run is refused, and nothing of the selection is deleted.
+          const lease = yield* heldRun(store)
+          const busy = yield* Effect.flip(
+            store.deleteRuns({ filter: { ids: [lease.runId] }, expected: 1, actor: alice })
+          )
+          assert.deepInclude(busy, { _tag: "RunsBusy", busy: 1, deleted: 0 })
+          assert.strictEqual((yield* store.get(lease.runId)).state, "running")
+          assert.deepStrictEqual(yield* store.countDeletable({ ids: [lease.runId] }), { count: 1, busy: 1 })
+          assert.deepStrictEqual(yield* store.deleteRuns({ filter, expected: 2, actor: alice }), { deleted: 2 })
+          for (const id of [first!.id, second!]) yield* assertDeleted(store, id)
+          assert.deepStrictEqual(yield* store.countDeletable(filter), { count: 0, busy: 0 })
+          // The idempotency key is free again: the same enqueue makes a new run.
+          const [again] = yield* store.enqueue([{ kind: "job", payload: {}, queue: "del", idempotencyKey: "k-del" }])
+          assert.isTrue(again!.created)
+          assert.notStrictEqual(again!.id, first!.id)
+          // The audit names who deleted which runs, never their payloads.
+          const [line] = yield* store.actions({ limit: 10 })
+          assert.deepInclude(line, { by: "alice", via: "api", action: "runs.delete" })
+          assert.deepStrictEqual(line!.detail, {
+            count: 2,
+            ids: [first!.id, second!].sort((x, y) => Number(x) - Number(y))
+          })
+          assert.notInclude(JSON.stringify(line), "s1")
+        }))
+
+      test("a delete of a pending run holding its key's slot hands the slot to the key's next run", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setKeyLimits([KeyLimits.perKind("job", 1)])
+          const [a, b] = yield* store.enqueue([
+            { kind: "job", payload: {}, concurrencyKey: "acct" },
+            { kind: "job", payload: {}, concurrencyKey: "acct" }
+          ])
+          assert.deepStrictEqual(yield* store.deleteRuns({ filter: { ids: [a!.id] }, expected: 1 }), { deleted: 1 })
+          const claimed = yield* claimFrom(store, "w1")
+          assert.deepStrictEqual(claimed.map((c) => c.id), [b!.id], "the key's next run took the slot")
+        }))
+
+      test("a delete of more runs than one statement takes (deleteBatchSize) is done in several, each with its audit line", ({ store }) =>
+        Effect.gen(function*() {
+          const n = OperatorActions.deleteBatchSize + 3
+          yield* store.enqueue(Array.from({ length: n }, (_, i) => ({ kind: "job", payload: { i }, queue: "many" })))
+          const [kept] = yield* enqueueJobs(store, 1, { queue: "other" })
+          assert.deepStrictEqual(yield* store.deleteRuns({ filter: { queue: "many" }, expected: n, actor: alice }), {
+            deleted: n
+          })
+          assert.deepStrictEqual(yield* store.list({ queue: "many", limit: 10 }), [])
+          assert.strictEqual((yield* store.get(kept!)).state, "pending")
+          const lines = yield* store.actions({ limit: 10 })
+          assert.deepStrictEqual(lines.map((l) => (l.detail as { count: number }).count), [
+            3,
+            OperatorActions.deleteBatchSize
+          ])
+        }))
+
+      test("actions not about one run are recorded in the audit, newest first, paged by id", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.recordAction({ actor: alice, action: "queue.pause", target: "mail" })
+          yield* store.recordAction({
+            actor: { name: "ci", via: "cli" },
+            action: "schedule.register",
+            target: "daily",
+            detail: { cron: "0 * * * *" }
+          })
+          const lines = yield* store.actions({ limit: 10 })
+          assert.deepStrictEqual(lines.map((l) => [l.by, l.via, l.action, l.target, l.detail]), [
+            ["ci", "cli", "schedule.register", "daily", { cron: "0 * * * *" }],
+            ["alice", "api", "queue.pause", "mail", null]
+          ])
+          assert.deepStrictEqual((yield* store.actions({ limit: 10, before: lines[0]!.id })).map((l) => l.action), [
+            "queue.pause"
+          ])
+          assert.deepStrictEqual(yield* store.actions({ limit: 10, before: "not-an-id" }), [])
         }))
     })
 

@@ -4,7 +4,7 @@
  * snapshot of everything a store schema holds, for "nothing written" checks.
  */
 import { type Handler, RunStore } from "@leasehold/core"
-import { Callbacks, Handlers, Server } from "@leasehold/http"
+import { Callbacks, Credentials, Handlers, Server } from "@leasehold/http"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { HttpServer } from "effect/http"
 import { createHmac } from "node:crypto"
@@ -23,6 +23,8 @@ export interface ServerSetup {
   /** Off unless asked for: most tests post callbacks without `webhook-*` headers. */
   readonly requireWebhookSignature?: boolean | undefined
   readonly token?: string | undefined
+  /** Named credentials as `LEASEHOLD_ADMIN_TOKENS` spells them (`Credentials.parse`). */
+  readonly credentials?: string | undefined
   readonly readOnly?: boolean | undefined
   readonly callbacksOnly?: boolean | undefined
   readonly host?: string | undefined
@@ -40,11 +42,13 @@ export const callbacksOptions = (setup: ServerSetup): Callbacks.CallbacksOptions
 /** Scoped: the server, listening; `origin` is where to send requests. */
 export const startServer = (stores: Stores, setup: ServerSetup = {}) =>
   Effect.gen(function*() {
+    const credentials = yield* Credentials.parse(setup.credentials)
     const context = yield* Layer.build(
       Server.layer({
         host: setup.host ?? "127.0.0.1",
         port: 0,
         token: setup.token === undefined ? undefined : Redacted.make(setup.token),
+        credentials,
         readOnly: setup.readOnly,
         callbacksOnly: setup.callbacksOnly,
         traceUrl: setup.traceUrl
@@ -139,7 +143,15 @@ export const postJson = (url: string, body: unknown, headers: Record<string, str
 /** Everything the store's schema holds, as text: equal before and after means nothing was written. */
 export const snapshot = (stores: Stores) =>
   Effect.gen(function*() {
-    const tables = ["runs", "run_events", "callbacks", "signal_deliveries", "paused_queues", "schedules"]
+    const tables = [
+      "runs",
+      "run_events",
+      "callbacks",
+      "signal_deliveries",
+      "paused_queues",
+      "schedules",
+      "operator_actions"
+    ]
     const parts: Array<string> = []
     for (const table of tables) {
       const rows = yield* stores.sql.unsafe<{ row: string }>(

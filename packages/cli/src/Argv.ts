@@ -18,6 +18,7 @@ export const switches: ReadonlySet<string> = new Set([
   "callbacks-only",
   "read-only",
   "unique-by-payload",
+  "yes",
   // A switch of `limits rate set`; `limits set --per-key -1` is a negative number, read as a value anyway.
   "per-key"
 ])

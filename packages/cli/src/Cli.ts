@@ -5,6 +5,7 @@
  */
 import { Command } from "effect/cli"
 import { cancel, resume, retry } from "./commands/admin.js"
+import { audit } from "./commands/audit.js"
 import { enqueue } from "./commands/enqueue.js"
 import { limits } from "./commands/limits.js"
 import { migrate } from "./commands/migrate.js"
@@ -27,6 +28,7 @@ export const leasehold = Command.make("leasehold").pipe(
     resume,
     cancel,
     retry,
+    audit,
     stats,
     worker,
     serve

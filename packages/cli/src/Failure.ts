@@ -24,13 +24,16 @@ const messageOf = (error: unknown): string =>
 /**
  * A mistake in how the command was called: effect/cli's parse and validation errors (but not a
  * handler's `UserError`), the commands' own `UsageError`, a payload or kind the tasks reject, an
- * option out of range, a value JSON cannot hold, and a value the database refused (`isValueRefused`). Leasehold's errors are matched by tag: a
+ * option out of range, a value JSON cannot hold, a delete of running runs or of another count than
+ * confirmed, and a value the database refused (`isValueRefused`). Leasehold's errors are matched by tag: a
  * `--tasks` module may bring its own copy of `@leasehold/core`.
  */
 const isUsageError = (error: unknown): boolean =>
   (CliError.isCliError(error) && error._tag !== "UserError") ||
   error instanceof UsageError ||
-  ["InvalidPayload", "UnknownKind", "InvalidConfig", "UnstorableValue"].some((tag) => Predicate.isTagged(error, tag)) ||
+  ["InvalidPayload", "UnknownKind", "InvalidConfig", "UnstorableValue", "RunsBusy", "DeleteCountChanged"].some((tag) =>
+    Predicate.isTagged(error, tag)
+  ) ||
   isValueRefused(error)
 
 /** The reason's own cause (the driver's or server's message) says what actually went wrong. */

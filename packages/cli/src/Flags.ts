@@ -1,8 +1,10 @@
 /** Flags shared by several commands, and the error for a user's mistake. */
+import { OperatorActions } from "@leasehold/core"
 import { StoreSchema } from "@leasehold/sql"
 import { Duration, Effect, Option, Schema } from "effect"
 import { Flag } from "effect/cli"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 
 /** A mistake in how the command was called: one line, exit code 2. */
@@ -103,3 +105,27 @@ export const durationFlag = (name: string) =>
       () => `a duration such as "5 seconds" or "250 millis"`
     )
   )
+
+/** `--as`: who acts, recorded with the action (default: the OS user running the command). */
+export const actorFlag = Flag.String("as").pipe(
+  Flag.optional,
+  Flag.withDescription("the name recorded as who did this (default: your OS user name)")
+)
+
+/** The OS user's name, or `$USER`, or "unknown" where neither can be read. */
+const osUser = (): string => {
+  try {
+    return os.userInfo().username
+  } catch {
+    return process.env.USER ?? "unknown"
+  }
+}
+
+/** The actor of a command (`--as`, else the OS user), from the CLI; a bad `--as` is a usage error. */
+export const actorOf = (flags: { readonly as: Option.Option<string> }) => {
+  const name = Option.getOrElse(flags.as, osUser)
+  const issue = OperatorActions.actorNameIssue(name)
+  return issue === undefined
+    ? Effect.succeed<OperatorActions.Actor>({ name, via: "cli" })
+    : Effect.fail(new UsageError({ message: `--as: the name ${issue}` }))
+}

@@ -7,6 +7,7 @@
  */
 import { Effect, Metric, Option } from "effect"
 import * as Handler from "./Handler.js"
+import type { Actor } from "./OperatorActions.js"
 import type { Enqueued, EnqueueRequest } from "./RunRecord.js"
 import { RunStore } from "./RunStore.js"
 import * as Telemetry from "./Telemetry.js"
@@ -95,9 +96,9 @@ export const enqueueUnknown = Effect.fn("Client.enqueueUnknown")(function*(
  *
  * @category writes
  */
-export const resume = Effect.fn("Client.resume")(function*(runId: string, payload: unknown) {
+export const resume = Effect.fn("Client.resume")(function*(runId: string, payload: unknown, actor?: Actor) {
   const store = yield* RunStore
-  return yield* store.resumeById(runId, payload)
+  return yield* store.resumeById(runId, payload, actor)
 })
 
 /**
@@ -106,22 +107,24 @@ export const resume = Effect.fn("Client.resume")(function*(runId: string, payloa
  *
  * @category writes
  */
-export const resumeByToken = Effect.fn("Client.resumeByToken")(function*(token: string, payload: unknown) {
-  const store = yield* RunStore
-  return yield* store.resumeByToken(token, payload)
-})
+export const resumeByToken = Effect.fn("Client.resumeByToken")(
+  function*(token: string, payload: unknown, actor?: Actor) {
+    const store = yield* RunStore
+    return yield* store.resumeByToken(token, payload, actor)
+  }
+)
 
-/** @category writes */
-export const cancel = Effect.fn("Client.cancel")(function*(runId: string) {
+/** Cancels a run; `actor`, an operator's, is recorded in its history. @category writes */
+export const cancel = Effect.fn("Client.cancel")(function*(runId: string, actor?: Actor) {
   const store = yield* RunStore
-  yield* store.cancel(runId)
+  yield* store.cancel(runId, actor)
   if (yield* Telemetry.RecordMetrics) yield* Metric.update(WorkerMetrics.metrics.cancelled, 1)
 })
 
-/** @category writes */
-export const retry = Effect.fn("Client.retry")(function*(runId: string) {
+/** Retries a failed or cancelled run; `actor`, an operator's, is recorded in its history. @category writes */
+export const retry = Effect.fn("Client.retry")(function*(runId: string, actor?: Actor) {
   const store = yield* RunStore
-  yield* store.retry(runId)
+  yield* store.retry(runId, actor)
 })
 
 /**

@@ -216,6 +216,21 @@ export class AttemptTimedOut extends Schema.TaggedError<AttemptTimedOut>()("Atte
 }
 
 /**
+ * A delete was confirmed for `expected` runs but the filter selects `found` now: nothing was
+ * deleted. Count again and confirm the new count.
+ *
+ * @category errors
+ */
+export class DeleteCountChanged extends Schema.TaggedError<DeleteCountChanged>()("DeleteCountChanged", {
+  expected: Schema.Number,
+  found: Schema.Number
+}) {
+  override get message(): string {
+    return `the filter selects ${this.found} runs now, not the ${this.expected} confirmed: nothing deleted; count again`
+  }
+}
+
+/**
  * The run's deadline (`EnqueueRequest.deadlineAt` / `deadlineAfterMs`, decided by the store's clock)
  * passed: the run fails for good, whatever attempts remain. A running attempt is interrupted with
  * this when the deadline passes.
@@ -228,5 +243,21 @@ export class RunDeadlinePassed extends Schema.TaggedError<RunDeadlinePassed>()("
 }) {
   override get message(): string {
     return `run ${this.runId}: its deadline passed during attempt ${this.attempt}; the run has failed for good`
+  }
+}
+
+/**
+ * A delete selected runs that are running (or claimed with others still running in a ledger
+ * batch): it stopped before them. `deleted` runs were deleted before it met them.
+ *
+ * @category errors
+ */
+export class RunsBusy extends Schema.TaggedError<RunsBusy>()("RunsBusy", {
+  busy: Schema.Number,
+  deleted: Schema.Number
+}) {
+  override get message(): string {
+    return `${this.busy} of the selected runs are running: cancel them first (or wait for them to end)` +
+      (this.deleted > 0 ? `; ${this.deleted} runs were deleted before` : "")
   }
 }

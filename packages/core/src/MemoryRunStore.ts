@@ -21,11 +21,19 @@
  */
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
 import * as Activity from "./Activity.js"
-import { type InvalidConfig, RunNotFound, SignalTokenNotFound, StoreError, type UnstorableValue } from "./Errors.js"
+import {
+  DeleteCountChanged,
+  type InvalidConfig,
+  RunNotFound,
+  SignalTokenNotFound,
+  StoreError,
+  type UnstorableValue
+} from "./Errors.js"
 import * as Admin from "./internal/memory/Admin.js"
 import * as Admit from "./internal/memory/Admit.js"
 import * as AttemptLogs from "./internal/memory/AttemptLogs.js"
 import * as Claim from "./internal/memory/Claim.js"
+import * as Delete from "./internal/memory/Delete.js"
 import * as Enqueue from "./internal/memory/Enqueue.js"
 import * as Guarded from "./internal/memory/Guarded.js"
 import { Journal } from "./internal/memory/Journal.js"
@@ -217,23 +225,46 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       }).pipe(Effect.withSpan("MemoryRunStore.completeInTransaction")),
     keepAttemptLog: (lease, log) => apply((now) => AttemptLogs.keepCompleted(state, lease, log, now)),
     attemptLogs: (runId) => applyOutcome(() => AttemptLogs.read(state, runId)),
-    resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload) {
+    resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload, actor) {
       if (canonicalId(runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => Admin.resumeById(state, runId, text, now))
+      return yield* applyOutcome((now) => Admin.resumeById(state, runId, text, now, actor))
     }),
-    resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload) {
+    resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload, actor) {
       if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => Admin.resumeByToken(state, token, text, now))
+      return yield* applyOutcome((now) => Admin.resumeByToken(state, token, text, now, actor))
     }),
-    cancel: (runId) => applyOutcome((now) => Admin.cancel(state, runId, now)),
-    retry: (runId) => applyOutcome((now) => Admin.retry(state, runId, now)),
+    cancel: (runId, actor) => applyOutcome((now) => Admin.cancel(state, runId, now, actor)),
+    retry: (runId, actor) => applyOutcome((now) => Admin.retry(state, runId, now, actor)),
     get: (runId) => applyOutcome(() => Read.get(state, runId)),
     list: (filter) => apply(() => Read.list(state.runs.values(), filter)),
     leases: apply((now) => Read.leases(state, now)),
-    cancelMany: (filter) => apply((now) => Admin.many(state, filter, "cancel", now)),
-    retryMany: (filter) => apply((now) => Admin.many(state, filter, "retry", now)),
+    cancelMany: (filter, actor) => apply((now) => Admin.many(state, filter, "cancel", now, actor)),
+    retryMany: (filter, actor) => apply((now) => Admin.many(state, filter, "retry", now, actor)),
+    countDeletable: (filter) =>
+      apply(() => Delete.count(state, filter)).pipe(Effect.map(({ busy, count }) => ({ count, busy }))),
+    deleteRuns: (request) =>
+      Effect.gen(function*() {
+        const counted = yield* apply(() => Delete.count(state, request.filter))
+        if (counted.count !== request.expected) {
+          return yield* Effect.fail(new DeleteCountChanged({ expected: request.expected, found: counted.count }))
+        }
+        // One statement per batch, as the Postgres store deletes: the runs of each, then its audit line.
+        let deleted = 0
+        for (;;) {
+          const batch = yield* applyOutcome((now) => {
+            const outcome = Delete.deleteBatch(state, request, counted.maxId, deleted, now)
+            // The journal of a deleted workflow run goes in the same step (one statement's CTEs in Postgres).
+            if (outcome.ok) kept.forget(outcome.value.executions)
+            return outcome
+          })
+          if (batch.deleted === 0) return { deleted }
+          deleted += batch.deleted
+        }
+      }),
+    recordAction: (record) => apply((now) => Delete.recordAction(state, record, now)),
+    actions: (query) => apply(() => Delete.actions(state, query)),
     history: (runId) => applyOutcome(() => Read.history(state, runId)),
     stats: apply((now) => Read.stats(state.runs.values(), state.events, now)),
     sample: apply((now) => Sample.sample(state.runs.values(), now)),

@@ -52,11 +52,17 @@ export interface RejectedWrite {
   readonly storedFence: number | null
 }
 
-/** A transition an operator or the application made: cancel or retry (both advance the fence). */
+/**
+ * A transition an operator or the application made: cancel or retry (both advance the fence), or
+ * a resume an operator made. `by` and `via`: who and from where (`OperatorActions.Actor`), null
+ * when the application's code made it.
+ */
 export interface AdminAction {
   readonly at: Date
-  readonly action: "cancelled" | "retried"
+  readonly action: "cancelled" | "retried" | "resumed"
   readonly fence: number
+  readonly by: string | null
+  readonly via: string | null
 }
 
 export interface RunHistory {
@@ -76,6 +82,11 @@ const errorMessage = (detail: unknown): string | null => {
 }
 
 const textOrNull = (value: unknown): string | null => value === undefined || value === null ? null : String(value)
+
+const actorOf = (detail: unknown) => ({
+  by: textOrNull(field(detail, "by")),
+  via: textOrNull(field(detail, "via"))
+})
 
 /** Reads the events (in the order they were written) into attempts, suspensions and rejections. */
 export const fromEvents = (events: ReadonlyArray<RunEvent>): RunHistory => {
@@ -134,14 +145,18 @@ export const fromEvents = (events: ReadonlyArray<RunEvent>): RunHistory => {
       }
       case "resumed":
         endSuspension(e.at, "resumed", field(e.detail, "payload") ?? null)
+        // An operator's resume says who; a signal delivered by the application's code does not.
+        if (field(e.detail, "by") !== undefined) {
+          adminActions.push({ at: e.at, action: "resumed", fence: e.fence, ...actorOf(e.detail) })
+        }
         break
       case "cancelled":
         endAttempt(e.at, "cancelled", `fence advanced to ${e.fence}`)
         endSuspension(e.at, "cancelled", null)
-        adminActions.push({ at: e.at, action: "cancelled", fence: e.fence })
+        adminActions.push({ at: e.at, action: "cancelled", fence: e.fence, ...actorOf(e.detail) })
         break
       case "retried":
-        adminActions.push({ at: e.at, action: "retried", fence: e.fence })
+        adminActions.push({ at: e.at, action: "retried", fence: e.fence, ...actorOf(e.detail) })
         break
       case "stale_write_rejected": {
         const stored = field(e.detail, "storedFence")

@@ -11,11 +11,13 @@ import { Context } from "effect"
 import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
 import type { AttemptLog, AttemptLogInput } from "./AttemptLogs.js"
 import type {
+  DeleteCountChanged,
   FenceRejected,
   InvalidConfig,
   InvalidTransition,
   LeaseNotHeld,
   RunNotFound,
+  RunsBusy,
   ScheduleNotFound,
   SignalTokenInUse,
   SignalTokenNotFound,
@@ -23,6 +25,14 @@ import type {
   UnstorableValue
 } from "./Errors.js"
 import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
+import type {
+  ActionRecord,
+  ActionsQuery,
+  Actor,
+  DeleteCount,
+  DeleteOutcome,
+  OperatorAction
+} from "./OperatorActions.js"
 import type { RateLimit, RateLimitInfo, RateLimitScope } from "./RateLimits.js"
 import type {
   ClaimedRun,
@@ -122,6 +132,8 @@ export interface DeliverSignalRequest {
   readonly payload: unknown
   /** A delivery's own id (Standard Webhooks `webhook-id`): seen before is `Replayed`, nothing written. */
   readonly deliveryId?: string | undefined
+  /** Who delivered it, recorded with the resume it makes (a signed callback: `{ name: "callback", via: "callback" }`). */
+  readonly actor?: Actor | undefined
 }
 
 /** @category models */
@@ -146,6 +158,19 @@ export interface RunFilter {
   readonly createdFrom?: Date | undefined
   /** Created before this time. */
   readonly createdTo?: Date | undefined
+}
+
+/**
+ * A delete of the runs a filter selects, confirmed by the count the caller was shown
+ * (`countDeletable`): when the store counts otherwise now, nothing is deleted
+ * (`DeleteCountChanged`).
+ *
+ * @category models
+ */
+export interface DeleteRequest {
+  readonly filter: RunFilter
+  readonly expected: number
+  readonly actor?: Actor | undefined
 }
 
 /** @category models */
@@ -320,20 +345,25 @@ export class RunStore extends Context.Service<RunStore, {
   readonly keepAttemptLog: (lease: LeaseKey, log: AttemptLogInput) => Effect.Effect<boolean, StoreError>
   /** The kept log lines of the run's attempts, oldest claim first (`AttemptLogs`). */
   readonly attemptLogs: (runId: string) => Effect.Effect<ReadonlyArray<AttemptLog>, RunNotFound | StoreError>
-  /** Resumes the suspended run with this id; returns its id. */
+  /**
+   * Resumes the suspended run with this id; returns its id. `actor`, an operator's (`OperatorActions`):
+   * recorded with the run's `resumed` event, as with cancel and retry.
+   */
   readonly resumeById: (
     runId: string,
-    payload: unknown
+    payload: unknown,
+    actor?: Actor
   ) => Effect.Effect<string, RunNotFound | InvalidTransition | UnstorableValue | StoreError>
   /** Resumes the suspended run holding this signal token; returns its id. */
   readonly resumeByToken: (
     token: string,
-    payload: unknown
+    payload: unknown,
+    actor?: Actor
   ) => Effect.Effect<string, SignalTokenNotFound | UnstorableValue | StoreError>
   /** Cancels a run; a running run's fence is advanced so its holder's writes are rejected. */
-  readonly cancel: (runId: string) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
+  readonly cancel: (runId: string, actor?: Actor) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
   /** A failed or cancelled run back to pending; the fence keeps rising. */
-  readonly retry: (runId: string) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
+  readonly retry: (runId: string, actor?: Actor) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
   readonly get: (runId: string) => Effect.Effect<RunRecord, RunNotFound | StoreError>
   readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<RunRecord>, StoreError>
   /** Every lease held now (not expired), by owner then run. */
@@ -342,9 +372,30 @@ export class RunStore extends Context.Service<RunStore, {
    * Cancels every run the filter selects that has not finished, in one statement; each one's fence
    * advances as `cancel` does. Returns the ids cancelled.
    */
-  readonly cancelMany: (filter: RunFilter) => Effect.Effect<ReadonlyArray<string>, StoreError>
+  readonly cancelMany: (filter: RunFilter, actor?: Actor) => Effect.Effect<ReadonlyArray<string>, StoreError>
   /** Puts every failed or cancelled run the filter selects back to pending, as `retry` does. */
-  readonly retryMany: (filter: RunFilter) => Effect.Effect<ReadonlyArray<string>, StoreError>
+  readonly retryMany: (filter: RunFilter, actor?: Actor) => Effect.Effect<ReadonlyArray<string>, StoreError>
+  /**
+   * How many runs the filter selects for a delete, and how many of them may not be deleted now
+   * (`DeleteCount.busy`): what an operator confirms before `deleteRuns`.
+   */
+  readonly countDeletable: (filter: RunFilter) => Effect.Effect<DeleteCount, StoreError>
+  /**
+   * Deletes the runs the filter selects, with everything kept of them (payload, result,
+   * checkpoint, signals, history, key slot, unique window, idempotency key, callbacks, a
+   * workflow's journal), when the filter still selects `expected` runs (`DeleteCountChanged`
+   * otherwise, nothing deleted) and none of them is running (`RunsBusy`). At most
+   * `OperatorActions.deleteBatchSize` runs per statement, each statement its own transaction, so a
+   * large delete holds no lock for long; runs enqueued after the count are not deleted. Each
+   * statement records an audit line (`actions`) with the ids it deleted, never their payloads.
+   */
+  readonly deleteRuns: (
+    request: DeleteRequest
+  ) => Effect.Effect<DeleteOutcome, DeleteCountChanged | RunsBusy | StoreError>
+  /** Records an operator's action that is not about one run (a queue, a schedule, a limit) in the audit. */
+  readonly recordAction: (record: ActionRecord) => Effect.Effect<void, StoreError>
+  /** The audit, newest first. */
+  readonly actions: (query: ActionsQuery) => Effect.Effect<ReadonlyArray<OperatorAction>, StoreError>
   readonly history: (runId: string) => Effect.Effect<ReadonlyArray<RunEvent>, RunNotFound | StoreError>
   readonly stats: Effect.Effect<Stats, StoreError>
   /**

@@ -12,6 +12,7 @@
  */
 import {
   Client,
+  type DeleteCountChanged,
   Handler,
   InvalidConfig,
   type InvalidPayload,
@@ -20,11 +21,14 @@ import {
   isWorkflowRun,
   Limits,
   type LiveLease,
+  OperatorActions,
   type PayloadFieldFilter,
   RateLimits,
+  type RunFilter,
   RunHistory,
-  type RunNotFound,
+  RunNotFound as RunNotFoundError,
   type RunRecord,
+  type RunsBusy,
   RunState,
   RunStore,
   type ScheduleNotFound,
@@ -42,6 +46,7 @@ import { Sse } from "effect/encoding"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
 import { randomBytes } from "node:crypto"
+import { type Credential, minSecretLength, singleTokenName } from "./Credentials.js"
 import { Handlers } from "./Handlers.js"
 import { type Access, admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import * as EventHub from "./internal/EventHub.js"
@@ -55,8 +60,14 @@ import * as StoreGauges from "./internal/StoreGauges.js"
 
 /** @category models */
 export interface AdminOptions {
-  /** `LEASEHOLD_ADMIN_TOKEN`: bearer token, or basic-auth password. */
+  /** `LEASEHOLD_ADMIN_TOKEN`: bearer token, or basic-auth password; a read-write credential named `admin`. */
   readonly token?: Redacted.Redacted<string> | undefined
+  /**
+   * Named credentials (`Credentials`, `LEASEHOLD_ADMIN_TOKENS`), beside `token`: each request's
+   * secret names who acts (recorded with every write it makes), and a read-only one gets 403 on
+   * every write.
+   */
+  readonly credentials?: ReadonlyArray<Credential> | undefined
   /** Every state-changing route answers 403. */
   readonly readOnly?: boolean | undefined
   /**
@@ -125,7 +136,9 @@ export const isLoopback = (host: string): boolean =>
 export const csrfHeader = "x-leasehold-csrf"
 
 type Failure =
-  | RunNotFound
+  | DeleteCountChanged
+  | RunsBusy
+  | RunNotFoundError
   | ScheduleNotFound
   | SignalTokenNotFound
   | InvalidTransition
@@ -163,6 +176,10 @@ const answer = (error: unknown): Effect.Effect<HttpServerResponse.HttpServerResp
       return Effect.succeed(problem(404, "not-found", failure.message))
     case "InvalidTransition":
       return Effect.succeed(problem(409, "invalid-transition", failure.message))
+    case "DeleteCountChanged":
+      return Effect.succeed(problem(409, "count-changed", failure.message))
+    case "RunsBusy":
+      return Effect.succeed(problem(409, "runs-running", failure.message))
     case "InvalidPayload":
     case "UnknownKind":
     case "InvalidConfig":
@@ -248,6 +265,43 @@ const BulkBody = Schema.Struct({
   payload: Schema.optional(Schema.Record(Schema.String, Schema.String))
 })
 
+/**
+ * A delete by filter: `dryRun` counts (`{ count, busy }`); `expected`, the count confirmed, deletes.
+ * Beside the bulk actions' filter, the runs list's search fields (`key`, `error`, `from`, `to`).
+ */
+const DeleteBody = Schema.Struct({
+  ...BulkBody.fields,
+  key: Schema.optional(Schema.String),
+  error: Schema.optional(Schema.String),
+  from: Schema.optional(Schema.String),
+  to: Schema.optional(Schema.String),
+  dryRun: Schema.optional(Schema.Boolean),
+  expected: Schema.optional(Schema.Number)
+})
+
+/** A bulk action's filter from its body: at least one selection, and ids that are run ids. */
+const bulkFilter = (
+  action: string,
+  requested: typeof BulkBody.Type,
+  search: Partial<RunFilter> = {}
+): Effect.Effect<RunFilter, BadRequest> => {
+  const { ids, kind, queue, state } = requested
+  const payload = Object.entries(requested.payload ?? {}).map(([field, value]) => ({ path: field.split("."), value }))
+  if (
+    state === undefined && kind === undefined && queue === undefined && payload.length === 0 && ids === undefined &&
+    Object.keys(search).length === 0
+  ) {
+    return Effect.fail(
+      badRequest("invalid-request", `bulk ${action} needs ids, or a state, kind, queue or payload filter`)
+    )
+  }
+  const badId = ids?.find((id) => !/^[0-9]{1,18}$/.test(id))
+  if (badId !== undefined) {
+    return Effect.fail(badRequest("invalid-request", `ids: ${JSON.stringify(badId)} is not a run id (digits)`))
+  }
+  return Effect.succeed({ ...search, state, kind, queue, payload, ids })
+}
+
 const ScheduleBody = Schema.Struct({
   cron: Schema.String,
   kind: Schema.String,
@@ -305,6 +359,15 @@ const eventName: Record<StoreNotification["_tag"], string> = {
   SchedulesChanged: "schedules-changed"
 }
 
+/** Who a request is: how it authenticated, and the actor its writes are recorded under. */
+interface Who {
+  readonly access: Access
+  readonly actor: OperatorActions.Actor
+}
+
+/** The actor of a request to a server without credentials (open, on loopback only). @category constants */
+export const openServerActor = "local"
+
 /**
  * The admin routes, added to the application's `HttpRouter`. Requires `RunStore` and `Handlers`
  * (enqueue checks kinds and payloads against them). Fails with `InvalidConfig` when there is no
@@ -314,11 +377,29 @@ const eventName: Record<StoreNotification["_tag"], string> = {
  */
 export const layer = (options: AdminOptions) =>
   HttpRouter.use(Effect.fnUntraced(function*(router) {
-    const token = options.token === undefined ? undefined : Redacted.value(options.token)
-    if (token !== undefined && token.length < 16) {
-      return yield* new InvalidConfig({ option: "LEASEHOLD_ADMIN_TOKEN", issue: "needs at least 16 characters" })
+    if (options.token !== undefined && Redacted.value(options.token).length < minSecretLength) {
+      return yield* new InvalidConfig({
+        option: "LEASEHOLD_ADMIN_TOKEN",
+        issue: `needs at least ${minSecretLength} characters`
+      })
     }
-    if (token === undefined && !isLoopback(options.host)) {
+    const credentials: ReadonlyArray<Credential> = [
+      ...(options.token === undefined ? [] : [{ name: singleTokenName, scope: "rw" as const, secret: options.token }]),
+      ...(options.credentials ?? [])
+    ]
+    for (const c of options.credentials ?? []) {
+      const issue = OperatorActions.actorNameIssue(c.name) ??
+        (Redacted.value(c.secret).length < minSecretLength
+          ? `its secret needs at least ${minSecretLength} characters`
+          : undefined)
+      if (issue !== undefined) {
+        return yield* new InvalidConfig({ option: "LEASEHOLD_ADMIN_TOKENS", issue: `credential ${c.name}: ${issue}` })
+      }
+    }
+    if (new Set(credentials.map((c) => c.name)).size < credentials.length) {
+      return yield* new InvalidConfig({ option: "LEASEHOLD_ADMIN_TOKENS", issue: "two credentials have the same name" })
+    }
+    if (credentials.length === 0 && !isLoopback(options.host)) {
       return yield* new InvalidConfig({
         option: "LEASEHOLD_ADMIN_TOKEN",
         issue: `is required when the admin API is bound to ${options.host}, not a loopback address`
@@ -337,27 +418,42 @@ export const layer = (options: AdminOptions) =>
     // One LISTEN connection for every event stream of this server, opened by the first of them.
     const hub = yield* EventHub.make(maxEventStreams)
 
-    /** Authentication, read-only mode and CSRF, then the route; failures become their status. */
+    /**
+     * Authentication, read-only mode and CSRF, then the route with who is asking; failures become
+     * their status.
+     */
     const guard = <R>(
       write: boolean,
-      handler: (access: Access) => Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>
+      handler: (who: Who) => Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R>
     ) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const access = admit(request.headers, token)
-        if (access === undefined) return unauthorized()
-        if (access === "wrong-host") return wrongHost()
+        const admitted = admit(request.headers, credentials)
+        if (admitted === undefined) return unauthorized()
+        if (admitted === "wrong-host") return wrongHost()
+        const access = admitted.access
         if (write && readOnly) return problem(403, "read-only", "this server is read-only")
+        if (write && admitted.credential?.scope === "ro") {
+          return problem(403, "read-only-token", `the credential ${admitted.credential.name} is read-only`)
+        }
         if (write && access !== "bearer") {
           const presented = request.headers[csrfHeader]
           if (presented === undefined || !constantTimeEqualText(presented, csrfToken)) {
             return problem(403, "csrf", `state-changing requests need the ${csrfHeader} header (GET /api/session)`)
           }
         }
-        return yield* Effect.catch(handler(access), answer)
+        // A bearer token is a program's (the API's); basic auth, or none, a browser's (the console's).
+        const actor: OperatorActions.Actor = {
+          name: admitted.credential?.name ?? openServerActor,
+          via: access === "bearer" ? "api" : "console"
+        }
+        return yield* Effect.catch(handler({ access, actor }), answer)
       }).pipe(Effect.map(secure))
 
     const ok = (id: string) => json(200, { id })
+    /** An action not about one run, in the audit (`RunStore.recordAction`). */
+    const audit = (actor: OperatorActions.Actor, action: string, target: string, detail: unknown) =>
+      Effect.flatMap(RunStore, (store) => store.recordAction({ actor, action, target, detail }))
     const deferredSchemas = new Map((options.workflows?.deferreds ?? []).map((d) => [d.name, d.successSchema] as const))
 
     // What suspended workflows wait on, by execution (none without `workflows`).
@@ -458,8 +554,10 @@ export const layer = (options: AdminOptions) =>
         "/api/session",
         guard(
           false,
-          (access) =>
-            Effect.succeed(json(200, { csrfToken, readOnly, auth: access, traceUrl: options.traceUrl ?? null }))
+          ({ access, actor }) =>
+            Effect.succeed(
+              json(200, { csrfToken, readOnly, auth: access, as: actor.name, traceUrl: options.traceUrl ?? null })
+            )
         )
       ),
 
@@ -583,10 +681,10 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route(
         "POST",
         "/api/runs/:id/cancel",
-        guard(true, () =>
+        guard(true, ({ actor }) =>
           Effect.gen(function*() {
             const id = yield* param("id")
-            yield* Client.cancel(id)
+            yield* Client.cancel(id, actor)
             return ok(id)
           }))
       ),
@@ -594,10 +692,10 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route(
         "POST",
         "/api/runs/:id/retry",
-        guard(true, () =>
+        guard(true, ({ actor }) =>
           Effect.gen(function*() {
             const id = yield* param("id")
-            yield* Client.retry(id)
+            yield* Client.retry(id, actor)
             return ok(id)
           }))
       ),
@@ -605,7 +703,7 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route(
         "POST",
         "/api/runs/:id/resume",
-        guard(true, () =>
+        guard(true, ({ actor }) =>
           Effect.gen(function*() {
             const id = yield* param("id")
             const { payload } = yield* body(ResumeBody, limit)
@@ -621,6 +719,18 @@ export const layer = (options: AdminOptions) =>
                 // Only what decodes with the deferred's schema is recorded, in its encoded form.
                 const value = yield* encodeDecision(deferredSchemas, target, deferred, payload ?? null)
                 const done = yield* options.workflows.decide(target.idempotencyKey!, deferred, value)
+                if (done) {
+                  yield* Effect.flatMap(
+                    RunStore,
+                    (store) =>
+                      store.recordAction({
+                        actor,
+                        action: "workflow.decide",
+                        target: `run ${id}`,
+                        detail: { deferred }
+                      })
+                  )
+                }
                 if (!done) {
                   return yield* Effect.fail(
                     badRequest("already-decided", `deferred "${deferred}" of run ${id} was completed already`, 409)
@@ -644,18 +754,18 @@ export const layer = (options: AdminOptions) =>
             if (target.state === "suspended" && target.signalName !== null && handler !== undefined) {
               yield* Handler.decodeSignal(handler, target.signalName, payload ?? null)
             }
-            return ok(yield* Client.resume(id, payload ?? null))
+            return ok(yield* Client.resume(id, payload ?? null, actor))
           }))
       ),
 
       HttpRouter.route(
         "POST",
         "/api/tokens/:token/resume",
-        guard(true, () =>
+        guard(true, ({ actor }) =>
           Effect.gen(function*() {
             const signalToken = yield* param("token")
             const { payload } = yield* body(ResumeBody, limit)
-            return ok(yield* Client.resumeByToken(signalToken, payload ?? null))
+            return ok(yield* Client.resumeByToken(signalToken, payload ?? null, actor))
           }))
       ),
 
@@ -663,34 +773,80 @@ export const layer = (options: AdminOptions) =>
         HttpRouter.route(
           "POST",
           `/api/runs/bulk/${action}`,
-          guard(true, () =>
+          guard(true, ({ actor }) =>
             Effect.gen(function*() {
-              const requested = yield* body(BulkBody, limit)
-              const { ids, kind, queue, state } = requested
-              const payload = Object.entries(requested.payload ?? {}).map(([field, value]) => ({
-                path: field.split("."),
-                value
-              }))
-              if (
-                state === undefined && kind === undefined && queue === undefined && payload.length === 0 &&
-                ids === undefined
-              ) {
-                return yield* Effect.fail(
-                  badRequest("invalid-request", `bulk ${action} needs ids, or a state, kind, queue or payload filter`)
-                )
-              }
-              const badId = ids?.find((id) => !/^[0-9]{1,18}$/.test(id))
-              if (badId !== undefined) {
-                return yield* Effect.fail(
-                  badRequest("invalid-request", `ids: ${JSON.stringify(badId)} is not a run id (digits)`)
-                )
-              }
+              const filter = yield* bulkFilter(action, yield* body(BulkBody, limit))
               const store = yield* RunStore
-              const filter = { state, kind, queue, payload, ids }
-              const affected = yield* (action === "cancel" ? store.cancelMany(filter) : store.retryMany(filter))
+              const affected = yield* (action === "cancel"
+                ? store.cancelMany(filter, actor)
+                : store.retryMany(filter, actor))
               return json(200, { affected })
             }))
         )
+      ),
+
+      // Deletes: a count first (dryRun), then the delete of that many (409 count-changed when the
+      // filter selects another count now, nothing deleted; 409 runs-running while one is running).
+      HttpRouter.route(
+        "POST",
+        "/api/runs/bulk/delete",
+        guard(true, ({ actor }) =>
+          Effect.gen(function*() {
+            const requested = yield* body(DeleteBody, limit)
+            const { error, from, key, to } = requested
+            const search = yield* Effect.mapError(
+              RunSearch.fromQuery({ key, error, from, to }),
+              (issue) => badRequest("invalid-request", issue)
+            )
+            const filter = yield* bulkFilter("delete", requested, search)
+            const store = yield* RunStore
+            if (requested.dryRun === true) return json(200, yield* store.countDeletable(filter))
+            const expected = requested.expected
+            if (expected === undefined || !Number.isInteger(expected) || expected < 0) {
+              return yield* Effect.fail(badRequest(
+                "invalid-request",
+                "a delete needs expected: the count a dryRun answered (a whole number), or dryRun: true"
+              ))
+            }
+            return json(200, yield* store.deleteRuns({ filter, expected, actor }))
+          }))
+      ),
+
+      HttpRouter.route(
+        "DELETE",
+        "/api/runs/:id",
+        guard(true, ({ actor }) =>
+          Effect.gen(function*() {
+            const id = yield* param("id")
+            const store = yield* RunStore
+            if (!/^[0-9]{1,18}$/.test(id)) return yield* Effect.fail(new RunNotFoundError({ runId: id }))
+            const deleted = yield* store.deleteRuns({ filter: { ids: [id] }, expected: 1, actor }).pipe(
+              Effect.catchTag("DeleteCountChanged", () => Effect.fail(new RunNotFoundError({ runId: id }))),
+              Effect.catchTag("RunsBusy", () =>
+                Effect.fail(
+                  badRequest("run-running", `run ${id} is running: cancel it first, then delete it`, 409)
+                ))
+            )
+            return json(200, { id, ...deleted })
+          }))
+      ),
+
+      // The operators' audit, newest first: actions not about one run, and deletes.
+      HttpRouter.route(
+        "GET",
+        "/api/actions",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const query = yield* HttpServerRequest.ParsedSearchParams
+            const pageSize = yield* wholeNumber("limit", single(query.limit), 50, 1, 500)
+            const before = single(query.before)
+            if (before !== undefined && !/^[0-9]{1,18}$/.test(before)) {
+              return yield* Effect.fail(badRequest("invalid-request", "before must be an action id (digits)"))
+            }
+            const store = yield* RunStore
+            const actions = yield* store.actions({ limit: pageSize, before })
+            return json(200, { actions, next: actions.length === pageSize ? actions.at(-1)!.id : null })
+          }))
       ),
 
       HttpRouter.route(
@@ -707,10 +863,11 @@ export const layer = (options: AdminOptions) =>
         HttpRouter.route(
           "POST",
           `/api/queues/:queue/${action}`,
-          guard(true, () =>
+          guard(true, ({ actor }) =>
             Effect.gen(function*() {
               const queue = yield* param("queue")
               const changed = yield* (action === "pause" ? Client.pauseQueue(queue) : Client.resumeQueue(queue))
+              yield* audit(actor, `queue.${action}`, queue, { changed })
               return json(200, { queue, paused: action === "pause", changed })
             }))
         )
@@ -743,7 +900,7 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route(
         "PUT",
         "/api/schedules/:name",
-        guard(true, () =>
+        guard(true, ({ actor }) =>
           Effect.gen(function*() {
             const name = yield* param("name")
             const { backfillWindowMs, ...definition } = yield* body(ScheduleBody, limit)
@@ -753,6 +910,12 @@ export const layer = (options: AdminOptions) =>
               name,
               backfillWindow: backfillWindowMs === undefined ? undefined : Duration.millis(backfillWindowMs)
             }])
+            // The definition without its payload (a schedule's payload may carry data).
+            yield* audit(actor, "schedule.register", name, {
+              outcome: registered!.outcome,
+              cron: definition.cron,
+              kind: definition.kind
+            })
             return json(registered!.outcome === "created" ? 201 : 200, registered)
           }))
       ),
@@ -761,11 +924,12 @@ export const layer = (options: AdminOptions) =>
         HttpRouter.route(
           "POST",
           `/api/schedules/:name/${action}`,
-          guard(true, () =>
+          guard(true, ({ actor }) =>
             Effect.gen(function*() {
               const name = yield* param("name")
               const store = yield* RunStore
               const changed = yield* (action === "pause" ? store.pauseSchedule(name) : store.resumeSchedule(name))
+              yield* audit(actor, `schedule.${action}`, name, { changed })
               return json(200, { name, paused: action === "pause", changed })
             }))
         )
@@ -882,7 +1046,7 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route(
         "PUT",
         "/api/rate-limits/:scope/:name",
-        guard(true, () =>
+        guard(true, ({ actor }) =>
           Effect.gen(function*() {
             const scope = yield* param("scope")
             const name = yield* param("name")
@@ -896,6 +1060,11 @@ export const layer = (options: AdminOptions) =>
             })
             const store = yield* RunStore
             yield* store.setRateLimits([{ ...checked, interval: checked.intervalMs }])
+            yield* audit(actor, "rate-limit.set", `${checked.scope}:${checked.name}`, {
+              limit: checked.limit,
+              intervalMs: checked.intervalMs,
+              perKey: checked.perKey
+            })
             return json(200, checked)
           }))
       ),
@@ -903,7 +1072,7 @@ export const layer = (options: AdminOptions) =>
       HttpRouter.route(
         "DELETE",
         "/api/rate-limits/:scope/:name",
-        guard(true, () =>
+        guard(true, ({ actor }) =>
           Effect.gen(function*() {
             const scope = yield* param("scope")
             const name = yield* param("name")
@@ -914,6 +1083,7 @@ export const layer = (options: AdminOptions) =>
             }
             const store = yield* RunStore
             const removed = yield* store.removeRateLimit(scope, name)
+            yield* audit(actor, "rate-limit.remove", `${scope}:${name}`, { removed })
             return json(200, { scope, name, removed })
           }))
       ),

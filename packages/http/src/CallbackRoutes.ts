@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Handler, Limits, RunStore } from "@leasehold/core"
+import { Handler, Limits, type OperatorActions, RunStore } from "@leasehold/core"
 import { Clock, Effect, Option } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Callbacks } from "./Callbacks.js"
@@ -35,6 +35,9 @@ import {
   secure,
   storeFailureResponse
 } from "./internal/Http.js"
+
+/** Who a signed callback's resume is recorded as (its signature is the credential; its holder is unnamed). @category constants */
+export const callbackActor: OperatorActions.Actor = { name: "callback", via: "callback" }
 
 /** @category models */
 export interface CallbackRoutesOptions {
@@ -111,7 +114,13 @@ const deliver = (options: CallbackRoutesOptions) =>
     const handler = Option.isSome(handlers) ? handlers.value.get(run.kind) : undefined
     if (handler !== undefined) yield* Handler.decodeSignal(handler, signal, parsed.value)
 
-    const delivery = yield* store.deliverSignal({ runId, signal, payload: parsed.value, deliveryId })
+    const delivery = yield* store.deliverSignal({
+      runId,
+      signal,
+      payload: parsed.value,
+      deliveryId,
+      actor: callbackActor
+    })
     switch (delivery._tag) {
       case "Resumed":
         return json(200, { status: "resumed", runId })

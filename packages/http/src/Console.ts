@@ -6,9 +6,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Redacted } from "effect"
+import { Effect, type Redacted } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerRespondable, HttpStaticServer } from "effect/http"
 import { fileURLToPath } from "node:url"
+import { type Credential, singleTokenName } from "./Credentials.js"
 import { admit, unauthorized, wrongHost } from "./internal/Auth.js"
 import { secure } from "./internal/Http.js"
 
@@ -21,6 +22,8 @@ export interface ConsoleOptions {
   readonly root?: string | undefined
   /** The admin token; the files are served only to requests that carry it (as the API is). */
   readonly token?: Redacted.Redacted<string> | undefined
+  /** Named admin credentials (`Credentials`): any of them opens the console, as the API. */
+  readonly credentials?: ReadonlyArray<Credential> | undefined
 }
 
 /**
@@ -36,13 +39,16 @@ export const layer = (options: ConsoleOptions = {}) =>
       index: "index.html",
       cacheControl: "no-cache"
     })
-    const token = options.token === undefined ? undefined : Redacted.value(options.token)
+    const credentials: ReadonlyArray<Credential> = [
+      ...(options.token === undefined ? [] : [{ name: singleTokenName, scope: "rw" as const, secret: options.token }]),
+      ...(options.credentials ?? [])
+    ]
     yield* router.add(
       "GET",
       "/*",
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const access = admit(request.headers, token)
+        const access = admit(request.headers, credentials)
         if (access === undefined) return unauthorized()
         if (access === "wrong-host") return wrongHost()
         return yield* Effect.catch(files, HttpServerRespondable.toResponse)

@@ -12,6 +12,7 @@ import { createServer } from "node:http"
 import * as Admin from "./Admin.js"
 import * as CallbackRoutes from "./CallbackRoutes.js"
 import * as Console from "./Console.js"
+import type { Credential } from "./Credentials.js"
 import { problem, secure } from "./internal/Http.js"
 
 /**
@@ -75,8 +76,10 @@ export const layerRequestChecks = HttpRouter.middleware(
 export interface RoutesOptions {
   /** The address the server is bound to: an open admin API (no token) is allowed on loopback only. */
   readonly host: string
-  /** `LEASEHOLD_ADMIN_TOKEN`. */
+  /** `LEASEHOLD_ADMIN_TOKEN`: one read-write credential named `admin`. */
   readonly token?: Redacted.Redacted<string> | undefined
+  /** Named credentials (`Credentials`, `LEASEHOLD_ADMIN_TOKENS`), beside `token`. */
+  readonly credentials?: ReadonlyArray<Credential> | undefined
   /** Every state-changing admin route answers 403. */
   readonly readOnly?: boolean | undefined
   /** Only the callback route: no admin API, no console. */
@@ -116,7 +119,11 @@ export const layerRoutes = (options: RoutesOptions) => {
   const admin = Admin.layer(options)
   if (options.console === false) return Layer.mergeAll(callbacks, admin)
   const consoleOptions = typeof options.console === "object" ? options.console : {}
-  return Layer.mergeAll(callbacks, admin, Console.layer({ ...consoleOptions, token: options.token }))
+  return Layer.mergeAll(
+    callbacks,
+    admin,
+    Console.layer({ ...consoleOptions, token: options.token, credentials: options.credentials })
+  )
 }
 
 /**

@@ -22,6 +22,7 @@ import type { SqlError } from "effect/sql"
 import * as admin from "./internal/statements/admin.js"
 import * as attemptLogs from "./internal/statements/attemptLogs.js"
 import * as claimStatement from "./internal/statements/claim.js"
+import * as deletes from "./internal/statements/deletes.js"
 import * as enqueueStatement from "./internal/statements/enqueue.js"
 import * as guarded from "./internal/statements/guarded.js"
 import * as keys from "./internal/statements/keys.js"
@@ -271,15 +272,19 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
         Effect.map(attemptLogs.keepCompleted(sql, s, [{ ...lease, log }]), (kept) => kept.length > 0)
       ),
     attemptLogs: (runId) => refail("attempt logs")(attemptLogs.list(sql, s, runId)),
-    resumeById: (runId, payload) => refail("resume")(admin.resumeById(sql, s, runId, payload)),
-    resumeByToken: (token, payload) => refail("resume")(admin.resumeByToken(sql, s, token, payload)),
-    cancel: (runId) => refail("cancel")(admin.cancel(sql, s, runId)),
-    retry: (runId) => refail("retry")(admin.retry(sql, s, runId)),
+    resumeById: (runId, payload, actor) => refail("resume")(admin.resumeById(sql, s, runId, payload, actor)),
+    resumeByToken: (token, payload, actor) => refail("resume")(admin.resumeByToken(sql, s, token, payload, actor)),
+    cancel: (runId, actor) => refail("cancel")(admin.cancel(sql, s, runId, actor)),
+    retry: (runId, actor) => refail("retry")(admin.retry(sql, s, runId, actor)),
     get: (runId) => refail("get")(read.get(sql, s, runId)),
     list: (filter) => refail("list")(read.list(sql, s, filter)),
     leases: refail("leases")(read.leases(sql, s)),
-    cancelMany: (filter) => refail("cancel")(admin.cancelMany(sql, s, filter)),
-    retryMany: (filter) => refail("retry")(admin.retryMany(sql, s, filter)),
+    cancelMany: (filter, actor) => refail("cancel")(admin.cancelMany(sql, s, filter, actor)),
+    retryMany: (filter, actor) => refail("retry")(admin.retryMany(sql, s, filter, actor)),
+    countDeletable: (filter) => refail("count for delete")(deletes.countDeletable(sql, s, filter)),
+    deleteRuns: (request) => refail("delete")(deletes.deleteRuns(sql, s, request)),
+    recordAction: (record) => refail("record action")(deletes.recordAction(sql, s, record)),
+    actions: (query) => refail("read actions")(deletes.actions(sql, s, query)),
     history: (runId) => refail("history")(read.history(sql, s, runId)),
     stats: refail("stats")(read.stats(sql, s)),
     sample: refail("sample")(sampleStatement.sample(sql, s)),

@@ -40,6 +40,8 @@ export interface StoreSchema {
   readonly workflowAwaits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** The worker registry: one row per worker process alive (migration 0019). */
   readonly workers: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** The operators' audit (migration 0028). */
+  readonly operatorActions: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Runs a claim may take (migration 0018): pending in their rows or in the ledger. */
   readonly ready: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Held key slots, of row and ledger runs, and the ledger's keyed runs waiting for one (migration 0025). */
@@ -91,6 +93,7 @@ const derive = (schema: string): StoreSchema => {
     claimBatches: (sql) => sql.literal(`"${schema}".claim_batches`),
     completionBatches: (sql) => sql.literal(`"${schema}".completion_batches`),
     runsNow: (sql) => sql.literal(`"${schema}".runs_now`),
+    operatorActions: (sql) => sql.literal(`"${schema}".operator_actions`),
     pausedQueues: (sql) => sql.literal(`"${schema}".paused_queues`),
     schedules: (sql) => sql.literal(`"${schema}".schedules`),
     keyLimits: (sql) => sql.literal(`"${schema}".key_limits`),

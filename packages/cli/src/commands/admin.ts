@@ -8,7 +8,7 @@ import { Client, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
-import { connectionFlags, jsonFlag, payloadFlags, payloadOf, UsageError } from "../Flags.js"
+import { actorFlag, actorOf, connectionFlags, jsonFlag, payloadFlags, payloadOf, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
 
 const runId = Argument.String("id").pipe(Argument.withDescription("the run's id"))
@@ -28,6 +28,7 @@ export const resume = Command.make("resume", {
     Flag.optional,
     Flag.withDescription("the signal token the run awaits, instead of its id")
   ),
+  as: actorFlag,
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -36,13 +37,14 @@ export const resume = Command.make("resume", {
       return yield* new UsageError({ message: "resume takes a run id or --token <token>, not both or neither" })
     }
     const payload = yield* payloadOf(flags, null)
+    const actor = yield* actorOf(flags)
     const resumed: Effect.Effect<
       string,
       Effect.Error<ReturnType<typeof Client.resume | typeof Client.resumeByToken>>,
       RunStore
     > = Option.isSome(flags.id)
-      ? Client.resume(flags.id.value, payload)
-      : Client.resumeByToken(Option.getOrThrow(flags.token), payload)
+      ? Client.resume(flags.id.value, payload, actor)
+      : Client.resumeByToken(Option.getOrThrow(flags.token), payload, actor)
     yield* Connection.withStore(
       flags,
       Effect.flatMap(resumed, (id) =>
@@ -56,12 +58,12 @@ export const resume = Command.make("resume", {
 
 export const cancel = Command.make(
   "cancel",
-  { ...connectionFlags, id: runId, json: jsonFlag },
+  { ...connectionFlags, id: runId, as: actorFlag, json: jsonFlag },
   (flags) =>
     Connection.withStore(
       flags,
       Effect.andThen(
-        Client.cancel(flags.id),
+        Effect.flatMap(actorOf(flags), (actor) => Client.cancel(flags.id, actor)),
         report(
           flags.id,
           flags.json,
@@ -74,12 +76,12 @@ export const cancel = Command.make(
 
 export const retry = Command.make(
   "retry",
-  { ...connectionFlags, id: runId, json: jsonFlag },
+  { ...connectionFlags, id: runId, as: actorFlag, json: jsonFlag },
   (flags) =>
     Connection.withStore(
       flags,
       Effect.andThen(
-        Client.retry(flags.id),
+        Effect.flatMap(actorOf(flags), (actor) => Client.retry(flags.id, actor)),
         report(
           flags.id,
           flags.json,

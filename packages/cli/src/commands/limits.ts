@@ -6,8 +6,9 @@
 import { KeyLimits, RateLimits, RunStore } from "@leasehold/core"
 import { type Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
+import { recorded } from "../Audit.js"
 import * as Connection from "../Connection.js"
-import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
+import { actorFlag, actorOf, connectionFlags, jsonFlag, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
 import { keyLimitsTable, rateLimitsTable } from "./stats.js"
 
@@ -49,26 +50,47 @@ const set = Command.make("set", {
   ...connectionFlags,
   ...scopeFlags,
   perKey: Flag.Int("per-key").pipe(Flag.withDescription("at most this many running runs per concurrency key")),
+  as: actorFlag,
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
     const scope = yield* scopeOf(flags)
     // Checked before anything connects: a bad limit writes nothing.
     const limit = yield* KeyLimits.check({ ...scope, perKey: flags.perKey })
-    yield* Connection.withStore(flags, RunStore.use((s) => s.setKeyLimits([limit])), { migrate: false })
+    const actor = yield* actorOf(flags)
+    yield* Connection.withStore(
+      flags,
+      recorded(
+        actor,
+        "key-limit.set",
+        `${limit.scope}:${limit.name}`,
+        RunStore.use((s) => s.setKeyLimits([limit])),
+        () => ({
+          perKey: limit.perKey
+        })
+      ),
+      { migrate: false }
+    )
     if (flags.json) return yield* Output.json(limit)
     yield* Output.line(`at most ${limit.perKey} running per key in ${limit.scope} "${limit.name}"`)
   })).pipe(Command.withDescription("Declare (or replace) the per-key limit of a queue or a kind"))
 
 const remove = Command.make(
   "remove",
-  { ...connectionFlags, ...scopeFlags, json: jsonFlag },
+  { ...connectionFlags, ...scopeFlags, as: actorFlag, json: jsonFlag },
   (flags) =>
     Effect.gen(function*() {
       const scope = yield* scopeOf(flags)
+      const actor = yield* actorOf(flags)
       const removed = yield* Connection.withStore(
         flags,
-        RunStore.use((s) => s.removeKeyLimit(scope.scope, scope.name)),
+        recorded(
+          actor,
+          "key-limit.remove",
+          `${scope.scope}:${scope.name}`,
+          RunStore.use((s) => s.removeKeyLimit(scope.scope, scope.name)),
+          (removed) => ({ removed })
+        ),
         { migrate: false }
       )
       if (flags.json) return yield* Output.json({ ...scope, removed })
@@ -91,6 +113,7 @@ const rateSet = Command.make("set", {
     Flag.withDefault(false),
     Flag.withDescription("one window per concurrency key instead of one for the whole queue or kind")
   ),
+  as: actorFlag,
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -102,9 +125,20 @@ const rateSet = Command.make("set", {
       interval: flags.interval as Duration.Input,
       perKey: flags.perKey
     })
+    const actor = yield* actorOf(flags)
     yield* Connection.withStore(
       flags,
-      RunStore.use((s) => s.setRateLimits([{ ...limit, interval: limit.intervalMs }])),
+      recorded(
+        actor,
+        "rate-limit.set",
+        `${limit.scope}:${limit.name}`,
+        RunStore.use((s) => s.setRateLimits([{ ...limit, interval: limit.intervalMs }])),
+        () => ({
+          limit: limit.limit,
+          intervalMs: limit.intervalMs,
+          perKey: limit.perKey
+        })
+      ),
       { migrate: false }
     )
     if (flags.json) return yield* Output.json(limit)
@@ -119,13 +153,20 @@ const rateSet = Command.make("set", {
 
 const rateRemove = Command.make(
   "remove",
-  { ...connectionFlags, ...scopeFlags, json: jsonFlag },
+  { ...connectionFlags, ...scopeFlags, as: actorFlag, json: jsonFlag },
   (flags) =>
     Effect.gen(function*() {
       const scope = yield* scopeOf(flags)
+      const actor = yield* actorOf(flags)
       const removed = yield* Connection.withStore(
         flags,
-        RunStore.use((s) => s.removeRateLimit(scope.scope, scope.name)),
+        recorded(
+          actor,
+          "rate-limit.remove",
+          `${scope.scope}:${scope.name}`,
+          RunStore.use((s) => s.removeRateLimit(scope.scope, scope.name)),
+          (removed) => ({ removed })
+        ),
         { migrate: false }
       )
       if (flags.json) return yield* Output.json({ ...scope, removed })

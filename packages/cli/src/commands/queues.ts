@@ -6,8 +6,9 @@
 import { Client, RunStore } from "@leasehold/core"
 import { Effect } from "effect"
 import { Argument, Command } from "effect/cli"
+import { recorded } from "../Audit.js"
 import * as Connection from "../Connection.js"
-import { connectionFlags, jsonFlag } from "../Flags.js"
+import { actorFlag, actorOf, connectionFlags, jsonFlag } from "../Flags.js"
 import * as Output from "../Output.js"
 
 const queueName = Argument.String("queue").pipe(Argument.withDescription("the queue's name"))
@@ -49,10 +50,15 @@ const list = Command.make("list", { ...connectionFlags, json: jsonFlag }, (flags
 
 const pause = Command.make(
   "pause",
-  { ...connectionFlags, queue: queueName, json: jsonFlag },
+  { ...connectionFlags, queue: queueName, as: actorFlag, json: jsonFlag },
   (flags) =>
     Effect.gen(function*() {
-      const changed = yield* Connection.withStore(flags, Client.pauseQueue(flags.queue), { migrate: false })
+      const actor = yield* actorOf(flags)
+      const changed = yield* Connection.withStore(
+        flags,
+        recorded(actor, "queue.pause", flags.queue, Client.pauseQueue(flags.queue), (changed) => ({ changed })),
+        { migrate: false }
+      )
       if (flags.json) return yield* Output.json({ queue: flags.queue, paused: true, changed })
       yield* Output.line(
         changed
@@ -64,10 +70,15 @@ const pause = Command.make(
 
 const resume = Command.make(
   "resume",
-  { ...connectionFlags, queue: queueName, json: jsonFlag },
+  { ...connectionFlags, queue: queueName, as: actorFlag, json: jsonFlag },
   (flags) =>
     Effect.gen(function*() {
-      const changed = yield* Connection.withStore(flags, Client.resumeQueue(flags.queue), { migrate: false })
+      const actor = yield* actorOf(flags)
+      const changed = yield* Connection.withStore(
+        flags,
+        recorded(actor, "queue.resume", flags.queue, Client.resumeQueue(flags.queue), (changed) => ({ changed })),
+        { migrate: false }
+      )
       if (flags.json) return yield* Output.json({ queue: flags.queue, paused: false, changed })
       yield* Output.line(changed ? `resumed queue "${flags.queue}"` : `queue "${flags.queue}" was not paused`)
     })

@@ -17,7 +17,7 @@ import { WorkflowJournal } from "@leasehold/sql"
 import { Duration, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
-import { connectionFlags, jsonFlag, UsageError } from "../Flags.js"
+import { actorFlag, actorOf, connectionFlags, jsonFlag, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
 import * as RunJson from "../RunJson.js"
 
@@ -259,7 +259,13 @@ const historyJson = (history: RunHistory.RunHistory, workflow: ReadonlyArray<Wor
     presentedFence: r.presentedFence,
     storedFence: r.storedFence
   })),
-  adminActions: history.adminActions.map((a) => ({ at: Output.isoTime(a.at), action: a.action, fence: a.fence }))
+  adminActions: history.adminActions.map((a) => ({
+    at: Output.isoTime(a.at),
+    action: a.action,
+    fence: a.fence,
+    by: a.by,
+    via: a.via
+  }))
 })
 
 const show = Command.make("show", {
@@ -409,8 +415,8 @@ const show = Command.make("show", {
       yield* Output.line("operator actions")
       yield* Output.lines(
         Output.table(
-          ["AT", "ACTION", "FENCE"],
-          history.adminActions.map((a) => [Output.time(a.at), a.action, String(a.fence)])
+          ["AT", "ACTION", "FENCE", "BY", "VIA"],
+          history.adminActions.map((a) => [Output.time(a.at), a.action, String(a.fence), a.by ?? "-", a.via ?? "-"])
         ).map((l) => `  ${l}`)
       )
     }
@@ -421,7 +427,64 @@ const show = Command.make("show", {
     )
   })).pipe(Command.withDescription("Show a run and its history: attempts, suspensions, rejected stale writes"))
 
+/**
+ * `leasehold runs delete`: one run by id, or the runs a filter selects (as `runs list` filters).
+ * It counts first and prints the count; only with `--yes` does it delete, and then only that
+ * many (`RunStore.deleteRuns`: another count now, or a running run, deletes nothing, exit 2).
+ */
+const remove = Command.make("delete", {
+  ...connectionFlags,
+  id: Argument.String("id").pipe(Argument.withDescription("the run's id (or give a filter)"), Argument.optional),
+  state: Flag.Literals("state", RunState.literals).pipe(Flag.optional, Flag.withDescription("runs in this state")),
+  queue: Flag.String("queue").pipe(Flag.optional, Flag.withDescription("runs on this queue")),
+  kind: Flag.String("kind").pipe(Flag.optional, Flag.withDescription("runs of this kind")),
+  yes: Flag.Boolean("yes").pipe(
+    Flag.withDefault(false),
+    Flag.withDescription("delete the runs counted (without it: the count only, and nothing deleted)")
+  ),
+  as: actorFlag,
+  json: jsonFlag
+}, (flags) =>
+  Effect.gen(function*() {
+    const id = Option.getOrUndefined(flags.id)
+    const filter = {
+      ids: id === undefined ? undefined : [id],
+      state: Option.getOrUndefined(flags.state),
+      queue: Option.getOrUndefined(flags.queue),
+      kind: Option.getOrUndefined(flags.kind)
+    }
+    if (Object.values(filter).every((v) => v === undefined)) {
+      return yield* new UsageError({ message: "delete takes a run id, or a filter: --state, --queue, --kind" })
+    }
+    if (id !== undefined && !/^[0-9]{1,18}$/.test(id)) {
+      return yield* new UsageError({ message: `${JSON.stringify(id)} is not a run id (digits)` })
+    }
+    const actor = yield* actorOf(flags)
+    const outcome = yield* Connection.withStore(
+      flags,
+      Effect.gen(function*() {
+        const store = yield* RunStore
+        const counted = yield* store.countDeletable(filter)
+        if (!flags.yes || counted.count === 0 || counted.busy > 0) return { ...counted, deleted: 0 }
+        return { ...counted, ...(yield* store.deleteRuns({ filter, expected: counted.count, actor })) }
+      }),
+      { migrate: false }
+    )
+    const runsText = (n: number) => `${n} run${n === 1 ? "" : "s"}`
+    if (flags.json) yield* Output.json(outcome)
+    else if (outcome.deleted > 0) yield* Output.line(`deleted ${runsText(outcome.deleted)}`)
+    else yield* Output.line(`the filter selects ${runsText(outcome.count)}`)
+    if (outcome.busy > 0) {
+      return yield* new UsageError({
+        message: `${runsText(outcome.busy)} of them running: cancel them first (leasehold cancel <id>); nothing deleted`
+      })
+    }
+    if (!flags.yes && outcome.count > 0) {
+      return yield* new UsageError({ message: "nothing deleted: run it again with --yes to delete them" })
+    }
+  })).pipe(Command.withDescription("Delete a run, or the runs a filter selects (counted first; --yes deletes them)"))
+
 export const runs = Command.make("runs").pipe(
-  Command.withDescription("Inspect runs"),
-  Command.withSubcommands([list, show])
+  Command.withDescription("Inspect and delete runs"),
+  Command.withSubcommands([list, show, remove])
 )

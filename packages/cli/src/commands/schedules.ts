@@ -6,8 +6,18 @@
 import { RunStore, Schedules } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
+import { recorded } from "../Audit.js"
 import * as Connection from "../Connection.js"
-import { connectionFlags, durationFlag, jsonFlag, payloadFlags, payloadOf, UsageError } from "../Flags.js"
+import {
+  actorFlag,
+  actorOf,
+  connectionFlags,
+  durationFlag,
+  jsonFlag,
+  payloadFlags,
+  payloadOf,
+  UsageError
+} from "../Flags.js"
 import * as Output from "../Output.js"
 
 const scheduleName = Argument.String("name").pipe(Argument.withDescription("the schedule's name"))
@@ -73,6 +83,7 @@ const set = Command.make("set", {
     Flag.optional,
     Flag.withDescription("missed ticks older than this never fire")
   ),
+  as: actorFlag,
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -80,20 +91,27 @@ const set = Command.make("set", {
     if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
       return yield* new UsageError({ message: "a schedule's payload must be a JSON object" })
     }
+    const actor = yield* actorOf(flags)
     const [registered] = yield* Connection.withStore(
       flags,
-      RunStore.use((store) =>
-        store.registerSchedules([{
-          name: flags.name,
-          cron: flags.cron,
-          timeZone: flags.timeZone,
-          kind: flags.kind,
-          queue: flags.queue,
-          payload: payload as Record<string, unknown>,
-          missed: flags.missed,
-          maxBackfill: Option.getOrUndefined(flags.maxBackfill),
-          backfillWindow: Option.getOrUndefined(flags.backfillWindow)
-        }])
+      recorded(
+        actor,
+        "schedule.register",
+        flags.name,
+        RunStore.use((store) =>
+          store.registerSchedules([{
+            name: flags.name,
+            cron: flags.cron,
+            timeZone: flags.timeZone,
+            kind: flags.kind,
+            queue: flags.queue,
+            payload: payload as Record<string, unknown>,
+            missed: flags.missed,
+            maxBackfill: Option.getOrUndefined(flags.maxBackfill),
+            backfillWindow: Option.getOrUndefined(flags.backfillWindow)
+          }])
+        ),
+        ([r]) => ({ outcome: r!.outcome, cron: flags.cron, kind: flags.kind })
       )
     )
     if (flags.json) return yield* Output.json(registered)
@@ -102,12 +120,17 @@ const set = Command.make("set", {
 
 const pause = Command.make(
   "pause",
-  { ...connectionFlags, name: scheduleName, json: jsonFlag },
+  { ...connectionFlags, name: scheduleName, as: actorFlag, json: jsonFlag },
   (flags) =>
     Effect.gen(function*() {
-      const changed = yield* Connection.withStore(flags, RunStore.use((store) => store.pauseSchedule(flags.name)), {
-        migrate: false
-      })
+      const actor = yield* actorOf(flags)
+      const changed = yield* Connection.withStore(
+        flags,
+        recorded(actor, "schedule.pause", flags.name, RunStore.use((store) => store.pauseSchedule(flags.name)), (
+          changed
+        ) => ({ changed })),
+        { migrate: false }
+      )
       if (flags.json) return yield* Output.json({ name: flags.name, paused: true, changed })
       yield* Output.line(
         changed
@@ -119,12 +142,17 @@ const pause = Command.make(
 
 const resume = Command.make(
   "resume",
-  { ...connectionFlags, name: scheduleName, json: jsonFlag },
+  { ...connectionFlags, name: scheduleName, as: actorFlag, json: jsonFlag },
   (flags) =>
     Effect.gen(function*() {
-      const changed = yield* Connection.withStore(flags, RunStore.use((store) => store.resumeSchedule(flags.name)), {
-        migrate: false
-      })
+      const actor = yield* actorOf(flags)
+      const changed = yield* Connection.withStore(
+        flags,
+        recorded(actor, "schedule.resume", flags.name, RunStore.use((store) => store.resumeSchedule(flags.name)), (
+          changed
+        ) => ({ changed })),
+        { migrate: false }
+      )
       if (flags.json) return yield* Output.json({ name: flags.name, paused: false, changed })
       yield* Output.line(
         changed

@@ -1,6 +1,6 @@
 /**
  * `leasehold serve`: the callback route, the admin API and the console on one HTTP server, until
- * SIGINT or SIGTERM. The admin token (`LEASEHOLD_ADMIN_TOKEN`) and the secrets
+ * SIGINT or SIGTERM. The admin tokens (`LEASEHOLD_ADMIN_TOKEN`, `LEASEHOLD_ADMIN_TOKENS`) and the secrets
  * (`LEASEHOLD_CALLBACK_SECRETS`, `LEASEHOLD_WEBHOOK_SECRETS`) come from the environment only and
  * are never printed.
  */
@@ -19,7 +19,9 @@ export const serve = Command.make("serve", {
   port: Flag.Int("port").pipe(Flag.withDefault(8080), Flag.withDescription("port to listen on (0: any free port)")),
   host: Flag.String("host").pipe(
     Flag.withDefault("127.0.0.1"),
-    Flag.withDescription("address to bind; other than loopback, LEASEHOLD_ADMIN_TOKEN is required")
+    Flag.withDescription(
+      "address to bind; other than loopback, LEASEHOLD_ADMIN_TOKEN or LEASEHOLD_ADMIN_TOKENS is required"
+    )
   ),
   baseUrl: Flag.String("base-url").pipe(
     Flag.optional,
@@ -44,7 +46,7 @@ export const serve = Command.make("serve", {
     }
     const handlers = yield* Tasks.fromFlag(flags.tasks)
     // Loaded here, not at the top: the HTTP stack would slow every other command's start.
-    const [{ Callbacks, Handlers, Server }, { HttpServer }] = yield* Effect.tryPromise({
+    const [{ Callbacks, Credentials, Handlers, Server }, { HttpServer }] = yield* Effect.tryPromise({
       try: () => Promise.all([import("@leasehold/http"), import("effect/http")]),
       catch: () =>
         new UsageError({
@@ -56,6 +58,12 @@ export const serve = Command.make("serve", {
       Config.option(Config.Redacted("LEASEHOLD_ADMIN_TOKEN")),
       () => new InvalidConfig({ option: "LEASEHOLD_ADMIN_TOKEN", issue: "is invalid in the environment" })
     )
+    // Named credentials beside the single token (Credentials: name:scope:secret, comma-separated).
+    const named = yield* Effect.mapError(
+      Config.option(Config.String("LEASEHOLD_ADMIN_TOKENS")),
+      () => new InvalidConfig({ option: "LEASEHOLD_ADMIN_TOKENS", issue: "is invalid in the environment" })
+    )
+    const credentials = yield* Credentials.parse(Option.getOrUndefined(named), Option.getOrUndefined(token))
     // A trace viewer's URL with {traceId} (Jaeger, Tempo, Honeycomb): the console links each run's trace there.
     const traceUrl = yield* Effect.mapError(
       Config.option(Config.String("LEASEHOLD_TRACE_URL")),
@@ -82,7 +90,7 @@ export const serve = Command.make("serve", {
         const server = Server.layer({
           host,
           port: flags.port,
-          token: Option.getOrUndefined(token),
+          credentials,
           readOnly: flags.readOnly,
           callbacksOnly: flags.callbacksOnly,
           callbacks: withCallbacks,

@@ -140,7 +140,15 @@ export interface RunDetail {
         readonly storedFence: number | null
       }
     >
-    readonly adminActions: ReadonlyArray<{ readonly at: string; readonly action: string; readonly fence: number }>
+    readonly adminActions: ReadonlyArray<
+      {
+        readonly at: string
+        readonly action: string
+        readonly fence: number
+        readonly by: string | null
+        readonly via: string | null
+      }
+    >
     readonly events: ReadonlyArray<RunEvent>
   }
   readonly journal: ReadonlyArray<JournalEntry> | null
@@ -348,6 +356,17 @@ export const post = async <A = unknown>(path: string, body: unknown = {}): Promi
   return response.status === 204 ? null : ((await response.json().catch(() => null)) as A | null)
 }
 
+/** A DELETE with the CSRF header; throws `ApiError` on a refusal. */
+export const remove = async <A = unknown>(path: string): Promise<A | null> => {
+  const response = await fetch(path, {
+    method: "DELETE",
+    headers: { accept: "application/json", "x-leasehold-csrf": await csrf() },
+    credentials: "same-origin"
+  })
+  if (!response.ok) throw new ApiError(response.status, await readError(response))
+  return (await response.json().catch(() => null)) as A | null
+}
+
 export interface RunsQuery {
   readonly state?: string
   readonly kind?: string
@@ -382,3 +401,14 @@ export const runsPath = (query: RunsQuery): string => {
 }
 
 export const runPath = (id: string) => `/api/runs/${encodeURIComponent(id)}`
+
+/** One line of the operators' audit (`GET /api/actions`). */
+export interface OperatorAction {
+  readonly id: string
+  readonly at: string
+  readonly by: string
+  readonly via: string
+  readonly action: string
+  readonly target: string
+  readonly detail: unknown
+}

@@ -3,6 +3,7 @@
 // indicator stay up to date.
 import * as Live from "./live.js"
 import { Approvals, loadDecisions } from "./pages/approvals.js"
+import { Audit } from "./pages/audit.js"
 import { Limits } from "./pages/limits.js"
 import { Overview } from "./pages/overview.js"
 import { Queues } from "./pages/queues.js"
@@ -51,6 +52,8 @@ const route = (): Route => {
       return at("approvals", "Approvals", () => <Approvals />)
     case "workers":
       return at("workers", "Workers", () => <Workers />)
+    case "audit":
+      return at("audit", "Audit", () => <Audit />)
     default:
       return at("overview", "Overview", () => <Overview />)
   }

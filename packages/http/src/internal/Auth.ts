@@ -1,20 +1,35 @@
-/** Who a request is: the admin token as bearer or basic-auth password, or no token configured. */
-import { constantTimeEqualText } from "./Hmac.js"
+/**
+ * Who a request is: one of the admin credentials (`Credentials`), its secret as bearer token or
+ * basic-auth password, or no credential configured (open).
+ */
+import { type Credential, match } from "../Credentials.js"
 import { problem } from "./Http.js"
 
 export type Access = "bearer" | "basic" | "open"
 
-export const authenticate = (authorization: string | undefined, token: string | undefined): Access | undefined => {
-  if (token === undefined) return "open"
+/** How the request authenticated, and with which credential (none on an open server). */
+export interface Admitted {
+  readonly access: Access
+  readonly credential: Credential | undefined
+}
+
+export const authenticate = (
+  authorization: string | undefined,
+  credentials: ReadonlyArray<Credential>
+): Admitted | undefined => {
+  if (credentials.length === 0) return { access: "open", credential: undefined }
   if (authorization === undefined) return undefined
-  const [scheme, credentials = ""] = authorization.trim().split(/\s+/, 2)
+  const [scheme, presented = ""] = authorization.trim().split(/\s+/, 2)
   switch (scheme?.toLowerCase()) {
-    case "bearer":
-      return constantTimeEqualText(credentials, token) ? "bearer" : undefined
+    case "bearer": {
+      const credential = match(credentials, presented)
+      return credential === undefined ? undefined : { access: "bearer", credential }
+    }
     case "basic": {
-      const decoded = Buffer.from(credentials, "base64").toString("utf8")
+      const decoded = Buffer.from(presented, "base64").toString("utf8")
       const colon = decoded.indexOf(":")
-      return colon >= 0 && constantTimeEqualText(decoded.slice(colon + 1), token) ? "basic" : undefined
+      const credential = colon < 0 ? undefined : match(credentials, decoded.slice(colon + 1))
+      return credential === undefined ? undefined : { access: "basic", credential }
     }
     default:
       return undefined
@@ -33,10 +48,10 @@ export const loopbackHost = (host: string | undefined): boolean => {
 }
 
 /** Who the request is, or `undefined` (401); an open server refuses non-loopback `Host` names. */
-export const admit = (headers: Readonly<Record<string, string | undefined>>, token: string | undefined) =>
-  token === undefined && !loopbackHost(headers.host)
+export const admit = (headers: Readonly<Record<string, string | undefined>>, credentials: ReadonlyArray<Credential>) =>
+  credentials.length === 0 && !loopbackHost(headers.host)
     ? "wrong-host" as const
-    : authenticate(headers.authorization, token)
+    : authenticate(headers.authorization, credentials)
 
 export const wrongHost = () =>
   problem(
@@ -47,6 +62,6 @@ export const wrongHost = () =>
 
 /** 401, asking a browser for basic auth. */
 export const unauthorized = () =>
-  problem(401, "unauthorized", "send the admin token as a bearer token or basic-auth password", {
+  problem(401, "unauthorized", "send an admin token as a bearer token or basic-auth password", {
     "www-authenticate": `Basic realm="leasehold", charset="UTF-8"`
   })

@@ -6,6 +6,7 @@
  * @internal
  */
 import { InvalidTransition, RunNotFound, SignalTokenNotFound } from "../../Errors.js"
+import { type Actor, detailOf } from "../../OperatorActions.js"
 import type { RunState } from "../../RunRecord.js"
 import type { RunFilter } from "../../RunStore.js"
 import { admit } from "./Admit.js"
@@ -16,7 +17,7 @@ import { enter } from "./Slots.js"
 import { err, ok, type Outcome, type State } from "./State.js"
 import type { StoredRun } from "./StoredRun.js"
 
-export const resume = (state: State, run: StoredRun, payload: string, now: number): string => {
+export const resume = (state: State, run: StoredRun, payload: string, now: number, actor?: Actor): string => {
   enter(state, run, "pending")
   run.runAt = now
   run.signals = JSON.stringify({
@@ -27,7 +28,7 @@ export const resume = (state: State, run: StoredRun, payload: string, now: numbe
   run.signalToken = null
   run.suspendDeadline = null
   run.updatedAt = now
-  state.record(run, "resumed", run.fence, null, { payload: parse(payload) }, now)
+  state.record(run, "resumed", run.fence, null, { payload: parse(payload), ...detailOf(actor) }, now)
   state.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
   // Under a key limit it waits in its key's line, and is admitted at once if there is room.
   if (run.concurrencyKey !== null) {
@@ -40,24 +41,26 @@ export const resumeById = (
   state: State,
   runId: string,
   payload: string,
-  now: number
+  now: number,
+  actor?: Actor
 ): Outcome<string, RunNotFound | InvalidTransition> => {
   const run = state.find(runId)
   if (run === undefined) return err(new RunNotFound({ runId }))
   if (run.state !== "suspended") {
     return err(new InvalidTransition({ runId: run.id, state: run.state, operation: "resume" }))
   }
-  return ok(resume(state, run, payload, now))
+  return ok(resume(state, run, payload, now, actor))
 }
 
 export const resumeByToken = (
   state: State,
   token: string,
   payload: string,
-  now: number
+  now: number,
+  actor?: Actor
 ): Outcome<string, SignalTokenNotFound> => {
   for (const run of state.runs.values()) {
-    if (run.signalToken === token && run.state === "suspended") return ok(resume(state, run, payload, now))
+    if (run.signalToken === token && run.state === "suspended") return ok(resume(state, run, payload, now, actor))
   }
   return err(new SignalTokenNotFound({ token }))
 }
@@ -80,12 +83,20 @@ const admin = (
 }
 
 /** `cancel` (or `retry`) of every run the filter selects that allows it, in id order. */
-export const many = (state: State, filter: RunFilter, operation: "cancel" | "retry", now: number): Array<string> => {
+export const many = (
+  state: State,
+  filter: RunFilter,
+  operation: "cancel" | "retry",
+  now: number,
+  actor?: Actor
+): Array<string> => {
   const ids = [...state.runs.values()].filter((r) => matches(r, filter)).map((r) => r.id).sort((a, b) =>
     Number(a) - Number(b)
   )
   state.retried = []
-  const done = ids.filter((id) => (operation === "cancel" ? cancel(state, id, now) : retry(state, id, now)).ok)
+  const done = ids.filter((id) =>
+    (operation === "cancel" ? cancel(state, id, now, actor) : retry(state, id, now, actor)).ok
+  )
   const retried = state.retried
   state.retried = undefined
   if (retried.length > 0) {
@@ -98,7 +109,7 @@ export const many = (state: State, filter: RunFilter, operation: "cancel" | "ret
   return done
 }
 
-export const cancel = (state: State, runId: string, now: number) => {
+export const cancel = (state: State, runId: string, now: number, actor?: Actor) => {
   return admin(state, runId, "cancel", ["pending", "running", "suspended"], now, (run) => {
     enter(state, run, "cancelled")
     letGo(run)
@@ -106,12 +117,12 @@ export const cancel = (state: State, runId: string, now: number) => {
     run.signalToken = null
     run.suspendDeadline = null
     run.finishedAt = now
-    state.record(run, "cancelled", run.fence, null, null, now)
+    state.record(run, "cancelled", run.fence, null, detailOf(actor), now)
     state.outbox.push({ _tag: "RunCancelled", runId: run.id })
   })
 }
 
-export const retry = (state: State, runId: string, now: number) => {
+export const retry = (state: State, runId: string, now: number, actor?: Actor) => {
   return admin(state, runId, "retry", ["failed", "cancelled"], now, (run) => {
     enter(state, run, "pending")
     run.attempt = 0
@@ -121,7 +132,7 @@ export const retry = (state: State, runId: string, now: number) => {
     run.result = null
     run.error = null
     run.finishedAt = null
-    state.record(run, "retried", run.fence, null, null, now)
+    state.record(run, "retried", run.fence, null, detailOf(actor), now)
     state.outbox.push({ _tag: "RunsAvailable", queue: run.queue })
     // Under a key limit it waits in its key's line, and is admitted at once if there is room
     // (after the whole statement, for many runs: `retryWhere`).

@@ -72,6 +72,15 @@ export class Journal {
 
   constructor(private readonly state: State) {}
 
+  /** Forgets everything kept of these executions (their runs deleted: `Delete.ts`). */
+  forget(executions: ReadonlySet<string>): void {
+    for (const map of [this.activities, this.deferreds, this.clocks, this.awaits, this.recorded]) {
+      for (const key of map.keys()) {
+        if (executions.has((JSON.parse(key) as ReadonlyArray<string>)[0]!)) map.delete(key)
+      }
+    }
+  }
+
   execution(execution: string): ExecutionRun | undefined {
     const run = byIdempotencyKey(this.state, execution)
     if (run === undefined) return undefined

@@ -62,7 +62,7 @@ export const deliverSignal = (
   }
   if (request.deliveryId !== undefined) state.deliveries.add(request.deliveryId)
   if (run.state === "suspended" && run.signalName === request.signal) {
-    resume(state, run, payload, now)
+    resume(state, run, payload, now, request.actor)
     return ok({ _tag: "Resumed", runId })
   }
   run.signals = JSON.stringify({

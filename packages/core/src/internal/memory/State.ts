@@ -12,6 +12,7 @@
  */
 import * as ClaimPosition from "../../ClaimPosition.js"
 import * as KeyLimits from "../../KeyLimits.js"
+import type { OperatorAction } from "../../OperatorActions.js"
 import * as RateLimits from "../../RateLimits.js"
 import type * as RateWake from "../../RateWakes.js"
 import type { RunState } from "../../RunRecord.js"
@@ -53,6 +54,9 @@ export class State {
   >()
   nextRunId = 1
   nextEventId = 1
+  /** The operators' audit (migration 0028's operator_actions), oldest first. */
+  readonly actions: Array<OperatorAction> = []
+  nextActionId = 1
   /** Notifications of the transition under way, published once it has been applied. */
   outbox: Array<StoreNotification> = []
   /** Slots given back by this statement's rows, handed on at its end (`key_slot_hand_off`). */

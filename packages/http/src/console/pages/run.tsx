@@ -6,6 +6,7 @@ import {
   getSession,
   type LogLine,
   post,
+  remove,
   type RunDetail,
   runPath,
   type Session,
@@ -112,6 +113,24 @@ export const RunPage = ({ id }: { readonly id: string }) => {
             : null}
           {run !== undefined && (run.state === "failed" || run.state === "cancelled")
             ? <button type="button" onClick={() => void act("retry", "Retry run")()}>Retry run</button>
+            : null}
+          {run !== undefined && run.state !== "running"
+            ? (
+              <ConfirmButton
+                label="Delete run"
+                class="danger"
+                question="Delete this run for good? Its payload, result and history go; its idempotency key is free again."
+                onConfirm={async () => {
+                  try {
+                    await remove(runPath(id))
+                    Live.announce(`Run ${shortId(id)} deleted`)
+                    location.hash = "#/runs"
+                  } catch (error) {
+                    setFailure(error)
+                  }
+                }}
+              />
+            )
             : null}
         </div>
       </PageHeading>
@@ -383,10 +402,10 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                   (
                     <Section id="admin" title="Operator actions">
                       <Table
-                        caption="Cancel and retry"
+                        caption="Cancel, retry and resume, with who made them"
                         hiddenCaption
                         count={history.adminActions.length}
-                        headers={["At", "Action", "Fence"]}
+                        headers={["At", "Action", "Fence", "By", "From"]}
                       >
                         {history.adminActions.map((a, i) => (
                           <tr key={i}>
@@ -395,6 +414,8 @@ export const RunPage = ({ id }: { readonly id: string }) => {
                             </td>
                             <td>{a.action}</td>
                             <td class="num">{String(a.fence)}</td>
+                            <td class="actor">{a.by ?? "the application"}</td>
+                            <td>{a.via ?? ""}</td>
                           </tr>
                         ))}
                       </Table>

@@ -1,6 +1,7 @@
 // Runs: search (id, state, kind, queue, key, error text, creation time, two payload fields), newest
 // first by cursor pages, an error column, and multi-select bulk retry / cancel with a confirmation
-// that says how many runs it touches.
+// that says how many runs it touches; delete of the selected runs that are not running, confirmed
+// with their count (the server deletes only that many).
 import { get, post, type Run, runsPath, STATES } from "../api.js"
 import { errorLine } from "../format.js"
 import * as Live from "../live.js"
@@ -64,13 +65,13 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
     next.set(cursor, id)
     return <a href={`#/runs?${next}`} class="button secondary">{text}</a>
   }
-  const bulk = async (action: "retry" | "cancel", ids: ReadonlyArray<string>) => {
+  const bulk = async (action: "retry" | "cancel" | "delete", ids: ReadonlyArray<string>) => {
     try {
-      const answer = await post<{ affected: ReadonlyArray<string> }>(`/api/runs/bulk/${action}`, { ids })
-      const n = answer?.affected.length ?? 0
-      const text = `${action === "retry" ? "Retried" : "Cancelled"} ${n} run${n === 1 ? "" : "s"}${
-        n < ids.length ? ` (${ids.length - n} could not be)` : ""
-      }.`
+      const n = action === "delete"
+        ? (await post<{ deleted: number }>("/api/runs/bulk/delete", { ids, expected: ids.length }))?.deleted ?? 0
+        : (await post<{ affected: ReadonlyArray<string> }>(`/api/runs/bulk/${action}`, { ids }))?.affected.length ?? 0
+      const done = action === "retry" ? "Retried" : action === "cancel" ? "Cancelled" : "Deleted"
+      const text = `${done} ${n} run${n === 1 ? "" : "s"}${n < ids.length ? ` (${ids.length - n} could not be)` : ""}.`
       setOutcome(text)
       setFailure(undefined)
       Live.announce(text)
@@ -134,6 +135,7 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
           const cancellable = chosen.filter((r) =>
             r.state !== "completed" && r.state !== "failed" && r.state !== "cancelled"
           )
+          const deletable = chosen.filter((r) => r.state !== "running")
           const all = shown.length > 0 && chosen.length === shown.length
           const toggle = (id: string) => {
             const next = new Set(selected)
@@ -160,6 +162,16 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
                   question={`Cancel ${plural(cancellable.length)}? A worker still holding one is refused by its fence.`}
                   yes={`Yes, cancel ${plural(cancellable.length)}`}
                   onConfirm={() => bulk("cancel", cancellable.map((r) => r.id))}
+                />
+                <ConfirmButton
+                  label="Delete selected"
+                  class="danger"
+                  disabled={deletable.length === 0}
+                  question={`Delete ${
+                    plural(deletable.length)
+                  } for good? Their payloads, results and history go; their idempotency keys are free again. Running runs are left (cancel them first).`}
+                  yes={`Yes, delete ${plural(deletable.length)}`}
+                  onConfirm={() => bulk("delete", deletable.map((r) => r.id))}
                 />
               </div>
               <Table

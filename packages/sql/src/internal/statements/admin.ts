@@ -6,6 +6,7 @@ import {
   InvalidTransition,
   isStorableToken,
   Json,
+  OperatorActions,
   type RunFilter,
   RunNotFound,
   type RunState,
@@ -37,14 +38,30 @@ const explain = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, operat
  * A resumed run under a key limit waits in its key's line (migration 0013): it is admitted at
  * once if its key has room and no older run of the key waits.
  */
-export const resumeWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) =>
+export const resumeWhere = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  target: Statement.Fragment,
+  payload: string,
+  actor?: OperatorActions.Actor
+) =>
   Effect.gen(function*() {
-    const rows = yield* resumeStatement(sql, s, target, payload)
+    const rows = yield* resumeStatement(sql, s, target, payload, actor)
     yield* admitKeysOf(sql, s, rows)
     return rows
   })
 
-const resumeStatement = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment, payload: string) => {
+/** An operator's name and where from, as JSON text for an event's detail (`null` for the application's own writes). */
+const actorDetail = (actor: OperatorActions.Actor | undefined) =>
+  actor === undefined ? null : JSON.stringify(OperatorActions.detailOf(actor))
+
+const resumeStatement = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  target: Statement.Fragment,
+  payload: string,
+  actor?: OperatorActions.Actor
+) => {
   const outcome = `{"_tag":"Signalled","payload":${payload}}`
   return sql<{ id: string; kind: string; queue: string; concurrency_key: string | null }>`
     WITH target AS (
@@ -58,7 +75,9 @@ const resumeStatement = (sql: SqlClient.SqlClient, s: StoreSchema, target: State
       RETURNING r.id, r.fence, r.queue, r.kind, r.concurrency_key
     ), history AS (
       INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
-      SELECT id, fence, 'resumed', jsonb_build_object('payload', ${payload}::jsonb) FROM resumed
+      SELECT id, fence, 'resumed',
+        jsonb_build_object('payload', ${payload}::jsonb) || coalesce(${actorDetail(actor)}::jsonb, '{}'::jsonb)
+      FROM resumed
     )
     SELECT id::text AS id, kind, queue, concurrency_key, pg_notify(${s.channel}, 'q:' || queue) FROM resumed`
 }
@@ -66,22 +85,34 @@ const resumeStatement = (sql: SqlClient.SqlClient, s: StoreSchema, target: State
 const encodePayload = (payload: unknown) => Json.encode(payload ?? null, "resume payload")
 
 /** Resumes the suspended run with this id. */
-export const resumeById = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, payload: unknown) =>
+export const resumeById = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  runId: string,
+  payload: unknown,
+  actor?: OperatorActions.Actor
+) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
     const encoded = yield* encodePayload(payload)
-    const rows = yield* resumeWhere(sql, s, sql`id = ${runId}::bigint`, encoded)
+    const rows = yield* resumeWhere(sql, s, sql`id = ${runId}::bigint`, encoded, actor)
     if (rows.length === 0) return yield* explain(sql, s, runId, "resume")
     return rows[0]!.id
   })
 
 /** Resumes the suspended run holding this signal token (unique among suspended runs). */
-export const resumeByToken = (sql: SqlClient.SqlClient, s: StoreSchema, token: string, payload: unknown) =>
+export const resumeByToken = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  token: string,
+  payload: unknown,
+  actor?: OperatorActions.Actor
+) =>
   Effect.gen(function*() {
     // A token no run could hold (a NUL, too long) names no run: nothing to look up.
     if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     const encoded = yield* encodePayload(payload)
-    const rows = yield* resumeWhere(sql, s, sql`signal_token = ${token}`, encoded)
+    const rows = yield* resumeWhere(sql, s, sql`signal_token = ${token}`, encoded, actor)
     if (rows.length === 0) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     return rows[0]!.id
   })
@@ -105,14 +136,20 @@ const retrySet = (sql: SqlClient.SqlClient, s: StoreSchema) =>
 const retriable = stateList(["failed", "cancelled"])
 
 /** Cancels the runs `target` selects that have not ended; a running holder is told to stop. */
-const cancelWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment) =>
+const cancelWhere = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  target: Statement.Fragment,
+  actor?: OperatorActions.Actor
+) =>
   sql<{ id: string }>`
     WITH c AS (
       UPDATE ${s.runs(sql)} SET ${cancelSet(sql)}
       WHERE ${target} AND state IN ${cancellable(sql)}
       RETURNING id, fence
     ), history AS (
-      INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'cancelled' FROM c
+      INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+      SELECT id, fence, 'cancelled', ${actorDetail(actor)}::jsonb FROM c
     )
     SELECT id::text AS id, pg_notify(${s.channel}, 'c:' || id) FROM c ORDER BY c.id`
 
@@ -120,7 +157,12 @@ const cancelWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement
  * Puts the failed or cancelled runs `target` selects back to pending with fresh attempts. Keyed
  * runs under a limit wait in their keys' lines, admitted at once where their keys have room.
  */
-const retryWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.Fragment) =>
+const retryWhere = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  target: Statement.Fragment,
+  actor?: OperatorActions.Actor
+) =>
   Effect.gen(function*() {
     const rows = yield* sql<{ id: string; kind: string; queue: string; concurrency_key: string | null }>`
       WITH r AS (
@@ -128,7 +170,8 @@ const retryWhere = (sql: SqlClient.SqlClient, s: StoreSchema, target: Statement.
         WHERE ${target} AND state IN ${retriable(sql)}
         RETURNING id, fence, queue, kind, concurrency_key
       ), history AS (
-        INSERT INTO ${s.events(sql)} (run_id, fence, kind) SELECT id, fence, 'retried' FROM r
+        INSERT INTO ${s.events(sql)} (run_id, fence, kind, detail)
+        SELECT id, fence, 'retried', ${actorDetail(actor)}::jsonb FROM r
       ), woken AS (
         SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM r) q
       )
@@ -152,28 +195,33 @@ const admitKeysOf = (
 }
 
 /** Cancels a run that has not ended. A running holder's fence is superseded and it is told to stop. */
-export const cancel = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
+export const cancel = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, actor?: OperatorActions.Actor) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
     // A run in the ledger moves to its row first, where the cancel's own statement decides.
     yield* ledger.hold(sql, s, [runId])
-    const rows = yield* cancelWhere(sql, s, sql`id = ${runId}::bigint`)
+    const rows = yield* cancelWhere(sql, s, sql`id = ${runId}::bigint`, actor)
     if (rows.length === 0) return yield* explain(sql, s, runId, "cancel")
   })
 
 /** A failed or cancelled run back to pending with fresh attempts; the fence still rises. */
-export const retry = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
+export const retry = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, actor?: OperatorActions.Actor) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
-    const rows = yield* retryWhere(sql, s, sql`id = ${runId}::bigint`)
+    const rows = yield* retryWhere(sql, s, sql`id = ${runId}::bigint`, actor)
     if (rows.length === 0) return yield* explain(sql, s, runId, "retry")
   })
 
 /** Cancels every unfinished run the filter selects, in one statement; returns their ids. */
-export const cancelMany = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
+export const cancelMany = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  filter: RunFilter,
+  actor?: OperatorActions.Actor
+) =>
   Effect.andThen(
     holdMatching(sql, s, filter),
-    Effect.map(cancelWhere(sql, s, filterCondition(sql, filter)), (rows) => rows.map((r) => r.id))
+    Effect.map(cancelWhere(sql, s, filterCondition(sql, filter), actor), (rows) => rows.map((r) => r.id))
   )
 
 /**
@@ -194,5 +242,5 @@ const holdMatching = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilte
         ) AND r.state = 'ledger' AND ${filterCondition(sql, { ...filter, state: undefined })}), NULL)`)
 
 /** Retries every failed or cancelled run the filter selects, in one statement; returns their ids. */
-export const retryMany = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter) =>
-  Effect.map(retryWhere(sql, s, filterCondition(sql, filter)), (rows) => rows.map((r) => r.id))
+export const retryMany = (sql: SqlClient.SqlClient, s: StoreSchema, filter: RunFilter, actor?: OperatorActions.Actor) =>
+  Effect.map(retryWhere(sql, s, filterCondition(sql, filter), actor), (rows) => rows.map((r) => r.id))

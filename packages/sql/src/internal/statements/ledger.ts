@@ -505,3 +505,57 @@ export const expire = (sql: SqlClient.SqlClient, s: StoreSchema, batches: number
         WHERE c.settled_at IS NULL AND c.expires_at <= now() ORDER BY c.expires_at LIMIT ${batches}
         FOR UPDATE OF c SKIP LOCKED
       ) e, unnest(e.ids) AS u(id)), NULL) AS moved`
+
+/**
+ * The ledger's share of a delete (deletes.ts), inside its transaction: locks the claim batches
+ * whose span covers one of `ids` (`FOR UPDATE`, in batch order, as `hold` does), then answers the
+ * ids still in an unsettled batch (open there, or their batch-mates are: the delete refuses them),
+ * or, when there are none, takes the ids out of their settled batches (ids, fences, attempts,
+ * closed, span, and the completion batches' ids, fences, results), deleting the batches left
+ * empty. A settled batch is written by no one else, so its positions may shift.
+ */
+export const forgetDeleted = (sql: SqlClient.SqlClient, s: StoreSchema, ids: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const claims = sql.literal(`"${s.schema}".claim_batches`)
+    const completions = sql.literal(`"${s.schema}".completion_batches`)
+    const wanted = sql`(SELECT range_agg(int8range(w, w + 1)) FROM unnest(${ids as Array<string>}::bigint[]) w)`
+    const locked = yield* sql<{ batch: string; settled: boolean }>`
+      SELECT c.batch::text AS batch, c.settled_at IS NOT NULL AS settled FROM ${claims} c
+      WHERE c.span && ${wanted} ORDER BY c.batch FOR UPDATE`
+    if (locked.length === 0) return [] as ReadonlyArray<string>
+    const open = yield* sql<{ id: string }>`
+      SELECT DISTINCT u.id::text AS id FROM ${claims} c, unnest(c.ids) AS u(id)
+      WHERE c.batch = ANY(${locked.map((b) => b.batch)}::bigint[]) AND c.settled_at IS NULL
+        AND u.id = ANY(${ids as Array<string>}::bigint[])`
+    if (open.length > 0) return open.map((r) => r.id)
+    const batches = locked.map((b) => b.batch)
+    yield* sql`
+      WITH kept AS (
+        SELECT c.batch, array_agg(u.id ORDER BY u.n) AS ids, array_agg(u.fence ORDER BY u.n) AS fences,
+          array_agg(u.attempt ORDER BY u.n) AS attempts
+        FROM ${claims} c, unnest(c.ids, c.fences, c.attempts) WITH ORDINALITY AS u(id, fence, attempt, n)
+        WHERE c.batch = ANY(${batches}::bigint[]) AND u.id <> ALL(${ids as Array<string>}::bigint[])
+        GROUP BY c.batch
+      )
+      UPDATE ${claims} c SET ids = coalesce(k.ids, '{}'), fences = coalesce(k.fences, '{}'),
+        attempts = coalesce(k.attempts, '{}'),
+        closed = ARRAY(SELECT x FROM unnest(c.closed) x WHERE x <> ALL(${ids as Array<string>}::bigint[])),
+        span = c.span - ${wanted}
+      FROM (SELECT b FROM unnest(${batches}::bigint[]) b) t LEFT JOIN kept k ON k.batch = t.b
+      WHERE c.batch = t.b`
+    yield* sql`
+      WITH kept AS (
+        SELECT d.ctid AS row_id, array_agg(u.id ORDER BY u.n) AS ids, array_agg(u.fence ORDER BY u.n) AS fences,
+          CASE WHEN d.results IS NULL THEN NULL ELSE array_agg(d.results[u.n] ORDER BY u.n) END AS results
+        FROM ${completions} d, unnest(d.ids, d.fences) WITH ORDINALITY AS u(id, fence, n)
+        WHERE d.claim_batch = ANY(${batches}::bigint[]) AND u.id <> ALL(${ids as Array<string>}::bigint[])
+        GROUP BY d.ctid, d.results
+      )
+      UPDATE ${completions} d SET ids = k.ids, fences = k.fences, results = k.results
+      FROM kept k WHERE d.ctid = k.row_id AND d.ids && ${ids as Array<string>}::bigint[]`
+    yield* sql`
+      DELETE FROM ${completions} d WHERE d.claim_batch = ANY(${batches}::bigint[])
+        AND NOT EXISTS (SELECT 1 FROM unnest(d.ids) u WHERE u <> ALL(${ids as Array<string>}::bigint[]))`
+    yield* sql`DELETE FROM ${claims} c WHERE c.batch = ANY(${batches}::bigint[]) AND cardinality(c.ids) = 0`
+    return [] as ReadonlyArray<string>
+  })

@@ -61,7 +61,7 @@ export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request:
           VALUES (${request.deliveryId}, ${runId}::bigint, ${request.signal})`
       }
       if (run.state === "suspended" && run.signal_name === request.signal) {
-        yield* resumeWhere(sql, s, sql`id = ${runId}::bigint`, payload)
+        yield* resumeWhere(sql, s, sql`id = ${runId}::bigint`, payload, request.actor)
         return { _tag: "Resumed", runId } satisfies SignalDelivery as SignalDelivery
       }
       // Not suspended on it yet: kept, and the run's `awaitSignal` returns it without suspending.
