@@ -6,8 +6,9 @@
  * @since 0.1.0
  */
 import { Effect, Metric, Option } from "effect"
+import { InvalidPayload, UnknownKind } from "./Errors.js"
 import * as Handler from "./Handler.js"
-import type { Enqueued, EnqueueRequest } from "./RunRecord.js"
+import type { Enqueued, EnqueueRequest, RunRecord } from "./RunRecord.js"
 import { RunStore } from "./RunStore.js"
 import * as Telemetry from "./Telemetry.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
@@ -26,47 +27,125 @@ export const enqueue = Effect.fn("Client.enqueue")(function*<P>(
   options?: EnqueueOptions
 ) {
   const encoded = yield* Handler.encodePayload(handler, payload)
+  const [enqueued] = yield* write([{ handler, payload: encoded, options }], handler.kind, options?.queue)
+  return enqueued as Enqueued
+})
+
+/** Options of a batch, applied to each of its runs (an idempotency key is per run: `enqueueUnknownMany`). @category models */
+export type EnqueueManyOptions = Omit<EnqueueOptions, "idempotencyKey">
+
+/**
+ * Enqueues a batch of runs of one handler's kind in one statement: every payload is encoded
+ * through the handler's schema first, and one that does not encode fails the call with
+ * `InvalidPayload` (naming its index) before anything is written. The batch is all or nothing:
+ * inside the caller's transaction (`sql.withTransaction`) it commits or rolls back with it.
+ * Returns one `Enqueued` per payload, in order.
+ *
+ * @category writes
+ */
+export const enqueueMany = Effect.fn("Client.enqueueMany")(function*<P>(
+  handler: Handler.Handler<P>,
+  payloads: ReadonlyArray<P>,
+  options?: EnqueueManyOptions
+) {
+  const requests: Array<Pending> = []
+  for (const [index, payload] of payloads.entries()) {
+    const encoded = yield* Effect.mapError(
+      Handler.encodePayload(handler, payload),
+      (error) => new InvalidPayload({ kind: error.kind, issue: `payload ${index}: ${error.issue}` })
+    )
+    requests.push({ handler, payload: encoded, options })
+  }
+  return yield* write(requests, handler.kind, options?.queue)
+})
+
+/** One run of a batch given as data (a line of a file, an element of a request body). @category models */
+export interface UnknownRequest extends EnqueueOptions {
+  readonly kind: string
+  readonly payload: unknown
+}
+
+/**
+ * Enqueues a batch given as data (the admin API's and the CLI's bulk enqueue) in one statement:
+ * each kind must be registered and each payload must decode with its schema, or the call fails
+ * naming the index and nothing is written.
+ *
+ * @category writes
+ */
+export const enqueueUnknownMany = Effect.fn("Client.enqueueUnknownMany")(function*(
+  registry: Handler.Registry,
+  requests: ReadonlyArray<UnknownRequest>
+) {
+  const pending: Array<Pending> = []
+  for (const [index, { kind, payload, ...options }] of requests.entries()) {
+    const checked = yield* Effect.gen(function*() {
+      const handler = yield* Handler.lookup(registry, kind)
+      const decoded = yield* Handler.decodePayload(handler, payload)
+      return { handler, payload: yield* Handler.encodePayload(handler, decoded), options }
+    }).pipe(Effect.mapError((error) =>
+      error._tag === "InvalidPayload"
+        ? new InvalidPayload({ kind: error.kind, issue: `run ${index}: ${error.issue}` })
+        : new UnknownKind({ kind: error.kind, known: error.known, index })
+    ))
+    pending.push(checked)
+  }
+  const kinds = [...new Set(requests.map((r) => r.kind))].join(",")
+  const queues = [...new Set(requests.map((r) => r.queue ?? "default"))]
+  return yield* write(pending, kinds, queues.length === 1 ? queues[0] : queues.join(","))
+})
+
+/** A run checked and encoded, not yet written. */
+interface Pending {
+  readonly handler: Handler.Handler
+  readonly payload: unknown
+  readonly options: EnqueueOptions | undefined
+}
+
+/** Writes checked runs in one store call, traced as one producer span when runs are traced. */
+const write = Effect.fnUntraced(function*(runs: ReadonlyArray<Pending>, kind: string, queue: string | undefined) {
   const store = yield* RunStore
   const metered = yield* Telemetry.RecordMetrics
-  const write = (traceParent: string | undefined) =>
-    Effect.map(
-      store.enqueue([{
-        ...options,
-        kind: handler.kind,
-        payload: encoded,
-        maxAttempts: options?.maxAttempts ?? handler.maxAttempts,
-        traceParent: options?.traceParent ?? traceParent
-      }]),
-      ([enqueued]) => enqueued as Enqueued
-    ).pipe(
+  const insert = (traceParent: string | undefined) =>
+    store.enqueue(runs.map(({ handler, options, payload }) => ({
+      ...options,
+      kind: handler.kind,
+      payload,
+      maxAttempts: options?.maxAttempts ?? handler.maxAttempts,
+      traceParent: options?.traceParent ?? traceParent
+    }))).pipe(
       Effect.tap((enqueued) =>
-        metered && enqueued.created
-          ? Metric.update(
-            Metric.withAttributes(WorkerMetrics.metrics.enqueued, {
-              queue: options?.queue ?? "default",
-              kind: handler.kind
-            }),
-            1
-          )
+        metered
+          ? Effect.forEach(enqueued, (e, i) =>
+            e.created
+              ? Metric.update(
+                Metric.withAttributes(WorkerMetrics.metrics.enqueued, {
+                  queue: runs[i]!.options?.queue ?? "default",
+                  kind: runs[i]!.handler.kind
+                }),
+                1
+              )
+              : Effect.void, { discard: true })
           : Effect.void
       )
     )
-  if (!(yield* Telemetry.TraceRuns)) return yield* write(undefined)
-  // A producer span whose trace context travels with the run to its consumer spans.
+  if (!(yield* Telemetry.TraceRuns)) return yield* insert(undefined)
+  // A producer span whose trace context travels with the runs to their consumer spans.
   return yield* Effect.flatMap(
     Effect.option(Effect.currentSpan),
-    (span) => write(Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined)
+    (span) => insert(Option.isSome(span) ? Telemetry.traceParentOf(span.value) : undefined)
   ).pipe(
     Effect.tap((enqueued) =>
-      Effect.annotateCurrentSpan({ "leasehold.run_id": enqueued.id, "leasehold.created": enqueued.created })
+      runs.length === 1
+        ? Effect.annotateCurrentSpan({ "leasehold.run_id": enqueued[0]!.id, "leasehold.created": enqueued[0]!.created })
+        : Effect.annotateCurrentSpan({ "messaging.batch.message_count": runs.length })
     ),
-    Effect.withSpan(`leasehold.enqueue ${handler.kind}`, {
+    Effect.withSpan(`leasehold.enqueue ${kind}`, {
       kind: "producer",
       attributes: {
         "messaging.system": "leasehold",
         "messaging.operation": "publish",
-        "leasehold.kind": handler.kind,
-        "leasehold.queue": options?.queue ?? "default"
+        "leasehold.kind": kind,
+        "leasehold.queue": queue ?? "default"
       }
     })
   )
@@ -89,16 +168,44 @@ export const enqueueUnknown = Effect.fn("Client.enqueueUnknown")(function*(
   return yield* enqueue(handler, decoded, options)
 })
 
+/** Options of a resume. @category models */
+export interface ResumeOptions {
+  /**
+   * The handlers to check the payload with: when the run's handler declares a schema for the
+   * signal the run awaits, a payload that does not decode with it fails with `InvalidPayload`
+   * and nothing is written.
+   */
+  readonly handlers?: Handler.Registry | undefined
+}
+
 /**
  * Resumes the suspended run with this id; `payload` becomes the outcome its `Run.awaitSignal`
- * returns. Returns the run id.
+ * returns. Returns the run id. With `handlers`, the payload is checked against the schema the
+ * run's handler declares for its signal first.
  *
  * @category writes
  */
-export const resume = Effect.fn("Client.resume")(function*(runId: string, payload: unknown) {
+export const resume = Effect.fn("Client.resume")(function*(runId: string, payload: unknown, options?: ResumeOptions) {
   const store = yield* RunStore
+  if (options?.handlers !== undefined) yield* checkSignal(options.handlers, yield* store.get(runId), payload)
   return yield* store.resumeById(runId, payload)
 })
+
+/**
+ * Checks a signal's payload against the schema the run's handler declares for the signal the run
+ * awaits (none: any JSON). What every delivery path that knows the handlers runs before it writes.
+ *
+ * @category validation
+ */
+export const checkSignal = (
+  registry: Handler.Registry,
+  run: RunRecord,
+  payload: unknown
+): Effect.Effect<void, InvalidPayload> => {
+  const handler = registry.get(run.kind)
+  if (handler === undefined || run.state !== "suspended" || run.signalName === null) return Effect.void
+  return Effect.asVoid(Handler.decodeSignal(handler, run.signalName, payload))
+}
 
 /**
  * Resumes the suspended run that holds this signal token (the `token` of its `Run.awaitSignal`):

@@ -12,7 +12,6 @@
  */
 import {
   Client,
-  Handler,
   InvalidConfig,
   type InvalidPayload,
   type InvalidTransition,
@@ -603,11 +602,7 @@ export const layer = (options: AdminOptions) =>
               ))
             }
             // A handler that declares the signal's schema gets only what decodes with it (400 otherwise).
-            const handler = (yield* Handlers).get(target.kind)
-            if (target.state === "suspended" && target.signalName !== null && handler !== undefined) {
-              yield* Handler.decodeSignal(handler, target.signalName, payload ?? null)
-            }
-            return ok(yield* Client.resume(id, payload ?? null))
+            return ok(yield* Client.resume(id, payload ?? null, { handlers: yield* Handlers }))
           }))
       ),
 

@@ -4,12 +4,13 @@
  * writes nothing. Cancel and retry advance the fence, so a holder that was working on the run has
  * its writes rejected from then on.
  */
-import { Client, RunStore } from "@leasehold/core"
+import { Client, Handler, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag, payloadFlags, payloadOf, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
+import * as Tasks from "../Tasks.js"
 
 const runId = Argument.String("id").pipe(Argument.withDescription("the run's id"))
 
@@ -28,6 +29,7 @@ export const resume = Command.make("resume", {
     Flag.optional,
     Flag.withDescription("the signal token the run awaits, instead of its id")
   ),
+  tasks: Tasks.tasksFlag,
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -36,12 +38,14 @@ export const resume = Command.make("resume", {
       return yield* new UsageError({ message: "resume takes a run id or --token <token>, not both or neither" })
     }
     const payload = yield* payloadOf(flags, null)
+    // The payload is checked against the schema the run's handler declares for its signal.
+    const handlers = yield* Handler.registry(yield* Tasks.fromFlag(flags.tasks))
     const resumed: Effect.Effect<
       string,
       Effect.Error<ReturnType<typeof Client.resume | typeof Client.resumeByToken>>,
       RunStore
     > = Option.isSome(flags.id)
-      ? Client.resume(flags.id.value, payload)
+      ? Client.resume(flags.id.value, payload, { handlers })
       : Client.resumeByToken(Option.getOrThrow(flags.token), payload)
     yield* Connection.withStore(
       flags,
