@@ -4,8 +4,7 @@
  */
 import { Duration, Effect, Schema } from "effect"
 import { CurrentRun } from "../CurrentRun.js"
-import { InvalidPayload, type SignalTokenInUse, type StoreError } from "../Errors.js"
-import type { InvalidConfig } from "../Errors.js"
+import { type InvalidConfig, InvalidPayload, type SignalTokenInUse, type StoreError } from "../Errors.js"
 import { Fence, leaseKey } from "../Fence.js"
 import * as Limits from "../Limits.js"
 import type { SignalOutcome } from "../RunRecord.js"
