@@ -6,9 +6,9 @@
  * @since 0.1.0
  */
 import { Effect, Metric, Option } from "effect"
-import { InvalidPayload, UnknownKind } from "./Errors.js"
+import { InvalidConfig, InvalidPayload, UnknownKind } from "./Errors.js"
 import * as Handler from "./Handler.js"
-import type { Enqueued, EnqueueRequest, RunRecord } from "./RunRecord.js"
+import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, type RunRecord } from "./RunRecord.js"
 import { RunStore } from "./RunStore.js"
 import * as Telemetry from "./Telemetry.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
@@ -67,8 +67,8 @@ export interface UnknownRequest extends EnqueueOptions {
 
 /**
  * Enqueues a batch given as data (the admin API's and the CLI's bulk enqueue) in one statement:
- * each kind must be registered and each payload must decode with its schema, or the call fails
- * naming the index and nothing is written.
+ * each kind must be registered, each payload must decode with its schema and each run's options
+ * must pass `checkEnqueueRequest`, or the call fails naming the run's index and nothing is written.
  *
  * @category writes
  */
@@ -81,10 +81,13 @@ export const enqueueUnknownMany = Effect.fn("Client.enqueueUnknownMany")(functio
     const checked = yield* Effect.gen(function*() {
       const handler = yield* Handler.lookup(registry, kind)
       const decoded = yield* Handler.decodePayload(handler, payload)
+      yield* checkEnqueueRequest({ kind, payload, ...options })
       return { handler, payload: yield* Handler.encodePayload(handler, decoded), options }
     }).pipe(Effect.mapError((error) =>
       error._tag === "InvalidPayload"
         ? new InvalidPayload({ kind: error.kind, issue: `run ${index}: ${error.issue}` })
+        : error._tag === "InvalidConfig"
+        ? new InvalidConfig({ option: `runs[${index}].${error.option}`, issue: error.issue })
         : new UnknownKind({ kind: error.kind, known: error.known, index })
     ))
     pending.push(checked)

@@ -229,6 +229,14 @@ const EnqueueBody = Schema.Struct({
 
 const ResumeBody = Schema.Struct({ payload: Schema.optional(Schema.Unknown) })
 
+/** Most runs one bulk enqueue may carry (`POST /api/runs/bulk/enqueue`). @category constants */
+export const maxBulkEnqueue = 10_000
+
+/** A bulk enqueue's body: the runs, each as `POST /api/runs` takes one (at most `maxBulkEnqueue`). */
+const BulkEnqueueBody = Schema.Struct({
+  runs: Schema.Array(EnqueueBody).check(Schema.isMinLength(1), Schema.isMaxLength(maxBulkEnqueue))
+})
+
 /** Most runs a bulk action may name by id. @category constants */
 export const maxBulkIds = 1000
 
@@ -516,6 +524,26 @@ export const layer = (options: AdminOptions) =>
               ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
             })
             return json(enqueued.created ? 201 : 200, enqueued)
+          }))
+      ),
+
+      // All or nothing: every run is checked (kind, payload, options) before the one statement
+      // that writes them; the first that fails is named by its index and nothing is written.
+      HttpRouter.route(
+        "POST",
+        "/api/runs/bulk/enqueue",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const { runs } = yield* body(BulkEnqueueBody, limit)
+            const enqueued = yield* Client.enqueueUnknownMany(
+              yield* Handlers,
+              runs.map(({ payload, unique, ...run }) => ({
+                ...run,
+                payload: payload ?? {},
+                ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
+              }))
+            )
+            return json(enqueued.some((e) => e.created) ? 201 : 200, { runs: enqueued })
           }))
       ),
 
