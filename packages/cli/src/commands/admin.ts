@@ -55,7 +55,9 @@ export const resume = Command.make("resume", {
       { migrate: false }
     )
   })).pipe(
-    Command.withDescription("Resume a suspended run, by id or by --token, with a payload (its signal's outcome)")
+    Command.withDescription(
+      "Resume a suspended run, by id or by --token, with a payload (its signal's outcome; by id, checked against the schema its handler declares)"
+    )
   )
 
 export const cancel = Command.make(
