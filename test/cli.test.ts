@@ -284,6 +284,20 @@ describe("leasehold resume: the signal's declared schema", () => {
         ...connection(schema)
       ])
       assertRejected(refused, 2, /invalid payload for kind "approve-payout \(signal approval\)"/)
+      assertRejected(
+        yield* leasehold([
+          "resume",
+          "--token",
+          "tok-P-1",
+          "--tasks",
+          payoutTasks,
+          "--payload",
+          "{}",
+          ...connection(schema)
+        ]),
+        2,
+        /invalid payload for kind "approve-payout \(signal approval\)"/
+      )
       assert.deepStrictEqual(yield* countRows(sql, schema), before)
       assert.deepInclude(yield* store.get(id), { state: "suspended", signals: {} })
       assertOk(

@@ -447,7 +447,7 @@ describe("admin API routes", () => {
       assert.deepStrictEqual([again.status, again.body], [200, { runs: [{ id: second!.id, created: false }] }])
     }))
 
-  it.live("resume by id refuses a payload the signal's declared schema does not decode: 400 in one line, nothing written", () =>
+  it.live("resume by id or by token refuses a payload the signal's declared schema does not decode: 400 in one line, nothing written", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
       const approve = Handler.make({
@@ -465,6 +465,9 @@ describe("admin API routes", () => {
       assert.deepStrictEqual([refused.status, refused.body.error], [400, "invalid-payload"])
       assert.match(refused.body.message, /^invalid payload for kind "approve \(signal approval\)": /)
       assert.notInclude(refused.body.message, "\n")
+      const byToken = yield* postJson(`${origin}/api/tokens/tok-a/resume`, { payload: {} }, bearer)
+      assert.deepStrictEqual([byToken.status, byToken.body.error], [400, "invalid-payload"])
+      assert.match(byToken.body.message, /signal approval/)
       assert.strictEqual(yield* snapshot(stores), before)
       const resumed = yield* postJson(`${origin}/api/runs/${id}/resume`, { payload: { approved: true } }, bearer)
       assert.deepStrictEqual([resumed.status, resumed.body], [200, { id }])

@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import {
   Client,
   Handler,
+  InvalidPayload,
   KeyLimits,
   type LeaseKey,
   type ListFilter,
@@ -869,7 +870,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual((yield* store.list({ limit: 10 })).length, 3, "nothing of the refused batch was written")
         }).pipe(Effect.provideService(RunStore, store)))
 
-      test("Client.resume with the handlers refuses a payload its signal's schema does not decode, writing nothing", ({ store }) =>
+      test("Client.resume and resumeByToken with the handlers refuse a payload its signal's schema does not decode (the store's check), writing nothing", ({ store }) =>
         Effect.gen(function*() {
           const lease = yield* heldRun(store)
           yield* store.suspend({ ...lease, signal: "approval", token: "tok-c1", timeout: undefined })
@@ -877,6 +878,19 @@ export const runStoreContract = (target: ContractTarget): void => {
           const eventsBefore = yield* store.history(lease.runId)
           const refused = yield* Effect.flip(Client.resume(lease.runId, { approved: "yes" }, { handlers }))
           assert.deepInclude(refused, { _tag: "InvalidPayload", kind: "job (signal approval)" })
+          assert.deepStrictEqual(yield* store.get(lease.runId), before, "the run is untouched")
+          assert.deepStrictEqual(yield* store.history(lease.runId), eventsBefore, "no event was written")
+          const byToken = yield* Effect.flip(Client.resumeByToken("tok-c1", { approved: 1 }, { handlers }))
+          assert.deepInclude(byToken, { _tag: "InvalidPayload", kind: "job (signal approval)" })
+          // The store hands its check the run it would resume, and writes nothing when it refuses.
+          const seen: Array<unknown> = []
+          const refusal = new InvalidPayload({ kind: "job", issue: "refused by the check" })
+          const checked = yield* Effect.flip(store.resumeById(lease.runId, { approved: true }, (target) => {
+            seen.push(target)
+            return Exit.fail(refusal)
+          }))
+          assert.strictEqual(checked, refusal)
+          assert.deepStrictEqual(seen, [{ kind: "job", signal: "approval" }])
           assert.deepStrictEqual(yield* store.get(lease.runId), before, "the run is untouched")
           assert.deepStrictEqual(yield* store.history(lease.runId), eventsBefore, "no event was written")
           assert.strictEqual(yield* Client.resume(lease.runId, { approved: true }, { handlers }), lease.runId)

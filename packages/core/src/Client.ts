@@ -5,11 +5,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, Metric, Option } from "effect"
+import { Effect, Exit, Metric, Option } from "effect"
 import { InvalidConfig, InvalidPayload, UnknownKind } from "./Errors.js"
 import * as Handler from "./Handler.js"
-import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, type RunRecord } from "./RunRecord.js"
-import { RunStore } from "./RunStore.js"
+import { checkEnqueueRequest, type Enqueued, type EnqueueRequest } from "./RunRecord.js"
+import { type ResumeCheck, RunStore } from "./RunStore.js"
 import * as Telemetry from "./Telemetry.js"
 import * as WorkerMetrics from "./WorkerMetrics.js"
 
@@ -176,7 +176,7 @@ export interface ResumeOptions {
   /**
    * The handlers to check the payload with: when the run's handler declares a schema for the
    * signal the run awaits, a payload that does not decode with it fails with `InvalidPayload`
-   * and nothing is written.
+   * and nothing is written (the store holds the run still between the check and the write).
    */
   readonly handlers?: Handler.Registry | undefined
 }
@@ -190,36 +190,35 @@ export interface ResumeOptions {
  */
 export const resume = Effect.fn("Client.resume")(function*(runId: string, payload: unknown, options?: ResumeOptions) {
   const store = yield* RunStore
-  if (options?.handlers !== undefined) yield* checkSignal(options.handlers, yield* store.get(runId), payload)
-  return yield* store.resumeById(runId, payload)
+  return yield* store.resumeById(runId, payload, signalCheck(options?.handlers, payload))
 })
-
-/**
- * Checks a signal's payload against the schema the run's handler declares for the signal the run
- * awaits (none: any JSON). What every delivery path that knows the handlers runs before it writes.
- *
- * @category validation
- */
-export const checkSignal = (
-  registry: Handler.Registry,
-  run: RunRecord,
-  payload: unknown
-): Effect.Effect<void, InvalidPayload> => {
-  const handler = registry.get(run.kind)
-  if (handler === undefined || run.state !== "suspended" || run.signalName === null) return Effect.void
-  return Effect.asVoid(Handler.decodeSignal(handler, run.signalName, payload))
-}
 
 /**
  * Resumes the suspended run that holds this signal token (the `token` of its `Run.awaitSignal`):
- * what a webhook or an approval link knows. Returns the run id.
+ * what a webhook or an approval link knows. Returns the run id. `handlers` as for `resume`.
  *
  * @category writes
  */
-export const resumeByToken = Effect.fn("Client.resumeByToken")(function*(token: string, payload: unknown) {
+export const resumeByToken = Effect.fn("Client.resumeByToken")(function*(
+  token: string,
+  payload: unknown,
+  options?: ResumeOptions
+) {
   const store = yield* RunStore
-  return yield* store.resumeByToken(token, payload)
+  return yield* store.resumeByToken(token, payload, signalCheck(options?.handlers, payload))
 })
+
+/**
+ * The check a resume runs against the run it would resume: the payload must decode with the
+ * schema the run's handler declares for the signal it awaits (none declared: any JSON).
+ *
+ * @category validation
+ */
+export const signalCheck = (registry: Handler.Registry | undefined, payload: unknown): ResumeCheck | undefined =>
+  registry === undefined ? undefined : ({ kind, signal }) => {
+    const handler = registry.get(kind)
+    return handler === undefined ? Exit.void : Handler.signalDecoder(handler, signal)(payload)
+  }
 
 /** @category writes */
 export const cancel = Effect.fn("Client.cancel")(function*(runId: string) {

@@ -170,6 +170,25 @@ export const decodeSignal = (
 }
 
 /**
+ * `decodeSignal` as a synchronous check, for a store to run while it holds the run (`Client.resume`).
+ *
+ * @category validation
+ */
+export const signalDecoder = (
+  handler: Handler,
+  signal: string
+): (input: unknown) => Exit.Exit<void, InvalidPayload> => {
+  const schema = handler.signals?.[signal]
+  if (schema === undefined) return () => Exit.void
+  const decode = Schema.decodeUnknownExit(schema)
+  return (input) =>
+    Exit.mapBoth(decode(input), {
+      onFailure: (error) => new InvalidPayload({ kind: `${handler.kind} (signal ${signal})`, issue: issueOf(error) }),
+      onSuccess: () => undefined
+    })
+}
+
+/**
  * The delay, in milliseconds, before the retry after `attempt` failed attempts (1-based) under a
  * handler's own retry policy (`retry`), or `undefined` when the schedule has ended and the run
  * fails outright. What the worker computes when a run of this handler fails (`maxAttempts` is the

@@ -214,15 +214,15 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
         yield* guardedCompletion(lease, encoded.value)
         return value
       }).pipe(Effect.withSpan("MemoryRunStore.completeInTransaction")),
-    resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload) {
+    resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload, check) {
       if (canonicalId(runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => Admin.resumeById(state, runId, text, now))
+      return yield* applyOutcome((now) => Admin.resumeById(state, runId, text, now, check))
     }),
-    resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload) {
+    resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload, check) {
       if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => Admin.resumeByToken(state, token, text, now))
+      return yield* applyOutcome((now) => Admin.resumeByToken(state, token, text, now, check))
     }),
     cancel: (runId) => applyOutcome((now) => Admin.cancel(state, runId, now)),
     retry: (runId) => applyOutcome((now) => Admin.retry(state, runId, now)),

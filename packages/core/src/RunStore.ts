@@ -12,6 +12,7 @@ import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
 import type {
   FenceRejected,
   InvalidConfig,
+  InvalidPayload,
   InvalidTransition,
   LeaseNotHeld,
   RunNotFound,
@@ -163,6 +164,17 @@ export interface ListFilter extends RunFilter {
   readonly after?: string | undefined
 }
 
+/**
+ * What a resume checks before it writes, given the suspended run it would resume (its kind and the
+ * signal it awaits): `Client.resume` with handlers decodes the payload with the signal's schema.
+ *
+ * @category models
+ */
+export type ResumeCheck = (target: {
+  readonly kind: string
+  readonly signal: string
+}) => Exit.Exit<void, InvalidPayload>
+
 /** A lease held now, as the database sees it. @category models */
 export interface LiveLease {
   readonly owner: string
@@ -304,16 +316,21 @@ export class RunStore extends Context.Service<RunStore, {
     encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>,
     ttl?: Duration.Duration
   ) => Effect.Effect<A, E | StaleWrite | UnstorableValue | StoreError, R>
-  /** Resumes the suspended run with this id; returns its id. */
+  /**
+   * Resumes the suspended run with this id; returns its id. With `check`, the payload is checked
+   * against the run it would resume, that run held still meanwhile: a refusal writes nothing.
+   */
   readonly resumeById: (
     runId: string,
-    payload: unknown
-  ) => Effect.Effect<string, RunNotFound | InvalidTransition | UnstorableValue | StoreError>
-  /** Resumes the suspended run holding this signal token; returns its id. */
+    payload: unknown,
+    check?: ResumeCheck
+  ) => Effect.Effect<string, RunNotFound | InvalidTransition | InvalidPayload | UnstorableValue | StoreError>
+  /** Resumes the suspended run holding this signal token; returns its id. `check` as for `resumeById`. */
   readonly resumeByToken: (
     token: string,
-    payload: unknown
-  ) => Effect.Effect<string, SignalTokenNotFound | UnstorableValue | StoreError>
+    payload: unknown,
+    check?: ResumeCheck
+  ) => Effect.Effect<string, SignalTokenNotFound | InvalidPayload | UnstorableValue | StoreError>
   /** Cancels a run; a running run's fence is advanced so its holder's writes are rejected. */
   readonly cancel: (runId: string) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
   /** A failed or cancelled run back to pending; the fence keeps rising. */

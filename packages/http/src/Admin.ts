@@ -641,7 +641,7 @@ export const layer = (options: AdminOptions) =>
           Effect.gen(function*() {
             const signalToken = yield* param("token")
             const { payload } = yield* body(ResumeBody, limit)
-            return ok(yield* Client.resumeByToken(signalToken, payload ?? null))
+            return ok(yield* Client.resumeByToken(signalToken, payload ?? null, { handlers: yield* Handlers }))
           }))
       ),
 

@@ -248,8 +248,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
       refail("callback")(signals.callbackExpiry(sql, s, lease, signal, expiresIn)),
     completeInTransaction: (lease, effect, encode, ttl) =>
       guarded.completeInTransaction(sql, s, lease, effect, encode, completedRuns, refs, ttl),
-    resumeById: (runId, payload) => refail("resume")(admin.resumeById(sql, s, runId, payload)),
-    resumeByToken: (token, payload) => refail("resume")(admin.resumeByToken(sql, s, token, payload)),
+    resumeById: (runId, payload, check) => refail("resume")(admin.resumeById(sql, s, runId, payload, check)),
+    resumeByToken: (token, payload, check) => refail("resume")(admin.resumeByToken(sql, s, token, payload, check)),
     cancel: (runId) => refail("cancel")(admin.cancel(sql, s, runId)),
     retry: (runId) => refail("retry")(admin.retry(sql, s, runId)),
     get: (runId) => refail("get")(read.get(sql, s, runId)),

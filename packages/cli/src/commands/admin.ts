@@ -46,7 +46,7 @@ export const resume = Command.make("resume", {
       RunStore
     > = Option.isSome(flags.id)
       ? Client.resume(flags.id.value, payload, { handlers })
-      : Client.resumeByToken(Option.getOrThrow(flags.token), payload)
+      : Client.resumeByToken(Option.getOrThrow(flags.token), payload, { handlers })
     yield* Connection.withStore(
       flags,
       Effect.flatMap(resumed, (id) =>
@@ -56,7 +56,7 @@ export const resume = Command.make("resume", {
     )
   })).pipe(
     Command.withDescription(
-      "Resume a suspended run, by id or by --token, with a payload (its signal's outcome; by id, checked against the schema its handler declares)"
+      "Resume a suspended run, by id or by --token, with a payload (its signal's outcome, checked against the schema its handler declares)"
     )
   )
 

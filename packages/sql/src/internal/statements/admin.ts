@@ -6,6 +6,7 @@ import {
   InvalidTransition,
   isStorableToken,
   Json,
+  type ResumeCheck,
   type RunFilter,
   RunNotFound,
   type RunState,
@@ -65,23 +66,54 @@ const resumeStatement = (sql: SqlClient.SqlClient, s: StoreSchema, target: State
 
 const encodePayload = (payload: unknown) => Json.encode(payload ?? null, "resume payload")
 
+/**
+ * The resume, after `check` when there is one: the suspended run `target` selects is locked first
+ * (`FOR UPDATE`), so the run checked is the run resumed, awaiting the same signal; a refusal rolls
+ * the transaction back with nothing written.
+ */
+const checkedResume = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  target: Statement.Fragment,
+  payload: string,
+  check: ResumeCheck | undefined
+) =>
+  check === undefined ? resumeWhere(sql, s, target, payload) : sql.withTransaction(Effect.gen(function*() {
+    const [run] = yield* sql<{ kind: string; signal_name: string }>`
+      SELECT kind, signal_name FROM ${s.runs(sql)} WHERE ${target} AND state = 'suspended' FOR UPDATE`
+    if (run !== undefined) yield* check({ kind: run.kind, signal: run.signal_name })
+    return yield* resumeWhere(sql, s, target, payload)
+  }))
+
 /** Resumes the suspended run with this id. */
-export const resumeById = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string, payload: unknown) =>
+export const resumeById = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  runId: string,
+  payload: unknown,
+  check?: ResumeCheck
+) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
     const encoded = yield* encodePayload(payload)
-    const rows = yield* resumeWhere(sql, s, sql`id = ${runId}::bigint`, encoded)
+    const rows = yield* checkedResume(sql, s, sql`id = ${runId}::bigint`, encoded, check)
     if (rows.length === 0) return yield* explain(sql, s, runId, "resume")
     return rows[0]!.id
   })
 
 /** Resumes the suspended run holding this signal token (unique among suspended runs). */
-export const resumeByToken = (sql: SqlClient.SqlClient, s: StoreSchema, token: string, payload: unknown) =>
+export const resumeByToken = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  token: string,
+  payload: unknown,
+  check?: ResumeCheck
+) =>
   Effect.gen(function*() {
     // A token no run could hold (a NUL, too long) names no run: nothing to look up.
     if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     const encoded = yield* encodePayload(payload)
-    const rows = yield* resumeWhere(sql, s, sql`signal_token = ${token}`, encoded)
+    const rows = yield* checkedResume(sql, s, sql`signal_token = ${token}`, encoded, check)
     if (rows.length === 0) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     return rows[0]!.id
   })
