@@ -160,6 +160,16 @@
 #   scripts/mutation-check.sh rate-seen  PgRunStore remembers one "no rate limit declared" for every
 #                                     claim, whatever its queues and kinds (rate.ts › RatedSeen), against
 #                                     the contract suite on PostgreSQL (a due-only claim skips a governed run);
+#   scripts/mutation-check.sh batch-partial  Client.enqueueMany writes each payload as soon as it
+#                                     encodes, before the batch's bad one fails (Client.ts), against
+#                                     the contract suite on the memory store and test/client.test.ts;
+#   scripts/mutation-check.sh signal-unchecked  Client.resume and resumeByToken pass the store no
+#                                     check, whatever handlers they are given (Client.ts › signalCheck),
+#                                     against the contract suite on the memory store and test/http-admin.test.ts;
+#   scripts/mutation-check.sh signal-check-pg  PgRunStore's resume ignores its check
+#                                     (admin.ts › checkedResume), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh signal-check-memory  MemoryRunStore's resume ignores its check
+#                                     (internal/memory/Admin.ts › refused), against the contract suite;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -575,6 +585,34 @@ elif [ "$mutation" = "console-order" ]; then
   grep -q "if (request !== latest.current) return" "$ui" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a page shows whichever of its requests answers last, not the latest one's answer ($ui)"
   tests=(test/console.browser.test.ts -t "held back past a bulk retry")
+  attempts=1
+elif [ "$mutation" = "batch-partial" ]; then
+  client="$work/packages/core/src/Client.ts"
+  sed -i 's/^    Handler.encodePayload(handler, payload).pipe($/    Handler.encodePayload(handler, payload).pipe(Effect.tap((encoded) => write([{ handler, payload: encoded, options }], handler.kind, options?.queue)),/' "$client"
+  grep -q "pipe(Effect.tap((encoded) => write(" "$client" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: Client.enqueueMany writes each payload as it encodes, before the batch is checked whole ($client)"
+  tests=(test/contract-memory.test.ts test/client.test.ts -t "enqueueMany|the batch")
+  attempts=1
+elif [ "$mutation" = "signal-unchecked" ]; then
+  client="$work/packages/core/src/Client.ts"
+  sed -i 's/  registry === undefined ? undefined : ({ kind, signal }) => {/  registry === undefined || true ? undefined : ({ kind, signal }) => {/' "$client"
+  grep -q "registry === undefined || true ? undefined" "$client" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a resume checks no signal schema, handlers or not ($client)"
+  tests=(test/contract-memory.test.ts test/http-admin.test.ts -t "the handlers refuse|declared schema does not decode")
+  attempts=1
+elif [ "$mutation" = "signal-check-pg" ]; then
+  admin="$work/packages/sql/src/internal/statements/admin.ts"
+  sed -i 's/    if (run !== undefined) yield\* check(/    if (run !== undefined \&\& false) yield* check(/' "$admin"
+  grep -q "if (run !== undefined && false) yield\* check(" "$admin" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: PgRunStore resumes without running its check ($admin)"
+  tests=(test/contract.test.ts -t "the handlers refuse")
+  attempts=1
+elif [ "$mutation" = "signal-check-memory" ]; then
+  memory="$work/packages/core/src/internal/memory/Admin.ts"
+  sed -i 's/  if (check === undefined) return undefined/  if (check === undefined || true) return undefined/' "$memory"
+  grep -q "if (check === undefined || true) return undefined" "$memory" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: MemoryRunStore resumes without running its check ($memory)"
+  tests=(test/contract-memory.test.ts -t "the handlers refuse")
   attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"

@@ -48,14 +48,11 @@ export const enqueueMany = Effect.fn("Client.enqueueMany")(function*<P>(
   payloads: ReadonlyArray<P>,
   options?: EnqueueManyOptions
 ) {
-  const requests: Array<Pending> = []
-  for (const [index, payload] of payloads.entries()) {
-    const encoded = yield* Effect.mapError(
-      Handler.encodePayload(handler, payload),
-      (error) => new InvalidPayload({ kind: error.kind, issue: `payload ${index}: ${error.issue}` })
-    )
-    requests.push({ handler, payload: encoded, options })
-  }
+  const requests = yield* Effect.forEach(payloads, (payload, index) =>
+    Handler.encodePayload(handler, payload).pipe(
+      Effect.map((encoded): Pending => ({ handler, payload: encoded, options })),
+      Effect.mapError((error) => new InvalidPayload({ kind: error.kind, issue: `payload ${index}: ${error.issue}` }))
+    ))
   return yield* write(requests, handler.kind, options?.queue)
 })
 
