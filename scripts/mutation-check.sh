@@ -588,8 +588,8 @@ elif [ "$mutation" = "console-order" ]; then
   attempts=1
 elif [ "$mutation" = "batch-partial" ]; then
   client="$work/packages/core/src/Client.ts"
-  sed -i 's/^    Handler.encodePayload(handler, payload).pipe($/    Handler.encodePayload(handler, payload).pipe(Effect.tap((encoded) => write([{ handler, payload: encoded, options }], handler.kind, options?.queue)),/' "$client"
-  grep -q "pipe(Effect.tap((encoded) => write(" "$client" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/^      Effect.mapError((error) => new InvalidPayload({ kind: error.kind, issue: `payload ${index}: ${error.issue}` }))$/&,\n      Effect.tap((run) => write([run], handler.kind, options?.queue))/' "$client"
+  grep -q "Effect.tap((run) => write(\[run\]" "$client" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: Client.enqueueMany writes each payload as it encodes, before the batch is checked whole ($client)"
   tests=(test/contract-memory.test.ts test/client.test.ts -t "enqueueMany|the batch")
   attempts=1
@@ -643,7 +643,7 @@ fi
 cd "$work"
 # Node 24 from the dev dependency, as npm scripts would run it.
 export PATH="$work/node_modules/.bin:$PATH"
-node_modules/.bin/tsc -b >/dev/null
+node_modules/.bin/tsc -b > "$work/tsc.log" || { echo "the mutant does not compile:"; head -20 "$work/tsc.log"; exit 2; }
 # The console's files beside its compiled modules, as `npm run build` lays them out.
 node packages/http/scripts/console-assets.mjs >/dev/null
 status=0
