@@ -163,8 +163,8 @@
 #   scripts/mutation-check.sh batch-partial  Client.enqueueMany writes each payload as soon as it
 #                                     encodes, before the batch's bad one fails (Client.ts), against
 #                                     the contract suite on the memory store and test/client.test.ts;
-#   scripts/mutation-check.sh signal-unchecked  Client.resume and resumeByToken pass the store no
-#                                     check, whatever handlers they are given (Client.ts › signalCheck),
+#   scripts/mutation-check.sh signal-unchecked  the check Client.resume and resumeByToken pass the
+#                                     store accepts every payload (Client.ts › signalCheck),
 #                                     against the contract suite on the memory store and test/http-admin.test.ts;
 #   scripts/mutation-check.sh signal-check-pg  PgRunStore's resume ignores its check
 #                                     (admin.ts › checkedResume), against the contract suite on PostgreSQL;
@@ -595,22 +595,22 @@ elif [ "$mutation" = "batch-partial" ]; then
   attempts=1
 elif [ "$mutation" = "signal-unchecked" ]; then
   client="$work/packages/core/src/Client.ts"
-  sed -i 's/  registry === undefined ? undefined : ({ kind, signal }) => {/  registry === undefined || true ? undefined : ({ kind, signal }) => {/' "$client"
-  grep -q "registry === undefined || true ? undefined" "$client" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/    return handler === undefined ? Exit.void : Handler.signalDecoder(/    return handler === undefined || true ? Exit.void : Handler.signalDecoder(/' "$client"
+  grep -q "handler === undefined || true ? Exit.void" "$client" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a resume checks no signal schema, handlers or not ($client)"
   tests=(test/contract-memory.test.ts test/http-admin.test.ts -t "the handlers refuse|declared schema does not decode")
   attempts=1
 elif [ "$mutation" = "signal-check-pg" ]; then
   admin="$work/packages/sql/src/internal/statements/admin.ts"
-  sed -i 's/    if (run !== undefined) yield\* check(/    if (run !== undefined \&\& false) yield* check(/' "$admin"
-  grep -q "if (run !== undefined && false) yield\* check(" "$admin" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/    if (run !== undefined) yield\* check({ kind: run.kind, signal: run.signal_name })/    if (run !== undefined) yield* Effect.void/' "$admin"
+  grep -q "if (run !== undefined) yield\* Effect.void" "$admin" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: PgRunStore resumes without running its check ($admin)"
   tests=(test/contract.test.ts -t "the handlers refuse")
   attempts=1
 elif [ "$mutation" = "signal-check-memory" ]; then
   memory="$work/packages/core/src/internal/memory/Admin.ts"
-  sed -i 's/  if (check === undefined) return undefined/  if (check === undefined || true) return undefined/' "$memory"
-  grep -q "if (check === undefined || true) return undefined" "$memory" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/  const checked = check({ kind: run.kind, signal: run.signalName! })/  const checked = Exit.as(Exit.void, run.kind)/' "$memory"
+  grep -q "const checked = Exit.as(Exit.void, run.kind)" "$memory" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: MemoryRunStore resumes without running its check ($memory)"
   tests=(test/contract-memory.test.ts -t "the handlers refuse")
   attempts=1
