@@ -595,8 +595,8 @@ elif [ "$mutation" = "batch-partial" ]; then
   attempts=1
 elif [ "$mutation" = "signal-unchecked" ]; then
   client="$work/packages/core/src/Client.ts"
-  sed -i 's/    return handler === undefined ? Exit.void : Handler.signalDecoder(/    return handler === undefined || true ? Exit.void : Handler.signalDecoder(/' "$client"
-  grep -q "handler === undefined || true ? Exit.void" "$client" || { echo "mutation incomplete"; exit 2; }
+  sed -i 's/    return handler === undefined ? Exit.void : Handler.signalDecoder(handler, signal)(payload)/    return handler === undefined ? Exit.void : Exit.void/' "$client"
+  grep -q "handler === undefined ? Exit.void : Exit.void" "$client" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: a resume checks no signal schema, handlers or not ($client)"
   tests=(test/contract-memory.test.ts test/http-admin.test.ts -t "the handlers refuse|declared schema does not decode")
   attempts=1
@@ -610,7 +610,7 @@ elif [ "$mutation" = "signal-check-pg" ]; then
 elif [ "$mutation" = "signal-check-memory" ]; then
   memory="$work/packages/core/src/internal/memory/Admin.ts"
   sed -i 's/  const checked = check({ kind: run.kind, signal: run.signalName! })/  const checked = Exit.as(Exit.void, run.kind)/' "$memory"
-  grep -q "const checked = Exit.as(Exit.void, run.kind)" "$memory" || { echo "mutation incomplete"; exit 2; }
+  grep -q "const checked = Exit.succeed(run.kind)" "$memory" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: MemoryRunStore resumes without running its check ($memory)"
   tests=(test/contract-memory.test.ts -t "the handlers refuse")
   attempts=1
