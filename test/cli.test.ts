@@ -555,7 +555,7 @@ describe("leasehold enqueue", () => {
           ["enqueue", "resize-image", "--payload", valid, "--colour", "red"],
           /Unrecognized flag: --colour/
         ],
-        ["no kind", ["enqueue", "--payload", valid], /Missing required argument: kind/],
+        ["no kind", ["enqueue", "--payload", valid], /enqueue takes a kind \(or --file <runs.jsonl>\)/],
         [
           "malformed worker TTL",
           ["worker", "--ttl", "thirty seconds"],
