@@ -99,7 +99,7 @@ export const refundsLayer = (schema: string) =>
 
 // --- The handler ----------------------------------------------------------------------------
 
-/** What a person decides; anything else counts as "not approved". */
+/** What a person decides. */
 const Decision = Schema.Struct({ approved: Schema.Boolean, by: Schema.optional(Schema.String) })
 
 /** What the agent remembers between attempts. */
@@ -113,7 +113,9 @@ export const approvalToken = (order: string): string => `refund-${order}`
 export const refundAgent = Handler.make({
   kind: "refund-agent",
   payload: RefundRequest,
-  handle: (request) =>
+  // A decision that does not decode is refused where it is delivered (HTTP 400, CLI exit 2).
+  signals: { approval: Decision },
+  handle: (request, signals) =>
     Effect.gen(function*() {
       const run = yield* CurrentRun
       // After the resume the handler starts over: the checkpoint spares it a second tool call.
@@ -129,11 +131,9 @@ export const refundAgent = Handler.make({
 
       // The first time, this suspends the run (lease released, worker slot freed) and the
       // handler stops here. Resumed, it returns the person's answer at once.
-      const outcome = yield* Run.awaitSignal("approval", { token: approvalToken(request.order), timeout: "1 day" })
-      const decision = outcome._tag === "Signalled"
-        ? Schema.decodeUnknownOption(Decision)(outcome.payload)
-        : Option.none()
-      if (Option.isNone(decision) || !decision.value.approved) {
+      // Only a declared signal is accepted, and its outcome comes decoded (a Decision).
+      const outcome = yield* signals.await("approval", { token: approvalToken(request.order), timeout: "1 day" })
+      if (outcome._tag === "TimedOut" || !outcome.payload.approved) {
         return {
           order: request.order,
           refunded: false,
@@ -150,7 +150,7 @@ export const refundAgent = Handler.make({
           order: request.order,
           refunded: true,
           amountCents: proposal.amountCents,
-          approvedBy: decision.value.by ?? null
+          approvedBy: outcome.payload.by ?? null
         }
       }))
     }).pipe(

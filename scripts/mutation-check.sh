@@ -206,6 +206,16 @@
 #                                     (ledger.ts › forgetDeleted not called), against test/delete-runs.test.ts;
 #   scripts/mutation-check.sh readonly-token  a read-only credential may write (Admin.ts's guard),
 #                                     against test/http-operators.test.ts;
+#   scripts/mutation-check.sh batch-partial  Client.enqueueMany writes each payload as soon as it
+#                                     encodes, before the batch's bad one fails (Client.ts), against
+#                                     the contract suite on the memory store and test/client.test.ts;
+#   scripts/mutation-check.sh signal-unchecked  the check Client.resume and resumeByToken pass the
+#                                     store accepts every payload (Client.ts › signalCheck),
+#                                     against the contract suite on the memory store and test/http-admin.test.ts;
+#   scripts/mutation-check.sh signal-check-pg  PgRunStore's resume ignores its check
+#                                     (admin.ts › checkedResume), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh signal-check-memory  MemoryRunStore's resume ignores its check
+#                                     (internal/memory/Admin.ts › refused), against the contract suite;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -679,6 +689,34 @@ elif [ "$mutation" = "deadline-memory" ]; then
   echo "mutation: the memory store schedules a retry past the run's deadline ($guarded)"
   tests=(test/model.test.ts)
   attempts=3
+elif [ "$mutation" = "batch-partial" ]; then
+  client="$work/packages/core/src/Client.ts"
+  sed -i 's/^      Effect.mapError((error) => new InvalidPayload({ kind: error.kind, issue: `payload ${index}: ${error.issue}` }))$/&,\n      Effect.tap((run) => write([run], handler.kind, options?.queue))/' "$client"
+  grep -q "Effect.tap((run) => write(\[run\]" "$client" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: Client.enqueueMany writes each payload as it encodes, before the batch is checked whole ($client)"
+  tests=(test/contract-memory.test.ts test/client.test.ts -t "enqueueMany|the batch")
+  attempts=1
+elif [ "$mutation" = "signal-unchecked" ]; then
+  client="$work/packages/core/src/Client.ts"
+  sed -i 's/    return handler === undefined ? Exit.void : Handler.signalDecoder(handler, signal)(payload)/    return handler === undefined ? Exit.void : Exit.void/' "$client"
+  grep -q "handler === undefined ? Exit.void : Exit.void" "$client" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a resume checks no signal schema, handlers or not ($client)"
+  tests=(test/contract-memory.test.ts test/http-admin.test.ts -t "the handlers refuse|declared schema does not decode")
+  attempts=1
+elif [ "$mutation" = "signal-check-pg" ]; then
+  admin="$work/packages/sql/src/internal/statements/admin.ts"
+  sed -i 's/    if (run !== undefined) yield\* check({ kind: run.kind, signal: run.signal_name })/    if (run !== undefined) yield* Effect.void/' "$admin"
+  grep -q "if (run !== undefined) yield\* Effect.void" "$admin" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: PgRunStore resumes without running its check ($admin)"
+  tests=(test/contract.test.ts -t "the handlers refuse")
+  attempts=1
+elif [ "$mutation" = "signal-check-memory" ]; then
+  memory="$work/packages/core/src/internal/memory/Admin.ts"
+  sed -i 's/  const checked = check({ kind: run.kind, signal: run.signalName! })/  const checked = Exit.succeed(run.kind)/' "$memory"
+  grep -q "const checked = Exit.succeed(run.kind)" "$memory" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: MemoryRunStore resumes without running its check ($memory)"
+  tests=(test/contract-memory.test.ts -t "the handlers refuse")
+  attempts=1
 elif [ "$mutation" = "wake" ]; then
   engine="$work/packages/workflow/src/LeaseholdWorkflows.ts"
   sed -i 's/if (parked.length === 0) continue/if (parked.length >= 0) continue/' "$engine"
@@ -773,7 +811,7 @@ for entry in "$repo"/node_modules/@leasehold/*; do ln -s "$(readlink "$entry")" 
 cd "$work"
 # Node 24 from the dev dependency, as npm scripts would run it.
 export PATH="$work/node_modules/.bin:$PATH"
-node_modules/.bin/tsc -b >/dev/null
+node_modules/.bin/tsc -b > "$work/tsc.log" || { echo "the mutant does not compile:"; head -20 "$work/tsc.log"; exit 2; }
 # The console's files beside its compiled modules, as `npm run build` lays them out.
 node packages/http/scripts/console-assets.mjs >/dev/null
 status=0

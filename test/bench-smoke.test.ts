@@ -125,6 +125,16 @@ describe("benchmark (quick profile)", () => {
         assert.isAbove(r.p50, 0)
         assert.isAtLeast(r.p99, r.p50)
       }
+      // Bulk enqueue: one variant a system, through its bulk API, every run stored.
+      assert.deepStrictEqual(result.raw.enqueue.map((r: { variant: string }) => r.variant), [
+        "leasehold",
+        "graphile-batched",
+        "pgboss-tuned"
+      ])
+      for (const r of result.raw.enqueue) {
+        assert.strictEqual(r.stored, r.runs, `${r.variant} stored every run`)
+        assert.isAbove(r.runsPerSecond, 0)
+      }
       // Pinned horizon: a clean and a pinned run per system, sampled over time, charted.
       assert.deepStrictEqual(result.raw.pinned.map((r: { variant: string }) => r.variant), [
         "leasehold",

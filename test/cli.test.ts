@@ -20,6 +20,7 @@ import { signature } from "./support/http.js"
 import { eventually } from "./support/workers.js"
 
 const fixtureTasks = fileURLToPath(new URL("./fixtures/cli-tasks.ts", import.meta.url))
+const payoutTasks = fileURLToPath(new URL("../examples/payout-tasks.ts", import.meta.url))
 
 /** A store on `schema` (migrated) and its SqlClient, for seeding and for checking what the CLI wrote. */
 const openStore = (schema: string) =>
@@ -207,6 +208,115 @@ describe("leasehold: commands and usage", () => {
         human.stdout,
         `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs)\n`
       )
+    }))
+})
+
+describe("leasehold enqueue --file", () => {
+  const writeLines = (lines: ReadonlyArray<string>) => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "leasehold-cli-")), "runs.jsonl")
+    fs.writeFileSync(file, lines.join("\n"))
+    return file
+  }
+  const image = (n: number) => JSON.stringify({ kind: "resize-image", payload: { image: `${n}.png`, width: n } })
+
+  it.live("enqueues every line in one batch, with the flags as defaults for what a line does not say", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const file = writeLines([
+        image(1),
+        "",
+        JSON.stringify({ kind: "resize-image", payload: { image: "2.png", width: 2 }, queue: "bulk", priority: 3 }),
+        image(3)
+      ])
+      const result = yield* leasehold(["enqueue", "--file", file, "--queue", "images", ...connection(schema)])
+      assertOk(result)
+      assert.strictEqual(result.stdout, `enqueued 3 runs from ${file}\n`)
+      const rows = yield* sql.unsafe<any>(`SELECT payload, queue, priority FROM "${schema}".runs ORDER BY id`)
+      assert.deepStrictEqual(rows.map((r) => [r.payload.width, r.queue, r.priority]), [
+        [1, "images", 0],
+        [2, "bulk", 3],
+        [3, "images", 0]
+      ])
+    }))
+
+  it.live("a bad line: one line on stderr naming it, exit 2, nothing written", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql } = yield* openStore(schema)
+      const bad: ReadonlyArray<[ReadonlyArray<string>, RegExp]> = [
+        [[image(1), "{\"kind\":", image(3)], /runs\.jsonl line 2: not JSON/],
+        [
+          [image(1), image(2), JSON.stringify({ kind: "resize-image", payload: { image: 7 } })],
+          /line 3: invalid payload for kind "resize-image"/
+        ],
+        [[JSON.stringify({ kind: "sms", payload: {} })], /line 1: unknown kind "sms"/],
+        [
+          [image(1), JSON.stringify({ kind: "resize-image", payload: { image: "a", width: 1 }, priority: 0.5 })],
+          /line 2: invalid option priority/
+        ],
+        [[image(1), JSON.stringify(["resize-image"])], /line 2: not a run/],
+        [["", "  "], /holds no runs/]
+      ]
+      for (const [lines, reason] of bad) {
+        assertRejected(yield* leasehold(["enqueue", "--file", writeLines(lines), ...connection(schema)]), 2, reason)
+      }
+      assertRejected(
+        yield* leasehold(["enqueue", "resize-image", "--file", writeLines([image(1)]), ...connection(schema)]),
+        2,
+        /the kind argument is not taken with --file: each line gives its own/
+      )
+      assert.deepStrictEqual(yield* countRows(sql, schema), { runs: 0, events: 0 })
+    }))
+})
+
+describe("leasehold resume: the signal's declared schema", () => {
+  it.live("a payload that does not decode: one line, exit 2, the run still suspended and nothing written", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("cli")
+      const { sql, store } = yield* openStore(schema)
+      const id = (yield* store.enqueue([{ kind: "approve-payout", payload: { order: "P-1" } }]))[0]!.id
+      const held = yield* claimOne(store, "worker-a", "default", "approve-payout")
+      yield* store.suspend({ runId: id, fence: held.fence, signal: "approval", token: "tok-P-1", timeout: undefined })
+      const before = yield* countRows(sql, schema)
+      const refused = yield* leasehold([
+        "resume",
+        id,
+        "--tasks",
+        payoutTasks,
+        "--payload",
+        `{"approved":"yes"}`,
+        ...connection(schema)
+      ])
+      assertRejected(refused, 2, /invalid payload for kind "approve-payout \(signal approval\)"/)
+      assertRejected(
+        yield* leasehold([
+          "resume",
+          "--token",
+          "tok-P-1",
+          "--tasks",
+          payoutTasks,
+          "--payload",
+          "{}",
+          ...connection(schema)
+        ]),
+        2,
+        /invalid payload for kind "approve-payout \(signal approval\)"/
+      )
+      assert.deepStrictEqual(yield* countRows(sql, schema), before)
+      assert.deepInclude(yield* store.get(id), { state: "suspended", signals: {} })
+      assertOk(
+        yield* leasehold([
+          "resume",
+          id,
+          "--tasks",
+          payoutTasks,
+          "--payload",
+          `{"approved":true}`,
+          ...connection(schema)
+        ])
+      )
+      assert.strictEqual((yield* store.get(id)).state, "pending")
     }))
 })
 
@@ -450,7 +560,7 @@ describe("leasehold enqueue", () => {
           ["enqueue", "resize-image", "--payload", valid, "--colour", "red"],
           /Unrecognized flag: --colour/
         ],
-        ["no kind", ["enqueue", "--payload", valid], /Missing required argument: kind/],
+        ["no kind", ["enqueue", "--payload", valid], /enqueue takes a kind \(or --file <runs.jsonl>\)/],
         [
           "malformed worker TTL",
           ["worker", "--ttl", "thirty seconds"],

@@ -60,3 +60,46 @@ describe("enqueue", () => {
       assert.strictEqual(yield* count(stores), 3)
     }))
 })
+
+describe("enqueueMany", () => {
+  it.live("the batch is one store call inside the caller's transaction: it rolls back with it, or commits with it", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      let calls = 0
+      const counted: RunStore["Service"] = {
+        ...stores.a,
+        enqueue: (requests) => Effect.suspend(() => (calls++, stores.a.enqueue(requests)))
+      }
+      const batch = Array.from({ length: 50 }, (_, i) => ({ to: `u${i}@b.c`, subject: "hi" }))
+      const rolledBack = yield* Effect.flip(
+        stores.sql.withTransaction(
+          Effect.gen(function*() {
+            yield* Client.enqueueMany(email, batch)
+            assert.strictEqual(yield* count(stores), 50, "visible inside the caller's transaction")
+            return yield* Effect.fail("the caller's own failure")
+          })
+        ).pipe(Effect.provideService(RunStore, counted))
+      )
+      assert.strictEqual(rolledBack, "the caller's own failure")
+      assert.strictEqual(yield* count(stores), 0, "rolled back with the caller's transaction")
+      const enqueued = yield* stores.sql.withTransaction(Client.enqueueMany(email, batch)).pipe(
+        Effect.provideService(RunStore, counted)
+      )
+      assert.strictEqual(enqueued.length, 50)
+      assert.strictEqual(yield* count(stores), 50)
+      assert.strictEqual(calls, 2, "one store call per batch")
+    }))
+
+  it.live("a payload that does not encode fails the whole batch before anything is written", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const error = yield* Effect.flip(
+        Client.enqueueMany(email, [{ to: "a@b.c", subject: "x" }, { to: "c@d.e" } as never]).pipe(
+          Effect.provideService(RunStore, stores.a)
+        )
+      )
+      assert.strictEqual(error._tag, "InvalidPayload")
+      assert.match(error.message, /invalid payload for kind "email": payload 1: /)
+      assert.strictEqual(yield* count(stores), 0)
+    }))
+})

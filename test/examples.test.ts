@@ -119,6 +119,18 @@ const examples: ReadonlyArray<Example> = [
     ]
   },
   {
+    file: "bulk-enqueue.ts",
+    prints: [
+      /^enqueued 3 runs in one batch: 1, 2, 3$/m,
+      /^refused: invalid payload for kind "welcome-email": payload 1: /m,
+      /^runs stored: 3$/m
+    ],
+    leaves: (sql) =>
+      Effect.gen(function*() {
+        assert.deepStrictEqual(yield* sql`SELECT customers FROM imports`, [{ customers: 3 }])
+      })
+  },
+  {
     file: "pooler.ts",
     prints: [/^run 1 completed through the pooled client, result 42$/m]
   },

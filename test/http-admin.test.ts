@@ -410,6 +410,79 @@ describe("admin API routes", () => {
       })
     }))
 
+  it.live("bulk enqueue writes every run in one batch, or none: a bad run is a 400 naming its index and nothing is written", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const url = `${origin}/api/runs/bulk/enqueue`
+      const good = (i: number) => ({ kind: "refund", payload: { order: `B-${i}`, amount: i } })
+      const before = yield* snapshot(stores)
+      const cases: Array<[string, unknown, number, string, RegExp]> = [
+        [
+          "a payload that fails its schema",
+          { runs: [good(1), { kind: "refund", payload: { order: 2 } }] },
+          400,
+          "invalid-payload",
+          /run 1: /
+        ],
+        [
+          "an unknown kind",
+          { runs: [good(1), good(2), { kind: "sms", payload: {} }] },
+          400,
+          "unknown-kind",
+          /^run 2: unknown kind "sms"/
+        ],
+        ["a bad option", { runs: [{ ...good(1), priority: 1.5 }] }, 400, "invalid-option", /runs\[0\]\.priority/],
+        ["no runs", { runs: [] }, 400, "invalid-request", /runs/],
+        ["more than the most", { runs: Array.from({ length: 10_001 }, () => good(1)) }, 400, "invalid-request", /runs/]
+      ]
+      for (const [name, sent, status, error, message] of cases) {
+        const answer = yield* postJson(url, sent, bearer)
+        assert.deepStrictEqual([answer.status, answer.body.error], [status, error], name)
+        assert.match(answer.body.message, message, name)
+        assert.notInclude(answer.body.message, "\n", `${name}: one line`)
+      }
+      assert.strictEqual(yield* snapshot(stores), before, "nothing written by the refused batches")
+      const enqueued = yield* postJson(
+        url,
+        { runs: [good(1), { ...good(2), queue: "money", idempotencyKey: "k-2" }] },
+        bearer
+      )
+      assert.strictEqual(enqueued.status, 201)
+      assert.strictEqual(enqueued.body.runs.length, 2)
+      const [first, second] = enqueued.body.runs as Array<{ id: string; created: boolean }>
+      assert.deepInclude(yield* stores.a.get(first!.id), { kind: "refund", payload: { order: "B-1", amount: 1 } })
+      assert.deepInclude(yield* stores.a.get(second!.id), { queue: "money", idempotencyKey: "k-2" })
+      const again = yield* postJson(url, { runs: [{ ...good(2), queue: "money", idempotencyKey: "k-2" }] }, bearer)
+      assert.deepStrictEqual([again.status, again.body], [200, { runs: [{ id: second!.id, created: false }] }])
+    }))
+
+  it.live("resume by id or by token refuses a payload the signal's declared schema does not decode: 400 in one line, nothing written", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const approve = Handler.make({
+        kind: "approve",
+        payload: Schema.Struct({}),
+        signals: { approval: Schema.Struct({ approved: Schema.Boolean }) },
+        handle: () => Effect.void
+      })
+      const { origin } = yield* startServer(stores, { handlers: [approve], token })
+      const id = (yield* stores.a.enqueue([{ kind: "approve", payload: {} }]))[0]!.id
+      const [held] = yield* stores.a.claim({ owner: "w", queues: ["default"], kinds: ["approve"], limit: 1, ttl })
+      yield* stores.a.suspend({ runId: id, fence: held!.fence, signal: "approval", token: "tok-a", timeout: undefined })
+      const before = yield* snapshot(stores)
+      const refused = yield* postJson(`${origin}/api/runs/${id}/resume`, { payload: { approved: "yes" } }, bearer)
+      assert.deepStrictEqual([refused.status, refused.body.error], [400, "invalid-payload"])
+      assert.match(refused.body.message, /^invalid payload for kind "approve \(signal approval\)": /)
+      assert.notInclude(refused.body.message, "\n")
+      const byToken = yield* postJson(`${origin}/api/tokens/tok-a/resume`, { payload: {} }, bearer)
+      assert.deepStrictEqual([byToken.status, byToken.body.error], [400, "invalid-payload"])
+      assert.match(byToken.body.message, /signal approval/)
+      assert.strictEqual(yield* snapshot(stores), before)
+      const resumed = yield* postJson(`${origin}/api/runs/${id}/resume`, { payload: { approved: true } }, bearer)
+      assert.deepStrictEqual([resumed.status, resumed.body], [200, { id }])
+    }))
+
   it.live("bulk cancel and retry by filter return the ids they moved; an empty filter is refused", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import type { BenchContext } from "./context.js"
 import { drain } from "./measures/drain.js"
+import { enqueue, type EnqueueResult } from "./measures/enqueue.js"
 import { fence } from "./measures/fence.js"
 import { heartbeat, type HeartbeatParams } from "./measures/heartbeat.js"
 import { latency } from "./measures/latency.js"
@@ -27,19 +28,21 @@ import { renderSvg } from "./svg.js"
 import { pinnedChart } from "./timeseries.js"
 import { variantById, variants as allVariants } from "./variants.js"
 
-const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence", "steady", "pinned"] as const
+const MEASURES = ["drain", "latency", "heartbeat", "reclaim", "fence", "steady", "pinned", "enqueue"] as const
 // All run unless --measures names others.
 const DEFAULT_MEASURES = MEASURES
 // Steady state and the pinned horizon measure the systems tuned to keep up (the default modes poll
 // one job at a time); the pinned horizon, 2 × its window per system, runs in the first repeat only.
 const STEADY_SYSTEMS = ["leasehold", "leasehold-delete", "graphile-batched", "pgboss-tuned"]
 const PINNED_SYSTEMS = ["leasehold", "graphile-batched", "pgboss-tuned"]
+// Bulk enqueue depends on no worker option: one variant a system.
+const ENQUEUE_SYSTEMS = ["leasehold", "graphile-batched", "pgboss-tuned"]
 
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
   [--reclaim-leases K] [--reclaim-backlog N] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
   [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default
           (also leasehold-metrics, leasehold-traces: telemetry's cost; leasehold-keyed, leasehold-rated: keys' and rate limits' cost; leasehold-logs-never, leasehold-logs, leasehold-logs-always: attempt logs' cost; only when named)]
-  [--measures drain,latency,heartbeat,reclaim,fence | steady,pinned] [--steady-rate N] [--pinned-window SECONDS] [--out-dir DIR] [--database-url URL] [--keep-databases]
+  [--measures drain,latency,heartbeat,reclaim,fence | steady,pinned | enqueue] [--enqueue-runs N] [--enqueue-batch B] [--steady-rate N] [--pinned-window SECONDS] [--out-dir DIR] [--database-url URL] [--keep-databases]
   [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)`
 
 const parse = () => {
@@ -58,6 +61,8 @@ const parse = () => {
       cap: { type: "string" },
       "steady-rate": { type: "string" },
       "pinned-window": { type: "string" },
+      "enqueue-runs": { type: "string" },
+      "enqueue-batch": { type: "string" },
       only: { type: "string" },
       measures: { type: "string" },
       "out-dir": { type: "string" },
@@ -115,6 +120,10 @@ const parse = () => {
       scanMs: 500,
       warmupMs: quick ? 2_000 : 10_000,
       windowMs: int("pinned-window", values["pinned-window"], quick ? 15 : 900) * 1000
+    },
+    enqueue: {
+      runs: int("enqueue-runs", values["enqueue-runs"], quick ? 10_000 : 100_000),
+      batch: int("enqueue-batch", values["enqueue-batch"], 1_000)
     },
     measures,
     variants,
@@ -221,6 +230,7 @@ const main = async () => {
 
     const steadyResults: Array<SteadyResult> = []
     const pinnedResults: Array<PinnedResult> = []
+    const enqueueResults: Array<EnqueueResult> = []
     const raw: Raw = {
       drain: [],
       latency: [],
@@ -228,7 +238,8 @@ const main = async () => {
       reclaim: [],
       fence: [],
       steady: steadyResults,
-      pinned: pinnedResults
+      pinned: pinnedResults,
+      enqueue: enqueueResults
     }
     const hbParams: HeartbeatParams = args.profile === "quick"
       ? { leases: args.leases, ttl: "3 seconds", heartbeat: "1500 millis", intervalMs: 1_500, ttlMs: 3_000, rounds: 3 }
@@ -279,6 +290,13 @@ const main = async () => {
           if (PINNED_SYSTEMS.includes(v.id)) pinnedResults.push(await pinned(ctx, v, repeat, p))
         }
       }
+      if (has("enqueue")) {
+        const { runs, batch } = args.enqueue
+        log(`${tag} bulk enqueue: ${runs.toLocaleString("en-US")} runs in batches of ${batch.toLocaleString("en-US")}`)
+        for (const v of args.variants) {
+          if (ENQUEUE_SYSTEMS.includes(v.id)) enqueueResults.push(await enqueue(ctx, v, repeat, runs, batch))
+        }
+      }
       if (has("latency")) {
         log(`${tag} pickup latency: ${args.samples} sequential samples`)
         for (const v of args.variants) raw.latency.push(await latency(ctx, v, repeat, args.samples))
@@ -322,6 +340,7 @@ const main = async () => {
         fence: { batches: args.fenceBatches, batchSize: args.fenceBatchSize },
         steady: args.steady,
         pinned: args.pinned,
+        enqueue: args.enqueue,
         measures: args.measures
       },
       machine: { ...machine(), loadBefore, loadAfter },

@@ -1,5 +1,6 @@
 /** From raw per-repeat results to the summary, ratios and targets written to JSON and printed. */
 import type { DrainResult } from "./measures/drain.js"
+import type { EnqueueResult } from "./measures/enqueue.js"
 import type { FenceResult } from "./measures/fence.js"
 import type { HeartbeatResult } from "./measures/heartbeat.js"
 import type { LatencyResult } from "./measures/latency.js"
@@ -18,6 +19,7 @@ export interface Raw {
   /** Absent in results written before the measure existed. */
   readonly steady?: Array<SteadyResult> | undefined
   readonly pinned?: Array<PinnedResult> | undefined
+  readonly enqueue?: Array<EnqueueResult> | undefined
 }
 
 export interface ComparedMeasure {

@@ -12,17 +12,20 @@ import {
   type ClaimedRun,
   deadlineFailure,
   type EnqueueRequest,
+  Client,
+  Handler,
+  InvalidPayload,
   KeyLimits,
   type LeaseKey,
   type ListFilter,
   OperatorActions,
   RateLimits,
   RunHistory,
-  type RunStore,
+  RunStore,
   type StoreNotification,
   UnstorableValue
 } from "@leasehold/core"
-import { Duration, Effect, Exit, Fiber, type Scope, Stream } from "effect"
+import { Duration, Effect, Exit, Fiber, Schema, type Scope, Stream } from "effect"
 
 /** A store under test and how time passes for it. */
 export interface ContractStore {
@@ -985,6 +988,74 @@ export const runStoreContract = (target: ContractTarget): void => {
           )
           assert.deepInclude(stale, { _tag: "FenceRejected", presentedFence: 0, storedFence: 1 })
         }))
+    })
+
+    describe("client batches and checked signals", () => {
+      const jobs = Handler.make({
+        kind: "job",
+        payload: Schema.Struct({ i: Schema.Int }),
+        signals: { approval: Schema.Struct({ approved: Schema.Boolean }) },
+        handle: () => Effect.void
+      })
+      const handlers = Effect.runSync(Handler.registry([jobs]))
+
+      test("Client.enqueueMany writes the batch in order, or nothing when one payload does not encode", ({ store }) =>
+        Effect.gen(function*() {
+          const bad = yield* Effect.flip(
+            Client.enqueueMany(jobs, [{ i: 1 }, { i: 2 }, { i: 2.5 }, { i: 4 }], { queue: "bulk" })
+          )
+          assert.strictEqual(bad._tag, "InvalidPayload")
+          assert.match(bad.message, /invalid payload for kind "job": payload 2: /)
+          assert.isEmpty(yield* store.list({ limit: 10 }), "no run of the refused batch was written")
+          const enqueued = yield* Client.enqueueMany(jobs, [{ i: 1 }, { i: 2 }, { i: 3 }], {
+            queue: "bulk",
+            priority: 4
+          })
+          assert.strictEqual(enqueued.length, 3)
+          assert.isTrue(enqueued.every((e) => e.created))
+          const runs = yield* Effect.forEach(enqueued, (e) => store.get(e.id))
+          assert.deepStrictEqual(runs.map((r) => [r.payload, r.queue, r.priority]), [
+            [{ i: 1 }, "bulk", 4],
+            [{ i: 2 }, "bulk", 4],
+            [{ i: 3 }, "bulk", 4]
+          ])
+          const unknown = yield* Effect.flip(
+            Client.enqueueUnknownMany(handlers, [{ kind: "job", payload: { i: 9 } }, { kind: "sms", payload: {} }])
+          )
+          assert.deepInclude(unknown, { _tag: "UnknownKind", kind: "sms", index: 1 })
+          assert.match(unknown.message, /^run 1: unknown kind "sms"/)
+          assert.strictEqual((yield* store.list({ limit: 10 })).length, 3, "nothing of the refused batch was written")
+        }).pipe(Effect.provideService(RunStore, store)))
+
+      test("Client.resume and resumeByToken with the handlers refuse a payload its signal's schema does not decode (the store's check), writing nothing", ({ store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "approval", token: "tok-c1", timeout: undefined })
+          const before = yield* store.get(lease.runId)
+          const eventsBefore = yield* store.history(lease.runId)
+          const refused = yield* Effect.flip(Client.resume(lease.runId, { approved: "yes" }, { handlers }))
+          assert.deepInclude(refused, { _tag: "InvalidPayload", kind: "job (signal approval)" })
+          assert.deepStrictEqual(yield* store.get(lease.runId), before, "the run is untouched")
+          assert.deepStrictEqual(yield* store.history(lease.runId), eventsBefore, "no event was written")
+          const byToken = yield* Effect.flip(Client.resumeByToken("tok-c1", { approved: 1 }, { handlers }))
+          assert.deepInclude(byToken, { _tag: "InvalidPayload", kind: "job (signal approval)" })
+          // The store hands its check the run it would resume, and writes nothing when it refuses.
+          const seen: Array<unknown> = []
+          const refusal = new InvalidPayload({ kind: "job", issue: "refused by the check" })
+          const checked = yield* Effect.flip(store.resumeById(lease.runId, { approved: true }, (target) => {
+            seen.push(target)
+            return Exit.fail(refusal)
+          }))
+          assert.strictEqual(checked, refusal)
+          assert.deepStrictEqual(seen, [{ kind: "job", signal: "approval" }])
+          assert.deepStrictEqual(yield* store.get(lease.runId), before, "the run is untouched")
+          assert.deepStrictEqual(yield* store.history(lease.runId), eventsBefore, "no event was written")
+          assert.strictEqual(yield* Client.resume(lease.runId, { approved: true }, { handlers }), lease.runId)
+          assert.deepInclude(yield* store.get(lease.runId), {
+            state: "pending",
+            signals: { approval: { _tag: "Signalled", payload: { approved: true } } }
+          })
+        }).pipe(Effect.provideService(RunStore, store)))
     })
 
     describe("cancel and retry", () => {

@@ -3,7 +3,7 @@
  * heartbeats and fences on (there is no way to turn them off). Two systems: completed runs kept
  * (the default, with results and history) and completed runs deleted (`completedRuns: "delete"`).
  */
-import { Handler, KeyLimits, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { Client, Handler, KeyLimits, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, type Duration, Effect, Exit, Fiber, Layer, Logger, Schema, Scope } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -92,8 +92,15 @@ const enqueueSessionWith =
       payload: { i },
       concurrencyKey: keys === undefined ? undefined : `k${i % keys}`
     })
+    const handler = Handler.make({ kind: KIND, payload: Payload, handle: () => Effect.void })
     return {
       enqueueMany: (indices) => run(store.enqueue(indices.map(request))).then(() => undefined),
+      enqueueBulk: keys === undefined
+        ? (indices) =>
+          run(
+            Effect.provideService(Client.enqueueMany(handler, indices.map((i) => ({ i }))), RunStore, store)
+          ).then(() => undefined)
+        : undefined,
       enqueueOne: (i) => run(store.enqueue([request(i)])).then(() => undefined),
       close
     }

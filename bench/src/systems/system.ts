@@ -21,6 +21,11 @@ export interface WorkerHandle {
 
 export interface EnqueueSession {
   readonly enqueueMany: (indices: ReadonlyArray<number>) => Promise<void>
+  /**
+   * The system's bulk enqueue as an application calls it (Leasehold: `Client.enqueueMany`, each
+   * payload encoded by the handler's schema); `enqueueMany` when absent.
+   */
+  readonly enqueueBulk?: ((indices: ReadonlyArray<number>) => Promise<void>) | undefined
   readonly enqueueOne: (i: number) => Promise<void>
   readonly close: () => Promise<void>
 }

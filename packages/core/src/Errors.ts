@@ -87,10 +87,13 @@ export class SignalTokenInUse extends Schema.TaggedError<SignalTokenInUse>()("Si
 /** No handler is registered for the kind. @category errors */
 export class UnknownKind extends Schema.TaggedError<UnknownKind>()("UnknownKind", {
   kind: Schema.String,
-  known: Schema.Array(Schema.String)
+  known: Schema.Array(Schema.String),
+  /** In a batch (`Client.enqueueUnknownMany`): the index of the run that names it. */
+  index: Schema.optional(Schema.Number)
 }) {
   override get message(): string {
-    return `unknown kind "${this.kind}" (known: ${this.known.join(", ") || "none"})`
+    const where = this.index === undefined ? "" : `run ${this.index}: `
+    return `${where}unknown kind "${this.kind}" (known: ${this.known.join(", ") || "none"})`
   }
 }
 

@@ -9,6 +9,7 @@ import * as AttemptLogs from "./AttemptLogs.js"
 import type { CurrentRun } from "./CurrentRun.js"
 import { InvalidConfig, InvalidPayload, UnknownKind, UnstorableValue } from "./Errors.js"
 import type { Fence } from "./Fence.js"
+import * as AwaitSignal from "./internal/AwaitSignal.js"
 import * as Backoff from "./internal/Backoff.js"
 import * as Options from "./internal/Options.js"
 import * as Json from "./Json.js"
@@ -60,19 +61,31 @@ export interface Handler<P = any, A = any, E = any, R = any> {
  * SqlClient; the worker provides them. A `result` schema, as Effect's workflow activities declare
  * one, encodes what `handle` returns before it is stored.
  *
+ * `signals` declares the schema of each signal it awaits: a delivery that does not decode with it
+ * is refused (nothing written), and `handle`'s second argument awaits them typed, only by a
+ * declared name, the outcome decoded (`signals.await("approval")`).
+ *
  * @category constructors
  */
-export const make = <P, I, A, E, R, RI = unknown>(definition: {
+export const make = <P, I, A, E, R, RI = unknown, S extends AwaitSignal.SignalSchemas = {}>(definition: {
   readonly kind: string
   readonly payload: Schema.Codec<P, I>
-  readonly handle: (payload: P) => Effect.Effect<A, E, R>
+  readonly handle: (payload: P, signals: AwaitSignal.Signals<S>) => Effect.Effect<A, E, R>
   readonly result?: Schema.Codec<A, RI> | undefined
-  readonly signals?: Readonly<Record<string, Schema.Codec<any, any>>> | undefined
+  readonly signals?: S | undefined
   readonly maxAttempts?: number | undefined
   readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
   readonly keepLogs?: AttemptLogs.KeepLogs | undefined
   readonly attemptTimeout?: Duration.Input | undefined
-}): Handler<P, A, E, R> => definition as unknown as Handler<P, A, E, R>
+}): Handler<P, A, E, R> => {
+  const signals = AwaitSignal.signals(definition.signals ?? ({} as S))
+  return { ...definition, handle: (payload: P) => definition.handle(payload, signals) } as unknown as Handler<
+    P,
+    A,
+    E,
+    R
+  >
+}
 
 /**
  * A handler's attempt timeout in milliseconds (`attemptTimeout`), or `undefined` without one; a
@@ -197,6 +210,25 @@ export const decodeSignal = (
       new InvalidPayload({ kind: `${handler.kind} (signal ${signal})`, issue: issueOf(error) })
     )
   ) as Effect.Effect<unknown, InvalidPayload>
+}
+
+/**
+ * `decodeSignal` as a synchronous check, for a store to run while it holds the run (`Client.resume`).
+ *
+ * @category validation
+ */
+export const signalDecoder = (
+  handler: Handler,
+  signal: string
+): (input: unknown) => Exit.Exit<void, InvalidPayload> => {
+  const schema = handler.signals?.[signal]
+  if (schema === undefined) return () => Exit.void
+  const decode = Schema.decodeUnknownExit(schema)
+  return (input) =>
+    Exit.mapBoth(decode(input), {
+      onFailure: (error) => new InvalidPayload({ kind: `${handler.kind} (signal ${signal})`, issue: issueOf(error) }),
+      onSuccess: () => undefined
+    })
 }
 
 /**

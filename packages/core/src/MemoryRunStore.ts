@@ -225,15 +225,15 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
       }).pipe(Effect.withSpan("MemoryRunStore.completeInTransaction")),
     keepAttemptLog: (lease, log) => apply((now) => AttemptLogs.keepCompleted(state, lease, log, now)),
     attemptLogs: (runId) => applyOutcome(() => AttemptLogs.read(state, runId)),
-    resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload, actor) {
+    resumeById: Effect.fn("MemoryRunStore.resumeById")(function*(runId, payload, actor, check) {
       if (canonicalId(runId) === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => Admin.resumeById(state, runId, text, now, actor))
+      return yield* applyOutcome((now) => Admin.resumeById(state, runId, text, now, actor, check))
     }),
-    resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload, actor) {
+    resumeByToken: Effect.fn("MemoryRunStore.resumeByToken")(function*(token, payload, actor, check) {
       if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
       const text = yield* Json.encode(payload ?? null, "resume payload")
-      return yield* applyOutcome((now) => Admin.resumeByToken(state, token, text, now, actor))
+      return yield* applyOutcome((now) => Admin.resumeByToken(state, token, text, now, actor, check))
     }),
     cancel: (runId, actor) => applyOutcome((now) => Admin.cancel(state, runId, now, actor)),
     retry: (runId, actor) => applyOutcome((now) => Admin.retry(state, runId, now, actor)),

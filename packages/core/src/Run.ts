@@ -7,9 +7,10 @@
 import type { Schema } from "effect"
 import { Duration, Effect } from "effect"
 import { CurrentRun } from "./CurrentRun.js"
-import type { InvalidConfig, SignalTokenInUse, StoreError, UnstorableValue } from "./Errors.js"
+import type { InvalidConfig, InvalidPayload, SignalTokenInUse, StoreError, UnstorableValue } from "./Errors.js"
 import { Fence, leaseKey } from "./Fence.js"
 import * as Handler from "./Handler.js"
+import * as AwaitSignal from "./internal/AwaitSignal.js"
 import * as Options from "./internal/Options.js"
 import * as Settlement from "./internal/Settlement.js"
 import * as Limits from "./Limits.js"
@@ -64,12 +65,7 @@ export const transaction = <A, E, R>(
   }).pipe(Effect.withSpan("Run.transaction"))
 
 /** @category models */
-export interface AwaitSignalOptions {
-  /** Resume with `TimedOut` when no signal arrives within this time (measured by the database). */
-  readonly timeout?: Duration.Input | undefined
-  /** The token a webhook or a person resumes the run with; a random one by default. */
-  readonly token?: string | undefined
-}
+export type AwaitSignalOptions = AwaitSignal.AwaitSignalOptions
 
 /**
  * Waits for a named signal (a human approval, a webhook). The first time, this suspends the run:
@@ -78,35 +74,37 @@ export interface AwaitSignalOptions {
  * over, and this returns the outcome at once. An outcome delivered before the run suspended
  * (`RunStore.deliverSignal`) is returned at once, without suspending.
  *
+ * Given the handler's signal schemas first (`Run.awaitSignal(signals, "approval")`, the record
+ * given to `Handler.make` as `signals`), only a declared name type-checks and the outcome's payload
+ * is decoded with its schema (typed as its `Type`); a handler also gets the same, bound to its
+ * declaration, as the second argument of `handle` (`signals.await("approval")`). Without schemas
+ * the payload is the JSON delivered (`unknown`).
+ *
  * @category writes
  */
-export const awaitSignal = (
-  signal: string,
-  options?: AwaitSignalOptions
-): Effect.Effect<
-  SignalOutcome,
-  StaleWrite | SignalTokenInUse | InvalidConfig | StoreError,
-  Fence | RunStore | CurrentRun
-> =>
-  Effect.gen(function*() {
-    const run = yield* CurrentRun
-    const seen = run.signals[signal]
-    if (seen !== undefined) return seen
-    const fence = yield* Fence
-    const store = yield* RunStore
-    yield* Limits.checkText("signal", signal, Limits.maxSignalBytes)
-    const token = options?.token ?? crypto.randomUUID()
-    yield* Limits.checkText("token", token, Limits.maxSignalTokenBytes)
-    const timeout = options?.timeout === undefined ? undefined : yield* Options.duration("timeout", options.timeout)
-    if (timeout !== undefined) yield* Limits.checkDelay("timeout", Duration.toMillis(timeout))
-    const suspended = yield* store.suspend({ ...leaseKey(fence), signal, token, timeout })
-    // Delivered while this attempt was still running (a callback that beat the suspension).
-    if (suspended._tag === "AlreadySignalled") return suspended.outcome
-    Settlement.report(run, "suspended")
-    // The run no longer belongs to this handler: stop it here, as an interruption no handler
-    // code can swallow by catching errors.
-    return yield* Effect.interrupt
-  }).pipe(Effect.withSpan("Run.awaitSignal", { attributes: { signal } }))
+export const awaitSignal: {
+  <S extends AwaitSignal.SignalSchemas, K extends keyof S & string>(
+    schemas: S,
+    signal: K,
+    options?: AwaitSignalOptions
+  ): Effect.Effect<
+    SignalOutcome<S[K]["Type"]>,
+    StaleWrite | SignalTokenInUse | InvalidConfig | InvalidPayload | StoreError,
+    Fence | RunStore | CurrentRun
+  >
+  (
+    signal: string,
+    options?: AwaitSignalOptions
+  ): Effect.Effect<
+    SignalOutcome,
+    StaleWrite | SignalTokenInUse | InvalidConfig | StoreError,
+    Fence | RunStore | CurrentRun
+  >
+} =
+  ((first: string | AwaitSignal.SignalSchemas, second?: string | AwaitSignalOptions, third?: AwaitSignalOptions) =>
+    typeof first === "string"
+      ? AwaitSignal.awaitRaw(first, second as AwaitSignalOptions | undefined)
+      : AwaitSignal.awaitDecoded(first, second as string, third)) as any
 
 /**
  * Ends this attempt without failing it: the run is due again `duration` from now, by the

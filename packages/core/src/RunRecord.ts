@@ -18,8 +18,8 @@ export type RunState = typeof RunState.Type
 export const terminalStates: ReadonlyArray<RunState> = ["completed", "failed", "cancelled"]
 
 /** The outcome a suspended run is resumed with: a signal's payload, or its deadline passing. @category models */
-export type SignalOutcome =
-  | { readonly _tag: "Signalled"; readonly payload: unknown }
+export type SignalOutcome<A = unknown> =
+  | { readonly _tag: "Signalled"; readonly payload: A }
   | { readonly _tag: "TimedOut" }
 
 /** A run as stored. Fences are per run, start at 0 and only ever rise. @category models */

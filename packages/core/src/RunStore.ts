@@ -14,6 +14,7 @@ import type {
   DeleteCountChanged,
   FenceRejected,
   InvalidConfig,
+  InvalidPayload,
   InvalidTransition,
   LeaseNotHeld,
   RunNotFound,
@@ -196,6 +197,17 @@ export interface ListFilter extends RunFilter {
   readonly after?: string | undefined
 }
 
+/**
+ * What a resume checks before it writes, given the suspended run it would resume (its kind and the
+ * signal it awaits): `Client.resume` with handlers decodes the payload with the signal's schema.
+ *
+ * @category models
+ */
+export type ResumeCheck = (target: {
+  readonly kind: string
+  readonly signal: string
+}) => Exit.Exit<void, InvalidPayload>
+
 /** A lease held now, as the database sees it. @category models */
 export interface LiveLease {
   readonly owner: string
@@ -348,18 +360,22 @@ export class RunStore extends Context.Service<RunStore, {
   /**
    * Resumes the suspended run with this id; returns its id. `actor`, an operator's (`OperatorActions`):
    * recorded with the run's `resumed` event, as with cancel and retry.
+   * With `check`, the payload is checked against the run it would resume, that run held still
+   * meanwhile: a refusal writes nothing.
    */
   readonly resumeById: (
     runId: string,
     payload: unknown,
-    actor?: Actor
-  ) => Effect.Effect<string, RunNotFound | InvalidTransition | UnstorableValue | StoreError>
-  /** Resumes the suspended run holding this signal token; returns its id. */
+    actor?: Actor,
+    check?: ResumeCheck
+  ) => Effect.Effect<string, RunNotFound | InvalidTransition | InvalidPayload | UnstorableValue | StoreError>
+  /** Resumes the suspended run holding this signal token; returns its id. `actor` and `check` as for `resumeById`. */
   readonly resumeByToken: (
     token: string,
     payload: unknown,
-    actor?: Actor
-  ) => Effect.Effect<string, SignalTokenNotFound | UnstorableValue | StoreError>
+    actor?: Actor,
+    check?: ResumeCheck
+  ) => Effect.Effect<string, SignalTokenNotFound | InvalidPayload | UnstorableValue | StoreError>
   /** Cancels a run; a running run's fence is advanced so its holder's writes are rejected. */
   readonly cancel: (runId: string, actor?: Actor) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
   /** A failed or cancelled run back to pending; the fence keeps rising. */

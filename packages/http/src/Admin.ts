@@ -252,6 +252,14 @@ const EnqueueBody = Schema.Struct({
 
 const ResumeBody = Schema.Struct({ payload: Schema.optional(Schema.Unknown) })
 
+/** Most runs one bulk enqueue may carry (`POST /api/runs/bulk/enqueue`). @category constants */
+export const maxBulkEnqueue = 10_000
+
+/** A bulk enqueue's body: the runs, each as `POST /api/runs` takes one (at most `maxBulkEnqueue`). */
+const BulkEnqueueBody = Schema.Struct({
+  runs: Schema.Array(EnqueueBody).check(Schema.isMinLength(1), Schema.isMaxLength(maxBulkEnqueue))
+})
+
 /** Most runs a bulk action may name by id. @category constants */
 export const maxBulkIds = 1000
 
@@ -655,6 +663,26 @@ export const layer = (options: AdminOptions) =>
           }))
       ),
 
+      // All or nothing: every run is checked (kind, payload, options) before the one statement
+      // that writes them; the first that fails is named by its index and nothing is written.
+      HttpRouter.route(
+        "POST",
+        "/api/runs/bulk/enqueue",
+        guard(true, () =>
+          Effect.gen(function*() {
+            const { runs } = yield* body(BulkEnqueueBody, limit)
+            const enqueued = yield* Client.enqueueUnknownMany(
+              yield* Handlers,
+              runs.map(({ payload, unique, ...run }) => ({
+                ...run,
+                payload: payload ?? {},
+                ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
+              }))
+            )
+            return json(enqueued.some((e) => e.created) ? 201 : 200, { runs: enqueued })
+          }))
+      ),
+
       // Signatures masked: a read must not hand out what resumes a run (SignedUrls).
       HttpRouter.route(
         "GET",
@@ -750,11 +778,7 @@ export const layer = (options: AdminOptions) =>
               ))
             }
             // A handler that declares the signal's schema gets only what decodes with it (400 otherwise).
-            const handler = (yield* Handlers).get(target.kind)
-            if (target.state === "suspended" && target.signalName !== null && handler !== undefined) {
-              yield* Handler.decodeSignal(handler, target.signalName, payload ?? null)
-            }
-            return ok(yield* Client.resume(id, payload ?? null, actor))
+            return ok(yield* Client.resume(id, payload ?? null, { handlers: yield* Handlers, actor }))
           }))
       ),
 
@@ -765,7 +789,7 @@ export const layer = (options: AdminOptions) =>
           Effect.gen(function*() {
             const signalToken = yield* param("token")
             const { payload } = yield* body(ResumeBody, limit)
-            return ok(yield* Client.resumeByToken(signalToken, payload ?? null, actor))
+            return ok(yield* Client.resumeByToken(signalToken, payload ?? null, { handlers: yield* Handlers, actor }))
           }))
       ),
 

@@ -272,8 +272,10 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
         Effect.map(attemptLogs.keepCompleted(sql, s, [{ ...lease, log }]), (kept) => kept.length > 0)
       ),
     attemptLogs: (runId) => refail("attempt logs")(attemptLogs.list(sql, s, runId)),
-    resumeById: (runId, payload, actor) => refail("resume")(admin.resumeById(sql, s, runId, payload, actor)),
-    resumeByToken: (token, payload, actor) => refail("resume")(admin.resumeByToken(sql, s, token, payload, actor)),
+    resumeById: (runId, payload, actor, check) =>
+      refail("resume")(admin.resumeById(sql, s, runId, payload, actor, check)),
+    resumeByToken: (token, payload, actor, check) =>
+      refail("resume")(admin.resumeByToken(sql, s, token, payload, actor, check)),
     cancel: (runId, actor) => refail("cancel")(admin.cancel(sql, s, runId, actor)),
     retry: (runId, actor) => refail("retry")(admin.retry(sql, s, runId, actor)),
     get: (runId) => refail("get")(read.get(sql, s, runId)),

@@ -4,12 +4,13 @@
  * writes nothing. Cancel and retry advance the fence, so a holder that was working on the run has
  * its writes rejected from then on.
  */
-import { Client, RunStore } from "@leasehold/core"
+import { Client, Handler, RunStore } from "@leasehold/core"
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { actorFlag, actorOf, connectionFlags, jsonFlag, payloadFlags, payloadOf, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
+import * as Tasks from "../Tasks.js"
 
 const runId = Argument.String("id").pipe(Argument.withDescription("the run's id"))
 
@@ -29,6 +30,7 @@ export const resume = Command.make("resume", {
     Flag.withDescription("the signal token the run awaits, instead of its id")
   ),
   as: actorFlag,
+  tasks: Tasks.tasksFlag,
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
@@ -38,13 +40,15 @@ export const resume = Command.make("resume", {
     }
     const payload = yield* payloadOf(flags, null)
     const actor = yield* actorOf(flags)
+    // The payload is checked against the schema the run's handler declares for its signal.
+    const handlers = yield* Handler.registry(yield* Tasks.fromFlag(flags.tasks))
     const resumed: Effect.Effect<
       string,
       Effect.Error<ReturnType<typeof Client.resume | typeof Client.resumeByToken>>,
       RunStore
     > = Option.isSome(flags.id)
-      ? Client.resume(flags.id.value, payload, actor)
-      : Client.resumeByToken(Option.getOrThrow(flags.token), payload, actor)
+      ? Client.resume(flags.id.value, payload, { handlers, actor })
+      : Client.resumeByToken(Option.getOrThrow(flags.token), payload, { handlers, actor })
     yield* Connection.withStore(
       flags,
       Effect.flatMap(resumed, (id) =>
@@ -53,7 +57,9 @@ export const resume = Command.make("resume", {
       { migrate: false }
     )
   })).pipe(
-    Command.withDescription("Resume a suspended run, by id or by --token, with a payload (its signal's outcome)")
+    Command.withDescription(
+      "Resume a suspended run, by id or by --token, with a payload (its signal's outcome, checked against the schema its handler declares)"
+    )
   )
 
 export const cancel = Command.make(

@@ -1,15 +1,17 @@
 /**
  * `leasehold enqueue <kind>`: enqueues one run. The kind must be one the tasks module handles and
  * the payload must match the kind's schema; both are checked before the database is touched, so
- * bad input writes nothing (not even the schema).
+ * bad input writes nothing (not even the schema). `leasehold enqueue --file runs.jsonl`: a batch,
+ * one run a line, checked whole before one statement writes it.
  */
 import { checkEnqueueRequest, Client, Handler, type RunState, type UniqueWindow } from "@leasehold/core"
 import { Duration, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
-import { connectionFlags, durationFlag, jsonFlag, payloadFlags, payloadOf } from "../Flags.js"
+import { connectionFlags, durationFlag, jsonFlag, payloadFlags, payloadOf, UsageError } from "../Flags.js"
 import * as Output from "../Output.js"
 import * as Tasks from "../Tasks.js"
+import { enqueueFile } from "./enqueueFile.js"
 
 /** The unique window the flags ask for, if any (checked with the rest of the request). */
 const uniqueOf = (flags: {
@@ -36,7 +38,17 @@ const uniqueOf = (flags: {
 export const enqueue = Command.make("enqueue", {
   ...connectionFlags,
   ...payloadFlags,
-  kind: Argument.String("kind").pipe(Argument.withDescription("the kind of run (a handler's kind)")),
+  kind: Argument.String("kind").pipe(
+    Argument.withDescription("the kind of run (a handler's kind); not with --file"),
+    Argument.optional
+  ),
+  file: Flag.String("file").pipe(
+    Flag.optional,
+    Flag.withDescription(
+      "a file of JSON lines, one run each ({\"kind\":..,\"payload\":..} and any of queue, priority, delayMs, " +
+        "maxAttempts, idempotencyKey, concurrencyKey, unique): all are enqueued in one statement, or none"
+    )
+  ),
   tasks: Tasks.tasksFlag,
   queue: Flag.String("queue").pipe(Flag.withDefault("default"), Flag.withDescription("queue to enqueue on")),
   priority: Flag.Int("priority").pipe(Flag.withDefault(0), Flag.withDescription("higher runs first")),
@@ -87,10 +99,15 @@ export const enqueue = Command.make("enqueue", {
   json: jsonFlag
 }, (flags) =>
   Effect.gen(function*() {
+    if (Option.isSome(flags.file)) return yield* enqueueFile(flags, flags.file.value)
+    if (Option.isNone(flags.kind)) {
+      return yield* new UsageError({ message: "enqueue takes a kind (or --file <runs.jsonl>)" })
+    }
+    const kind = flags.kind.value
     const input = yield* payloadOf(flags, {})
     const registry = yield* Handler.registry(yield* Tasks.fromFlag(flags.tasks))
     // Validate up front, so a bad kind or payload never opens a connection.
-    yield* Handler.decodePayload(yield* Handler.lookup(registry, flags.kind), input)
+    yield* Handler.decodePayload(yield* Handler.lookup(registry, kind), input)
     const options = {
       queue: flags.queue,
       priority: flags.priority,
@@ -102,14 +119,16 @@ export const enqueue = Command.make("enqueue", {
       deadlineAfterMs: Option.getOrUndefined(Option.map(flags.deadline, Duration.toMillis)),
       unique: uniqueOf(flags)
     }
-    yield* checkEnqueueRequest({ kind: flags.kind, payload: input, ...options })
-    const enqueued = yield* Connection.withStore(flags, Client.enqueueUnknown(registry, flags.kind, input, options))
+    yield* checkEnqueueRequest({ kind: kind, payload: input, ...options })
+    const enqueued = yield* Connection.withStore(flags, Client.enqueueUnknown(registry, kind, input, options))
     if (flags.json) return yield* Output.json({ id: enqueued.id, created: enqueued.created })
     yield* Output.line(
       enqueued.created
-        ? `enqueued run ${enqueued.id} (${flags.kind} on queue ${flags.queue})`
+        ? `enqueued run ${enqueued.id} (${kind} on queue ${flags.queue})`
         : options.unique !== undefined
         ? `run ${enqueued.id} already holds this unique window (not enqueued again)`
         : `run ${enqueued.id} already exists for idempotency key "${options.idempotencyKey}" (not enqueued again)`
     )
-  })).pipe(Command.withDescription("Enqueue a run; the payload is checked against its kind's schema first"))
+  })).pipe(Command.withDescription(
+    "Enqueue a run (or, with --file, a batch of JSON lines, all or none); payloads are checked against their kinds' schemas first"
+  ))

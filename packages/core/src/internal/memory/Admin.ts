@@ -5,10 +5,11 @@
  *
  * @internal
  */
-import { InvalidTransition, RunNotFound, SignalTokenNotFound } from "../../Errors.js"
+import { Cause, Exit } from "effect"
+import { type InvalidPayload, InvalidTransition, RunNotFound, SignalTokenNotFound } from "../../Errors.js"
 import { type Actor, detailOf } from "../../OperatorActions.js"
 import type { RunState } from "../../RunRecord.js"
-import type { RunFilter } from "../../RunStore.js"
+import type { ResumeCheck, RunFilter } from "../../RunStore.js"
 import { admit } from "./Admit.js"
 import { letGo } from "./Guarded.js"
 import { rateGoverning } from "./Rate.js"
@@ -37,19 +38,28 @@ export const resume = (state: State, run: StoredRun, payload: string, now: numbe
   return run.id
 }
 
+/** The check's refusal, when it refuses the run this resume would write to. */
+const refused = (run: StoredRun, check: ResumeCheck | undefined): InvalidPayload | undefined => {
+  if (check === undefined) return undefined
+  const checked = check({ kind: run.kind, signal: run.signalName! })
+  return Exit.isFailure(checked) ? Cause.squash(checked.cause) as InvalidPayload : undefined
+}
+
 export const resumeById = (
   state: State,
   runId: string,
   payload: string,
   now: number,
-  actor?: Actor
-): Outcome<string, RunNotFound | InvalidTransition> => {
+  actor?: Actor,
+  check?: ResumeCheck
+): Outcome<string, RunNotFound | InvalidTransition | InvalidPayload> => {
   const run = state.find(runId)
   if (run === undefined) return err(new RunNotFound({ runId }))
   if (run.state !== "suspended") {
     return err(new InvalidTransition({ runId: run.id, state: run.state, operation: "resume" }))
   }
-  return ok(resume(state, run, payload, now, actor))
+  const refusal = refused(run, check)
+  return refusal === undefined ? ok(resume(state, run, payload, now, actor)) : err(refusal)
 }
 
 export const resumeByToken = (
@@ -57,10 +67,14 @@ export const resumeByToken = (
   token: string,
   payload: string,
   now: number,
-  actor?: Actor
-): Outcome<string, SignalTokenNotFound> => {
+  actor?: Actor,
+  check?: ResumeCheck
+): Outcome<string, SignalTokenNotFound | InvalidPayload> => {
   for (const run of state.runs.values()) {
-    if (run.signalToken === token && run.state === "suspended") return ok(resume(state, run, payload, now, actor))
+    if (run.signalToken === token && run.state === "suspended") {
+      const refusal = refused(run, check)
+      return refusal === undefined ? ok(resume(state, run, payload, now, actor)) : err(refusal)
+    }
   }
   return err(new SignalTokenNotFound({ token }))
 }

@@ -7,6 +7,7 @@ import {
   isStorableToken,
   Json,
   OperatorActions,
+  type ResumeCheck,
   type RunFilter,
   RunNotFound,
   type RunState,
@@ -84,18 +85,39 @@ const resumeStatement = (
 
 const encodePayload = (payload: unknown) => Json.encode(payload ?? null, "resume payload")
 
+/**
+ * The resume, after `check` when there is one: the suspended run `target` selects is locked first
+ * (`FOR UPDATE`), so the run checked is the run resumed, awaiting the same signal; a refusal rolls
+ * the transaction back with nothing written.
+ */
+const checkedResume = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  target: Statement.Fragment,
+  payload: string,
+  check: ResumeCheck | undefined,
+  actor: OperatorActions.Actor | undefined
+) =>
+  check === undefined ? resumeWhere(sql, s, target, payload, actor) : sql.withTransaction(Effect.gen(function*() {
+    const [run] = yield* sql<{ kind: string; signal_name: string }>`
+      SELECT kind, signal_name FROM ${s.runs(sql)} WHERE ${target} AND state = 'suspended' FOR UPDATE`
+    if (run !== undefined) yield* check({ kind: run.kind, signal: run.signal_name })
+    return yield* resumeWhere(sql, s, target, payload, actor)
+  }))
+
 /** Resumes the suspended run with this id. */
 export const resumeById = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   runId: string,
   payload: unknown,
-  actor?: OperatorActions.Actor
+  actor?: OperatorActions.Actor,
+  check?: ResumeCheck
 ) =>
   Effect.gen(function*() {
     if (!isRunId(runId)) return yield* Effect.fail(new RunNotFound({ runId }))
     const encoded = yield* encodePayload(payload)
-    const rows = yield* resumeWhere(sql, s, sql`id = ${runId}::bigint`, encoded, actor)
+    const rows = yield* checkedResume(sql, s, sql`id = ${runId}::bigint`, encoded, check, actor)
     if (rows.length === 0) return yield* explain(sql, s, runId, "resume")
     return rows[0]!.id
   })
@@ -106,13 +128,14 @@ export const resumeByToken = (
   s: StoreSchema,
   token: string,
   payload: unknown,
-  actor?: OperatorActions.Actor
+  actor?: OperatorActions.Actor,
+  check?: ResumeCheck
 ) =>
   Effect.gen(function*() {
     // A token no run could hold (a NUL, too long) names no run: nothing to look up.
     if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     const encoded = yield* encodePayload(payload)
-    const rows = yield* resumeWhere(sql, s, sql`signal_token = ${token}`, encoded, actor)
+    const rows = yield* checkedResume(sql, s, sql`signal_token = ${token}`, encoded, check, actor)
     if (rows.length === 0) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     return rows[0]!.id
   })
