@@ -10,9 +10,9 @@ import { assert, describe, it } from "@effect/vitest"
 import {
   AttemptLogs,
   type ClaimedRun,
+  Client,
   deadlineFailure,
   type EnqueueRequest,
-  Client,
   Handler,
   InvalidPayload,
   KeyLimits,
@@ -1042,7 +1042,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           // The store hands its check the run it would resume, and writes nothing when it refuses.
           const seen: Array<unknown> = []
           const refusal = new InvalidPayload({ kind: "job", issue: "refused by the check" })
-          const checked = yield* Effect.flip(store.resumeById(lease.runId, { approved: true }, (target) => {
+          const checked = yield* Effect.flip(store.resumeById(lease.runId, { approved: true }, undefined, (target) => {
             seen.push(target)
             return Exit.fail(refusal)
           }))

@@ -13,7 +13,6 @@
 import {
   Client,
   type DeleteCountChanged,
-  Handler,
   InvalidConfig,
   type InvalidPayload,
   type InvalidTransition,
@@ -673,9 +672,10 @@ export const layer = (options: AdminOptions) =>
             const { runs } = yield* body(BulkEnqueueBody, limit)
             const enqueued = yield* Client.enqueueUnknownMany(
               yield* Handlers,
-              runs.map(({ payload, unique, ...run }) => ({
+              runs.map(({ deadlineAt, payload, unique, ...run }) => ({
                 ...run,
                 payload: payload ?? {},
+                ...(deadlineAt === undefined ? {} : { deadlineAt: new Date(deadlineAt) }),
                 ...(unique === undefined ? {} : { unique: unique as UniqueWindow })
               }))
             )
