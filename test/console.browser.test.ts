@@ -1283,6 +1283,34 @@ describe("web console pages (chromium)", () => {
       assert.deepStrictEqual(problems, [], problems.join("\n"))
     }))
 
+  it.live("run page: a run's attempt timeout and deadline as its enqueue set them, a dash for a run without", () =>
+    Effect.gen(function*() {
+      const { baseUrl, page, problems, stores } = yield* consoleSetupWith({})
+      // A kind no worker serves: the run stays pending with what its enqueue set.
+      const [bounded, plain] = yield* stores.b.enqueue([
+        { kind: "unserved", payload: {}, attemptTimeoutMs: 90_000, deadlineAfterMs: 3_600_000 },
+        { kind: "unserved", payload: {} }
+      ])
+      const facts = (runId: string) =>
+        promise(async () => {
+          await page.goto(`${baseUrl}/#/runs/${runId}`)
+          await page.waitForFunction(
+            () => (globalThis as any).document.querySelector(".summary .badge")?.textContent === "pending",
+            undefined,
+            { timeout: 10_000 }
+          )
+          const fact = async (term: string) =>
+            (await page.locator(".summary > div", { has: page.locator(`dt:text-is("${term}")`) }).locator("dd")
+              .textContent())?.trim() ?? ""
+          return { timeout: await fact("Attempt timeout"), deadline: await fact("Deadline") }
+        })
+      const shown = yield* facts(bounded!.id)
+      assert.strictEqual(shown.timeout, "90 s")
+      assert.match(shown.deadline, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \(/)
+      assert.deepStrictEqual(yield* facts(plain!.id), { timeout: "—", deadline: "—" })
+      assert.deepStrictEqual(problems, [], problems.join("\n"))
+    }))
+
   it.live("run page: a failed attempt's log lines under its fence, as text: a line of markup executes nothing", () =>
     Effect.gen(function*() {
       const hostile = `<img src=x onerror="window.__pwned = 'log'; alert(1)">`
