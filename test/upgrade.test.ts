@@ -72,6 +72,7 @@ describe("upgrading a store with runs in flight", () => {
         "keyed_ledger",
         "ledger_settlement",
         "timeouts",
+        "operator_actions",
         "attempt_logs"
       ])
       yield* Effect.sleep("50 millis")
