@@ -145,7 +145,9 @@ describe("workflow approvals", () => {
       const page = yield* request(`${origin}/api/runs/${id}`, { headers: bearer })
       assert.deepStrictEqual(page.body.run.workflow, {
         execution: key,
-        awaiting: [{ name: "person/approve-payout", forPerson: true, wakeAt: null }]
+        awaiting: [{ name: "person/approve-payout", forPerson: true, wakeAt: null }],
+        // A workflow still waiting has no outcome yet.
+        outcome: null
       })
       const inbox = yield* request(`${origin}/api/runs?state=suspended`, { headers: bearer })
       assert.deepStrictEqual(
