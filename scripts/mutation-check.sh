@@ -88,6 +88,9 @@
 #   scripts/mutation-check.sh writer-lanes  completions go to the writers in turn, whatever their claim
 #                                     (CompletionBatcher › submit ignores the lane), against test/worker-clock.test.ts
 #                                     (both writers write runs of one claim at the same time);
+#   scripts/mutation-check.sh rated-claim-timeouts  a rated claim no longer returns its runs' attempt timeouts
+#                                     and deadlines (rate.ts › claimRated), against the contract suite (the
+#                                     worker read a missing deadline as passed and failed every rated run);
 #   scripts/mutation-check.sh ledger-expire-skip  the sweep waits for an expired batch another
 #                                     transaction holds (ledger.ts › expire), against
 #                                     test/ledger.test.ts (the sweep's claim never answers);
@@ -320,6 +323,13 @@ elif [ "$mutation" = "writer-lanes" ]; then
   grep -q "turn++" "$batcher" && grep -q "let turn = 0" "$batcher" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: completions go to the writers in turn, whatever their claim ($batcher)"
   tests=(test/worker-clock.test.ts -t "completion writers")
+  attempts=1
+elif [ "$mutation" = "rated-claim-timeouts" ]; then
+  rate="$work/packages/sql/src/internal/statements/rate.ts"
+  sed -i 's/          2 AS origin, wait_ms, trace_parent, attempt_timeout_ms, deadline_in_ms$/          2 AS origin, wait_ms, trace_parent/' "$rate"
+  grep -q "trace_parent, attempt_timeout_ms, deadline_in_ms$" "$rate" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a rated claim returns no attempt timeouts or deadlines ($rate)"
+  tests=(test/contract.test.ts -t "a rated claim hands over")
   attempts=1
 elif [ "$mutation" = "ledger-expire-skip" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"

@@ -1483,6 +1483,24 @@ export const runStoreContract = (target: ContractTarget): void => {
       const claimBoth = (store: Store) =>
         Effect.map(claimFrom(store, "w1", { kinds: ["job", "mail"], limit: 10 }), sorted)
 
+      test("a rated claim hands over each run's attempt timeout and what is left of its deadline, as every claim does", ({ store }) =>
+        Effect.gen(function*() {
+          yield* store.setRateLimits([RateLimits.perKind("job", 5, "10 seconds")])
+          yield* store.enqueue([
+            { kind: "job", payload: {}, attemptTimeoutMs: 1_500, deadlineAfterMs: 3_600_000 },
+            { kind: "job", payload: {} }
+          ])
+          const claimed = yield* claimFrom(store, "w1", { kinds: ["job"], limit: 10 })
+          assert.strictEqual(claimed.length, 2)
+          const [bounded, plain] = [...claimed].sort((a, b) => Number(a.id) - Number(b.id))
+          assert.strictEqual(bounded!.attemptTimeoutMs, 1_500)
+          assert.isTrue(
+            bounded!.deadlineInMs !== null && bounded!.deadlineInMs > 3_500_000 && bounded!.deadlineInMs <= 3_600_000,
+            `deadlineInMs ${bounded!.deadlineInMs}`
+          )
+          assert.deepStrictEqual([plain!.attemptTimeoutMs, plain!.deadlineInMs], [null, null])
+        }))
+
       test("at most N starts per interval, by the store's clock; the runs held back block no others, and the window slides", ({ passTime, store }) =>
         Effect.gen(function*() {
           yield* store.setRateLimits([RateLimits.perKind("job", 2, "10 seconds")])

@@ -222,7 +222,7 @@ const claimRatedRows = (
           SELECT id, claimed_fence, 'claimed', claimed_by, jsonb_build_object('attempt', claimed_attempt), claimed_at FROM prior
         )
         SELECT id::text AS id, queue, kind, payload, attempt, max_attempts, fence, checkpoint, signals, concurrency_key, state,
-          2 AS origin, wait_ms, trace_parent
+          2 AS origin, wait_ms, trace_parent, attempt_timeout_ms, deadline_in_ms
         FROM claimed ORDER BY priority DESC, run_at, id`
     }))
   })
