@@ -3,7 +3,7 @@
  * kinds declare (`KeyLimits`); `limits rate set` and `limits rate remove`: their rate limits
  * (`RateLimits`). A limit applies from the next claim; running runs keep running.
  */
-import { KeyLimits, RateLimits, RunStore } from "@leasehold/core"
+import { KeyLimits, RateLimits, RunStore, type StoreError } from "@leasehold/core"
 import { type Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { recorded } from "../Audit.js"
@@ -75,32 +75,43 @@ const set = Command.make("set", {
     yield* Output.line(`at most ${limit.perKey} running per key in ${limit.scope} "${limit.name}"`)
   })).pipe(Command.withDescription("Declare (or replace) the per-key limit of a queue or a kind"))
 
-const remove = Command.make(
-  "remove",
-  { ...connectionFlags, ...scopeFlags, as: actorFlag, json: jsonFlag },
-  (flags) =>
-    Effect.gen(function*() {
-      const scope = yield* scopeOf(flags)
-      const actor = yield* actorOf(flags)
-      const removed = yield* Connection.withStore(
-        flags,
-        recorded(
-          actor,
-          "key-limit.remove",
-          `${scope.scope}:${scope.name}`,
-          RunStore.use((s) => s.removeKeyLimit(scope.scope, scope.name)),
-          (removed) => ({ removed })
-        ),
-        { migrate: false }
-      )
-      if (flags.json) return yield* Output.json({ ...scope, removed })
-      yield* Output.line(
-        removed
-          ? `removed the per-key limit of ${scope.scope} "${scope.name}"`
-          : `${scope.scope} "${scope.name}" had no per-key limit`
-      )
-    })
-).pipe(Command.withDescription("Remove the per-key limit of a queue or a kind"))
+/**
+ * `remove` for one kind of limit: removes the limit of a queue or a kind, recorded under `action`
+ * as the operator's, and says whether there was one.
+ */
+const removeCommand = (
+  action: string,
+  limitName: string,
+  removeLimit: (store: RunStore["Service"], scope: "kind" | "queue", name: string) => Effect.Effect<boolean, StoreError>
+) =>
+  Command.make(
+    "remove",
+    { ...connectionFlags, ...scopeFlags, as: actorFlag, json: jsonFlag },
+    (flags) =>
+      Effect.gen(function*() {
+        const scope = yield* scopeOf(flags)
+        const actor = yield* actorOf(flags)
+        const removed = yield* Connection.withStore(
+          flags,
+          recorded(
+            actor,
+            action,
+            `${scope.scope}:${scope.name}`,
+            RunStore.use((s) => removeLimit(s, scope.scope, scope.name)),
+            (removed) => ({ removed })
+          ),
+          { migrate: false }
+        )
+        if (flags.json) return yield* Output.json({ ...scope, removed })
+        yield* Output.line(
+          removed
+            ? `removed the ${limitName} of ${scope.scope} "${scope.name}"`
+            : `${scope.scope} "${scope.name}" had no ${limitName}`
+        )
+      })
+  ).pipe(Command.withDescription(`Remove the ${limitName} of a queue or a kind`))
+
+const remove = removeCommand("key-limit.remove", "per-key limit", (s, scope, name) => s.removeKeyLimit(scope, name))
 
 const rateSet = Command.make("set", {
   ...connectionFlags,
@@ -151,32 +162,7 @@ const rateSet = Command.make("set", {
     Command.withDescription("Declare (or replace) the rate limit of a queue or a kind: runs started per interval")
   )
 
-const rateRemove = Command.make(
-  "remove",
-  { ...connectionFlags, ...scopeFlags, as: actorFlag, json: jsonFlag },
-  (flags) =>
-    Effect.gen(function*() {
-      const scope = yield* scopeOf(flags)
-      const actor = yield* actorOf(flags)
-      const removed = yield* Connection.withStore(
-        flags,
-        recorded(
-          actor,
-          "rate-limit.remove",
-          `${scope.scope}:${scope.name}`,
-          RunStore.use((s) => s.removeRateLimit(scope.scope, scope.name)),
-          (removed) => ({ removed })
-        ),
-        { migrate: false }
-      )
-      if (flags.json) return yield* Output.json({ ...scope, removed })
-      yield* Output.line(
-        removed
-          ? `removed the rate limit of ${scope.scope} "${scope.name}"`
-          : `${scope.scope} "${scope.name}" had no rate limit`
-      )
-    })
-).pipe(Command.withDescription("Remove the rate limit of a queue or a kind"))
+const rateRemove = removeCommand("rate-limit.remove", "rate limit", (s, scope, name) => s.removeRateLimit(scope, name))
 
 const rate = Command.make("rate").pipe(
   Command.withDescription("Rate limits: runs started per interval, per queue or kind (or per key): set, remove"),
