@@ -66,7 +66,12 @@ describe("closing a serving engine under TestClock", () => {
       closeInFlight(store, "10 seconds", (scope) =>
         Effect.gen(function*() {
           const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void), { startImmediately: true })
-          yield* TestClock.adjust("10 seconds")
+          // The grace's sleep starts only once the close has stopped the claim loop, which on
+          // PostgreSQL waits on a query: a single adjust may land before it and move nothing.
+          while (closing.pollUnsafe() === undefined) {
+            yield* TestClock.adjust("10 seconds")
+            yield* TestClock.withLive(Effect.sleep("10 millis"))
+          }
           yield* Fiber.join(closing)
         })))
   }
