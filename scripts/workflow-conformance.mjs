@@ -455,8 +455,12 @@ for (const { file } of prepared) {
   tests.push(...byTest.values())
 }
 
+// The totals are the suites': a variant (a file run in some columns only) is counted in its own row alone.
+const variants = new Set(chosen.filter((file) => file.columns !== undefined).map((file) => file.id))
+const inTotals = tests.filter((t) => !variants.has(t.file))
 const count = (fileId, column) =>
-  tests.filter((t) => (fileId === undefined || t.file === fileId) && t.results[column]?.status === "pass").length
+  (fileId === undefined ? inTotals : tests.filter((t) => t.file === fileId))
+    .filter((t) => t.results[column]?.status === "pass").length
 
 const record = {
   generated: new Date().toISOString(),
@@ -479,6 +483,7 @@ const record = {
     commit: file.commit,
     path: file.path,
     source: file.source,
+    columns: file.columns ?? chosenColumns,
     chars,
     sha256,
     adaptations: Object.fromEntries(file.adapt.map((name) => [name, adapt(file, source(file), [name]).counts[name]])),
@@ -489,8 +494,8 @@ const record = {
   notRun,
   loadErrors,
   totals: {
-    tests: tests.length,
-    engineFree: tests.filter(engineFree).length,
+    tests: inTotals.length,
+    engineFree: inTotals.filter(engineFree).length,
     pass: Object.fromEntries(chosenColumns.map((c) => [c, count(undefined, c)]))
   },
   tests
