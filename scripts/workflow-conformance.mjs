@@ -236,6 +236,23 @@ const files = [
     adapt: ["imports"]
   },
   {
+    id: "DeferredServices",
+    repo: "Effect-TS/effect",
+    commit: "7e585f940187dabe9408c6ccba78ef44a080a133",
+    source: "index",
+    path: "packages/effect/test/unstable/workflow/DeferredServices.test.ts",
+    chars: 4127,
+    sha256: "18f47b524654e19b",
+    adapt: ["imports", "clock"],
+    // Its engine is in the fixture it imports, copied beside it under its own name.
+    support: [{
+      path: "packages/effect/test/unstable/workflow/DeferredServices.fixture.ts",
+      chars: 2610,
+      sha256: "bd6de7f901841054",
+      adapt: ["imports", "engine"]
+    }]
+  },
+  {
     id: "WorkflowProxy",
     repo: "Effect-TS/effect",
     commit: "2f03e83948e6dc5ffd0cf95cc793145a977451a5",
@@ -274,7 +291,6 @@ const notRun = [
       "24245161f3f16863db32e75b69f03e160085761b"
     ],
     ["packages/effect/test/cluster/duplicateWorkflowRegistration.test.ts", "35b8d487d2c427fe9a47df18988713da854d47a3"],
-    ["packages/effect/test/unstable/workflow/DeferredServices.test.ts", "7e585f940187dabe9408c6ccba78ef44a080a133"],
     ["packages/effect/test/unstable/workflow/Workflow.test.ts", "88093b57951a1b597599fe4772ab690b36a95818"],
     ["packages/effect/test/unstable/workflow/WorkflowEngine.test.ts", "2ddf025f87fc916fc6722bedb835e99a2f82c176"],
     ["packages/effect/test/unstable/workflow/DurableQueue.test.ts", "2ddf025f87fc916fc6722bedb835e99a2f82c176"],
@@ -381,6 +397,16 @@ for (const column of chosenColumns) {
       adapted = `import * as ConformanceEngine from ${JSON.stringify(engine)}\n` + adapted
     }
     fs.writeFileSync(path.join(dir, fileName(file)), adapted)
+    for (const support of file.support ?? []) {
+      const part = { ...file, ...support, id: `${file.id} ${path.basename(support.path)}` }
+      const partNames = spec.adapted ? part.adapt : part.adapt.filter((name) => name === "imports")
+      let text = adapt(part, source(part), partNames).text
+      if (partNames.includes("engine")) {
+        const engine = path.join(repoRoot, "scripts/workflow-conformance", spec.engine)
+        text = `import * as ConformanceEngine from ${JSON.stringify(engine)}\n` + text
+      }
+      fs.writeFileSync(path.join(dir, path.basename(support.path)), text)
+    }
   }
   fs.writeFileSync(
     path.join(dir, "vitest.config.mjs"),
@@ -487,6 +513,16 @@ const record = {
     chars,
     sha256,
     adaptations: Object.fromEntries(file.adapt.map((name) => [name, adapt(file, source(file), [name]).counts[name]])),
+    support: (file.support ?? []).map((support) => {
+      const part = { ...file, ...support }
+      const text = source(part)
+      return {
+        path: support.path,
+        chars: text.length,
+        sha256: sha(text),
+        adaptations: Object.fromEntries(support.adapt.map((name) => [name, adapt(part, text, [name]).counts[name]]))
+      }
+    }),
     tests: tests.filter((t) => t.file === file.id).length,
     engineFree: tests.filter((t) => t.file === file.id && engineFree(t)).length,
     pass: Object.fromEntries(chosenColumns.map((c) => [c, count(file.id, c)]))
