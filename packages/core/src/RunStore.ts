@@ -8,7 +8,6 @@
  */
 import type { Duration, Effect, Exit, Stream } from "effect"
 import { Context } from "effect"
-import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
 import type { AttemptLog, AttemptLogInput } from "./AttemptLogs.js"
 import type {
   DeleteCountChanged,
@@ -25,7 +24,7 @@ import type {
   StoreError,
   UnstorableValue
 } from "./Errors.js"
-import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
+import type { KeyLimit, KeyLimitInfo, KeyLimitScope, KeyUsage } from "./KeyLimits.js"
 import type {
   ActionRecord,
   ActionsQuery,
@@ -52,6 +51,7 @@ import type {
   WorkerInfo
 } from "./RunRecord.js"
 import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
+import type { Throughput, ThroughputRequest } from "./Throughput.js"
 
 /** A guarded write failed because the writer no longer holds the run. @category models */
 export type StaleWrite = FenceRejected | LeaseNotHeld | RunNotFound
@@ -351,7 +351,7 @@ export class RunStore extends Context.Service<RunStore, {
   ) => Effect.Effect<A, E | StaleWrite | UnstorableValue | StoreError, R>
   /**
    * Keeps the log lines of an attempt that completed the run under this fence (a fenced
-   * transaction's completion), within `AttemptLogs.bound`. Written only while the run stands
+   * transaction's completion), within `AttemptLogStorage.bound`. Written only while the run stands
    * completed under that fence; otherwise nothing is written and the answer is false.
    */
   readonly keepAttemptLog: (lease: LeaseKey, log: AttemptLogInput) => Effect.Effect<boolean, StoreError>
@@ -401,7 +401,7 @@ export class RunStore extends Context.Service<RunStore, {
    * checkpoint, signals, history, key slot, unique window, idempotency key, callbacks, a
    * workflow's journal), when the filter still selects `expected` runs (`DeleteCountChanged`
    * otherwise, nothing deleted) and none of them is running (`RunsBusy`). At most
-   * `OperatorActions.deleteBatchSize` runs per statement, each statement its own transaction, so a
+   * `RunStorage.deleteBatchSize` runs per statement, each statement its own transaction, so a
    * large delete holds no lock for long; runs enqueued after the count are not deleted. Each
    * statement records an audit line (`actions`) with the ids it deleted, never their payloads.
    */
@@ -454,7 +454,7 @@ export class RunStore extends Context.Service<RunStore, {
   ) => Effect.Effect<ReadonlyArray<ScheduleRegistered>, InvalidConfig | StoreError>
   /**
    * Fires the ticks that are due, by the store's clock, of every schedule that is not paused and
-   * not being ticked by another caller at this moment: one run per tick (`Schedules.plan`).
+   * not being ticked by another caller at this moment: one run per tick (`ScheduleStorage.plan`).
    */
   readonly tickSchedules: Effect.Effect<TickOutcome, StoreError>
   /** Every schedule, by name, with its next tick. */
@@ -483,10 +483,10 @@ export class RunStore extends Context.Service<RunStore, {
   readonly goneWorkers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
   /**
    * Completions, failures and wait / run time percentiles per queue and minute over the last
-   * minutes (`Activity`), read from the runs that finished in that window only (bounded by
-   * `ActivityRequest.maxRuns`), never from the whole table.
+   * minutes (`Throughput`), read from the runs that finished in that window only (bounded by
+   * `ThroughputRequest.maxRuns`), never from the whole table.
    */
-  readonly activity: (request: ActivityRequest) => Effect.Effect<Activity, InvalidConfig | StoreError>
+  readonly throughput: (request: ThroughputRequest) => Effect.Effect<Throughput, InvalidConfig | StoreError>
   /**
    * The keys of a key limit's scope that hold slots or have runs waiting for one, those waiting
    * longest first, at most `top` of them.
