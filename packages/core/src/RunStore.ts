@@ -275,8 +275,8 @@ export type StoreNotification =
 /**
  * The worker runtime's part of a store: claims and sweeps, lease renewal, the end of each attempt
  * (completion batches, failures, releases, with their attempt logs), schedule ticks, the worker
- * registry and the wake-ups of idle workers. `Worker.run` calls these; every write is guarded by
- * the holder's fence.
+ * registry and the wake-ups of idle workers. `Worker.run` calls these; every write for a held run is
+ * guarded by its holder's fence.
  *
  * @category services
  */
