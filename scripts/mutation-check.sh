@@ -103,7 +103,7 @@
 #                                     request, not the UPDATE's rows), against the contract suite on
 #                                     PostgreSQL (a stale holder's lines must not be kept);
 #   scripts/mutation-check.sh attempt-logs-bound  the bound of attempt logs is not applied
-#                                     (core AttemptLogs.ts › bound keeps every line whole), against
+#                                     (core AttemptLogStorage.ts › bound keeps every line whole), against
 #                                     the contract suite on the memory store;
 #   scripts/mutation-check.sh fenced-tx-worker-ttl  Run.transaction no longer hands the worker's
 #                                     lease TTL to the store (core Run.ts › transaction), against
@@ -675,7 +675,7 @@ elif [ "$mutation" = "attempt-logs-fence" ]; then
   tests=(test/contract.test.ts -t "the fence rejects writes no lines")
   attempts=1
 elif [ "$mutation" = "attempt-logs-bound" ]; then
-  bound="$work/packages/core/src/AttemptLogs.ts"
+  bound="$work/packages/core/src/AttemptLogStorage.ts"
   sed -i 's/^export const bound = (log: AttemptLogInput): AttemptLogInput => {$/&\n  if (log.attempt > 0) return log/' "$bound"
   grep -q "if (log.attempt > 0) return log" "$bound" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: the bound of attempt logs is not applied ($bound)"

@@ -1255,8 +1255,8 @@ describe("leasehold stats", () => {
       const schema = freshSchema("cli")
       const { sql, store } = yield* openStore(schema)
       const empty = parse(yield* leasehold(["stats", "--json", ...connection(schema)]))
-      assert.deepInclude(empty.activity, { minutes: 10, series: [], truncated: false })
-      delete empty.activity
+      assert.deepInclude(empty.throughput, { minutes: 10, series: [], truncated: false })
+      delete empty.throughput
       assert.deepStrictEqual(empty, {
         byState: { pending: 0, running: 0, suspended: 0, completed: 0, failed: 0, cancelled: 0 },
         byStateAndQueue: [],
@@ -1313,7 +1313,7 @@ describe("leasehold stats", () => {
       assert.match(lines[0]!, /^QUEUE\s+PENDING\s+RUNNING\s+SUSPENDED\s+COMPLETED\s+FAILED\s+CANCELLED\s+TOTAL$/)
       assert.match(lines[1]!, /^default\s+1\s+1\s+0\s+0\s+0\s+0\s+2$/)
       assert.match(lines[2]!, /^money\s+0\s+0\s+0\s+1\s+0\s+1\s+2$/)
-      // The minute's activity, read from the run that finished in it.
+      // The minute's throughput, read from the run that finished in it.
       assert.include(text.stdout, "finished in the last 10 minutes:")
       assert.match(text.stdout, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\s+money\s+1\s+0\s/m)
       assert.match(lines[3]!, /^\(all\)\s+1\s+1\s+0\s+1\s+0\s+1\s+4$/)

@@ -9,7 +9,8 @@
  * claimable by another worker.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ClaimPosition, type LeaseKey, RunStore } from "@leasehold/core"
+import { type LeaseKey, RunStore } from "@leasehold/core"
+import { ClaimPosition } from "@leasehold/core/store"
 import { StoreSchema } from "@leasehold/sql"
 import { Cause, Context, Duration, Effect, Exit, Layer } from "effect"
 import { SqlClient } from "effect/sql"

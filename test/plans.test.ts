@@ -7,6 +7,7 @@
 import { PgTypes } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits, type ListFilter, RunState, RunStore } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient, Statement } from "effect/sql"
@@ -138,12 +139,12 @@ describe("runtime plans", () => {
       assert.strictEqual(after.seq - before.seq, 0, "a keyed statement scanned runs sequentially")
     }))
 
-  it.live("a sweep admits waiting runs past the first KeyLimits.scanPastLimit keys: each sweep goes on where the last one stopped", () =>
+  it.live("a sweep admits waiting runs past the first RunStorage.scanPastLimit keys: each sweep goes on where the last one stopped", () =>
     Effect.gen(function*() {
       const { schema, sql, store } = yield* freshStore("plans_cursor")
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       // As many full keys as a sweep reads, each with a run waiting, sorted before "z".
-      const keys = Array.from({ length: KeyLimits.scanPastLimit }, (_, i) => `a${String(i).padStart(5, "0")}`)
+      const keys = Array.from({ length: RunStorage.scanPastLimit }, (_, i) => `a${String(i).padStart(5, "0")}`)
       yield* store.enqueue(
         keys.flatMap((key) => [0, 1].map((n) => ({ kind: "noop", payload: { n }, concurrencyKey: key })))
       )

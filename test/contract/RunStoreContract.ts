@@ -11,7 +11,6 @@ import {
   AttemptLogs,
   type ClaimedRun,
   Client,
-  deadlineFailure,
   type EnqueueRequest,
   Handler,
   InvalidPayload,
@@ -25,6 +24,7 @@ import {
   type StoreNotification,
   UnstorableValue
 } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Duration, Effect, Exit, Fiber, Schema, type Scope, Stream } from "effect"
 
 /** A store under test and how time passes for it. */
@@ -655,7 +655,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           )
           const record = yield* store.get(enqueued!.id)
           assert.deepInclude(record, { state: "failed", attempt: 2, maxAttempts: 5 })
-          assert.deepStrictEqual(record.error, deadlineFailure({ m: "two" }))
+          assert.deepStrictEqual(record.error, RunStorage.deadlineFailure({ m: "two" }))
           assert.isNotNull(record.finishedAt)
           const history = yield* store.history(enqueued!.id)
           assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), [
@@ -664,7 +664,7 @@ export const runStoreContract = (target: ContractTarget): void => {
             "claimed@2",
             "failed@2"
           ])
-          assert.deepInclude(history[3]!.detail as object, { error: deadlineFailure({ m: "two" }) })
+          assert.deepInclude(history[3]!.detail as object, { error: RunStorage.deadlineFailure({ m: "two" }) })
           assert.isEmpty(yield* claimFrom(store, "w1"), "nothing left to claim")
         }))
 
@@ -1956,9 +1956,9 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual((yield* store.get(ids[1]!)).state, "failed")
         }))
 
-      test("activity counts completions and failures per queue and minute with wait and run times, takes at most maxRuns (and says so), and refuses a bad window", ({ store }) =>
+      test("throughput counts completions and failures per queue and minute with wait and run times, takes at most maxRuns (and says so), and refuses a bad window", ({ store }) =>
         Effect.gen(function*() {
-          const empty = yield* store.activity({ minutes: 60 })
+          const empty = yield* store.throughput({ minutes: 60 })
           assert.deepStrictEqual([empty.series, empty.truncated, empty.minutes], [[], false, 60])
           yield* enqueueJobs(store, 2, { maxAttempts: 1 })
           yield* enqueueJobs(store, 1, { queue: "other" })
@@ -1970,14 +1970,14 @@ export const runStoreContract = (target: ContractTarget): void => {
             result: null
           }])
           yield* store.fail({ runId: b!.id, fence: b!.fence, error: { message: "no" }, retryDelayMs: undefined })
-          const activity = yield* store.activity({ minutes: 60 })
+          const throughput = yield* store.throughput({ minutes: 60 })
           const byQueue = new Map<string, { completed: number; failed: number }>()
-          for (const m of activity.series) {
+          for (const m of throughput.series) {
             const q = byQueue.get(m.queue) ?? { completed: 0, failed: 0 }
             byQueue.set(m.queue, { completed: q.completed + m.completed, failed: q.failed + m.failed })
             assert.isNotNull(m.waitMs)
             assert.isAtLeast(m.runMs!.p95, m.runMs!.p50)
-            assert.isAtLeast(m.minute.getTime(), activity.since.getTime())
+            assert.isAtLeast(m.minute.getTime(), throughput.since.getTime())
           }
           // Deleted completed runs are not there to count: only the failure is.
           assert.deepStrictEqual(
@@ -1986,13 +1986,13 @@ export const runStoreContract = (target: ContractTarget): void => {
               ? { default: { completed: 0, failed: 1 } }
               : { default: { completed: 1, failed: 1 }, other: { completed: 1, failed: 0 } }
           )
-          assert.isFalse(activity.truncated)
+          assert.isFalse(throughput.truncated)
           // Deleted: the one failure is all there is to take, so a cap of one truncates nothing.
-          const capped = yield* store.activity({ minutes: 60, maxRuns: deleted ? 1 : 2 })
+          const capped = yield* store.throughput({ minutes: 60, maxRuns: deleted ? 1 : 2 })
           assert.strictEqual(capped.series.reduce((n, m) => n + m.completed + m.failed, 0), deleted ? 1 : 2)
           assert.strictEqual(capped.truncated, !deleted)
           for (const minutes of [0, 1441, 1.5]) {
-            const refused = yield* Effect.flip(store.activity({ minutes }))
+            const refused = yield* Effect.flip(store.throughput({ minutes }))
             assert.deepInclude(refused, { _tag: "InvalidConfig", option: "minutes" })
           }
         }))
@@ -2107,7 +2107,7 @@ export const runStoreContract = (target: ContractTarget): void => {
 
       test("a delete of more runs than one statement takes (deleteBatchSize) is done in several, each with its audit line", ({ store }) =>
         Effect.gen(function*() {
-          const n = OperatorActions.deleteBatchSize + 3
+          const n = RunStorage.deleteBatchSize + 3
           yield* store.enqueue(Array.from({ length: n }, (_, i) => ({ kind: "job", payload: { i }, queue: "many" })))
           const [kept] = yield* enqueueJobs(store, 1, { queue: "other" })
           assert.deepStrictEqual(yield* store.deleteRuns({ filter: { queue: "many" }, expected: n, actor: alice }), {
@@ -2118,7 +2118,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lines = yield* store.actions({ limit: 10 })
           assert.deepStrictEqual(lines.map((l) => (l.detail as { count: number }).count), [
             3,
-            OperatorActions.deleteBatchSize
+            RunStorage.deleteBatchSize
           ])
         }))
 

@@ -1019,32 +1019,32 @@ export const layer = (options: AdminOptions) =>
       ),
 
       // Per queue: runs by state, the oldest due run's wait, whether it is paused, and the
-      // completions and failures of the last minutes (RunStore.activity).
+      // completions and failures of the last minutes (RunStore.throughput).
       HttpRouter.route(
         "GET",
         "/api/queues",
         guard(false, () =>
           Effect.gen(function*() {
             const store = yield* RunStore
-            const [stats, paused, registered, activity] = yield* Effect.all([
+            const [stats, paused, registered, throughput] = yield* Effect.all([
               store.stats,
               store.pausedQueues,
               store.workers,
-              store.activity({ minutes: 5 })
+              store.throughput({ minutes: 5 })
             ])
-            return json(200, { queues: Queues.overview(stats, paused, registered, activity) })
+            return json(200, { queues: Queues.overview(stats, paused, registered, throughput) })
           }))
       ),
 
       HttpRouter.route(
         "GET",
-        "/api/activity",
+        "/api/throughput",
         guard(false, () =>
           Effect.gen(function*() {
             const query = yield* HttpServerRequest.ParsedSearchParams
             const minutes = yield* wholeNumber("minutes", single(query.minutes), 60, 1, 1440)
             const store = yield* RunStore
-            return json(200, yield* store.activity({ minutes }))
+            return json(200, yield* store.throughput({ minutes }))
           }))
       ),
 

@@ -6,16 +6,14 @@
  */
 import { PgClient, PgConnection } from "@effect/sql-pg"
 import {
-  Activity,
-  ClaimPosition,
   type ClaimRequest,
   InvalidConfig,
   type LeaseKey,
-  RateWakes,
   RunStore,
   type StoreError,
   type StoreNotification
 } from "@leasehold/core"
+import { ClaimPosition, RateWakes, ThroughputStorage } from "@leasehold/core/store"
 import { Clock, Context, type Duration, Effect, Layer, PubSub, Redacted, Stream } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import type { SqlError } from "effect/sql"
@@ -312,8 +310,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     retireWorker: (owner) => refail("retire worker")(operators.retireWorker(sql, s, owner)),
     workers: refail("workers")(operators.workers(sql, s)),
     goneWorkers: refail("gone workers")(operators.workers(sql, s, "gone")),
-    activity: (request) =>
-      Effect.andThen(Activity.check(request), refail("activity")(operators.activity(sql, s, request))),
+    throughput: (request) =>
+      Effect.andThen(ThroughputStorage.check(request), refail("throughput")(operators.throughput(sql, s, request))),
     keyUsage: (scope, name, top) => refail("key usage")(operators.keyUsage(sql, s, scope, name, top)),
     notifications: Stream.merge(notifications, Stream.fromPubSub(wakes))
   })

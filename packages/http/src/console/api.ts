@@ -228,7 +228,7 @@ export interface Percentiles {
   readonly p99: number
 }
 
-export interface Activity {
+export interface Throughput {
   readonly since: string
   readonly minutes: number
   readonly series: ReadonlyArray<{

@@ -1,5 +1,5 @@
-// Overview: runs by state, the store's activity charts, runs by queue, the leases closest to running out.
-import { type Activity, get, STATES, type Stats, type Worker } from "../api.js"
+// Overview: runs by state, the store's throughput charts, runs by queue, the leases closest to running out.
+import { get, STATES, type Stats, type Throughput, type Worker } from "../api.js"
 import { FinishedChart, LatencyChart, minutes } from "../chart.js"
 import { duration } from "../format.js"
 import { Loading, PageHeading, Section, Table, useLoad, useTick } from "../ui.js"
@@ -10,10 +10,10 @@ import { LEASE_HEADERS, LeaseRow } from "./workers.js"
 const LIVE_SHOWN = 10
 
 export const Charts = (
-  { activity, queues }: { readonly activity: Activity; readonly queues: ReadonlyArray<string> }
+  { throughput, queues }: { readonly throughput: Throughput; readonly queues: ReadonlyArray<string> }
 ) => {
   const [queue, setQueue] = useState<string>("")
-  const slots = minutes(activity, queue === "" ? null : queue)
+  const slots = minutes(throughput, queue === "" ? null : queue)
   const scope = queue === "" ? "all queues" : `queue ${queue}`
   return (
     <Fragment>
@@ -33,7 +33,7 @@ export const Charts = (
       <div class="charts">
         <FinishedChart
           slots={slots}
-          note={`Runs finished per minute, ${scope}, last ${activity.minutes} minutes (from the store).`}
+          note={`Runs finished per minute, ${scope}, last ${throughput.minutes} minutes (from the store).`}
         />
         <LatencyChart slots={slots} pick={(m) => m.wait} what="wait time" />
         <LatencyChart slots={slots} pick={(m) => m.run} what="run time" />
@@ -41,7 +41,7 @@ export const Charts = (
       {queue === ""
         ? <p class="muted">Across queues the lines show the highest queue's percentile each minute.</p>
         : null}
-      {activity.truncated
+      {throughput.truncated
         ? (
           <p class="muted">
             More runs finished than the store reads for a chart: the oldest of the window are not counted.
@@ -54,12 +54,12 @@ export const Charts = (
 
 export const Overview = () => {
   const loaded = useLoad(async () => {
-    const [stats, workers, activity] = await Promise.all([
+    const [stats, workers, throughput] = await Promise.all([
       get<Stats>("/api/stats"),
       get<{ workers: ReadonlyArray<Worker> }>("/api/workers"),
-      get<Activity>("/api/activity?minutes=60")
+      get<Throughput>("/api/throughput?minutes=60")
     ])
-    return { stats, workers: workers.workers, activity, fetchedAt: Date.now() }
+    return { stats, workers: workers.workers, throughput, fetchedAt: Date.now() }
   }, "overview")
   useTick(1000)
   return (
@@ -67,7 +67,7 @@ export const Overview = () => {
       <PageHeading title="Overview" />
       <div class="stack">
         <Loading loaded={loaded}>
-          {({ activity, fetchedAt, stats, workers }) => {
+          {({ fetchedAt, stats, throughput, workers }) => {
             const totals = Object.fromEntries(STATES.map((s) => [s, 0])) as Record<string, number>
             const byQueue = new Map<string, Record<string, number>>()
             for (const { count, queue, state } of stats.byStateAndQueue) {
@@ -106,8 +106,8 @@ export const Overview = () => {
                     <dd>{String(stats.reclaims)}</dd>
                   </dl>
                 </Section>
-                <Section id="throughput" title="Activity">
-                  <Charts activity={activity} queues={queues} />
+                <Section id="throughput" title="Throughput">
+                  <Charts throughput={throughput} queues={queues} />
                 </Section>
                 <Section id="by-queue" title="By queue">
                   <Table

@@ -2,7 +2,8 @@
  * Enqueue: one statement inserts a batch, honours idempotency keys (a repeated key yields the
  * existing run) and wakes idle workers of each queue with one notification.
  */
-import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json, uniqueStates } from "@leasehold/core"
+import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Effect, Option } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -197,7 +198,7 @@ const hasTimeouts = (request: EnqueueRequest) =>
 
 const enqueueUniqueRun = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) => {
   const window = request.unique!
-  const states = uniqueStates(window)
+  const states = RunStorage.uniqueStates(window)
   return Effect.map(
     sql<{ id: string; created: boolean }>`
       SELECT e.id::text AS id, e.created FROM ${sql.literal(`"${s.schema}".enqueue_run`)}(
