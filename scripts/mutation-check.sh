@@ -634,7 +634,7 @@ elif [ "$mutation" = "unique-lock" ]; then
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
   # The enqueue_run in force: migration 0032's (0024's and 0025's, replaced).
   windows="$work/packages/sql/migrations/0032_unique_ledger.sql"
-  sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
+  sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/; s/CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
   tests=(test/sql-enqueue.test.ts)
