@@ -123,10 +123,14 @@
 #                                     claimRated), against test/rate-process.test.ts, up to three
 #                                     times (a race between claimers);
 #   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
-#                                     (migration 0025's enqueue_run), against test/unique-process.test.ts
+#                                     (migration 0031's enqueue_run), against test/unique-process.test.ts
 #                                     (two enqueuers of a released key both take it), up to three times;
 #   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
-#                                     (migration 0025's enqueue_run), against test/sql-enqueue.test.ts;
+#                                     (migration 0031's enqueue_run), against test/sql-enqueue.test.ts;
+#   scripts/mutation-check.sh unique-ledger-state  a unique window judges its holder by its row's
+#                                     state alone, not the ledger's (migration 0031's enqueue_run),
+#                                     against the contract suite on PostgreSQL (a second run of a key
+#                                     held by a pending or running ledger run);
 #   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
 #                                     decoded with its person deferred's success schema
 #                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
@@ -163,7 +167,7 @@
 #                                     order, not key order (enqueue.ts › enqueueWithKeys), against
 #                                     test/idempotency-order.test.ts (opposite-order batches deadlock);
 #   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
-#                                     its insert and its lock (migration 0025's enqueue_run), against
+#                                     its insert and its lock (migration 0031's enqueue_run), against
 #                                     test/retention.test.ts (the enqueue yields no run);
 #   scripts/mutation-check.sh unique-retention  a completion that deletes its run keeps that run's
 #                                     holds (guarded.ts › releasedHolds), against test/retention.test.ts;
@@ -405,8 +409,8 @@ elif [ "$mutation" = "idem-order" ]; then
   tests=(test/idempotency-order.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-retake" ]; then
-  # The enqueue_run in force: migration 0025's (0024's, replaced).
-  migration="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # The enqueue_run in force: migration 0031's (0024's and 0025's, replaced).
+  migration="$work/packages/sql/migrations/0031_unique_ledger.sql"
   sed -i 's/^        IF FOUND THEN$/        IF true THEN/' "$migration"
   grep -q '^        IF true THEN$' "$migration" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: enqueue_run judges a hold it found deleted as held ($migration)"
@@ -630,20 +634,27 @@ elif [ "$mutation" = "memory-journal" ]; then
   tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-lock" ]; then
-  # The enqueue_run in force: migration 0025's (0022's and 0024's, replaced).
-  windows="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # The enqueue_run in force: migration 0031's (0022's, 0024's and 0025's, replaced).
+  windows="$work/packages/sql/migrations/0031_unique_ledger.sql"
   sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
   grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
   tests=(test/unique-process.test.ts)
   attempts=3
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
-  # The enqueue_run in force: migration 0025's (0024's, replaced).
-  windows="$work/packages/sql/migrations/0025_keyed_ledger.sql"
-  sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
+  # The enqueue_run in force: migration 0031's (0024's and 0025's, replaced).
+  windows="$work/packages/sql/migrations/0031_unique_ledger.sql"
+  sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/; s/CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
   tests=(test/sql-enqueue.test.ts)
+  attempts=1
+elif [ "$mutation" = "unique-ledger-state" ]; then
+  windows="$work/packages/sql/migrations/0031_unique_ledger.sql"
+  sed -i 's/FROM "{{schema}}".runs_now r WHERE r.id = holder/FROM "{{schema}}".runs r WHERE r.id = holder/' "$windows"
+  grep -q 'runs_now r WHERE r.id = holder' "$windows" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a unique window judges its holder by its row's state alone, not the ledger's ($windows)"
+  tests=(test/contract.test.ts -t "unique key while the run is unfinished")
   attempts=1
 elif [ "$mutation" = "deferred-schema" ]; then
   schemas="$work/packages/http/src/internal/SignalSchemas.ts"

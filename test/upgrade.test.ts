@@ -74,7 +74,8 @@ describe("upgrading a store with runs in flight", () => {
         "timeouts",
         "operator_actions",
         "attempt_logs",
-        "ledger_lock_in_statement"
+        "ledger_lock_in_statement",
+        "unique_ledger"
       ])
       yield* Effect.sleep("50 millis")
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")

@@ -478,7 +478,7 @@ AS $function$
     SELECT e.id FROM "{{schema}}".enqueue_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) e
   $function$;
 
-CREATE OR REPLACE FUNCTION "{{schema}}".enqueue_run(kind text, payload jsonb, queue text DEFAULT 'default'::text, run_at timestamp with time zone DEFAULT now(), priority integer DEFAULT 0, max_attempts integer DEFAULT 5, idempotency_key text DEFAULT NULL::text, concurrency_key text DEFAULT NULL::text, trace_parent text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_states text[] DEFAULT NULL::text[], unique_for interval DEFAULT NULL::interval, admit_keys boolean DEFAULT true, OUT id bigint, OUT created boolean)
+CREATE OR REPLACE FUNCTION "{{schema}}".enqueue_run(kind text, payload jsonb, queue text DEFAULT 'default'::text, run_at timestamp with time zone DEFAULT now(), priority integer DEFAULT 0, max_attempts integer DEFAULT 5, idempotency_key text DEFAULT NULL::text, concurrency_key text DEFAULT NULL::text, trace_parent text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_states text[] DEFAULT NULL::text[], unique_for interval DEFAULT NULL::interval, admit_keys boolean DEFAULT true, into_ledger boolean DEFAULT true, OUT id bigint, OUT created boolean)
  RETURNS record
  LANGUAGE plpgsql
 AS $function$
@@ -507,9 +507,11 @@ AS $function$
         SELECT h.run_id, h.states, h.held_until INTO holder, holder_states, holder_until FROM "{{schema}}".unique_holds h
           WHERE h.kind = enqueue_run.kind AND h.unique_key = hold_key FOR UPDATE;
         IF FOUND THEN
-          -- A new statement: its snapshot, taken under the lock, sees the holder's run as committed.
+          -- A new statement: its snapshot, taken under the lock, sees the holder's run as committed,
+          -- in its row or in the ledger (runs_now: one snapshot of its ready, waiting, claim and
+          -- completion rows, each written whole by one transaction).
           IF (holder_until IS NULL OR holder_until > now())
-            AND (holder_states IS NULL OR EXISTS (SELECT 1 FROM "{{schema}}".runs r WHERE r.id = holder AND r.state = ANY(holder_states))) THEN
+            AND (holder_states IS NULL OR EXISTS (SELECT 1 FROM "{{schema}}".runs_now r WHERE r.id = holder AND r.state = ANY(holder_states))) THEN
             id := holder;
             created := false;
             RETURN;
@@ -522,7 +524,7 @@ AS $function$
       END LOOP;
       INSERT INTO "{{schema}}".runs (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state)
       VALUES (id, kind, coalesce(payload, 'null'::jsonb), queue, priority, greatest(run_at, now()), max_attempts, trace_parent,
-        concurrency_key, 'pending');
+        concurrency_key, CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END);
     ELSE
       INSERT INTO "{{schema}}".runs AS r (kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent,
         concurrency_key, state)

@@ -51,9 +51,9 @@ const deadlineOf = (row: string) =>
   `coalesce(${row}.deadline_at, now() + ${row}.deadline_after_ms * interval '1 millisecond')`
 
 /**
- * Where a new run is recorded: `ledger` puts the runs with no idempotency key, unique window or
- * rate limit in the batch ledger (migration 0018; keyed ones with their slots and waits, 0025);
- * `rows` records every run in its row.
+ * Where a new run is recorded: `ledger` puts the runs with no idempotency key or rate limit in
+ * the batch ledger (migration 0018; keyed ones with their slots and waits, 0025; those with a
+ * unique window, their window judged by the ledger's state, 0031); `rows` records every run in its row.
  */
 export type Storage = "ledger" | "rows"
 
@@ -83,7 +83,7 @@ export const enqueue = (
         const out = yield* Effect.forEach(requests, (request, i) =>
           request.unique === undefined
             ? Effect.map(insertChecked(sql, s, [request], [payloads[i]!], storage), (out) => out[0]!)
-            : enqueueUnique(sql, s, request, payloads[i]!))
+            : enqueueUnique(sql, s, request, payloads[i]!, storage))
         const scope = admitScope(requests)
         if (scope !== undefined) yield* admitInPassing(sql, s, scope)
         return out
@@ -184,8 +184,14 @@ const enqueueChecked = (
  * admits its key. A run it creates gets its timeouts by an update in the same transaction
  * (`enqueue_run` takes none).
  */
-const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) =>
-  Effect.tap(enqueueUniqueRun(sql, s, request, payload), (enqueued) =>
+const enqueueUnique = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: EnqueueRequest,
+  payload: string,
+  storage: Storage
+) =>
+  Effect.tap(enqueueUniqueRun(sql, s, request, payload, storage), (enqueued) =>
     enqueued.created && hasTimeouts(request)
       ? Effect.asVoid(sql`UPDATE ${s.runs(sql)} SET attempt_timeout_ms = ${request.attemptTimeoutMs ?? null}::int,
           deadline = coalesce(${deadlineText(request)}::timestamptz,
@@ -196,7 +202,13 @@ const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: Enqueu
 const hasTimeouts = (request: EnqueueRequest) =>
   request.attemptTimeoutMs !== undefined || request.deadlineAt !== undefined || request.deadlineAfterMs !== undefined
 
-const enqueueUniqueRun = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) => {
+const enqueueUniqueRun = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: EnqueueRequest,
+  payload: string,
+  storage: Storage
+) => {
   const window = request.unique!
   const states = RunStorage.uniqueStates(window)
   return Effect.map(
@@ -211,7 +223,8 @@ const enqueueUniqueRun = (sql: SqlClient.SqlClient, s: StoreSchema, request: Enq
       window.key ?? null
     }::text,
         unique_states => ${states === undefined ? null : textArray([...states])}::text[],
-        unique_for => ${window.periodMs ?? null}::float8 * interval '1 millisecond'
+        unique_for => ${window.periodMs ?? null}::float8 * interval '1 millisecond',
+        into_ledger => ${storage === "ledger"}::boolean
       ) e`,
     (rows): Enqueued => ({ id: rows[0]!.id, created: rows[0]!.created })
   )
