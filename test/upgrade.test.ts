@@ -73,7 +73,8 @@ describe("upgrading a store with runs in flight", () => {
         "ledger_settlement",
         "timeouts",
         "operator_actions",
-        "attempt_logs"
+        "attempt_logs",
+        "runs_now_by_span"
       ])
       yield* Effect.sleep("50 millis")
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")
