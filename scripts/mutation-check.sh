@@ -82,9 +82,9 @@
 #   scripts/mutation-check.sh expire-cap  a sweep moves at most 8 expired claim batches to their rows whatever
 #                                     its limit (claim.ts › claimAll), against test/ledger.test.ts (20 single-run
 #                                     batches of a dead worker and 20 due runs: the sweep takes due runs first);
-#   scripts/mutation-check.sh completion-idle-bound  a completion's lock statement no longer bounds the idle time
-#                                     before its decision (ledger.ts › lockBatches: an unbounded wait instead),
-#                                     against test/ledger.test.ts (the sweep never takes a stalled completion's run);
+#   scripts/mutation-check.sh completion-idle-bound  a transaction that completed runs in the ledger may then
+#                                     sit idle for a day, holding their batches (ledger.ts › openLeases), against
+#                                     test/ledger.test.ts (the sweep never takes a stalled keyed completion's run);
 #   scripts/mutation-check.sh writer-lanes  completions go to the writers in turn, whatever their claim
 #                                     (CompletionBatcher › submit ignores the lane), against test/worker-clock.test.ts
 #                                     (both writers write runs of one claim at the same time);
@@ -149,9 +149,12 @@
 #                                     the session asks for (transactions.ts › readCommitted), against
 #                                     test/interleavings.test.ts on sessions defaulting to REPEATABLE READ;
 #   scripts/mutation-check.sh ledger-lock  ledger completions lock their batches FOR KEY SHARE,
-#                                     which does not order them among themselves (ledger.ts ›
-#                                     lockBatches), against test/interleavings.test.ts (a completion
+#                                     which does not order them among themselves (migration 0030's
+#                                     lock_claim_batches), against test/interleavings.test.ts (a completion
 #                                     and its retry both record the run);
+#   scripts/mutation-check.sh ledger-isolation-check  lock_claim_batches reads under whatever isolation
+#                                     the transaction has (migration 0030: no refusal, so no READ COMMITTED
+#                                     retry), against test/interleavings.test.ts on sessions defaulting to REPEATABLE READ;
 #   scripts/mutation-check.sh unique-order  a batch of unique requests no longer takes its holds in
 #                                     one order first (enqueue.ts › takeHolds), against
 #                                     test/unique-process.test.ts (opposite-order batches in callers'
@@ -314,10 +317,10 @@ elif [ "$mutation" = "expire-cap" ]; then
   attempts=1
 elif [ "$mutation" = "completion-idle-bound" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
-  sed -i 's/  return sql`SELECT ${idleBound(sql, bound)} AS idle_bound FROM/  return sql`SELECT ${idleBound(sql, Duration.sum(bound, Duration.days(1)))} AS idle_bound FROM/' "$ledger"
-  grep -q 'idleBound(sql, Duration.sum(bound' "$ledger" || { echo "mutation incomplete"; exit 2; }
-  echo "mutation: a completion's lock statement lets its transaction sit idle for a day ($ledger)"
-  tests=(test/ledger.test.ts -t "stalled between its batch")
+  sed -i 's/      ${idleBoundMs(bound)}::int)$/      ${idleBoundMs(Duration.sum(bound, Duration.days(1)))}::int)/' "$ledger"
+  grep -q 'idleBoundMs(Duration.sum(bound' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a transaction that completed runs in the ledger may sit idle for a day ($ledger)"
+  tests=(test/ledger.test.ts -t "stalled after its ledger statement")
   attempts=1
 elif [ "$mutation" = "writer-lanes" ]; then
   batcher="$work/packages/core/src/internal/CompletionBatcher.ts"
@@ -490,12 +493,19 @@ elif [ "$mutation" = "ledger-read-committed" ]; then
   tests=(test/interleavings.test.ts -t "REPEATABLE READ")
   attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
-  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
-  sed -i 's/^    ORDER BY c.batch FOR NO KEY UPDATE OF c`$/    ORDER BY c.batch FOR KEY SHARE OF c`/' "$ledger"
-  grep -q '^    ORDER BY c.batch FOR KEY SHARE OF c`$' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  ledger="$work/packages/sql/migrations/0030_ledger_lock_in_statement.sql"
+  sed -i 's/^    ORDER BY c.batch FOR NO KEY UPDATE OF c$/    ORDER BY c.batch FOR KEY SHARE OF c/' "$ledger"
+  grep -q '^    ORDER BY c.batch FOR KEY SHARE OF c$' "$ledger" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: ledger completions lock their batches FOR KEY SHARE, unordered among themselves ($ledger)"
   export ISO_ONLY=stall,complete,retry
   tests=(test/interleavings.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-isolation-check" ]; then
+  ledger="$work/packages/sql/migrations/0030_ledger_lock_in_statement.sql"
+  sed -i "s/^  IF current_setting('transaction_isolation') <> 'read committed' THEN$/  IF false THEN/" "$ledger"
+  grep -q '^  IF false THEN$' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: lock_claim_batches reads under any isolation level ($ledger)"
+  tests=(test/interleavings.test.ts -t "REPEATABLE READ")
   attempts=1
 elif [ "$mutation" = "epoch" ]; then
   claim="$work/packages/sql/src/internal/statements/claim.ts"

@@ -74,6 +74,7 @@ describe("upgrading a store with runs in flight", () => {
         "timeouts",
         "operator_actions",
         "attempt_logs",
+        "ledger_lock_in_statement",
         "runs_now_by_span"
       ])
       yield* Effect.sleep("50 millis")

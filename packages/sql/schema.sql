@@ -733,6 +733,39 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION "{{schema}}".lock_claim_batches(wanted bigint[], unknown int8multirange, holder text, idle_bound_ms integer)
+ RETURNS TABLE(batch bigint, ids bigint[], fences bigint[], closed bigint[], size integer, expires_at timestamp with time zone, completed bigint[])
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  locked bigint[];
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'the ledger decides under READ COMMITTED only (this transaction is %)',
+      current_setting('transaction_isolation') USING ERRCODE = 'LH001';
+  END IF;
+  PERFORM set_config('idle_in_transaction_session_timeout',
+    least(nullif(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000, 0),
+      idle_bound_ms)::int::text, true);
+  SELECT array_agg(l.batch ORDER BY l.batch) INTO locked FROM (
+    SELECT c.batch FROM "{{schema}}".claim_batches c
+    WHERE c.batch = ANY (ARRAY(
+        SELECT w FROM unnest(wanted) AS w
+        UNION SELECT b.batch FROM "{{schema}}".claim_batches b WHERE unknown IS NOT NULL AND b.span && unknown))
+      AND c.settled_at IS NULL
+      AND (holder IS NULL OR c.owner = holder)
+    ORDER BY c.batch FOR NO KEY UPDATE OF c
+  ) l;
+  IF locked IS NULL THEN RETURN; END IF;
+  -- The arrays sliced: one detoasted copy per batch, not one per subscript.
+  RETURN QUERY
+    SELECT c.batch, c.ids[1:], c.fences[1:], c.closed, cardinality(c.ids), c.expires_at,
+      coalesce((SELECT array_agg(u.id) FROM "{{schema}}".completion_batches d, unnest(d.ids) AS u(id)
+        WHERE d.claim_batch = c.batch), '{}')
+    FROM "{{schema}}".claim_batches c
+    WHERE c.batch = ANY (locked) AND c.settled_at IS NULL;
+END $function$;
+
 CREATE OR REPLACE FUNCTION "{{schema}}".rate_govern_inserted()
  RETURNS trigger
  LANGUAGE plpgsql
