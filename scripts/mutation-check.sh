@@ -226,6 +226,9 @@
 #                                     (admin.ts › checkedResume), against the contract suite on PostgreSQL;
 #   scripts/mutation-check.sh signal-check-memory  MemoryRunStore's resume ignores its check
 #                                     (internal/memory/Admin.ts › refused), against the contract suite;
+#   scripts/mutation-check.sh search-window  a creation window is not turned into an id bound
+#                                     (read.ts › list: the scan by id walks into all history), against
+#                                     test/plans.test.ts's operator reads on a large store;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -803,6 +806,13 @@ elif [ "$mutation" = "delete-ledger" ]; then
   sed -i 's/^import \* as ledger from ".\/ledger.js"$//' "$deletes"
   echo "mutation: a delete leaves the ledger's claim and completion batches as they were ($deletes)"
   tests=(test/delete-runs.test.ts)
+  attempts=1
+elif [ "$mutation" = "search-window" ]; then
+  read="$work/packages/sql/src/internal/statements/read.ts"
+  sed -i 's/      ...(from === undefined ? \[\] : \[sql`r.id >= ${from}::bigint`\]),/      ...(from === undefined ? [] : []),/' "$read"
+  grep -q 'r.id >= ${from}::bigint' "$read" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a search's creation window bounds no id range ($read)"
+  tests=(test/plans.test.ts -t "operator reads on a large store")
   attempts=1
 elif [ "$mutation" = "readonly-token" ]; then
   admin="$work/packages/http/src/Admin.ts"

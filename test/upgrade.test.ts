@@ -75,7 +75,8 @@ describe("upgrading a store with runs in flight", () => {
         "operator_actions",
         "attempt_logs",
         "ledger_lock_in_statement",
-        "unique_ledger"
+        "unique_ledger",
+        "runs_now_by_span"
       ])
       yield* Effect.sleep("50 millis")
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")

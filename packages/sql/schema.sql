@@ -1010,16 +1010,24 @@ CREATE VIEW "{{schema}}".runs_now AS
            FROM ( SELECT r.id) x
              LEFT JOIN "{{schema}}".ready y ON y.id = x.id
              LEFT JOIN "{{schema}}".waiting wt ON wt.id = x.id
-             LEFT JOIN LATERAL ( SELECT b.batch,
-                    b.owner,
-                    b.expires_at,
-                    b.claimed_at,
-                    b.fences,
-                    b.attempts,
-                    array_position(b.ids, x.id) AS pos
-                   FROM "{{schema}}".claim_batches b
-                  WHERE b.span @> x.id AND y.id IS NULL AND wt.id IS NULL
-                  ORDER BY b.batch DESC
+             LEFT JOIN LATERAL ( SELECT f.batch,
+                    f.owner,
+                    f.expires_at,
+                    f.claimed_at,
+                    f.fences,
+                    f.attempts,
+                    array_position(f.ids, x.id) AS pos
+                   FROM ( SELECT b.batch,
+                            b.owner,
+                            b.expires_at,
+                            b.claimed_at,
+                            b.fences,
+                            b.attempts,
+                            b.ids
+                           FROM "{{schema}}".claim_batches b
+                          WHERE b.span @> x.id AND y.id IS NULL AND wt.id IS NULL
+                         OFFSET 0) f
+                  ORDER BY f.batch DESC
                  LIMIT 1) c ON true
              LEFT JOIN LATERAL ( SELECT e.at,
                     e.results[array_position(e.ids, x.id)] AS result

@@ -226,9 +226,16 @@ export interface LiveLease {
   readonly expiresInMs: number
 }
 
-/** @category models */
+/**
+ * The store's counters for operators. Every count is of live data (ADR 0030): the runs that have
+ * not ended, by queue and state, read from the indexes that hold them only, so its cost does not
+ * grow with history. Runs that ended are counted per minute over a window by `RunStore.activity`.
+ *
+ * @category models
+ */
 export interface Stats {
-  readonly byStateAndQueue: ReadonlyArray<{ readonly queue: string; readonly state: RunState; readonly count: number }>
+  /** Pending (waiting for a key included), running and suspended runs, by queue; never an ended state. */
+  readonly byStateAndQueue: ReadonlyArray<{ readonly queue: string; readonly state: LiveState; readonly count: number }>
   readonly liveLeases: number
   readonly oldestPendingSeconds: number | null
   /** Due runs (pending, `run_at` passed) by queue, with how long the oldest has waited. */
@@ -242,7 +249,7 @@ export interface Stats {
 /**
  * The runs that have not ended, sampled from indexes only (`RunStore.sample`): cheap however many
  * ended runs the store keeps, so a scrape can read it every time. Ended runs are not counted here
- * (`stats` counts them, by reading the whole table).
+ * (`activity` counts them per minute over a window).
  *
  * @category models
  */

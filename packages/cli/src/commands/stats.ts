@@ -1,16 +1,17 @@
 /**
- * `leasehold stats`: how many runs are in each state on each queue, how many leases are live, how
+ * `leasehold stats`: how many runs that have not ended are in each state on each queue, how many leases are live, how
  * long the oldest due run has waited, and how often the fence rejected a stale write or a lease
  * expired and was reclaimed; and the per-key limits declared, with the keys they hold.
  */
-import { type KeyLimits, type RateLimits, RunState, RunStore, type Stats, type Throughput } from "@leasehold/core"
+import { type KeyLimits, type LiveState, type RateLimits, RunStore, type Stats, type Throughput } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag } from "../Flags.js"
 import * as Output from "../Output.js"
 
-const states = RunState.literals
+/** The states stats counts (ADR 0030): ended runs are in the throughput table below, per minute. */
+const states: ReadonlyArray<LiveState> = ["pending", "running", "suspended"]
 
 /** Counts per queue (rows) and state (columns), with a total row. */
 const countsTable = (stats: Stats) => {
@@ -132,6 +133,6 @@ export const stats = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Counts by state and queue, live leases, oldest pending run, fence rejections, reclaims, and per-minute completions, failures and wait/run time percentiles"
+    "Counts of runs not ended by state and queue, live leases, oldest pending run, fence rejections, reclaims, and per-minute completions, failures and wait/run time percentiles"
   )
 )

@@ -1,5 +1,5 @@
 // Overview: runs by state, the store's throughput charts, runs by queue, the leases closest to running out.
-import { get, STATES, type Stats, type Throughput, type Worker } from "../api.js"
+import { get, LIVE_STATES, type Stats, type Throughput, type Worker } from "../api.js"
 import { FinishedChart, LatencyChart, minutes } from "../chart.js"
 import { duration } from "../format.js"
 import { Loading, PageHeading, Section, Table, useLoad, useTick } from "../ui.js"
@@ -68,11 +68,11 @@ export const Overview = () => {
       <div class="stack">
         <Loading loaded={loaded}>
           {({ fetchedAt, stats, throughput, workers }) => {
-            const totals = Object.fromEntries(STATES.map((s) => [s, 0])) as Record<string, number>
+            const totals = Object.fromEntries(LIVE_STATES.map((s) => [s, 0])) as Record<string, number>
             const byQueue = new Map<string, Record<string, number>>()
             for (const { count, queue, state } of stats.byStateAndQueue) {
               totals[state] = (totals[state] ?? 0) + count
-              const row = byQueue.get(queue) ?? Object.fromEntries(STATES.map((s) => [s, 0]))
+              const row = byQueue.get(queue) ?? Object.fromEntries(LIVE_STATES.map((s) => [s, 0]))
               row[state] = count
               byQueue.set(queue, row)
             }
@@ -82,11 +82,23 @@ export const Overview = () => {
               <Fragment>
                 <Section id="by-state" title="Runs by state">
                   <ul class="cards" aria-label="Runs by state">
-                    {STATES.map((state) => (
+                    {LIVE_STATES.map((state) => (
                       <li class={`card state-${state}`} key={state}>
                         <a href={`#/runs?state=${state}`}>
                           <span class="card-value">{String(totals[state])}</span>
                           <span class="card-label">{state}</span>
+                        </a>
+                      </li>
+                    ))}
+                    {(["completed", "failed"] as const).map((state) => (
+                      // Ended runs: the throughput window (the stats count live runs only, ADR 0030).
+                      <li class={`card state-${state}`} key={state}>
+                        <a href={`#/runs?state=${state}`}>
+                          <span class="card-value">
+                            {String(throughput.series.reduce((n, m) => n + m[state], 0))}
+                            {throughput.truncated ? "+" : ""}
+                          </span>
+                          <span class="card-label">{state}, last {throughput.minutes} min</span>
                         </a>
                       </li>
                     ))}
@@ -113,7 +125,7 @@ export const Overview = () => {
                   <Table
                     caption="Runs by queue and state"
                     hiddenCaption
-                    headers={["Queue", ...STATES]}
+                    headers={["Queue", ...LIVE_STATES]}
                     count={queues.length}
                     empty="No runs yet."
                   >
@@ -122,7 +134,7 @@ export const Overview = () => {
                         <th scope="row">
                           <a href={`#/runs?queue=${encodeURIComponent(queue)}`}>{queue}</a>
                         </th>
-                        {STATES.map((state) => (
+                        {LIVE_STATES.map((state) => (
                           <td key={state} class={byQueue.get(queue)![state] === 0 ? "num muted" : "num"}>
                             {String(byQueue.get(queue)![state])}
                           </td>

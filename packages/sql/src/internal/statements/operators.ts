@@ -111,9 +111,13 @@ export const throughput = (sql: SqlClient.SqlClient, s: StoreSchema, request: Th
       FROM (
         SELECT * FROM ${s.completionBatches(sql)} WHERE at >= ${since} ORDER BY at DESC LIMIT ${maxRuns + 1}
       ) d
-      JOIN ${s.claimBatches(sql)} c ON c.batch = d.claim_batch
+      -- Each batch's claim and each run by its primary key, as many as are read (LIMIT 1 keeps
+      -- them probes: told to expect maxRuns rows, the planner would hash whole tables instead).
+      CROSS JOIN LATERAL (
+        SELECT c.claimed_at, c.closed FROM ${s.claimBatches(sql)} c WHERE c.batch = d.claim_batch LIMIT 1
+      ) c
       CROSS JOIN LATERAL unnest(d.ids) AS u(id)
-      JOIN ${s.runs(sql)} r ON r.id = u.id
+      CROSS JOIN LATERAL (SELECT r.queue, r.run_at FROM ${s.runs(sql)} r WHERE r.id = u.id LIMIT 1) r
       WHERE u.id <> ALL (c.closed)
       LIMIT ${maxRuns + 1}`
     // One pass: the latest `maxRuns + 1` finished runs are read once; the one more says whether
