@@ -522,7 +522,7 @@ describe("operator reads on a large store", () => {
   const maxBuffers = 1_000
 
   it.live(
-    "stats, the live sample, activity, the queues' and console overview's reads, a run's page and a default search never scan history",
+    "stats, the live sample, throughput, the queues' and console overview's reads, a run's page and a default search never scan history",
     () =>
       Effect.gen(function*() {
         const { schema, sql, store } = yield* freshStore("plans_history")
@@ -545,16 +545,16 @@ describe("operator reads on a large store", () => {
         const [clock] = yield* sql<{ now: Date }>`SELECT now() AS now`
         const hourAgo = new Date(clock!.now.getTime() - 3_600_000)
         const oldRun = "1234"
-        // The activity reads each run that finished in its window (its claim and its row, by primary
+        // The throughput reads each run that finished in its window (its claim and its row, by primary
         // key: a few pages each) and a BRIN range of rows: bounded by the window, not by history.
-        const activity = yield* store.activity({ minutes: 60 })
-        const finished = activity.series.reduce((n, m) => n + m.completed + m.failed, 0)
+        const throughput = yield* store.throughput({ minutes: 60 })
+        const finished = throughput.series.reduce((n, m) => n + m.completed + m.failed, 0)
         assert.isAbove(finished, 100, "the window holds runs of the history")
         assert.isBelow(finished, 1_000, "the window holds an hour of the history only")
         const reads: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>, number?]> = [
           ["stats", store.stats],
           ["sample (/metrics)", store.sample],
-          ["activity of the overview's 60 minutes", store.activity({ minutes: 60 }), 400 + 8 * finished],
+          ["throughput of the overview's 60 minutes", store.throughput({ minutes: 60 }), 400 + 8 * finished],
           ["runs show: get", store.get(oldRun)],
           ["runs show: history", store.history(oldRun)],
           ["the runs list's first page", store.list({ limit: 50 })],

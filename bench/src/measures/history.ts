@@ -1,5 +1,5 @@
 /**
- * `--history N`: the operator reads (stats, the live sample behind /metrics, activity, the console
+ * `--history N`: the operator reads (stats, the live sample behind /metrics, throughput, the console
  * overview's refresh, the queues page, `runs show` of an old run, the runs list, a default search
  * by error text and by a payload field) on a store holding N completed runs (bench/src/history.ts),
  * side by side with an empty store in the same run; both stores hold the same live runs. Each
@@ -105,15 +105,15 @@ const liveLoad = (store: RunStore["Service"]) =>
   })
 
 const reads = (store: RunStore["Service"], hourAgo: Date) => {
-  const overview = Effect.all([store.stats, store.workers, store.activity({ minutes: 60 })], { concurrency: 3 })
-  const queues = Effect.all([store.stats, store.pausedQueues, store.workers, store.activity({ minutes: 5 })], {
+  const overview = Effect.all([store.stats, store.workers, store.throughput({ minutes: 60 })], { concurrency: 3 })
+  const queues = Effect.all([store.stats, store.pausedQueues, store.workers, store.throughput({ minutes: 5 })], {
     concurrency: 4
   })
   return [
     ["stats (/api/stats, leasehold stats)", store.stats],
     ["sample (/metrics)", store.sample],
-    ["console overview refresh (stats, workers, activity 60 min)", overview],
-    ["/api/queues (stats, paused, workers, activity 5 min)", queues],
+    ["console overview refresh (stats, workers, throughput 60 min)", overview],
+    ["/api/queues (stats, paused, workers, throughput 5 min)", queues],
     ["runs show of an old run (get + history)", Effect.all([store.get("1234"), store.history("1234")])],
     ["runs list, first page", store.list({ limit: 50 })],
     ["search by error text, default window (1 h)", store.list({ limit: 50, errorText: "card", createdFrom: hourAgo })],
