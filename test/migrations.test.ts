@@ -36,7 +36,8 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0026_ledger_settlement", "8edd2fa32910a8a85f37f84e9e51b754ab53ce29d7ed28bf859398ff6392e229"],
   ["0027_timeouts", "1157ab59ae67dff801e7cd1d4e36bb2a575fefcff4e206b48933fc1c54459cbe"],
   ["0028_operator_actions", "caceec608dc2752f091530a8e1f0d721f370be156be987aa48ae37287a7b73ff"],
-  ["0029_attempt_logs", "3f134f92d1223794218aded92058afa792d3a3fe8a2a1e83c463baacfd5c7074"]
+  ["0029_attempt_logs", "3f134f92d1223794218aded92058afa792d3a3fe8a2a1e83c463baacfd5c7074"],
+  ["0030_history_partitions", "9dd17ccdc2ec88e7769da981d95a15733e04d6cb6cf535d205c2968cce13ee98"]
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")
