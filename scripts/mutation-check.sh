@@ -207,6 +207,10 @@
 #                                     no DELETE of run_events), against test/delete-runs.test.ts;
 #   scripts/mutation-check.sh delete-ledger  a delete leaves the ledger's batches as they were
 #                                     (ledger.ts › forgetDeleted not called), against test/delete-runs.test.ts;
+#   scripts/mutation-check.sh retention-live  retention takes no account of row runs not ended
+#                                     (migration 0030's history_range_kept), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh retention-memory  the memory store's retention drops runs not ended
+#                                     (internal/memory/History.ts), against the contract suite on the memory store;
 #   scripts/mutation-check.sh readonly-token  a read-only credential may write (Admin.ts's guard),
 #                                     against test/http-operators.test.ts;
 #   scripts/mutation-check.sh batch-partial  Client.enqueueMany writes each payload as soon as it
@@ -782,6 +786,20 @@ elif [ "$mutation" = "delete-ledger" ]; then
   sed -i 's/^import \* as ledger from ".\/ledger.js"$//' "$deletes"
   echo "mutation: a delete leaves the ledger's claim and completion batches as they were ($deletes)"
   tests=(test/delete-runs.test.ts)
+  attempts=1
+elif [ "$mutation" = "retention-live" ]; then
+  migration="$work/packages/sql/migrations/0030_history_partitions.sql"
+  sed -i "s/  SELECT EXISTS (SELECT 1 FROM \"{{schema}}\".runs r WHERE r.id >= lo AND r.id < hi AND r.state IN ('pending', 'running', 'suspended'))/  SELECT false/" "$migration"
+  grep -q "AND r.state IN ('pending', 'running', 'suspended'))$" "$migration" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a range of runs is reclaimed with its row runs not ended ($migration)"
+  tests=(test/contract.test.ts -t "retention")
+  attempts=1
+elif [ "$mutation" = "retention-memory" ]; then
+  history="$work/packages/core/src/internal/memory/History.ts"
+  sed -i 's/    ended(run) \&\& run.finishedAt !== null \&\& !held.has(run.id)/    !held.has(run.id)/; s/    \&\& now - run.finishedAt >= /    \&\& now - (run.finishedAt ?? 0) >= /' "$history"
+  grep -q "ended(run) && run.finishedAt" "$history" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the memory store's retention drops runs not ended ($history)"
+  tests=(test/contract-memory.test.ts -t "retention")
   attempts=1
 elif [ "$mutation" = "readonly-token" ]; then
   admin="$work/packages/http/src/Admin.ts"

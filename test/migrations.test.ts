@@ -37,7 +37,7 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0027_timeouts", "1157ab59ae67dff801e7cd1d4e36bb2a575fefcff4e206b48933fc1c54459cbe"],
   ["0028_operator_actions", "caceec608dc2752f091530a8e1f0d721f370be156be987aa48ae37287a7b73ff"],
   ["0029_attempt_logs", "3f134f92d1223794218aded92058afa792d3a3fe8a2a1e83c463baacfd5c7074"],
-  ["0030_history_partitions", "9dd17ccdc2ec88e7769da981d95a15733e04d6cb6cf535d205c2968cce13ee98"]
+  ["0030_history_partitions", "0753d59ff87f385d4ca28cf11a9885b47946a7e38d59629695051051a51eeb64"]
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")

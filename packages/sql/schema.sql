@@ -788,6 +788,7 @@ AS $function$
     size bigint;
     oldest_kept bigint;
     holds_failed boolean;
+    beyond bigint;
   BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('leasehold:history:"{{schema}}"')) THEN RETURN; END IF;
     -- Ranges ahead: while the sequence is within half a range of the last bound, one more.
@@ -803,6 +804,19 @@ AS $function$
         size := coalesce(size, range_floor);
         EXIT WHEN top - next_key >= size / 2;
         action := 'create'; tbl := t.parent; lo := top; hi := top + size;
+        IF next_key > top THEN
+          -- Keys past every range are in the default partition: the next range starts past them.
+          EXECUTE format('SELECT max(%I) FROM "{{schema}}".%I', CASE t.parent WHEN 'runs' THEN 'id' ELSE 'batch' END,
+            t.parent || '_beyond') INTO beyond;
+          lo := greatest(top, coalesce(beyond + 1, top));
+          hi := greatest(next_key, lo) + size;
+          IF NOT dry_run THEN
+            -- And past the events (completions) there, which the new range's other table must not hold.
+            EXECUTE format('SELECT max(%I) FROM "{{schema}}".%I', CASE t.child WHEN 'run_events' THEN 'run_id' ELSE 'claim_batch' END,
+              t.child || '_beyond') INTO beyond;
+            lo := greatest(lo, coalesce(beyond + 1, lo));
+          END IF;
+        END IF;
         IF NOT dry_run THEN
           EXECUTE format('CREATE TABLE "{{schema}}".%I PARTITION OF "{{schema}}".%I FOR VALUES FROM (%s) TO (%s) WITH (fillfactor = 100)',
             t.parent || '_from_' || lo, t.parent, lo, hi);

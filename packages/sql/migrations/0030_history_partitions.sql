@@ -126,6 +126,18 @@ SELECT "{{schema}}".partition_history_table('completion_batches', 'claim_batch',
 
 DROP FUNCTION "{{schema}}".partition_history_table(text, text, bigint, text);
 
+-- A key past every range (the maintenance has not run for a range's worth of ids, or a sequence
+-- was moved) lands in the default partition instead of failing; the maintenance starts its next
+-- range past it. What lands there is never reclaimed.
+CREATE TABLE "{{schema}}".runs_beyond PARTITION OF "{{schema}}".runs DEFAULT WITH (fillfactor = 100);
+
+CREATE TABLE "{{schema}}".run_events_beyond PARTITION OF "{{schema}}".run_events DEFAULT WITH (fillfactor = 100);
+
+CREATE TABLE "{{schema}}".claim_batches_beyond PARTITION OF "{{schema}}".claim_batches DEFAULT WITH (fillfactor = 100);
+
+CREATE TABLE "{{schema}}".completion_batches_beyond PARTITION OF "{{schema}}".completion_batches DEFAULT
+  WITH (fillfactor = 100);
+
 DO $$
   DECLARE v record;
   BEGIN
@@ -303,6 +315,7 @@ LANGUAGE plpgsql AS $$
     size bigint;
     oldest_kept bigint;
     holds_failed boolean;
+    beyond bigint;
   BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('leasehold:history:{{schema}}')) THEN RETURN; END IF;
     -- Ranges ahead: while the sequence is within half a range of the last bound, one more.
@@ -318,6 +331,19 @@ LANGUAGE plpgsql AS $$
         size := coalesce(size, range_floor);
         EXIT WHEN top - next_key >= size / 2;
         action := 'create'; tbl := t.parent; lo := top; hi := top + size;
+        IF next_key > top THEN
+          -- Keys past every range are in the default partition: the next range starts past them.
+          EXECUTE format('SELECT max(%I) FROM "{{schema}}".%I', CASE t.parent WHEN 'runs' THEN 'id' ELSE 'batch' END,
+            t.parent || '_beyond') INTO beyond;
+          lo := greatest(top, coalesce(beyond + 1, top));
+          hi := greatest(next_key, lo) + size;
+          IF NOT dry_run THEN
+            -- And past the events (completions) there, which the new range's other table must not hold.
+            EXECUTE format('SELECT max(%I) FROM "{{schema}}".%I', CASE t.child WHEN 'run_events' THEN 'run_id' ELSE 'claim_batch' END,
+              t.child || '_beyond') INTO beyond;
+            lo := greatest(lo, coalesce(beyond + 1, lo));
+          END IF;
+        END IF;
         IF NOT dry_run THEN
           EXECUTE format('CREATE TABLE "{{schema}}".%I PARTITION OF "{{schema}}".%I FOR VALUES FROM (%s) TO (%s) WITH (fillfactor = 100)',
             t.parent || '_from_' || lo, t.parent, lo, hi);
