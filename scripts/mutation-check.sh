@@ -123,10 +123,10 @@
 #                                     claimRated), against test/rate-process.test.ts, up to three
 #                                     times (a race between claimers);
 #   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
-#                                     (migration 0025's enqueue_run), against test/unique-process.test.ts
+#                                     (migration 0030's enqueue_run), against test/unique-process.test.ts
 #                                     (two enqueuers of a released key both take it), up to three times;
 #   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
-#                                     (migration 0025's enqueue_run), against test/sql-enqueue.test.ts;
+#                                     (migration 0030's enqueue_run), against test/sql-enqueue.test.ts;
 #   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
 #                                     decoded with its person deferred's success schema
 #                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
@@ -160,7 +160,7 @@
 #                                     order, not key order (enqueue.ts › enqueueWithKeys), against
 #                                     test/idempotency-order.test.ts (opposite-order batches deadlock);
 #   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
-#                                     its insert and its lock (migration 0025's enqueue_run), against
+#                                     its insert and its lock (migration 0030's enqueue_run), against
 #                                     test/retention.test.ts (the enqueue yields no run);
 #   scripts/mutation-check.sh unique-retention  a completion that deletes its run keeps that run's
 #                                     holds (guarded.ts › releasedHolds), against test/retention.test.ts;
@@ -400,14 +400,14 @@ elif [ "$mutation" = "unique-order" ]; then
   attempts=3
 elif [ "$mutation" = "idem-order" ]; then
   enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
-  sed -i 's/FROM input ORDER BY idempotency_key COLLATE "C", ord/FROM input ORDER BY ord/' "$enqueue"
+  sed -i 's/^        ORDER BY idempotency_key COLLATE "C", ord$/        ORDER BY ord/' "$enqueue"
   grep -q 'ORDER BY idempotency_key' "$enqueue" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a batch with idempotency keys inserts its rows in request order ($enqueue)"
   tests=(test/idempotency-order.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-retake" ]; then
-  # The enqueue_run in force: migration 0025's (0024's, replaced).
-  migration="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # The enqueue_run in force: migration 0030's (0024's and 0025's, replaced).
+  migration="$work/packages/sql/migrations/0030_history_partitions.sql"
   sed -i 's/^        IF FOUND THEN$/        IF true THEN/' "$migration"
   grep -q '^        IF true THEN$' "$migration" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: enqueue_run judges a hold it found deleted as held ($migration)"
@@ -624,16 +624,16 @@ elif [ "$mutation" = "memory-journal" ]; then
   tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-lock" ]; then
-  # The enqueue_run in force: migration 0025's (0022's and 0024's, replaced).
-  windows="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # The enqueue_run in force: migration 0030's (0022's, 0024's and 0025's, replaced).
+  windows="$work/packages/sql/migrations/0030_history_partitions.sql"
   sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
   grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
   tests=(test/unique-process.test.ts)
   attempts=3
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
-  # The enqueue_run in force: migration 0025's (0024's, replaced).
-  windows="$work/packages/sql/migrations/0025_keyed_ledger.sql"
+  # The enqueue_run in force: migration 0030's (0024's and 0025's, replaced).
+  windows="$work/packages/sql/migrations/0030_history_partitions.sql"
   sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
@@ -796,7 +796,7 @@ elif [ "$mutation" = "retention-live" ]; then
   attempts=1
 elif [ "$mutation" = "retention-memory" ]; then
   history="$work/packages/core/src/internal/memory/History.ts"
-  sed -i 's/    ended(run) \&\& run.finishedAt !== null \&\& !held.has(run.id)/    !held.has(run.id)/; s/    \&\& now - run.finishedAt >= /    \&\& now - (run.finishedAt ?? 0) >= /' "$history"
+  sed -i 's/    ended(run) \&\& run.finishedAt !== null \&\& !held.has(run.id)/    (ended(run) || true) \&\& !held.has(run.id)/; s/    \&\& now - run.finishedAt >= /    \&\& now - (run.finishedAt ?? 0) >= /' "$history"
   grep -q "ended(run) && run.finishedAt" "$history" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the memory store's retention drops runs not ended ($history)"
   tests=(test/contract-memory.test.ts -t "retention")

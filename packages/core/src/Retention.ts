@@ -9,7 +9,6 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Schedule } from "effect"
-import type { RunStore } from "./RunStore.js"
 
 /**
  * How long history is kept after a run ends: `keep` for completed runs, `keepFailed` for a range
@@ -85,7 +84,8 @@ export interface Status {
  * @category running
  */
 export const maintain = (
-  store: RunStore["Service"],
+  // The store's one operation it calls (RunStore imports this module's models).
+  store: { readonly maintainHistory: (request: MaintainRequest) => Effect.Effect<ReadonlyArray<Action>, unknown> },
   options: { readonly every: Duration.Duration; readonly window: Window }
 ): Effect.Effect<never> =>
   Effect.repeat(
