@@ -1924,6 +1924,17 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.deepInclude(completed, { _tag: "Finalized", runId: running!.id })
         }))
 
+      test("a suspended run alone in its range (its claim settled, nothing ready) keeps it past the window", ({ passTime, sealHistory, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "s", token: "alone-token", timeout: undefined })
+          yield* sealHistory
+          yield* maintain(store)
+          yield* passTime(Duration.hours(2))
+          yield* maintain(store)
+          assert.deepInclude(yield* store.get(lease.runId), { state: "suspended", signalToken: "alone-token" })
+        }))
+
       test("retention drops runs that ended longer ago than the window once nothing keeps their range; an idempotency key of a dropped run no longer answers", ({ passTime, sealHistory, store }) =>
         Effect.gen(function*() {
           const [done, keyed, failed] = yield* store.enqueue([
