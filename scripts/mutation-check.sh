@@ -82,9 +82,9 @@
 #   scripts/mutation-check.sh expire-cap  a sweep moves at most 8 expired claim batches to their rows whatever
 #                                     its limit (claim.ts › claimAll), against test/ledger.test.ts (20 single-run
 #                                     batches of a dead worker and 20 due runs: the sweep takes due runs first);
-#   scripts/mutation-check.sh completion-idle-bound  a completion's lock statement no longer bounds the idle time
-#                                     before its decision (ledger.ts › lockBatches: an unbounded wait instead),
-#                                     against test/ledger.test.ts (the sweep never takes a stalled completion's run);
+#   scripts/mutation-check.sh completion-idle-bound  a transaction that completed runs in the ledger may then
+#                                     sit idle for a day, holding their batches (ledger.ts › openLeases), against
+#                                     test/ledger.test.ts (the sweep never takes a stalled keyed completion's run);
 #   scripts/mutation-check.sh writer-lanes  completions go to the writers in turn, whatever their claim
 #                                     (CompletionBatcher › submit ignores the lane), against test/worker-clock.test.ts
 #                                     (both writers write runs of one claim at the same time);
@@ -103,7 +103,7 @@
 #                                     request, not the UPDATE's rows), against the contract suite on
 #                                     PostgreSQL (a stale holder's lines must not be kept);
 #   scripts/mutation-check.sh attempt-logs-bound  the bound of attempt logs is not applied
-#                                     (core AttemptLogs.ts › bound keeps every line whole), against
+#                                     (core AttemptLogStorage.ts › bound keeps every line whole), against
 #                                     the contract suite on the memory store;
 #   scripts/mutation-check.sh fenced-tx-worker-ttl  Run.transaction no longer hands the worker's
 #                                     lease TTL to the store (core Run.ts › transaction), against
@@ -123,10 +123,14 @@
 #                                     claimRated), against test/rate-process.test.ts, up to three
 #                                     times (a race between claimers);
 #   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
-#                                     (migration 0030's enqueue_run), against test/unique-process.test.ts
+#                                     (migration 0033's enqueue_run), against test/unique-process.test.ts
 #                                     (two enqueuers of a released key both take it), up to three times;
 #   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
-#                                     (migration 0030's enqueue_run), against test/sql-enqueue.test.ts;
+#                                     (migration 0033's enqueue_run), against test/sql-enqueue.test.ts;
+#   scripts/mutation-check.sh unique-ledger-state  a unique window judges its holder by its row's
+#                                     state alone, not the ledger's (migration 0033's enqueue_run),
+#                                     against the contract suite on PostgreSQL (a second run of a key
+#                                     held by a pending or running ledger run);
 #   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
 #                                     decoded with its person deferred's success schema
 #                                     (http/src/internal/SignalSchemas.ts › encodeDecision), against
@@ -149,9 +153,12 @@
 #                                     the session asks for (transactions.ts › readCommitted), against
 #                                     test/interleavings.test.ts on sessions defaulting to REPEATABLE READ;
 #   scripts/mutation-check.sh ledger-lock  ledger completions lock their batches FOR KEY SHARE,
-#                                     which does not order them among themselves (ledger.ts ›
-#                                     lockBatches), against test/interleavings.test.ts (a completion
+#                                     which does not order them among themselves (migration 0030's
+#                                     lock_claim_batches), against test/interleavings.test.ts (a completion
 #                                     and its retry both record the run);
+#   scripts/mutation-check.sh ledger-isolation-check  lock_claim_batches reads under whatever isolation
+#                                     the transaction has (migration 0030: no refusal, so no READ COMMITTED
+#                                     retry), against test/interleavings.test.ts on sessions defaulting to REPEATABLE READ;
 #   scripts/mutation-check.sh unique-order  a batch of unique requests no longer takes its holds in
 #                                     one order first (enqueue.ts › takeHolds), against
 #                                     test/unique-process.test.ts (opposite-order batches in callers'
@@ -160,7 +167,7 @@
 #                                     order, not key order (enqueue.ts › enqueueWithKeys), against
 #                                     test/idempotency-order.test.ts (opposite-order batches deadlock);
 #   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
-#                                     its insert and its lock (migration 0030's enqueue_run), against
+#                                     its insert and its lock (migration 0033's enqueue_run), against
 #                                     test/retention.test.ts (the enqueue yields no run);
 #   scripts/mutation-check.sh unique-retention  a completion that deletes its run keeps that run's
 #                                     holds (guarded.ts › releasedHolds), against test/retention.test.ts;
@@ -208,7 +215,7 @@
 #   scripts/mutation-check.sh delete-ledger  a delete leaves the ledger's batches as they were
 #                                     (ledger.ts › forgetDeleted not called), against test/delete-runs.test.ts;
 #   scripts/mutation-check.sh retention-live  retention takes no account of row runs not ended
-#                                     (migration 0030's history_range_kept), against the contract suite on PostgreSQL;
+#                                     (migration 0033's history_range_kept), against the contract suite on PostgreSQL;
 #   scripts/mutation-check.sh retention-memory  the memory store's retention drops runs not ended
 #                                     (internal/memory/History.ts), against the contract suite on the memory store;
 #   scripts/mutation-check.sh readonly-token  a read-only credential may write (Admin.ts's guard),
@@ -223,6 +230,9 @@
 #                                     (admin.ts › checkedResume), against the contract suite on PostgreSQL;
 #   scripts/mutation-check.sh signal-check-memory  MemoryRunStore's resume ignores its check
 #                                     (internal/memory/Admin.ts › refused), against the contract suite;
+#   scripts/mutation-check.sh search-window  a creation window is not turned into an id bound
+#                                     (read.ts › list: the scan by id walks into all history), against
+#                                     test/plans.test.ts's operator reads on a large store;
 set -euo pipefail
 mutation="${1:-fence}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -315,10 +325,10 @@ elif [ "$mutation" = "expire-cap" ]; then
   attempts=1
 elif [ "$mutation" = "completion-idle-bound" ]; then
   ledger="$work/packages/sql/src/internal/statements/ledger.ts"
-  sed -i 's/  return sql`SELECT ${idleBound(sql, bound)} AS idle_bound FROM/  return sql`SELECT ${idleBound(sql, Duration.sum(bound, Duration.days(1)))} AS idle_bound FROM/' "$ledger"
-  grep -q 'idleBound(sql, Duration.sum(bound' "$ledger" || { echo "mutation incomplete"; exit 2; }
-  echo "mutation: a completion's lock statement lets its transaction sit idle for a day ($ledger)"
-  tests=(test/ledger.test.ts -t "stalled between its batch")
+  sed -i 's/      ${idleBoundMs(bound)}::int)$/      ${idleBoundMs(Duration.sum(bound, Duration.days(1)))}::int)/' "$ledger"
+  grep -q 'idleBoundMs(Duration.sum(bound' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a transaction that completed runs in the ledger may sit idle for a day ($ledger)"
+  tests=(test/ledger.test.ts -t "stalled after its ledger statement")
   attempts=1
 elif [ "$mutation" = "writer-lanes" ]; then
   batcher="$work/packages/core/src/internal/CompletionBatcher.ts"
@@ -406,8 +416,8 @@ elif [ "$mutation" = "idem-order" ]; then
   tests=(test/idempotency-order.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-retake" ]; then
-  # The enqueue_run in force: migration 0030's (0024's and 0025's, replaced).
-  migration="$work/packages/sql/migrations/0030_history_partitions.sql"
+  # The enqueue_run in force: migration 0033's (0024's, 0025's and 0031's, replaced).
+  migration="$work/packages/sql/migrations/0033_history_partitions.sql"
   sed -i 's/^        IF FOUND THEN$/        IF true THEN/' "$migration"
   grep -q '^        IF true THEN$' "$migration" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: enqueue_run judges a hold it found deleted as held ($migration)"
@@ -491,12 +501,19 @@ elif [ "$mutation" = "ledger-read-committed" ]; then
   tests=(test/interleavings.test.ts -t "REPEATABLE READ")
   attempts=1
 elif [ "$mutation" = "ledger-lock" ]; then
-  ledger="$work/packages/sql/src/internal/statements/ledger.ts"
-  sed -i 's/^    ORDER BY c.batch FOR NO KEY UPDATE OF c`$/    ORDER BY c.batch FOR KEY SHARE OF c`/' "$ledger"
-  grep -q '^    ORDER BY c.batch FOR KEY SHARE OF c`$' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  ledger="$work/packages/sql/migrations/0030_ledger_lock_in_statement.sql"
+  sed -i 's/^    ORDER BY c.batch FOR NO KEY UPDATE OF c$/    ORDER BY c.batch FOR KEY SHARE OF c/' "$ledger"
+  grep -q '^    ORDER BY c.batch FOR KEY SHARE OF c$' "$ledger" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: ledger completions lock their batches FOR KEY SHARE, unordered among themselves ($ledger)"
   export ISO_ONLY=stall,complete,retry
   tests=(test/interleavings.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-isolation-check" ]; then
+  ledger="$work/packages/sql/migrations/0030_ledger_lock_in_statement.sql"
+  sed -i "s/^  IF current_setting('transaction_isolation') <> 'read committed' THEN$/  IF false THEN/" "$ledger"
+  grep -q '^  IF false THEN$' "$ledger" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: lock_claim_batches reads under any isolation level ($ledger)"
+  tests=(test/interleavings.test.ts -t "REPEATABLE READ")
   attempts=1
 elif [ "$mutation" = "epoch" ]; then
   claim="$work/packages/sql/src/internal/statements/claim.ts"
@@ -624,20 +641,27 @@ elif [ "$mutation" = "memory-journal" ]; then
   tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-lock" ]; then
-  # The enqueue_run in force: migration 0030's (0022's, 0024's and 0025's, replaced).
-  windows="$work/packages/sql/migrations/0030_history_partitions.sql"
+  # The enqueue_run in force: migration 0033's (0022's, 0024's, 0025's and 0031's, replaced).
+  windows="$work/packages/sql/migrations/0033_history_partitions.sql"
   sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
   grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
   tests=(test/unique-process.test.ts)
   attempts=3
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
-  # The enqueue_run in force: migration 0030's (0024's and 0025's, replaced).
-  windows="$work/packages/sql/migrations/0030_history_partitions.sql"
-  sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
+  # The enqueue_run in force: migration 0033's (0024's, 0025's and 0031's, replaced).
+  windows="$work/packages/sql/migrations/0033_history_partitions.sql"
+  sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/; s/CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
   tests=(test/sql-enqueue.test.ts)
+  attempts=1
+elif [ "$mutation" = "unique-ledger-state" ]; then
+  windows="$work/packages/sql/migrations/0033_history_partitions.sql"
+  sed -i 's/FROM "{{schema}}".runs_now r WHERE r.id = holder/FROM "{{schema}}".runs r WHERE r.id = holder/' "$windows"
+  grep -q 'runs_now r WHERE r.id = holder' "$windows" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a unique window judges its holder by its row's state alone, not the ledger's ($windows)"
+  tests=(test/contract.test.ts -t "unique key while the run is unfinished")
   attempts=1
 elif [ "$mutation" = "deferred-schema" ]; then
   schemas="$work/packages/http/src/internal/SignalSchemas.ts"
@@ -669,7 +693,7 @@ elif [ "$mutation" = "attempt-logs-fence" ]; then
   tests=(test/contract.test.ts -t "the fence rejects writes no lines")
   attempts=1
 elif [ "$mutation" = "attempt-logs-bound" ]; then
-  bound="$work/packages/core/src/AttemptLogs.ts"
+  bound="$work/packages/core/src/AttemptLogStorage.ts"
   sed -i 's/^export const bound = (log: AttemptLogInput): AttemptLogInput => {$/&\n  if (log.attempt > 0) return log/' "$bound"
   grep -q "if (log.attempt > 0) return log" "$bound" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: the bound of attempt logs is not applied ($bound)"
@@ -788,7 +812,7 @@ elif [ "$mutation" = "delete-ledger" ]; then
   tests=(test/delete-runs.test.ts)
   attempts=1
 elif [ "$mutation" = "retention-live" ]; then
-  migration="$work/packages/sql/migrations/0030_history_partitions.sql"
+  migration="$work/packages/sql/migrations/0033_history_partitions.sql"
   sed -i "s/  SELECT EXISTS (SELECT 1 FROM \"{{schema}}\".runs r WHERE r.id >= lo AND r.id < hi AND r.state IN ('pending', 'running', 'suspended'))/  SELECT false/" "$migration"
   grep -q "AND r.state IN ('pending', 'running', 'suspended'))$" "$migration" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a range of runs is reclaimed with its row runs not ended ($migration)"
@@ -800,6 +824,13 @@ elif [ "$mutation" = "retention-memory" ]; then
   grep -q "ended(run) && run.finishedAt" "$history" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the memory store's retention drops runs not ended ($history)"
   tests=(test/contract-memory.test.ts -t "retention")
+  attempts=1
+elif [ "$mutation" = "search-window" ]; then
+  read="$work/packages/sql/src/internal/statements/read.ts"
+  sed -i 's/      ...(from === undefined ? \[\] : \[sql`r.id >= ${from}::bigint`\]),/      ...(from === undefined ? [] : []),/' "$read"
+  grep -q 'r.id >= ${from}::bigint' "$read" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a search's creation window bounds no id range ($read)"
+  tests=(test/plans.test.ts -t "operator reads on a large store")
   attempts=1
 elif [ "$mutation" = "readonly-token" ]; then
   admin="$work/packages/http/src/Admin.ts"

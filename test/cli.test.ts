@@ -134,7 +134,7 @@ describe("leasehold: commands and usage", () => {
       assertOk(first)
       assert.strictEqual(
         first.stdout,
-        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_history_partitions\n`
+        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span, 0033_history_partitions\n`
       )
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema}
@@ -206,13 +206,16 @@ describe("leasehold: commands and usage", () => {
           "0027_timeouts",
           "0028_operator_actions",
           "0029_attempt_logs",
-          "0030_history_partitions"
+          "0030_ledger_lock_in_statement",
+          "0031_unique_ledger",
+          "0032_runs_now_by_span",
+          "0033_history_partitions"
         ]
       })
       const human = yield* leasehold(["migrate", ...connection(schema)])
       assert.strictEqual(
         human.stdout,
-        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_history_partitions)\n`
+        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span, 0033_history_partitions)\n`
       )
     }))
 })
@@ -1255,15 +1258,15 @@ describe("leasehold stats", () => {
       assert.deepStrictEqual(yield* states, [[first, "pending"], [second, "pending"]])
     }))
 
-  it.live("counts by state and queue, live leases, oldest pending age, fence rejections and reclaims", () =>
+  it.live("counts of runs not ended by state and queue, live leases, oldest pending age, fence rejections and reclaims; ended runs in the throughput", () =>
     Effect.gen(function*() {
       const schema = freshSchema("cli")
       const { sql, store } = yield* openStore(schema)
       const empty = parse(yield* leasehold(["stats", "--json", ...connection(schema)]))
-      assert.deepInclude(empty.activity, { minutes: 10, series: [], truncated: false })
-      delete empty.activity
+      assert.deepInclude(empty.throughput, { minutes: 10, series: [], truncated: false })
+      delete empty.throughput
       assert.deepStrictEqual(empty, {
-        byState: { pending: 0, running: 0, suspended: 0, completed: 0, failed: 0, cancelled: 0 },
+        byState: { pending: 0, running: 0, suspended: 0 },
         byStateAndQueue: [],
         liveLeases: 0,
         oldestPendingSeconds: null,
@@ -1292,19 +1295,11 @@ describe("leasehold stats", () => {
       yield* store.cancel(d)
 
       const stats = parse(yield* leasehold(["stats", "--json", ...connection(schema)]))
-      assert.deepStrictEqual(stats.byState, {
-        pending: 1,
-        running: 1,
-        suspended: 0,
-        completed: 1,
-        failed: 0,
-        cancelled: 1
-      })
+      // The completed and the cancelled run are not counted (ADR 0030): the activity has the completed one.
+      assert.deepStrictEqual(stats.byState, { pending: 1, running: 1, suspended: 0 })
       assert.deepStrictEqual(stats.byStateAndQueue, [
         { queue: "default", state: "pending", count: 1 },
-        { queue: "default", state: "running", count: 1 },
-        { queue: "money", state: "cancelled", count: 1 },
-        { queue: "money", state: "completed", count: 1 }
+        { queue: "default", state: "running", count: 1 }
       ])
       assert.strictEqual(stats.liveLeases, 1)
       assert.strictEqual(stats.fenceRejections, 1)
@@ -1318,12 +1313,15 @@ describe("leasehold stats", () => {
       assert.match(lines[0]!, /^QUEUE\s+PENDING\s+RUNNING\s+SUSPENDED\s+COMPLETED\s+FAILED\s+CANCELLED\s+TOTAL$/)
       assert.match(lines[1]!, /^default\s+1\s+1\s+0\s+0\s+0\s+0\s+2$/)
       assert.match(lines[2]!, /^money\s+0\s+0\s+0\s+1\s+0\s+1\s+2$/)
+      // The minute's throughput, read from the run that finished in it.
+      assert.match(lines[0]!, /^QUEUE\s+PENDING\s+RUNNING\s+SUSPENDED\s+TOTAL$/)
+      assert.match(lines[1]!, /^default\s+1\s+1\s+0\s+2$/)
       // The minute's activity, read from the run that finished in it.
       assert.include(text.stdout, "finished in the last 10 minutes:")
       assert.match(text.stdout, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\s+money\s+1\s+0\s/m)
-      assert.match(lines[3]!, /^\(all\)\s+1\s+1\s+0\s+1\s+0\s+1\s+4$/)
+      assert.match(lines[2]!, /^\(all\)\s+1\s+1\s+0\s+2$/)
       // Aligned: each count sits under its header.
-      for (const row of lines.slice(1, 4)) assert.match(row.slice(lines[0]!.indexOf("TOTAL")), /^[0-9]+$/)
+      for (const row of lines.slice(1, 3)) assert.match(row.slice(lines[0]!.indexOf("TOTAL")), /^[0-9]+$/)
       assert.match(text.stdout, /^live leases\s+1$/m)
       assert.match(text.stdout, /^oldest pending\s+1m [0-9]{2}s waiting$/m)
       assert.match(text.stdout, /^fence rejections\s+1$/m)

@@ -50,7 +50,7 @@ describe("the demo (npm start)", () => {
       assert.match(stdout, /under fence 1 → FenceRejected \(presented 1, stored 2\); nothing written/)
       assert.match(stdout, /refunds are suspended for approval: no lease owner/)
       assert.match(stdout, /✔ 28\/28 runs completed/)
-      assert.match(stdout, /✔ ledger: 28 runs with exactly one entry/)
+      assert.match(stdout, /✔ effects: 28 runs with exactly one effect row/)
       assert.match(stdout, /✔ [1-9]\d* stale writes rejected by the fence/)
       assert.notMatch(stdout, /✘/)
       assert.strictEqual(ours.size, 2, "the demo ran two worker processes")

@@ -243,3 +243,19 @@ describe("the excerpt check", () => {
     assert.isFalse(isExcerpt("const e = 5", source))
   })
 })
+
+describe("the workflow conformance record", () => {
+  it("docs/workflow-conformance.md quotes every table line of its record, and the workflows guide its totals", async () => {
+    const record = JSON.parse(read("docs/workflow-conformance.json"))
+    const { render } = await import(pathToFileURL(path.join(repo, "scripts/workflow-conformance/render.mjs")).href)
+    const doc = read("docs/workflow-conformance.md")
+    const lines: Array<string> = render(record).split("\n").filter((line: string) => line !== "")
+    assert.isAtLeast(lines.length, record.tests.length + 4)
+    assert.deepStrictEqual(lines.filter((line) => !doc.includes(line)), [])
+    assert.include(doc, `\`${record.commit.slice(0, 7)}\``, "the doc names the commit the record was run at")
+    const { tests, pass } = record.totals
+    const guide = read("docs/guides/workflows.md")
+    assert.include(guide, `${pass.leasehold} of ${tests}`)
+    assert.include(guide, `${pass.effect} of ${tests}`)
+  })
+})

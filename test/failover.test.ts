@@ -58,7 +58,7 @@ describe("failover", () => {
       // The test's own client, through the same proxy: it follows the switch like the workers.
       const { sql, store } = await storeOf()
       const query = <A extends object>(text: string) => Effect.runPromise(sql.unsafe<A>(text))
-      await query(WorkerProcess.createLedgerTable(`"${schema}".ledger`))
+      await query(WorkerProcess.createEffectsTable(`"${schema}".effects`))
       const total = 300
       await Effect.runPromise(
         store.enqueue(
@@ -107,14 +107,14 @@ describe("failover", () => {
 
       await until("every run completes on the new primary", async () => (await completed()) === total, 90_000)
 
-      // Exactly once: one ledger row per run, written under the fence the run completed with.
-      const ledger = await query<{ run_id: string; fence: string }>(
-        `SELECT run_id::text, fence::text FROM "${schema}".ledger`
+      // Exactly once: one effect row per run, written under the fence the run completed with.
+      const effects = await query<{ run_id: string; fence: string }>(
+        `SELECT run_id::text, fence::text FROM "${schema}".effects`
       )
-      assert.strictEqual(ledger.length, total)
-      assert.strictEqual(new Set(ledger.map((row) => row.run_id)).size, total)
+      assert.strictEqual(effects.length, total)
+      assert.strictEqual(new Set(effects.map((row) => row.run_id)).size, total)
       const mismatched = await query<{ n: string }>(
-        `SELECT count(*) AS n FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE r.fence <> l.fence`
+        `SELECT count(*) AS n FROM "${schema}".effects l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE r.fence <> l.fence`
       )
       assert.strictEqual(Number(mismatched[0]!.n), 0)
 
@@ -171,7 +171,7 @@ describe("failover", () => {
       // Connections cut by the switch fail once; the next attempt reconnects.
       const retried = <A, E>(effect: Effect.Effect<A, E>) =>
         Effect.runPromise(Effect.retry(effect, { times: 20, schedule: Schedule.spaced("100 millis") }))
-      await retried(a.sql.unsafe(`CREATE TABLE "${schema}".ledger (run_id bigint NOT NULL, fence bigint NOT NULL)`))
+      await retried(a.sql.unsafe(`CREATE TABLE "${schema}".effects (run_id bigint NOT NULL, fence bigint NOT NULL)`))
       const [run] = await retried(a.store.enqueue([{ kind: "job", payload: null }]))
       await until("the standby has the run", async () => pair.caughtUp())
 
@@ -201,7 +201,7 @@ describe("failover", () => {
         Run.transaction(
           Effect.flatMap(
             SqlClient.SqlClient,
-            (sql) => sql.unsafe(`INSERT INTO "${schema}".ledger VALUES (${Number(run!.id)}, 1)`)
+            (sql) => sql.unsafe(`INSERT INTO "${schema}".effects VALUES (${Number(run!.id)}, 1)`)
           )
         ).pipe(
           Effect.provideService(Fence, { runId: run!.id, fence: 1, owner: "a" }),
@@ -219,7 +219,7 @@ describe("failover", () => {
       ))
       assert.instanceOf(stale, FenceRejected)
       assert.deepInclude(stale, { presentedFence: 1, storedFence: taken!.fence, operation: "transaction" })
-      assert.strictEqual((await Effect.runPromise(a.sql.unsafe(`SELECT 1 FROM "${schema}".ledger`))).length, 0)
+      assert.strictEqual((await Effect.runPromise(a.sql.unsafe(`SELECT 1 FROM "${schema}".effects`))).length, 0)
 
       // B's completion under its own fence lands.
       const [done] = await retried(b.store.completeBatch([{ runId: run!.id, fence: taken!.fence, result: "2" }]))

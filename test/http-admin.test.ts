@@ -360,6 +360,32 @@ describe("admin API routes", () => {
       }
     }))
 
+  it.live("a search by payload or error text without from looks back the last hour, said in createdFrom (ADR 0030); a from looks further back; a list without a search has no window", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { origin } = yield* startServer(stores, { handlers: [refund], token })
+      const [old, recent] = (yield* stores.a.enqueue([
+        { kind: "refund", payload: { order: "W-1", amount: 1 } },
+        { kind: "refund", payload: { order: "W-1", amount: 2 } }
+      ])).map((e) => e.id)
+      // The first run was created two hours ago.
+      yield* stores.sql.unsafe(
+        `UPDATE "${stores.schema}".runs SET created_at = now() - interval '2 hours' WHERE id = ${old}`
+      )
+      const search = (query: string) => request(`${origin}/api/runs?${query}`, { headers: bearer })
+      const windowed = yield* search("payload.order=W-1")
+      assert.deepStrictEqual(windowed.body.runs.map((r: { id: string }) => r.id), [recent])
+      const since = Date.now() - new Date(windowed.body.createdFrom).getTime()
+      assert.isTrue(since > 3_500_000 && since < 3_700_000, `the window starts an hour back: ${since} ms`)
+      const further = yield* search(`payload.order=W-1&from=${new Date(Date.now() - 3 * 3_600_000).toISOString()}`)
+      assert.deepStrictEqual(further.body.runs.map((r: { id: string }) => r.id), [recent, old])
+      const unsearched = yield* search("kind=refund")
+      assert.deepStrictEqual(
+        [unsearched.body.runs.map((r: { id: string }) => r.id), unsearched.body.createdFrom],
+        [[recent, old], null]
+      )
+    }))
+
   it.live("cancel, retry and resume by id or by token move the run; a wrong state is 409 and an unknown run or token 404, writing nothing", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

@@ -6,6 +6,10 @@
  * depends on a private one, and no module imports itself back through others.
  *
  * The floors are the architecture; a new package must be given one here.
+ *
+ * `@leasehold/core` has two entry points (ADR 0029): the top level for users, and
+ * `@leasehold/core/store` for store implementers. Only packages that implement a store import the
+ * second, no example or guide does, and nothing reachable from it is reachable from the top level.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
@@ -13,6 +17,10 @@ import * as path from "node:path"
 import ts from "typescript"
 
 const repo = path.resolve(import.meta.dirname, "..")
+
+/** Packages that implement a store (`RunStore`, `WorkflowJournal`): the only importers of `@leasehold/core/store`. */
+const storeImplementers: ReadonlySet<string> = new Set(["sql"])
+const storeEntry = "@leasehold/core/store"
 
 /** Lower floors first; a package imports only from floors below its own. */
 const floors: Readonly<Record<string, number>> = {
@@ -235,5 +243,95 @@ describe("the import graph of packages/*/src", () => {
       }
     }
     assert.deepStrictEqual(problems, [])
+  })
+})
+
+/** The declarations an entry point exports: each export, and each member of an `export * as` namespace. */
+const declarationsOf = (checker: ts.TypeChecker, file: ts.SourceFile): Map<ts.Declaration, string> => {
+  const found = new Map<ts.Declaration, string>()
+  const resolve = (symbol: ts.Symbol) =>
+    (symbol.flags & ts.SymbolFlags.Alias) !== 0 ? checker.getAliasedSymbol(symbol) : symbol
+  for (const exported of checker.getExportsOfModule(checker.getSymbolAtLocation(file)!)) {
+    const target = resolve(exported)
+    for (const declaration of target.declarations ?? []) {
+      if (ts.isSourceFile(declaration)) {
+        for (const member of checker.getExportsOfModule(target)) {
+          for (const d of resolve(member).declarations ?? []) found.set(d, `${exported.name}.${member.name}`)
+        }
+      } else {
+        found.set(declaration, exported.name)
+      }
+    }
+  }
+  return found
+}
+
+describe("@leasehold/core's entry points: users' and store implementers'", () => {
+  it("only packages that implement a store import @leasehold/core/store; no example, no guide", () => {
+    // The store entry point's modules, also reachable one by one through core's `./*` export.
+    const storeModules = [...sources.get("packages/core/src/store.ts")!.matchAll(/from "\.\/(\w+)\.js"/g)].map((m) =>
+      `@leasehold/core/${m[1]}`
+    )
+    assert.include(storeModules, "@leasehold/core/RunStorage")
+    const forImplementers = new Set([storeEntry, ...storeModules])
+    const problems: Array<string> = []
+    for (const { from, specifier } of graph.imports) {
+      if (forImplementers.has(specifier) && !storeImplementers.has(packageOf(from)!)) {
+        problems.push(`${from} imports ${specifier}`)
+      }
+    }
+    const examples = sourceFiles(path.join(repo, "examples"))
+    for (const file of examples) {
+      for (const specifier of specifiersOf(fs.readFileSync(file, "utf8"))) {
+        if (forImplementers.has(specifier)) problems.push(`${path.relative(repo, file)} imports ${specifier}`)
+      }
+    }
+    const guides = [
+      "README.md",
+      ...fs.readdirSync(path.join(repo, "docs/guides")).map((f) => `docs/guides/${f}`),
+      ...packageNames.map((name) => `packages/${name}/README.md`).filter((f) => fs.existsSync(path.join(repo, f)))
+    ]
+    for (const guide of guides) {
+      if (fs.readFileSync(path.join(repo, guide), "utf8").includes(`from "${storeEntry}"`)) {
+        problems.push(`${guide} shows an import of ${storeEntry}`)
+      }
+    }
+    assert.isAbove(examples.length, 5)
+    assert.isTrue(
+      graph.imports.some((i) => i.specifier === storeEntry && packageOf(i.from) === "sql"),
+      "the SQL store imports the store entry point (the check above reads it)"
+    )
+    assert.deepStrictEqual(problems, [])
+  })
+
+  it("the top level re-exports nothing the store entry point exports, and the manifest maps both", () => {
+    const src = path.join(repo, "packages/core/src")
+    const options: ts.CompilerOptions = {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      strict: true,
+      noEmit: true,
+      // Core's own modules only (effect's are not read): enough to tell which declaration each export is.
+      noResolve: true,
+      types: []
+    }
+    const program = ts.createProgram(sourceFiles(src), options)
+    const checker = program.getTypeChecker()
+    const top = declarationsOf(checker, program.getSourceFile(path.join(src, "index.ts"))!)
+    const store = declarationsOf(checker, program.getSourceFile(path.join(src, "store.ts"))!)
+    const storeNames = [...store.values()]
+    for (const name of ["RunStorage.uniqueStates", "ClaimPosition.Positions", "ThroughputStorage.summarize"]) {
+      assert.include(storeNames, name, "the store entry point's exports are read")
+    }
+    assert.include([...top.values()], "Handler.make", "the top level's exports are read")
+    const both = [...store].filter(([declaration]) => top.has(declaration)).map(([d, name]) =>
+      `${name} (top level: ${top.get(d)})`
+    )
+    assert.deepStrictEqual(both, [], "store helpers also exported by the top level")
+    const exportsMap = readJson(path.join(repo, "packages/core/package.json")).exports
+    assert.deepInclude(exportsMap, {
+      ".": { types: "./dist/index.d.ts", default: "./dist/index.js" },
+      "./store": { types: "./dist/store.d.ts", default: "./dist/store.js" }
+    })
   })
 })

@@ -6,15 +6,18 @@
  * The pairs that lost completions were found with are run again beside a third session holding the
  * batch's row, as a stalled transaction does. After each schedule the invariants of item 2 are read
  * from the database, and then every lease still held is expired and swept: each such run must be
- * claimable by another worker.
+ * claimable by another worker. With unique windows on the batch's runs, a second enqueue of one's
+ * key beside each of those statements: the window answers from the ledger's state in every order.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ClaimPosition, type LeaseKey, RunStore } from "@leasehold/core"
+import { type LeaseKey, RunStore } from "@leasehold/core"
+import { ClaimPosition } from "@leasehold/core/store"
 import { StoreSchema } from "@leasehold/sql"
 import { Cause, Context, Duration, Effect, Exit, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as admin from "../packages/sql/dist/internal/statements/admin.js"
 import * as claimStatement from "../packages/sql/dist/internal/statements/claim.js"
+import * as enqueueStatement from "../packages/sql/dist/internal/statements/enqueue.js"
 import * as guarded from "../packages/sql/dist/internal/statements/guarded.js"
 import * as ledger from "../packages/sql/dist/internal/statements/ledger.js"
 import { renewHeld } from "../packages/sql/dist/internal/statements/renewHeld.js"
@@ -38,7 +41,17 @@ interface Ctx {
   readonly finalized: Array<LeaseKey>
   /** The holder's writes refused (a completion rejected, a fenced transaction refused). */
   readonly refused: Array<LeaseKey>
+  /** With unique windows (each run its own key): what a second enqueue of r2's key answered. */
+  again?: { readonly id: string; readonly created: boolean }
 }
+
+/** r_i's unique window: a key of its own, held while it is pending, running or suspended (the default). */
+const uniqueOf = (queue: string, i: number) => ({
+  kind: "job",
+  queue,
+  payload: { i },
+  unique: { key: `${queue}-${i}` }
+})
 
 const item = (lease: LeaseKey) => ({ runId: lease.runId, fence: lease.fence, result: null, keyed: false })
 
@@ -116,6 +129,15 @@ const operations = (s: StoreSchema.StoreSchema): Record<string, Operation<Ctx>> 
     signal: {
       name: "signal(r2)",
       run: (sql, ctx) => signals.deliverSignal(sql, s, { runId: ctx.leases[1]!.runId, signal: "go", payload: 1 })
+    },
+    again: {
+      // A second enqueue of r2's unique key: its window must answer from the ledger's state.
+      name: "again(r2)",
+      run: (sql, ctx) =>
+        Effect.tap(
+          enqueueStatement.enqueue(sql, s, [uniqueOf(ctx.queue, 2)], "ledger"),
+          ([answer]) => Effect.sync(() => ctx.again = answer!)
+        )
     },
     sweep: {
       name: "sweep",
@@ -241,6 +263,19 @@ const check = (sql: SqlClient.SqlClient, s: StoreSchema.StoreSchema, ctx: Ctx, o
         "a fenced transaction's write committed without its completion"
       )
     }
+    if (ctx.again !== undefined) {
+      // r2's window: at most one run of its key pending, running or suspended; a duplicate is r2.
+      const r2 = ctx.leases[1]!.runId
+      const holding = yield* rows<{ id: string }>(
+        sql,
+        `SELECT id::text FROM ${q}.runs_now WHERE queue = '${ctx.queue}' AND payload = '{"i": 2}'
+           AND state IN ('pending', 'running', 'suspended')`
+      )
+      assert.isAtMost(holding.length, 1, "two runs of r2's unique key in its window")
+      if (!ctx.again.created) assert.strictEqual(ctx.again.id, r2, "the duplicate yields r2")
+      // r2 still in its window at the end (nothing completed or cancelled it): it was in it all along.
+      if (holding.some((r) => r.id === r2)) assert.isFalse(ctx.again.created, "a run created while r2 held its key")
+    }
     // Every lease still held is expired; another worker's sweep must take each such run.
     const held = now.filter((r) => r.state === "running").map((r) => r.id)
     yield* rows(
@@ -266,7 +301,8 @@ const check = (sql: SqlClient.SqlClient, s: StoreSchema.StoreSchema, ctx: Ctx, o
 /** Every schedule of each combination of sessions, on one schema; the first broken schedule of each told. */
 const everyCombination = (
   combinations: (names: ReadonlyArray<string>) => Array<ReadonlyArray<string>>,
-  settings: Record<string, string> = {}
+  settings: Record<string, string> = {},
+  unique = false
 ) =>
   Effect.scoped(Effect.gen(function*() {
     const schema = freshSchema("iso")
@@ -282,7 +318,9 @@ const everyCombination = (
     const setup = (expired: boolean) =>
       Effect.gen(function*() {
         const queue = `q${++scheduleNo}`
-        yield* store.enqueue([1, 2, 3].map((i) => ({ kind: "job", queue, payload: { i } })))
+        yield* store.enqueue([1, 2, 3].map((i) =>
+          unique ? uniqueOf(queue, i) : { kind: "job", queue, payload: { i } }
+        ))
         const refs = new ledger.LedgerRefs()
         const claimed = yield* claimStatement.claim(
           monitor,
@@ -295,9 +333,7 @@ const everyCombination = (
         assert.strictEqual(claimed.length, 3)
         if (expired) {
           yield* monitor.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second'
-            WHERE ids && ARRAY[${
-            claimed.map((r) => Number(r.id)).join(",")
-          }]::bigint[]`)
+            WHERE ids && ARRAY[${claimed.map((r) => Number(r.id)).join(",")}]::bigint[]`)
         }
         return {
           queue,
@@ -309,7 +345,9 @@ const everyCombination = (
       })
     // ISO_ONLY="a,b" runs that combination alone (for a closer look at one).
     const only = process.env.ISO_ONLY?.split(",")
-    const chosenCombinations = only !== undefined ? [only] : combinations(Object.keys(ops).filter((n) => n !== "stall"))
+    const chosenCombinations = only !== undefined
+      ? [only]
+      : combinations(Object.keys(ops).filter((n) => n !== "stall" && n !== "again"))
     let schedules = 0
     let withLockWaits = 0
     // Every combination is run, and each one's first broken schedule told.
@@ -359,6 +397,17 @@ describe("the batch ledger under every interleaving", () => {
       everyCombination(() =>
         [["complete", "retry"], ["complete", "completeOther"], ["complete", "renew"], ["renew", "checkpoint"]]
           .map((pair) => ["stall", ...pair])
+      ),
+    timeout
+  )
+
+  it.live(
+    "a second enqueue of a unique key held by a run in the claim batch, beside each statement touching the batch, in every order the locks allow: at most one run of the key in its window, a duplicate yields the holder, and the same invariants",
+    () =>
+      everyCombination(
+        (names) => names.filter((n) => n !== "retry").map((n) => ["again", n]),
+        {},
+        true
       ),
     timeout
   )

@@ -22,7 +22,7 @@ interface Env {
   readonly dispose: () => Promise<void>
 }
 
-/** A fresh schema with the store and the side-effect ledger, and a way to query it from the test. */
+/** A fresh schema with the store and the effects table (the handlers' side effect), and a way to query it from the test. */
 const setup = async (): Promise<Env> => {
   const schema = freshSchema("it")
   const runtime = ManagedRuntime.make(
@@ -30,7 +30,7 @@ const setup = async (): Promise<Env> => {
   )
   const run = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   await run(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createLedgerTable(`"${schema}".ledger`)))
+    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createEffectsTable(`"${schema}".effects`)))
   )
   return { schema, run, dispose: () => runtime.dispose() }
 }
@@ -40,10 +40,10 @@ const enqueue = (env: Env, kind: string) =>
     r!.id
   )
 
-const ledger = (env: Env) =>
+const effects = (env: Env) =>
   env.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql.unsafe<{ run_id: string; fence: string; owner: string }>(
-      `SELECT run_id::text, fence::text, owner FROM "${env.schema}".ledger ORDER BY at`
+      `SELECT run_id::text, fence::text, owner FROM "${env.schema}".effects ORDER BY at`
     ))).then((rows) => rows.map((r) => ({ runId: r.run_id, fence: Number(r.fence), owner: r.owner })))
 
 const runRow = (env: Env, runId: string) => env.run(Effect.flatMap(RunStore, (store) => store.get(runId)))
@@ -99,7 +99,7 @@ describe("partition acceptance", () => {
         const claimB = await b.waitFor("B reclaims R", isEvent("Claimed", runId), 8_000)
         assert.strictEqual(claimB.fence, 2)
 
-        // 4. Heal. A attempts a write under fence 1: its ledger row in a fenced transaction.
+        // 4. Heal. A attempts a write under fence 1: its effect row in a fenced transaction.
         a.proxy.heal()
         a.send({ cmd: "stale-write", runId, fence: 1 })
         const stale = await a.waitFor(
@@ -123,13 +123,13 @@ describe("partition acceptance", () => {
         )
         assert.deepInclude(release, { _tag: "WriteRejected", operation: "release", presentedFence: 1, storedFence: 2 })
 
-        // 6. B finishes: R completes exactly once, under fence 2, and the ledger says so.
+        // 6. B finishes: R completes exactly once, under fence 2, and the effects table says so.
         b.send({ cmd: "finish", runId })
-        await b.waitFor("B's ledger write", (r) => r.type === "write-result" && r.runId === runId)
+        await b.waitFor("B's effect write", (r) => r.type === "write-result" && r.runId === runId)
         const record = await runRow(env, runId)
         assert.strictEqual(record.state, "completed")
         assert.strictEqual(record.fence, 2)
-        assert.deepStrictEqual(await ledger(env), [{ runId, fence: 2, owner: "worker-b" }])
+        assert.deepStrictEqual(await effects(env), [{ runId, fence: 2, owner: "worker-b" }])
         const history = await env.run(Effect.flatMap(RunStore, (store) => store.history(runId)))
         assert.deepStrictEqual(
           history.filter((e) => e.kind === "stale_write_rejected").map((e) => [e.fence, (e.detail as any).storedFence]),
@@ -208,8 +208,8 @@ describe("partition acceptance", () => {
       const holder = workers.find((w) => w.owner === reclaimed.owner)!
       const signal = await holder.waitFor("signal outcome", (r) => r.type === "signal" && r.runId === waiting)
       assert.deepStrictEqual(signal.outcome, { _tag: "Signalled", payload: { approved: true } })
-      await holder.waitFor("ledger written", (r) => r.type === "write-result" && r.runId === waiting)
-      assert.deepStrictEqual(await ledger(env), [{ runId: waiting, fence: 2, owner: holder.owner }])
+      await holder.waitFor("effect written", (r) => r.type === "write-result" && r.runId === waiting)
+      assert.deepStrictEqual(await effects(env), [{ runId: waiting, fence: 2, owner: holder.owner }])
     },
     60_000
   )

@@ -539,7 +539,7 @@ describe("the batch ledger", () => {
     })))
 
   it.live(
-    "a completion stalled between its batch's lock and its decision lets the batch go after the idle bound: the sweep reclaims its run while the completion is still stalled",
+    "a completion held back before it reaches the server holds no lock (its lock and decision are one statement): the sweep reclaims its run, and the completion, sent late, is refused",
     () =>
       Effect.scoped(Effect.gen(function*() {
         const stores = yield* twoStores
@@ -547,8 +547,7 @@ describe("the batch ledger", () => {
         yield* stores.a.enqueue([{ kind: "job", payload: {} }])
         const [run] = yield* stores.a.claim(claimOf("w-a"))
         yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second'`)
-        // The completion's decision (after its lock statement) is held back longer than the bound:
-        // a paused process, or a network gone silent, between the two statements.
+        // The completion's statement is held back: a paused process, or a network gone silent.
         const stalled = yield* Deferred.make<void>()
         const resume = yield* Deferred.make<void>()
         const stall: Statement.Transformer = (self) =>
@@ -561,8 +560,7 @@ describe("the batch ledger", () => {
           )
         ))
         yield* Deferred.await(stalled)
-        // While it is stalled, the sweep skips the locked batch, then takes its run once the server
-        // has ended the idle transaction.
+        // While it is held back, nothing is locked: the sweep takes its run.
         const taken = yield* stores.b.claim(claimOf("w-b")).pipe(
           Effect.repeat({ until: (runs) => runs.length > 0, schedule: Schedule.spaced("250 millis") }),
           Effect.timeout("30 seconds")
@@ -573,6 +571,51 @@ describe("the batch ledger", () => {
         // The stalled completion never completes the run under its old fence.
         if (Exit.isSuccess(exit)) assert.notStrictEqual(exit.value[0]!._tag, "Finalized")
         const after = yield* readRun(stores, run!.id)
+        assert.deepStrictEqual([after.state, after.fence, after.lease_owner], ["running", 2, "w-b"])
+      })),
+    { timeout: 60_000 }
+  )
+
+  it.live(
+    "a keyed completion's transaction stalled after its ledger statement (its batch locked, the rows' statement to come) lets the batch go after the idle bound: the sweep reclaims the ledger's run while the completion is still stalled",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const stores = yield* twoStores
+        const { sql, schema } = stores
+        yield* stores.a.enqueue([1, 2].map((i) => ({ kind: "job", payload: { i } })))
+        const [inLedger, inRow] = yield* stores.a.claim(claimOf("w-a"))
+        // The second run moves to its row (as a checkpoint moves it): the completion then sends the
+        // ledger's statement, and the rows' in the same transaction, since it claims successors.
+        yield* sql.unsafe(`SELECT "${schema}".hold(ARRAY[${Number(inRow!.id)}]::bigint[])`)
+        yield* sql.unsafe(`UPDATE "${schema}".claim_batches SET expires_at = now() - interval '1 second'`)
+        const stalled = yield* Deferred.make<void>()
+        const resume = yield* Deferred.make<void>()
+        let ledgerSent = false
+        const stall: Statement.Transformer = (self) => {
+          if (self.compile()[0].includes("lock_claim_batches")) ledgerSent = true
+          else if (ledgerSent) {
+            return Effect.as(Effect.andThen(Deferred.succeed(stalled, undefined), Deferred.await(resume)), self)
+          }
+          return Effect.succeed(self)
+        }
+        const items = [inLedger!, inRow!].map((r) => ({ runId: r.id, fence: r.fence, result: null, keyed: true }))
+        const completing = yield* Effect.forkScoped(Effect.exit(
+          stores.a.completeBatch(items, { owner: "w-a", ttl, queues: ["default"], kinds: ["job"] }).pipe(
+            Effect.provideService(Statement.CurrentTransformer, stall)
+          )
+        ))
+        yield* Deferred.await(stalled)
+        // While it is stalled, the sweep skips the locked batch, then takes its run once the server
+        // has ended the idle transaction.
+        const taken = yield* stores.b.claim(claimOf("w-b")).pipe(
+          Effect.repeat({ until: (runs) => runs.length > 0, schedule: Schedule.spaced("250 millis") }),
+          Effect.timeout("30 seconds")
+        )
+        assert.deepStrictEqual(taken.map((r) => [r.id, r.fence, r.via]), [[inLedger!.id, 2, "expired"]])
+        yield* Deferred.succeed(resume, undefined)
+        const exit = yield* Fiber.join(completing)
+        if (Exit.isSuccess(exit)) assert.notStrictEqual(exit.value[0]!._tag, "Finalized")
+        const after = yield* readRun(stores, inLedger!.id)
         assert.deepStrictEqual([after.state, after.fence, after.lease_owner], ["running", 2, "w-b"])
       })),
     { timeout: 60_000 }

@@ -37,7 +37,10 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0027_timeouts", "1157ab59ae67dff801e7cd1d4e36bb2a575fefcff4e206b48933fc1c54459cbe"],
   ["0028_operator_actions", "caceec608dc2752f091530a8e1f0d721f370be156be987aa48ae37287a7b73ff"],
   ["0029_attempt_logs", "3f134f92d1223794218aded92058afa792d3a3fe8a2a1e83c463baacfd5c7074"],
-  ["0030_history_partitions", "0753d59ff87f385d4ca28cf11a9885b47946a7e38d59629695051051a51eeb64"]
+  ["0030_ledger_lock_in_statement", "896843e359ba6dd12d3d46f781025f6c542d7501687604852ef3271c5dfda5aa"],
+  ["0031_unique_ledger", "340174c86dd1d28c152c5f1b42c69c2f12efcd087ff9ba7acde49bb0ed8dd6a7"],
+  ["0032_runs_now_by_span", "9733feca8e0679c0784a4c3a05237ac94c404ded31559f7c242fd6532f59484d"],
+  ["0033_history_partitions", "d4a4984ca29c2dfd037af294ae8563976864644e97ce4495efa59e6cb03cdb5b"]
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")

@@ -7,9 +7,11 @@
 import { PgTypes } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { KeyLimits, type ListFilter, RunState, RunStore } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, Duration, Effect, Layer } from "effect"
 import { SqlClient, Statement } from "effect/sql"
+import * as History from "../bench/src/history.js"
 import { databaseUrl, freshSchema, layerStore } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 
@@ -138,12 +140,12 @@ describe("runtime plans", () => {
       assert.strictEqual(after.seq - before.seq, 0, "a keyed statement scanned runs sequentially")
     }))
 
-  it.live("a sweep admits waiting runs past the first KeyLimits.scanPastLimit keys: each sweep goes on where the last one stopped", () =>
+  it.live("a sweep admits waiting runs past the first RunStorage.scanPastLimit keys: each sweep goes on where the last one stopped", () =>
     Effect.gen(function*() {
       const { schema, sql, store } = yield* freshStore("plans_cursor")
       yield* store.setKeyLimits([KeyLimits.perKind("noop", 1)])
       // As many full keys as a sweep reads, each with a run waiting, sorted before "z".
-      const keys = Array.from({ length: KeyLimits.scanPastLimit }, (_, i) => `a${String(i).padStart(5, "0")}`)
+      const keys = Array.from({ length: RunStorage.scanPastLimit }, (_, i) => `a${String(i).padStart(5, "0")}`)
       yield* store.enqueue(
         keys.flatMap((key) => [0, 1].map((n) => ({ kind: "noop", payload: { n }, concurrencyKey: key })))
       )
@@ -507,6 +509,108 @@ describe("list plans", () => {
     }))
 })
 
+describe("operator reads on a large store", () => {
+  // 200,000 ended runs written as the routine path leaves them (bench/src/history.ts), spread over
+  // 30 days, beside a few live ones: every read an operator's screen or scrape sends is planned
+  // and run under EXPLAIN, custom and generic, and must reach history only by index, reading a
+  // bounded number of pages (ADR 0030).
+  const historyRuns = 200_000
+  // Small batches, so claim_batches holds 40,000 rows: enough for the planner to give up its span
+  // index for the primary key read backwards, as it did at 20 million runs (issue 41).
+  const historyBatch = 5
+  const historyTables = ["runs", "claim_batches", "completion_batches", "run_events"]
+  const maxBuffers = 1_000
+
+  it.live(
+    "stats, the live sample, throughput, the queues' and console overview's reads, a run's page and a default search never scan history",
+    () =>
+      Effect.gen(function*() {
+        const { schema, sql, store } = yield* freshStore("plans_history")
+        for (const text of History.statements(schema, { runs: historyRuns, days: 30, batch: historyBatch })) {
+          yield* sql.unsafe(text)
+        }
+        // Live runs beside the history: pending, running, one failed a moment ago with an error.
+        yield* store.enqueue(
+          Array.from({ length: 300 }, (_, i) => ({ kind: "live", payload: { i }, queue: "q1", maxAttempts: 1 }))
+        )
+        const request = { owner: "w", queues: ["q1"], kinds: ["live"], ttl: Duration.seconds(30) }
+        const claimed = yield* store.claim({ ...request, limit: 50 })
+        yield* store.completeBatch(claimed.slice(0, 40).map((r) => ({ runId: r.id, fence: r.fence, result: null })))
+        yield* store.fail({
+          runId: claimed[40]!.id,
+          fence: claimed[40]!.fence,
+          error: { message: "upstream refused the card" },
+          retryDelayMs: undefined
+        })
+        const [clock] = yield* sql<{ now: Date }>`SELECT now() AS now`
+        const hourAgo = new Date(clock!.now.getTime() - 3_600_000)
+        const oldRun = "1234"
+        // The throughput reads each run that finished in its window (its claim and its row, by primary
+        // key: a few pages each) and a BRIN range of rows: bounded by the window, not by history.
+        const throughput = yield* store.throughput({ minutes: 60 })
+        const finished = throughput.series.reduce((n, m) => n + m.completed + m.failed, 0)
+        assert.isAbove(finished, 100, "the window holds runs of the history")
+        assert.isBelow(finished, 1_000, "the window holds an hour of the history only")
+        const reads: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>, number?]> = [
+          ["stats", store.stats],
+          ["sample (/metrics)", store.sample],
+          ["throughput of the overview's 60 minutes", store.throughput({ minutes: 60 }), 400 + 8 * finished],
+          ["runs show: get", store.get(oldRun)],
+          ["runs show: history", store.history(oldRun)],
+          ["the runs list's first page", store.list({ limit: 50 })],
+          [
+            "a search by error text in the default window",
+            store.list({ limit: 50, errorText: "card", createdFrom: hourAgo })
+          ],
+          [
+            "a search by a payload field in the default window",
+            store.list({ limit: 50, payload: [{ path: ["customer"], value: "c7" }], createdFrom: hourAgo })
+          ],
+          ["the failed runs", store.list({ limit: 50, state: "failed" })],
+          ["the running runs", store.list({ limit: 50, state: "running" })],
+          ["workers", store.workers]
+        ]
+        // What they answer, as on a store without history: the live runs only, the recent failure.
+        const stats = yield* store.stats
+        assert.deepStrictEqual(stats.byStateAndQueue, [
+          { queue: "q1", state: "pending", count: 250 },
+          { queue: "q1", state: "running", count: 9 }
+        ])
+        const found = yield* store.list({ limit: 50, errorText: "card", createdFrom: hourAgo })
+        assert.deepStrictEqual(found.map((r) => r.id), [claimed[40]!.id])
+        assert.strictEqual((yield* store.get(oldRun)).state, "completed")
+        assert.deepStrictEqual((yield* store.history(oldRun)).map((e) => e.kind), ["claimed", "completed"])
+
+        for (const [name, read, bound = maxBuffers] of reads) {
+          for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+            const plans = yield* plansOf(sql, read, { plan_cache_mode: mode })
+            assert.isAbove(plans.length, 0, name)
+            const nodes = plans.flatMap(flatten)
+            const what = `${name} (${mode}): ${
+              nodes.map((n) =>
+                `${n["Node Type"]}${n["Relation Name"] ? ` ${n["Relation Name"]}` : ""} (${
+                  (n["Shared Hit Blocks"] ?? 0) + (n["Shared Read Blocks"] ?? 0)
+                })`
+              ).join(" > ")
+            }`
+            assert.deepStrictEqual(
+              nodes.filter((n) => n["Node Type"] === "Seq Scan" && historyTables.includes(n["Relation Name"] ?? ""))
+                .map((n) => n["Relation Name"]),
+              [],
+              what
+            )
+            const buffers = plans.reduce(
+              (sum, p) => sum + (p["Shared Hit Blocks"] ?? 0) + (p["Shared Read Blocks"] ?? 0),
+              0
+            )
+            assert.isAtMost(buffers, bound, `${buffers} buffers: ${what}`)
+          }
+        }
+      }),
+    300_000
+  )
+})
+
 /**
  * The plan `store.list` is run with, with the plan cache mode given: a custom plan for the
  * parameters, or the generic plan a long-lived connection may settle on.
@@ -523,6 +627,8 @@ interface PlanNode {
   readonly "Actual Rows"?: number
   readonly "Rows Removed by Join Filter"?: number
   readonly "Actual Loops"?: number
+  readonly "Shared Hit Blocks"?: number
+  readonly "Shared Read Blocks"?: number
   readonly Plans?: ReadonlyArray<PlanNode>
 }
 
@@ -535,6 +641,7 @@ const literal = (value: unknown): string => {
   // A parameter whose type the statement states (PgTypes.array): its values, as an array would be.
   if (PgTypes.isParameter(value)) return literal(value.value)
   if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") return quoted(String(value))
+  if (value instanceof Date) return quoted(value.toISOString())
   if (Array.isArray(value)) {
     const element = (e: unknown) =>
       e === null ? "NULL" : `"${String(e).replaceAll("\\", "\\\\").replaceAll("\"", "\\\"")}"`
@@ -631,4 +738,46 @@ const planOf = <A, E, R>(
     })).pipe(Effect.exit)
     assert.isDefined(plan, "the statement was explained")
     return plan!
+  })
+
+/**
+ * The plans of every statement `effect` sends, each run under EXPLAIN (ANALYZE, BUFFERS) after it
+ * ran as usual, with the session settings given, in one transaction that is rolled back. A `SET`
+ * the effect sends is applied again before the statements that follow it.
+ */
+const plansOf = <A, E>(
+  sql: SqlClient.SqlClient,
+  effect: Effect.Effect<A, E>,
+  settings: Readonly<Record<string, string>>
+) =>
+  Effect.gen(function*() {
+    const sent: Array<readonly [string, ReadonlyArray<unknown>]> = []
+    const record: Statement.Transformer = (self) =>
+      Effect.sync(() => {
+        sent.push(self.compile())
+        return self
+      })
+    yield* effect.pipe(Effect.provideService(Statement.CurrentTransformer, record))
+    const plans: Array<PlanNode> = []
+    yield* sql.withTransaction(Effect.gen(function*() {
+      for (const [setting, value] of Object.entries(settings)) {
+        yield* sql`SELECT set_config(${setting}, ${value}, true)`
+      }
+      for (const [text, params] of sent) {
+        if (/^\s*SET\b/i.test(text)) {
+          yield* sql.unsafe(text)
+          continue
+        }
+        const name = `probed_${++probes}`
+        yield* sql.unsafe(`PREPARE ${name} AS ${text}`)
+        const rows = yield* sql.unsafe<{ "QUERY PLAN": ReadonlyArray<{ Plan: PlanNode }> }>(
+          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${name}${
+            params.length === 0 ? "" : `(${params.map(literal).join(", ")})`
+          }`
+        )
+        plans.push(rows[0]!["QUERY PLAN"][0]!.Plan)
+      }
+      return yield* Effect.fail("roll back" as const)
+    })).pipe(Effect.catch((e) => e === "roll back" ? Effect.void : Effect.fail(e)))
+    return plans
   })

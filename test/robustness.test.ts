@@ -26,7 +26,7 @@ const setup = async (runs: number) => {
   cleanup.push(() => runtime.dispose())
   const db = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   const sql = (text: string) => db(Effect.flatMap(SqlClient.SqlClient, (client) => client.unsafe<any>(text)))
-  await sql(WorkerProcess.createLedgerTable(`"${schema}".ledger`))
+  await sql(WorkerProcess.createEffectsTable(`"${schema}".effects`))
   await db(
     Effect.flatMap(RunStore, (store) =>
       store.enqueue(
@@ -44,10 +44,10 @@ const setup = async (runs: number) => {
     (await sql(`SELECT count(*)::int AS n FROM "${schema}".runs_now WHERE state <> 'completed'`))[0].n as number
   const verdict = async () => ({
     notOnce: await sql(
-      `SELECT r.id FROM "${schema}".runs r LEFT JOIN "${schema}".ledger l ON l.run_id = r.id GROUP BY r.id HAVING count(l.run_id) <> 1`
+      `SELECT r.id FROM "${schema}".runs r LEFT JOIN "${schema}".effects l ON l.run_id = r.id GROUP BY r.id HAVING count(l.run_id) <> 1`
     ),
     staleEntries: await sql(
-      `SELECT l.run_id FROM "${schema}".ledger l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE l.fence <> r.fence`
+      `SELECT l.run_id FROM "${schema}".effects l JOIN "${schema}".runs_now r ON r.id = l.run_id WHERE l.fence <> r.fence`
     )
   })
   return { schema, sql, open, verdict }

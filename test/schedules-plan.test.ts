@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { MemoryRunStore, Schedules } from "@leasehold/core"
+import { ScheduleStorage } from "@leasehold/core/store"
 import { Effect, Exit } from "effect"
 import { TestClock } from "effect/testing"
 
@@ -15,12 +16,12 @@ const valueOf = <A>(exit: Exit.Exit<A, unknown>): A => {
 const everyMinute = (extra: Partial<Schedules.ScheduleDefinition> = {}): Schedules.CheckedSchedule =>
   valueOf(Schedules.check({ name: "m", cron: "* * * * *", kind: "job", ...extra }))
 const at = (iso: string) => new Date(iso)
-const fired = (plan: Schedules.TickPlan) =>
+const fired = (plan: ScheduleStorage.TickPlan) =>
   plan.fire.map((f) => `${f.tick.toISOString().slice(11, 16)}${f.backfilled ? " backfilled" : ""}`)
 
-describe("Schedules.plan: which ticks fire", () => {
+describe("ScheduleStorage.plan: which ticks fire", () => {
   it("on time: the due tick fires, not backfilled; the next is the first after now", () => {
-    const plan = Schedules.plan(everyMinute(), at("2026-01-01T12:01:00Z"), at("2026-01-01T12:01:00.500Z"))
+    const plan = ScheduleStorage.plan(everyMinute(), at("2026-01-01T12:01:00Z"), at("2026-01-01T12:01:00.500Z"))
     assert.deepStrictEqual(fired(plan), ["12:01"])
     assert.strictEqual(plan.lastTick.toISOString(), "2026-01-01T12:01:00.000Z")
     assert.strictEqual(plan.nextTick.toISOString(), "2026-01-01T12:02:00.000Z")
@@ -29,7 +30,11 @@ describe("Schedules.plan: which ticks fire", () => {
   it("after an outage: skip fires the latest tick only, once adds one backfilled run, all adds the latest maxBackfill", () => {
     const outage = (missed: Schedules.MissedTicks, maxBackfill?: number) =>
       fired(
-        Schedules.plan(everyMinute({ missed, maxBackfill }), at("2026-01-01T12:01:00Z"), at("2026-01-01T12:05:30Z"))
+        ScheduleStorage.plan(
+          everyMinute({ missed, maxBackfill }),
+          at("2026-01-01T12:01:00Z"),
+          at("2026-01-01T12:05:30Z")
+        )
       )
     assert.deepStrictEqual(outage("skip"), ["12:05"])
     assert.deepStrictEqual(outage("once"), ["12:04 backfilled", "12:05"])
@@ -44,13 +49,13 @@ describe("Schedules.plan: which ticks fire", () => {
   })
 
   it("missed ticks older than the backfill window never fire; an outage of years walks only maxBackfill ticks", () => {
-    const windowed = Schedules.plan(
+    const windowed = ScheduleStorage.plan(
       everyMinute({ missed: "all", backfillWindow: "150 seconds" }),
       at("2026-01-01T12:01:00Z"),
       at("2026-01-01T12:05:30Z")
     )
     assert.deepStrictEqual(fired(windowed), ["12:03 backfilled", "12:04 backfilled", "12:05"])
-    const years = Schedules.plan(
+    const years = ScheduleStorage.plan(
       everyMinute({ missed: "all", maxBackfill: 2, backfillWindow: "3650 days" }),
       at("2016-01-01T00:00:00Z"),
       at("2026-01-01T12:05:30Z")

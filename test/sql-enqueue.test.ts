@@ -122,7 +122,7 @@ describe("enqueue from SQL", () => {
         [{ kind: "later", payload: {}, delayMs: 60_000 }, `'later', '{}', run_at => now() + interval '60 seconds'`],
         [{ kind: "idem", payload: {}, idempotencyKey: "ts-1" }, `'idem', '{}', idempotency_key => 'sql-1'`],
         [{ kind: "unlimited", payload: {}, concurrencyKey: "ts" }, `'unlimited', '{}', concurrency_key => 'sql'`],
-        // A unique run is recorded in its row, not the ledger (migration 0022).
+        // A unique run is recorded in the ledger, as a run without a window (migration 0031).
         [
           { kind: "once", payload: {}, unique: { key: "ts", periodMs: 60_000 } },
           `'once', '{}', unique_key => 'sql', unique_for => '1 minute'`
@@ -148,6 +148,7 @@ describe("enqueue from SQL", () => {
         const a = yield* recorded(stores, ts.id)
         const b = yield* recorded(stores, sql.id)
         assert.deepStrictEqual(b, a, `${request.kind}: SQL ${args} records what the TypeScript enqueue records`)
+        if (request.unique !== undefined) assert.deepInclude(a, { state: "ledger", ready: true, ledger: true })
       }
       // Each key's runs in id order, on both paths: the first admitted (ready, holding slot 0 where
       // its path keeps slots: key_holds for a ledger run, its row's key_slot for a row run), the

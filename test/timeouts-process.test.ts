@@ -27,7 +27,7 @@ const setup = async (): Promise<Env> => {
   )
   const run = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   await run(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createLedgerTable(`"${schema}".ledger`)))
+    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createEffectsTable(`"${schema}".effects`)))
   )
   return { schema, run, dispose: () => runtime.dispose() }
 }

@@ -269,7 +269,7 @@ describe("run tracing", () => {
   it.live("across processes: a run whose worker was killed is reclaimed by another process, in a new trace linked to the enqueue span, under fence 2", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      yield* stores.sql.unsafe(WorkerProcess.createLedgerTable(`"${stores.schema}".ledger`))
+      yield* stores.sql.unsafe(WorkerProcess.createEffectsTable(`"${stores.schema}".effects`))
       const otlp = yield* receiver
       const env = {
         OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,

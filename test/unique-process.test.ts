@@ -110,7 +110,7 @@ describe("uniqueness windows under concurrent enqueuers", () => {
       assert.strictEqual(yield* jobRuns(stores), 2 * keys, "one more run per key in the database")
       for (const [key, id] of second) assert.notStrictEqual(id, first.get(key), `${key}: a new run`)
       const holds = yield* stores.sql.unsafe<{ n: number }>(
-        `SELECT count(*)::int AS n FROM "${stores.schema}".unique_holds h JOIN "${stores.schema}".runs r ON r.id = h.run_id
+        `SELECT count(*)::int AS n FROM "${stores.schema}".unique_holds h JOIN "${stores.schema}".runs_now r ON r.id = h.run_id
          WHERE r.state = 'pending'`
       )
       assert.strictEqual(holds[0]!.n, keys, "each key's hold names its pending run")

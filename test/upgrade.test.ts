@@ -74,6 +74,9 @@ describe("upgrading a store with runs in flight", () => {
         "timeouts",
         "operator_actions",
         "attempt_logs",
+        "ledger_lock_in_statement",
+        "unique_ledger",
+        "runs_now_by_span",
         "history_partitions"
       ])
       yield* Effect.sleep("50 millis")
@@ -174,13 +177,13 @@ describe("upgrading a store with runs in flight", () => {
       const swept = yield* store.claim(claimOf("w-b"))
       assert.deepStrictEqual(swept.map((r) => [r.id, r.fence, r.via]), [[stranded[2]!.id, 2, "expired"]])
     }).pipe(Effect.scoped))
-  it.live("migration 0030 moves a store with history and runs in flight to partitions: leases, keys, tokens and history carry over, and the old history is reclaimed once it has all ended", () =>
+  it.live("migration 0033 moves a store with history and runs in flight to partitions: leases, keys, tokens and history carry over, and the old history is reclaimed once it has all ended", () =>
     Effect.gen(function*() {
       const schema = freshSchema("upgrade")
       const client = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 4 }))
       const sql = Context.get(client, SqlClient.SqlClient)
       const s = StoreSchema.make(schema)
-      yield* Migrations.run(s, { upTo: "0029_attempt_logs" }).pipe(Effect.provideContext(client))
+      yield* Migrations.run(s, { upTo: "0032_runs_now_by_span" }).pipe(Effect.provideContext(client))
       const context = yield* Layer.build(
         PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client)))
       )

@@ -6,16 +6,8 @@
  * real-clock versions against PostgreSQL are in `worker.test.ts`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import {
-  deadlineFailure,
-  Handler,
-  type LeaseKey,
-  MemoryRunStore,
-  RateLimits,
-  RunStore,
-  Worker,
-  WorkerEvents
-} from "@leasehold/core"
+import { Handler, type LeaseKey, MemoryRunStore, RateLimits, RunStore, Worker, WorkerEvents } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Schedule, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { spyOnRenewals } from "./support/workers.js"
@@ -766,7 +758,7 @@ describe("attempt timeouts and run deadlines", () => {
       const { stop } = yield* startWorker(store, { ...timing, handlers: [failing] })
       assert.strictEqual(calls, 1)
       assert.deepInclude(yield* store.get(retried!.id), { state: "failed", attempt: 1 })
-      assert.deepStrictEqual((yield* store.get(retried!.id)).error, deadlineFailure({ message: "flaky" }))
+      assert.deepStrictEqual((yield* store.get(retried!.id)).error, RunStorage.deadlineFailure({ message: "flaky" }))
       yield* TestClock.adjust("20 seconds")
       assert.strictEqual(calls, 1, "the late run's handler never started")
       assert.deepInclude(yield* store.get(late!.id), { state: "failed", attempt: 1 })

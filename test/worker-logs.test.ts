@@ -205,7 +205,7 @@ describe("worker logs", () => {
   it.live("a worker stopped (SIGSTOP) past its lease's TTL stops the run as a deadline loss on waking; no renewal is sent for it", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores
-      yield* stores.sql.unsafe(WorkerProcess.createLedgerTable(`"${stores.schema}".ledger`))
+      yield* stores.sql.unsafe(WorkerProcess.createEffectsTable(`"${stores.schema}".effects`))
       const [run] = yield* stores.a.enqueue([{ kind: "long-step", payload: {} }])
       const worker = yield* Effect.acquireRelease(
         Effect.promise(() =>

@@ -1,6 +1,6 @@
 /**
- * What the console's reads cost on a store with a million completed runs: the activity
- * aggregates (`RunStore.activity`), the counts the overview and queues pages show
+ * What the console's reads cost on a store with a million completed runs: the throughput
+ * aggregates (`RunStore.throughput`), the counts the overview and queues pages show
  * (`RunStore.stats`, `RunStore.sample`) and the runs list and its searches (`RunStore.list`).
  * The store is filled through its own statements (enqueue, claim, completeBatch, fail), half in
  * the batch ledger and half in rows, then its finish times are spread over the last `hours` in id
@@ -181,9 +181,9 @@ const main = Effect.gen(function*() {
   const deep = String(BigInt(newest!.id) - BigInt(Math.floor(total * 0.9)))
   const list = (filter: Omit<ListFilter, "limit">) => store.list({ limit: 50, ...filter })
   const reads: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
-    ["activity, 60 minutes (the overview's charts)", store.activity({ minutes: 60 })],
-    ["activity, 5 minutes (the queues page)", store.activity({ minutes: 5 })],
-    ["activity, 1440 minutes (the most /api/activity allows)", store.activity({ minutes: 1440 })],
+    ["throughput, 60 minutes (the overview's charts)", store.throughput({ minutes: 60 })],
+    ["throughput, 5 minutes (the queues page)", store.throughput({ minutes: 5 })],
+    ["throughput, 1440 minutes (the most /api/throughput allows)", store.throughput({ minutes: 1440 })],
     ["stats (the overview's and queues page's counts)", store.stats],
     ["sample (the live runs, from indexes)", store.sample],
     ["list: all runs, newest first", list({})],

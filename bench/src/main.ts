@@ -16,6 +16,7 @@ import { drain } from "./measures/drain.js"
 import { enqueue, type EnqueueResult } from "./measures/enqueue.js"
 import { fence } from "./measures/fence.js"
 import { heartbeat, type HeartbeatParams } from "./measures/heartbeat.js"
+import * as History from "./measures/history.js"
 import { latency } from "./measures/latency.js"
 import { pinned, type PinnedResult } from "./measures/pinned.js"
 import { reclaim, type ReclaimParams } from "./measures/reclaim.js"
@@ -41,9 +42,10 @@ const ENQUEUE_SYSTEMS = ["leasehold", "graphile-batched", "pgboss-tuned"]
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
   [--reclaim-leases K] [--reclaim-backlog N] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
   [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default
-          (also leasehold-metrics, leasehold-traces: telemetry's cost; leasehold-keyed, leasehold-rated: keys' and rate limits' cost; leasehold-logs-never, leasehold-logs, leasehold-logs-always: attempt logs' cost; only when named)]
+          (also leasehold-metrics, leasehold-traces: telemetry's cost; leasehold-keyed, leasehold-rated, leasehold-unique: keys', rate limits' and unique windows' cost; leasehold-logs-never, leasehold-logs, leasehold-logs-always: attempt logs' cost; only when named)]
   [--measures drain,latency,heartbeat,reclaim,fence | steady,pinned | enqueue] [--enqueue-runs N] [--enqueue-batch B] [--steady-rate N] [--pinned-window SECONDS] [--out-dir DIR] [--database-url URL] [--keep-databases]
-  [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)`
+  [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)
+  [--history N]  (only the operator reads on N completed runs of history beside an empty store: results/history-latest.md)`
 
 const parse = () => {
   const { values } = parseArgs({
@@ -69,6 +71,7 @@ const parse = () => {
       "database-url": { type: "string" },
       "keep-databases": { type: "boolean", default: false },
       rerender: { type: "string" },
+      history: { type: "string" },
       help: { type: "boolean", default: false }
     },
     strict: true
@@ -130,7 +133,8 @@ const parse = () => {
     outDir: values["out-dir"] ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../results"),
     databaseUrl: values["database-url"] ?? (process.env.DATABASE_URL || undefined),
     keepDatabases: values["keep-databases"],
-    rerender: values.rerender
+    rerender: values.rerender,
+    history: values.history === undefined ? undefined : int("history", values.history, 1)
   }
 }
 
@@ -210,6 +214,22 @@ const main = async () => {
       capSeconds: args.capSeconds,
       keepDatabases: args.keepDatabases,
       cores: os.availableParallelism()
+    }
+    if (args.history !== undefined) {
+      log(
+        `history: ${args.history.toLocaleString("en-US")} completed runs, load ${
+          loadBefore.map((l) => l.toFixed(2)).join(" ")
+        }`
+      )
+      const result = await History.historyReads(serverUrl, args.history, args.keepDatabases)
+      const text = `${History.render(result)}\n\nload before ${loadBefore.map((l) => l.toFixed(2)).join(" ")}, after ${
+        os.loadavg().map((l) => l.toFixed(2)).join(" ")
+      }; ${await Pg.serverVersion(serverUrl)}\n`
+      fs.mkdirSync(args.outDir, { recursive: true })
+      fs.writeFileSync(path.join(args.outDir, "history-latest.md"), text)
+      fs.writeFileSync(path.join(args.outDir, "history-latest.json"), JSON.stringify(result, null, 2))
+      process.stdout.write(text)
+      return
     }
     const version = await Pg.serverVersion(serverUrl)
     const settings = await Pg.serverSettings(serverUrl)

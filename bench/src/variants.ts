@@ -5,7 +5,14 @@
 import type { GraphileOptions } from "./systems/graphile.js"
 import { graphile } from "./systems/graphile.js"
 import type { LeaseholdOptions } from "./systems/leasehold.js"
-import { leasehold, leaseholdDeleting, leaseholdKeyed, leaseholdRated, leaseholdRows } from "./systems/leasehold.js"
+import {
+  leasehold,
+  leaseholdDeleting,
+  leaseholdKeyed,
+  leaseholdRated,
+  leaseholdRows,
+  leaseholdUnique
+} from "./systems/leasehold.js"
 import type { PgBossOptions } from "./systems/pgboss.js"
 import { pgboss } from "./systems/pgboss.js"
 import type { System } from "./systems/system.js"
@@ -16,6 +23,7 @@ export type VariantId =
   | "leasehold-rows"
   | "leasehold-keyed"
   | "leasehold-rated"
+  | "leasehold-unique"
   | "leasehold-metrics"
   | "leasehold-traces"
   | "leasehold-traces-sampled"
@@ -122,6 +130,16 @@ export const variants: ReadonlyArray<Variant<any>> = [
     options: leaseholdOptions,
     source:
       "the Leasehold options; the kind declares a rate limit of 1,000,000 starts a second (issue 33): its runs take the row path and the rated claim, and the limit is never reached",
+    optIn: true
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-unique",
+    label: "Leasehold, a unique window on every run",
+    system: leaseholdUnique,
+    mode: "tuned",
+    options: leaseholdOptions,
+    source:
+      "the Leasehold options; run i is enqueued with unique: { key: u(i) } (issue 33's window, default states): no enqueue is refused, so the variant measures what a window costs the drain",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {

@@ -101,7 +101,7 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     retireWorker: () => Effect.succeed(true),
     workers: Effect.die(new Error("not used by this measure")),
     goneWorkers: Effect.die(new Error("not used by this measure")),
-    activity: () => Effect.die(new Error("not used by this measure")),
+    throughput: () => Effect.die(new Error("not used by this measure")),
     keyUsage: () => Effect.die(new Error("not used by this measure")),
     notifications: Stream.never
   }

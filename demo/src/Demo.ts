@@ -39,7 +39,7 @@ interface RunRow {
 export const run = (url: string) =>
   Effect.gen(function*() {
     const schema = `demo_${Date.now().toString(36)}`
-    const ledger = `"${schema}".ledger`
+    const effects = `"${schema}".effects`
     return yield* Effect.provide(
       Effect.gen(function*() {
         const store = yield* RunStore
@@ -47,9 +47,9 @@ export const run = (url: string) =>
         const services = yield* Effect.context<RunStore | SqlClient.SqlClient>()
         const db = <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) =>
           Effect.runPromise(Effect.provideContext(effect, services))
-        yield* sql.unsafe(WorkerProcess.createLedgerTable(ledger))
+        yield* sql.unsafe(WorkerProcess.createEffectsTable(effects))
         return yield* Effect.tryPromise({
-          try: (signal) => play({ url, schema, ledger, store, db, signal }),
+          try: (signal) => play({ url, schema, effects, store, db, signal }),
           catch: (e) => e instanceof DemoFailed ? e : new DemoFailed({ message: String((e as Error)?.message ?? e) })
         })
       }),
@@ -60,21 +60,21 @@ export const run = (url: string) =>
 interface Stage {
   readonly url: string
   readonly schema: string
-  readonly ledger: string
+  readonly effects: string
   readonly store: RunStore["Service"]
   readonly db: <A, E>(effect: Effect.Effect<A, E, RunStore | SqlClient.SqlClient>) => Promise<A>
   /** Aborted when the demo is interrupted (Ctrl-C): the worker processes are stopped at once. */
   readonly signal: AbortSignal
 }
 
-const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
+const play = async ({ db, effects, schema, signal, store, url }: Stage) => {
   const view = LiveView.make()
   const say = (line: string) => view.log(line)
   const workers: Array<WorkerProcess.WorkerProcess> = []
   signal.addEventListener("abort", () => void Promise.all(workers.map((w) => w.kill())))
   try {
     say("Leasehold demo — leased, fenced runs on PostgreSQL (TTL 2 s, heartbeat 400 ms)")
-    const [long] = await db(store.enqueue([{ kind: "reconcile-ledger", payload: { workMs: 5_000 }, priority: 10 }]))
+    const [long] = await db(store.enqueue([{ kind: "reconcile-accounts", payload: { workMs: 5_000 }, priority: 10 }]))
     const jobs = await db(store.enqueue(Array.from({ length: shortJobs }, (_, i) => ({
       kind: "process-order",
       payload: { workMs: 150 + (i % 5) * 100 }
@@ -88,7 +88,7 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
       `enqueued ${total} runs: 1 long reconciliation (run ${longId}), ${jobs.length} orders, ${refunds} refunds that wait for approval`
     )
 
-    const settings = { databaseUrl: url, schema, ledger, concurrency: 4 }
+    const settings = { databaseUrl: url, schema, effects, concurrency: 4 }
     const a = await WorkerProcess.start({ ...settings, owner: "worker-a" })
     workers.push(a)
     narrate(a, longId, say)
@@ -177,7 +177,7 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
       )
       const entries = yield* sql.unsafe<{ run_id: string; n: number; fence: string; final_fence: string }>(
         `SELECT l.run_id::text, count(*)::int AS n, max(l.fence)::text AS fence, max(r.fence)::text AS final_fence
-         FROM ${ledger} l JOIN "${schema}".runs_now r ON r.id = l.run_id GROUP BY l.run_id`
+         FROM ${effects} l JOIN "${schema}".runs_now r ON r.id = l.run_id GROUP BY l.run_id`
       )
       const rejected = yield* sql.unsafe<{ n: number }>(
         `SELECT count(*)::int AS n FROM "${schema}".run_events WHERE kind = 'stale_write_rejected'`
@@ -189,7 +189,7 @@ const play = async ({ db, ledger, schema, signal, store, url }: Stage) => {
       { ok: verdict.completed === total, text: `${verdict.completed}/${total} runs completed` },
       {
         ok: verdict.entries.length === total && once === total,
-        text: `ledger: ${once} runs with exactly one entry, written under their final fence (of ${total})`
+        text: `effects: ${once} runs with exactly one effect row, written under their final fence (of ${total})`
       },
       { ok: verdict.rejected >= 1, text: `${verdict.rejected} stale writes rejected by the fence` },
       { ok: reclaim.fence >= 2, text: `run ${longId} reclaimed under fence ${reclaim.fence}` }
@@ -223,8 +223,8 @@ const narrate = (worker: WorkerProcess.WorkerProcess, longId: string, say: (line
     if (r.type === "write-result" && r.runId === longId) {
       say(
         r.outcome === "committed"
-          ? `${r.owner} writes run ${longId}'s ledger row and completes it in one fenced transaction (fence ${r.fence})`
-          : `${r.owner} tries to write run ${longId}'s ledger row under fence ${r.fence} → ${r.error.tag} (presented ${r.error.presentedFence}, stored ${r.error.storedFence}); nothing written`
+          ? `${r.owner} writes run ${longId}'s effect row and completes it in one fenced transaction (fence ${r.fence})`
+          : `${r.owner} tries to write run ${longId}'s effect row under fence ${r.fence} → ${r.error.tag} (presented ${r.error.presentedFence}, stored ${r.error.storedFence}); nothing written`
       )
     }
   })

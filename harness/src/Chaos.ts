@@ -41,7 +41,7 @@ export interface ChaosResult {
 }
 
 const schema = "chaos"
-const ledger = `"${schema}".ledger`
+const effects = `"${schema}".effects`
 const ttl = "1500 millis"
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -90,7 +90,9 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
 
   const slots: Array<Slot> = []
   try {
-    await dbRetrying(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createLedgerTable(ledger))))
+    await dbRetrying(
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(WorkerProcess.createEffectsTable(effects)))
+    )
 
     // The mix of runs, from the seed.
     const { requests } = plan
@@ -107,7 +109,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
         owner: `${slot.name}.${slot.generation}`,
         databaseUrl: pg.url,
         schema,
-        ledger,
+        effects,
         skew: slot.skew,
         ttl,
         heartbeat: "300 millis",
@@ -245,8 +247,8 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
           events: sql.unsafe<{ run_id: string; kind: string; fence: string }>(
             `SELECT run_id::text, kind, fence::text FROM "${schema}".run_history ORDER BY at, seq NULLS LAST`
           ),
-          ledger: sql.unsafe<{ run_id: string; fence: string; owner: string }>(
-            `SELECT run_id::text, fence::text, owner FROM ${ledger}`
+          effects: sql.unsafe<{ run_id: string; fence: string; owner: string }>(
+            `SELECT run_id::text, fence::text, owner FROM ${effects}`
           )
         })
       ))))
@@ -255,7 +257,7 @@ export const run = async (options: ChaosOptions): Promise<ChaosResult> => {
       runs: history.runs.map((r) => ({ id: r.id, state: r.state, fence: Number(r.fence), kind: r.kind })),
       // The id is the event's place in the history's time order.
       events: history.events.map((e, i) => ({ id: i, runId: e.run_id, kind: e.kind, fence: Number(e.fence) })),
-      ledger: history.ledger.map((l) => ({ runId: l.run_id, fence: Number(l.fence), owner: l.owner })),
+      effects: history.effects.map((l) => ({ runId: l.run_id, fence: Number(l.fence), owner: l.owner })),
       reports,
       unexpectedExits,
       claimsAfterRestarts: restarts.map((at) =>

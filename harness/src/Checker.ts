@@ -1,6 +1,6 @@
 /**
  * The fault suite's checker, run after the nemesis stops and the system quiesces. It reads the
- * history the database kept (runs, run_history, the ledger) and what the workers reported, and
+ * history the database kept (runs, run_history, the effects table) and what the workers reported, and
  * judges the properties Leasehold promises. It trusts no worker's clock.
  *
  * @since 0.1.0
@@ -20,7 +20,7 @@ export interface History {
   readonly events: ReadonlyArray<
     { readonly runId: string; readonly kind: string; readonly fence: number; readonly id: number }
   >
-  readonly ledger: ReadonlyArray<{ readonly runId: string; readonly fence: number; readonly owner: string }>
+  readonly effects: ReadonlyArray<{ readonly runId: string; readonly fence: number; readonly owner: string }>
   /** Every report of every worker process, all generations. */
   readonly reports: ReadonlyArray<Report>
   /** Worker processes that ended without being killed by the nemesis or the shutdown. */
@@ -44,23 +44,23 @@ export const check = (history: History): ReadonlyArray<Check> => {
   const stuck = history.runs.filter((r) => !["completed", "failed", "cancelled"].includes(r.state))
   add("every run reached a terminal state", stuck, `${history.runs.length} runs terminal`)
 
-  // 2. Exactly one ledger entry per completed run; none for failed or cancelled runs.
+  // 2. Exactly one effect row per completed run; none for failed or cancelled runs.
   const entries = new Map<string, Array<{ fence: number; owner: string }>>()
-  for (const row of history.ledger) entries.set(row.runId, [...(entries.get(row.runId) ?? []), row])
+  for (const row of history.effects) entries.set(row.runId, [...(entries.get(row.runId) ?? []), row])
   const completed = history.runs.filter((r) => r.state === "completed")
   const notOnce = completed.filter((r) => (entries.get(r.id)?.length ?? 0) !== 1).map((r) => ({
     run: r.id,
     entries: entries.get(r.id) ?? []
   }))
-  add("exactly one ledger entry per completed run", notOnce, `${completed.length} completed runs, one entry each`)
+  add("exactly one effect row per completed run", notOnce, `${completed.length} completed runs, one entry each`)
   const endedWithout = history.runs.filter((r) => r.state !== "completed" && (entries.get(r.id)?.length ?? 0) > 0)
   add(
-    "no ledger entry for failed or cancelled runs",
+    "no effect row for failed or cancelled runs",
     endedWithout,
-    `${history.runs.length - completed.length} runs ended without completing, none in the ledger`
+    `${history.runs.length - completed.length} runs ended without completing, none in the effects table`
   )
 
-  // 3. No write committed under fence f once fence f+1 was granted: a run's ledger entry (written in
+  // 3. No write committed under fence f once fence f+1 was granted: a run's effect row (written in
   //    the transaction that completed it) carries its final fence, and no claim ever went higher.
   const claimsByRun = new Map<string, Array<number>>()
   const claimEvents = new Map<string, Array<string>>()
@@ -73,16 +73,16 @@ export const check = (history: History): ReadonlyArray<Check> => {
     }
   }
   const finalFence = new Map(history.runs.map((r) => [r.id, r.fence]))
-  const staleCommits = history.ledger.filter((row) =>
+  const staleCommits = history.effects.filter((row) =>
     row.fence !== finalFence.get(row.runId) || (claimsByRun.get(row.runId) ?? []).some((f) => f > row.fence)
   )
   add(
     "no write committed under a superseded fence",
     staleCommits,
-    `${history.ledger.length} ledger entries, each under its run's last granted fence`
+    `${history.effects.length} effect rows, each under its run's last granted fence`
   )
   const committedReports = history.reports.filter((r) =>
-    r.type === "write-result" && r.op === "ledger" && r.outcome === "committed"
+    r.type === "write-result" && r.op === "effect" && r.outcome === "committed"
   )
   const reportedStale = committedReports.filter((r) => r.fence !== finalFence.get(r.runId))
   add(

@@ -504,7 +504,7 @@ AS $function$
     SELECT e.id FROM "{{schema}}".enqueue_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) e
   $function$;
 
-CREATE OR REPLACE FUNCTION "{{schema}}".enqueue_run(kind text, payload jsonb, queue text DEFAULT 'default'::text, run_at timestamp with time zone DEFAULT now(), priority integer DEFAULT 0, max_attempts integer DEFAULT 5, idempotency_key text DEFAULT NULL::text, concurrency_key text DEFAULT NULL::text, trace_parent text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_states text[] DEFAULT NULL::text[], unique_for interval DEFAULT NULL::interval, admit_keys boolean DEFAULT true, OUT id bigint, OUT created boolean)
+CREATE OR REPLACE FUNCTION "{{schema}}".enqueue_run(kind text, payload jsonb, queue text DEFAULT 'default'::text, run_at timestamp with time zone DEFAULT now(), priority integer DEFAULT 0, max_attempts integer DEFAULT 5, idempotency_key text DEFAULT NULL::text, concurrency_key text DEFAULT NULL::text, trace_parent text DEFAULT NULL::text, unique_key text DEFAULT NULL::text, unique_states text[] DEFAULT NULL::text[], unique_for interval DEFAULT NULL::interval, admit_keys boolean DEFAULT true, into_ledger boolean DEFAULT true, OUT id bigint, OUT created boolean)
  RETURNS record
  LANGUAGE plpgsql
 AS $function$
@@ -533,9 +533,11 @@ AS $function$
         SELECT h.run_id, h.states, h.held_until INTO holder, holder_states, holder_until FROM "{{schema}}".unique_holds h
           WHERE h.kind = enqueue_run.kind AND h.unique_key = hold_key FOR UPDATE;
         IF FOUND THEN
-          -- A new statement: its snapshot, taken under the lock, sees the holder's run as committed.
+          -- A new statement: its snapshot, taken under the lock, sees the holder's run as committed,
+          -- in its row or in the ledger (runs_now: one snapshot of its ready, waiting, claim and
+          -- completion rows, each written whole by one transaction).
           IF (holder_until IS NULL OR holder_until > now())
-            AND (holder_states IS NULL OR EXISTS (SELECT 1 FROM "{{schema}}".runs r WHERE r.id = holder AND r.state = ANY(holder_states))) THEN
+            AND (holder_states IS NULL OR EXISTS (SELECT 1 FROM "{{schema}}".runs_now r WHERE r.id = holder AND r.state = ANY(holder_states))) THEN
             id := holder;
             created := false;
             RETURN;
@@ -548,7 +550,7 @@ AS $function$
       END LOOP;
       INSERT INTO "{{schema}}".runs (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state)
       VALUES (id, kind, coalesce(payload, 'null'::jsonb), queue, priority, greatest(run_at, now()), max_attempts, trace_parent,
-        concurrency_key, 'pending');
+        concurrency_key, CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END);
     ELSE
       id := nextval(pg_get_serial_sequence('"{{schema}}".runs', 'id'));
       IF idempotency_key IS NOT NULL THEN
@@ -775,6 +777,39 @@ BEGIN
   RETURN NEW;
 END
 $function$;
+
+CREATE OR REPLACE FUNCTION "{{schema}}".lock_claim_batches(wanted bigint[], unknown int8multirange, holder text, idle_bound_ms integer)
+ RETURNS TABLE(batch bigint, ids bigint[], fences bigint[], closed bigint[], size integer, expires_at timestamp with time zone, completed bigint[])
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  locked bigint[];
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'the ledger decides under READ COMMITTED only (this transaction is %)',
+      current_setting('transaction_isolation') USING ERRCODE = 'LH001';
+  END IF;
+  PERFORM set_config('idle_in_transaction_session_timeout',
+    least(nullif(extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000, 0),
+      idle_bound_ms)::int::text, true);
+  SELECT array_agg(l.batch ORDER BY l.batch) INTO locked FROM (
+    SELECT c.batch FROM "{{schema}}".claim_batches c
+    WHERE c.batch = ANY (ARRAY(
+        SELECT w FROM unnest(wanted) AS w
+        UNION SELECT b.batch FROM "{{schema}}".claim_batches b WHERE unknown IS NOT NULL AND b.span && unknown))
+      AND c.settled_at IS NULL
+      AND (holder IS NULL OR c.owner = holder)
+    ORDER BY c.batch FOR NO KEY UPDATE OF c
+  ) l;
+  IF locked IS NULL THEN RETURN; END IF;
+  -- The arrays sliced: one detoasted copy per batch, not one per subscript.
+  RETURN QUERY
+    SELECT c.batch, c.ids[1:], c.fences[1:], c.closed, cardinality(c.ids), c.expires_at,
+      coalesce((SELECT array_agg(u.id) FROM "{{schema}}".completion_batches d, unnest(d.ids) AS u(id)
+        WHERE d.claim_batch = c.batch), '{}')
+    FROM "{{schema}}".claim_batches c
+    WHERE c.batch = ANY (locked) AND c.settled_at IS NULL;
+END $function$;
 
 CREATE OR REPLACE FUNCTION "{{schema}}".maintain_history(keep interval, keep_failed interval, range_floor bigint DEFAULT 100000, dry_run boolean DEFAULT false)
  RETURNS TABLE(action text, tbl text, lo bigint, hi bigint)
@@ -1145,16 +1180,24 @@ CREATE VIEW "{{schema}}".runs_now AS
            FROM ( SELECT r.id) x
              LEFT JOIN "{{schema}}".ready y ON y.id = x.id
              LEFT JOIN "{{schema}}".waiting wt ON wt.id = x.id
-             LEFT JOIN LATERAL ( SELECT b.batch,
-                    b.owner,
-                    b.expires_at,
-                    b.claimed_at,
-                    b.fences,
-                    b.attempts,
-                    array_position(b.ids, x.id) AS pos
-                   FROM "{{schema}}".claim_batches b
-                  WHERE b.span @> x.id AND y.id IS NULL AND wt.id IS NULL
-                  ORDER BY b.batch DESC
+             LEFT JOIN LATERAL ( SELECT f.batch,
+                    f.owner,
+                    f.expires_at,
+                    f.claimed_at,
+                    f.fences,
+                    f.attempts,
+                    array_position(f.ids, x.id) AS pos
+                   FROM ( SELECT b.batch,
+                            b.owner,
+                            b.expires_at,
+                            b.claimed_at,
+                            b.fences,
+                            b.attempts,
+                            b.ids
+                           FROM "{{schema}}".claim_batches b
+                          WHERE b.span @> x.id AND y.id IS NULL AND wt.id IS NULL
+                         OFFSET 0) f
+                  ORDER BY f.batch DESC
                  LIMIT 1) c ON true
              LEFT JOIN LATERAL ( SELECT e.at,
                     e.results[array_position(e.ids, x.id)] AS result

@@ -11,7 +11,6 @@ import {
   AttemptLogs,
   type ClaimedRun,
   Client,
-  deadlineFailure,
   type EnqueueRequest,
   Handler,
   InvalidPayload,
@@ -25,6 +24,7 @@ import {
   type StoreNotification,
   UnstorableValue
 } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Duration, Effect, Exit, Fiber, Schema, type Scope, Stream } from "effect"
 
 /** A store under test and how time passes for it. */
@@ -661,7 +661,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           )
           const record = yield* store.get(enqueued!.id)
           assert.deepInclude(record, { state: "failed", attempt: 2, maxAttempts: 5 })
-          assert.deepStrictEqual(record.error, deadlineFailure({ m: "two" }))
+          assert.deepStrictEqual(record.error, RunStorage.deadlineFailure({ m: "two" }))
           assert.isNotNull(record.finishedAt)
           const history = yield* store.history(enqueued!.id)
           assert.deepStrictEqual(history.map((e) => `${e.kind}@${e.fence}`), [
@@ -670,7 +670,7 @@ export const runStoreContract = (target: ContractTarget): void => {
             "claimed@2",
             "failed@2"
           ])
-          assert.deepInclude(history[3]!.detail as object, { error: deadlineFailure({ m: "two" }) })
+          assert.deepInclude(history[3]!.detail as object, { error: RunStorage.deadlineFailure({ m: "two" }) })
           assert.isEmpty(yield* claimFrom(store, "w1"), "nothing left to claim")
         }))
 
@@ -2052,9 +2052,9 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual((yield* store.get(ids[1]!)).state, "failed")
         }))
 
-      test("activity counts completions and failures per queue and minute with wait and run times, takes at most maxRuns (and says so), and refuses a bad window", ({ store }) =>
+      test("throughput counts completions and failures per queue and minute with wait and run times, takes at most maxRuns (and says so), and refuses a bad window", ({ store }) =>
         Effect.gen(function*() {
-          const empty = yield* store.activity({ minutes: 60 })
+          const empty = yield* store.throughput({ minutes: 60 })
           assert.deepStrictEqual([empty.series, empty.truncated, empty.minutes], [[], false, 60])
           yield* enqueueJobs(store, 2, { maxAttempts: 1 })
           yield* enqueueJobs(store, 1, { queue: "other" })
@@ -2066,14 +2066,14 @@ export const runStoreContract = (target: ContractTarget): void => {
             result: null
           }])
           yield* store.fail({ runId: b!.id, fence: b!.fence, error: { message: "no" }, retryDelayMs: undefined })
-          const activity = yield* store.activity({ minutes: 60 })
+          const throughput = yield* store.throughput({ minutes: 60 })
           const byQueue = new Map<string, { completed: number; failed: number }>()
-          for (const m of activity.series) {
+          for (const m of throughput.series) {
             const q = byQueue.get(m.queue) ?? { completed: 0, failed: 0 }
             byQueue.set(m.queue, { completed: q.completed + m.completed, failed: q.failed + m.failed })
             assert.isNotNull(m.waitMs)
             assert.isAtLeast(m.runMs!.p95, m.runMs!.p50)
-            assert.isAtLeast(m.minute.getTime(), activity.since.getTime())
+            assert.isAtLeast(m.minute.getTime(), throughput.since.getTime())
           }
           // Deleted completed runs are not there to count: only the failure is.
           assert.deepStrictEqual(
@@ -2082,13 +2082,13 @@ export const runStoreContract = (target: ContractTarget): void => {
               ? { default: { completed: 0, failed: 1 } }
               : { default: { completed: 1, failed: 1 }, other: { completed: 1, failed: 0 } }
           )
-          assert.isFalse(activity.truncated)
+          assert.isFalse(throughput.truncated)
           // Deleted: the one failure is all there is to take, so a cap of one truncates nothing.
-          const capped = yield* store.activity({ minutes: 60, maxRuns: deleted ? 1 : 2 })
+          const capped = yield* store.throughput({ minutes: 60, maxRuns: deleted ? 1 : 2 })
           assert.strictEqual(capped.series.reduce((n, m) => n + m.completed + m.failed, 0), deleted ? 1 : 2)
           assert.strictEqual(capped.truncated, !deleted)
           for (const minutes of [0, 1441, 1.5]) {
-            const refused = yield* Effect.flip(store.activity({ minutes }))
+            const refused = yield* Effect.flip(store.throughput({ minutes }))
             assert.deepInclude(refused, { _tag: "InvalidConfig", option: "minutes" })
           }
         }))
@@ -2203,7 +2203,7 @@ export const runStoreContract = (target: ContractTarget): void => {
 
       test("a delete of more runs than one statement takes (deleteBatchSize) is done in several, each with its audit line", ({ store }) =>
         Effect.gen(function*() {
-          const n = OperatorActions.deleteBatchSize + 3
+          const n = RunStorage.deleteBatchSize + 3
           yield* store.enqueue(Array.from({ length: n }, (_, i) => ({ kind: "job", payload: { i }, queue: "many" })))
           const [kept] = yield* enqueueJobs(store, 1, { queue: "other" })
           assert.deepStrictEqual(yield* store.deleteRuns({ filter: { queue: "many" }, expected: n, actor: alice }), {
@@ -2214,7 +2214,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           const lines = yield* store.actions({ limit: 10 })
           assert.deepStrictEqual(lines.map((l) => (l.detail as { count: number }).count), [
             3,
-            OperatorActions.deleteBatchSize
+            RunStorage.deleteBatchSize
           ])
         }))
 
@@ -2269,7 +2269,7 @@ export const runStoreContract = (target: ContractTarget): void => {
           assert.strictEqual((yield* store.stats).liveLeases, 0, "an expired lease is not live")
         }))
 
-      test("stats count completed runs (in the ledger or in their rows), failed ones and the rest of a batch still running, by queue", ({ store }) =>
+      test("stats count only the runs that have not ended (the rest of a ledger batch still running), never completed or failed ones (ADR 0030)", ({ store }) =>
         Effect.gen(function*() {
           yield* enqueueJobs(store, 4, { maxAttempts: 1 })
           yield* enqueueJobs(store, 1, { queue: "other" })
@@ -2285,35 +2285,15 @@ export const runStoreContract = (target: ContractTarget): void => {
           })
           const [other] = yield* claimFrom(store, "w2", { queues: ["other"] })
           yield* store.completeBatch([{ runId: other!.id, fence: other!.fence, result: null }])
-          // Deleted completed runs are not counted: they are gone.
-          assert.deepStrictEqual(
-            (yield* store.stats).byStateAndQueue,
-            deleted ?
-              [
-                { queue: "default", state: "failed", count: 1 },
-                { queue: "default", state: "running", count: 1 }
-              ] :
-              [
-                { queue: "default", state: "completed", count: 2 },
-                { queue: "default", state: "failed", count: 1 },
-                { queue: "default", state: "running", count: 1 },
-                { queue: "other", state: "completed", count: 1 }
-              ]
-          )
-          // The one still running completes: its batch is settled, and it is counted completed.
+          // Ended runs (kept or deleted) are not counted: activity counts them, per minute.
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [{
+            queue: "default",
+            state: "running",
+            count: 1
+          }])
+          // The one still running completes: its batch is settled, and nothing live is left.
           yield* store.completeBatch([{ runId: claimed[3]!.id, fence: claimed[3]!.fence, result: null }])
-          assert.deepStrictEqual(
-            (yield* store.stats).byStateAndQueue,
-            deleted ?
-              [
-                { queue: "default", state: "failed", count: 1 }
-              ] :
-              [
-                { queue: "default", state: "completed", count: 3 },
-                { queue: "default", state: "failed", count: 1 },
-                { queue: "other", state: "completed", count: 1 }
-              ]
-          )
+          assert.deepStrictEqual((yield* store.stats).byStateAndQueue, [])
         }))
 
       test("sample counts the runs that have not ended by queue and state, due runs a claim may take with the oldest one's wait, and live leases; ended runs are not counted", ({ passTime, store }) =>

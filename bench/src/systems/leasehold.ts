@@ -78,33 +78,41 @@ const keyLimits = [KeyLimits.perKind(KIND, 1)]
  */
 const rateLimits = [RateLimits.perKind(KIND, 1_000_000, "1 second")]
 
-/** Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none; governed by `rated` limits, if any. */
-const enqueueSessionWith =
-  (keys: number | undefined, storage: PgRunStore.Storage = "ledger", rated?: ReadonlyArray<RateLimits.RateLimit>) =>
-  async (url: string): Promise<EnqueueSession> => {
-    const { store, close } = await openStore(url, { maxConnections: 2, migrate: true, storage })
-    if (rated !== undefined) await run(store.setRateLimits(rated))
-    // The limit is declared before the runs, as an application declares it: each run is admitted
-    // or left waiting as it is enqueued (the workers declare the same limit again, which changes nothing).
-    if (keys !== undefined) await run(store.setKeyLimits(keyLimits))
-    const request = (i: number) => ({
-      kind: KIND,
-      payload: { i },
-      concurrencyKey: keys === undefined ? undefined : `k${i % keys}`
-    })
-    const handler = Handler.make({ kind: KIND, payload: Payload, handle: () => Effect.void })
-    return {
-      enqueueMany: (indices) => run(store.enqueue(indices.map(request))).then(() => undefined),
-      enqueueBulk: keys === undefined
-        ? (indices) =>
-          run(
-            Effect.provideService(Client.enqueueMany(handler, indices.map((i) => ({ i }))), RunStore, store)
-          ).then(() => undefined)
-        : undefined,
-      enqueueOne: (i) => run(store.enqueue([request(i)])).then(() => undefined),
-      close
-    }
+/**
+ * Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none; governed by `rated` limits, if any;
+ * with `unique`, run i in a unique window of its own key (the default states: pending, running, suspended).
+ */
+const enqueueSessionWith = (
+  keys: number | undefined,
+  storage: PgRunStore.Storage = "ledger",
+  rated?: ReadonlyArray<RateLimits.RateLimit>,
+  unique = false
+) =>
+async (url: string): Promise<EnqueueSession> => {
+  const { store, close } = await openStore(url, { maxConnections: 2, migrate: true, storage })
+  if (rated !== undefined) await run(store.setRateLimits(rated))
+  // The limit is declared before the runs, as an application declares it: each run is admitted
+  // or left waiting as it is enqueued (the workers declare the same limit again, which changes nothing).
+  if (keys !== undefined) await run(store.setKeyLimits(keyLimits))
+  const request = (i: number) => ({
+    kind: KIND,
+    payload: { i },
+    concurrencyKey: keys === undefined ? undefined : `k${i % keys}`,
+    unique: unique ? { key: `u${i}` } : undefined
+  })
+  const handler = Handler.make({ kind: KIND, payload: Payload, handle: () => Effect.void })
+  return {
+    enqueueMany: (indices) => run(store.enqueue(indices.map(request))).then(() => undefined),
+    enqueueBulk: keys === undefined && !unique
+      ? (indices) =>
+        run(
+          Effect.provideService(Client.enqueueMany(handler, indices.map((i) => ({ i }))), RunStore, store)
+        ).then(() => undefined)
+      : undefined,
+    enqueueOne: (i) => run(store.enqueue([request(i)])).then(() => undefined),
+    close
   }
+}
 const enqueueSession = enqueueSessionWith(undefined)
 
 const startWorker = (
@@ -239,6 +247,13 @@ const rated: System<LeaseholdOptions> = {
   enqueueSession: enqueueSessionWith(undefined, "ledger", rateLimits)
 }
 
+/** A unique window on every run, each its own key: no enqueue is refused, so the variant measures what a window costs. */
+const unique: System<LeaseholdOptions> = {
+  ...keeping,
+  name: "leasehold (a unique window on every run)",
+  enqueueSession: enqueueSessionWith(undefined, "ledger", undefined, true)
+}
+
 // Today's layout before the ledger (every run's row written by its claim and its completion),
 // measured beside it in the same run.
 const rows: System<LeaseholdOptions> = {
@@ -252,4 +267,5 @@ export const leasehold = keeping
 export const leaseholdRows = rows
 export const leaseholdKeyed = keyed
 export const leaseholdRated = rated
+export const leaseholdUnique = unique
 export const leaseholdDeleting = deleting

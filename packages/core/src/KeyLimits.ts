@@ -77,20 +77,24 @@ export const governing = (
     ? { scope: "queue", perKey: declared.queue }
     : undefined
 
-/**
- * A bound on what one sweep reads for key limits: the keys of a limit whose waiting runs it
- * admits (a loose scan of the waiting runs' keys), and the governed suspensions that timed out
- * it moves into their keys' lines. More are taken by the sweeps after it. (Claims themselves read
- * no window: a run its key holds back waits outside the due index.)
- *
- * @category rules
- */
-export const scanPastLimit = 1_000
-
 /** A declared limit as the store lists it. @category models */
 export interface KeyLimitInfo extends KeyLimit {
   /** Distinct keys with a running run in the limit's scope now. */
   readonly keysRunning: number
   /** Due runs with a key in the limit's scope: the ones a full key is holding back among them. */
   readonly keyedDue: number
+}
+
+/**
+ * A key's use of its limit: the slots its runs hold (running, or admitted and pending) and the
+ * runs waiting for one, with how long the oldest of them has been due.
+ *
+ * @category models
+ */
+export interface KeyUsage {
+  readonly key: string
+  readonly held: number
+  readonly waiting: number
+  /** Seconds since the oldest waiting run became due, by the store's clock; null when none waits. */
+  readonly oldestWaitingSeconds: number | null
 }

@@ -20,7 +20,6 @@
  * @since 0.1.0
  */
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, PubSub, Stream } from "effect"
-import * as Activity from "./Activity.js"
 import {
   DeleteCountChanged,
   type InvalidConfig,
@@ -52,16 +51,11 @@ import * as Json from "./Json.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as RateLimits from "./RateLimits.js"
 import * as RateWakes from "./RateWakes.js"
-import {
-  checkEnqueueRequest,
-  checkQueueName,
-  checkSignalDelivery,
-  type EnqueueRequest,
-  isStorableToken,
-  type LeaseKey
-} from "./RunRecord.js"
+import { checkEnqueueRequest, type EnqueueRequest, type LeaseKey } from "./RunRecord.js"
+import { checkQueueName, checkSignalDelivery, isStorableToken } from "./RunStorage.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 import * as Schedules from "./Schedules.js"
+import * as ThroughputStorage from "./ThroughputStorage.js"
 import { interruptSignalName, WorkflowJournal } from "./WorkflowJournal.js"
 
 /** A time column of a run, as `moveTime` may set it. @category testing */
@@ -307,10 +301,10 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     retireWorker: (owner) => apply(() => workers.retire(owner)),
     workers: apply((now) => workers.list(now)),
     goneWorkers: apply((now) => workers.gone(now)),
-    activity: (request) =>
+    throughput: (request) =>
       Effect.andThen(
-        Activity.check(request),
-        apply((now) => Operators.activity(state.runs.values(), state.events, now, request))
+        ThroughputStorage.check(request),
+        apply((now) => Operators.throughput(state.runs.values(), state.events, now, request))
       ),
     keyUsage: (scope, name, top) => apply((now) => Operators.keyUsage(state.runs.values(), scope, name, top, now)),
     // Subscribed before `Subscribed` is emitted: what is published from then on arrives.

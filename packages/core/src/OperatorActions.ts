@@ -38,10 +38,6 @@ export const actorNameIssue = (name: string): string | undefined =>
     ? "contains a control character"
     : undefined
 
-/** The actor as it is kept with an event or an audit entry. @category constructors */
-export const detailOf = (actor: Actor | undefined): { readonly by: string; readonly via: Via } | null =>
-  actor === undefined ? null : { by: actor.name, via: actor.via }
-
 /**
  * One line of the audit: an action not about one run (a queue paused, a schedule changed, a
  * limit set), or a delete (whose runs are gone, and whose payloads are not kept here).
@@ -89,6 +85,3 @@ export interface DeleteCount {
 export interface DeleteOutcome {
   readonly deleted: number
 }
-
-/** Most runs one statement of a delete removes; a bigger selection is deleted in several. @category constants */
-export const deleteBatchSize = 500

@@ -112,14 +112,6 @@ export const check = (limit: RateLimit): Exit.Exit<CheckedRateLimit, InvalidConf
   })
 }
 
-/**
- * The window a run's start counts in, under the limit that governs it: `""` for a limit without
- * `perKey` and for a run without a key (the empty string is never a concurrency key).
- *
- * @category rules
- */
-export const windowKey = (perKey: boolean, concurrencyKey: string | null): string => perKey ? concurrencyKey ?? "" : ""
-
 /** A declared rate limit as the store lists it. @category models */
 export interface RateLimitInfo extends CheckedRateLimit {
   /** Starts within the last interval, over every window of the limit. */

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { type Duration, Exit, Schema } from "effect"
-import { InvalidConfig, UnstorableValue } from "./Errors.js"
+import { InvalidConfig } from "./Errors.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as Limits from "./Limits.js"
 
@@ -190,15 +190,6 @@ export interface UniqueWindow {
 /** The states of a run not yet finished: a unique window's default. @category models */
 export const unfinishedStates: ReadonlyArray<RunState> = ["pending", "running", "suspended"]
 
-/**
- * The states a unique window holds its key in (`UniqueWindow.states` or its default); `undefined`:
- * every state, for the window's period.
- *
- * @category models
- */
-export const uniqueStates = (window: UniqueWindow): ReadonlyArray<RunState> | undefined =>
-  window.states ?? (window.periodMs === undefined ? unfinishedStates : undefined)
-
 const checkUnique = (request: EnqueueRequest, window: UniqueWindow): Exit.Exit<void, InvalidConfig> => {
   const invalid = (option: string, issue: string) => Exit.fail(new InvalidConfig({ option, issue }))
   if (typeof window !== "object" || window === null) return invalid("unique", "must be an object")
@@ -302,38 +293,6 @@ export const checkEnqueueRequest = (request: EnqueueRequest): Exit.Exit<void, In
 }
 
 /**
- * Checks a signal delivery's names before anything is read or written: a signal name and a
- * `webhook-id` within `Limits`. Both stores run it first.
- *
- * @category validation
- */
-export const checkSignalDelivery = (
-  request: { readonly runId: string; readonly signal: string; readonly deliveryId?: string | undefined }
-): Exit.Exit<void, UnstorableValue> => {
-  const signal = Limits.textIssue(request.signal, Limits.maxSignalBytes)
-  if (signal !== undefined) {
-    return Exit.fail(new UnstorableValue({ what: "signal name", runId: request.runId, issue: signal }))
-  }
-  const id = request.deliveryId === undefined
-    ? undefined
-    : Limits.textIssue(request.deliveryId, Limits.maxDeliveryIdBytes)
-  if (id !== undefined) return Exit.fail(new UnstorableValue({ what: "webhook-id", runId: request.runId, issue: id }))
-  return Exit.void
-}
-
-/** Whether a signal token could be held by a run at all (`Limits`); one that cannot names no run. @category validation */
-export const isStorableToken = (token: string): boolean =>
-  Limits.textIssue(token, Limits.maxSignalTokenBytes) === undefined
-
-/**
- * Checks a queue name given to pause or resume, as enqueue does (`Limits`).
- *
- * @category validation
- */
-export const checkQueueName = (queue: string): Exit.Exit<void, InvalidConfig> =>
-  Limits.checkText("queue", queue, Limits.maxQueueBytes)
-
-/**
  * A paused queue: nothing in it is claimed (due runs, expired leases, passed suspension deadlines)
  * until it is resumed. Runs already running finish.
  *
@@ -407,20 +366,6 @@ export type SignalDelivery =
 export type SuspendOutcome =
   | { readonly _tag: "Suspended" }
   | { readonly _tag: "AlreadySignalled"; readonly outcome: SignalOutcome }
-
-/**
- * The error a store records when a failed attempt would have been retried but its run's deadline
- * passes before the retry is due (`now + delay >= deadline`, by the store's clock): the run fails
- * for good, and the attempt's own error is kept inside. Both stores record exactly this.
- *
- * @category models
- */
-export const deadlineFailure = (attemptError: unknown): unknown => ({
-  tag: "RunDeadlinePassed",
-  message: "the run's deadline passes before its next attempt would be due; the run has failed for good",
-  permanent: true,
-  attemptError: attemptError ?? null
-})
 
 /** What a failed attempt turned into. @category models */
 export type FailOutcome = { readonly _tag: "RetryScheduled"; readonly delayMs: number } | { readonly _tag: "Failed" }

@@ -4,11 +4,16 @@
  * Leasehold's errors (`StoreError` for the store itself), never their driver's. Implementations:
  * `PgRunStore` in `@leasehold/sql` (one statement per operation) and `MemoryRunStore`.
  *
+ * The members are grouped by who calls them (ADR 0029), one interface per role: `RuntimeStore`
+ * (the worker), `HandlerStore` (a handler's fenced writes), `ClientStore` (an application's
+ * calls about one run), `OperatorStore` (operators' reads and bulk actions) and `ConfigStore`
+ * (paused queues, limits and schedules). What implementations share to decide alike is in
+ * `@leasehold/core/store`.
+ *
  * @since 0.1.0
  */
 import type { Duration, Effect, Exit, Stream } from "effect"
 import { Context } from "effect"
-import type { Activity, ActivityRequest, KeyUsage } from "./Activity.js"
 import type { AttemptLog, AttemptLogInput } from "./AttemptLogs.js"
 import type {
   DeleteCountChanged,
@@ -25,7 +30,7 @@ import type {
   StoreError,
   UnstorableValue
 } from "./Errors.js"
-import type { KeyLimit, KeyLimitInfo, KeyLimitScope } from "./KeyLimits.js"
+import type { KeyLimit, KeyLimitInfo, KeyLimitScope, KeyUsage } from "./KeyLimits.js"
 import type {
   ActionRecord,
   ActionsQuery,
@@ -53,6 +58,7 @@ import type {
   WorkerInfo
 } from "./RunRecord.js"
 import type { ScheduleDefinition, ScheduleInfo, ScheduleRegistered, TickOutcome } from "./Schedules.js"
+import type { Throughput, ThroughputRequest } from "./Throughput.js"
 
 /** A guarded write failed because the writer no longer holds the run. @category models */
 export type StaleWrite = FenceRejected | LeaseNotHeld | RunNotFound
@@ -221,9 +227,16 @@ export interface LiveLease {
   readonly expiresInMs: number
 }
 
-/** @category models */
+/**
+ * The store's counters for operators. Every count is of live data (ADR 0030): the runs that have
+ * not ended, by queue and state, read from the indexes that hold them only, so its cost does not
+ * grow with history. Runs that ended are counted per minute over a window by `RunStore.activity`.
+ *
+ * @category models
+ */
 export interface Stats {
-  readonly byStateAndQueue: ReadonlyArray<{ readonly queue: string; readonly state: RunState; readonly count: number }>
+  /** Pending (waiting for a key included), running and suspended runs, by queue; never an ended state. */
+  readonly byStateAndQueue: ReadonlyArray<{ readonly queue: string; readonly state: LiveState; readonly count: number }>
   readonly liveLeases: number
   readonly oldestPendingSeconds: number | null
   /** Due runs (pending, `run_at` passed) by queue, with how long the oldest has waited. */
@@ -237,7 +250,7 @@ export interface Stats {
 /**
  * The runs that have not ended, sampled from indexes only (`RunStore.sample`): cheap however many
  * ended runs the store keeps, so a scrape can read it every time. Ended runs are not counted here
- * (`stats` counts them, by reading the whole table).
+ * (`activity` counts them per minute over a window).
  *
  * @category models
  */
@@ -268,16 +281,14 @@ export type StoreNotification =
   | { readonly _tag: "SchedulesChanged" }
 
 /**
+ * The worker runtime's part of a store: claims and sweeps, lease renewal, the end of each attempt
+ * (completion batches, failures, releases, with their attempt logs), schedule ticks, the worker
+ * registry and the wake-ups of idle workers. `Worker.run` calls these; every write for a held run is
+ * guarded by its holder's fence.
+ *
  * @category services
  */
-export class RunStore extends Context.Service<RunStore, {
-  /**
-   * Enqueues a batch in one statement. A request with invalid options (`checkEnqueueRequest`) or
-   * a payload JSON cannot hold fails the whole call, writing nothing.
-   */
-  readonly enqueue: (
-    requests: ReadonlyArray<EnqueueRequest>
-  ) => Effect.Effect<ReadonlyArray<Enqueued>, InvalidConfig | UnstorableValue | StoreError>
+export interface RuntimeStore {
   /**
    * Claims up to `limit` runs in one statement; each claim raises the run's fence by exactly 1 (a
    * store on a promoted server may raise it further, never by less: `PgRunStore`'s timeline floor).
@@ -301,15 +312,46 @@ export class RunStore extends Context.Service<RunStore, {
   /** Gives a run back at once (shutdown, lost lease) without charging it an attempt. */
   readonly release: (lease: LeaseKey) => Effect.Effect<void, StaleWrite | StoreError>
   /**
+   * Keeps the log lines of an attempt that completed the run under this fence (a fenced
+   * transaction's completion), within `AttemptLogStorage.bound`. Written only while the run stands
+   * completed under that fence; otherwise nothing is written and the answer is false.
+   */
+  readonly keepAttemptLog: (lease: LeaseKey, log: AttemptLogInput) => Effect.Effect<boolean, StoreError>
+  /**
+   * Fires the ticks that are due, by the store's clock, of every schedule that is not paused and
+   * not being ticked by another caller at this moment: one run per tick (`ScheduleStorage.plan`).
+   */
+  readonly tickSchedules: Effect.Effect<TickOutcome, StoreError>
+  /**
+   * Records that a worker process is alive (`WorkerRegistry`): one row per owner, written again at
+   * each of its heartbeats in place (no index covers what changes). A row not refreshed within its
+   * announcement's `ttl` is no longer listed, and is deleted by the next announcement of another worker.
+   */
+  readonly announceWorker: (announcement: WorkerAnnouncement) => Effect.Effect<void, StoreError>
+  /** Removes a worker's row (its shutdown); false when there was none. */
+  readonly retireWorker: (owner: string) => Effect.Effect<boolean, StoreError>
+  /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */
+  readonly notifications: Stream.Stream<StoreNotification, StoreError>
+}
+
+/**
+ * The writes a handler makes under its run's fence while it runs, through `Run` (checkpoint,
+ * snooze, `awaitSignal`, fenced transaction), `Callback.url` and the workflow engine. Each is
+ * refused with a `StaleWrite` once the holder's lease is lost.
+ *
+ * @category services
+ */
+export interface HandlerStore {
+  readonly checkpoint: (
+    lease: LeaseKey,
+    value: unknown
+  ) => Effect.Effect<void, StaleWrite | UnstorableValue | StoreError>
+  /**
    * Ends the held attempt without failing it (`Run.snooze`): the run is pending again, due at the
    * store's `now()` + `delayMs`, its attempt given back and its lease and key slot let go, as
    * `release` does. Guarded by id + fence + running.
    */
   readonly snooze: (request: SnoozeRequest) => Effect.Effect<void, StaleWrite | StoreError>
-  readonly checkpoint: (
-    lease: LeaseKey,
-    value: unknown
-  ) => Effect.Effect<void, StaleWrite | UnstorableValue | StoreError>
   /**
    * Suspends the run and releases its lease outright; or, when the signal's outcome was delivered
    * while the run was still running (`deliverSignal` → `Recorded`), writes nothing and returns it.
@@ -317,14 +359,6 @@ export class RunStore extends Context.Service<RunStore, {
   readonly suspend: (
     request: SuspendRequest
   ) => Effect.Effect<SuspendOutcome, StaleWrite | SignalTokenInUse | StoreError>
-  /**
-   * Delivers a signal's outcome to a run (a callback, a webhook): resumes it when it is suspended
-   * on that signal, keeps it for the run's `awaitSignal` when it has not suspended yet. The first
-   * outcome stands; anything else writes nothing and says why (see `SignalDelivery`).
-   */
-  readonly deliverSignal: (
-    request: DeliverSignalRequest
-  ) => Effect.Effect<SignalDelivery, RunNotFound | UnstorableValue | StoreError>
   /**
    * The expiry of the callback for `signal` of the held run, fixed the first time it is asked for
    * (first write wins, under the fence): the same run and signal always yield the same callback.
@@ -350,14 +384,31 @@ export class RunStore extends Context.Service<RunStore, {
     encodeResult: (a: A) => Exit.Exit<string, UnstorableValue>,
     ttl?: Duration.Duration
   ) => Effect.Effect<A, E | StaleWrite | UnstorableValue | StoreError, R>
+}
+
+/**
+ * What an application does to runs from outside them, through `Client` and callbacks: enqueue,
+ * read one run, deliver a signal, resume, cancel and retry one run.
+ *
+ * @category services
+ */
+export interface ClientStore {
   /**
-   * Keeps the log lines of an attempt that completed the run under this fence (a fenced
-   * transaction's completion), within `AttemptLogs.bound`. Written only while the run stands
-   * completed under that fence; otherwise nothing is written and the answer is false.
+   * Enqueues a batch in one statement. A request with invalid options (`checkEnqueueRequest`) or
+   * a payload JSON cannot hold fails the whole call, writing nothing.
    */
-  readonly keepAttemptLog: (lease: LeaseKey, log: AttemptLogInput) => Effect.Effect<boolean, StoreError>
-  /** The kept log lines of the run's attempts, oldest claim first (`AttemptLogs`). */
-  readonly attemptLogs: (runId: string) => Effect.Effect<ReadonlyArray<AttemptLog>, RunNotFound | StoreError>
+  readonly enqueue: (
+    requests: ReadonlyArray<EnqueueRequest>
+  ) => Effect.Effect<ReadonlyArray<Enqueued>, InvalidConfig | UnstorableValue | StoreError>
+  readonly get: (runId: string) => Effect.Effect<RunRecord, RunNotFound | StoreError>
+  /**
+   * Delivers a signal's outcome to a run (a callback, a webhook): resumes it when it is suspended
+   * on that signal, keeps it for the run's `awaitSignal` when it has not suspended yet. The first
+   * outcome stands; anything else writes nothing and says why (see `SignalDelivery`).
+   */
+  readonly deliverSignal: (
+    request: DeliverSignalRequest
+  ) => Effect.Effect<SignalDelivery, RunNotFound | UnstorableValue | StoreError>
   /**
    * Resumes the suspended run with this id; returns its id. `actor`, an operator's (`OperatorActions`):
    * recorded with the run's `resumed` event, as with cancel and retry.
@@ -381,10 +432,48 @@ export class RunStore extends Context.Service<RunStore, {
   readonly cancel: (runId: string, actor?: Actor) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
   /** A failed or cancelled run back to pending; the fence keeps rising. */
   readonly retry: (runId: string, actor?: Actor) => Effect.Effect<void, RunNotFound | InvalidTransition | StoreError>
-  readonly get: (runId: string) => Effect.Effect<RunRecord, RunNotFound | StoreError>
+}
+
+/**
+ * Operators' reads and bulk actions (the console, the admin API, the CLI, metrics): runs listed
+ * and searched with their history and logs, leases, counts and throughput, workers, actions on
+ * the runs a filter selects, and the audit.
+ *
+ * @category services
+ */
+export interface OperatorStore {
   readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<RunRecord>, StoreError>
+  readonly history: (runId: string) => Effect.Effect<ReadonlyArray<RunEvent>, RunNotFound | StoreError>
+  /** The kept log lines of the run's attempts, oldest claim first (`AttemptLogs`). */
+  readonly attemptLogs: (runId: string) => Effect.Effect<ReadonlyArray<AttemptLog>, RunNotFound | StoreError>
   /** Every lease held now (not expired), by owner then run. */
   readonly leases: Effect.Effect<ReadonlyArray<LiveLease>, StoreError>
+  readonly stats: Effect.Effect<Stats, StoreError>
+  /** The runs that have not ended, by state and queue, read from indexes only (`LiveSample`). */
+  readonly sample: Effect.Effect<LiveSample, StoreError>
+  /**
+   * Completions, failures and wait / run time percentiles per queue and minute over the last
+   * minutes (`Throughput`), read from the runs that finished in that window only (bounded by
+   * `ThroughputRequest.maxRuns`), never from the whole table.
+   */
+  readonly throughput: (request: ThroughputRequest) => Effect.Effect<Throughput, InvalidConfig | StoreError>
+  /**
+   * The keys of a key limit's scope that hold slots or have runs waiting for one, those waiting
+   * longest first, at most `top` of them.
+   */
+  readonly keyUsage: (
+    scope: KeyLimitScope,
+    name: string,
+    top: number
+  ) => Effect.Effect<ReadonlyArray<KeyUsage>, StoreError>
+  /** The workers alive now (announced within their ttl, by the store's clock), by owner. */
+  readonly workers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
+  /**
+   * The workers that died (their ttl passed without an announcement, and they did not retire) and
+   * that the registry still remembers (up to 10 minutes past their expiry), by owner: what a
+   * worker killed with `kill -9` leaves, for operators to see it gone and when it was last seen.
+   */
+  readonly goneWorkers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
   /**
    * Cancels every run the filter selects that has not finished, in one statement; each one's fence
    * advances as `cancel` does. Returns the ids cancelled.
@@ -402,7 +491,7 @@ export class RunStore extends Context.Service<RunStore, {
    * checkpoint, signals, history, key slot, unique window, idempotency key, callbacks, a
    * workflow's journal), when the filter still selects `expected` runs (`DeleteCountChanged`
    * otherwise, nothing deleted) and none of them is running (`RunsBusy`). At most
-   * `OperatorActions.deleteBatchSize` runs per statement, each statement its own transaction, so a
+   * `RunStorage.deleteBatchSize` runs per statement, each statement its own transaction, so a
    * large delete holds no lock for long; runs enqueued after the count are not deleted. Each
    * statement records an audit line (`actions`) with the ids it deleted, never their payloads.
    */
@@ -423,8 +512,15 @@ export class RunStore extends Context.Service<RunStore, {
   readonly recordAction: (record: ActionRecord) => Effect.Effect<void, StoreError>
   /** The audit, newest first. */
   readonly actions: (query: ActionsQuery) => Effect.Effect<ReadonlyArray<OperatorAction>, StoreError>
-  readonly history: (runId: string) => Effect.Effect<ReadonlyArray<RunEvent>, RunNotFound | StoreError>
-  readonly stats: Effect.Effect<Stats, StoreError>
+}
+
+/**
+ * What claims obey, declared by an application or an operator: paused queues, per-key limits,
+ * rate limits and schedules. A change applies to claims from the moment it commits.
+ *
+ * @category services
+ */
+export interface ConfigStore {
   /**
    * Pauses a queue: from the moment this commits no claim takes anything from it (due runs,
    * expired leases, passed suspension deadlines). Runs already running finish; enqueues are still
@@ -463,50 +559,26 @@ export class RunStore extends Context.Service<RunStore, {
   readonly registerSchedules: (
     definitions: ReadonlyArray<ScheduleDefinition>
   ) => Effect.Effect<ReadonlyArray<ScheduleRegistered>, InvalidConfig | StoreError>
-  /**
-   * Fires the ticks that are due, by the store's clock, of every schedule that is not paused and
-   * not being ticked by another caller at this moment: one run per tick (`Schedules.plan`).
-   */
-  readonly tickSchedules: Effect.Effect<TickOutcome, StoreError>
   /** Every schedule, by name, with its next tick. */
   readonly schedules: Effect.Effect<ReadonlyArray<ScheduleInfo>, StoreError>
   /** Pauses a schedule: its ticks do not fire (nor count as missed) until it is resumed. */
   readonly pauseSchedule: (name: string) => Effect.Effect<boolean, ScheduleNotFound | StoreError>
   /** Resumes a schedule: its next tick is the first after now. */
   readonly resumeSchedule: (name: string) => Effect.Effect<boolean, ScheduleNotFound | StoreError>
-  /** The runs that have not ended, by state and queue, read from indexes only (`LiveSample`). */
-  readonly sample: Effect.Effect<LiveSample, StoreError>
-  /**
-   * Records that a worker process is alive (`WorkerRegistry`): one row per owner, written again at
-   * each of its heartbeats in place (no index covers what changes). A row not refreshed within its
-   * announcement's `ttl` is no longer listed, and is deleted by the next announcement of another worker.
-   */
-  readonly announceWorker: (announcement: WorkerAnnouncement) => Effect.Effect<void, StoreError>
-  /** Removes a worker's row (its shutdown); false when there was none. */
-  readonly retireWorker: (owner: string) => Effect.Effect<boolean, StoreError>
-  /** The workers alive now (announced within their ttl, by the store's clock), by owner. */
-  readonly workers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
-  /**
-   * The workers that died (their ttl passed without an announcement, and they did not retire) and
-   * that the registry still remembers (up to 10 minutes past their expiry), by owner: what a
-   * worker killed with `kill -9` leaves, for operators to see it gone and when it was last seen.
-   */
-  readonly goneWorkers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
-  /**
-   * Completions, failures and wait / run time percentiles per queue and minute over the last
-   * minutes (`Activity`), read from the runs that finished in that window only (bounded by
-   * `ActivityRequest.maxRuns`), never from the whole table.
-   */
-  readonly activity: (request: ActivityRequest) => Effect.Effect<Activity, InvalidConfig | StoreError>
-  /**
-   * The keys of a key limit's scope that hold slots or have runs waiting for one, those waiting
-   * longest first, at most `top` of them.
-   */
-  readonly keyUsage: (
-    scope: KeyLimitScope,
-    name: string,
-    top: number
-  ) => Effect.Effect<ReadonlyArray<KeyUsage>, StoreError>
-  /** Wake-ups for idle workers (new runs, resumes, cancels), for as long as the stream is consumed. */
-  readonly notifications: Stream.Stream<StoreNotification, StoreError>
-}>()("@leasehold/core/RunStore") {}
+}
+
+/**
+ * Every role of a store in one service: what `PgRunStore` and `MemoryRunStore` implement, and
+ * what `RunStore` provides. A caller that needs one role may take that interface alone.
+ *
+ * @category services
+ */
+export interface RunStoreService extends RuntimeStore, HandlerStore, ClientStore, OperatorStore, ConfigStore {}
+
+/**
+ * The store, as a service (ADR 0029 groups its members by role: `RuntimeStore`, `HandlerStore`,
+ * `ClientStore`, `OperatorStore`, `ConfigStore`).
+ *
+ * @category services
+ */
+export class RunStore extends Context.Service<RunStore, RunStoreService>()("@leasehold/core/RunStore") {}

@@ -1,11 +1,10 @@
 /**
- * Leasehold core: leased, fenced runs on Effect 4.
+ * Leasehold core: leased, fenced runs on Effect 4. What a store implementation shares with the
+ * others (checks, encodings, plans) is in `@leasehold/core/store`, not here.
  *
  * @since 0.1.0
  */
-export * as Activity from "./Activity.js"
 export * as AttemptLogs from "./AttemptLogs.js"
-export * as ClaimPosition from "./ClaimPosition.js"
 export * as Client from "./Client.js"
 export * from "./CurrentRun.js"
 export * from "./Errors.js"
@@ -17,7 +16,6 @@ export * as Limits from "./Limits.js"
 export * as MemoryRunStore from "./MemoryRunStore.js"
 export * as OperatorActions from "./OperatorActions.js"
 export * as RateLimits from "./RateLimits.js"
-export * as RateWakes from "./RateWakes.js"
 export * as Retention from "./Retention.js"
 export * as Run from "./Run.js"
 export * as RunHistory from "./RunHistory.js"
@@ -26,6 +24,7 @@ export * from "./RunStore.js"
 export * as Schedules from "./Schedules.js"
 export * as ScheduleTicker from "./ScheduleTicker.js"
 export * as Telemetry from "./Telemetry.js"
+export * as Throughput from "./Throughput.js"
 export * as Worker from "./Worker.js"
 export * as WorkerEvents from "./WorkerEvents.js"
 export * as WorkerMetrics from "./WorkerMetrics.js"

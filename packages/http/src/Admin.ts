@@ -40,7 +40,7 @@ import {
   type UnstorableValue,
   WorkflowJournal
 } from "@leasehold/core"
-import { ByteSize, Duration, Effect, Redacted, Schema, Stream } from "effect"
+import { ByteSize, Clock, Duration, Effect, Redacted, Schema, Stream } from "effect"
 import { Sse } from "effect/encoding"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
@@ -616,7 +616,9 @@ export const layer = (options: AdminOptions) =>
               (issue) => badRequest("invalid-request", issue)
             )
             const store = yield* RunStore
-            const runs = yield* store.list({
+            // A search by error text or payload without `from` looks back a window (ADR 0030),
+            // said in the answer's `createdFrom`.
+            const filter = RunSearch.withDefaultWindow({
               state,
               kind,
               queue,
@@ -626,7 +628,8 @@ export const layer = (options: AdminOptions) =>
               before,
               after,
               ...search
-            })
+            }, yield* Clock.currentTimeMillis)
+            const runs = yield* store.list(filter)
             const views = yield* workflowViews(runs)
             // `next`: the cursor of the older page (the last id of a full page).
             const next = runs.length === pageSize ? runs.at(-1)!.id : null
@@ -639,6 +642,7 @@ export const layer = (options: AdminOptions) =>
                 offset,
                 before: before ?? null,
                 after: after ?? null,
+                createdFrom: filter.createdFrom?.toISOString() ?? null,
                 next
               }).value
             )
@@ -1019,32 +1023,32 @@ export const layer = (options: AdminOptions) =>
       ),
 
       // Per queue: runs by state, the oldest due run's wait, whether it is paused, and the
-      // completions and failures of the last minutes (RunStore.activity).
+      // completions and failures of the last minutes (RunStore.throughput).
       HttpRouter.route(
         "GET",
         "/api/queues",
         guard(false, () =>
           Effect.gen(function*() {
             const store = yield* RunStore
-            const [stats, paused, registered, activity] = yield* Effect.all([
+            const [stats, paused, registered, throughput] = yield* Effect.all([
               store.stats,
               store.pausedQueues,
               store.workers,
-              store.activity({ minutes: 5 })
+              store.throughput({ minutes: 5 })
             ])
-            return json(200, { queues: Queues.overview(stats, paused, registered, activity) })
+            return json(200, { queues: Queues.overview(stats, paused, registered, throughput) })
           }))
       ),
 
       HttpRouter.route(
         "GET",
-        "/api/activity",
+        "/api/throughput",
         guard(false, () =>
           Effect.gen(function*() {
             const query = yield* HttpServerRequest.ParsedSearchParams
             const minutes = yield* wholeNumber("minutes", single(query.minutes), 60, 1, 1440)
             const store = yield* RunStore
-            return json(200, yield* store.activity({ minutes }))
+            return json(200, yield* store.throughput({ minutes }))
           }))
       ),
 

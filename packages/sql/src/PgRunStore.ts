@@ -6,16 +6,14 @@
  */
 import { PgClient, PgConnection } from "@effect/sql-pg"
 import {
-  Activity,
-  ClaimPosition,
   type ClaimRequest,
   InvalidConfig,
   type LeaseKey,
-  RateWakes,
   RunStore,
   type StoreError,
   type StoreNotification
 } from "@leasehold/core"
+import { ClaimPosition, RateWakes, ThroughputStorage } from "@leasehold/core/store"
 import { Clock, Context, type Duration, Effect, Layer, PubSub, Redacted, Stream } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import type { SqlError } from "effect/sql"
@@ -50,8 +48,8 @@ export type Storage = enqueueStatement.Storage
 /** @category models */
 export interface PgRunStoreOptions {
   /**
-   * Where this store records the runs it enqueues: `"ledger"` puts those with no idempotency key,
-   * unique window or rate limit in the batch ledger, keyed ones too (docs/adr/0017): a claim appends
+   * Where this store records the runs it enqueues: `"ledger"` puts those with no idempotency key
+   * or rate limit in the batch ledger, keyed and unique ones too (docs/adr/0017, 0020): a claim appends
    * one row per claim statement and a completion one row per completion statement, and the run's
    * own row is not written on that path (the default, but with `completedRuns: "delete"`). `"rows"`
    * writes every run's row at each step.
@@ -321,8 +319,8 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     retireWorker: (owner) => refail("retire worker")(operators.retireWorker(sql, s, owner)),
     workers: refail("workers")(operators.workers(sql, s)),
     goneWorkers: refail("gone workers")(operators.workers(sql, s, "gone")),
-    activity: (request) =>
-      Effect.andThen(Activity.check(request), refail("activity")(operators.activity(sql, s, request))),
+    throughput: (request) =>
+      Effect.andThen(ThroughputStorage.check(request), refail("throughput")(operators.throughput(sql, s, request))),
     keyUsage: (scope, name, top) => refail("key usage")(operators.keyUsage(sql, s, scope, name, top)),
     notifications: Stream.merge(notifications, Stream.fromPubSub(wakes))
   })

@@ -38,7 +38,7 @@ export const valueRefusedCodes: ReadonlySet<string> = new Set([
 export const idleInTransactionTimeoutCode = "25P03"
 
 /** The SQLSTATE behind a driver error, when the server sent one. */
-const sqlState = (error: SqlError.SqlError): string | undefined => {
+export const sqlState = (error: SqlError.SqlError): string | undefined => {
   const code = (error.reason.cause as { readonly code?: unknown } | undefined)?.code
   return typeof code === "string" ? code : undefined
 }

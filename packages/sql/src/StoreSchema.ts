@@ -31,7 +31,7 @@ export interface StoreSchema {
   readonly keyLimitPeaks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly rateLimits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly rateStarts: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
-  /** Idempotency keys, each naming its run (migration 0030: `runs` is partitioned and holds no unique key). */
+  /** Idempotency keys, each naming its run (migration 0033: `runs` is partitioned and holds no unique key). */
   readonly idempotencyKeys: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Uniqueness windows' holds, one per kind and key (migration 0022). */
   readonly uniqueHolds: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>

@@ -6,11 +6,11 @@
  * outcome.
  *
  * Commands arrive as JSON lines on stdin:
- *   {"cmd":"finish","runId":"1"}              the handler holding run 1 writes its ledger row and completes
- *   {"cmd":"stale-write","runId":"1","fence":1}  a fenced ledger transaction under the given fence
+ *   {"cmd":"finish","runId":"1"}              the handler holding run 1 writes its effect row and completes
+ *   {"cmd":"stale-write","runId":"1","fence":1}  a fenced effect transaction under the given fence
  *
  * Handlers: step kinds work (a reported tick every 100 ms) for `payload.workMs` or until told to
- * finish; approval kinds wait for a signal. Both then write their ledger row in the fenced
+ * finish; approval kinds wait for a signal. Both then write their effect row in the fenced
  * transaction that completes the run.
  */
 import { CurrentRun, Fence, Handler, Run, RunStore, Worker, WorkerEvents } from "@leasehold/core"
@@ -24,8 +24,8 @@ import * as Otlp from "./internal/Otlp.js"
 export interface Config {
   readonly url: string
   readonly schema: string
-  /** Qualified name of the ledger table, e.g. `"demo".ledger`. */
-  readonly ledger: string
+  /** Qualified name of the effects table, e.g. `"demo".effects`. */
+  readonly effects: string
   readonly owner: string
   readonly ttl: string
   readonly heartbeat: string
@@ -55,21 +55,21 @@ const errorReport = (error: any) =>
     }
     : { tag: error?._tag ?? "Error", message: String(error?.message ?? error) }
 
-/** The side effect: a ledger row written in the same fenced transaction that completes the run. */
-const writeLedger = Effect.gen(function*() {
+/** The side effect: an effect row written in the same fenced transaction that completes the run. */
+const writeEffect = Effect.gen(function*() {
   const fence = yield* Fence
   const sql = yield* SqlClient.SqlClient
-  yield* report({ type: "write-attempt", op: "ledger", runId: fence.runId, fence: fence.fence })
+  yield* report({ type: "write-attempt", op: "effect", runId: fence.runId, fence: fence.fence })
   const result = yield* Run.transaction(
-    sql`INSERT INTO ${sql.literal(config.ledger)} (run_id, fence, owner)
+    sql`INSERT INTO ${sql.literal(config.effects)} (run_id, fence, owner)
         VALUES (${fence.runId}::bigint, ${fence.fence}, ${owner})`
   ).pipe(Effect.result)
   if (result._tag === "Success") {
-    yield* report({ type: "write-result", op: "ledger", runId: fence.runId, fence: fence.fence, outcome: "committed" })
+    yield* report({ type: "write-result", op: "effect", runId: fence.runId, fence: fence.fence, outcome: "committed" })
   } else {
     yield* report({
       type: "write-result",
-      op: "ledger",
+      op: "effect",
       runId: fence.runId,
       fence: fence.fence,
       outcome: "rejected",
@@ -116,14 +116,14 @@ const chaosStep = Handler.make({
         yield* report({ type: "fail", runId: fence.runId, fence: fence.fence, attempt: run.attempt })
         return yield* Effect.fail(new Error(`attempt ${run.attempt} fails on purpose`))
       }
-      yield* writeLedger
+      yield* writeEffect
     })
 })
 
-const stepKinds = ["long-step", "process-order", "reconcile-ledger"]
+const stepKinds = ["long-step", "process-order", "reconcile-accounts"]
 const approvalKinds = ["approval", "approve-refund"]
 
-/** Works (a tick every 100 ms, reported) for `workMs` or until told to finish, then writes its ledger row. */
+/** Works (a tick every 100 ms, reported) for `workMs` or until told to finish, then writes its effect row. */
 const step = (kind: string) =>
   Handler.make({
     kind,
@@ -142,7 +142,7 @@ const step = (kind: string) =>
           ? Deferred.await(finish)
           : Effect.raceFirst(Deferred.await(finish), Effect.sleep(workMs))
         yield* Effect.raceFirst(tick, done)
-        yield* writeLedger
+        yield* writeEffect
       }).pipe(
         Effect.onInterrupt(() =>
           Effect.flatMap(Fence, (fence) =>
@@ -151,7 +151,7 @@ const step = (kind: string) =>
       )
   })
 
-/** Waits for a person's approval, then writes its ledger row. */
+/** Waits for a person's approval, then writes its effect row. */
 const approval = (kind: string) =>
   Handler.make({
     kind,
@@ -162,7 +162,7 @@ const approval = (kind: string) =>
         yield* report({ type: "work", runId: fence.runId, fence: fence.fence, n: 0 })
         const outcome = yield* Run.awaitSignal("approval")
         yield* report({ type: "signal", runId: fence.runId, fence: fence.fence, outcome })
-        yield* writeLedger
+        yield* writeEffect
       })
   })
 
@@ -187,7 +187,7 @@ const main = Effect.gen(function*() {
     } else {
       // A write under an explicit (possibly stale) fence, exactly as the handler would make it.
       const stub = { kind: "long-step", queue: "default", attempt: 0, maxAttempts: 1, checkpoint: null, signals: {} }
-      yield* writeLedger.pipe(
+      yield* writeEffect.pipe(
         Effect.provideService(Fence, { runId: command.runId, fence: command.fence, owner }),
         Effect.provideService(CurrentRun, stub),
         Effect.provideContext(context),

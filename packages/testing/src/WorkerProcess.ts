@@ -43,8 +43,8 @@ export interface WorkerSettings {
   readonly owner: string
   readonly databaseUrl: string
   readonly schema: string
-  /** Qualified ledger table; default `"<schema>".ledger`. */
-  readonly ledger?: string | undefined
+  /** Qualified effects table; default `"<schema>".effects`. */
+  readonly effects?: string | undefined
   /** A faketime offset such as "-10m": the process's wall clock runs that far off. */
   readonly skew?: string | undefined
   readonly ttl?: string
@@ -58,10 +58,10 @@ export interface WorkerSettings {
 }
 
 /**
- * The side-effect ledger the instrumented worker writes, one row per completion, in the fenced
+ * The effects table the instrumented worker writes, one row per completion (its side effect), in the fenced
  * transaction that completes the run. Its columns match the worker's INSERT.
  */
-export const createLedgerTable = (qualifiedName: string): string =>
+export const createEffectsTable = (qualifiedName: string): string =>
   `CREATE TABLE ${qualifiedName} (run_id bigint NOT NULL, fence bigint NOT NULL, owner text NOT NULL, at timestamptz NOT NULL DEFAULT now())`
 
 const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "InstrumentedWorker.js")
@@ -99,7 +99,7 @@ export const start = async (settings: WorkerSettings): Promise<WorkerProcess> =>
   const config = {
     url: viaProxy(settings.databaseUrl, proxy.port),
     schema: settings.schema,
-    ledger: settings.ledger ?? `"${settings.schema}".ledger`,
+    effects: settings.effects ?? `"${settings.schema}".effects`,
     owner: settings.owner,
     ttl: settings.ttl ?? "2 seconds",
     heartbeat: settings.heartbeat ?? "400 millis",

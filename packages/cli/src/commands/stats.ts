@@ -1,16 +1,17 @@
 /**
- * `leasehold stats`: how many runs are in each state on each queue, how many leases are live, how
+ * `leasehold stats`: how many runs that have not ended are in each state on each queue, how many leases are live, how
  * long the oldest due run has waited, and how often the fence rejected a stale write or a lease
  * expired and was reclaimed; and the per-key limits declared, with the keys they hold.
  */
-import { type Activity, type KeyLimits, type RateLimits, RunState, RunStore, type Stats } from "@leasehold/core"
+import { type KeyLimits, type LiveState, type RateLimits, RunStore, type Stats, type Throughput } from "@leasehold/core"
 import { Duration, Effect } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Connection from "../Connection.js"
 import { connectionFlags, jsonFlag } from "../Flags.js"
 import * as Output from "../Output.js"
 
-const states = RunState.literals
+/** The states stats counts (ADR 0030): ended runs are in the throughput table below, per minute. */
+const states: ReadonlyArray<LiveState> = ["pending", "running", "suspended"]
 
 /** Counts per queue (rows) and state (columns), with a total row. */
 const countsTable = (stats: Stats) => {
@@ -54,11 +55,11 @@ const ms = (
   value: number | undefined
 ) => (value === undefined ? "-" : value < 1000 ? `${Math.round(value)}ms` : `${(value / 1000).toFixed(1)}s`)
 
-/** Per minute and queue: completions, failures, wait and run time percentiles (`RunStore.activity`). */
-export const activityTable = (activity: Activity.Activity) =>
+/** Per minute and queue: completions, failures, wait and run time percentiles (`RunStore.throughput`). */
+export const throughputTable = (throughput: Throughput.Throughput) =>
   Output.table(
     ["MINUTE", "QUEUE", "COMPLETED", "FAILED", "WAIT P50", "WAIT P95", "RUN P50", "RUN P95"],
-    activity.series.map((m) => [
+    throughput.series.map((m) => [
       m.minute.toISOString().slice(0, 16).replace("T", " "),
       m.queue,
       String(m.completed),
@@ -72,7 +73,7 @@ export const activityTable = (activity: Activity.Activity) =>
 
 const minutesFlag = Flag.Int("minutes").pipe(
   Flag.withDefault(10),
-  Flag.withDescription("minutes of activity to show per queue and minute (1 to 1440; from the runs finished in them)")
+  Flag.withDescription("minutes of throughput to show per queue and minute (1 to 1440; from the runs finished in them)")
 )
 
 export const stats = Command.make(
@@ -80,9 +81,9 @@ export const stats = Command.make(
   { ...connectionFlags, json: jsonFlag, minutes: minutesFlag },
   (flags) =>
     Effect.gen(function*() {
-      const [stats, keyLimits, rateLimits, activity] = yield* Connection.withStore(
+      const [stats, keyLimits, rateLimits, throughput] = yield* Connection.withStore(
         flags,
-        RunStore.use((s) => Effect.all([s.stats, s.keyLimits, s.rateLimits, s.activity({ minutes: flags.minutes })])),
+        RunStore.use((s) => Effect.all([s.stats, s.keyLimits, s.rateLimits, s.throughput({ minutes: flags.minutes })])),
         { migrate: false }
       )
       if (flags.json) {
@@ -100,7 +101,7 @@ export const stats = Command.make(
           reclaims: stats.reclaims,
           keyLimits,
           rateLimits,
-          activity
+          throughput
         })
       }
       yield* Output.lines(countsTable(stats))
@@ -124,14 +125,14 @@ export const stats = Command.make(
       }
       yield* Output.line()
       yield* Output.line(
-        `finished in the last ${activity.minutes} minutes${
-          activity.truncated ? " (the latest runs only: more finished than are read)" : ""
+        `finished in the last ${throughput.minutes} minutes${
+          throughput.truncated ? " (the latest runs only: more finished than are read)" : ""
         }:`
       )
-      yield* activity.series.length === 0 ? Output.line("  none") : Output.lines(activityTable(activity))
+      yield* throughput.series.length === 0 ? Output.line("  none") : Output.lines(throughputTable(throughput))
     })
 ).pipe(
   Command.withDescription(
-    "Counts by state and queue, live leases, oldest pending run, fence rejections, reclaims, and per-minute completions, failures and wait/run time percentiles"
+    "Counts of runs not ended by state and queue, live leases, oldest pending run, fence rejections, reclaims, and per-minute completions, failures and wait/run time percentiles"
   )
 )

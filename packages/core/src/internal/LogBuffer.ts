@@ -6,6 +6,7 @@
  * @internal
  */
 import * as AttemptLogs from "../AttemptLogs.js"
+import * as AttemptLogStorage from "../AttemptLogStorage.js"
 
 /** A logged value as text: a string as it is, anything else as JSON. */
 export const valueText = (value: unknown): string => {
@@ -49,10 +50,10 @@ export class LogBuffer {
     this.#dropped++
   }
 
-  /** The attempt's lines, oldest first, within the bounds (`AttemptLogs.bound`). */
+  /** The attempt's lines, oldest first, within the bounds (`AttemptLogStorage.bound`). */
   take(attempt: number): AttemptLogs.AttemptLogInput {
     const ordered = this.#lines.slice(this.#next).concat(this.#lines.slice(0, this.#next))
-    return AttemptLogs.bound({
+    return AttemptLogStorage.bound({
       attempt,
       dropped: this.#dropped,
       lines: ordered.map((line) => ({

@@ -2,6 +2,8 @@
 
 export type RunState = "pending" | "running" | "suspended" | "completed" | "failed" | "cancelled"
 export const STATES: ReadonlyArray<RunState> = ["pending", "running", "suspended", "completed", "failed", "cancelled"]
+/** The states `/api/stats` counts (ADR 0030): ended runs are counted per minute by `/api/throughput`. */
+export const LIVE_STATES: ReadonlyArray<RunState> = ["pending", "running", "suspended"]
 
 export interface Awaited {
   readonly name: string
@@ -228,7 +230,7 @@ export interface Percentiles {
   readonly p99: number
 }
 
-export interface Activity {
+export interface Throughput {
   readonly since: string
   readonly minutes: number
   readonly series: ReadonlyArray<{

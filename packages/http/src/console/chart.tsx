@@ -1,7 +1,7 @@
-// Charts of the store's activity (GET /api/activity): finished runs per minute (completed and
+// Charts of the store's throughput (GET /api/throughput): finished runs per minute (completed and
 // failed, stacked bars), and wait and run time percentiles per minute (lines). SVG with a title per
 // bar and point, and an aria-label saying what the chart shows in words.
-import type { Activity, Percentiles } from "./api.js"
+import type { Percentiles, Throughput } from "./api.js"
 import { duration } from "./format.js"
 import { Fragment, h } from "./vendor/preact.js"
 
@@ -37,16 +37,16 @@ const highest = (a: Percentiles | null, b: Percentiles | null): Percentiles | nu
  * One slot per minute of the window, for `queue` or all queues. Across queues the counts add up;
  * the percentiles shown are the highest queue's (percentiles of different queues do not add).
  */
-export const minutes = (activity: Activity, queue: string | null): Array<Minute> => {
-  const since = new Date(activity.since).getTime()
-  const slots: Array<Minute> = Array.from({ length: activity.minutes }, (_, i) => ({
+export const minutes = (throughput: Throughput, queue: string | null): Array<Minute> => {
+  const since = new Date(throughput.since).getTime()
+  const slots: Array<Minute> = Array.from({ length: throughput.minutes }, (_, i) => ({
     at: new Date(since + i * minuteMs),
     completed: 0,
     failed: 0,
     wait: null,
     run: null
   }))
-  for (const m of activity.series) {
+  for (const m of throughput.series) {
     if (queue !== null && m.queue !== queue) continue
     const i = Math.floor((new Date(m.minute).getTime() - since) / minuteMs)
     const slot = slots[i]

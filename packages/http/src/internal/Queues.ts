@@ -1,5 +1,5 @@
 /** The queues page's rows, put together from reads the store already has. */
-import type { Activity, PausedQueue, RunState, Stats, WorkerRegistry } from "@leasehold/core"
+import type { PausedQueue, RunState, Stats, Throughput, WorkerRegistry } from "@leasehold/core"
 
 /** One queue as the console shows it. */
 export interface QueueOverview {
@@ -10,7 +10,7 @@ export interface QueueOverview {
   /** Due runs a claim may take now, and how long the oldest has waited. */
   readonly due: number
   readonly oldestDueSeconds: number | null
-  /** Completed and failed per minute, averaged over the activity's window. */
+  /** Completed and failed per minute, averaged over the throughput's window. */
   readonly completedPerMinute: number
   readonly failedPerMinute: number
   /** Workers alive that serve it. */
@@ -34,7 +34,7 @@ export const overview = (
   stats: Stats,
   paused: ReadonlyArray<PausedQueue>,
   workers: ReadonlyArray<WorkerRegistry.WorkerInfo>,
-  activity: Activity.Activity
+  throughput: Throughput.Throughput
 ): Array<QueueOverview> => {
   const names = new Set<string>([
     ...stats.byStateAndQueue.map((r) => r.queue),
@@ -46,7 +46,7 @@ export const overview = (
     for (const r of stats.byStateAndQueue) if (r.queue === queue) counts[r.state] = r.count
     const due = stats.dueByQueue.find((d) => d.queue === queue)
     const pause = paused.find((p) => p.queue === queue)
-    const minutes = activity.series.filter((m) => m.queue === queue)
+    const minutes = throughput.series.filter((m) => m.queue === queue)
     return {
       queue,
       counts,
@@ -54,8 +54,8 @@ export const overview = (
       pausedSince: pause?.since ?? null,
       due: due?.due ?? 0,
       oldestDueSeconds: due?.oldestDueSeconds ?? null,
-      completedPerMinute: minutes.reduce((n, m) => n + m.completed, 0) / activity.minutes,
-      failedPerMinute: minutes.reduce((n, m) => n + m.failed, 0) / activity.minutes,
+      completedPerMinute: minutes.reduce((n, m) => n + m.completed, 0) / throughput.minutes,
+      failedPerMinute: minutes.reduce((n, m) => n + m.failed, 0) / throughput.minutes,
       workers: workers.filter((w) => w.queues.includes(queue)).length
     }
   })

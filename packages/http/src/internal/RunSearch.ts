@@ -13,6 +13,22 @@ const single = (value: string | ReadonlyArray<string> | undefined): string | und
 /** Longest error text searched for, in bytes. */
 export const maxErrorTextBytes = 200
 
+/**
+ * How far back a search by error text or by a payload field looks when it names no `from`: the
+ * runs created in the last hour (ADR 0030). Such a search reads each run of its window, so its
+ * cost follows the window's runs, never the whole history; a `from` widens or narrows it.
+ */
+export const defaultSearchWindowMs = 60 * 60 * 1000
+
+/**
+ * The filter with the default window applied: a search by error text or payload without a
+ * creation start looks back `defaultSearchWindowMs` from `now`.
+ */
+export const withDefaultWindow = <F extends Partial<RunFilter>>(filter: F, now: number): F =>
+  filter.createdFrom === undefined && (filter.errorText !== undefined || (filter.payload ?? []).length > 0)
+    ? { ...filter, createdFrom: new Date(now - defaultSearchWindowMs) }
+    : filter
+
 const time = (name: string, text: string | undefined): Effect.Effect<Date | undefined, string> => {
   if (text === undefined || text === "") return Effect.succeed(undefined)
   const at = new Date(text)

@@ -7,8 +7,9 @@
  */
 import { Cause, Exit } from "effect"
 import { type InvalidPayload, InvalidTransition, RunNotFound, SignalTokenNotFound } from "../../Errors.js"
-import { type Actor, detailOf } from "../../OperatorActions.js"
+import type { Actor } from "../../OperatorActions.js"
 import type { RunState } from "../../RunRecord.js"
+import { detailOf } from "../../RunStorage.js"
 import type { ResumeCheck, RunFilter } from "../../RunStore.js"
 import { admit } from "./Admit.js"
 import { letGo } from "./Guarded.js"

@@ -113,7 +113,7 @@ export const keysAboveLimit = (state: State): Set<string> => {
 /**
  * `admit`: each key of the named kinds' and queues' limits (or only the named keys) gives its
  * free slots (below its limit, less as many as runs hold above it) to its waiting due runs in
- * claim order. (Postgres reads at most `KeyLimits.scanPastLimit` keys of a limit per sweep; a
+ * claim order. (Postgres reads at most `RunStorage.scanPastLimit` keys of a limit per sweep; a
  * model never has that many.)
  */
 export const admit = (

@@ -5,7 +5,8 @@
  *
  * @internal
  */
-import * as AttemptLogs from "../../AttemptLogs.js"
+import type * as AttemptLogs from "../../AttemptLogs.js"
+import * as AttemptLogStorage from "../../AttemptLogStorage.js"
 import { RunNotFound } from "../../Errors.js"
 import type { LeaseKey } from "../../RunRecord.js"
 import { parse } from "./Read.js"
@@ -23,12 +24,12 @@ export const keep = (
 ): boolean => {
   const kept = state.attemptLogs.get(run.id) ?? []
   if (kept.some((entry) => entry.fence === fence)) return false
-  const bounded = AttemptLogs.bound(log)
+  const bounded = AttemptLogStorage.bound(log)
   kept.push({
     fence,
     attempt: bounded.attempt,
     outcome,
-    lines: AttemptLogs.encodeLines(bounded.lines),
+    lines: AttemptLogStorage.encodeLines(bounded.lines),
     dropped: bounded.dropped,
     at: now
   })
@@ -57,7 +58,7 @@ export const read = (state: State, runId: string): Outcome<Array<AttemptLogs.Att
       fence: entry.fence,
       attempt: entry.attempt,
       outcome: entry.outcome,
-      lines: AttemptLogs.decodeLines(parse(entry.lines)),
+      lines: AttemptLogStorage.decodeLines(parse(entry.lines)),
       dropped: entry.dropped,
       at: new Date(entry.at)
     }))

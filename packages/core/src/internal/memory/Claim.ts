@@ -6,8 +6,8 @@
  * @internal
  */
 import * as ClaimPosition from "../../ClaimPosition.js"
-import * as KeyLimits from "../../KeyLimits.js"
 import type { ClaimedRun } from "../../RunRecord.js"
+import * as RunStorage from "../../RunStorage.js"
 import type { ClaimRequest } from "../../RunStore.js"
 import { admit } from "./Admit.js"
 import { claimedView, inClaimOrder } from "./ClaimFragments.js"
@@ -33,7 +33,7 @@ const timeOutGoverned = (state: State, request: ClaimRequest, now: number): void
       request.queues.includes(r.queue) && !state.paused.has(r.queue) && request.kinds.includes(r.kind)
     )
     .sort((a, b) => a.suspendDeadline! - b.suspendDeadline! || Number(a.id) - Number(b.id))
-    .slice(0, KeyLimits.scanPastLimit)
+    .slice(0, RunStorage.scanPastLimit)
   for (const run of due) {
     enter(state, run, "pending")
     run.signals = JSON.stringify({ ...(parse(run.signals) as object), [run.signalName!]: { _tag: "TimedOut" } })

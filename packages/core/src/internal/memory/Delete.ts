@@ -6,14 +6,9 @@
  * @internal
  */
 import { RunsBusy } from "../../Errors.js"
-import {
-  type ActionRecord,
-  type ActionsQuery,
-  deleteBatchSize,
-  type DeleteCount,
-  type OperatorAction
-} from "../../OperatorActions.js"
+import type { ActionRecord, ActionsQuery, DeleteCount, OperatorAction } from "../../OperatorActions.js"
 import { isWorkflowRun } from "../../RunRecord.js"
+import { deleteBatchSize } from "../../RunStorage.js"
 import type { DeleteRequest, RunFilter } from "../../RunStore.js"
 import { matches } from "./Read.js"
 import { enter } from "./Slots.js"

@@ -6,7 +6,7 @@
  * @internal
  */
 import type { Enqueued, EnqueueRequest } from "../../RunRecord.js"
-import { uniqueStates } from "../../RunRecord.js"
+import { uniqueStates } from "../../RunStorage.js"
 import { admit } from "./Admit.js"
 import { rateGoverning } from "./Rate.js"
 import { parse } from "./Read.js"

@@ -6,14 +6,8 @@
  * @internal
  */
 import { FenceRejected, LeaseNotHeld, RunNotFound, SignalTokenInUse } from "../../Errors.js"
-import {
-  deadlineFailure,
-  type FailOutcome,
-  type FinalizeOutcome,
-  type LeaseKey,
-  type SignalOutcome,
-  type SuspendOutcome
-} from "../../RunRecord.js"
+import type { FailOutcome, FinalizeOutcome, LeaseKey, SignalOutcome, SuspendOutcome } from "../../RunRecord.js"
+import { deadlineFailure } from "../../RunStorage.js"
 import type { ClaimNext, CompleteItem, FailRequest, SnoozeRequest, StaleWrite, SuspendRequest } from "../../RunStore.js"
 import { handOffSet, keysAboveLimit } from "./Admit.js"
 import * as AttemptLogs from "./AttemptLogs.js"

@@ -1,5 +1,5 @@
 /**
- * Retention in the memory store (`Retention`; Postgres: `maintain_history`, migration 0030): a run
+ * Retention in the memory store (`Retention`; Postgres: `maintain_history`, migration 0033): a run
  * that ended longer ago than its window is dropped with everything kept of it, unless its unique
  * window still names it. The memory store has no ranges: each run is its own.
  *

@@ -5,8 +5,9 @@
  * @internal
  */
 import { Duration } from "effect"
-import * as Activity from "../../Activity.js"
-import type { KeyLimitScope } from "../../KeyLimits.js"
+import type { KeyLimitScope, KeyUsage } from "../../KeyLimits.js"
+import type { Throughput, ThroughputRequest } from "../../Throughput.js"
+import * as ThroughputStorage from "../../ThroughputStorage.js"
 import type { WorkerAnnouncement, WorkerInfo } from "../../WorkerRegistry.js"
 import { order } from "./Read.js"
 import type { StoredEvent, StoredRun } from "./StoredRun.js"
@@ -80,14 +81,14 @@ const lastClaims = (events: ReadonlyArray<StoredEvent>): Map<string, number> => 
   return claims
 }
 
-export const activity = (
+export const throughput = (
   runs: Iterable<StoredRun>,
   events: ReadonlyArray<StoredEvent>,
   now: number,
-  request: Activity.ActivityRequest
-): Activity.Activity => {
+  request: ThroughputRequest
+): Throughput => {
   const claims = lastClaims(events)
-  const finished: Array<Activity.FinishedRun> = []
+  const finished: Array<ThroughputStorage.FinishedRun> = []
   for (const run of runs) {
     if ((run.state !== "completed" && run.state !== "failed") || run.finishedAt === null) continue
     finished.push({
@@ -98,7 +99,7 @@ export const activity = (
       dueAt: run.runAt
     })
   }
-  return Activity.summarize(finished, now, request)
+  return ThroughputStorage.summarize(finished, now, request)
 }
 
 export const keyUsage = (
@@ -107,7 +108,7 @@ export const keyUsage = (
   name: string,
   top: number,
   now: number
-): Array<Activity.KeyUsage> => {
+): Array<KeyUsage> => {
   const keys = new Map<string, { held: number; waiting: number; oldest: number | null }>()
   for (const run of runs) {
     if (run.concurrencyKey === null || run.keyScope !== scope || (scope === "queue" ? run.queue : run.kind) !== name) {
@@ -123,7 +124,7 @@ export const keyUsage = (
   }
   return [...keys.entries()]
     .filter(([, k]) => k.held > 0 || k.waiting > 0)
-    .map(([key, k]): Activity.KeyUsage => ({
+    .map(([key, k]): KeyUsage => ({
       key,
       held: k.held,
       waiting: k.waiting,

@@ -4,10 +4,10 @@
  *
  * @internal
  */
-import * as KeyLimits from "../../KeyLimits.js"
 import * as RateLimits from "../../RateLimits.js"
 import * as RateWake from "../../RateWakes.js"
 import type { ClaimedRun } from "../../RunRecord.js"
+import * as RunStorage from "../../RunStorage.js"
 import type { ClaimRequest } from "../../RunStore.js"
 import { claimOne, inClaimOrder } from "./ClaimFragments.js"
 import { order } from "./Read.js"
@@ -32,7 +32,7 @@ const startsSince = (state: State, scope: string, name: string, key: string | un
 const windowOf = (state: State, run: StoredRun) => {
   const name = run.rateScope === "kind" ? run.kind : run.queue
   const limit = state.rateLimitsByScope.get(`${run.rateScope}\u0000${name}`)
-  return limit === undefined ? undefined : { limit, key: RateLimits.windowKey(limit.perKey, run.concurrencyKey) }
+  return limit === undefined ? undefined : { limit, key: RunStorage.windowKey(limit.perKey, run.concurrencyKey) }
 }
 
 /**
@@ -46,7 +46,7 @@ export const claimRated = (state: State, request: ClaimRequest, ttlMs: number, n
   const due = [...state.runs.values()].filter((r) =>
     r.state === "pending" && r.rateScope !== null && (r.keyScope === null || r.keySlot !== null) && r.runAt <= now &&
     request.queues.includes(r.queue) && !state.paused.has(r.queue) && request.kinds.includes(r.kind)
-  ).sort(inClaimOrder).slice(0, KeyLimits.scanPastLimit)
+  ).sort(inClaimOrder).slice(0, RunStorage.scanPastLimit)
   const windows = new Map<string, { limit: RateLimits.CheckedRateLimit; key: string; runs: Array<StoredRun> }>()
   for (const run of due) {
     const governed = windowOf(state, run)

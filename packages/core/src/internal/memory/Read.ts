@@ -6,8 +6,8 @@
  * @internal
  */
 import { RunNotFound } from "../../Errors.js"
-import type { RunEvent, RunRecord, RunState } from "../../RunRecord.js"
-import type { ListFilter, LiveLease, RunFilter, Stats } from "../../RunStore.js"
+import type { RunEvent, RunRecord } from "../../RunRecord.js"
+import type { ListFilter, LiveLease, LiveState, RunFilter, Stats } from "../../RunStore.js"
 import { err, ok, type Outcome, type State } from "./State.js"
 import type { StoredEvent, StoredRun } from "./StoredRun.js"
 
@@ -114,10 +114,12 @@ const compareIds = (a: string, b: string) => {
 export const order = (a: string, b: string) => a < b ? -1 : a > b ? 1 : 0
 
 export const stats = (runs: Iterable<StoredRun>, events: ReadonlyArray<StoredEvent>, now: number): Stats => {
-  const counts = new Map<string, { queue: string; state: RunState; count: number }>()
+  const counts = new Map<string, { queue: string; state: LiveState; count: number }>()
   let liveLeases = 0
   const due = new Map<string, { count: number; oldest: number }>()
   for (const run of runs) {
+    // Live runs only (ADR 0030): the ended ones are activity's, per minute over a window.
+    if (run.state !== "pending" && run.state !== "running" && run.state !== "suspended") continue
     const key = `${run.queue}\u0000${run.state}`
     const entry = counts.get(key) ?? { queue: run.queue, state: run.state, count: 0 }
     entry.count += 1

@@ -6,6 +6,7 @@
  */
 import { ScheduleNotFound } from "../../Errors.js"
 import * as Schedules from "../../Schedules.js"
+import * as ScheduleStorage from "../../ScheduleStorage.js"
 import { enqueue } from "./Enqueue.js"
 import { order } from "./Read.js"
 import { err, ok, type Outcome, type State } from "./State.js"
@@ -17,7 +18,7 @@ export const registerSchedules = (
 ): Array<Schedules.ScheduleRegistered> => {
   const outcomes = checked.map((schedule): Schedules.ScheduleRegistered => {
     const stored = state.schedulesByName.get(schedule.name)
-    const { nextTick, outcome } = Schedules.registration(
+    const { nextTick, outcome } = ScheduleStorage.registration(
       stored === undefined ? undefined : { schedule: stored.schedule, nextTick: new Date(stored.nextTick) },
       schedule,
       new Date(now)
@@ -45,10 +46,10 @@ export const tickSchedules = (state: State, now: number): Schedules.TickOutcome 
     )
   ) {
     if (entry.paused || entry.nextTick > now) continue
-    const plan = Schedules.planIfPossible(entry.schedule, new Date(entry.nextTick), new Date(now))
+    const plan = ScheduleStorage.planIfPossible(entry.schedule, new Date(entry.nextTick), new Date(now))
     if (plan === undefined) continue
     for (const { backfilled, tick } of plan.fire) {
-      const request = Schedules.tickRequest(entry.schedule, tick, backfilled)
+      const request = ScheduleStorage.tickRequest(entry.schedule, tick, backfilled)
       // The payload is a checked JSON object with the tick added: its text is plain JSON.
       const [enqueued] = enqueue(state, [request], [JSON.stringify(request.payload)], now)
       fired.push({ schedule: entry.schedule.name, tick, runId: enqueued!.id, backfilled, created: enqueued!.created })

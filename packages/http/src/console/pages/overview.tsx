@@ -1,5 +1,5 @@
-// Overview: runs by state, the store's activity charts, runs by queue, the leases closest to running out.
-import { type Activity, get, STATES, type Stats, type Worker } from "../api.js"
+// Overview: runs by state, the store's throughput charts, runs by queue, the leases closest to running out.
+import { get, LIVE_STATES, type Stats, type Throughput, type Worker } from "../api.js"
 import { FinishedChart, LatencyChart, minutes } from "../chart.js"
 import { duration } from "../format.js"
 import { Loading, PageHeading, Section, Table, useLoad, useTick } from "../ui.js"
@@ -10,10 +10,10 @@ import { LEASE_HEADERS, LeaseRow } from "./workers.js"
 const LIVE_SHOWN = 10
 
 export const Charts = (
-  { activity, queues }: { readonly activity: Activity; readonly queues: ReadonlyArray<string> }
+  { throughput, queues }: { readonly throughput: Throughput; readonly queues: ReadonlyArray<string> }
 ) => {
   const [queue, setQueue] = useState<string>("")
-  const slots = minutes(activity, queue === "" ? null : queue)
+  const slots = minutes(throughput, queue === "" ? null : queue)
   const scope = queue === "" ? "all queues" : `queue ${queue}`
   return (
     <Fragment>
@@ -33,7 +33,7 @@ export const Charts = (
       <div class="charts">
         <FinishedChart
           slots={slots}
-          note={`Runs finished per minute, ${scope}, last ${activity.minutes} minutes (from the store).`}
+          note={`Runs finished per minute, ${scope}, last ${throughput.minutes} minutes (from the store).`}
         />
         <LatencyChart slots={slots} pick={(m) => m.wait} what="wait time" />
         <LatencyChart slots={slots} pick={(m) => m.run} what="run time" />
@@ -41,7 +41,7 @@ export const Charts = (
       {queue === ""
         ? <p class="muted">Across queues the lines show the highest queue's percentile each minute.</p>
         : null}
-      {activity.truncated
+      {throughput.truncated
         ? (
           <p class="muted">
             More runs finished than the store reads for a chart: the oldest of the window are not counted.
@@ -54,12 +54,12 @@ export const Charts = (
 
 export const Overview = () => {
   const loaded = useLoad(async () => {
-    const [stats, workers, activity] = await Promise.all([
+    const [stats, workers, throughput] = await Promise.all([
       get<Stats>("/api/stats"),
       get<{ workers: ReadonlyArray<Worker> }>("/api/workers"),
-      get<Activity>("/api/activity?minutes=60")
+      get<Throughput>("/api/throughput?minutes=60")
     ])
-    return { stats, workers: workers.workers, activity, fetchedAt: Date.now() }
+    return { stats, workers: workers.workers, throughput, fetchedAt: Date.now() }
   }, "overview")
   useTick(1000)
   return (
@@ -67,12 +67,12 @@ export const Overview = () => {
       <PageHeading title="Overview" />
       <div class="stack">
         <Loading loaded={loaded}>
-          {({ activity, fetchedAt, stats, workers }) => {
-            const totals = Object.fromEntries(STATES.map((s) => [s, 0])) as Record<string, number>
+          {({ fetchedAt, stats, throughput, workers }) => {
+            const totals = Object.fromEntries(LIVE_STATES.map((s) => [s, 0])) as Record<string, number>
             const byQueue = new Map<string, Record<string, number>>()
             for (const { count, queue, state } of stats.byStateAndQueue) {
               totals[state] = (totals[state] ?? 0) + count
-              const row = byQueue.get(queue) ?? Object.fromEntries(STATES.map((s) => [s, 0]))
+              const row = byQueue.get(queue) ?? Object.fromEntries(LIVE_STATES.map((s) => [s, 0]))
               row[state] = count
               byQueue.set(queue, row)
             }
@@ -82,11 +82,23 @@ export const Overview = () => {
               <Fragment>
                 <Section id="by-state" title="Runs by state">
                   <ul class="cards" aria-label="Runs by state">
-                    {STATES.map((state) => (
+                    {LIVE_STATES.map((state) => (
                       <li class={`card state-${state}`} key={state}>
                         <a href={`#/runs?state=${state}`}>
                           <span class="card-value">{String(totals[state])}</span>
                           <span class="card-label">{state}</span>
+                        </a>
+                      </li>
+                    ))}
+                    {(["completed", "failed"] as const).map((state) => (
+                      // Ended runs: the throughput window (the stats count live runs only, ADR 0030).
+                      <li class={`card state-${state}`} key={state}>
+                        <a href={`#/runs?state=${state}`}>
+                          <span class="card-value">
+                            {String(throughput.series.reduce((n, m) => n + m[state], 0))}
+                            {throughput.truncated ? "+" : ""}
+                          </span>
+                          <span class="card-label">{state}, last {throughput.minutes} min</span>
                         </a>
                       </li>
                     ))}
@@ -106,14 +118,14 @@ export const Overview = () => {
                     <dd>{String(stats.reclaims)}</dd>
                   </dl>
                 </Section>
-                <Section id="throughput" title="Activity">
-                  <Charts activity={activity} queues={queues} />
+                <Section id="throughput" title="Throughput">
+                  <Charts throughput={throughput} queues={queues} />
                 </Section>
                 <Section id="by-queue" title="By queue">
                   <Table
                     caption="Runs by queue and state"
                     hiddenCaption
-                    headers={["Queue", ...STATES]}
+                    headers={["Queue", ...LIVE_STATES]}
                     count={queues.length}
                     empty="No runs yet."
                   >
@@ -122,7 +134,7 @@ export const Overview = () => {
                         <th scope="row">
                           <a href={`#/runs?queue=${encodeURIComponent(queue)}`}>{queue}</a>
                         </th>
-                        {STATES.map((state) => (
+                        {LIVE_STATES.map((state) => (
                           <td key={state} class={byQueue.get(queue)![state] === 0 ? "num muted" : "num"}>
                             {String(byQueue.get(queue)![state])}
                           </td>

@@ -1,6 +1,6 @@
 // Queues: runs by state, due runs and the oldest one's wait, rates over the last 5 minutes, the
 // workers serving each, and whether it is paused, with pause and resume.
-import { get, post, type Queue, STATES } from "../api.js"
+import { get, LIVE_STATES, post, type Queue } from "../api.js"
 import { duration } from "../format.js"
 import * as Live from "../live.js"
 import { ErrorBox, Loading, PageHeading, Table, Time, useLoad } from "../ui.js"
@@ -44,7 +44,7 @@ export const Queues = () => {
             headers={[
               "Queue",
               "Status",
-              ...STATES,
+              ...LIVE_STATES,
               "Due",
               "Oldest due",
               "Completed / min",
@@ -70,7 +70,7 @@ export const Queues = () => {
                     )
                     : null}
                 </td>
-                {STATES.map((state) => (
+                {LIVE_STATES.map((state) => (
                   <td key={state} class={q.counts[state] === 0 ? "num muted" : "num"}>{String(q.counts[state])}</td>
                 ))}
                 <td class="num">{String(q.due)}</td>

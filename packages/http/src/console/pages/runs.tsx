@@ -44,7 +44,10 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
   >
   const pageSize = PAGE_SIZES.includes(Number(filter.limit)) ? Number(filter.limit) : 50
   const query = { ...filter, from: instant(filter.from), to: instant(filter.to), limit: pageSize + 1 }
-  const loaded = useLoad(async () => (await get<{ runs: ReadonlyArray<Run> }>(runsPath(query))).runs, params.toString())
+  const loaded = useLoad(
+    () => get<{ runs: ReadonlyArray<Run>; createdFrom: string | null }>(runsPath(query)),
+    params.toString()
+  )
   const [selected, setSelected] = useState<ReadonlySet<string>>(new Set())
   const [outcome, setOutcome] = useState<string>("")
   const [failure, setFailure] = useState<unknown>(undefined)
@@ -126,7 +129,7 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
       {failure !== undefined ? <ErrorBox error={failure} /> : null}
       {outcome !== "" ? <p class="form-message" role="status">{outcome}</p> : null}
       <Loading loaded={loaded}>
-        {(runs) => {
+        {({ createdFrom, runs }) => {
           const newer = filter.after !== "" ? runs.length > pageSize : filter.before !== ""
           const older = filter.after !== "" ? runs.length > 0 : runs.length > pageSize
           const shown = filter.after !== "" ? runs.slice(Math.max(0, runs.length - pageSize)) : runs.slice(0, pageSize)
@@ -146,6 +149,15 @@ export const Runs = ({ params }: { readonly params: URLSearchParams }) => {
           const plural = (n: number) => `${n} run${n === 1 ? "" : "s"}`
           return (
             <Fragment>
+              {filter.from === "" && createdFrom !== null
+                ? (
+                  // The server's default window for a search by error text or payload (ADR 0030).
+                  <p class="muted" id="search-window">
+                    Searching the runs created since <Time at={createdFrom} />{" "}
+                    (the last hour): set Created from to look further back.
+                  </p>
+                )
+                : null}
               <div class="bulk" role="group" aria-label="Selected runs">
                 <span class="muted">{`${chosen.length} selected`}</span>
                 <ConfirmButton

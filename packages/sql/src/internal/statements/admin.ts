@@ -4,7 +4,6 @@
  */
 import {
   InvalidTransition,
-  isStorableToken,
   Json,
   OperatorActions,
   type ResumeCheck,
@@ -13,6 +12,7 @@ import {
   type RunState,
   SignalTokenNotFound
 } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -54,7 +54,7 @@ export const resumeWhere = (
 
 /** An operator's name and where from, as JSON text for an event's detail (`null` for the application's own writes). */
 const actorDetail = (actor: OperatorActions.Actor | undefined) =>
-  actor === undefined ? null : JSON.stringify(OperatorActions.detailOf(actor))
+  actor === undefined ? null : JSON.stringify(RunStorage.detailOf(actor))
 
 const resumeStatement = (
   sql: SqlClient.SqlClient,
@@ -133,7 +133,7 @@ export const resumeByToken = (
 ) =>
   Effect.gen(function*() {
     // A token no run could hold (a NUL, too long) names no run: nothing to look up.
-    if (!isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
+    if (!RunStorage.isStorableToken(token)) return yield* Effect.fail(new SignalTokenNotFound({ token }))
     const encoded = yield* encodePayload(payload)
     const rows = yield* checkedResume(sql, s, sql`signal_token = ${token}`, encoded, check, actor)
     if (rows.length === 0) return yield* Effect.fail(new SignalTokenNotFound({ token }))

@@ -7,7 +7,8 @@
  * runs take its free slots in claim order, so a run never overtakes an older one of its key.
  * (docs/adr/0014-per-key-concurrency.md, "Admission at the hand-off".)
  */
-import { type ClaimNext, KeyLimits } from "@leasehold/core"
+import type { ClaimNext } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Duration, Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -40,12 +41,12 @@ const distinctKeys = (from: string, column: string) =>
         UNION ALL
         SELECT (SELECT w.${column} FROM ${from} AND w.${column} > t.key ORDER BY w.${column} LIMIT 1)
         FROM t WHERE t.key IS NOT NULL
-      ) SELECT key FROM t WHERE key IS NOT NULL LIMIT ${KeyLimits.scanPastLimit})`
+      ) SELECT key FROM t WHERE key IS NOT NULL LIMIT ${RunStorage.scanPastLimit})`
 
 /**
  * The distinct keys with waiting runs in a group `g` (scope, name), in their rows or in the
  * ledger, each read as a loose index scan of its waiting index (one descent per key, not one row
- * per waiting run), at most `KeyLimits.scanPastLimit` of them per statement, from the key after
+ * per waiting run), at most `RunStorage.scanPastLimit` of them per statement, from the key after
  * `g.after` (the cursor the last sweep left: each sweep goes on where the one before stopped, and
  * starts again from the first key once it has read the last).
  */
@@ -55,7 +56,7 @@ const waitingKeys = (s: StoreSchema, scope: "kind" | "queue") =>
         ${distinctKeys(waitingOf(s, scope, "g"), "concurrency_key")}
         UNION ALL
         ${distinctKeys(ledgerWaitingOf(s, scope, "g"), "key")}
-      ) u ORDER BY u.key LIMIT ${KeyLimits.scanPastLimit}
+      ) u ORDER BY u.key LIMIT ${RunStorage.scanPastLimit}
     ) t WHERE g.scope = '${scope}'`
 
 /**
@@ -150,7 +151,7 @@ export const admit = (
     SELECT (SELECT count(*) FROM admitted)::int AS admitted, (SELECT count(*) FROM woken) AS woken,
       -- Each group's cursor: its last key read when it read as many as the bound, else none.
       (SELECT jsonb_object_agg(c.grp, c.last) FROM (
-        SELECT k.scope || ':' || k.name AS grp, CASE WHEN count(*) >= ${KeyLimits.scanPastLimit} THEN max(k.key) END AS last
+        SELECT k.scope || ':' || k.name AS grp, CASE WHEN count(*) >= ${RunStorage.scanPastLimit} THEN max(k.key) END AS last
         FROM keyed k GROUP BY k.scope, k.name
       ) c) AS cursors`
 }

@@ -4,9 +4,10 @@
  * CTE over the rows the guarded UPDATE matched), so a failure the fence rejects writes none; a
  * completed attempt's after its completion, for the runs that stand completed under that very
  * fence (`keepCompleted`); and they are deleted with their run (`forgetting`). Every write applies
- * `AttemptLogs.bound` first, whoever the caller.
+ * `AttemptLogStorage.bound` first, whoever the caller.
  */
-import { AttemptLogs, type FailRequest, type LeaseKey } from "@leasehold/core"
+import type { AttemptLogs, FailRequest, LeaseKey } from "@leasehold/core"
+import { AttemptLogStorage } from "@leasehold/core/store"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -18,10 +19,10 @@ import * as read from "./read.js"
  */
 export const withFailure = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequest) => {
   if (request.log === undefined) return sql``
-  const bounded = AttemptLogs.bound(request.log)
+  const bounded = AttemptLogStorage.bound(request.log)
   return sql`, attempt_log AS (
         INSERT INTO ${s.attemptLogs(sql)} (run_id, fence, attempt, outcome, lines, dropped)
-        SELECT id, fence, ${bounded.attempt}::int, 'failed', ${AttemptLogs.encodeLines(bounded.lines)}::jsonb,
+        SELECT id, fence, ${bounded.attempt}::int, 'failed', ${AttemptLogStorage.encodeLines(bounded.lines)}::jsonb,
           ${bounded.dropped}::int
         FROM f
         ON CONFLICT (run_id, fence) DO NOTHING
@@ -49,13 +50,13 @@ export interface CompletedLog extends LeaseKey {
  */
 export const keepCompleted = (sql: SqlClient.SqlClient, s: StoreSchema, logs: ReadonlyArray<CompletedLog>) => {
   if (logs.length === 0) return Effect.succeed([] as ReadonlyArray<string>)
-  const bounded = logs.map((l) => AttemptLogs.bound(l.log))
+  const bounded = logs.map((l) => AttemptLogStorage.bound(l.log))
   return Effect.map(
     sql<{ id: string }>`
       INSERT INTO ${s.attemptLogs(sql)} (run_id, fence, attempt, outcome, lines, dropped)
       SELECT r.id, r.fence, t.attempt, 'completed', t.lines, t.dropped
       FROM unnest(${logs.map((l) => l.runId)}::bigint[], ${logs.map((l) => String(l.fence))}::bigint[],
-        ${bounded.map((b) => b.attempt)}::int[], ${bounded.map((b) => AttemptLogs.encodeLines(b.lines))}::jsonb[],
+        ${bounded.map((b) => b.attempt)}::int[], ${bounded.map((b) => AttemptLogStorage.encodeLines(b.lines))}::jsonb[],
         ${bounded.map((b) => b.dropped)}::int[]) AS t(id, fence, attempt, lines, dropped)
       JOIN ${s.runsNow(sql)} r ON r.id = t.id AND r.fence = t.fence AND r.state = 'completed'
       ON CONFLICT (run_id, fence) DO NOTHING
@@ -85,7 +86,7 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =>
       fence: Number(row.fence),
       attempt: row.attempt,
       outcome: row.outcome,
-      lines: AttemptLogs.decodeLines(row.lines),
+      lines: AttemptLogStorage.decodeLines(row.lines),
       dropped: row.dropped,
       at: row.at
     }))

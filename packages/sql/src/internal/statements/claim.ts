@@ -11,7 +11,8 @@
  * Claims take no key slot: a keyed run is due once admitted (admit.ts). A sweep first puts
  * governed suspensions that timed out back in their keys' lines, then admits, then claims.
  */
-import { ClaimPosition, type ClaimRequest, KeyLimits } from "@leasehold/core"
+import type { ClaimRequest } from "@leasehold/core"
+import { ClaimPosition, RunStorage } from "@leasehold/core/store"
 import { Duration, Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -227,7 +228,7 @@ const timeOutGoverned = (sql: SqlClient.SqlClient, s: StoreSchema, request: Clai
     string
   >}::text[])
           AND ${governed(sql, s, "o")}
-        ORDER BY suspend_deadline, id LIMIT ${KeyLimits.scanPastLimit}
+        ORDER BY suspend_deadline, id LIMIT ${RunStorage.scanPastLimit}
         FOR UPDATE SKIP LOCKED
       ) AND r.state = 'suspended'
       RETURNING r.id, r.fence, r.attempt

@@ -6,7 +6,8 @@
  * deliveries, rate starts, a workflow's journal and the ledger's batches (ledger.ts ›
  * `forgetDeleted`); their ready, waiting and key_holds rows go with their row (its triggers).
  */
-import { DeleteCountChanged, type DeleteRequest, OperatorActions, type RunFilter, RunsBusy } from "@leasehold/core"
+import { DeleteCountChanged, type DeleteRequest, type OperatorActions, type RunFilter, RunsBusy } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -70,7 +71,7 @@ const deleteBatch = (
       const picked = yield* sql<{ id: string }>`
         SELECT r.id::text AS id FROM ${s.runsNow(sql)} r
         WHERE r.id > ${after}::bigint AND r.id <= ${maxId}::bigint AND ${filterCondition(sql, request.filter)}
-        ORDER BY r.id LIMIT ${OperatorActions.deleteBatchSize}`
+        ORDER BY r.id LIMIT ${RunStorage.deleteBatchSize}`
       if (picked.length === 0) return [] as ReadonlyArray<Deleted>
       const ids = picked.map((r) => r.id)
       // Locked in `hold`'s order (ready, waiting, then the claim batches): a claim skips a ready

@@ -2,7 +2,8 @@
  * Enqueue: one statement inserts a batch, honours idempotency keys (a repeated key yields the
  * existing run) and wakes idle workers of each queue with one notification.
  */
-import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json, uniqueStates } from "@leasehold/core"
+import { checkEnqueueRequest, type Enqueued, type EnqueueRequest, Json } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Effect, Option } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -50,9 +51,9 @@ const deadlineOf = (row: string) =>
   `coalesce(${row}.deadline_at, now() + ${row}.deadline_after_ms * interval '1 millisecond')`
 
 /**
- * Where a new run is recorded: `ledger` puts the runs with no idempotency key, unique window or
- * rate limit in the batch ledger (migration 0018; keyed ones with their slots and waits, 0025);
- * `rows` records every run in its row.
+ * Where a new run is recorded: `ledger` puts the runs with no idempotency key or rate limit in
+ * the batch ledger (migration 0018; keyed ones with their slots and waits, 0025; those with a
+ * unique window, their window judged by the ledger's state, 0031); `rows` records every run in its row.
  */
 export type Storage = "ledger" | "rows"
 
@@ -82,7 +83,7 @@ export const enqueue = (
         const out = yield* Effect.forEach(requests, (request, i) =>
           request.unique === undefined
             ? Effect.map(insertChecked(sql, s, [request], [payloads[i]!], storage), (out) => out[0]!)
-            : enqueueUnique(sql, s, request, payloads[i]!))
+            : enqueueUnique(sql, s, request, payloads[i]!, storage))
         const scope = admitScope(requests)
         if (scope !== undefined) yield* admitInPassing(sql, s, scope)
         return out
@@ -183,8 +184,14 @@ const enqueueChecked = (
  * admits its key. A run it creates gets its timeouts by an update in the same transaction
  * (`enqueue_run` takes none).
  */
-const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) =>
-  Effect.tap(enqueueUniqueRun(sql, s, request, payload), (enqueued) =>
+const enqueueUnique = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: EnqueueRequest,
+  payload: string,
+  storage: Storage
+) =>
+  Effect.tap(enqueueUniqueRun(sql, s, request, payload, storage), (enqueued) =>
     enqueued.created && hasTimeouts(request)
       ? Effect.asVoid(sql`UPDATE ${s.runs(sql)} SET attempt_timeout_ms = ${request.attemptTimeoutMs ?? null}::int,
           deadline = coalesce(${deadlineText(request)}::timestamptz,
@@ -195,9 +202,15 @@ const enqueueUnique = (sql: SqlClient.SqlClient, s: StoreSchema, request: Enqueu
 const hasTimeouts = (request: EnqueueRequest) =>
   request.attemptTimeoutMs !== undefined || request.deadlineAt !== undefined || request.deadlineAfterMs !== undefined
 
-const enqueueUniqueRun = (sql: SqlClient.SqlClient, s: StoreSchema, request: EnqueueRequest, payload: string) => {
+const enqueueUniqueRun = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  request: EnqueueRequest,
+  payload: string,
+  storage: Storage
+) => {
   const window = request.unique!
-  const states = uniqueStates(window)
+  const states = RunStorage.uniqueStates(window)
   return Effect.map(
     sql<{ id: string; created: boolean }>`
       SELECT e.id::text AS id, e.created FROM ${sql.literal(`"${s.schema}".enqueue_run`)}(
@@ -210,7 +223,8 @@ const enqueueUniqueRun = (sql: SqlClient.SqlClient, s: StoreSchema, request: Enq
       window.key ?? null
     }::text,
         unique_states => ${states === undefined ? null : textArray([...states])}::text[],
-        unique_for => ${window.periodMs ?? null}::float8 * interval '1 millisecond'
+        unique_for => ${window.periodMs ?? null}::float8 * interval '1 millisecond',
+        into_ledger => ${storage === "ledger"}::boolean
       ) e`,
     (rows): Enqueued => ({ id: rows[0]!.id, created: rows[0]!.created })
   )
@@ -218,7 +232,7 @@ const enqueueUniqueRun = (sql: SqlClient.SqlClient, s: StoreSchema, request: Enq
 
 /**
  * A batch with idempotency keys: a repeated key yields the existing run. Each key is held by its
- * `idempotency_keys` row (migration 0030), inserted before its run. The keys are inserted in
+ * `idempotency_keys` row (migration 0033), inserted before its run. The keys are inserted in
  * key order (byte order, whatever the database's collation), not request order: each insert waits
  * on an uncommitted insert of its key, so two batches of the same keys in opposite orders would
  * each hold a key the other waits for. The ids are still drawn in request order (`inputRows`), and

@@ -11,7 +11,6 @@
 import {
   type ClaimNext,
   type CompleteItem,
-  deadlineFailure,
   type FailOutcome,
   type FailRequest,
   FenceRejected,
@@ -29,6 +28,7 @@ import {
   type SuspendRequest,
   type UnstorableValue
 } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Cause, Duration, Effect, type Exit, Schema } from "effect"
 import { type SqlClient, SqlError, type Statement } from "effect/sql"
 import * as StoreErrors from "../../StoreErrors.js"
@@ -421,7 +421,7 @@ export const fail = (sql: SqlClient.SqlClient, s: StoreSchema, request: FailRequ
           state = CASE WHEN ${retrying} THEN 'pending' ELSE 'failed' END,
           run_at = CASE WHEN ${retrying} THEN now() + ${delay} * interval '1 millisecond' ELSE run_at END,
           finished_at = CASE WHEN ${retrying} THEN NULL ELSE now() END,
-          error = CASE WHEN ${stoppedByDeadline} THEN ${errorText(deadlineFailure(request.error))}::jsonb
+          error = CASE WHEN ${stoppedByDeadline} THEN ${errorText(RunStorage.deadlineFailure(request.error))}::jsonb
             ELSE ${errorText(request.error)}::jsonb END,
           lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
         WHERE id = ${request.runId}::bigint AND fence = ${request.fence}::bigint AND state = 'running' COLLATE "C"

@@ -1,6 +1,6 @@
 /**
  * Retention of history (core `Retention`, ADR 0028): the store's maintenance function
- * `maintain_history` (migration 0030) creates the id ranges ahead and drops the ranges reclaimed;
+ * `maintain_history` (migration 0033) creates the id ranges ahead and drops the ranges reclaimed;
  * the status reads the ranges and the catalog's estimates, never the history itself.
  */
 import type { Retention } from "@leasehold/core"

@@ -7,11 +7,13 @@
  * A run is running under fence f while it sits at its place in an unsettled claim batch with fence
  * f, is not in that batch's `closed` array and not named by one of its completion batches.
  *
- * Every writer of a batch first takes its row lock, and decides only in a later statement, whose
- * snapshot sees whatever committed before the lock was granted (READ COMMITTED): completions and
- * renewals `FOR NO KEY UPDATE`, which orders them among themselves, and `hold` `FOR UPDATE`, which
- * orders it before or after them all. So what one writer decides (a run still open, a batch all
- * ended) is never read from a snapshot that misses another's committed write (docs/adr/0022).
+ * Every writer of a batch first takes its row lock, and reads what it decides from only in a later
+ * statement, whose snapshot sees whatever committed before the lock was granted (READ COMMITTED):
+ * completions and renewals `FOR NO KEY UPDATE`, which orders them among themselves, and `hold`
+ * `FOR UPDATE`, which orders it before or after them all. So what one writer decides (a run still
+ * open, a batch all ended) is never read from a snapshot that misses another's committed write
+ * (docs/adr/0022). A completion and a renewal by run do both in one round trip: a server-side
+ * function locks, then reads (`lock_claim_batches`, migration 0030).
  */
 import type { ClaimedRun, ClaimNext, LeaseKey } from "@leasehold/core"
 import { Duration, Effect } from "effect"
@@ -19,7 +21,7 @@ import type { SqlClient, SqlError } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { handOff } from "./admit.js"
 import { type ClaimRow, textArray, toClaimed } from "./rows.js"
-import { idleBound, readCommitted } from "./transactions.js"
+import { idleBound, idleBoundMs, lockingStatement, readCommitted } from "./transactions.js"
 
 /** Where a claim put a run: its claim batch and its place (1-based) in the batch's arrays. */
 export interface LedgerRef {
@@ -115,8 +117,9 @@ const inputRows = (
 }
 
 /**
- * How long a completion's transaction may sit idle between its lock and its decision: its worker
- * sends the decision at once, so only a stopped process or a silent network waits this long.
+ * How long a transaction that completed runs in the ledger may then sit idle, holding their
+ * batches' locks (a keyed completion's, a fenced transaction's): its worker goes on at once, so
+ * only a stopped process or a silent network waits this long.
  */
 const completionIdleBound = Duration.seconds(5)
 
@@ -124,16 +127,18 @@ const completionIdleBound = Duration.seconds(5)
 const idRanges = (ids: ReadonlyArray<string>) => `{${ids.map((id) => `[${id},${BigInt(id) + 1n})`).join(",")}}`
 
 /**
- * Locks the unsettled claim batches of these leases, in batch order, for the statement that
- * follows in the same transaction: those named by a known reference, and, for a lease without
- * one, those whose span holds its run. `FOR NO KEY UPDATE` conflicts with itself and with `hold`'s
- * `FOR UPDATE`: a second completion or renewal of a batch waits for the first to commit, then
- * sees it. Answers nothing: the decision is the next statement's, under a snapshot taken after the
- * locks were granted. The transaction may then sit idle at most `bound` (`idleBound`): a writer
- * stopped between its lock and its decision (a paused process, a silent network) lets the batches
- * go, and the sweep reach them, that long after.
+ * The open batches of these leases (`held`), locked and then read by `lock_claim_batches`
+ * (migration 0030): the unsettled claim batches named by a known reference and, for a lease
+ * without one, those whose span holds its run, locked in batch order `FOR NO KEY UPDATE`, which
+ * conflicts with itself and with `hold`'s `FOR UPDATE` (a second completion or renewal of a batch
+ * waits for the first to commit, then sees it). The function reads the batches only once their
+ * locks are granted, in a statement of its own: under READ COMMITTED that read sees every write
+ * the lock waited for, though the statement calling it began before. Then the completions they
+ * have (`earlier`), and the leases of `input` still open at their place and fence (`open_leases`).
+ * The locks are held while the statement runs, or to the end of the transaction it runs in, which
+ * may then sit idle at most `bound` (`idleBound`).
  */
-const lockBatches = (
+const openLeases = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   leases: ReadonlyArray<LeaseKey>,
@@ -143,33 +148,13 @@ const lockBatches = (
 ) => {
   const batches = [...new Set(known.flatMap((r) => r === undefined ? [] : [r.batch]))]
   const unknown = leases.flatMap((l, i) => known[i] === undefined ? [canonicalRunId(l.runId)] : [])
-  const byRef = sql`SELECT b.batch FROM ${s.claimBatches(sql)} b WHERE b.batch = ANY (${batches}::bigint[])`
-  const bySpan = sql`SELECT b.batch FROM ${s.claimBatches(sql)} b WHERE b.span && ${idRanges(unknown)}::int8multirange`
-  const wanted = unknown.length === 0 ? byRef : batches.length === 0 ? bySpan : sql`${byRef} UNION ${bySpan}`
-  return sql`SELECT ${idleBound(sql, bound)} AS idle_bound FROM ${s.claimBatches(sql)} c
-    WHERE c.batch = ANY (ARRAY(${wanted})) AND c.settled_at IS NULL ${
-    owner === undefined ? sql`` : sql`AND c.owner = ${owner}`
-  }
-    ORDER BY c.batch FOR NO KEY UPDATE OF c`
-}
-
-/**
- * The open batches of `input` (`held`: their rows already locked by `lockBatches`), the
- * completions they have (`earlier`), and the leases of `input` still open at their place and fence
- * (`open_leases`).
- */
-const openLeases = (sql: SqlClient.SqlClient, s: StoreSchema, owner?: string) => {
-  const batches = sql.literal(`"${s.schema}".claim_batches`)
   return sql`
   held AS MATERIALIZED (
-    -- The arrays sliced: one detoasted copy per batch, not one per subscript.
-    SELECT c.batch, c.ids[1:] AS ids, c.fences[1:] AS fences, c.closed, cardinality(c.ids) AS size, c.expires_at
-    FROM ${batches} c
-    WHERE c.batch = ANY (ARRAY(SELECT DISTINCT batch FROM input WHERE batch IS NOT NULL)) AND c.settled_at IS NULL
-      ${owner === undefined ? sql`` : sql`AND c.owner = ${owner}`}
+    SELECT * FROM ${sql.literal(`"${s.schema}".lock_claim_batches`)}(${batches}::bigint[],
+      ${unknown.length === 0 ? null : idRanges(unknown)}::int8multirange, ${owner ?? null}::text,
+      ${idleBoundMs(bound)}::int)
   ), earlier AS MATERIALIZED (
-    SELECT d.claim_batch AS batch, unnest(d.ids) AS id FROM ${sql.literal(`"${s.schema}".completion_batches`)} d
-    WHERE d.claim_batch = ANY (ARRAY(SELECT batch FROM held))
+    SELECT h.batch, unnest(h.completed) AS id FROM held h
   ), open_leases AS MATERIALIZED (
     -- Set differences as hashed subplans (NOT IN over a CTE), never a join that compares the
     -- batch's runs pair by pair (test/plans.test.ts).
@@ -233,7 +218,7 @@ export const complete = (
       FROM handed h WHERE h.claim`
     const decide = sql<{ tag: "missed" | "next"; ord: string } & Omit<ClaimRow, "state"> & LedgerPlace>`
       WITH input AS MATERIALIZED (${inputRows(sql, s, leases, known, results)}),
-      ${openLeases(sql, s)},
+      ${openLeases(sql, s, leases, known, completionIdleBound)},
       done AS (
         INSERT INTO ${sql.literal(`"${s.schema}".completion_batches`)} (claim_batch, ids, fences, results)
         SELECT batch, array_agg(id ORDER BY ord), array_agg(fence ORDER BY ord),
@@ -256,17 +241,11 @@ export const complete = (
         NULL::text AS batch, NULL::int AS pos, NULL::integer AS attempt_timeout_ms, NULL::float8 AS deadline_in_ms
       FROM input i WHERE i.ord NOT IN (SELECT ord FROM open_leases)
       ${claimedNext}`
-    // The batches locked first, the decision in a statement of its own: see the module's header.
     // The references go once the completion has committed (the outermost transaction's commit).
     const forget = Effect.sync(() => {
       for (const ref of known) if (ref !== undefined) refs.forget(ref)
     })
-    const rows = yield* readCommitted(sql.withTransaction(
-      Effect.andThen(
-        lockBatches(sql, s, leases, known, completionIdleBound),
-        Effect.tap(decide, () => sql.afterCommit(forget))
-      )
-    ))
+    const rows = yield* lockingStatement(sql, Effect.tap(decide, () => sql.afterCommit(forget)))
     const successors = new Map<number, ClaimedRun>()
     for (const row of rows) if (row.tag === "next") successors.set(Number(row.ord) - 1, remember(refs, row))
     return { missed: rows.filter((r) => r.tag === "missed").map((r) => Number(r.ord) - 1), successors }
@@ -292,7 +271,7 @@ export const renew = (
     const known = leases.map((l) => refs.get(l))
     const decide = sql<{ tag: "lost" | "lapsed"; ord: string | null; id: string | null; expires_at: Date | null }>`
       WITH input AS MATERIALIZED (${inputRows(sql, s, leases, known, null)}),
-      ${openLeases(sql, s, owner)},
+      ${openLeases(sql, s, leases, known, ttl, owner)},
       lapsed AS MATERIALIZED (
         SELECT h.batch, u.id, h.expires_at FROM held h, unnest(h.ids) AS u(id)
         WHERE h.batch = ANY (ARRAY(SELECT DISTINCT batch FROM open_leases)) AND u.id <> ALL (h.closed)
@@ -310,10 +289,7 @@ export const renew = (
       WHERE (i.id, i.fence) NOT IN (SELECT o.id, o.fence FROM open_leases o WHERE o.batch = ANY (ARRAY(SELECT batch FROM renewed)))
       UNION ALL
       SELECT 'lapsed', NULL, l.id::text, l.expires_at FROM lapsed l`
-    // The batches locked first, the decision in a statement of its own: see the module's header.
-    const rows = yield* readCommitted(
-      sql.withTransaction(Effect.andThen(lockBatches(sql, s, leases, known, ttl, owner), decide))
-    )
+    const rows = yield* lockingStatement(sql, decide)
     const lapsed = rows.filter((r) => r.tag === "lapsed")
     if (lapsed.length > 0) {
       const until = lapsed.reduce((min, r) => (r.expires_at! < min ? r.expires_at! : min), lapsed[0]!.expires_at!)

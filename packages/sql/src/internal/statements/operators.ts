@@ -1,9 +1,10 @@
 /**
  * Reads and writes for operators beside `read.ts`: the worker registry (migration 0019), the
- * activity of the last minutes (migration 0020's BRIN index on `finished_at`) and a key limit's keys
+ * throughput of the last minutes (migration 0020's BRIN index on `finished_at`) and a key limit's keys
  * (the slot and waiting indexes of migrations 0010 and 0013). None is on a worker's run path.
  */
-import { Activity, type KeyLimits, type WorkerRegistry } from "@leasehold/core"
+import type { KeyLimits, Throughput, WorkerRegistry } from "@leasehold/core"
+import { ThroughputStorage } from "@leasehold/core/store"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -95,9 +96,9 @@ type Row = {
  * the window held more), grouped by queue and minute with `percentile_cont` over due → claimed and
  * claimed → finished.
  */
-export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Activity.ActivityRequest) =>
+export const throughput = (sql: SqlClient.SqlClient, s: StoreSchema, request: Throughput.ThroughputRequest) =>
   Effect.gen(function*() {
-    const maxRuns = request.maxRuns ?? Activity.defaultMaxRuns
+    const maxRuns = request.maxRuns ?? ThroughputStorage.defaultMaxRuns
     const [window] = yield* sql<{ since: Date }>`
       SELECT date_trunc('minute', now()) - (${request.minutes - 1} * interval '1 minute') AS since`
     const since = toDate(window!.since)
@@ -110,9 +111,13 @@ export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Acti
       FROM (
         SELECT * FROM ${s.completionBatches(sql)} WHERE at >= ${since} ORDER BY at DESC LIMIT ${maxRuns + 1}
       ) d
-      JOIN ${s.claimBatches(sql)} c ON c.batch = d.claim_batch
+      -- Each batch's claim and each run by its primary key, as many as are read (LIMIT 1 keeps
+      -- them probes: told to expect maxRuns rows, the planner would hash whole tables instead).
+      CROSS JOIN LATERAL (
+        SELECT c.claimed_at, c.closed FROM ${s.claimBatches(sql)} c WHERE c.batch = d.claim_batch LIMIT 1
+      ) c
       CROSS JOIN LATERAL unnest(d.ids) AS u(id)
-      JOIN ${s.runs(sql)} r ON r.id = u.id
+      CROSS JOIN LATERAL (SELECT r.queue, r.run_at FROM ${s.runs(sql)} r WHERE r.id = u.id LIMIT 1) r
       WHERE u.id <> ALL (c.closed)
       LIMIT ${maxRuns + 1}`
     // One pass: the latest `maxRuns + 1` finished runs are read once; the one more says whether
@@ -148,7 +153,7 @@ export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Acti
     return {
       since,
       minutes: request.minutes,
-      series: rows.map((r): Activity.ActivityMinute => ({
+      series: rows.map((r): Throughput.ThroughputMinute => ({
         queue: r.queue,
         minute: toDate(r.minute),
         completed: num(r.completed),
@@ -157,7 +162,7 @@ export const activity = (sql: SqlClient.SqlClient, s: StoreSchema, request: Acti
         runMs: pct(r.run_p50, r.run_p95, r.run_p99)
       })),
       truncated: rows.length > 0 && num(rows[0]!.seen) > maxRuns
-    } satisfies Activity.Activity
+    } satisfies Throughput.Throughput
   })
 
 /**
@@ -200,7 +205,7 @@ export const keyUsage = (
       ORDER BY u.oldest DESC NULLS LAST, u.held DESC, u.key COLLATE "C"
       LIMIT ${top}`,
     (rows) =>
-      rows.map((r): Activity.KeyUsage => ({
+      rows.map((r): KeyLimits.KeyUsage => ({
         key: r.key,
         held: num(r.held),
         waiting: num(r.waiting),

@@ -3,7 +3,8 @@
  * queues out (`claim.ts` › `activeQueues`), so from the pause's commit on nothing in it is
  * claimed. Resuming deletes the row and wakes idle workers on that queue.
  */
-import { checkQueueName, type PausedQueue } from "@leasehold/core"
+import type { PausedQueue } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -18,7 +19,7 @@ import { toDate } from "./rows.js"
  */
 export const pause = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =>
   Effect.andThen(
-    checkQueueName(queue),
+    RunStorage.checkQueueName(queue),
     sql.withTransaction(Effect.gen(function*() {
       const paused = yield* sql<{ queue: string }>`
         INSERT INTO ${s.pausedQueues(sql)} (queue) VALUES (${queue}) ON CONFLICT (queue) DO NOTHING RETURNING queue`
@@ -41,7 +42,7 @@ export const pause = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =
 
 export const resume = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =>
   Effect.andThen(
-    checkQueueName(queue),
+    RunStorage.checkQueueName(queue),
     Effect.map(
       sql<{ queue: string }>`
         WITH resumed AS (DELETE FROM ${s.pausedQueues(sql)} WHERE queue = ${queue} RETURNING queue)

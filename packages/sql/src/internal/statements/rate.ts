@@ -16,8 +16,9 @@
  * committed, so starts are recorded in the order they were decided and no window of `interval`
  * holds more than `limit` of them (a sliding window). No row is updated per start.
  */
-import { KeyLimits, RateLimits, RateWakes } from "@leasehold/core"
+import { RateLimits } from "@leasehold/core"
 import type { ClaimedRun, ClaimRequest } from "@leasehold/core"
+import { RateWakes, RunStorage } from "@leasehold/core/store"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -138,7 +139,7 @@ const claimRatedRows = (
             SELECT * FROM ${s.runs(sql)} o
             WHERE o.state = 'pending' AND o.rate_scope IS NOT NULL AND (o.key_scope IS NULL OR o.key_slot IS NOT NULL)
               AND o.run_at <= now() AND o.queue = ANY(${queues}) AND o.kind = ANY(${kinds}::text[])
-            ORDER BY o.priority DESC, o.run_at, o.id LIMIT ${KeyLimits.scanPastLimit}
+            ORDER BY o.priority DESC, o.run_at, o.id LIMIT ${RunStorage.scanPastLimit}
           ) r
         ), windows AS MATERIALIZED (
           SELECT d.scope, d.name, CASE WHEN l.per_key THEN coalesce(d.concurrency_key, '') ELSE '' END AS window_key,

@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { isRunId, num, toEvents, toRecords } from "./rows.js"
-import { openLedgerRuns } from "./sample.js"
+import { liveRuns, openLedgerRuns } from "./sample.js"
 
 const columns = (sql: SqlClient.SqlClient) =>
   sql.literal(`id::text AS id, queue, kind, payload, priority, run_at, state,
@@ -52,6 +52,36 @@ const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 const stateIs = (sql: SqlClient.SqlClient, state: string): Statement.Fragment =>
   (RunState.literals as ReadonlyArray<string>).includes(state) ? sql.literal(`state = '${state}'`) : sql`false`
 
+/** How far before a window's start the id bound is taken: a run's id and its `created_at` (its
+ * enqueue transaction's start) can disagree by as long as an enqueue transaction lasts. */
+const idSlack = "1 minute"
+
+/**
+ * The lowest run id a creation window starting at `from` can hold: a binary search of the primary
+ * key (one probe a step, about 2·log2 of the id range at most), never a scan, and one probe per
+ * step into one partition once `runs` is range-partitioned by id. Ids are handed out in creation
+ * order up to `idSlack`; the search looks for `from` less the slack, and the window's exact
+ * condition (`created_at >= from`) still applies to the runs read.
+ */
+const firstIdFrom = (sql: SqlClient.SqlClient, s: StoreSchema, from: Date) =>
+  Effect.map(
+    sql<{ lo: string }>`
+      WITH RECURSIVE search(lo, hi) AS (
+        SELECT coalesce((SELECT min(id) FROM ${s.runs(sql)}), 0), coalesce((SELECT max(id) FROM ${s.runs(sql)}), 0) + 1
+        UNION ALL
+        SELECT CASE WHEN p.created_at < ${from}::timestamptz - ${idSlack}::interval THEN p.id + 1 ELSE b.lo END,
+          CASE WHEN p.created_at < ${from}::timestamptz - ${idSlack}::interval THEN b.hi ELSE (b.lo + b.hi) / 2 END
+        FROM search b
+        -- The first run at or after the middle (ids have gaps); none there (deleted since): go lower.
+        LEFT JOIN LATERAL (
+          SELECT r.id, r.created_at FROM ${s.runs(sql)} r WHERE r.id >= (b.lo + b.hi) / 2 ORDER BY r.id LIMIT 1
+        ) p ON true
+        WHERE b.lo < b.hi
+      )
+      SELECT lo::text AS lo FROM search WHERE lo >= hi`,
+    (rows) => rows[0]?.lo ?? "0"
+  )
+
 /**
  * A page newest first by the bigint id (the table's column, not the text it is returned as), from
  * a keyset cursor: the primary key read backwards, or for a state few runs are in (suspended,
@@ -61,8 +91,11 @@ const stateIs = (sql: SqlClient.SqlClient, state: string): Statement.Fragment =>
 export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilter) =>
   Effect.gen(function*() {
     for (const cursor of [filter.before, filter.after]) if (cursor !== undefined && !isRunId(cursor)) return []
+    // A creation window is also an id range (ids follow creation): the scan by id stops at its start.
+    const from = filter.createdFrom === undefined ? undefined : yield* firstIdFrom(sql, s, filter.createdFrom)
     const where = sql.and([
       filterCondition(sql, filter),
+      ...(from === undefined ? [] : [sql`r.id >= ${from}::bigint`]),
       ...(filter.before === undefined ? [] : [sql`r.id < ${filter.before}::bigint`]),
       ...(filter.after === undefined ? [] : [sql`r.id > ${filter.after}::bigint`]),
       ...(filter.errorText === undefined ? [] : [sql`r.state <> 'ledger'`])
@@ -74,14 +107,14 @@ export const list = (sql: SqlClient.SqlClient, s: StoreSchema, filter: ListFilte
     // An error is only ever written on a run's row (a failure moves a ledger run to its row first),
     // so a search by error text reads the rows alone, not each ledger run as it stands.
     const rowsOnly = rare || filter.errorText !== undefined
-    const from = rowsOnly ? s.runs(sql) : s.runsNow(sql)
+    const table = rowsOnly ? s.runs(sql) : s.runsNow(sql)
     const rows = filter.after === undefined
       ? yield* sql`
-        SELECT ${columns(sql)} FROM ${from} r WHERE ${where}
+        SELECT ${columns(sql)} FROM ${table} r WHERE ${where}
         ORDER BY r.id DESC LIMIT ${filter.limit} OFFSET ${filter.offset ?? 0}`
       : yield* sql`
         SELECT * FROM (
-          SELECT ${columns(sql)}, r.id AS seq FROM ${from} r WHERE ${where}
+          SELECT ${columns(sql)}, r.id AS seq FROM ${table} r WHERE ${where}
           ORDER BY r.id LIMIT ${filter.limit} OFFSET ${filter.offset ?? 0}
         ) page ORDER BY page.seq DESC`
     return yield* toRecords(rows)
@@ -191,34 +224,16 @@ const ledgerClaims = (sql: SqlClient.SqlClient, s: StoreSchema, runId: string) =
     WHERE c.span @> ${runId}::bigint AND ${runId}::bigint <> ALL (c.closed)
   )`
 
+/**
+ * Counts of the runs that have not ended, by queue and state, read from the live indexes only
+ * (`sample.ts` › `liveRuns`): its cost follows the live runs, never the history (ADR 0030). Ended
+ * runs are counted per minute over a window by `throughput`.
+ */
 export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
-  Effect.gen(function*() {
-    // Counted from the rows without reading each ledger run as it stands (runs_now probes the
-    // ledger once per run): a run in state `ledger` is pending while it has a ready row, running
-    // while it is open in an unsettled claim batch, and completed otherwise (a batch is settled
-    // once each of its runs is completed or closed, and a closed run has left state `ledger`).
-    const byStateAndQueue = yield* sql<{ queue: string; state: RunState; count: bigint }>`
-      WITH by_row AS MATERIALIZED (
-        SELECT queue, state, count(*) AS n FROM ${s.runs(sql)} GROUP BY queue, state
-      ), ledger_live AS MATERIALIZED (
-        SELECT queue, 'pending'::text AS state, count(*) AS n FROM ${s.ready(sql)} WHERE ledger GROUP BY queue
-        UNION ALL
-        -- Keyed ledger runs waiting for a slot (migration 0025): pending too.
-        SELECT queue, 'pending', count(*) FROM ${s.waiting(sql)} GROUP BY queue
-        UNION ALL
-        SELECT r.queue, 'running', count(*) FROM ${openLedgerRuns(sql, s)} o JOIN ${
-      s.runs(sql)
-    } r ON r.id = o.id GROUP BY r.queue
-      )
-      SELECT queue, state, sum(n)::bigint AS count FROM (
-        SELECT queue, state, n FROM by_row WHERE state <> 'ledger'
-        UNION ALL
-        SELECT queue, state, n FROM ledger_live
-        UNION ALL
-        SELECT b.queue, 'completed', b.n - coalesce((SELECT sum(l.n) FROM ledger_live l WHERE l.queue = b.queue), 0)
-        FROM by_row b WHERE b.state = 'ledger'
-      ) counted
-      GROUP BY queue, state HAVING sum(n) > 0 ORDER BY queue, state`
+  sql.withTransaction(Effect.gen(function*() {
+    // Each branch of liveRuns can be read from its partial index alone (as `sample` reads it).
+    yield* sql`SET LOCAL enable_seqscan = off`
+    const live = yield* liveRuns(sql, s)
     // The due runs only: those a claim may take (ready), and keyed ones waiting for a slot.
     const dueByQueue = yield* sql<{ queue: string; due: bigint; oldest: number }>`
       SELECT queue, count(*) AS due, extract(epoch FROM now() - min(run_at))::float8 AS oldest FROM (
@@ -233,20 +248,18 @@ export const stats = (sql: SqlClient.SqlClient, s: StoreSchema) =>
         UNION ALL
         SELECT queue, run_at FROM ${s.waiting(sql)} WHERE run_at <= now()
       ) due GROUP BY queue ORDER BY queue`
-    const [row] = yield* sql<{ live: bigint; rejections: bigint; reclaims: bigint }>`
+    const [row] = yield* sql<{ rejections: bigint; reclaims: bigint }>`
       SELECT
-        (SELECT count(*) FROM ${s.runs(sql)} WHERE state = 'running' AND lease_expires_at > now())
-          + (SELECT count(*) FROM ${openLedgerRuns(sql, s)} o WHERE o.expires_at > now()) AS live,
         (SELECT count(*) FROM ${s.events(sql)} WHERE kind = 'stale_write_rejected') AS rejections,
         (SELECT count(*) FROM ${s.events(sql)} WHERE kind = 'reclaimed') AS reclaims`
     const due = dueByQueue.map((r) => ({ queue: r.queue, due: num(r.due), oldestDueSeconds: Number(r.oldest) }))
     return {
-      byStateAndQueue: byStateAndQueue.map((r) => ({ queue: r.queue, state: r.state, count: num(r.count) })),
-      liveLeases: num(row!.live),
+      byStateAndQueue: live.map((r) => ({ queue: r.queue, state: r.state, count: num(r.count) })),
+      liveLeases: live.reduce((sum, r) => sum + num(r.live), 0),
       // The oldest due run of all is the oldest of the queues' (one scan of the due runs, not two).
       oldestPendingSeconds: due.length === 0 ? null : Math.max(...due.map((q) => q.oldestDueSeconds)),
       dueByQueue: due,
       fenceRejections: num(row!.rejections),
       reclaims: num(row!.reclaims)
     } satisfies Stats
-  })
+  }))

@@ -3,10 +3,11 @@
  * decided against the database's `now()` and fired in the transaction that advances the row: the
  * due rows are locked `FOR UPDATE SKIP LOCKED` (one ticker per schedule at a time), the runs are
  * enqueued with the tick's idempotency key (one run per tick even if two tickers ever met), and
- * `next_tick` moves on. Cron arithmetic is Effect's `Cron` (`Schedules.plan`), fed the database's
+ * `next_tick` moves on. Cron arithmetic is Effect's `Cron` (`ScheduleStorage.plan`), fed the database's
  * time, never the worker's.
  */
 import { ScheduleNotFound, Schedules } from "@leasehold/core"
+import { ScheduleStorage } from "@leasehold/core/store"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -69,7 +70,7 @@ export const register = (
         const [stored] = yield* sql<ScheduleRow>`SELECT * FROM ${
           s.schedules(sql)
         } WHERE name = ${schedule.name} FOR UPDATE`
-        const { nextTick, outcome } = Schedules.registration(
+        const { nextTick, outcome } = ScheduleStorage.registration(
           stored === undefined ? undefined : { schedule: checkedOf(stored), nextTick: date(stored.next_tick) },
           schedule,
           now
@@ -108,7 +109,7 @@ export const tick = (sql: SqlClient.SqlClient, s: StoreSchema) =>
       const schedule = checkedOf(row)
       // A row this process cannot plan (a time zone its ICU lacks) is left for a ticker that can;
       // it does not hold up the other schedules.
-      const plan = Schedules.planIfPossible(schedule, date(row.next_tick), date(row.now))
+      const plan = ScheduleStorage.planIfPossible(schedule, date(row.next_tick), date(row.now))
       if (plan === undefined) {
         yield* Effect.logWarning(`schedule "${schedule.name}" could not be planned here; skipped`)
         continue
@@ -117,7 +118,7 @@ export const tick = (sql: SqlClient.SqlClient, s: StoreSchema) =>
       const enqueued = yield* enqueue(
         sql,
         s,
-        plan.fire.map(({ backfilled, tick }) => Schedules.tickRequest(schedule, tick, backfilled))
+        plan.fire.map(({ backfilled, tick }) => ScheduleStorage.tickRequest(schedule, tick, backfilled))
       ).pipe(
         Effect.catchTags({ InvalidConfig: Effect.die, UnstorableValue: Effect.die })
       )

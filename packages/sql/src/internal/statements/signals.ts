@@ -4,7 +4,6 @@
  * run that has not suspended yet, and otherwise writes nothing and says why (docs/adr/0010).
  */
 import {
-  checkSignalDelivery,
   type DeliverSignalRequest,
   Json,
   type LeaseKey,
@@ -14,6 +13,7 @@ import {
   type SignalOutcome,
   terminalStates
 } from "@leasehold/core"
+import { RunStorage } from "@leasehold/core/store"
 import { Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
@@ -25,7 +25,7 @@ import { isRunId } from "./rows.js"
 /** Delivers a signal's outcome to a run, in one transaction holding the run's row. */
 export const deliverSignal = (sql: SqlClient.SqlClient, s: StoreSchema, request: DeliverSignalRequest) =>
   Effect.gen(function*() {
-    yield* checkSignalDelivery(request)
+    yield* RunStorage.checkSignalDelivery(request)
     if (!isRunId(request.runId)) return yield* Effect.fail(new RunNotFound({ runId: request.runId }))
     const payload = yield* Json.encode(request.payload ?? null, "signal payload", request.runId)
     // From here on the row says where the run stands: a run still in state ledger is completed.

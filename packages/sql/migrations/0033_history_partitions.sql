@@ -213,7 +213,7 @@ CREATE OR REPLACE FUNCTION "{{schema}}".enqueue_run(kind text, payload jsonb, qu
     priority integer DEFAULT 0, max_attempts integer DEFAULT 5, idempotency_key text DEFAULT NULL,
     concurrency_key text DEFAULT NULL, trace_parent text DEFAULT NULL, unique_key text DEFAULT NULL,
     unique_states text[] DEFAULT NULL, unique_for interval DEFAULT NULL, admit_keys boolean DEFAULT true,
-    OUT id bigint, OUT created boolean)
+    into_ledger boolean DEFAULT true, OUT id bigint, OUT created boolean)
   LANGUAGE plpgsql AS $fn$
   -- Unqualified names are columns where a table is in scope (the conflict targets), else parameters.
   #variable_conflict use_column
@@ -240,9 +240,11 @@ CREATE OR REPLACE FUNCTION "{{schema}}".enqueue_run(kind text, payload jsonb, qu
         SELECT h.run_id, h.states, h.held_until INTO holder, holder_states, holder_until FROM "{{schema}}".unique_holds h
           WHERE h.kind = enqueue_run.kind AND h.unique_key = hold_key FOR UPDATE;
         IF FOUND THEN
-          -- A new statement: its snapshot, taken under the lock, sees the holder's run as committed.
+          -- A new statement: its snapshot, taken under the lock, sees the holder's run as committed,
+          -- in its row or in the ledger (runs_now: one snapshot of its ready, waiting, claim and
+          -- completion rows, each written whole by one transaction).
           IF (holder_until IS NULL OR holder_until > now())
-            AND (holder_states IS NULL OR EXISTS (SELECT 1 FROM "{{schema}}".runs r WHERE r.id = holder AND r.state = ANY(holder_states))) THEN
+            AND (holder_states IS NULL OR EXISTS (SELECT 1 FROM "{{schema}}".runs_now r WHERE r.id = holder AND r.state = ANY(holder_states))) THEN
             id := holder;
             created := false;
             RETURN;
@@ -255,7 +257,7 @@ CREATE OR REPLACE FUNCTION "{{schema}}".enqueue_run(kind text, payload jsonb, qu
       END LOOP;
       INSERT INTO "{{schema}}".runs (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state)
       VALUES (id, kind, coalesce(payload, 'null'::jsonb), queue, priority, greatest(run_at, now()), max_attempts, trace_parent,
-        concurrency_key, 'pending');
+        concurrency_key, CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END);
     ELSE
       id := nextval(pg_get_serial_sequence('"{{schema}}".runs', 'id'));
       IF idempotency_key IS NOT NULL THEN

@@ -1,58 +1,16 @@
 /**
- * What the store has done lately, for operators: per queue and minute, the runs that completed and
- * failed and how long they waited (due → claimed) and ran (claimed → finished), as percentiles; and
- * how a key limit's keys use their slots. Read by `RunStore.activity` and `RunStore.keyUsage`,
- * shown by the console's charts and `leasehold stats`.
+ * How every store reads throughput (`RunStore.throughput`): the request's check, the window, the
+ * percentiles as PostgreSQL's `percentile_cont` computes them, and the memory store's summary of
+ * finished runs. For store implementers (`@leasehold/core/store`); users read `Throughput`.
  *
  * @since 0.1.0
  */
 import { Exit } from "effect"
 import { InvalidConfig } from "./Errors.js"
+import type { Percentiles, Throughput, ThroughputMinute, ThroughputRequest } from "./Throughput.js"
 
-/** @category models */
-export interface ActivityRequest {
-  /** The window, in whole minutes back from the store's now (1 to 1440). */
-  readonly minutes: number
-  /**
-   * The most finished runs read (the latest finished first); more in the window are left out and
-   * `Activity.truncated` says so. Default `defaultMaxRuns`.
-   */
-  readonly maxRuns?: number | undefined
-}
-
-/** Finished runs an activity read takes at most by default. @category constants */
+/** Finished runs a throughput read takes at most by default. @category constants */
 export const defaultMaxRuns = 200_000
-
-/** Milliseconds at the 50th, 95th and 99th percentiles. @category models */
-export interface Percentiles {
-  readonly p50: number
-  readonly p95: number
-  readonly p99: number
-}
-
-/** @category models */
-export interface ActivityMinute {
-  readonly queue: string
-  /** The minute's start, by the store's clock. */
-  readonly minute: Date
-  readonly completed: number
-  readonly failed: number
-  /** From due to claimed, of the attempt that finished; null when no run of the minute has a claim recorded. */
-  readonly waitMs: Percentiles | null
-  /** From claimed to finished, of the attempt that finished. */
-  readonly runMs: Percentiles | null
-}
-
-/** @category models */
-export interface Activity {
-  /** The window's start (a minute's start), by the store's clock. */
-  readonly since: Date
-  readonly minutes: number
-  /** By minute, then queue; minutes in which nothing finished are absent. */
-  readonly series: ReadonlyArray<ActivityMinute>
-  /** More runs finished in the window than `maxRuns`: the oldest of them are not counted. */
-  readonly truncated: boolean
-}
 
 /** One finished run, as the memory store reads it. @category models */
 export interface FinishedRun {
@@ -95,12 +53,12 @@ export const windowStart = (now: number, minutes: number): number =>
   Math.floor(now / minuteMs) * minuteMs - (minutes - 1) * minuteMs
 
 /**
- * The activity of finished runs: the ones in the window, latest finished first up to `maxRuns`,
+ * The throughput of finished runs: the ones in the window, latest finished first up to `maxRuns`,
  * per queue and minute (the memory store's read; `PgRunStore` does the same in SQL).
  *
  * @category constructors
  */
-export const summarize = (runs: Iterable<FinishedRun>, now: number, request: ActivityRequest): Activity => {
+export const summarize = (runs: Iterable<FinishedRun>, now: number, request: ThroughputRequest): Throughput => {
   const since = windowStart(now, request.minutes)
   const inWindow = [...runs].filter((r) => r.finishedAt >= since).sort((a, b) => b.finishedAt - a.finishedAt)
   const maxRuns = request.maxRuns ?? defaultMaxRuns
@@ -123,7 +81,7 @@ export const summarize = (runs: Iterable<FinishedRun>, now: number, request: Act
   }
   const series = [...groups.values()]
     .sort((a, b) => a.minute - b.minute || (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0))
-    .map((g): ActivityMinute => ({
+    .map((g): ThroughputMinute => ({
       queue: g.queue,
       minute: new Date(g.minute),
       completed: g.completed,
@@ -135,26 +93,12 @@ export const summarize = (runs: Iterable<FinishedRun>, now: number, request: Act
 }
 
 /**
- * A key's use of its limit: the slots its runs hold (running, or admitted and pending) and the
- * runs waiting for one, with how long the oldest of them has been due.
- *
- * @category models
- */
-export interface KeyUsage {
-  readonly key: string
-  readonly held: number
-  readonly waiting: number
-  /** Seconds since the oldest waiting run became due, by the store's clock; null when none waits. */
-  readonly oldestWaitingSeconds: number | null
-}
-
-/**
  * The request, checked: a window of 1 to 1440 whole minutes, `maxRuns` a whole number of at
  * least 1. Stores check it first, so a bad one reads nothing.
  *
  * @category validation
  */
-export const check = (request: ActivityRequest): Exit.Exit<ActivityRequest, InvalidConfig> => {
+export const check = (request: ThroughputRequest): Exit.Exit<ThroughputRequest, InvalidConfig> => {
   if (!(Number.isInteger(request.minutes) && request.minutes >= 1 && request.minutes <= 1440)) {
     return Exit.fail(
       new InvalidConfig({ option: "minutes", issue: `${request.minutes} is not a whole number from 1 to 1440` })
