@@ -37,7 +37,7 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0027_timeouts", "1157ab59ae67dff801e7cd1d4e36bb2a575fefcff4e206b48933fc1c54459cbe"],
   ["0028_operator_actions", "caceec608dc2752f091530a8e1f0d721f370be156be987aa48ae37287a7b73ff"],
   ["0029_attempt_logs", "3f134f92d1223794218aded92058afa792d3a3fe8a2a1e83c463baacfd5c7074"],
-  ["0030_ledger_lock_in_statement", "896843e359ba6dd12d3d46f781025f6c542d7501687604852ef3271c5dfda5aa"],
+  ["0030_ledger_lock_in_statement", "5a2c6df7139fe4cab41f8b978dd829ae108d1a5371639899d12cf5aae4fe84c9"],
   ["0031_unique_ledger", "340174c86dd1d28c152c5f1b42c69c2f12efcd087ff9ba7acde49bb0ed8dd6a7"],
   ["0032_runs_now_by_span", "9733feca8e0679c0784a4c3a05237ac94c404ded31559f7c242fd6532f59484d"]
 ]

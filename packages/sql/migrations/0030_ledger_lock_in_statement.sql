@@ -1,5 +1,5 @@
 -- The ledger's lock and its read in one call, so a completion is one statement, not a transaction
--- of four round trips (issue 39, docs/adr/0022-ledger-writers-ordered-by-lock.md, "One statement").
+-- of four round trips (issue 39, docs/adr/0022-ledger-writers-ordered-by-lock.md, "Amended 2026-12-03 (evening)").
 --
 -- `lock_claim_batches` locks the unsettled claim batches named by id (`wanted`), or whose span
 -- holds one of `unknown`'s run ids, in batch order, `FOR NO KEY UPDATE` (as ledger.ts's writers

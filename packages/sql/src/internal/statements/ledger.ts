@@ -136,7 +136,8 @@ const idRanges = (ids: ReadonlyArray<string>) => `{${ids.map((id) => `[${id},${B
  * the lock waited for, though the statement calling it began before. Then the completions they
  * have (`earlier`), and the leases of `input` still open at their place and fence (`open_leases`).
  * The locks are held while the statement runs, or to the end of the transaction it runs in, which
- * may then sit idle at most `bound` (`idleBound`).
+ * may then sit idle at most `bound`: the function sets `idle_in_transaction_session_timeout` as
+ * `idleBound` does for a statement of its own.
  */
 const openLeases = (
   sql: SqlClient.SqlClient,
