@@ -14,7 +14,7 @@ import { SqlClient } from "effect/sql"
 import { databaseUrl } from "./support/db.js"
 import { attribute, exported, type OtlpSpan, receiver } from "./support/otlp.js"
 import { expireLease, readRun, type Stores, twoStores } from "./support/stores.js"
-import { eventually, startWorker } from "./support/workers.js"
+import { eventually, startWorker, takeOver } from "./support/workers.js"
 
 // The handler's own span, to show it nests inside the attempt's.
 const ok = Handler.make({
@@ -422,14 +422,8 @@ describe("run tracing", () => {
           })
           const id = yield* enqueue(stores, stuck, null)
           yield* Deferred.await(started)
-          yield* expireLease(stores, id)
-          yield* stores.b.claim({
-            owner: "thief",
-            queues: ["default"],
-            kinds: ["stuck"],
-            limit: 1,
-            ttl: Duration.minutes(1)
-          })
+          // The holder heartbeats every 200 ms: expire and reclaim until the reclaim wins the race.
+          yield* takeOver(stores.b, expireLease(stores, id), { owner: "thief", kind: "stuck" })
           yield* eventually(
             "abandoned",
             Effect.sync(() =>

@@ -20,7 +20,7 @@ import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Ref, Schedule
 import { SqlClient } from "effect/sql"
 import { freshSchema, layerStore } from "./support/db.js"
 import { expireLease, readRun, twoStores } from "./support/stores.js"
-import { type Event, eventually, spyOnRenewals, startWorker } from "./support/workers.js"
+import { type Event, eventually, spyOnRenewals, startWorker, takeOver } from "./support/workers.js"
 
 const fast = {
   ttl: "1 second",
@@ -299,20 +299,7 @@ describe("heartbeat", () => {
       const [run] = yield* stores.a.enqueue([{ kind: "job", payload: null }])
       yield* Deferred.await(started)
       // The holder keeps renewing (every 150 ms): expire and reclaim until the reclaim wins the race.
-      const taken = yield* eventually(
-        "reclaimed by the thief",
-        Effect.gen(function*() {
-          yield* expireLease(stores, run!.id)
-          const [claimed] = yield* stores.b.claim({
-            owner: "thief",
-            queues: ["default"],
-            kinds: ["job"],
-            limit: 1,
-            ttl: Duration.minutes(1)
-          })
-          return claimed
-        })
-      )
+      const taken = yield* takeOver(stores.b, expireLease(stores, run!.id), { owner: "thief", kind: "job" })
       assert.strictEqual(taken.fence, 2)
       const lost = yield* eventually("superseded", Effect.sync(() => events.find((e) => e._tag === "LeaseLost")))
       assert.deepInclude(lost, { reason: "superseded", runId: run!.id, fence: 1 })

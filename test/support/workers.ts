@@ -62,3 +62,27 @@ export const eventually = <A>(
       yield* Effect.sleep("20 millis")
     }
   })
+
+/**
+ * Expires a run's lease and claims it for `owner` through `store`, again until the claim wins:
+ * a holder that heartbeats may renew between the expiry and the claim.
+ */
+export const takeOver = (
+  store: RunStore["Service"],
+  expire: Effect.Effect<unknown, any>,
+  claim: { readonly owner: string; readonly kind: string; readonly queue?: string }
+) =>
+  eventually(
+    `reclaimed by ${claim.owner}`,
+    Effect.gen(function*() {
+      yield* Effect.orDie(expire)
+      const [claimed] = yield* store.claim({
+        owner: claim.owner,
+        queues: [claim.queue ?? "default"],
+        kinds: [claim.kind],
+        limit: 1,
+        ttl: Duration.minutes(1)
+      })
+      return claimed
+    })
+  )
