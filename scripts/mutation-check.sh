@@ -123,12 +123,12 @@
 #                                     claimRated), against test/rate-process.test.ts, up to three
 #                                     times (a race between claimers);
 #   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
-#                                     (migration 0031's enqueue_run), against test/unique-process.test.ts
+#                                     (migration 0033's enqueue_run), against test/unique-process.test.ts
 #                                     (two enqueuers of a released key both take it), up to three times;
 #   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
-#                                     (migration 0031's enqueue_run), against test/sql-enqueue.test.ts;
+#                                     (migration 0033's enqueue_run), against test/sql-enqueue.test.ts;
 #   scripts/mutation-check.sh unique-ledger-state  a unique window judges its holder by its row's
-#                                     state alone, not the ledger's (migration 0031's enqueue_run),
+#                                     state alone, not the ledger's (migration 0033's enqueue_run),
 #                                     against the contract suite on PostgreSQL (a second run of a key
 #                                     held by a pending or running ledger run);
 #   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
@@ -167,7 +167,7 @@
 #                                     order, not key order (enqueue.ts › enqueueWithKeys), against
 #                                     test/idempotency-order.test.ts (opposite-order batches deadlock);
 #   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
-#                                     its insert and its lock (migration 0031's enqueue_run), against
+#                                     its insert and its lock (migration 0033's enqueue_run), against
 #                                     test/retention.test.ts (the enqueue yields no run);
 #   scripts/mutation-check.sh unique-retention  a completion that deletes its run keeps that run's
 #                                     holds (guarded.ts › releasedHolds), against test/retention.test.ts;
@@ -214,6 +214,10 @@
 #                                     no DELETE of run_events), against test/delete-runs.test.ts;
 #   scripts/mutation-check.sh delete-ledger  a delete leaves the ledger's batches as they were
 #                                     (ledger.ts › forgetDeleted not called), against test/delete-runs.test.ts;
+#   scripts/mutation-check.sh retention-live  retention takes no account of row runs not ended
+#                                     (migration 0033's history_range_kept), against the contract suite on PostgreSQL;
+#   scripts/mutation-check.sh retention-memory  the memory store's retention drops runs not ended
+#                                     (internal/memory/History.ts), against the contract suite on the memory store;
 #   scripts/mutation-check.sh readonly-token  a read-only credential may write (Admin.ts's guard),
 #                                     against test/http-operators.test.ts;
 #   scripts/mutation-check.sh batch-partial  Client.enqueueMany writes each payload as soon as it
@@ -406,14 +410,14 @@ elif [ "$mutation" = "unique-order" ]; then
   attempts=3
 elif [ "$mutation" = "idem-order" ]; then
   enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
-  sed -i 's/FROM input ORDER BY idempotency_key COLLATE "C", ord/FROM input ORDER BY ord/' "$enqueue"
+  sed -i 's/^        ORDER BY idempotency_key COLLATE "C", ord$/        ORDER BY ord/' "$enqueue"
   grep -q 'ORDER BY idempotency_key' "$enqueue" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a batch with idempotency keys inserts its rows in request order ($enqueue)"
   tests=(test/idempotency-order.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-retake" ]; then
-  # The enqueue_run in force: migration 0031's (0024's and 0025's, replaced).
-  migration="$work/packages/sql/migrations/0031_unique_ledger.sql"
+  # The enqueue_run in force: migration 0033's (0024's, 0025's and 0031's, replaced).
+  migration="$work/packages/sql/migrations/0033_history_partitions.sql"
   sed -i 's/^        IF FOUND THEN$/        IF true THEN/' "$migration"
   grep -q '^        IF true THEN$' "$migration" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: enqueue_run judges a hold it found deleted as held ($migration)"
@@ -637,23 +641,23 @@ elif [ "$mutation" = "memory-journal" ]; then
   tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-lock" ]; then
-  # The enqueue_run in force: migration 0031's (0022's, 0024's and 0025's, replaced).
-  windows="$work/packages/sql/migrations/0031_unique_ledger.sql"
+  # The enqueue_run in force: migration 0033's (0022's, 0024's, 0025's and 0031's, replaced).
+  windows="$work/packages/sql/migrations/0033_history_partitions.sql"
   sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
   grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
   tests=(test/unique-process.test.ts)
   attempts=3
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
-  # The enqueue_run in force: migration 0031's (0024's and 0025's, replaced).
-  windows="$work/packages/sql/migrations/0031_unique_ledger.sql"
+  # The enqueue_run in force: migration 0033's (0024's, 0025's and 0031's, replaced).
+  windows="$work/packages/sql/migrations/0033_history_partitions.sql"
   sed -i "s/CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END)/'pending')/; s/CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
   tests=(test/sql-enqueue.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-ledger-state" ]; then
-  windows="$work/packages/sql/migrations/0031_unique_ledger.sql"
+  windows="$work/packages/sql/migrations/0033_history_partitions.sql"
   sed -i 's/FROM "{{schema}}".runs_now r WHERE r.id = holder/FROM "{{schema}}".runs r WHERE r.id = holder/' "$windows"
   grep -q 'runs_now r WHERE r.id = holder' "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique window judges its holder by its row's state alone, not the ledger's ($windows)"
@@ -806,6 +810,20 @@ elif [ "$mutation" = "delete-ledger" ]; then
   sed -i 's/^import \* as ledger from ".\/ledger.js"$//' "$deletes"
   echo "mutation: a delete leaves the ledger's claim and completion batches as they were ($deletes)"
   tests=(test/delete-runs.test.ts)
+  attempts=1
+elif [ "$mutation" = "retention-live" ]; then
+  migration="$work/packages/sql/migrations/0033_history_partitions.sql"
+  sed -i "s/  SELECT EXISTS (SELECT 1 FROM \"{{schema}}\".runs r WHERE r.id >= lo AND r.id < hi AND r.state IN ('pending', 'running', 'suspended'))/  SELECT false/" "$migration"
+  grep -q "AND r.state IN ('pending', 'running', 'suspended'))$" "$migration" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a range of runs is reclaimed with its row runs not ended ($migration)"
+  tests=(test/contract.test.ts -t "retention")
+  attempts=1
+elif [ "$mutation" = "retention-memory" ]; then
+  history="$work/packages/core/src/internal/memory/History.ts"
+  sed -i 's/    ended(run) \&\& run.finishedAt !== null \&\& !held.has(run.id)/    (ended(run) || true) \&\& !held.has(run.id)/; s/    \&\& now - run.finishedAt >= /    \&\& now - (run.finishedAt ?? 0) >= /' "$history"
+  grep -q "ended(run) && run.finishedAt" "$history" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: the memory store's retention drops runs not ended ($history)"
+  tests=(test/contract-memory.test.ts -t "retention")
   attempts=1
 elif [ "$mutation" = "search-window" ]; then
   read="$work/packages/sql/src/internal/statements/read.ts"

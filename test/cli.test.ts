@@ -134,15 +134,19 @@ describe("leasehold: commands and usage", () => {
       assertOk(first)
       assert.strictEqual(
         first.stdout,
-        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span\n`
+        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span, 0033_history_partitions\n`
       )
       const tables = yield* sql<{ table_name: string }>`
-        SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema} ORDER BY table_name`
+        SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema}
+          AND table_name NOT IN (SELECT c.relname FROM pg_class c WHERE c.relispartition AND c.relnamespace = ${schema}::regnamespace)
+        ORDER BY table_name`
       assert.deepStrictEqual(tables.map((t) => t.table_name), [
         "attempt_logs",
         "callbacks",
         "claim_batches",
         "completion_batches",
+        "history_ranges",
+        "idempotency_keys",
         "key_holds",
         "key_limit_peaks",
         "key_limits",
@@ -158,6 +162,7 @@ describe("leasehold: commands and usage", () => {
         "runs_now",
         "schedules",
         "signal_deliveries",
+        "signal_tokens",
         "unique_holds",
         "waiting",
         "workers",
@@ -203,13 +208,14 @@ describe("leasehold: commands and usage", () => {
           "0029_attempt_logs",
           "0030_ledger_lock_in_statement",
           "0031_unique_ledger",
-          "0032_runs_now_by_span"
+          "0032_runs_now_by_span",
+          "0033_history_partitions"
         ]
       })
       const human = yield* leasehold(["migrate", ...connection(schema)])
       assert.strictEqual(
         human.stdout,
-        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span)\n`
+        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span, 0033_history_partitions)\n`
       )
     }))
 })

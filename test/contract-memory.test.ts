@@ -15,7 +15,8 @@ const memory: ContractTarget = {
   make: Effect.map(MemoryRunStore.make, (store) => ({
     store,
     passTime: (duration) => TestClock.adjust(duration),
-    settle: Effect.yieldNow
+    settle: Effect.yieldNow,
+    sealHistory: Effect.void
   }))
 }
 

@@ -25,31 +25,34 @@ const postgres = (name: string, options: PgRunStore.PgRunStoreOptions): Contract
       // Everything the store compares with now() moves back: as if now() had moved on.
       passTime: (duration) => {
         const shift = `${Duration.toMillis(Duration.fromInputUnsafe(duration))} * interval '1 millisecond'`
-        return Effect.andThen(
-          sql.unsafe(`UPDATE "${schema}".runs SET run_at = run_at - ${shift},
+        return Effect.gen(function*() {
+          yield* sql.unsafe(`UPDATE "${schema}".runs SET run_at = run_at - ${shift},
           lease_expires_at = lease_expires_at - ${shift}, suspend_deadline = suspend_deadline - ${shift},
-          deadline = deadline - ${shift}`),
+          deadline = deadline - ${shift}, finished_at = finished_at - ${shift}`)
           // The ledger's times move with the rows': ready runs' due times, claim batches' leases;
-          // and the worker registry's.
-          Effect.andThen(
-            Effect.andThen(
-              sql.unsafe(`UPDATE "${schema}".ready SET run_at = run_at - ${shift}`),
-              Effect.andThen(
-                sql.unsafe(
-                  `UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`
-                ),
-                sql.unsafe(`UPDATE "${schema}".rate_starts SET started_at = started_at - ${shift}`)
-              )
-            ),
-            Effect.andThen(
-              sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
-            last_heartbeat_at = last_heartbeat_at - ${shift}`),
-              sql.unsafe(`UPDATE "${schema}".unique_holds SET held_until = held_until - ${shift}`)
-            )
+          // and the worker registry's, the unique windows' and the history ranges'.
+          yield* sql.unsafe(`UPDATE "${schema}".ready SET run_at = run_at - ${shift}`)
+          yield* sql.unsafe(
+            `UPDATE "${schema}".claim_batches SET expires_at = expires_at - ${shift} WHERE settled_at IS NULL`
           )
-        )
+          yield* sql.unsafe(`UPDATE "${schema}".rate_starts SET started_at = started_at - ${shift}`)
+          yield* sql.unsafe(`UPDATE "${schema}".workers SET expires_at = expires_at - ${shift},
+            last_heartbeat_at = last_heartbeat_at - ${shift}`)
+          yield* sql.unsafe(`UPDATE "${schema}".unique_holds SET held_until = held_until - ${shift}`)
+          yield* sql.unsafe(`UPDATE "${schema}".history_ranges SET quiet_since = quiet_since - ${shift},
+            created_at = created_at - ${shift}`)
+        })
       },
-      settle: Effect.sleep("50 millis")
+      settle: Effect.sleep("50 millis"),
+      // Each sequence to the start of the next range, which the maintenance then creates.
+      sealHistory: Effect.gen(function*() {
+        yield* sql.unsafe(`SELECT setval('"${schema}".runs_id_seq',
+          (SELECT max(hi) - 1 FROM "${schema}".history_ranges WHERE tbl = 'runs'))`)
+        yield* sql.unsafe(`SELECT setval('"${schema}".claim_batches_batch_seq',
+          (SELECT max(hi) - 1 FROM "${schema}".history_ranges WHERE tbl = 'claim_batches'))`)
+        const year = Duration.days(365)
+        yield* Context.get(context, RunStore).maintainHistory({ keep: year, keepFailed: year, dryRun: false })
+      })
     }
   })
 })

@@ -76,7 +76,8 @@ describe("upgrading a store with runs in flight", () => {
         "attempt_logs",
         "ledger_lock_in_statement",
         "unique_ledger",
-        "runs_now_by_span"
+        "runs_now_by_span",
+        "history_partitions"
       ])
       yield* Effect.sleep("50 millis")
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")
@@ -175,5 +176,81 @@ describe("upgrading a store with runs in flight", () => {
       )
       const swept = yield* store.claim(claimOf("w-b"))
       assert.deepStrictEqual(swept.map((r) => [r.id, r.fence, r.via]), [[stranded[2]!.id, 2, "expired"]])
+    }).pipe(Effect.scoped))
+  it.live("migration 0033 moves a store with history and runs in flight to partitions: leases, keys, tokens and history carry over, and the old history is reclaimed once it has all ended", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema("upgrade")
+      const client = yield* Layer.build(Database.layerFromUrl(databaseUrl(), { maxConnections: 4 }))
+      const sql = Context.get(client, SqlClient.SqlClient)
+      const s = StoreSchema.make(schema)
+      yield* Migrations.run(s, { upTo: "0032_runs_now_by_span" }).pipe(Effect.provideContext(client))
+      const context = yield* Layer.build(
+        PgRunStore.layer({ schema, migrate: false }).pipe(Layer.provide(Layer.succeedContext(client)))
+      )
+      const store = Context.get(context, RunStore)
+      const claimOf = (owner: string, limit: number) => ({ owner, queues: ["default"], kinds: ["job"], limit, ttl })
+      // History and runs in flight: two completed, one suspended with a token, one held in its
+      // claim batch, two pending in the ledger, one with an idempotency key (the SQL enqueue of 0029).
+      const enqueued = yield* store.enqueue([1, 2, 3, 4, 5, 6].map((i) => ({ kind: "job", payload: { i } })))
+      const [one, two, three, four] = yield* store.claim(claimOf("w-a", 4))
+      yield* store.completeBatch([{ runId: one!.id, fence: one!.fence, result: null }, {
+        runId: two!.id,
+        fence: two!.fence,
+        result: null
+      }])
+      yield* store.suspend({
+        runId: three!.id,
+        fence: three!.fence,
+        signal: "s",
+        token: "tok-0030",
+        timeout: undefined
+      })
+      const [keyed] = yield* sql.unsafe<{ id: string }>(
+        `SELECT "${schema}".enqueue('job', '{}'::jsonb, idempotency_key => 'key-0030')::text AS id`
+      )
+      const held = [{ runId: four!.id, fence: four!.fence }]
+      const renewing = yield* Effect.forkScoped(
+        Effect.forever(Effect.andThen(store.renew("w-a", held, ttl), Effect.sleep("5 millis")))
+      )
+      const applied = yield* Migrations.run(s).pipe(Effect.provideContext(client))
+      assert.deepStrictEqual(applied.map(([, name]) => name), ["history_partitions"])
+      assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")
+      yield* Fiber.interrupt(renewing)
+      const partitionOf = (id: string) =>
+        Effect.map(
+          sql.unsafe<{ part: string }>(
+            `SELECT tableoid::regclass::text AS part FROM "${schema}".runs WHERE id = ${Number(id)}`
+          ),
+          (rows) => rows[0]!.part
+        )
+      assert.strictEqual(yield* partitionOf(one!.id), `${schema}.runs_from_0`)
+      // The key answers with its run, the token resumes its run, the lease completes under its fence.
+      const [again] = yield* store.enqueue([{ kind: "job", payload: {}, idempotencyKey: "key-0030" }])
+      assert.deepStrictEqual(again, { id: keyed!.id, created: false })
+      assert.strictEqual(yield* store.resumeByToken("tok-0030", { ok: true }), three!.id)
+      const [finished] = yield* store.completeBatch([{ ...held[0]!, result: null }])
+      assert.deepInclude(finished, { _tag: "Finalized", runId: four!.id })
+      assert.deepStrictEqual(
+        (yield* store.history(one!.id)).map((e) => `${e.kind}@${e.fence}`),
+        ["claimed@1", "completed@1"]
+      )
+      // New runs go to the new range; the old one is reclaimed once every run in it has ended.
+      const [fresh] = yield* store.enqueue([{ kind: "job", payload: { fresh: true } }])
+      assert.notStrictEqual(yield* partitionOf(fresh!.id), `${schema}.runs_from_0`)
+      const now = { keep: Duration.zero, keepFailed: Duration.zero, dryRun: false }
+      yield* store.maintainHistory(now)
+      yield* store.maintainHistory(now)
+      yield* store.get(enqueued[4]!.id)
+      const rest = yield* store.claim(claimOf("w-b", 10))
+      assert.sameMembers(rest.map((r) => r.id), [three!.id, enqueued[4]!.id, enqueued[5]!.id, keyed!.id, fresh!.id])
+      yield* store.completeBatch(rest.map((r) => ({ runId: r.id, fence: r.fence, result: null })))
+      const actions = [...yield* store.maintainHistory(now), ...yield* store.maintainHistory(now)]
+      assert.deepInclude(actions, { action: "drop", table: "runs", from: "0", to: String(Number(keyed!.id) + 1) })
+      for (const id of [one!.id, three!.id, keyed!.id]) {
+        assert.deepInclude(yield* Effect.flip(store.get(id)), { _tag: "RunNotFound" })
+      }
+      assert.deepInclude(yield* store.get(fresh!.id), { state: "completed" })
+      const [reused] = yield* store.enqueue([{ kind: "job", payload: {}, idempotencyKey: "key-0030" }])
+      assert.isTrue(reused!.created)
     }).pipe(Effect.scoped))
 })

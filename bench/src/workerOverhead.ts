@@ -72,6 +72,8 @@ const memoryStore = (onAllDone: () => void): RunStore["Service"] => {
     retryMany: notImplemented,
     countDeletable: notImplemented,
     deleteRuns: notImplemented,
+    maintainHistory: () => Effect.succeed([]),
+    historyStatus: Effect.die(new Error("not used by this measure")),
     recordAction: notImplemented,
     actions: notImplemented,
     callbackExpiry: notImplemented,

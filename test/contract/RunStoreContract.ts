@@ -34,6 +34,12 @@ export interface ContractStore {
   readonly passTime: (duration: Duration.Input) => Effect.Effect<void, unknown>
   /** Gives background work (a notification listener) a moment to catch up. */
   readonly settle: Effect.Effect<void>
+  /**
+   * The runs and claims made so far are in history ranges the ids have passed, as a day's range is
+   * once the next day's runs go to the next one (PG: the sequences move to the next range's start;
+   * memory: nothing, each run is its own).
+   */
+  readonly sealHistory: Effect.Effect<void, unknown>
 }
 
 export interface ContractTarget {
@@ -1865,6 +1871,96 @@ export const runStoreContract = (target: ContractTarget): void => {
           )
           assert.deepInclude(error, { _tag: "InvalidConfig", option: "concurrencyKey" })
           assert.isEmpty(yield* store.list({ limit: 10, offset: 0 }), "no run of the batch was enqueued")
+        }))
+    })
+
+    describe("retention", () => {
+      const window = { keep: Duration.hours(1), keepFailed: Duration.hours(1) }
+      const maintain = (store: Store) => store.maintainHistory({ ...window, dryRun: false })
+      test("retention never drops a run not ended (pending, running, suspended) nor one ended within the window; an idempotency key answers while its run is kept", ({ passTime, sealHistory, store }) =>
+        Effect.gen(function*() {
+          const [done, keyed] = yield* store.enqueue([
+            { kind: "job", payload: { i: 0 } },
+            { kind: "job", payload: { i: 1 }, idempotencyKey: "retained-key" }
+          ])
+          const [pending] = yield* store.enqueue([{ kind: "job", payload: { i: 2 }, delayMs: 24 * 3_600_000 }])
+          const [suspended, running] = yield* store.enqueue([
+            { kind: "job", payload: { i: 3 } },
+            { kind: "job", payload: { i: 4 } }
+          ])
+          const claimed = yield* claimFrom(store, "w1", { limit: 4 })
+          const lease = (id: string) => {
+            const run = claimed.find((c) => c.id === id)!
+            return { runId: run.id, fence: run.fence }
+          }
+          yield* store.completeBatch([{ ...lease(done!.id), result: null }, { ...lease(keyed!.id), result: null }])
+          yield* store.suspend({ ...lease(suspended!.id), signal: "s", token: "retention-token", timeout: undefined })
+          yield* sealHistory
+          // Within the window: everything is kept, the key answers with its run.
+          yield* maintain(store)
+          yield* passTime(Duration.minutes(30))
+          yield* maintain(store)
+          // (A store that deletes completed runs deleted `done` at its completion; a keyed run stays.)
+          for (
+            const run of deleted
+              ? [keyed, pending, suspended, running]
+              : [done, keyed, pending, suspended, running]
+          ) {
+            yield* store.get(run!.id)
+          }
+          const [again] = yield* store.enqueue([{ kind: "job", payload: {}, idempotencyKey: "retained-key" }])
+          assert.deepStrictEqual(again, { id: keyed!.id, created: false })
+          // Past the window: the runs not ended are kept, whatever else their range holds.
+          yield* passTime(Duration.hours(2))
+          yield* maintain(store)
+          yield* passTime(Duration.hours(2))
+          yield* maintain(store)
+          assert.deepInclude(yield* store.get(pending!.id), { state: "pending" })
+          assert.deepInclude(yield* store.get(suspended!.id), { state: "suspended", signalToken: "retention-token" })
+          assert.deepInclude(yield* store.get(running!.id), { state: "running" })
+          // The suspended run still answers its token, and the running one its lease.
+          assert.strictEqual(yield* store.resumeByToken("retention-token", { ok: true }), suspended!.id)
+          const [completed] = yield* store.completeBatch([{ ...lease(running!.id), result: null }])
+          assert.deepInclude(completed, { _tag: "Finalized", runId: running!.id })
+        }))
+
+      test("a suspended run alone in its range (its claim settled, nothing ready) keeps it past the window", ({ passTime, sealHistory, store }) =>
+        Effect.gen(function*() {
+          const lease = yield* heldRun(store)
+          yield* store.suspend({ ...lease, signal: "s", token: "alone-token", timeout: undefined })
+          yield* sealHistory
+          yield* maintain(store)
+          yield* passTime(Duration.hours(2))
+          yield* maintain(store)
+          assert.deepInclude(yield* store.get(lease.runId), { state: "suspended", signalToken: "alone-token" })
+        }))
+
+      test("retention drops runs that ended longer ago than the window once nothing keeps their range; an idempotency key of a dropped run no longer answers", ({ passTime, sealHistory, store }) =>
+        Effect.gen(function*() {
+          const [done, keyed, failed] = yield* store.enqueue([
+            { kind: "job", payload: { i: 0 } },
+            { kind: "job", payload: { i: 1 }, idempotencyKey: "dropped-key" },
+            { kind: "job", payload: { i: 2 }, maxAttempts: 1 }
+          ])
+          const claimed = yield* claimFrom(store, "w1", { limit: 3 })
+          const lease = (id: string) => {
+            const run = claimed.find((c) => c.id === id)!
+            return { runId: run.id, fence: run.fence }
+          }
+          yield* store.completeBatch([{ ...lease(done!.id), result: null }, { ...lease(keyed!.id), result: null }])
+          yield* store.fail({ ...lease(failed!.id), error: { m: "no" }, retryDelayMs: 0 })
+          yield* sealHistory
+          const dry = yield* store.maintainHistory({ ...window, dryRun: true })
+          assert.isFalse(dry.some((a) => a.action === "drop" && a.table === "runs"), "nothing is past its window yet")
+          yield* maintain(store)
+          yield* passTime(Duration.hours(2))
+          yield* maintain(store)
+          for (const run of [done, keyed, failed]) yield* assertDeleted(store, run!.id)
+          const [again] = yield* store.enqueue([{ kind: "job", payload: {}, idempotencyKey: "dropped-key" }])
+          assert.isTrue(again!.created)
+          assert.notStrictEqual(again!.id, keyed!.id)
+          const status = yield* store.historyStatus
+          assert.isAtLeast(status.runs, 0)
         }))
     })
 

@@ -10,6 +10,7 @@ import { enqueue } from "./commands/enqueue.js"
 import { limits } from "./commands/limits.js"
 import { migrate } from "./commands/migrate.js"
 import { queues } from "./commands/queues.js"
+import { retention } from "./commands/retention.js"
 import { runs } from "./commands/runs.js"
 import { schedules } from "./commands/schedules.js"
 import { serve } from "./commands/serve.js"
@@ -29,6 +30,7 @@ export const leasehold = Command.make("leasehold").pipe(
     cancel,
     retry,
     audit,
+    retention,
     stats,
     worker,
     serve

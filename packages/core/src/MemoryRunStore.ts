@@ -35,6 +35,7 @@ import * as Claim from "./internal/memory/Claim.js"
 import * as Delete from "./internal/memory/Delete.js"
 import * as Enqueue from "./internal/memory/Enqueue.js"
 import * as Guarded from "./internal/memory/Guarded.js"
+import * as History from "./internal/memory/History.js"
 import { Journal } from "./internal/memory/Journal.js"
 import * as Keys from "./internal/memory/Keys.js"
 import * as Operators from "./internal/memory/Operators.js"
@@ -238,6 +239,14 @@ export const makeControlled: Effect.Effect<Controlled> = Effect.gen(function*() 
     retryMany: (filter, actor) => apply((now) => Admin.many(state, filter, "retry", now, actor)),
     countDeletable: (filter) =>
       apply(() => Delete.count(state, filter)).pipe(Effect.map(({ busy, count }) => ({ count, busy }))),
+    maintainHistory: (request) =>
+      apply((now) => {
+        const window = { keep: Duration.toMillis(request.keep), keepFailed: Duration.toMillis(request.keepFailed) }
+        const outcome = History.maintain(state, request, window, now)
+        kept.forget(outcome.executions)
+        return outcome.actions
+      }),
+    historyStatus: apply(() => History.status(state)),
     deleteRuns: (request) =>
       Effect.gen(function*() {
         const counted = yield* apply(() => Delete.count(state, request.filter))

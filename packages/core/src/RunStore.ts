@@ -40,6 +40,7 @@ import type {
   OperatorAction
 } from "./OperatorActions.js"
 import type { RateLimit, RateLimitInfo, RateLimitScope } from "./RateLimits.js"
+import type * as Retention from "./Retention.js"
 import type {
   ClaimedRun,
   Enqueued,
@@ -497,6 +498,16 @@ export interface OperatorStore {
   readonly deleteRuns: (
     request: DeleteRequest
   ) => Effect.Effect<DeleteOutcome, DeleteCountChanged | RunsBusy | StoreError>
+  /**
+   * The history's maintenance (`Retention`): creates the ranges ahead of the ids and reclaims
+   * history older than the window, never a run that is not ended or whose unique window holds its
+   * key. One caller at a time: a second concurrent caller returns at once with nothing done.
+   */
+  readonly maintainHistory: (
+    request: Retention.MaintainRequest
+  ) => Effect.Effect<ReadonlyArray<Retention.Action>, StoreError>
+  /** What the history holds now: its ranges, runs and bytes, and when the oldest range kept was created. */
+  readonly historyStatus: Effect.Effect<Retention.Status, StoreError>
   /** Records an operator's action that is not about one run (a queue, a schedule, a limit) in the audit. */
   readonly recordAction: (record: ActionRecord) => Effect.Effect<void, StoreError>
   /** The audit, newest first. */

@@ -28,6 +28,7 @@ import * as Settlement from "./internal/Settlement.js"
 import * as Timeouts from "./internal/Timeouts.js"
 import * as KeyLimits from "./KeyLimits.js"
 import * as RateLimits from "./RateLimits.js"
+import * as Retention from "./Retention.js"
 import type { ClaimedRun } from "./RunRecord.js"
 import { RunStore, type StoreNotification } from "./RunStore.js"
 import type * as Schedules from "./Schedules.js"
@@ -115,6 +116,20 @@ export interface WorkerOptions<R> {
    * worker enforces the last one declared.
    */
   readonly rateLimits?: ReadonlyArray<RateLimits.RateLimit> | undefined
+  /**
+   * Retention of the store's history (`Retention`): every `every` (5 minutes), one worker at a time
+   * creates the history's next ranges and reclaims what ended longer ago than `keep` (7 days;
+   * `keepFailed` for failed and cancelled runs, 7 days). False: this worker runs no maintenance
+   * (another process runs it, or `leasehold retention run`).
+   */
+  readonly retention?:
+    | {
+      readonly keep?: Duration.Input | undefined
+      readonly keepFailed?: Duration.Input | undefined
+      readonly every?: Duration.Input | undefined
+    }
+    | false
+    | undefined
 }
 
 /** @category models */
@@ -132,6 +147,7 @@ export interface ResolvedOptions {
   readonly metrics: boolean | undefined
   readonly traces: boolean | undefined
   readonly traceSampleRate: number
+  readonly retention: { readonly every: Duration.Duration; readonly window: Retention.Window } | false
 }
 
 /**
@@ -159,6 +175,16 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
     }
     for (const limit of options.keyLimits ?? []) yield* KeyLimits.check(limit)
     for (const limit of options.rateLimits ?? []) yield* RateLimits.check(limit)
+    const retention = options.retention === false ? false : {
+      every: yield* Options.duration("retention.every", options.retention?.every ?? Retention.defaultEvery),
+      window: {
+        keep: yield* Options.duration("retention.keep", options.retention?.keep ?? Retention.defaultWindow.keep),
+        keepFailed: yield* Options.duration(
+          "retention.keepFailed",
+          options.retention?.keepFailed ?? Retention.defaultWindow.keepFailed
+        )
+      }
+    }
     const retry = options.retry ?? Backoff.defaultPolicy
     yield* Options.duration("retry.base", retry.base)
     yield* Options.duration("retry.max", retry.max)
@@ -175,7 +201,8 @@ export const resolveOptions = (options: WorkerOptions<unknown>): Effect.Effect<R
       maxCompletionBatch: yield* Options.integer("maxCompletionBatch", options.maxCompletionBatch ?? 500, 1),
       metrics: options.metrics,
       traces: options.traces,
-      traceSampleRate: yield* Options.fraction("traceSampleRate", options.traceSampleRate ?? 1)
+      traceSampleRate: yield* Options.fraction("traceSampleRate", options.traceSampleRate ?? 1),
+      retention
     }
   })
 
@@ -535,6 +562,7 @@ export const run = <R>(
     yield* Effect.forkScoped(reporting(listenLoop))
     const claiming = yield* Effect.forkScoped(claimLoop)
     if (options.tickSchedules !== false) yield* Effect.forkScoped(reporting(ticker.loop))
+    if (config.retention !== false) yield* Effect.forkScoped(Retention.maintain(store, config.retention))
     // One line at start, through Effect's logger (an application replaces it with its own `Logger`).
     yield* annotated(Effect.logInfo(
       `leasehold worker ${owner} started: queues ${config.queues.join(", ")}, concurrency ${config.concurrency}`

@@ -23,6 +23,7 @@ import * as claimStatement from "./internal/statements/claim.js"
 import * as deletes from "./internal/statements/deletes.js"
 import * as enqueueStatement from "./internal/statements/enqueue.js"
 import * as guarded from "./internal/statements/guarded.js"
+import * as history from "./internal/statements/history.js"
 import * as keys from "./internal/statements/keys.js"
 import * as ledger from "./internal/statements/ledger.js"
 import * as operators from "./internal/statements/operators.js"
@@ -78,6 +79,11 @@ export interface PgRunStoreOptions {
    * direct (session) connection to the server, or, without one, find work by polling alone.
    */
   readonly pooler?: PoolerOptions | undefined
+  /**
+   * The fewest run ids (and claim batches) a new history range holds (ADR 0028): the maintenance
+   * sizes each range to what the last day used, never below this. 100,000 by default.
+   */
+  readonly historyRange?: number | undefined
 }
 
 /** @category models */
@@ -283,6 +289,9 @@ export const make = Effect.fnUntraced(function*(options: PgRunStoreOptions = {})
     retryMany: (filter, actor) => refail("retry")(admin.retryMany(sql, s, filter, actor)),
     countDeletable: (filter) => refail("count for delete")(deletes.countDeletable(sql, s, filter)),
     deleteRuns: (request) => refail("delete")(deletes.deleteRuns(sql, s, request)),
+    maintainHistory: (request) =>
+      refail("maintain history")(history.maintain(sql, s, request, options.historyRange ?? 100_000)),
+    historyStatus: refail("history status")(history.status(sql, s)),
     recordAction: (record) => refail("record action")(deletes.recordAction(sql, s, record)),
     actions: (query) => refail("read actions")(deletes.actions(sql, s, query)),
     history: (runId) => refail("history")(read.history(sql, s, runId)),

@@ -31,6 +31,8 @@ export interface StoreSchema {
   readonly keyLimitPeaks: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly rateLimits: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   readonly rateStarts: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
+  /** Idempotency keys, each naming its run (migration 0033: `runs` is partitioned and holds no unique key). */
+  readonly idempotencyKeys: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Uniqueness windows' holds, one per kind and key (migration 0022). */
   readonly uniqueHolds: (sql: SqlClient.SqlClient) => ReturnType<SqlClient.SqlClient["literal"]>
   /** Workflow journals: activity results, deferred outcomes and durable clocks, by execution. */
@@ -100,6 +102,7 @@ const derive = (schema: string): StoreSchema => {
     keyLimitPeaks: (sql) => sql.literal(`"${schema}".key_limit_peaks`),
     rateLimits: (sql) => sql.literal(`"${schema}".rate_limits`),
     rateStarts: (sql) => sql.literal(`"${schema}".rate_starts`),
+    idempotencyKeys: (sql) => sql.literal(`"${schema}".idempotency_keys`),
     uniqueHolds: (sql) => sql.literal(`"${schema}".unique_holds`),
     workflowActivities: (sql) => sql.literal(`"${schema}".workflow_activities`),
     workflowDeferreds: (sql) => sql.literal(`"${schema}".workflow_deferreds`),

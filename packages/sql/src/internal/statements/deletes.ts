@@ -126,6 +126,8 @@ const deleteStatement = (
       RETURNING id, kind, queue, concurrency_key, idempotency_key
     ), events AS (
       DELETE FROM ${s.events(sql)} WHERE run_id IN (SELECT id FROM gone)
+    ), keys AS (
+      DELETE FROM ${s.idempotencyKeys(sql)} WHERE run_id IN (SELECT id FROM gone)
     ), unique_holds AS (
       DELETE FROM ${s.uniqueHolds(sql)} WHERE run_id IN (SELECT id FROM gone)
     ), callbacks AS (

@@ -231,7 +231,8 @@ const enqueueUniqueRun = (
 }
 
 /**
- * A batch with idempotency keys: a repeated key yields the existing run. The rows are inserted in
+ * A batch with idempotency keys: a repeated key yields the existing run. Each key is held by its
+ * `idempotency_keys` row (migration 0033), inserted before its run. The keys are inserted in
  * key order (byte order, whatever the database's collation), not request order: each insert waits
  * on an uncommitted insert of its key, so two batches of the same keys in opposite orders would
  * each hold a key the other waits for. The ids are still drawn in request order (`inputRows`), and
@@ -248,6 +249,12 @@ const enqueueWithKeys = (
     const rows = yield* sql<{ id: string; created: boolean; key: string | null }>`
       WITH input AS MATERIALIZED (
         ${inputRows(sql, s, requests, payloads)}
+      ), keys AS (
+        INSERT INTO ${s.idempotencyKeys(sql)} (key, run_id)
+        SELECT idempotency_key, id FROM input WHERE idempotency_key IS NOT NULL
+        ORDER BY idempotency_key COLLATE "C", ord
+        ON CONFLICT (key) DO NOTHING
+        RETURNING run_id
       ), inserted AS (
         INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key, rate_scope,
           attempt_timeout_ms, deadline)
@@ -255,22 +262,21 @@ const enqueueWithKeys = (
           concurrency_key, ${sql.literal(rate.governing(s, "input.kind", "input.queue"))}, attempt_timeout_ms, ${
       sql.literal(deadlineOf("input"))
     }
-        FROM input ORDER BY idempotency_key COLLATE "C", ord
-        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        FROM input WHERE idempotency_key IS NULL OR id IN (SELECT run_id FROM keys)
         RETURNING id, queue
       ), woken AS (
         SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM inserted) q
       )
-      SELECT COALESCE(ins.id, existing.id)::text AS id, ins.id IS NOT NULL AS created, i.idempotency_key AS key,
+      SELECT COALESCE(ins.id, existing.run_id)::text AS id, ins.id IS NOT NULL AS created, i.idempotency_key AS key,
         (SELECT count(*) FROM woken) AS woken
       FROM input i
       LEFT JOIN inserted ins ON ins.id = i.id
-      LEFT JOIN ${runs} existing ON ins.id IS NULL AND existing.idempotency_key = i.idempotency_key
+      LEFT JOIN ${s.idempotencyKeys(sql)} existing ON ins.id IS NULL AND existing.key = i.idempotency_key
       ORDER BY i.ord`
     // A key inserted by a transaction that committed during this statement is not in its snapshot.
     const missing = rows.filter((r) => r.id === null && r.key !== null).map((r) => r.key!)
     const late = missing.length === 0 ? [] : yield* sql<{ id: string; key: string }>`
-      SELECT id::text AS id, idempotency_key AS key FROM ${runs} WHERE idempotency_key = ANY(${missing}::text[])`
+      SELECT run_id::text AS id, key FROM ${s.idempotencyKeys(sql)} WHERE key = ANY(${missing}::text[])`
     const lateByKey = new Map(late.map((r) => [r.key, r.id]))
     return rows.map((r): Enqueued => ({ id: r.id ?? lateByKey.get(r.key!)!, created: r.created }))
   })

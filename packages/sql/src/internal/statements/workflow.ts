@@ -21,7 +21,7 @@ export const executionRun = (sql: SqlClient.SqlClient, s: StoreSchema, execution
   Effect.map(
     sql<{ id: string; state: RunState; fence: string; result: unknown; error: unknown; trace_parent: string | null }>`
       SELECT id::text AS id, state, fence::text AS fence, result, error, trace_parent FROM ${s.runs(sql)}
-      WHERE idempotency_key = ${execution}`,
+      WHERE id = (SELECT run_id FROM ${s.idempotencyKeys(sql)} WHERE key = ${execution})`,
     (rows) =>
       Option.map(Option.fromNullishOr(rows[0]), (row): ExecutionRun => ({
         runId: row.id,
@@ -152,9 +152,9 @@ export const deferredResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
 const wakeLocked = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, reason: string) =>
   Effect.gen(function*() {
     const [run] = yield* sql<{ id: string; state: RunState; fence: string }>`
-      SELECT id::text AS id, state, fence::text AS fence FROM ${
-      s.runs(sql)
-    } WHERE idempotency_key = ${execution} FOR UPDATE`
+      SELECT id::text AS id, state, fence::text AS fence FROM ${s.runs(sql)} WHERE id = (SELECT run_id FROM ${
+      s.idempotencyKeys(sql)
+    } WHERE key = ${execution}) FOR UPDATE`
     if (run === undefined) return "none" satisfies Wake as Wake
     const payload = JSON.stringify({ wake: reason })
     if (run.state === "suspended") {
