@@ -1539,7 +1539,7 @@ const agreesWithTheModel = (storage: PgRunStore.Storage, runs: number) =>
       scope = await must(Scope.make())
       await must(
         once.sql.unsafe(
-          `TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".key_holds, "${once.schema}".waiting, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds RESTART IDENTITY`
+          `TRUNCATE "${once.schema}".runs, "${once.schema}".run_events, "${once.schema}".app_rows, "${once.schema}".paused_queues, "${once.schema}".schedules, "${once.schema}".key_limits, "${once.schema}".key_limit_peaks, "${once.schema}".ready, "${once.schema}".key_holds, "${once.schema}".waiting, "${once.schema}".claim_batches, "${once.schema}".completion_batches, "${once.schema}".rate_limits, "${once.schema}".rate_starts, "${once.schema}".unique_holds, "${once.schema}".idempotency_keys, "${once.schema}".signal_tokens RESTART IDENTITY`
         )
       )
       const store = await must(
