@@ -144,9 +144,9 @@ describe("serve /metrics", () => {
       // the table it belongs to.
       const used = new Set(
         (yield* sql.unsafe<{ root: string }>(
-          `SELECT DISTINCT pg_partition_root(format('%I.%I', $1::text, name)::regclass)::text AS root
+          `SELECT DISTINCT coalesce(pg_partition_root(format('%I.%I', $1::text, name)::regclass), format('%I.%I', $1::text, name)::regclass)::text AS root
            FROM unnest($2::text[]) AS name`,
-          [schema, [...lines.matchAll(/using (\w+) on/g)].map((m) => m[1]!)]
+          [schema, [...lines.matchAll(/(?:using|Bitmap Index Scan on) (\w+)/g)].map((m) => m[1]!)]
         )).map((r) => r.root.replace(/^.*\./, ""))
       )
       for (
