@@ -374,6 +374,11 @@ describe("web console (chromium)", () => {
           assert.strictEqual(await card("live leases").textContent(), "1")
           assert.strictEqual(await page.locator("#approvals-count").textContent(), "2")
           assert.strictEqual(await card("completed").textContent(), "3")
+          // The history kept (ADR 0028), by the catalog's estimate: a line, not a count.
+          assert.match(
+            (await page.locator("dd[data-fact=history]").textContent()) ?? "",
+            /^about [\d,]+ runs, \d+\.\d MB, since \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/
+          )
           assert.include(await page.locator("section[aria-labelledby=by-queue] tbody").textContent(), "manual")
           const live = await page.locator("section[aria-labelledby=live-leases] tbody tr td").allTextContents()
           assert.deepStrictEqual(live.slice(0, 5).map((t) => t.trim()), [

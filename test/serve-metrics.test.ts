@@ -124,6 +124,38 @@ describe("serve /metrics", () => {
       assert.strictEqual(after.get("leasehold_live_leases"), 0)
     }))
 
+  it.live("exports the history the store keeps: its runs and bytes as the catalog estimates them, and the oldest range's age, which grows as it is kept", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const { a, sql, schema } = stores
+      yield* a.enqueue(Array.from({ length: 500 }, () => ({ kind: "k", payload: {}, queue: "h" })))
+      yield* sql.unsafe(`ANALYZE "${schema}".runs`)
+      // The oldest range kept was made an hour ago.
+      yield* sql.unsafe(
+        `UPDATE "${schema}".history_ranges SET created_at = now() - interval '1 hour'
+         WHERE tbl = 'runs' AND lo = (SELECT min(lo) FROM "${schema}".history_ranges WHERE tbl = 'runs' AND lo < hi)`
+      )
+      const origin = yield* serve(stores)
+      const scrape = yield* request(`${origin}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+      const got = series(scrape.body as string)
+      const [catalog] = yield* sql.unsafe<{ runs: number; bytes: number }>(
+        `SELECT sum(greatest(c.reltuples, 0))::int AS runs, sum(pg_total_relation_size(c.oid))::float8 AS bytes
+         FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '"${schema}".runs'::regclass`
+      )
+      assert.strictEqual(got.get("leasehold_history_runs"), 500)
+      assert.strictEqual(got.get("leasehold_history_runs"), catalog!.runs)
+      assert.strictEqual(got.get("leasehold_history_bytes"), catalog!.bytes)
+      const age = got.get("leasehold_history_oldest_kept_seconds")!
+      assert.isTrue(age >= 3_600 && age < 3_700, `oldest kept ${age} s`)
+      // The same through the API the console reads.
+      const history = yield* request(`${origin}/api/history`, { headers: { authorization: `Bearer ${token}` } })
+      assert.strictEqual(history.status, 200)
+      const body = history.body as { runs: number; oldestKeptAt: string; ranges: ReadonlyArray<{ table: string }> }
+      assert.strictEqual(body.runs, 500)
+      assert.isTrue(body.ranges.some((r) => r.table === "runs"))
+      assert.isTrue(Date.now() - Date.parse(body.oldestKeptAt) >= 3_600_000)
+    }))
+
   it.live("the sample reads only partial indexes on a table of 30,000 ended runs (no sequential scan)", () =>
     Effect.gen(function*() {
       const stores = yield* twoStores

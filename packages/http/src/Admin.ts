@@ -982,9 +982,14 @@ export const layer = (options: AdminOptions) =>
         guard(false, () =>
           Effect.gen(function*() {
             const store = yield* RunStore
-            const [sample, paused] = yield* Effect.all([store.sample, store.pausedQueues])
+            const [sample, paused, history] = yield* Effect.all([
+              store.sample,
+              store.pausedQueues,
+              store.historyStatus
+            ])
             const own = StoreGauges.withoutSampled(yield* PrometheusMetrics.format())
-            return HttpServerResponse.text(StoreGauges.format(sample, paused) + own, {
+            const now = yield* Clock.currentTimeMillis
+            return HttpServerResponse.text(StoreGauges.format(sample, paused, history, now) + own, {
               status: 200,
               contentType: "text/plain; version=0.0.4; charset=utf-8"
             })
@@ -1037,6 +1042,18 @@ export const layer = (options: AdminOptions) =>
               store.throughput({ minutes: 5 })
             ])
             return json(200, { queues: Queues.overview(stats, paused, registered, throughput) })
+          }))
+      ),
+
+      // What history the store keeps (ADR 0028): its ranges, the runs and bytes they hold by the
+      // catalog's estimates, and since when the oldest one kept was created.
+      HttpRouter.route(
+        "GET",
+        "/api/history",
+        guard(false, () =>
+          Effect.gen(function*() {
+            const store = yield* RunStore
+            return json(200, yield* store.historyStatus)
           }))
       ),
 

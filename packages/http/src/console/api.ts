@@ -224,6 +224,16 @@ export interface Stats {
   readonly reclaims: number
 }
 
+/** `/api/history`: what history the store keeps (ADR 0028); runs and bytes are the catalog's estimates. */
+export interface History {
+  readonly ranges: ReadonlyArray<
+    { readonly table: string; readonly from: string; readonly to: string; readonly createdAt: string }
+  >
+  readonly runs: number
+  readonly bytes: number
+  readonly oldestKeptAt: string | null
+}
+
 export interface Percentiles {
   readonly p50: number
   readonly p95: number

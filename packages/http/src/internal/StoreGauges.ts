@@ -1,9 +1,9 @@
 /**
- * `/metrics` of the admin server: the store's live runs (`RunStore.sample`) and paused queues,
- * sampled at each scrape, as Prometheus gauges. The names are the worker's sampled ones
+ * `/metrics` of the admin server: the store's live runs (`RunStore.sample`), paused queues and the
+ * history it keeps (`RunStore.historyStatus`), sampled at each scrape, as Prometheus gauges. The names are the worker's sampled ones
  * (`WorkerMetrics`), so a dashboard reads either; a queue without live runs has no series.
  */
-import type { LiveSample, PausedQueue } from "@leasehold/core"
+import type { LiveSample, PausedQueue, Retention } from "@leasehold/core"
 
 /** A label value in Prometheus's text format: backslash, quote and newline escaped. */
 const label = (value: string) => `"${value.replace(/\\/g, "\\\\").replace(/"/g, "\\\"").replace(/\n/g, "\\n")}"`
@@ -21,10 +21,18 @@ export const names = [
   "leasehold_queue_oldest_due_seconds",
   "leasehold_oldest_due_seconds",
   "leasehold_live_leases",
-  "leasehold_queue_paused"
+  "leasehold_queue_paused",
+  "leasehold_history_runs",
+  "leasehold_history_bytes",
+  "leasehold_history_oldest_kept_seconds"
 ] as const
 
-export const format = (sample: LiveSample, paused: ReadonlyArray<PausedQueue>): string =>
+export const format = (
+  sample: LiveSample,
+  paused: ReadonlyArray<PausedQueue>,
+  history: Retention.Status,
+  now: number
+): string =>
   [
     ...family(
       "leasehold_queue_runs",
@@ -50,6 +58,19 @@ export const format = (sample: LiveSample, paused: ReadonlyArray<PausedQueue>): 
       "leasehold_queue_paused",
       "1 for each paused queue (sampled)",
       paused.map((p) => [`{queue=${label(p.queue)}}`, 1])
+    ),
+    ...family("leasehold_history_runs", "Runs the store keeps, ended ones included (the catalog's estimate)", [[
+      "",
+      history.runs
+    ]]),
+    ...family("leasehold_history_bytes", "Bytes the store's runs take on disk, indexes included", [[
+      "",
+      history.bytes
+    ]]),
+    ...family(
+      "leasehold_history_oldest_kept_seconds",
+      "Age of the oldest range of history kept; retention drops ranges past the window (0: none yet)",
+      [["", history.oldestKeptAt === null ? 0 : Math.max(0, Math.round((now - history.oldestKeptAt.getTime()) / 1000))]]
     )
   ].join("\n") + "\n"
 

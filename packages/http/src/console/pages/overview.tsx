@@ -1,13 +1,15 @@
 // Overview: runs by state, the store's throughput charts, runs by queue, the leases closest to running out.
-import { get, LIVE_STATES, type Stats, type Throughput, type Worker } from "../api.js"
+import { get, type History, LIVE_STATES, type Stats, type Throughput, type Worker } from "../api.js"
 import { FinishedChart, LatencyChart, minutes } from "../chart.js"
-import { duration } from "../format.js"
+import { dateTime, duration } from "../format.js"
 import { Loading, PageHeading, Section, Table, useLoad, useTick } from "../ui.js"
 import { useState } from "../vendor/hooks.js"
 import { Fragment, h } from "../vendor/preact.js"
 import { LEASE_HEADERS, LeaseRow } from "./workers.js"
 
 const LIVE_SHOWN = 10
+
+const megabytes = (bytes: number) => `${(bytes / 1_048_576).toFixed(1)} MB`
 
 export const Charts = (
   { throughput, queues }: { readonly throughput: Throughput; readonly queues: ReadonlyArray<string> }
@@ -54,12 +56,13 @@ export const Charts = (
 
 export const Overview = () => {
   const loaded = useLoad(async () => {
-    const [stats, workers, throughput] = await Promise.all([
+    const [stats, workers, throughput, history] = await Promise.all([
       get<Stats>("/api/stats"),
       get<{ workers: ReadonlyArray<Worker> }>("/api/workers"),
-      get<Throughput>("/api/throughput?minutes=60")
+      get<Throughput>("/api/throughput?minutes=60"),
+      get<History>("/api/history")
     ])
-    return { stats, workers: workers.workers, throughput, fetchedAt: Date.now() }
+    return { stats, workers: workers.workers, throughput, history, fetchedAt: Date.now() }
   }, "overview")
   useTick(1000)
   return (
@@ -67,7 +70,7 @@ export const Overview = () => {
       <PageHeading title="Overview" />
       <div class="stack">
         <Loading loaded={loaded}>
-          {({ fetchedAt, stats, throughput, workers }) => {
+          {({ fetchedAt, history, stats, throughput, workers }) => {
             const totals = Object.fromEntries(LIVE_STATES.map((s) => [s, 0])) as Record<string, number>
             const byQueue = new Map<string, Record<string, number>>()
             for (const { count, queue, state } of stats.byStateAndQueue) {
@@ -116,6 +119,14 @@ export const Overview = () => {
                     <dd>{String(stats.fenceRejections)}</dd>
                     <dt>Runs reclaimed after a lease ran out</dt>
                     <dd>{String(stats.reclaims)}</dd>
+                    <dt>History kept</dt>
+                    <dd data-fact="history">
+                      {history.oldestKeptAt === null
+                        ? "—"
+                        : `about ${history.runs.toLocaleString("en-US")} runs, ${megabytes(history.bytes)}, since ${
+                          dateTime(new Date(history.oldestKeptAt))
+                        }`}
+                    </dd>
                   </dl>
                 </Section>
                 <Section id="throughput" title="Throughput">

@@ -170,13 +170,21 @@ export const admitted = <E, R>(statement: Effect.Effect<ReadonlyArray<{ admitted
   Effect.map(retryingCollisions(statement), (rows) => rows[0]?.admitted ?? 0)
 
 /**
+ * `admit` in a transaction of its own on the application's pool, JIT off: the statement's cost
+ * estimate crosses `jit_above_cost` even on an empty store, and compiling it costs more than any run
+ * it admits (the runtime pool has JIT off already, ADR 0002).
+ */
+export const admitOnApplicationPool = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScope) =>
+  sql.withTransaction(Effect.andThen(sql`SET LOCAL jit = off`, admit(sql, s, scope)))
+
+/**
  * Admission on the way of an application's own write (an enqueue, a resume, a retry), in a
  * savepoint: one that meets another admission of the same key (a slot taken since its snapshot,
  * or a deadlock between two transactions admitting two keys in opposite orders) gives up instead
  * of failing the write, and leaves its runs waiting for the next sweep.
  */
 export const admitInPassing = (sql: SqlClient.SqlClient, s: StoreSchema, scope: AdmitScope) =>
-  sql.withTransaction(admit(sql, s, scope)).pipe(Effect.asVoid, Effect.catchIf(slotCollision, () => Effect.void))
+  admitOnApplicationPool(sql, s, scope).pipe(Effect.asVoid, Effect.catchIf(slotCollision, () => Effect.void))
 
 /**
  * The ledger runs of `from` (id, ledger, queue, kind, priority, run_at, scope, name, key, slot)

@@ -7,7 +7,7 @@ import { KeyLimits } from "@leasehold/core"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { admit, admitted } from "./admit.js"
+import { admitOnApplicationPool, admitted } from "./admit.js"
 import { num } from "./rows.js"
 import { openLedgerRuns } from "./sample.js"
 import { governing } from "./slots.js"
@@ -81,7 +81,7 @@ const regovern = (
       WHERE r.id = g.id AND r.state = 'pending' AND (g.scope IS DISTINCT FROM g.key_scope OR g.key_slot IS NOT NULL)`
     // Every limit's keys, not only the changed ones': a queue's change can take slots from runs
     // their kind's limit governs (their scope changed), which its own admission gives back.
-    yield* admitted(sql.withTransaction(admit(sql, s, { every: true })))
+    yield* admitted(admitOnApplicationPool(sql, s, { every: true }))
   })
 
 /** The declared limits with, in each scope, the keys running now and the keyed runs that are due. */

@@ -8,7 +8,7 @@ import { RunStorage } from "@leasehold/core/store"
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
-import { admit, admitted } from "./admit.js"
+import { admitOnApplicationPool, admitted } from "./admit.js"
 import { toDate } from "./rows.js"
 
 /**
@@ -34,7 +34,7 @@ export const pause = (sql: SqlClient.SqlClient, s: StoreSchema, queue: string) =
         WHERE queue = ${queue} AND state = 'pending' AND key_slot IS NOT NULL
         RETURNING concurrency_key`
       if (freed.length > 0) {
-        yield* admitted(sql.withTransaction(admit(sql, s, { every: true, keys: freed.map((f) => f.concurrency_key) })))
+        yield* admitted(admitOnApplicationPool(sql, s, { every: true, keys: freed.map((f) => f.concurrency_key) }))
       }
       return true
     }))
