@@ -351,9 +351,15 @@ interface Row {
   readonly events: string | null
 }
 
-/** Every run with its history, with times reduced to how they compare with now(). */
+/**
+ * Every run with its history, with times reduced to how they compare with now(). JIT off: the
+ * planner's estimates for the partitioned history cross `jit_above_cost`, and compiling this read
+ * took longer than the rest of a step.
+ */
 const readState = (real: Real): Promise<Array<RunSnapshot>> =>
-  must(real.sql.unsafe<Row>(`
+  must(real.sql.withTransaction(Effect.andThen(
+    real.sql`SET LOCAL jit = off`,
+    real.sql.unsafe<Row>(`
     SELECT r.id::text AS id, r.state, r.fence, r.attempt, r.max_attempts, r.lease_owner,
       CASE WHEN r.lease_expires_at IS NULL THEN NULL WHEN r.lease_expires_at <= now() THEN 'expired' ELSE 'live' END AS lease,
       r.signal_name, r.signal_token,
@@ -363,9 +369,15 @@ const readState = (real: Real): Promise<Array<RunSnapshot>> =>
       CASE WHEN r.state = 'pending' THEN r.run_at <= now() END AS due,
       r.checkpoint, r.result, r.error, r.finished_at IS NOT NULL AS finished, r.signals, r.key_slot,
       (r.state = 'pending' AND r.key_scope IS NOT NULL AND r.key_slot IS NULL) AS waiting_for_key,
-      (SELECT string_agg(e.kind || '@' || e.fence, ' ' ORDER BY e.at, e.seq NULLS LAST) FROM "${real.schema}".run_history e
-        WHERE e.run_id = r.id) AS events
-    FROM "${real.schema}".runs_now r ORDER BY r.id`)).then((rows) =>
+      e.events
+    FROM "${real.schema}".runs_now r
+      -- Every run's history read once, not once per run (a partitioned history costs each probe more).
+      LEFT JOIN (
+        SELECT run_id, string_agg(kind || '@' || fence, ' ' ORDER BY at, seq NULLS LAST) AS events
+        FROM "${real.schema}".run_history GROUP BY run_id
+      ) e ON e.run_id = r.id
+    ORDER BY r.id`)
+  ))).then((rows) =>
     rows.map((row): RunSnapshot => ({
       id: row.id,
       state: row.state,
