@@ -8,7 +8,7 @@
 import { RunsBusy } from "../../Errors.js"
 import type { ActionRecord, ActionsQuery, DeleteCount, OperatorAction } from "../../OperatorActions.js"
 import { isWorkflowRun } from "../../RunRecord.js"
-import { deleteBatchSize } from "../../RunStorage.js"
+import { auditedFilter, deleteBatchSize } from "../../RunStorage.js"
 import type { DeleteRequest, RunFilter } from "../../RunStore.js"
 import { matches } from "./Read.js"
 import { enter } from "./Slots.js"
@@ -27,9 +27,6 @@ export const count = (state: State, filter: RunFilter): DeleteCount & { readonly
   }
   return { count, busy, maxId }
 }
-
-/** The filter as the audit names it: what selected the runs, never their payloads' other fields. */
-export const describeFilter = (filter: RunFilter): string => JSON.stringify(filter)
 
 /**
  * Deletes up to `deleteBatchSize` of the selected runs numbered up to `maxId` (the lowest first),
@@ -68,7 +65,7 @@ export const deleteBatch = (
     recordAction(state, {
       actor: request.actor,
       action: "runs.delete",
-      target: describeFilter(request.filter),
+      target: auditedFilter(request.filter),
       detail: { count: batch.length, ids: batch.map((r) => r.id) }
     }, now)
   }

@@ -113,7 +113,7 @@ const deleteStatement = (
   const actor = request.actor
   const audit = actor === undefined ? sql`` : sql`, audit AS (
       INSERT INTO ${s.operatorActions(sql)} (by, via, action, target, detail)
-      SELECT ${actor.name}, ${actor.via}, 'runs.delete', ${JSON.stringify(request.filter)},
+      SELECT ${actor.name}, ${actor.via}, 'runs.delete', ${RunStorage.auditedFilter(request.filter)},
         jsonb_build_object('count', count(*), 'ids', jsonb_agg(id::text ORDER BY id))
       FROM gone HAVING count(*) > 0
     )`
