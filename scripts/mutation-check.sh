@@ -212,6 +212,8 @@
 #                                     (deletes.ts), against the contract suite on PostgreSQL;
 #   scripts/mutation-check.sh delete-history  a delete leaves the runs' history behind (deletes.ts:
 #                                     no DELETE of run_events), against test/delete-runs.test.ts;
+#   scripts/mutation-check.sh delete-attempt-logs  a delete leaves the runs' attempt logs behind
+#                                     (deletes.ts: no DELETE of attempt_logs), against test/delete-runs.test.ts;
 #   scripts/mutation-check.sh delete-ledger  a delete leaves the ledger's batches as they were
 #                                     (ledger.ts › forgetDeleted not called), against test/delete-runs.test.ts;
 #   scripts/mutation-check.sh retention-live  retention takes no account of row runs not ended
@@ -802,6 +804,13 @@ elif [ "$mutation" = "delete-history" ]; then
   grep -q "DELETE FROM \${s.events(sql)}" "$deletes" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a delete leaves the runs' history behind ($deletes)"
   tests=(test/delete-runs.test.ts)
+  attempts=1
+elif [ "$mutation" = "delete-attempt-logs" ]; then
+  deletes="$work/packages/sql/src/internal/statements/deletes.ts"
+  sed -i 's/      DELETE FROM ${s.attemptLogs(sql)} WHERE run_id IN (SELECT id FROM gone)/      SELECT 1/' "$deletes"
+  grep -q "DELETE FROM \${s.attemptLogs(sql)}" "$deletes" && { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a delete leaves the runs' attempt logs behind ($deletes)"
+  tests=(test/delete-runs.test.ts -t "catalog scan")
   attempts=1
 elif [ "$mutation" = "delete-ledger" ]; then
   deletes="$work/packages/sql/src/internal/statements/deletes.ts"

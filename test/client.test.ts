@@ -1,7 +1,8 @@
 /** Enqueueing from the application: validation before any write, and idempotency keys. */
 import { assert, describe, it } from "@effect/vitest"
-import { Client, Handler, RunStore } from "@leasehold/core"
+import { Client, Handler, KeyLimits, RunStore } from "@leasehold/core"
 import { Effect, Schema } from "effect"
+import { Statement } from "effect/sql"
 import { type Stores, twoStores } from "./support/stores.js"
 
 const email = Handler.make({
@@ -88,6 +89,30 @@ describe("enqueueMany", () => {
       assert.strictEqual(enqueued.length, 50)
       assert.strictEqual(yield* count(stores), 50)
       assert.strictEqual(calls, 2, "one store call per batch")
+    }))
+
+  it.live("a batch of 1,000 runs is one statement on PostgreSQL; a batch under a key limit adds its keys' admission", () =>
+    Effect.gen(function*() {
+      const stores = yield* twoStores
+      const sent: Array<string> = []
+      const counting: Statement.Transformer = (self) =>
+        Effect.sync(() => (sent.push(self.compile()[0].trim().split(/\s+/).slice(0, 3).join(" ")), self))
+      const enqueueCounted = <A, E>(effect: Effect.Effect<A, E, RunStore>) =>
+        effect.pipe(
+          Effect.provideService(RunStore, stores.a),
+          Effect.provideService(Statement.CurrentTransformer, counting)
+        )
+      const batch = Array.from({ length: 1_000 }, (_, i) => ({ to: `u${i}@b.c`, subject: "hi" }))
+      const enqueued = yield* enqueueCounted(Client.enqueueMany(email, batch))
+      assert.strictEqual(enqueued.length, 1_000)
+      assert.strictEqual(yield* count(stores), 1_000)
+      assert.strictEqual(sent.length, 1, `one statement, sent: ${sent.join(" | ")}`)
+      // Runs under a key limit: the insert, then the keys' free slots given in the same transaction.
+      yield* stores.a.setKeyLimits([KeyLimits.perKind("email", 1)])
+      sent.length = 0
+      yield* enqueueCounted(Client.enqueueMany(email, batch, { concurrencyKey: "acct" }))
+      assert.deepStrictEqual(sent, ["WITH input AS", "WITH groups AS"], "the insert, then the admission")
+      assert.strictEqual(yield* count(stores), 2_000)
     }))
 
   it.live("a payload that does not encode fails the whole batch before anything is written", () =>

@@ -126,14 +126,30 @@ describe("deleting runs on PostgreSQL", () => {
         const [plain] = yield* store.enqueue([{ kind: "plain", payload: { who: marker } }])
         const [taken] = yield* claim(["plain"])
         yield* store.completeBatch([{ runId: taken!.id, fence: taken!.fence, result: JSON.stringify({ out: marker }) }])
+        // A run failed for good with its attempt's log lines kept (attempt_logs).
+        const [failing] = yield* store.enqueue([{ kind: "flaky", payload: { who: marker }, maxAttempts: 1 }])
+        const [failed] = yield* claim(["flaky"])
+        assert.strictEqual(failed!.id, failing!.id)
+        yield* store.fail({
+          runId: failed!.id,
+          fence: failed!.fence,
+          error: { message: marker },
+          retryDelayMs: undefined,
+          log: {
+            attempt: 1,
+            dropped: 0,
+            lines: [{ level: "Info", at: new Date(), message: marker, annotations: {}, cut: 0 }]
+          }
+        })
         // A run that stays: its rows must stay too.
         const [kept] = yield* store.enqueue([{ kind: "job", payload: { who: "kept" } }])
-        const ids = [done!.id, waiting!.id, rated!.id, flow!.id, plain!.id]
+        const ids = [done!.id, waiting!.id, rated!.id, flow!.id, plain!.id, failing!.id]
         const before = yield* referencing(sql, schema, ids)
         for (
           const table of [
             "runs.id",
             "run_events.run_id",
+            "attempt_logs.run_id",
             "callbacks.run_id",
             "signal_deliveries.run_id",
             "unique_holds.run_id",
@@ -146,8 +162,8 @@ describe("deleting runs on PostgreSQL", () => {
         ) assert.include(before, table, "the scan sees the runs where they are kept")
         if (storage === "ledger") assert.includeMembers(before, ["claim_batches.ids", "completion_batches.ids"])
         const counted = yield* store.countDeletable({ ids })
-        assert.deepStrictEqual(counted, { count: 5, busy: 0 })
-        assert.deepStrictEqual(yield* store.deleteRuns({ filter: { ids }, expected: 5, actor: alice }), { deleted: 5 })
+        assert.deepStrictEqual(counted, { count: 6, busy: 0 })
+        assert.deepStrictEqual(yield* store.deleteRuns({ filter: { ids }, expected: 6, actor: alice }), { deleted: 6 })
         assert.deepStrictEqual(yield* referencing(sql, schema, ids), [], "nothing of the deleted runs is left")
         for (const view of ["run_history", "runs_now"]) {
           const column = view === "run_history" ? "run_id" : "id"

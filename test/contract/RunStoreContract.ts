@@ -2218,6 +2218,21 @@ export const runStoreContract = (target: ContractTarget): void => {
           ])
         }))
 
+      test("a delete by a payload field (a data-protection request) keeps the field's path in the audit, never its value", ({ store }) =>
+        Effect.gen(function*() {
+          const customer = "customer-7c2e@example.org"
+          yield* store.enqueue([
+            { kind: "job", payload: { customer }, queue: "gdpr" },
+            { kind: "job", payload: { customer }, queue: "gdpr" }
+          ])
+          const filter = { queue: "gdpr", payload: [{ path: ["customer"], value: customer }] }
+          assert.deepStrictEqual(yield* store.deleteRuns({ filter, expected: 2, actor: alice }), { deleted: 2 })
+          const [line] = yield* store.actions({ limit: 1 })
+          assert.deepInclude(line, { action: "runs.delete", by: "alice" })
+          assert.deepStrictEqual(JSON.parse(line!.target), { queue: "gdpr", payload: [{ path: ["customer"] }] })
+          assert.notInclude(JSON.stringify(line), customer)
+        }))
+
       test("actions not about one run are recorded in the audit, newest first, paged by id", ({ store }) =>
         Effect.gen(function*() {
           yield* store.recordAction({ actor: alice, action: "queue.pause", target: "mail" })

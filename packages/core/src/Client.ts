@@ -36,7 +36,8 @@ export const enqueue = Effect.fn("Client.enqueue")(function*<P>(
 export type EnqueueManyOptions = Omit<EnqueueOptions, "idempotencyKey">
 
 /**
- * Enqueues a batch of runs of one handler's kind in one statement: every payload is encoded
+ * Enqueues a batch of runs of one handler's kind in one store call (one statement on PostgreSQL;
+ * one transaction when a key limit or unique windows apply): every payload is encoded
  * through the handler's schema first, and one that does not encode fails the call with
  * `InvalidPayload` (naming its index) before anything is written. The batch is all or nothing:
  * inside the caller's transaction (`sql.withTransaction`) it commits or rolls back with it.

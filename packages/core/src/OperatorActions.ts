@@ -51,7 +51,7 @@ export interface OperatorAction {
   readonly via: Via
   /** What was done: `queue.pause`, `schedule.register`, `rate-limit.remove`, `runs.delete`, ... */
   readonly action: string
-  /** What it was done to: a queue's, schedule's or limit's name, or for a delete the filter as text. */
+  /** What it was done to: a queue's, schedule's or limit's name, or for a delete the filter as text (payload fields by path only). */
   readonly target: string
   /** What else the action records (a delete: how many runs and their ids; never a payload). */
   readonly detail: unknown

@@ -12,6 +12,7 @@ import { InvalidConfig, UnstorableValue } from "./Errors.js"
 import * as Limits from "./Limits.js"
 import type { Actor, Via } from "./OperatorActions.js"
 import { type RunState, unfinishedStates, type UniqueWindow } from "./RunRecord.js"
+import type { RunFilter } from "./RunStore.js"
 
 /**
  * The states a unique window holds its key in (`UniqueWindow.states` or its default); `undefined`:
@@ -71,6 +72,20 @@ export const deadlineFailure = (attemptError: unknown): unknown => ({
 /** The actor as it is kept with an event or an audit entry. @category constructors */
 export const detailOf = (actor: Actor | undefined): { readonly by: string; readonly via: Via } | null =>
   actor === undefined ? null : { by: actor.name, via: actor.via }
+
+/**
+ * A delete's filter as the audit keeps it: its payload fields by path only. A payload value that
+ * selected the runs (a customer's id, for a data-protection request) is part of the payloads the
+ * delete removes, so the audit must not keep it.
+ *
+ * @category constructors
+ */
+export const auditedFilter = (filter: RunFilter): string =>
+  JSON.stringify(
+    filter.payload === undefined
+      ? filter
+      : { ...filter, payload: filter.payload.map((field) => ({ path: field.path })) }
+  )
 
 /** Most runs one statement of a delete removes; a bigger selection is deleted in several. @category constants */
 export const deleteBatchSize = 500

@@ -8,7 +8,7 @@
 import { RunsBusy } from "../../Errors.js"
 import type { ActionRecord, ActionsQuery, DeleteCount, OperatorAction } from "../../OperatorActions.js"
 import { isWorkflowRun } from "../../RunRecord.js"
-import { deleteBatchSize } from "../../RunStorage.js"
+import { auditedFilter, deleteBatchSize } from "../../RunStorage.js"
 import type { DeleteRequest, RunFilter } from "../../RunStore.js"
 import { matches } from "./Read.js"
 import { enter } from "./Slots.js"
@@ -28,13 +28,11 @@ export const count = (state: State, filter: RunFilter): DeleteCount & { readonly
   return { count, busy, maxId }
 }
 
-/** The filter as the audit names it: what selected the runs, never their payloads' other fields. */
-export const describeFilter = (filter: RunFilter): string => JSON.stringify(filter)
-
 /**
  * Deletes up to `deleteBatchSize` of the selected runs numbered up to `maxId` (the lowest first),
- * with their history, idempotency key, unique window and callbacks; a slot a run held goes to its
- * key's next run. Refuses the whole batch when one of them is running. Returns how many it deleted.
+ * with their history, idempotency key, unique window, callbacks and attempt logs; a slot a run
+ * held goes to its key's next run. Refuses the whole batch when one of them is running. Returns
+ * how many it deleted.
  */
 export const deleteBatch = (
   state: State,
@@ -62,11 +60,12 @@ export const deleteBatch = (
   for (const [key, hold] of state.uniqueHolds) if (gone.has(hold.runId)) state.uniqueHolds.delete(key)
   for (const key of state.callbacks.keys()) if (gone.has(key.slice(0, key.indexOf(":")))) state.callbacks.delete(key)
   for (let i = state.events.length - 1; i >= 0; i--) if (gone.has(state.events[i]!.runId)) state.events.splice(i, 1)
+  for (const id of gone) state.attemptLogs.delete(id)
   if (request.actor !== undefined) {
     recordAction(state, {
       actor: request.actor,
       action: "runs.delete",
-      target: describeFilter(request.filter),
+      target: auditedFilter(request.filter),
       detail: { count: batch.length, ids: batch.map((r) => r.id) }
     }, now)
   }

@@ -3,7 +3,7 @@
  * selects as each stands (`runs_now`), then deletes them at most `deleteBatchSize` per
  * transaction, the lowest ids first and none above the highest counted (runs enqueued since are
  * not taken), with everything kept of them: history, unique windows, callbacks, signal
- * deliveries, rate starts, a workflow's journal and the ledger's batches (ledger.ts ›
+ * deliveries, rate starts, attempt logs, a workflow's journal and the ledger's batches (ledger.ts ›
  * `forgetDeleted`); their ready, waiting and key_holds rows go with their row (its triggers).
  */
 import { DeleteCountChanged, type DeleteRequest, type OperatorActions, type RunFilter, RunsBusy } from "@leasehold/core"
@@ -113,7 +113,7 @@ const deleteStatement = (
   const actor = request.actor
   const audit = actor === undefined ? sql`` : sql`, audit AS (
       INSERT INTO ${s.operatorActions(sql)} (by, via, action, target, detail)
-      SELECT ${actor.name}, ${actor.via}, 'runs.delete', ${JSON.stringify(request.filter)},
+      SELECT ${actor.name}, ${actor.via}, 'runs.delete', ${RunStorage.auditedFilter(request.filter)},
         jsonb_build_object('count', count(*), 'ids', jsonb_agg(id::text ORDER BY id))
       FROM gone HAVING count(*) > 0
     )`
@@ -136,6 +136,8 @@ const deleteStatement = (
       DELETE FROM ${s.deliveries(sql)} WHERE run_id IN (SELECT id FROM gone)
     ), rate_starts AS (
       DELETE FROM ${s.rateStarts(sql)} WHERE run_id IN (SELECT id FROM gone)
+    ), attempt_logs AS (
+      DELETE FROM ${s.attemptLogs(sql)} WHERE run_id IN (SELECT id FROM gone)
     ), activities AS (
       DELETE FROM ${s.workflowActivities(sql)} WHERE execution IN ${executions}
     ), deferreds AS (
