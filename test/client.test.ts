@@ -107,11 +107,16 @@ describe("enqueueMany", () => {
       assert.strictEqual(enqueued.length, 1_000)
       assert.strictEqual(yield* count(stores), 1_000)
       assert.strictEqual(sent.length, 1, `one statement, sent: ${sent.join(" | ")}`)
-      // Runs under a key limit: the insert, then the keys' free slots given in the same transaction.
+      // Runs under a key limit: the insert, then the keys' free slots given in the same transaction
+      // (with JIT off for the admission: admit.ts › admitOnApplicationPool).
       yield* stores.a.setKeyLimits([KeyLimits.perKind("email", 1)])
       sent.length = 0
       yield* enqueueCounted(Client.enqueueMany(email, batch, { concurrencyKey: "acct" }))
-      assert.deepStrictEqual(sent, ["WITH input AS", "WITH groups AS"], "the insert, then the admission")
+      assert.deepStrictEqual(
+        sent,
+        ["WITH input AS", "SET LOCAL jit", "WITH groups AS"],
+        "the insert, then the admission"
+      )
       assert.strictEqual(yield* count(stores), 2_000)
     }))
 
