@@ -86,7 +86,10 @@ describe("the batch ledger", () => {
       for (const storage of ["ledger", "rows"] as const) {
         const stores = yield* twoStoresWith({ storage })
         const { sql, schema } = stores
-        const requests = Array.from({ length: 20 }, (_, i) => ({ kind: "job", payload: { i }, idempotencyKey: `i${i}` }))
+        const requests = Array.from(
+          { length: 20 },
+          (_, i) => ({ kind: "job", payload: { i }, idempotencyKey: `i${i}` })
+        )
         const enqueued = yield* stores.a.enqueue(requests)
         assert.isTrue(enqueued.every((e) => e.created), storage)
         const again = yield* stores.a.enqueue([{ kind: "job", payload: { again: true }, idempotencyKey: "i3" }])

@@ -269,7 +269,9 @@ const enqueueWithKeys = (
         INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key, state,
           rate_scope, attempt_timeout_ms, deadline)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key, trace_parent,
-          concurrency_key, ${initialState(sql, storage)}, rate_scope, attempt_timeout_ms, ${sql.literal(deadlineOf("input"))}
+          concurrency_key, ${initialState(sql, storage)}, rate_scope, attempt_timeout_ms, ${
+      sql.literal(deadlineOf("input"))
+    }
         FROM (SELECT i.*, ${sql.literal(rate.governing(s, "i.kind", "i.queue"))} AS rate_scope FROM input i) input
         WHERE idempotency_key IS NULL OR id IN (SELECT run_id FROM keys)
         RETURNING id, queue

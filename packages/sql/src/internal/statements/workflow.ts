@@ -165,7 +165,9 @@ const wakeLocked = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string,
     if (recorded.state === "ledger") yield* ledger.hold(sql, s, [recorded.id])
     // Still `ledger` once held: it ended in the ledger (completed), and `none` answers below.
     const [run] = yield* sql<{ id: string; state: RunState; fence: string }>`
-      SELECT id::text AS id, state, fence::text AS fence FROM ${s.runs(sql)} WHERE id = ${recorded.id}::bigint FOR UPDATE`
+      SELECT id::text AS id, state, fence::text AS fence FROM ${
+      s.runs(sql)
+    } WHERE id = ${recorded.id}::bigint FOR UPDATE`
     if (run === undefined) return "none" satisfies Wake as Wake
     const payload = JSON.stringify({ wake: reason })
     if (run.state === "suspended") {
