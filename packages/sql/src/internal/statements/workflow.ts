@@ -153,7 +153,8 @@ export const deferredResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
  * A run the ledger records (state `ledger` on its row) is first moved to its row (`ledger.hold`),
  * so that its row's lock orders the wake with its claim and its holder's writes as for any row
  * run. The move is a statement of its own before the row's lock: `hold` locks the run's claim
- * batch before its row, as every writer of the ledger does.
+ * batch before its row, as every writer of the ledger does. The batch stays locked until the
+ * wake's transaction, a few statements long, commits.
  */
 const wakeLocked = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, reason: string) =>
   Effect.gen(function*() {
