@@ -81,6 +81,58 @@ describe("the batch ledger", () => {
       )
     })))
 
+  it.live("an idempotent run drains through the ledger: its key answers with its run, a claim batch and a completion batch are written and its row is not (on a rows store, its row is)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      for (const storage of ["ledger", "rows"] as const) {
+        const stores = yield* twoStoresWith({ storage })
+        const { sql, schema } = stores
+        const requests = Array.from(
+          { length: 20 },
+          (_, i) => ({ kind: "job", payload: { i }, idempotencyKey: `i${i}` })
+        )
+        const enqueued = yield* stores.a.enqueue(requests)
+        assert.isTrue(enqueued.every((e) => e.created), storage)
+        const again = yield* stores.a.enqueue([{ kind: "job", payload: { again: true }, idempotencyKey: "i3" }])
+        assert.deepStrictEqual(again, [{ id: enqueued[3]!.id, created: false }], `${storage}: a repeated key`)
+        const recorded = yield* sql.unsafe<{ state: string; n: string }>(
+          `SELECT state, count(*)::text AS n FROM "${schema}".runs GROUP BY state`
+        )
+        assert.deepStrictEqual(
+          recorded.map((r) => [r.state, Number(r.n)]),
+          [[storage === "ledger" ? "ledger" : "pending", 20]],
+          `${storage}: where the runs are recorded`
+        )
+        const before = yield* sql.unsafe<{ id: string; xmin: string }>(
+          `SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`
+        )
+        const claimed = yield* stores.a.claim(claimOf("w-a"))
+        assert.strictEqual(claimed.length, 20, storage)
+        const outcomes = yield* stores.a.completeBatch(
+          claimed.map((r) => ({ runId: r.id, fence: r.fence, result: "{\"ok\":1}", keyed: false }))
+        )
+        assert.isTrue(outcomes.every((o) => o._tag === "Finalized"), storage)
+        const after = yield* sql.unsafe<{ id: string; xmin: string }>(
+          `SELECT id::text, xmin::text FROM "${schema}".runs ORDER BY id`
+        )
+        const batches = yield* count(
+          sql,
+          `SELECT (SELECT count(*) FROM "${schema}".claim_batches) + (SELECT count(*) FROM "${schema}".completion_batches) AS n`
+        )
+        if (storage === "ledger") {
+          assert.strictEqual(batches, 2, "one claim batch and one completion batch")
+          assert.deepStrictEqual(after, before, "no run row was written by the claim or the completion")
+        } else {
+          assert.strictEqual(batches, 0, "rows: no batch")
+          assert.isTrue(after.every((r, i) => r.xmin !== before[i]!.xmin), "rows: every run row was written")
+        }
+        // The run a key names reads as it stands, and the key still answers with it, completed.
+        const run = yield* stores.a.get(enqueued[3]!.id)
+        assert.deepInclude(run, { state: "completed", fence: 1, idempotencyKey: "i3", result: { ok: 1 } })
+        const later = yield* stores.a.enqueue([{ kind: "job", payload: {}, idempotencyKey: "i3" }])
+        assert.deepStrictEqual(later, [{ id: enqueued[3]!.id, created: false }], `${storage}: a key of a completed run`)
+      }
+    })))
+
   it.live("a lease named with leading zeros (\"007\") is renewed and completed in the ledger by the store that claimed it; its fence still decides", () =>
     Effect.scoped(Effect.gen(function*() {
       const stores = yield* twoStores
@@ -655,12 +707,11 @@ describe("the batch ledger", () => {
       )
     })))
 
-  it.live("one renewal carries ledger leases and row leases (a keyed run, an idempotent one), and on a rows store only row leases: the held ones are renewed, a reclaimed one is lost and its new holder's lease stays its own", () =>
+  it.live("one renewal carries ledger leases and row leases (a keyed run moved to its row, an idempotent one reclaimed there), and on a rows store only row leases: the held ones are renewed, a reclaimed one is lost and its new holder's lease stays its own", () =>
     Effect.scoped(Effect.gen(function*() {
       for (const storage of ["ledger", "rows"] as const) {
         const stores = yield* twoStoresWith({ storage })
         const { sql, schema } = stores
-        // Apart: an enqueue with an idempotency key records its whole batch in rows.
         yield* stores.a.enqueue([{ kind: "job", payload: { i: 1 } }, { kind: "job", payload: { i: 2 } }])
         yield* stores.a.enqueue([{ kind: "job", payload: { i: 3 }, idempotencyKey: "once" }, {
           kind: "job",
@@ -670,17 +721,15 @@ describe("the batch ledger", () => {
         const claimed = (yield* stores.a.claim(claimOf("w-a"))).map((r) => ({ runId: r.id, fence: r.fence }))
         assert.strictEqual(claimed.length, 4, storage)
         const inRows = yield* count(sql, `SELECT count(*) AS n FROM "${schema}".runs WHERE state = 'running'`)
-        assert.strictEqual(inRows, storage === "ledger" ? 2 : 4, `${storage}: the runs claimed in their rows`)
+        assert.strictEqual(inRows, storage === "ledger" ? 0 : 4, `${storage}: the runs claimed in their rows`)
         const [plain, , once, keyed] = claimed
-        // The idempotent run's lease runs out and another worker takes it at fence 2.
+        // The idempotent run's lease runs out and another worker takes it at fence 2 (in its row).
         yield* expireLease(stores, once!.runId)
         const [taken] = yield* stores.b.claim(claimOf("w-b"))
         assert.deepStrictEqual([taken!.id, taken!.fence], [once!.runId, 2], storage)
-        yield* sql.unsafe(
-          `UPDATE "${schema}".runs SET lease_expires_at = now() + interval '5 seconds' WHERE id = ${
-            Number(keyed!.runId)
-          }`
-        )
+        // The keyed run moves to its row (a hold, as any write but a claim, completion or renewal
+        // makes), its lease there to end in 5 seconds.
+        yield* sql.unsafe(setLeaseExpirySql(schema, keyed!.runId, "now() + interval '5 seconds'"))
         const before = yield* expiries(stores)
         const held = claimed.filter((l) => l !== once)
         assert.deepStrictEqual(yield* stores.a.renew("w-a", claimed, ttl), held, storage)

@@ -131,14 +131,14 @@ describe("enqueue from SQL", () => {
         // the ledger (migration 0025): the slot a key_holds row, the wait a waiting row.
         [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`],
         [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`],
-        // With an idempotency key, on its row: the slot in runs.key_slot (mirrored in key_holds).
+        // With an idempotency key, in the ledger too (migration 0035): the key in idempotency_keys.
         [
-          { kind: "limited", payload: {}, concurrencyKey: "ts-row", idempotencyKey: "ts-row-1" },
-          `'limited', '{}', concurrency_key => 'sql-row', idempotency_key => 'sql-row-1'`
+          { kind: "limited", payload: {}, concurrencyKey: "ts-idem", idempotencyKey: "ts-idem-1" },
+          `'limited', '{}', concurrency_key => 'sql-idem', idempotency_key => 'sql-idem-1'`
         ],
         [
-          { kind: "limited", payload: {}, concurrencyKey: "ts-row", idempotencyKey: "ts-row-2" },
-          `'limited', '{}', concurrency_key => 'sql-row', idempotency_key => 'sql-row-2'`
+          { kind: "limited", payload: {}, concurrencyKey: "ts-idem", idempotencyKey: "ts-idem-2" },
+          `'limited', '{}', concurrency_key => 'sql-idem', idempotency_key => 'sql-idem-2'`
         ]
       ]
       for (const [request, args] of pairs) {
@@ -148,11 +148,13 @@ describe("enqueue from SQL", () => {
         const a = yield* recorded(stores, ts.id)
         const b = yield* recorded(stores, sql.id)
         assert.deepStrictEqual(b, a, `${request.kind}: SQL ${args} records what the TypeScript enqueue records`)
-        if (request.unique !== undefined) assert.deepInclude(a, { state: "ledger", ready: true, ledger: true })
+        // Every run without a key's limit is ready in the ledger: unique (migration 0031) and
+        // idempotent (0035) ones as plain ones.
+        if (request.concurrencyKey === undefined) assert.deepInclude(a, { state: "ledger", ready: true, ledger: true })
       }
-      // Each key's runs in id order, on both paths: the first admitted (ready, holding slot 0 where
-      // its path keeps slots: key_holds for a ledger run, its row's key_slot for a row run), the
-      // second waiting (out of the ready set; in the ledger, in its key's line).
+      // Each key's runs in id order, on both paths: the first admitted (ready, holding slot 0 in
+      // key_holds, the ledger's slot domain), the second waiting (out of the ready set, in its
+      // key's line), with an idempotency key or without.
       const keyed = yield* stores.sql.unsafe<
         {
           key: string
@@ -173,9 +175,9 @@ describe("enqueue from SQL", () => {
       )
       assert.deepStrictEqual(keyed.map((k) => [k.key, k.states, k.ledgerSlots, k.rowSlots, k.ready, k.waiting]), [
         ["sql", ["ledger", "ledger"], [0, null], [null, null], [true, false], [false, true]],
-        ["sql-row", ["pending", "pending"], [0, null], [0, null], [true, false], [false, false]],
+        ["sql-idem", ["ledger", "ledger"], [0, null], [null, null], [true, false], [false, true]],
         ["ts", ["ledger", "ledger"], [0, null], [null, null], [true, false], [false, true]],
-        ["ts-row", ["pending", "pending"], [0, null], [0, null], [true, false], [false, false]]
+        ["ts-idem", ["ledger", "ledger"], [0, null], [null, null], [true, false], [false, true]]
       ])
       // The limit is exact in the one slot domain: per key, one held slot (the limit), held by its
       // admitted run alone; no slot held by a run of another key or by none.
@@ -187,9 +189,9 @@ describe("enqueue from SQL", () => {
       )
       assert.deepStrictEqual(holds.map((h) => [h.key, h.slots, h.holders, h.admitted]), [
         ["sql", [0], 1, 1],
-        ["sql-row", [0], 1, 1],
+        ["sql-idem", [0], 1, 1],
         ["ts", [0], 1, 1],
-        ["ts-row", [0], 1, 1]
+        ["ts-idem", [0], 1, 1]
       ])
 
       // A key names one run, whichever path enqueued it first.

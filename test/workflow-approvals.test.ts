@@ -124,7 +124,7 @@ const suspendedRun = (sql: SqlClient.SqlClient, schema: string, key: string) =>
     "the workflow's run suspends",
     Effect.map(
       sql.unsafe<{ id: string; state: string }>(
-        `SELECT id::text AS id, state FROM "${schema}".runs WHERE idempotency_key = $1`,
+        `SELECT id::text AS id, state FROM "${schema}".runs_now WHERE idempotency_key = $1`,
         [key]
       ),
       (rows) => rows[0]?.state === "suspended" ? rows[0].id : undefined
@@ -185,7 +185,9 @@ describe("workflow approvals", () => {
       assert.strictEqual(refused.status, 409)
       assert.strictEqual(refused.body.error, "workflow-run")
       assert.strictEqual((yield* deferreds())[0]!.n, 0, "no deferred completed")
-      const run = yield* sql.unsafe<{ state: string }>(`SELECT state FROM "${schema}".runs WHERE id = ${Number(id)}`)
+      const run = yield* sql.unsafe<{ state: string }>(
+        `SELECT state FROM "${schema}".runs_now WHERE id = ${Number(id)}`
+      )
       assert.strictEqual(run[0]!.state, "suspended")
     }))
 

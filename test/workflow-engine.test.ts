@@ -46,7 +46,7 @@ const runOf = (workflow: Workflow.Any, executionId: string) =>
     const sql = yield* SqlClient.SqlClient
     const schema = yield* EngineSchema
     const [row] = yield* sql<{ id: string; state: string; fence: string; suspend_deadline: Date | null }>`
-      SELECT id::text AS id, state, fence::text AS fence, suspend_deadline FROM ${sql(schema)}.runs
+      SELECT id::text AS id, state, fence::text AS fence, suspend_deadline FROM ${sql(schema)}.runs_now
       WHERE idempotency_key = ${LeaseholdWorkflows.executionKey(workflow._tag, executionId)}`
     return row === undefined ? undefined : { ...row, fence: Number(row.fence) }
   })
@@ -723,7 +723,7 @@ describe("the workflow engine against effect/workflow", () => {
       assert.deepStrictEqual(lines, ["berthed", "sailing under fence 1", "sailing under fence 2", "voyage closed"])
       const sql = yield* SqlClient.SqlClient
       const [run] = yield* sql<{ state: string; fence: string }>`
-        SELECT state, fence::text AS fence FROM ${sql(schema)}.runs WHERE idempotency_key = ${
+        SELECT state, fence::text AS fence FROM ${sql(schema)}.runs_now WHERE idempotency_key = ${
         LeaseholdWorkflows.executionKey(Voyage._tag, executionId)
       }`
       assert.deepStrictEqual(run, { state: "completed", fence: "2" })
@@ -750,7 +750,7 @@ describe("the workflow engine against effect/workflow", () => {
       const [run] = yield* sql<{ id: string; state: string; fence: string; lease_owner: string | null }>`
         SELECT id::text AS id, state, fence::text AS fence, lease_owner FROM ${
         sql(schema)
-      }.runs WHERE idempotency_key = ${key}`
+      }.runs_now WHERE idempotency_key = ${key}`
       assert.deepStrictEqual(run, { id: run!.id, state: "pending", fence: "0", lease_owner: null })
       const claims = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${
         sql(schema)

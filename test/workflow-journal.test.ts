@@ -11,7 +11,7 @@ import { LeaseholdWorkflows } from "@leasehold/workflow"
 import { Context, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableDeferred, Workflow } from "effect/workflow"
-import { databaseUrl, freshSchema } from "./support/db.js"
+import { databaseUrl, freshSchema, setLeaseExpirySql } from "./support/db.js"
 
 interface Target {
   readonly name: string
@@ -40,9 +40,8 @@ const postgres: Target = {
       journal: Context.get(context, WorkflowJournal.WorkflowJournal),
       expire: (runId) =>
         Effect.orDie(
-          sql.unsafe(
-            `UPDATE "${schema}".runs SET lease_expires_at = now() - interval '1 second' WHERE id = ${Number(runId)}`
-          )
+          // The run moved to its row first (a claim in the ledger holds it there).
+          sql.unsafe(setLeaseExpirySql(schema, runId, "now() - interval '1 second'"))
         )
     }
   })

@@ -100,7 +100,7 @@ const setup = async () => {
   const runOf = (executionId: string, workflow: { readonly _tag: string } = Shipment) =>
     run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
       sql.unsafe<{ id: string; state: string; fence: string }>(
-        `SELECT id::text AS id, state, fence::text AS fence FROM "${schema}".runs WHERE idempotency_key = $1`,
+        `SELECT id::text AS id, state, fence::text AS fence FROM "${schema}".runs_now WHERE idempotency_key = $1`,
         [LeaseholdWorkflows.executionKey(workflow._tag, executionId)]
       ))).then((rows) => ({ ...rows[0]!, fence: Number(rows[0]!.fence) }))
   const start = async (order: string) => {

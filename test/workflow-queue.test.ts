@@ -11,7 +11,7 @@ import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { PersistedQueue } from "effect/persistence"
 import { SqlClient } from "effect/sql"
 import { DurableQueue, Workflow } from "effect/workflow"
-import { databaseUrl, freshSchema } from "./support/db.js"
+import { databaseUrl, freshSchema, setLeaseExpirySql } from "./support/db.js"
 import { eventually } from "./support/workers.js"
 import { leaseholdEngine } from "./support/workflowEngine.js"
 
@@ -42,7 +42,7 @@ const queueStore = LeaseholdQueueStore.layer({ ttl: "3 seconds", pollInterval: "
 
 const elements = (sql: SqlClient.SqlClient, schema: string) =>
   sql<{ state: string; fence: string; attempt: number }>`
-    SELECT state, fence::text AS fence, attempt FROM ${sql(schema)}.runs WHERE kind = ${
+    SELECT state, fence::text AS fence, attempt FROM ${sql(schema)}.runs_now WHERE kind = ${
     LeaseholdQueueStore.kindOf("DurableQueue/appraisal")
   }`
 
@@ -107,9 +107,10 @@ describe("DurableQueue on Leasehold", () => {
         const taken = yield* store.take(take).pipe(Scope.provide(a))
         assert.deepStrictEqual(taken, { id: "entry-1", attempts: 1, element: { amount: 7 } })
         // A's lease runs out (its process stalled); B takes the element under the next fence.
-        yield* sql`UPDATE ${sql(schema)}.runs SET lease_expires_at = now() - interval '1 second' WHERE kind = ${
+        const [entry] = yield* sql<{ id: string }>`SELECT id::text AS id FROM ${sql(schema)}.runs WHERE kind = ${
           LeaseholdQueueStore.kindOf("ledger")
         }`
+        yield* sql.unsafe(setLeaseExpirySql(schema, entry!.id, "now() - interval '1 second'"))
         const b = yield* Scope.make()
         const again = yield* store.take(take).pipe(Scope.provide(b))
         assert.deepStrictEqual(again, { id: "entry-1", attempts: 2, element: { amount: 7 } })
@@ -117,7 +118,7 @@ describe("DurableQueue on Leasehold", () => {
           Effect.map(
             sql<{ state: string; fence: string }>`SELECT state, fence::text AS fence FROM ${
               sql(schema)
-            }.runs WHERE kind = ${LeaseholdQueueStore.kindOf("ledger")}`,
+            }.runs_now WHERE kind = ${LeaseholdQueueStore.kindOf("ledger")}`,
             (rows) => rows
           )
         // A finishes late: its completion is refused by the fence.

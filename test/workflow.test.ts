@@ -51,7 +51,7 @@ const startWorker = (context: Context.Context<any>, scope: Scope.Scope, owner: s
 const runOf = (sql: SqlClient.SqlClient, schema: string, workflow: Workflow.Any, executionId: string) =>
   Effect.map(
     sql.unsafe<{ id: string; state: string; fence: string; lease_owner: string | null; suspend_deadline: Date | null }>(
-      `SELECT id::text AS id, state, fence::text AS fence, lease_owner, suspend_deadline FROM "${schema}".runs WHERE idempotency_key = $1`,
+      `SELECT id::text AS id, state, fence::text AS fence, lease_owner, suspend_deadline FROM "${schema}".runs_now WHERE idempotency_key = $1`,
       [LeaseholdWorkflows.executionKey(workflow._tag, executionId)]
     ),
     (rows) => rows[0] === undefined ? undefined : { ...rows[0], fence: Number(rows[0].fence) }
@@ -192,7 +192,7 @@ describe("workflows on Leasehold", () => {
       assert.deepStrictEqual((yield* ledger(sql, schema)).map((l) => [l.step, l.fence]), [["before", 1], ["after", 2]])
       // It completed after the clock's deadline, both read from the database.
       const [timing] = yield* sql.unsafe<{ after_deadline: boolean }>(
-        `SELECT r.finished_at >= c.wake_at AS after_deadline FROM "${schema}".runs r
+        `SELECT r.finished_at >= c.wake_at AS after_deadline FROM "${schema}".runs_now r
          JOIN "${schema}".workflow_clocks c ON c.execution = r.idempotency_key WHERE r.id = ${Number(done.id)}`
       )
       assert.isTrue(timing!.after_deadline)

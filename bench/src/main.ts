@@ -42,7 +42,7 @@ const ENQUEUE_SYSTEMS = ["leasehold", "graphile-batched", "pgboss-tuned"]
 const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--workers W] [--samples S] [--leases L]
   [--reclaim-leases K] [--reclaim-backlog N] [--fence-batches B] [--fence-batch-size S] [--cap SECONDS]
   [--only leasehold,leasehold-delete,graphile-batched,graphile-default,pgboss-tuned,pgboss-default
-          (also leasehold-metrics, leasehold-traces: telemetry's cost; leasehold-keyed, leasehold-rated, leasehold-unique: keys', rate limits' and unique windows' cost; leasehold-logs-never, leasehold-logs, leasehold-logs-always: attempt logs' cost; only when named)]
+          (also leasehold-metrics, leasehold-traces: telemetry's cost; leasehold-keyed, leasehold-rated, leasehold-unique, leasehold-idempotent: keys', rate limits', unique windows' and idempotency keys' cost; leasehold-logs-never, leasehold-logs, leasehold-logs-always: attempt logs' cost; only when named)]
   [--measures drain,latency,heartbeat,reclaim,fence | steady,pinned | enqueue] [--enqueue-runs N] [--enqueue-batch B] [--steady-rate N] [--pinned-window SECONDS] [--out-dir DIR] [--database-url URL] [--keep-databases]
   [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)
   [--history N]  (only the operator reads on N completed runs of history beside an empty store: results/history-latest.md)`

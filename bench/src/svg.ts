@@ -22,6 +22,7 @@ const colors: Record<string, string> = {
   "leasehold-keyed": "#1e3a8a",
   "leasehold-rated": "#0e7490",
   "leasehold-unique": "#7c2d12",
+  "leasehold-idempotent": "#9a3412",
   "leasehold-metrics": "#6366f1",
   "leasehold-traces": "#a5b4fc",
   "leasehold-traces-sampled": "#c7d2fe",

@@ -8,6 +8,7 @@ import type { LeaseholdOptions } from "./systems/leasehold.js"
 import {
   leasehold,
   leaseholdDeleting,
+  leaseholdIdempotent,
   leaseholdKeyed,
   leaseholdRated,
   leaseholdRows,
@@ -24,6 +25,7 @@ export type VariantId =
   | "leasehold-keyed"
   | "leasehold-rated"
   | "leasehold-unique"
+  | "leasehold-idempotent"
   | "leasehold-metrics"
   | "leasehold-traces"
   | "leasehold-traces-sampled"
@@ -140,6 +142,16 @@ export const variants: ReadonlyArray<Variant<any>> = [
     options: leaseholdOptions,
     source:
       "the Leasehold options; run i is enqueued with unique: { key: u(i) } (issue 33's window, default states): no enqueue is refused, so the variant measures what a window costs the drain",
+    optIn: true
+  } satisfies Variant<LeaseholdOptions>,
+  {
+    id: "leasehold-idempotent",
+    label: "Leasehold, an idempotency key on every run",
+    system: leaseholdIdempotent,
+    mode: "tuned",
+    options: leaseholdOptions,
+    source:
+      "the Leasehold options; run i is enqueued with idempotencyKey i(i) (as every workflow execution, schedule tick and durable-queue element is): no key repeats, so the variant measures what a key costs the drain",
     optIn: true
   } satisfies Variant<LeaseholdOptions>,
   {

@@ -568,9 +568,9 @@ AS $function$
         concurrency_key, state)
       VALUES (id, kind, coalesce(payload, 'null'::jsonb), queue, priority, greatest(run_at, now()), max_attempts, idempotency_key,
         trace_parent, concurrency_key,
-        -- The default store's rule: a run without an idempotency key is recorded in the batch
-        -- ledger, a keyed one too (a rate limit that governs it moves it to its row, as for the rest).
-        CASE WHEN idempotency_key IS NULL THEN 'ledger' ELSE 'pending' END);
+        -- The default store's rule: every run is recorded in the batch ledger, with or without an
+        -- idempotency key (a rate limit that governs it moves it to its row, as for the rest).
+        CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END);
     END IF;
     created := true;
     PERFORM pg_notify('{{channel}}', 'q:' || queue);

@@ -78,15 +78,22 @@ const keyLimits = [KeyLimits.perKind(KIND, 1)]
  */
 const rateLimits = [RateLimits.perKind(KIND, 1_000_000, "1 second")]
 
-/**
- * Runs enqueued with `keys` concurrency keys (run i gets key i mod keys), or none; governed by `rated` limits, if any;
- * with `unique`, run i in a unique window of its own key (the default states: pending, running, suspended).
- */
+/** How a variant's runs are enqueued (`enqueueSessionWith`). */
+interface EnqueueShape {
+  /** Concurrency keys: run i gets key i mod keys. None by default. */
+  readonly keys?: number | undefined
+  readonly storage?: PgRunStore.Storage | undefined
+  /** Rate limits declared before the runs. None by default. */
+  readonly rated?: ReadonlyArray<RateLimits.RateLimit> | undefined
+  /** Run i in a unique window of its own key (the default states: pending, running, suspended). */
+  readonly unique?: boolean | undefined
+  /** Run i enqueued with idempotency key `i<i>`, as a workflow execution or a schedule tick carries one. */
+  readonly idempotent?: boolean | undefined
+}
+
+/** Runs enqueued in the shape given; plain runs in the ledger by default. */
 const enqueueSessionWith = (
-  keys: number | undefined,
-  storage: PgRunStore.Storage = "ledger",
-  rated?: ReadonlyArray<RateLimits.RateLimit>,
-  unique = false
+  { idempotent = false, keys, rated, storage = "ledger", unique = false }: EnqueueShape = {}
 ) =>
 async (url: string): Promise<EnqueueSession> => {
   const { store, close } = await openStore(url, { maxConnections: 2, migrate: true, storage })
@@ -98,12 +105,13 @@ async (url: string): Promise<EnqueueSession> => {
     kind: KIND,
     payload: { i },
     concurrencyKey: keys === undefined ? undefined : `k${i % keys}`,
-    unique: unique ? { key: `u${i}` } : undefined
+    unique: unique ? { key: `u${i}` } : undefined,
+    idempotencyKey: idempotent ? `i${i}` : undefined
   })
   const handler = Handler.make({ kind: KIND, payload: Payload, handle: () => Effect.void })
   return {
     enqueueMany: (indices) => run(store.enqueue(indices.map(request))).then(() => undefined),
-    enqueueBulk: keys === undefined && !unique
+    enqueueBulk: keys === undefined && !unique && !idempotent
       ? (indices) =>
         run(
           Effect.provideService(Client.enqueueMany(handler, indices.map((i) => ({ i }))), RunStore, store)
@@ -113,7 +121,7 @@ async (url: string): Promise<EnqueueSession> => {
     close
   }
 }
-const enqueueSession = enqueueSessionWith(undefined)
+const enqueueSession = enqueueSessionWith()
 
 const startWorker = (
   completedRuns: PgRunStore.CompletedRuns,
@@ -222,7 +230,7 @@ const keeping: System<LeaseholdOptions> = {
 const deleting: System<LeaseholdOptions> = {
   name: "leasehold (completed runs deleted)",
   schemas: [SCHEMA],
-  enqueueSession: enqueueSessionWith(undefined, "rows"),
+  enqueueSession: enqueueSessionWith({ storage: "rows" }),
   startWorker: startWorker("delete"),
   remainingSql,
   completedSql: (total) => `SELECT (${total} - count(*))::int AS n FROM ${SCHEMA}.runs`,
@@ -236,7 +244,7 @@ export const KEYS = 1_000
 const keyed: System<LeaseholdOptions> = {
   ...keeping,
   name: `leasehold (${KEYS} keys, 1 running per key)`,
-  enqueueSession: enqueueSessionWith(KEYS),
+  enqueueSession: enqueueSessionWith({ keys: KEYS }),
   startWorker: startWorker("keep", keyLimits)
 }
 
@@ -244,14 +252,21 @@ const keyed: System<LeaseholdOptions> = {
 const rated: System<LeaseholdOptions> = {
   ...keeping,
   name: "leasehold (rate limit of 1,000,000 a second)",
-  enqueueSession: enqueueSessionWith(undefined, "ledger", rateLimits)
+  enqueueSession: enqueueSessionWith({ rated: rateLimits })
 }
 
 /** A unique window on every run, each its own key: no enqueue is refused, so the variant measures what a window costs. */
 const unique: System<LeaseholdOptions> = {
   ...keeping,
   name: "leasehold (a unique window on every run)",
-  enqueueSession: enqueueSessionWith(undefined, "ledger", undefined, true)
+  enqueueSession: enqueueSessionWith({ unique: true })
+}
+
+/** An idempotency key on every run, each its own: no enqueue meets a repeated key, so the variant measures what a key costs. */
+const idempotent: System<LeaseholdOptions> = {
+  ...keeping,
+  name: "leasehold (an idempotency key on every run)",
+  enqueueSession: enqueueSessionWith({ idempotent: true })
 }
 
 // Today's layout before the ledger (every run's row written by its claim and its completion),
@@ -259,7 +274,7 @@ const unique: System<LeaseholdOptions> = {
 const rows: System<LeaseholdOptions> = {
   ...keeping,
   name: "leasehold (run rows, no ledger)",
-  enqueueSession: enqueueSessionWith(undefined, "rows"),
+  enqueueSession: enqueueSessionWith({ storage: "rows" }),
   startWorker: startWorker("keep", undefined, "rows")
 }
 
@@ -268,4 +283,5 @@ export const leaseholdRows = rows
 export const leaseholdKeyed = keyed
 export const leaseholdRated = rated
 export const leaseholdUnique = unique
+export const leaseholdIdempotent = idempotent
 export const leaseholdDeleting = deleting

@@ -48,8 +48,8 @@ export type Storage = enqueueStatement.Storage
 /** @category models */
 export interface PgRunStoreOptions {
   /**
-   * Where this store records the runs it enqueues: `"ledger"` puts those with no idempotency key
-   * or rate limit in the batch ledger, keyed and unique ones too (docs/adr/0017, 0020): a claim appends
+   * Where this store records the runs it enqueues: `"ledger"` puts those no rate limit governs
+   * in the batch ledger, keyed, unique and idempotent ones too (docs/adr/0017, 0020): a claim appends
    * one row per claim statement and a completion one row per completion statement, and the run's
    * own row is not written on that path (the default, but with `completedRuns: "delete"`). `"rows"`
    * writes every run's row at each step.

@@ -51,11 +51,20 @@ const deadlineOf = (row: string) =>
   `coalesce(${row}.deadline_at, now() + ${row}.deadline_after_ms * interval '1 millisecond')`
 
 /**
- * Where a new run is recorded: `ledger` puts the runs with no idempotency key or rate limit in
- * the batch ledger (migration 0018; keyed ones with their slots and waits, 0025; those with a
- * unique window, their window judged by the ledger's state, 0031); `rows` records every run in its row.
+ * Where a new run is recorded: `ledger` puts every run no rate limit governs in the batch ledger
+ * (migration 0018; keyed ones with their slots and waits, 0025; those with a unique window, their
+ * window judged by the ledger's state, 0031; those with an idempotency key, the key held by
+ * `idempotency_keys`, 0033 and 0035); `rows` records every run in its row.
  */
 export type Storage = "ledger" | "rows"
+
+/**
+ * The state a new run is inserted in, from its input row's `rate_scope`: a run a rate limit
+ * governs is kept on its row, out of the ledger (rate.ts); a keyed one is in the ledger, its slot
+ * and its wait in key_holds and waiting (migration 0025).
+ */
+const initialState = (sql: SqlClient.SqlClient, storage: Storage) =>
+  storage === "ledger" ? sql`CASE WHEN rate_scope IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`
 
 export const enqueue = (
   sql: SqlClient.SqlClient,
@@ -160,7 +169,7 @@ const insertChecked = (
 ) =>
   requests.every((r) => r.idempotencyKey === undefined)
     ? enqueueWithoutKeys(sql, s, requests, payloads, storage)
-    : enqueueWithKeys(sql, s, requests, payloads)
+    : enqueueWithKeys(sql, s, requests, payloads, storage)
 
 /** A batch whose requests were checked and whose payloads were encoded, none with a unique window. */
 const enqueueChecked = (
@@ -242,7 +251,8 @@ const enqueueWithKeys = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   requests: ReadonlyArray<EnqueueRequest>,
-  payloads: ReadonlyArray<string>
+  payloads: ReadonlyArray<string>,
+  storage: Storage
 ) =>
   Effect.gen(function*() {
     const runs = s.runs(sql)
@@ -256,13 +266,14 @@ const enqueueWithKeys = (
         ON CONFLICT (key) DO NOTHING
         RETURNING run_id
       ), inserted AS (
-        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key, rate_scope,
-          attempt_timeout_ms, deadline)
+        INSERT INTO ${runs} (id, kind, payload, queue, priority, run_at, max_attempts, idempotency_key, trace_parent, concurrency_key, state,
+          rate_scope, attempt_timeout_ms, deadline)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, idempotency_key, trace_parent,
-          concurrency_key, ${sql.literal(rate.governing(s, "input.kind", "input.queue"))}, attempt_timeout_ms, ${
+          concurrency_key, ${initialState(sql, storage)}, rate_scope, attempt_timeout_ms, ${
       sql.literal(deadlineOf("input"))
     }
-        FROM input WHERE idempotency_key IS NULL OR id IN (SELECT run_id FROM keys)
+        FROM (SELECT i.*, ${sql.literal(rate.governing(s, "i.kind", "i.queue"))} AS rate_scope FROM input i) input
+        WHERE idempotency_key IS NULL OR id IN (SELECT run_id FROM keys)
         RETURNING id, queue
       ), woken AS (
         SELECT pg_notify(${s.channel}, 'q:' || queue) FROM (SELECT DISTINCT queue FROM inserted) q
@@ -303,9 +314,7 @@ const enqueueWithoutKeys = (
     } (id, kind, payload, queue, priority, run_at, max_attempts, trace_parent, concurrency_key, state, rate_scope,
           attempt_timeout_ms, deadline)
         SELECT id, kind, payload, queue, priority, now() + delay_ms * interval '1 millisecond', max_attempts, trace_parent, concurrency_key,
-          -- A run a rate limit governs is kept on its row, out of the ledger (rate.ts); a keyed one
-          -- is in the ledger, its slot and its wait in key_holds and waiting (migration 0025).
-          ${storage === "ledger" ? sql`CASE WHEN rate_scope IS NULL THEN 'ledger' ELSE 'pending' END` : sql`'pending'`},
+          ${initialState(sql, storage)},
           rate_scope, attempt_timeout_ms, ${sql.literal(deadlineOf("input"))}
         FROM (SELECT i.*, ${
       sql.literal(rate.governing(s, "i.kind", "i.queue"))

@@ -11,6 +11,7 @@ import type { SqlClient } from "effect/sql"
 import type { StoreSchema } from "../../StoreSchema.js"
 import { resumeWhere } from "./admin.js"
 import { diagnose, inRow, toError } from "./guarded.js"
+import * as ledger from "./ledger.js"
 
 type Awaited = WorkflowJournal.Awaited
 type ExecutionRun = WorkflowJournal.ExecutionRun
@@ -20,7 +21,7 @@ const { interruptSignalName, wakeSignal } = WorkflowJournal
 export const executionRun = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string) =>
   Effect.map(
     sql<{ id: string; state: RunState; fence: string; result: unknown; error: unknown; trace_parent: string | null }>`
-      SELECT id::text AS id, state, fence::text AS fence, result, error, trace_parent FROM ${s.runs(sql)}
+      SELECT id::text AS id, state, fence::text AS fence, result, error, trace_parent FROM ${s.runsNow(sql)}
       WHERE id = (SELECT run_id FROM ${s.idempotencyKeys(sql)} WHERE key = ${execution})`,
     (rows) =>
       Option.map(Option.fromNullishOr(rows[0]), (row): ExecutionRun => ({
@@ -148,13 +149,26 @@ export const deferredResult = (sql: SqlClient.SqlClient, s: StoreSchema, executi
  * Wakes the execution's run, holding its row: resumed when suspended; when running, a signal
  * `wake/<fence>` is left that makes its holder's next suspension return at once. A pending run
  * needs nothing (its next claim replays), nor does a finished one.
+ *
+ * A run the ledger records (state `ledger` on its row) is first moved to its row (`ledger.hold`),
+ * so that its row's lock orders the wake with its claim and its holder's writes as for any row
+ * run. The move is a statement of its own before the row's lock: `hold` locks the run's claim
+ * batch before its row, as every writer of the ledger does. The batch stays locked until the
+ * wake's transaction, a few statements long, commits.
  */
 const wakeLocked = (sql: SqlClient.SqlClient, s: StoreSchema, execution: string, reason: string) =>
   Effect.gen(function*() {
-    const [run] = yield* sql<{ id: string; state: RunState; fence: string }>`
-      SELECT id::text AS id, state, fence::text AS fence FROM ${s.runs(sql)} WHERE id = (SELECT run_id FROM ${
+    const [recorded] = yield* sql<{ id: string; state: string }>`
+      SELECT id::text AS id, state FROM ${s.runs(sql)} WHERE id = (SELECT run_id FROM ${
       s.idempotencyKeys(sql)
-    } WHERE key = ${execution}) FOR UPDATE`
+    } WHERE key = ${execution})`
+    if (recorded === undefined) return "none" satisfies Wake as Wake
+    if (recorded.state === "ledger") yield* ledger.hold(sql, s, [recorded.id])
+    // Still `ledger` once held: it ended in the ledger (completed), and `none` answers below.
+    const [run] = yield* sql<{ id: string; state: RunState; fence: string }>`
+      SELECT id::text AS id, state, fence::text AS fence FROM ${
+      s.runs(sql)
+    } WHERE id = ${recorded.id}::bigint FOR UPDATE`
     if (run === undefined) return "none" satisfies Wake as Wake
     const payload = JSON.stringify({ wake: reason })
     if (run.state === "suspended") {
