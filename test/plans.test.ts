@@ -386,6 +386,18 @@ describe("runtime plans", () => {
         ),
         (rows) => ({ upd: Number(rows[0]?.upd ?? 0), hot: Number(rows[0]?.hot ?? 0) })
       )
+      // History partitions are made full (fillfactor 100: a ledger run's row is written once, ADR
+      // 0028); a row store's runs are rewritten at each renewal and need room on their page to be
+      // HOT, as `runs` had before (70).
+      yield* sql.unsafe(
+        `SELECT format('ALTER TABLE %s SET (fillfactor = 70)', relid::regclass) FROM (${
+          partitionsOf(schema, "runs")
+        }) p`
+      ).pipe(Effect.flatMap((rows) => Effect.forEach(rows, (r) => sql.unsafe(Object.values(r)[0] as string))))
+      const indexed = yield* sql.unsafe<{ def: string }>(
+        `SELECT pg_get_indexdef(indexrelid) AS def FROM pg_index WHERE indrelid IN (${partitionsOf(schema, "runs")})`
+      )
+      assert.deepStrictEqual(indexed.filter((i) => i.def.includes("lease_expires_at")).map((i) => i.def), [])
       yield* store.enqueue(Array.from({ length: 400 }, (_, i) => ({ kind: "noop", payload: { i } })))
       const runs = yield* store.claim({
         owner: "w",
