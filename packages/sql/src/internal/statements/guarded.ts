@@ -193,14 +193,20 @@ export const completeBatch = (
         // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
         // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
         // Each item's claim reference is looked up once, here, and handed to the ledger's statement.
+        // In one transaction (claimingInOne), the runs without a reference go to the ledger's
+        // statement too, found by their batches' span: every batch the transaction locks is then
+        // locked by that one statement, in batch order, and the rows' statement after it takes no
+        // batch lock (a second ledger statement for what the rows missed would lock more batches
+        // after the first's, out of one order: two such transactions could deadlock).
+        const everyRunToLedger = inOneTransaction(items, next)
         const inLedger: Array<number> = []
-        const known: Array<ledger.HeldRef> = []
+        const known: Array<ledger.HeldRef | undefined> = []
         const rest: Array<number> = []
         const outcomes: Array<FinalizeOutcome> = new Array(items.length)
         for (let i = 0; i < items.length; i++) {
           const item = items[i]!
           const ref = refs.get(item)
-          if (ref !== undefined) {
+          if (ref !== undefined || (everyRunToLedger && ledger.isRunId(item.runId))) {
             inLedger.push(i)
             known.push(ref)
           } else rest.push(i)
@@ -222,7 +228,15 @@ export const completeBatch = (
           }
         }
         if (rest.length === 0) return outcomes
-        const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
+        const restOutcomes = yield* completeInRows(
+          sql,
+          s,
+          rest.map((i) => items[i]!),
+          completedRuns,
+          next,
+          refs,
+          !everyRunToLedger
+        )
         rest.forEach((i, k) => {
           outcomes[i] = restOutcomes[k]!
         })
@@ -240,25 +254,31 @@ const claimingInOne = <A, E, R>(
   items: ReadonlyArray<CompleteItem>,
   next: ClaimNext | undefined,
   completion: Effect.Effect<A, E, R>
-) =>
-  next === undefined || items.every((i) => i.keyed === false)
-    ? completion
-    : readCommitted(sql.withTransaction(completion))
+) => inOneTransaction(items, next) ? readCommitted(sql.withTransaction(completion)) : completion
 
+/** Whether a completion claims keyed runs' successors, and so is one transaction (claimingInOne). */
+const inOneTransaction = (items: ReadonlyArray<CompleteItem>, next: ClaimNext | undefined) =>
+  next !== undefined && items.some((i) => i.keyed !== false)
+
+/**
+ * `missedToLedger`: whether the runs the rows' statement missed are looked for in the ledger
+ * after it (false when the ledger's statement already looked for every run: claimingInOne).
+ */
 const completeInRows = (
   sql: SqlClient.SqlClient,
   s: StoreSchema,
   items: ReadonlyArray<CompleteItem>,
   completedRuns: CompletedRuns,
   next?: ClaimNext,
-  refs?: ledger.LedgerRefs
+  refs?: ledger.LedgerRefs,
+  missedToLedger = true
 ) =>
   // A completion that claims is one transaction with its diagnosis: a failure after the statement
   // (the diagnosis' round trip) rolls the claims back with it, so a retried batch does not find its
   // completions done and the runs it claimed leased to nobody who knows it.
   next === undefined || items.every((i) => i.keyed === false)
-    ? completeBatchStatement(sql, s, items, completedRuns, undefined, refs)
-    : sql.withTransaction(completeBatchStatement(sql, s, items, completedRuns, next, refs))
+    ? completeBatchStatement(sql, s, items, completedRuns, undefined, refs, missedToLedger)
+    : sql.withTransaction(completeBatchStatement(sql, s, items, completedRuns, next, refs, missedToLedger))
 
 const completeBatchStatement = (
   sql: SqlClient.SqlClient,
@@ -266,7 +286,8 @@ const completeBatchStatement = (
   items: ReadonlyArray<CompleteItem>,
   completedRuns: CompletedRuns,
   next?: ClaimNext,
-  refs?: ledger.LedgerRefs
+  refs?: ledger.LedgerRefs,
+  missedToLedger = true
 ) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
@@ -356,7 +377,7 @@ const completeBatchStatement = (
       ${claimedNext}`
     const missedInRows = rows.filter((r) => r.tag === "missed")
     // A run another process claimed in the ledger is completed there (its batch found by its span).
-    const inLedger: ledger.LedgerCompletion = refs === undefined || missedInRows.length === 0
+    const inLedger: ledger.LedgerCompletion = refs === undefined || !missedToLedger || missedInRows.length === 0
       ? { missed: missedInRows.map((_, k) => k), successors: new Map() }
       : yield* ledger.complete(
         sql,
