@@ -85,7 +85,9 @@ describe("a keyed completion's batch locks", () => {
           const b = yield* claimFor("w-b", queue)
           const batches = yield* monitor.unsafe<{ batch: string }>(
             `SELECT c.batch::text AS batch FROM "${schema}".claim_batches c
-            WHERE c.ids && ARRAY[${[...a.leases, ...b.leases].map((l) => l.runId).join(",")}]::bigint[] ORDER BY c.batch`
+            WHERE c.ids && ARRAY[${
+              [...a.leases, ...b.leases].map((l) => l.runId).join(",")
+            }]::bigint[] ORDER BY c.batch`
           )
           assert.strictEqual(batches.length, 2, "each worker's claim is a batch of its own")
           return { queue, batches: [batches[0]!.batch, batches[1]!.batch] as const, a, b, finalized: [] } satisfies Ctx
@@ -101,7 +103,9 @@ describe("a keyed completion's batch locks", () => {
                 if (Exit.isFailure(exit)) {
                   // A SqlError says why in its reason (DeadlockError: PostgreSQL ended the transaction).
                   const error = Cause.squash(exit.cause) as { reason?: { _tag?: string } }
-                  assert.fail(`session ${i + 1} failed: ${error.reason?._tag ?? Cause.pretty(exit.cause).split("\n")[0]}`)
+                  assert.fail(
+                    `session ${i + 1} failed: ${error.reason?._tag ?? Cause.pretty(exit.cause).split("\n")[0]}`
+                  )
                 }
               })
               const runs = [...ctx.a.leases, ...ctx.b.leases].map((l) => l.runId)
