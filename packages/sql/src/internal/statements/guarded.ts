@@ -187,34 +187,48 @@ export const completeBatch = (
     completeInRows(sql, s, items, completedRuns, next) :
     inOneTransaction(items, next) ?
     readCommitted(sql.withTransaction(ledgerOnce(sql, s, items, completedRuns, next, refs))) :
-    Effect.gen(function*() {
-      // The runs this store claimed in the ledger are completed there, in one statement; the rest
-      // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
-      // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
-      // Each item's claim reference is looked up once, here, and handed to the ledger's statement.
-      const { inLedger, known, rest, outcomes } = byReference(items, refs)
-      if (inLedger.length > 0) {
-        const { missed, successors } = yield* ledger.complete(
-          sql,
-          s,
-          inLedger.map((i) => items[i]!),
-          refs,
-          known,
-          next
-        )
-        for (const m of missed) rest.push(inLedger[m]!)
-        for (const [m, successor] of successors) {
-          const item = items[inLedger[m]!]!
-          outcomes[inLedger[m]!] = { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
-        }
+    ledgerThenRows(sql, s, items, completedRuns, next, refs)
+
+/**
+ * A completion outside a transaction (it claims no successor): the runs this store claimed in
+ * the ledger are completed there, in one statement; the rest (and any the ledger no longer holds:
+ * moved to their rows meanwhile) in their rows, and what the rows missed in the ledger again
+ * (found by span). Each statement holds its batch locks only while it runs.
+ */
+const ledgerThenRows = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  items: ReadonlyArray<CompleteItem>,
+  completedRuns: CompletedRuns,
+  next: ClaimNext | undefined,
+  refs: ledger.LedgerRefs
+) =>
+  Effect.gen(function*() {
+    // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
+    // Each item's claim reference is looked up once, here, and handed to the ledger's statement.
+    const { inLedger, known, rest, outcomes } = byReference(items, refs)
+    if (inLedger.length > 0) {
+      const { missed, successors } = yield* ledger.complete(
+        sql,
+        s,
+        inLedger.map((i) => items[i]!),
+        refs,
+        known,
+        next
+      )
+      for (const m of missed) rest.push(inLedger[m]!)
+      for (const [m, successor] of successors) {
+        const item = items[inLedger[m]!]!
+        outcomes[inLedger[m]!] = { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
       }
-      if (rest.length === 0) return outcomes
-      const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
-      rest.forEach((i, k) => {
-        outcomes[i] = restOutcomes[k]!
-      })
-      return outcomes
+    }
+    if (rest.length === 0) return outcomes
+    const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
+    rest.forEach((i, k) => {
+      outcomes[i] = restOutcomes[k]!
     })
+    return outcomes
+  })
 
 /** The items this store claimed in the ledger (with their references) and the rest, all answered `Finalized` until told otherwise. */
 const byReference = (items: ReadonlyArray<CompleteItem>, refs: ledger.LedgerRefs) => {
