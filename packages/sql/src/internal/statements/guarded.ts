@@ -230,7 +230,10 @@ const ledgerThenRows = (
     return outcomes
   })
 
-/** The items this store claimed in the ledger (with their references) and the rest, all answered `Finalized` until told otherwise. */
+/**
+ * The places of the items this store claimed in the ledger (with their references) and of the
+ * rest, and their outcomes, each `Finalized` until a statement says otherwise.
+ */
 const byReference = (items: ReadonlyArray<CompleteItem>, refs: ledger.LedgerRefs) => {
   const inLedger: Array<number> = []
   const known: Array<ledger.HeldRef> = []
@@ -279,8 +282,8 @@ const ledgerOnce = (
     // for the latter, by their place among the rows' misses.
     const inTheLedger = (missedInRows: ReadonlyArray<CompleteItem>) =>
       Effect.gen(function*() {
-        // A lease whose id cannot name a ledger run stays missed (the ledger answers a batch
-        // holding one as all missed).
+        // A lease whose id cannot name a ledger run stays missed, and is not sent: the ledger's
+        // statement answers every lease missed when one of them cannot name a run.
         const asked = missedInRows.flatMap((item, k) => ledger.isRunId(item.runId) ? [k] : [])
         const completion = yield* ledger.complete(
           sql,
