@@ -163,6 +163,10 @@
 #   scripts/mutation-check.sh ledger-isolation-check  lock_claim_batches reads under whatever isolation
 #                                     the transaction has (migration 0030: no refusal, so no READ COMMITTED
 #                                     retry), against test/interleavings.test.ts on sessions defaulting to REPEATABLE READ;
+#   scripts/mutation-check.sh ledger-once  a keyed completion's transaction sends its ledger statement, then the
+#                                     rows', then a second ledger statement for what the rows missed
+#                                     (guarded.ts › ledgerThenRows in place of ledgerOnce: two lock passes),
+#                                     against test/ledger-lock-order.test.ts (two crossing completions deadlock);
 #   scripts/mutation-check.sh unique-order  a batch of unique requests no longer takes its holds in
 #                                     one order first (enqueue.ts › takeHolds), against
 #                                     test/unique-process.test.ts (opposite-order batches in callers'
@@ -513,6 +517,14 @@ elif [ "$mutation" = "ledger-lock" ]; then
   echo "mutation: ledger completions lock their batches FOR KEY SHARE, unordered among themselves ($ledger)"
   export ISO_ONLY=stall,complete,retry
   tests=(test/interleavings.test.ts)
+  attempts=1
+elif [ "$mutation" = "ledger-once" ]; then
+  guarded="$work/packages/sql/src/internal/statements/guarded.ts"
+  # ledgerOnce stays named (noUnusedLocals), never called.
+  sed -i 's/readCommitted(sql.withTransaction(ledgerOnce(sql, s, items, completedRuns, next, refs)))/readCommitted(sql.withTransaction((false ? ledgerOnce : ledgerThenRows)(sql, s, items, completedRuns, next, refs)))/' "$guarded"
+  grep -q "withTransaction((false ? ledgerOnce : ledgerThenRows)(" "$guarded" || { echo "mutation incomplete"; exit 2; }
+  echo "mutation: a keyed completion's transaction locks its batches in two ledger statements ($guarded)"
+  tests=(test/ledger-lock-order.test.ts)
   attempts=1
 elif [ "$mutation" = "ledger-isolation-check" ]; then
   ledger="$work/packages/sql/migrations/0030_ledger_lock_in_statement.sql"

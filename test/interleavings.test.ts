@@ -154,13 +154,19 @@ const operations = (s: StoreSchema.StoreSchema): Record<string, Operation<Ctx>> 
       // A transaction holding the batch's row, as one stalled mid-statement does.
       name: "stall",
       startsAtOnce: true,
+      // On a REPEATABLE READ session, a batch row changed while its lock waited ends the stall's
+      // transaction (a serialization failure): it then holds nothing, which is no error of the store's.
       run: (sql, ctx) =>
-        sql.withTransaction(Effect.andThen(
-          sql`SELECT 1 FROM ${sql.literal(`"${s.schema}".claim_batches`)} WHERE ids && ${
-            ctx.leases.map((l) => l.runId)
-          }::bigint[] FOR UPDATE`,
-          sql`SELECT 'commit'`
-        ))
+        Effect.catchIf(
+          sql.withTransaction(Effect.andThen(
+            sql`SELECT 1 FROM ${sql.literal(`"${s.schema}".claim_batches`)} WHERE ids && ${
+              ctx.leases.map((l) => l.runId)
+            }::bigint[] FOR UPDATE`,
+            sql`SELECT 'commit'`
+          )),
+          (error) => error.reason._tag === "SerializationError",
+          () => Effect.void
+        )
     }
   }
 }
@@ -182,7 +188,10 @@ const check = (sql: SqlClient.SqlClient, s: StoreSchema.StoreSchema, ctx: Ctx, o
       const failure = Cause.findErrorOption(exit.cause)
       const tag = failure._tag === "Some" ? (failure.value as { _tag?: string })._tag : undefined
       if (tag === undefined || !expected.has(tag)) {
-        throw new Error(`session ${i} ended with ${Cause.pretty(exit.cause).split("\n")[0]}`)
+        const reason = failure._tag === "Some"
+          ? (failure.value as { reason?: { _tag?: string } }).reason?._tag
+          : undefined
+        throw new Error(`session ${i} ended with ${reason ?? Cause.pretty(exit.cause).split("\n")[0]}`)
       }
     })
     const twice = yield* rows<{ id: string; fence: string; n: string }>(

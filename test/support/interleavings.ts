@@ -175,7 +175,8 @@ export const runSchedule = <Ctx>(
         })
       )
     }
-    const exits = yield* Effect.forEach(fibers, (f) => Fiber.await(f))
+    // Each fiber answers its operation's exit (Effect.exit above): that exit, not the fiber's own.
+    const exits = yield* Effect.forEach(fibers, (f) => Fiber.join(f))
     return { outcome: { taken, exits, blocked } satisfies Outcome, choices, diverged }
   }))
 

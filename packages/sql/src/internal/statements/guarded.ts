@@ -9,6 +9,7 @@
  * docs/adr/0001-guarded-writes-by-primary-key.md.
  */
 import {
+  type ClaimedRun,
   type ClaimNext,
   type CompleteItem,
   type FailOutcome,
@@ -184,66 +185,173 @@ export const completeBatch = (
 ) =>
   refs === undefined ?
     completeInRows(sql, s, items, completedRuns, next) :
-    claimingInOne(
-      sql,
-      items,
-      next,
-      Effect.gen(function*() {
-        // The runs this store claimed in the ledger are completed there, in one statement; the rest
-        // (and any the ledger no longer holds: moved to their rows meanwhile) in their rows.
-        // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
-        // Each item's claim reference is looked up once, here, and handed to the ledger's statement.
-        const inLedger: Array<number> = []
-        const known: Array<ledger.HeldRef> = []
-        const rest: Array<number> = []
-        const outcomes: Array<FinalizeOutcome> = new Array(items.length)
-        for (let i = 0; i < items.length; i++) {
-          const item = items[i]!
-          const ref = refs.get(item)
-          if (ref !== undefined) {
-            inLedger.push(i)
-            known.push(ref)
-          } else rest.push(i)
-          outcomes[i] = { _tag: "Finalized", runId: item.runId, fence: item.fence }
-        }
-        if (inLedger.length > 0) {
-          const { missed, successors } = yield* ledger.complete(
-            sql,
-            s,
-            inLedger.map((i) => items[i]!),
-            refs,
-            known,
-            next
-          )
-          for (const m of missed) rest.push(inLedger[m]!)
-          for (const [m, successor] of successors) {
-            const item = items[inLedger[m]!]!
-            outcomes[inLedger[m]!] = { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
-          }
-        }
-        if (rest.length === 0) return outcomes
-        const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
-        rest.forEach((i, k) => {
-          outcomes[i] = restOutcomes[k]!
-        })
-        return outcomes
-      })
-    )
+    inOneTransaction(items, next) ?
+    readCommitted(sql.withTransaction(ledgerOnce(sql, s, items, completedRuns, next, refs))) :
+    ledgerThenRows(sql, s, items, completedRuns, next, refs)
+
+/**
+ * A completion outside a transaction (it claims no successor): the runs this store claimed in
+ * the ledger are completed there, in one statement; the rest (and any the ledger no longer holds:
+ * moved to their rows meanwhile) in their rows, and what the rows missed in the ledger again
+ * (found by span). Each statement holds its batch locks only while it runs.
+ */
+const ledgerThenRows = (
+  sql: SqlClient.SqlClient,
+  s: StoreSchema,
+  items: ReadonlyArray<CompleteItem>,
+  completedRuns: CompletedRuns,
+  next: ClaimNext | undefined,
+  refs: ledger.LedgerRefs
+) =>
+  Effect.gen(function*() {
+    // One pass over the batch: a batch is a worker's whole flush, and this runs for every item.
+    // Each item's claim reference is looked up once, here, and handed to the ledger's statement.
+    const { inLedger, known, rest, outcomes } = byReference(items, refs)
+    if (inLedger.length > 0) {
+      const { missed, successors } = yield* ledger.complete(
+        sql,
+        s,
+        inLedger.map((i) => items[i]!),
+        refs,
+        known,
+        next
+      )
+      for (const m of missed) rest.push(inLedger[m]!)
+      for (const [m, successor] of successors) {
+        const item = items[inLedger[m]!]!
+        outcomes[inLedger[m]!] = { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
+      }
+    }
+    if (rest.length === 0) return outcomes
+    const restOutcomes = yield* completeInRows(sql, s, rest.map((i) => items[i]!), completedRuns, next, refs)
+    rest.forEach((i, k) => {
+      outcomes[i] = restOutcomes[k]!
+    })
+    return outcomes
+  })
+
+/**
+ * The places of the items this store claimed in the ledger (with their references) and of the
+ * rest, and their outcomes, each `Finalized` until a statement says otherwise.
+ */
+const byReference = (items: ReadonlyArray<CompleteItem>, refs: ledger.LedgerRefs) => {
+  const inLedger: Array<number> = []
+  const known: Array<ledger.HeldRef> = []
+  const rest: Array<number> = []
+  const outcomes: Array<FinalizeOutcome> = new Array(items.length)
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]!
+    const ref = refs.get(item)
+    if (ref !== undefined) {
+      inLedger.push(i)
+      known.push(ref)
+    } else rest.push(i)
+    outcomes[i] = { _tag: "Finalized", runId: item.runId, fence: item.fence }
+  }
+  return { inLedger, known, rest, outcomes }
+}
+
+/** Whether a completion claims keyed runs' successors, and so is one transaction (ledgerOnce). */
+const inOneTransaction = (items: ReadonlyArray<CompleteItem>, next: ClaimNext | undefined): next is ClaimNext =>
+  next !== undefined && items.some((i) => i.keyed !== false)
 
 /**
  * A completion that claims keyed runs' successors is one transaction, the ledger's statement and
  * the rows' together: a failure after it rolls its claims back with it, so a retried batch does
  * not find its completions done and the runs it claimed leased to nobody who knows it.
+ *
+ * Its claim batches are all locked by one ledger statement, in batch order (docs/adr/0022): the
+ * rows' statement for the runs without a claim reference comes first, then one ledger statement
+ * for the runs this store claimed there and those the rows missed (found by their batches' span),
+ * then the rows' statement for what the ledger no longer holds (moved to their rows by a hold),
+ * which takes no batch lock. Two ledger statements in one transaction would each lock in batch
+ * order, but not in one order together: two such transactions could deadlock.
  */
-const claimingInOne = <A, E, R>(
+const ledgerOnce = (
   sql: SqlClient.SqlClient,
+  s: StoreSchema,
   items: ReadonlyArray<CompleteItem>,
-  next: ClaimNext | undefined,
-  completion: Effect.Effect<A, E, R>
+  completedRuns: CompletedRuns,
+  next: ClaimNext,
+  refs: ledger.LedgerRefs
 ) =>
-  next === undefined || items.every((i) => i.keyed === false)
-    ? completion
-    : readCommitted(sql.withTransaction(completion))
+  Effect.gen(function*() {
+    const { inLedger, known, rest, outcomes } = byReference(items, refs)
+    const knownItems = inLedger.map((i) => items[i]!)
+    // The ledger's one statement: the known leases first, then those the rows missed; answers
+    // for the latter, by their place among the rows' misses.
+    const inTheLedger = (missedInRows: ReadonlyArray<CompleteItem>) =>
+      Effect.gen(function*() {
+        // A lease whose id cannot name a ledger run stays missed, and is not sent: the ledger's
+        // statement answers every lease missed when one of them cannot name a run.
+        const asked = missedInRows.flatMap((item, k) => ledger.isRunId(item.runId) ? [k] : [])
+        const completion = yield* ledger.complete(
+          sql,
+          s,
+          [...knownItems, ...asked.map((k) => missedInRows[k]!)],
+          refs,
+          [...known, ...asked.map(() => undefined)],
+          next
+        )
+        const missedKnown: Array<number> = []
+        const missedOfRows = missedInRows.flatMap((item, k) => ledger.isRunId(item.runId) ? [] : [k])
+        for (const m of completion.missed) {
+          if (m < inLedger.length) missedKnown.push(inLedger[m]!)
+          else missedOfRows.push(asked[m - inLedger.length]!)
+        }
+        const successorsOfRows = new Map<number, ClaimedRun>()
+        for (const [m, successor] of completion.successors) {
+          if (m >= inLedger.length) successorsOfRows.set(asked[m - inLedger.length]!, successor)
+          else {
+            const item = items[inLedger[m]!]!
+            outcomes[inLedger[m]!] = { _tag: "Finalized", runId: item.runId, fence: item.fence, next: successor }
+          }
+        }
+        if (missedKnown.length > 0) {
+          const rowOutcomes = yield* completeInRows(
+            sql,
+            s,
+            missedKnown.map((i) => items[i]!),
+            completedRuns,
+            next,
+            refs,
+            notInTheLedger
+          )
+          missedKnown.forEach((i, k) => {
+            outcomes[i] = rowOutcomes[k]!
+          })
+        }
+        return { missed: missedOfRows, successors: successorsOfRows } satisfies ledger.LedgerCompletion
+      })
+    if (rest.length === 0) {
+      yield* inTheLedger([])
+      return outcomes
+    }
+    const restOutcomes = yield* completeInRows(
+      sql,
+      s,
+      rest.map((i) => items[i]!),
+      completedRuns,
+      next,
+      refs,
+      inTheLedger
+    )
+    rest.forEach((i, k) => {
+      outcomes[i] = restOutcomes[k]!
+    })
+    return outcomes
+  })
+
+/** What the rows' statement missed, not looked for in the ledger (the transaction's one ledger statement came before it). */
+const notInTheLedger = (missed: ReadonlyArray<CompleteItem>): Effect.Effect<ledger.LedgerCompletion> =>
+  Effect.succeed({ missed: missed.map((_, k) => k), successors: new Map() })
+
+/**
+ * What is done with the runs the rows' statement missed, by their place among its misses: by
+ * default, those the ledger holds are completed there (a run claimed in the ledger by another
+ * process, found by its batch's span).
+ */
+type AfterRows = (missed: ReadonlyArray<CompleteItem>) => Effect.Effect<ledger.LedgerCompletion, SqlError.SqlError>
 
 const completeInRows = (
   sql: SqlClient.SqlClient,
@@ -251,14 +359,15 @@ const completeInRows = (
   items: ReadonlyArray<CompleteItem>,
   completedRuns: CompletedRuns,
   next?: ClaimNext,
-  refs?: ledger.LedgerRefs
+  refs?: ledger.LedgerRefs,
+  afterRows?: AfterRows
 ) =>
   // A completion that claims is one transaction with its diagnosis: a failure after the statement
   // (the diagnosis' round trip) rolls the claims back with it, so a retried batch does not find its
   // completions done and the runs it claimed leased to nobody who knows it.
   next === undefined || items.every((i) => i.keyed === false)
-    ? completeBatchStatement(sql, s, items, completedRuns, undefined, refs)
-    : sql.withTransaction(completeBatchStatement(sql, s, items, completedRuns, next, refs))
+    ? completeBatchStatement(sql, s, items, completedRuns, undefined, refs, afterRows)
+    : sql.withTransaction(completeBatchStatement(sql, s, items, completedRuns, next, refs, afterRows))
 
 const completeBatchStatement = (
   sql: SqlClient.SqlClient,
@@ -266,7 +375,8 @@ const completeBatchStatement = (
   items: ReadonlyArray<CompleteItem>,
   completedRuns: CompletedRuns,
   next?: ClaimNext,
-  refs?: ledger.LedgerRefs
+  refs?: ledger.LedgerRefs,
+  afterRows?: AfterRows
 ) =>
   Effect.gen(function*() {
     if (items.length === 0) return [] as ReadonlyArray<FinalizeOutcome>
@@ -355,17 +465,13 @@ const completeBatchStatement = (
       WHERE NOT EXISTS (SELECT 1 FROM done d WHERE d.id = i.id AND d.fence = i.fence)
       ${claimedNext}`
     const missedInRows = rows.filter((r) => r.tag === "missed")
+    const missedItems = missedInRows.map((r) => ({ ...items[Number(r.ord)]!, runId: r.id }))
     // A run another process claimed in the ledger is completed there (its batch found by its span).
-    const inLedger: ledger.LedgerCompletion = refs === undefined || missedInRows.length === 0
+    const inLedger: ledger.LedgerCompletion = afterRows !== undefined
+      ? yield* afterRows(missedItems)
+      : refs === undefined || missedInRows.length === 0
       ? { missed: missedInRows.map((_, k) => k), successors: new Map() }
-      : yield* ledger.complete(
-        sql,
-        s,
-        missedInRows.map((r) => ({ ...items[Number(r.ord)]!, runId: r.id })),
-        refs,
-        undefined,
-        next
-      )
+      : yield* ledger.complete(sql, s, missedItems, refs, undefined, next)
     const missed = inLedger.missed.map((k) => missedInRows[k]!)
     // Each successor goes to the (first) item whose run freed its slot, by position.
     const successors = new Map(

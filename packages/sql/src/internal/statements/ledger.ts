@@ -85,7 +85,8 @@ export interface HeldRef extends LedgerRef {
   readonly keyed: boolean
 }
 
-const isRunId = (id: string) => /^[0-9]{1,19}$/.test(id)
+/** Whether a lease's run id can name a run of the ledger (its batches' arrays hold bigints). */
+export const isRunId = (id: string) => /^[0-9]{1,19}$/.test(id)
 
 /** A run id as Postgres prints it ("007" is run 7); what is not a run id, as given. */
 export const canonicalRunId = (id: string): string =>
