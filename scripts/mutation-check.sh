@@ -123,16 +123,16 @@
 #                                     claimRated), against test/rate-process.test.ts, up to three
 #                                     times (a race between claimers);
 #   scripts/mutation-check.sh unique-lock  a unique enqueue reads a taken hold without locking it
-#                                     (migration 0035's enqueue_run), against test/unique-process.test.ts
+#                                     (migration 0034's enqueue_run), against test/unique-process.test.ts
 #                                     (two enqueuers of a released key both take it), up to three times;
 #   scripts/mutation-check.sh sql-enqueue-ledger  the SQL enqueue records every run in its row
-#                                     (migration 0035's enqueue_run), against test/sql-enqueue.test.ts;
+#                                     (migration 0034's enqueue_run), against test/sql-enqueue.test.ts;
 #   scripts/mutation-check.sh idem-ledger  runs with an idempotency key are recorded in their rows again,
-#                                     not the ledger (enqueue.ts › enqueueWithKeys, migration 0035's
+#                                     not the ledger (enqueue.ts › enqueueWithKeys, migration 0034's
 #                                     enqueue_run), against test/ledger.test.ts (their claim and completion
 #                                     rewrite their rows) and test/sql-enqueue.test.ts;
 #   scripts/mutation-check.sh unique-ledger-state  a unique window judges its holder by its row's
-#                                     state alone, not the ledger's (migration 0035's enqueue_run),
+#                                     state alone, not the ledger's (migration 0034's enqueue_run),
 #                                     against the contract suite on PostgreSQL (a second run of a key
 #                                     held by a pending or running ledger run);
 #   scripts/mutation-check.sh deferred-schema  a workflow's decision is recorded as sent, not
@@ -175,7 +175,7 @@
 #                                     order, not key order (enqueue.ts › enqueueWithKeys), against
 #                                     test/idempotency-order.test.ts (opposite-order batches deadlock);
 #   scripts/mutation-check.sh unique-retake  enqueue_run no longer takes anew a hold deleted between
-#                                     its insert and its lock (migration 0035's enqueue_run), against
+#                                     its insert and its lock (migration 0034's enqueue_run), against
 #                                     test/retention.test.ts (the enqueue yields no run);
 #   scripts/mutation-check.sh unique-retention  a completion that deletes its run keeps that run's
 #                                     holds (guarded.ts › releasedHolds), against test/retention.test.ts;
@@ -426,8 +426,8 @@ elif [ "$mutation" = "idem-order" ]; then
   tests=(test/idempotency-order.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-retake" ]; then
-  # The enqueue_run in force: migration 0035's (0024's, 0025's, 0031's and 0033's, replaced).
-  migration="$work/packages/sql/migrations/0035_idempotent_ledger.sql"
+  # The enqueue_run in force: migration 0034's (0024's, 0025's, 0031's and 0033's, replaced).
+  migration="$work/packages/sql/migrations/0034_idempotent_ledger.sql"
   sed -i 's/^        IF FOUND THEN$/        IF true THEN/' "$migration"
   grep -q '^        IF true THEN$' "$migration" || { echo "mutation incomplete"; exit 2; }
   echo "mutation: enqueue_run judges a hold it found deleted as held ($migration)"
@@ -659,16 +659,16 @@ elif [ "$mutation" = "memory-journal" ]; then
   tests=(test/workflow-journal.test.ts)
   attempts=1
 elif [ "$mutation" = "unique-lock" ]; then
-  # The enqueue_run in force: migration 0035's (0022's, 0024's, 0025's, 0031's and 0033's, replaced).
-  windows="$work/packages/sql/migrations/0035_idempotent_ledger.sql"
+  # The enqueue_run in force: migration 0034's (0022's, 0024's, 0025's, 0031's and 0033's, replaced).
+  windows="$work/packages/sql/migrations/0034_idempotent_ledger.sql"
   sed -i 's/h.unique_key = hold_key FOR UPDATE;/h.unique_key = hold_key;/' "$windows"
   grep -q "hold_key FOR UPDATE" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique enqueue reads a taken hold without locking it ($windows)"
   tests=(test/unique-process.test.ts)
   attempts=3
 elif [ "$mutation" = "sql-enqueue-ledger" ]; then
-  # The enqueue_run in force: migration 0035's (0024's, 0025's, 0031's and 0033's, replaced).
-  windows="$work/packages/sql/migrations/0035_idempotent_ledger.sql"
+  # The enqueue_run in force: migration 0034's (0024's, 0025's, 0031's and 0033's, replaced).
+  windows="$work/packages/sql/migrations/0034_idempotent_ledger.sql"
   sed -i "s/CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END)/'pending')/" "$windows"
   grep -q "THEN 'ledger' ELSE 'pending' END" "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: the SQL enqueue records every run in its row, not the ledger as the default store does ($windows)"
@@ -676,7 +676,7 @@ elif [ "$mutation" = "sql-enqueue-ledger" ]; then
   attempts=1
 elif [ "$mutation" = "idem-ledger" ]; then
   enqueue="$work/packages/sql/src/internal/statements/enqueue.ts"
-  migration="$work/packages/sql/migrations/0035_idempotent_ledger.sql"
+  migration="$work/packages/sql/migrations/0034_idempotent_ledger.sql"
   sed -i "s/^          concurrency_key, \${initialState(sql, storage)}, rate_scope, attempt_timeout_ms, \${$/          concurrency_key, 'pending', rate_scope, attempt_timeout_ms, \${/" "$enqueue"
   sed -i "s/^        CASE WHEN into_ledger THEN 'ledger' ELSE 'pending' END);$/        CASE WHEN idempotency_key IS NULL AND into_ledger THEN 'ledger' ELSE 'pending' END);/" "$migration"
   grep -q "concurrency_key, 'pending', rate_scope" "$enqueue" && grep -q "WHEN idempotency_key IS NULL AND into_ledger" "$migration" \
@@ -685,7 +685,7 @@ elif [ "$mutation" = "idem-ledger" ]; then
   tests=(test/ledger.test.ts test/sql-enqueue.test.ts -t "idempotent run drains through the ledger|recorded alike")
   attempts=1
 elif [ "$mutation" = "unique-ledger-state" ]; then
-  windows="$work/packages/sql/migrations/0035_idempotent_ledger.sql"
+  windows="$work/packages/sql/migrations/0034_idempotent_ledger.sql"
   sed -i 's/FROM "{{schema}}".runs_now r WHERE r.id = holder/FROM "{{schema}}".runs r WHERE r.id = holder/' "$windows"
   grep -q 'runs_now r WHERE r.id = holder' "$windows" && { echo "mutation incomplete"; exit 2; }
   echo "mutation: a unique window judges its holder by its row's state alone, not the ledger's ($windows)"

@@ -134,7 +134,7 @@ describe("leasehold: commands and usage", () => {
       assertOk(first)
       assert.strictEqual(
         first.stdout,
-        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span, 0033_history_partitions\n`
+        `schema "${schema}": applied 0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span, 0033_history_partitions, 0034_idempotent_ledger\n`
       )
       const tables = yield* sql<{ table_name: string }>`
         SELECT table_name FROM information_schema.tables WHERE table_schema = ${schema}
@@ -209,13 +209,14 @@ describe("leasehold: commands and usage", () => {
           "0030_ledger_lock_in_statement",
           "0031_unique_ledger",
           "0032_runs_now_by_span",
-          "0033_history_partitions"
+          "0033_history_partitions",
+          "0034_idempotent_ledger"
         ]
       })
       const human = yield* leasehold(["migrate", ...connection(schema)])
       assert.strictEqual(
         human.stdout,
-        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span, 0033_history_partitions)\n`
+        `schema "${schema}" is up to date (0001_init, 0002_partial_unique_keys, 0003_lazy_claim_history, 0004_runs_fillfactor, 0005_signal_delivery, 0006_trace_context, 0007_hot_lease_renewal, 0008_paused_queues, 0009_schedules, 0010_key_concurrency, 0011_workflows, 0012_fence_epoch, 0013_key_admission, 0014_key_hot_path, 0015_key_limit_peaks, 0016_runs_listed, 0017_workflow_awaits, 0018_batch_ledger, 0019_worker_registry, 0020_activity_window, 0021_enqueue_function, 0022_unique_windows, 0023_rate_limits, 0024_unique_hold_order_and_retention, 0025_keyed_ledger, 0026_ledger_settlement, 0027_timeouts, 0028_operator_actions, 0029_attempt_logs, 0030_ledger_lock_in_statement, 0031_unique_ledger, 0032_runs_now_by_span, 0033_history_partitions, 0034_idempotent_ledger)\n`
       )
     }))
 })

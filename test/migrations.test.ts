@@ -41,7 +41,7 @@ const released: ReadonlyArray<readonly [name: string, sha256: string]> = [
   ["0031_unique_ledger", "340174c86dd1d28c152c5f1b42c69c2f12efcd087ff9ba7acde49bb0ed8dd6a7"],
   ["0032_runs_now_by_span", "9733feca8e0679c0784a4c3a05237ac94c404ded31559f7c242fd6532f59484d"],
   ["0033_history_partitions", "d4a4984ca29c2dfd037af294ae8563976864644e97ce4495efa59e6cb03cdb5b"],
-  ["0035_idempotent_ledger", "d19263b1e8ef0de87fcc8f1990f85281da6959c4ce4587f3730a89ceea5ab94e"]
+  ["0034_idempotent_ledger", "d19263b1e8ef0de87fcc8f1990f85281da6959c4ce4587f3730a89ceea5ab94e"]
 ]
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex")

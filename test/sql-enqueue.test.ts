@@ -131,7 +131,7 @@ describe("enqueue from SQL", () => {
         // the ledger (migration 0025): the slot a key_holds row, the wait a waiting row.
         [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`],
         [{ kind: "limited", payload: {}, concurrencyKey: "ts" }, `'limited', '{}', concurrency_key => 'sql'`],
-        // With an idempotency key, in the ledger too (migration 0035): the key in idempotency_keys.
+        // With an idempotency key, in the ledger too (migration 0034): the key in idempotency_keys.
         [
           { kind: "limited", payload: {}, concurrencyKey: "ts-idem", idempotencyKey: "ts-idem-1" },
           `'limited', '{}', concurrency_key => 'sql-idem', idempotency_key => 'sql-idem-1'`
@@ -149,7 +149,7 @@ describe("enqueue from SQL", () => {
         const b = yield* recorded(stores, sql.id)
         assert.deepStrictEqual(b, a, `${request.kind}: SQL ${args} records what the TypeScript enqueue records`)
         // Every run without a key's limit is ready in the ledger: unique (migration 0031) and
-        // idempotent (0035) ones as plain ones.
+        // idempotent (0034) ones as plain ones.
         if (request.concurrencyKey === undefined) assert.deepInclude(a, { state: "ledger", ready: true, ledger: true })
       }
       // Each key's runs in id order, on both paths: the first admitted (ready, holding slot 0 in

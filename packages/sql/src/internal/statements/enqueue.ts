@@ -54,7 +54,7 @@ const deadlineOf = (row: string) =>
  * Where a new run is recorded: `ledger` puts every run no rate limit governs in the batch ledger
  * (migration 0018; keyed ones with their slots and waits, 0025; those with a unique window, their
  * window judged by the ledger's state, 0031; those with an idempotency key, the key held by
- * `idempotency_keys`, 0033 and 0035); `rows` records every run in its row.
+ * `idempotency_keys`, 0033 and 0034); `rows` records every run in its row.
  */
 export type Storage = "ledger" | "rows"
 
