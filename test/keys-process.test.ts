@@ -46,19 +46,20 @@ describe("per-key concurrency across worker processes", () => {
             RETURN NULL;
           END $fn$`)
         yield* sql.unsafe(`CREATE TRIGGER log_key AFTER UPDATE ON "${schema}".runs FOR EACH ROW
-          WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.concurrency_key IS NOT NULL) EXECUTE FUNCTION "${schema}".log_key()`)
+          WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.concurrency_key IS NOT NULL) EXECUTE FUNCTION "${schema}".log_key('runs')`)
         // Keyed runs of the ledger (migration 0025) start in a claim batch and end in a completion
         // batch, their rows not written: those inserts are recorded too. A ledger run moved to its
-        // row while open (`hold`) goes on running there: recorded as running to running.
+        // row while open (`hold`) goes on running there: recorded as running to running. Each
+        // trigger names its table: a partition's trigger sees the partition's name (ADR 0028).
         yield* sql.unsafe(`CREATE OR REPLACE FUNCTION "${schema}".log_key() RETURNS trigger LANGUAGE plpgsql AS $fn$
           BEGIN
-            IF TG_TABLE_NAME = 'runs' THEN
+            IF TG_ARGV[0] = 'runs' THEN
               INSERT INTO "${schema}".key_log (run_id, key, from_state, to_state)
                 VALUES (NEW.id, NEW.concurrency_key, CASE WHEN OLD.state = 'ledger' AND NEW.state = 'running' THEN 'running' ELSE OLD.state END, NEW.state);
             ELSE
               INSERT INTO "${schema}".key_log (run_id, key, from_state, to_state)
-                SELECT u.id, r.concurrency_key, CASE TG_TABLE_NAME WHEN 'claim_batches' THEN 'pending' ELSE 'running' END,
-                  CASE TG_TABLE_NAME WHEN 'claim_batches' THEN 'running' ELSE 'completed' END
+                SELECT u.id, r.concurrency_key, CASE TG_ARGV[0] WHEN 'claim_batches' THEN 'pending' ELSE 'running' END,
+                  CASE TG_ARGV[0] WHEN 'claim_batches' THEN 'running' ELSE 'completed' END
                 FROM unnest(NEW.ids) WITH ORDINALITY AS u(id, ord) JOIN "${schema}".runs r ON r.id = u.id
                 WHERE r.concurrency_key IS NOT NULL ORDER BY u.ord;
             END IF;
@@ -66,7 +67,7 @@ describe("per-key concurrency across worker processes", () => {
           END $fn$`)
         for (const table of ["claim_batches", "completion_batches"]) {
           yield* sql.unsafe(
-            `CREATE TRIGGER log_key AFTER INSERT ON "${schema}".${table} FOR EACH ROW EXECUTE FUNCTION "${schema}".log_key()`
+            `CREATE TRIGGER log_key AFTER INSERT ON "${schema}".${table} FOR EACH ROW EXECUTE FUNCTION "${schema}".log_key('${table}')`
           )
         }
 
