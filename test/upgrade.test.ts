@@ -77,7 +77,8 @@ describe("upgrading a store with runs in flight", () => {
         "ledger_lock_in_statement",
         "unique_ledger",
         "runs_now_by_span",
-        "history_partitions"
+        "history_partitions",
+        "idempotent_ledger"
       ])
       yield* Effect.sleep("50 millis")
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")
@@ -213,7 +214,7 @@ describe("upgrading a store with runs in flight", () => {
         Effect.forever(Effect.andThen(store.renew("w-a", held, ttl), Effect.sleep("5 millis")))
       )
       const applied = yield* Migrations.run(s).pipe(Effect.provideContext(client))
-      assert.deepStrictEqual(applied.map(([, name]) => name), ["history_partitions"])
+      assert.deepStrictEqual(applied.map(([, name]) => name), ["history_partitions", "idempotent_ledger"])
       assert.isUndefined(renewing.pollUnsafe(), "renewals kept working through the upgrade")
       yield* Fiber.interrupt(renewing)
       const partitionOf = (id: string) =>
