@@ -18,6 +18,13 @@ export interface HistoryShape {
   /** One run in `failEvery` failed with an error (in its row); one in `cancelEvery` cancelled. */
   readonly failEvery?: number
   readonly cancelEvery?: number
+  /**
+   * Each day's runs in a partition of its own (ADR 0028's ranges), quiet since its last run ended,
+   * as `maintain_history` leaves a store it has kept for `days` days; then the ranges ahead for the
+   * runs enqueued next. Without it, the history lands in the fresh store's first range and its
+   * default partition.
+   */
+  readonly dayRanges?: boolean
 }
 
 /**
@@ -36,7 +43,9 @@ export const statements = (schema: string, shape: HistoryShape): ReadonlyArray<s
   // while it runs (the store is not in use yet).
   const triggers = (how: string) =>
     `ALTER TABLE "${schema}".runs ${how} TRIGGER ready_on_insert, ${how} TRIGGER zz_rate_govern_inserted`
+  const batches = Math.ceil(n / batch)
   return [
+    ...(shape.dayRanges === true ? dayRanges(schema, shape.days, n, batches, at) : []),
     triggers("DISABLE"),
     `INSERT INTO "${schema}".runs (id, queue, kind, payload, run_at, state, attempt, max_attempts, fence, error,
        created_at, updated_at, finished_at, claimed_by, claimed_at, claimed_fence, claimed_attempt)
@@ -62,16 +71,62 @@ export const statements = (schema: string, shape: HistoryShape): ReadonlyArray<s
        ${at(`(b - 1) * ${batch} + 1`)} + interval '60 milliseconds'
      FROM (
        SELECT b, ARRAY(SELECT g FROM generate_series((b - 1) * ${batch} + 1, least(b * ${batch}, ${n})) AS g) AS ids
-       FROM generate_series(1, ${Math.ceil(n / batch)}) AS b
+       FROM generate_series(1, ${batches}) AS b
      ) c`,
     `INSERT INTO "${schema}".completion_batches (claim_batch, at, ids, fences)
      SELECT batch, claimed_at + interval '50 milliseconds', done, array_fill(1::bigint, ARRAY[cardinality(done)])
      FROM (SELECT batch, claimed_at, ARRAY(SELECT x FROM unnest(ids) AS x WHERE x <> ALL (closed)) AS done
        FROM "${schema}".claim_batches) c`,
     `SELECT setval(pg_get_serial_sequence('"${schema}".runs', 'id'), ${n})`,
-    `SELECT setval(pg_get_serial_sequence('"${schema}".claim_batches', 'batch'), ${Math.ceil(n / batch)})`,
+    `SELECT setval(pg_get_serial_sequence('"${schema}".claim_batches', 'batch'), ${batches})`,
+    ...(shape.dayRanges === true
+      ? [`SELECT count(*) FROM "${schema}".maintain_history('100 years', '100 years', ${Math.max(100_000, batch)})`]
+      : []),
     `VACUUM (ANALYZE) "${schema}".runs`,
     `VACUUM (ANALYZE) "${schema}".claim_batches`,
     `VACUUM (ANALYZE) "${schema}".completion_batches`
   ]
+}
+
+/**
+ * A fresh store's first ranges (empty) replaced by one range a day: runs `[lo, hi)` created when
+ * their first run was, quiet since their last one; claim batches cut at the same days.
+ */
+const dayRanges = (
+  schema: string,
+  days: number,
+  runs: number,
+  batches: number,
+  at: (i: string) => string
+): ReadonlyArray<string> => {
+  const cut = (total: number, d: number) => Math.floor((d * total) / days) + 1
+  const range = (parent: string, child: string, lo: number, hi: number) => [
+    `CREATE TABLE "${schema}".${parent}_from_${lo} PARTITION OF "${schema}".${parent} FOR VALUES FROM (${lo}) TO (${hi}) WITH (fillfactor = 100)`,
+    `CREATE TABLE "${schema}".${child}_from_${lo} PARTITION OF "${schema}".${child} FOR VALUES FROM (${lo}) TO (${hi}) WITH (fillfactor = 100)`
+  ]
+  const out: Array<string> = [
+    `DROP TABLE "${schema}".runs_from_1, "${schema}".run_events_from_1, "${schema}".claim_batches_from_1, "${schema}".completion_batches_from_1`,
+    `DELETE FROM "${schema}".history_ranges WHERE lo = 1`
+  ]
+  for (let d = 0; d < days; d++) {
+    const [lo, hi] = [cut(runs, d), cut(runs, d + 1)]
+    const [blo, bhi] = [cut(batches, d), cut(batches, d + 1)]
+    if (hi > lo) {
+      out.push(...range("runs", "run_events", lo, hi))
+      out.push(
+        `INSERT INTO "${schema}".history_ranges (tbl, lo, hi, created_at, quiet_since) VALUES ('runs', ${lo}, ${hi}, ${
+          at(String(lo))
+        }, ${at(String(hi - 1))} + interval '1 minute')`
+      )
+    }
+    if (bhi > blo) {
+      out.push(...range("claim_batches", "completion_batches", blo, bhi))
+      out.push(
+        `INSERT INTO "${schema}".history_ranges (tbl, lo, hi, created_at) VALUES ('claim_batches', ${blo}, ${bhi}, ${
+          at(String(lo))
+        })`
+      )
+    }
+  }
+  return out
 }

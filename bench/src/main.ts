@@ -17,6 +17,7 @@ import { enqueue, type EnqueueResult } from "./measures/enqueue.js"
 import { fence } from "./measures/fence.js"
 import { heartbeat, type HeartbeatParams } from "./measures/heartbeat.js"
 import * as History from "./measures/history.js"
+import * as LongHaul from "./measures/longHaul.js"
 import { latency } from "./measures/latency.js"
 import { pinned, type PinnedResult } from "./measures/pinned.js"
 import { reclaim, type ReclaimParams } from "./measures/reclaim.js"
@@ -45,7 +46,9 @@ const usage = `usage: npm run bench -- [--quick] [--runs N] [--repeats R] [--wor
           (also leasehold-metrics, leasehold-traces: telemetry's cost; leasehold-keyed, leasehold-rated, leasehold-unique, leasehold-idempotent: keys', rate limits', unique windows' and idempotency keys' cost; leasehold-logs-never, leasehold-logs, leasehold-logs-always: attempt logs' cost; only when named)]
   [--measures drain,latency,heartbeat,reclaim,fence | steady,pinned | enqueue] [--enqueue-runs N] [--enqueue-batch B] [--steady-rate N] [--pinned-window SECONDS] [--out-dir DIR] [--database-url URL] [--keep-databases]
   [--rerender results/latest.json]  (recompute the tables and the chart of a finished run, measuring nothing)
-  [--history N]  (only the operator reads on N completed runs of history beside an empty store: results/history-latest.md)`
+  [--history N]  (the long haul: on N completed runs of history beside an empty store, the operator reads, then
+                  the leasehold drain (--runs, --repeats) and pickup (--samples), and the retention of a day's range
+                  alone and during a drain: results/history-latest.md)`
 
 const parse = () => {
   const { values } = parseArgs({
@@ -222,12 +225,23 @@ const main = async () => {
         }`
       )
       const result = await History.historyReads(serverUrl, args.history, args.keepDatabases)
-      const text = `${History.render(result)}\n\nload before ${loadBefore.map((l) => l.toFixed(2)).join(" ")}, after ${
+      const haul = await LongHaul.longHaul(
+        ctx,
+        variantById("leasehold"),
+        args.history,
+        args.runs,
+        args.repeats,
+        args.samples
+      )
+      const text = `${History.render(result)}\n\n${LongHaul.render(haul)}\n\nload before ${loadBefore.map((l) => l.toFixed(2)).join(" ")}, after ${
         os.loadavg().map((l) => l.toFixed(2)).join(" ")
       }; ${await Pg.serverVersion(serverUrl)}\n`
       fs.mkdirSync(args.outDir, { recursive: true })
       fs.writeFileSync(path.join(args.outDir, "history-latest.md"), text)
-      fs.writeFileSync(path.join(args.outDir, "history-latest.json"), JSON.stringify(result, null, 2))
+      fs.writeFileSync(
+        path.join(args.outDir, "history-latest.json"),
+        JSON.stringify({ reads: result, longHaul: haul }, null, 2)
+      )
       process.stdout.write(text)
       return
     }

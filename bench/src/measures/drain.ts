@@ -11,6 +11,7 @@ import * as Pg from "../pg.js"
 import { log, status } from "../progress.js"
 import type { StoreProfile } from "../protocol.js"
 import { monotonicMs, sleep } from "../stats.js"
+import type { System } from "../systems/system.js"
 import type { Variant } from "../variants.js"
 
 export interface ExactlyOnce {
@@ -69,14 +70,21 @@ const CHUNK = 5_000
 
 const fmtUs = (us: number | null) => (us === null ? "n/a" : `${Math.round(us)} µs`)
 
+/** A database that already holds a store (history), drained into and kept; counted by `system`. */
+export interface OnDatabase {
+  readonly database: string
+  readonly system: System<unknown>
+}
+
 export const drain = async (
   ctx: BenchContext,
   variant: Variant,
   repeat: number,
-  runs: number
+  runs: number,
+  on?: OnDatabase
 ): Promise<DrainResult> => {
-  const { system } = variant
-  const database = await Pg.createDatabase(ctx.serverUrl, `${variant.id}_drain`)
+  const system = on?.system ?? variant.system
+  const database = on?.database ?? await Pg.createDatabase(ctx.serverUrl, `${variant.id}_drain`)
   const url = Pg.databaseUrl(ctx.serverUrl, database)
   const workers: Array<WorkerProcess> = []
   try {
@@ -254,6 +262,6 @@ export const drain = async (
     return result
   } finally {
     for (const w of workers) w.kill9()
-    if (!ctx.keepDatabases) await Pg.dropDatabase(ctx.serverUrl, database).catch(() => undefined)
+    if (!ctx.keepDatabases && on === undefined) await Pg.dropDatabase(ctx.serverUrl, database).catch(() => undefined)
   }
 }

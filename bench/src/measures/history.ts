@@ -4,8 +4,8 @@
  * by error text and by a payload field) on a store holding N completed runs (bench/src/history.ts),
  * side by side with an empty store in the same run; both stores hold the same live runs. Each
  * read is timed (median of its repeats, client wall time) and its statements run again under
- * EXPLAIN (ANALYZE, BUFFERS) for their pages and server time. The drain and pickup on top of
- * history are not measured here.
+ * EXPLAIN (ANALYZE, BUFFERS) for their pages and server time. The drain, pickup and retention on
+ * top of history: `longHaul.ts`.
  */
 import { RunStore } from "@leasehold/core"
 import { Database, PgRunStore } from "@leasehold/sql"
@@ -15,6 +15,7 @@ import * as History from "../history.js"
 import * as Pg from "../pg.js"
 import { log } from "../progress.js"
 import { monotonicMs } from "../stats.js"
+import { DAYS } from "./longHaul.js"
 
 export interface HistoryRead {
   readonly read: string
@@ -131,12 +132,14 @@ const onDatabase = (url: string, history: number) =>
     const start = monotonicMs()
     if (history > 0) {
       log(`writing ${history.toLocaleString("en-US")} completed runs of history…`)
-      for (const text of History.statements("leasehold", { runs: history, days: 30 })) yield* sql.unsafe(text)
+      for (const text of History.statements("leasehold", { runs: history, days: DAYS, dayRanges: true })) {
+        yield* sql.unsafe(text)
+      }
     }
     const fillSeconds = (monotonicMs() - start) / 1000
     yield* liveLoad(store)
     const [sizes] = yield* sql<{ runs: string; db: string }>`
-      SELECT pg_total_relation_size('leasehold.runs')::text AS runs, pg_database_size(current_database())::text AS db`
+      SELECT (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('leasehold.runs'))::text AS runs, pg_database_size(current_database())::text AS db`
     const [clock] = yield* sql<{ now: Date }>`SELECT now() AS now`
     const hourAgo = new Date(new Date(clock!.now).getTime() - 3_600_000)
     const measured: Array<readonly [string, Measured]> = []
@@ -157,7 +160,9 @@ export const historyReads = async (serverUrl: string, history: number, keep: boo
     const a = await Effect.runPromise(onDatabase(Pg.databaseUrl(serverUrl, empty), 0))
     const b = await Effect.runPromise(onDatabase(Pg.databaseUrl(serverUrl, full), history))
     log(
-      `operator reads on ${history.toLocaleString("en-US")} runs of history (written in ${b.fillSeconds.toFixed(0)} s)`
+      `operator reads on ${history.toLocaleString("en-US")} runs of history in ${DAYS} day ranges (written in ${
+        b.fillSeconds.toFixed(0)
+      } s)`
     )
     return {
       history,

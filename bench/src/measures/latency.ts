@@ -32,15 +32,17 @@ export const latencyFleet = async (
   ctx: BenchContext,
   variant: Variant,
   label: string,
-  onStarted: (i: number, at: number) => void
+  onStarted: (i: number, at: number) => void,
+  /** A database that already holds a store (history), kept afterwards. */
+  on?: string
 ) => {
   const options = variant.latencyOptions ?? variant.options
-  const database = await Pg.createDatabase(ctx.serverUrl, label)
+  const database = on ?? await Pg.createDatabase(ctx.serverUrl, label)
   const url = Pg.databaseUrl(ctx.serverUrl, database)
   const workers: Array<WorkerProcess> = []
   const close = async () => {
     for (const w of workers) w.kill9()
-    if (!ctx.keepDatabases) await Pg.dropDatabase(ctx.serverUrl, database).catch(() => undefined)
+    if (!ctx.keepDatabases && on === undefined) await Pg.dropDatabase(ctx.serverUrl, database).catch(() => undefined)
   }
   try {
     const session = await variant.system.enqueueSession(url, options)
@@ -67,14 +69,16 @@ export const latency = async (
   ctx: BenchContext,
   variant: Variant,
   repeat: number,
-  samples: number
+  samples: number,
+  on?: string
 ): Promise<LatencyResult> => {
   const waiting = new Map<number, (at: number) => void>()
   const { close, session, workers } = await latencyFleet(
     ctx,
     variant,
     `${variant.id}_latency`,
-    (i, at) => waiting.get(i)?.(at)
+    (i, at) => waiting.get(i)?.(at),
+    on
   )
   try {
     for (const w of workers) w.go()

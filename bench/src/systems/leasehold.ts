@@ -8,6 +8,7 @@ import { Database, PgRunStore } from "@leasehold/sql"
 import { Context, type Duration, Effect, Exit, Fiber, Layer, Logger, Schema, Scope } from "effect"
 import type { SqlClient } from "effect/sql"
 import { SqlClient as SqlClientService } from "effect/sql"
+import * as Pg from "../pg.js"
 import type { EnqueueSession, System, WorkerHandle, WorkerHooks } from "./system.js"
 
 export const SCHEMA = "leasehold"
@@ -285,3 +286,32 @@ export const leaseholdRated = rated
 export const leaseholdUnique = unique
 export const leaseholdIdempotent = idempotent
 export const leaseholdDeleting = deleting
+
+/** Where a store's history ends: its last run id and claim batch (the drain's own come after). */
+export interface HistoryFloor {
+  readonly runs: number
+  readonly batches: number
+}
+
+export const historyFloor = async (url: string): Promise<HistoryFloor> => {
+  const [row] = await Pg.query(
+    url,
+    `SELECT (SELECT last_value FROM ${SCHEMA}.runs_id_seq)::float8 AS runs,
+       (SELECT last_value FROM ${SCHEMA}.claim_batches_batch_seq)::float8 AS batches`
+  )
+  return { runs: Number(row.runs), batches: Number(row.batches) }
+}
+
+/** `leasehold` counting only the runs past `floor`: a drain on top of a store's history. */
+export const pastHistory = (floor: HistoryFloor): System<LeaseholdOptions> => ({
+  ...keeping,
+  completedSql: () =>
+    `SELECT ((SELECT count(*) FROM ${SCHEMA}.runs WHERE state = 'completed' AND id > ${floor.runs})
+    + (SELECT coalesce(sum(cardinality(ids)), 0) FROM ${SCHEMA}.completion_batches WHERE claim_batch > ${floor.batches}))::int AS n`,
+  verifySql: `SELECT
+      (SELECT count(*) FROM ${SCHEMA}.runs WHERE id > ${floor.runs})::int AS total,
+      (SELECT count(*) FROM ${SCHEMA}.runs_now WHERE state = 'completed' AND id > ${floor.runs})::int AS completed,
+      (SELECT count(*) FROM ${SCHEMA}.runs_now WHERE state = 'completed' AND fence <> 1 AND id > ${floor.runs})::int AS reclaimed,
+      (SELECT count(*) FROM (SELECT run_id FROM ${SCHEMA}.run_history WHERE run_id > ${floor.runs} GROUP BY run_id
+        HAVING array_agg(kind ORDER BY at, seq NULLS LAST) = ARRAY['claimed', 'completed']) h)::int AS history`
+})
