@@ -17,8 +17,8 @@ import { enqueue, type EnqueueResult } from "./measures/enqueue.js"
 import { fence } from "./measures/fence.js"
 import { heartbeat, type HeartbeatParams } from "./measures/heartbeat.js"
 import * as History from "./measures/history.js"
-import * as LongHaul from "./measures/longHaul.js"
 import { latency } from "./measures/latency.js"
+import * as LongHaul from "./measures/longHaul.js"
 import { pinned, type PinnedResult } from "./measures/pinned.js"
 import { reclaim, type ReclaimParams } from "./measures/reclaim.js"
 import { steady, type SteadyResult } from "./measures/steady.js"
@@ -233,9 +233,9 @@ const main = async () => {
         args.repeats,
         args.samples
       )
-      const text = `${History.render(result)}\n\n${LongHaul.render(haul)}\n\nload before ${loadBefore.map((l) => l.toFixed(2)).join(" ")}, after ${
-        os.loadavg().map((l) => l.toFixed(2)).join(" ")
-      }; ${await Pg.serverVersion(serverUrl)}\n`
+      const text = `${History.render(result)}\n\n${LongHaul.render(haul)}\n\nload before ${
+        loadBefore.map((l) => l.toFixed(2)).join(" ")
+      }, after ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; ${await Pg.serverVersion(serverUrl)}\n`
       fs.mkdirSync(args.outDir, { recursive: true })
       fs.writeFileSync(path.join(args.outDir, "history-latest.md"), text)
       fs.writeFileSync(
